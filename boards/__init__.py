@@ -1,0 +1,1 @@
+"""Board top-levels on amaranth-boards platforms (see boards/README.md)."""

@@ -1,0 +1,1 @@
+"""Amaranth gateware of the fpganet accelerator."""

@@ -1,0 +1,1 @@
+"""Simulation of the generated Verilog: cocotb testbenches and the simulator runner."""

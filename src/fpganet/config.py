@@ -1,0 +1,200 @@
+"""One configuration object for the hardware generator and the compiler.
+
+Every generator parameter of the accelerator lives in :class:`AcceleratorConfig`,
+together with the values derived from it and the checks that keep a
+configuration buildable, in the manner of Gemmini's ``GemminiConfigs``. The
+Amaranth gateware (``fpganet.hdl``) and the compiler both read it, and it
+round-trips through JSON so that a compiled program names the hardware it was
+compiled for.
+"""
+
+import dataclasses
+import json
+from dataclasses import dataclass
+
+__all__ = ["AcceleratorConfig", "ConfigError", "DEFAULT_CONFIG"]
+
+
+class ConfigError(ValueError):
+    """An accelerator configuration that cannot be built; the message names the parameter."""
+
+
+def _is_power_of_two(value):
+    return value > 0 and value & (value - 1) == 0
+
+
+@dataclass(frozen=True)
+class AcceleratorConfig:
+    """Generator parameters of the accelerator.
+
+    Parameters
+    ----------
+    rows : int
+        Rows of the output-stationary systolic array. Each row holds one output
+        channel of the current tile (the M dimension of ``C[M,N] = A[M,K] B[K,N]``).
+    cols : int
+        Columns of the array. Each column holds one output pixel of the current
+        tile (the N dimension).
+    operand_width : int
+        Bits of a signed operand (8 for int8).
+    acc_width : int
+        Bits of a signed accumulator (32 for int32). Must hold one full
+        product; :attr:`max_exact_k` says how long a dot product stays exact.
+    weight_buffer_bytes : int
+        Capacity of the on-chip weight buffer. Rounded by the hardware to words
+        of :attr:`weight_word_bytes`.
+    act_buffer_bytes : int
+        Capacity of the on-chip activation buffer (input and output feature maps).
+    bias_buffer_words : int
+        Entries of the per-output-channel parameter buffer (bias, multiplier, shift).
+    program_words : int
+        Instructions the program memory holds.
+    clock_hz : float
+        Clock the performance figures assume unless a routed Fmax replaces it.
+    """
+
+    rows: int = 2
+    cols: int = 8
+    operand_width: int = 8
+    acc_width: int = 32
+    weight_buffer_bytes: int = 64 * 1024
+    act_buffer_bytes: int = 8 * 1024
+    bias_buffer_words: int = 512
+    program_words: int = 1024
+    clock_hz: float = 40e6
+
+    def __post_init__(self):
+        for name in ("rows", "cols", "operand_width", "acc_width", "weight_buffer_bytes",
+                     "act_buffer_bytes", "bias_buffer_words", "program_words"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ConfigError(f"{name} must be an integer, not {value!r}")
+            if value < 1:
+                raise ConfigError(f"{name} must be at least 1, not {value}")
+        if self.rows > 64 or self.cols > 64:
+            raise ConfigError(f"array {self.rows}x{self.cols} is larger than the 64x64 "
+                              f"this generator supports")
+        if not 2 <= self.operand_width <= 16:
+            raise ConfigError(f"operand_width must be 2..16 bits, not {self.operand_width}")
+        if self.acc_width < self.product_width:
+            raise ConfigError(f"acc_width {self.acc_width} cannot hold one "
+                              f"{self.operand_width}x{self.operand_width}-bit product "
+                              f"({self.product_width} bits)")
+        if self.acc_width > 64:
+            raise ConfigError(f"acc_width must be at most 64 bits, not {self.acc_width}")
+        if self.weight_buffer_bytes % self.weight_word_bytes:
+            raise ConfigError(f"weight_buffer_bytes {self.weight_buffer_bytes} is not a multiple "
+                              f"of the {self.weight_word_bytes}-byte weight word (rows)")
+        if self.act_buffer_bytes % self.act_word_bytes:
+            raise ConfigError(f"act_buffer_bytes {self.act_buffer_bytes} is not a multiple "
+                              f"of the {self.act_word_bytes}-byte activation word (cols)")
+        if not isinstance(self.clock_hz, (int, float)) or not self.clock_hz > 0:
+            raise ConfigError(f"clock_hz must be a positive number, not {self.clock_hz!r}")
+
+    # Derived values ------------------------------------------------------------------------
+
+    @property
+    def macs_per_cycle(self):
+        """Multiply-accumulates the array performs per cycle at full occupancy."""
+        return self.rows * self.cols
+
+    @property
+    def peak_macs_per_s(self):
+        return self.macs_per_cycle * self.clock_hz
+
+    @property
+    def product_width(self):
+        """Bits of one signed operand product."""
+        return 2 * self.operand_width
+
+    @property
+    def operand_min(self):
+        return -(1 << (self.operand_width - 1))
+
+    @property
+    def operand_max(self):
+        return (1 << (self.operand_width - 1)) - 1
+
+    @property
+    def max_exact_k(self):
+        """Longest dot product that cannot overflow the accumulator, whatever the operands.
+
+        The largest product magnitude is ``operand_min ** 2``; the accumulator
+        holds ``2 ** (acc_width - 1)`` of either sign.
+        """
+        return ((1 << (self.acc_width - 1)) - 1) // (self.operand_min ** 2)
+
+    @property
+    def weight_word_bytes(self):
+        """Bytes the weight buffer delivers per cycle: one operand per array row."""
+        return (self.rows * self.operand_width + 7) // 8
+
+    @property
+    def act_word_bytes(self):
+        """Bytes the activation buffer delivers per cycle: one operand per array column."""
+        return (self.cols * self.operand_width + 7) // 8
+
+    @property
+    def weight_buffer_words(self):
+        return self.weight_buffer_bytes // self.weight_word_bytes
+
+    @property
+    def act_buffer_words(self):
+        return self.act_buffer_bytes // self.act_word_bytes
+
+    @property
+    def name(self):
+        """Short label for file names and reports, for example ``2x8``."""
+        return f"{self.rows}x{self.cols}"
+
+    # Serialization -------------------------------------------------------------------------
+
+    def to_dict(self):
+        """Parameters and derived values as plain JSON-able data."""
+        data = dataclasses.asdict(self)
+        data["derived"] = {
+            "macs_per_cycle": self.macs_per_cycle,
+            "peak_macs_per_s": self.peak_macs_per_s,
+            "max_exact_k": self.max_exact_k,
+            "weight_word_bytes": self.weight_word_bytes,
+            "act_word_bytes": self.act_word_bytes,
+        }
+        return data
+
+    def to_json(self, **kwargs):
+        return json.dumps(self.to_dict(), **kwargs)
+
+    @classmethod
+    def from_dict(cls, data):
+        """Build from :meth:`to_dict` output; unknown keys are an error, ``derived`` is ignored."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"configuration must be a JSON object, not {type(data).__name__}")
+        fields = {field.name for field in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - fields - {"derived"})
+        if unknown:
+            raise ConfigError(f"unknown configuration key(s): {', '.join(unknown)}")
+        return cls(**{key: value for key, value in data.items() if key in fields})
+
+    @classmethod
+    def from_json(cls, text):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ConfigError(f"configuration is not valid JSON: {error}") from None
+        return cls.from_dict(data)
+
+    def replace(self, **changes):
+        """A copy with some parameters changed (checked again)."""
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def parse_array(cls, text, **others):
+        """Build from an ``RxC`` string as given on the command line (``--array 2x8``)."""
+        try:
+            rows, cols = (int(part) for part in text.lower().split("x"))
+        except ValueError:
+            raise ConfigError(f"array size {text!r} is not of the form ROWSxCOLS, e.g. 2x8") from None
+        return cls(rows=rows, cols=cols, **others)
+
+
+DEFAULT_CONFIG = AcceleratorConfig()
