@@ -41,8 +41,8 @@ class AcceleratorConfig:
         Bits of a signed accumulator (32 for int32). Must hold one full
         product; :attr:`max_exact_k` says how long a dot product stays exact.
     weight_buffer_bytes : int
-        Capacity of the on-chip weight buffer. Rounded by the hardware to words
-        of :attr:`weight_word_bytes`.
+        Capacity of the on-chip weight buffer; the hardware holds whole words of
+        :attr:`weight_word_bytes` (rounded down).
     act_buffer_bytes : int
         Capacity of the on-chip activation buffer (input and output feature maps).
     bias_buffer_words : int
@@ -82,12 +82,11 @@ class AcceleratorConfig:
                               f"({self.product_width} bits)")
         if self.acc_width > 64:
             raise ConfigError(f"acc_width must be at most 64 bits, not {self.acc_width}")
-        if self.weight_buffer_bytes % self.weight_word_bytes:
-            raise ConfigError(f"weight_buffer_bytes {self.weight_buffer_bytes} is not a multiple "
-                              f"of the {self.weight_word_bytes}-byte weight word (rows)")
-        if self.act_buffer_bytes % self.act_word_bytes:
-            raise ConfigError(f"act_buffer_bytes {self.act_buffer_bytes} is not a multiple "
-                              f"of the {self.act_word_bytes}-byte activation word (cols)")
+        for name, word in (("weight_buffer_bytes", self.weight_word_bytes),
+                           ("act_buffer_bytes", self.act_word_bytes)):
+            if getattr(self, name) < word:
+                raise ConfigError(f"{name} {getattr(self, name)} is smaller than one "
+                                  f"{word}-byte word of the {self.name} array")
         if not isinstance(self.clock_hz, (int, float)) or not self.clock_hz > 0:
             raise ConfigError(f"clock_hz must be a positive number, not {self.clock_hz!r}")
 

@@ -1,0 +1,283 @@
+"""Output-stationary int8 systolic array.
+
+The array computes tiles of a matrix product, ``C[rows, cols] = sum_k a_k (outer) b_k``:
+one *beat* per k carries a column ``a_k`` (one operand per array row) and a row
+``b_k`` (one operand per array column). Each processing element (PE) keeps its
+own accumulator, so the reduction dimension K streams through in place with no
+limit and no partial-sum traffic; a beat flagged ``last`` closes the tile.
+
+Operands enter at the west edge (``a``, row ``i`` delayed by ``i`` cycles) and
+the north edge (``b``, column ``j`` delayed by ``j`` cycles) and move one PE per
+cycle east and south, so PE ``(i, j)`` sees beat ``t`` at cycle ``t + i + j``.
+When the ``last`` beat has passed, every PE copies its sum into a result
+register and starts the next tile from zero. The results leave one array row
+per beat, in row order.
+"""
+
+from amaranth import *
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from fpganet.config import AcceleratorConfig
+
+__all__ = ["ProcessingElement", "SystolicArray", "operand_layout", "result_layout"]
+
+
+def operand_layout(config):
+    """Payload of one beat into the array.
+
+    ``a``: one signed operand per array row; ``b``: one per array column;
+    ``last``: this beat ends the tile (the reduction dimension K).
+    """
+    operand = signed(config.operand_width)
+    return data.StructLayout({
+        "a": data.ArrayLayout(operand, config.rows),
+        "b": data.ArrayLayout(operand, config.cols),
+        "last": 1,
+    })
+
+
+def result_layout(config):
+    """Payload of one result beat: one array row of sums.
+
+    ``row``: which array row (0 first); ``last``: the final row of the tile.
+    """
+    return data.StructLayout({
+        "sums": data.ArrayLayout(signed(config.acc_width), config.cols),
+        "row": range(config.rows),
+        "last": 1,
+    })
+
+
+class ProcessingElement(wiring.Component):
+    """One multiply-accumulate cell of the output-stationary array.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+        Operand and accumulator widths.
+
+    Members
+    -------
+    a_in, b_in : In(signed(operand_width))
+        Operands from the west and north neighbours (or the array edge).
+    valid_in, last_in : In(1)
+        ``valid_in`` qualifies the operands (a bubble otherwise); ``last_in``
+        marks the final beat of a tile. Both travel with ``a``.
+    a_out, valid_out, last_out : Out
+        ``a_in``, ``valid_in`` and ``last_in`` registered, to the east neighbour.
+    b_out : Out(signed(operand_width))
+        ``b_in`` registered, to the south neighbour.
+    result : Out(signed(acc_width))
+        Sum of the most recently finished tile; holds until the next one finishes.
+    done : Out(1)
+        Pulses in the first cycle ``result`` shows a new sum.
+
+    Latency: operands are forwarded after 1 cycle; ``result`` shows a tile
+    :attr:`latency` cycles after its last beat reached ``a_in``/``b_in``.
+    Throughput: one beat per cycle, no back-pressure (the array schedules).
+    """
+
+    #: Cycles from a tile's last operands at the inputs to its sum on ``result``:
+    #: one for the product register, one for the accumulator.
+    latency = 2
+
+    def __init__(self, config):
+        if not isinstance(config, AcceleratorConfig):
+            raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
+        self.config = config
+        operand = signed(config.operand_width)
+        super().__init__({
+            "a_in": In(operand), "b_in": In(operand),
+            "valid_in": In(1), "last_in": In(1),
+            "a_out": Out(operand), "b_out": Out(operand),
+            "valid_out": Out(1), "last_out": Out(1),
+            "result": Out(signed(config.acc_width)),
+            "done": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        config = self.config
+
+        m.d.sync += [
+            self.a_out.eq(self.a_in),
+            self.b_out.eq(self.b_in),
+            self.valid_out.eq(self.valid_in),
+            self.last_out.eq(self.last_in),
+        ]
+
+        # The product is registered before the accumulator so that the multiplier
+        # maps onto a DSP's registered output (SB_MAC16, MULT18X18D) and the adder
+        # chain starts from a flop.
+        product = Signal(signed(config.product_width))
+        product_valid = Signal()
+        product_last = Signal()
+        m.d.sync += [
+            product.eq(self.a_in * self.b_in),
+            product_valid.eq(self.valid_in),
+            product_last.eq(self.valid_in & self.last_in),
+        ]
+
+        accumulator = Signal(signed(config.acc_width))
+        total = Signal(signed(config.acc_width))
+        m.d.comb += total.eq(accumulator + product)
+        m.d.sync += self.done.eq(product_last)
+        with m.If(product_last):
+            m.d.sync += [
+                self.result.eq(total),
+                accumulator.eq(0),
+            ]
+        with m.Elif(product_valid):
+            m.d.sync += accumulator.eq(total)
+        return m
+
+
+class SystolicArray(wiring.Component):
+    """A ``rows x cols`` output-stationary array of :class:`ProcessingElement`.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+        ``rows``, ``cols``, ``operand_width``, ``acc_width``.
+    pe : callable, optional
+        Factory ``pe(config)`` for the processing elements (tests substitute a
+        faulty one to show that the checks catch it).
+
+    Members
+    -------
+    operands : In(stream.Signature(operand_layout(config)))
+        Beats ``(a, b, last)``. A tile is any number K >= 1 of beats, the last
+        one flagged ``last``; the next beat starts a new tile.
+    results : Out(stream.Signature(result_layout(config)))
+        ``rows`` beats per tile, array row 0 first: ``sums[j]`` of row ``i`` is
+        ``sum_k a_k[i] * b_k[j]`` over the tile, exact in ``acc_width`` bits
+        (two's-complement wrap beyond; see ``AcceleratorConfig.max_exact_k``).
+
+    Latency: the first result row of a tile is valid :attr:`latency` cycles
+    after the transfer of its last beat; row ``i`` follows ``i`` cycles later
+    when ``results.ready`` is held high.
+
+    Throughput: one beat per cycle. A tile occupies the array for
+    ``max(K, min_tile_cycles)`` cycles when the results are taken as they come:
+    a ``last`` beat is held back (``operands.ready`` low) until every row of
+    the previous tile has been taken, because the next tile's sums overwrite
+    the result registers.
+
+    Back-pressure: ``results.ready`` low holds the result rows and, through
+    the rule above, the next tile's ``last`` beat; beats before it flow on.
+    ``operands.ready`` depends combinationally on ``operands.payload.last``
+    (not on ``operands.valid``); ``results.valid`` never depends on
+    ``results.ready``. Gaps in ``operands.valid`` are bubbles that cost
+    nothing but their cycles.
+    """
+
+    def __init__(self, config, *, pe=ProcessingElement):
+        if not isinstance(config, AcceleratorConfig):
+            raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
+        if not callable(pe):
+            raise TypeError(f"pe must be a callable returning a processing element, not {pe!r}")
+        self.config = config
+        self._pe_factory = pe
+        super().__init__({
+            "operands": In(stream.Signature(operand_layout(config))),
+            "results": Out(stream.Signature(result_layout(config))),
+        })
+
+    @property
+    def latency(self):
+        """Cycles from the transfer of a tile's last beat to its first result row.
+
+        The last beat reaches PE ``(0, cols-1)`` after ``cols - 1`` cycles of
+        skew, that PE takes :attr:`ProcessingElement.latency` cycles, and the
+        completed row is registered once more before it is offered.
+        """
+        return self.config.cols - 1 + ProcessingElement.latency + 1
+
+    @property
+    def min_tile_cycles(self):
+        """Fewest cycles a tile occupies the array with results taken at once.
+
+        A ``last`` beat is accepted only after the previous tile's final row
+        has been taken: :attr:`latency` plus ``rows - 1`` cycles, then one for
+        the release of that row to reach ``operands.ready``.
+        """
+        return self.latency + self.config.rows
+
+    def elaborate(self, platform):
+        m = Module()
+        config = self.config
+        rows, cols = config.rows, config.cols
+
+        pes = [[self._pe_factory(config) for _ in range(cols)] for _ in range(rows)]
+        for i in range(rows):
+            for j in range(cols):
+                m.submodules[f"pe_{i}_{j}"] = pes[i][j]
+
+        # A tile in flight: from its last beat entering until its final row is taken.
+        tile_pending = Signal()
+        accept = Signal()
+        m.d.comb += [
+            self.operands.ready.eq(~(self.operands.payload.last & tile_pending)),
+            accept.eq(self.operands.valid & self.operands.ready),
+        ]
+
+        # Skew at the west edge: row i sees the beat i cycles late, with its flags.
+        for i in range(rows):
+            a, valid, last = self.operands.payload.a[i], accept, accept & self.operands.payload.last
+            for stage in range(i):
+                a_q, valid_q, last_q = (Signal.like(a, name=f"a_skew_{i}_{stage}"),
+                                        Signal(name=f"valid_skew_{i}_{stage}"),
+                                        Signal(name=f"last_skew_{i}_{stage}"))
+                m.d.sync += [a_q.eq(a), valid_q.eq(valid), last_q.eq(last)]
+                a, valid, last = a_q, valid_q, last_q
+            m.d.comb += [pes[i][0].a_in.eq(a), pes[i][0].valid_in.eq(valid),
+                         pes[i][0].last_in.eq(last)]
+            for j in range(1, cols):
+                m.d.comb += [pes[i][j].a_in.eq(pes[i][j - 1].a_out),
+                             pes[i][j].valid_in.eq(pes[i][j - 1].valid_out),
+                             pes[i][j].last_in.eq(pes[i][j - 1].last_out)]
+
+        # Skew at the north edge: column j sees the beat j cycles late.
+        for j in range(cols):
+            b = self.operands.payload.b[j]
+            for stage in range(j):
+                b_q = Signal.like(b, name=f"b_skew_{j}_{stage}")
+                m.d.sync += b_q.eq(b)
+                b = b_q
+            m.d.comb += pes[0][j].b_in.eq(b)
+            for i in range(1, rows):
+                m.d.comb += pes[i][j].b_in.eq(pes[i - 1][j].b_out)
+
+        # A row is complete once its easternmost PE has its sum; the rows of one
+        # tile complete one cycle apart, in order.
+        row_complete = Signal(rows)
+        m.d.comb += row_complete.eq(Cat(pes[i][cols - 1].done for i in range(rows)))
+
+        # Result rows leave in order; `waiting` marks rows complete but not taken.
+        waiting = Signal(rows)
+        current_row = Signal(range(rows))
+        take = Signal()
+        m.d.comb += [
+            self.results.valid.eq(waiting.bit_select(current_row, 1)),
+            self.results.payload.row.eq(current_row),
+            self.results.payload.last.eq(current_row == rows - 1),
+            take.eq(self.results.valid & self.results.ready),
+        ]
+        with m.Switch(current_row):
+            for i in range(rows):
+                with m.Case(i):
+                    m.d.comb += [self.results.payload.sums[j].eq(pes[i][j].result)
+                                 for j in range(cols)]
+
+        taken = Signal(rows)
+        m.d.comb += taken.eq(Mux(take, 1 << current_row, 0))
+        m.d.sync += waiting.eq((waiting & ~taken) | row_complete)
+        with m.If(take):
+            m.d.sync += current_row.eq(Mux(current_row == rows - 1, 0, current_row + 1))
+
+        with m.If(accept & self.operands.payload.last):
+            m.d.sync += tile_pending.eq(1)
+        with m.Elif(take & (current_row == rows - 1)):
+            m.d.sync += tile_pending.eq(0)
+        return m

@@ -1,0 +1,173 @@
+"""Build generated Verilog for a simulator once, and run cocotb testbenches on it.
+
+A build is keyed by the hash of the Verilog text, the simulator and its
+arguments, and kept under ``build/sim/``: a second test of the same design, or
+the same design in a later ``make test``, reuses the compiled simulator (a
+Verilator build costs tens of seconds on two cores; a run costs far less).
+"""
+
+import fcntl
+import hashlib
+import json
+import os
+import xml.etree.ElementTree as ElementTree
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from amaranth.back import verilog
+
+from fpganet.sim.toolchain import ensure_simulator
+
+__all__ = ["SIMULATORS", "default_simulator", "generate_verilog", "SimBuild", "build", "CocotbResult"]
+
+SIMULATORS = ("verilator", "icarus")
+
+# Amaranth's Verilog trips Verilator's lint on widths and unused bits; they are
+# intended (sign extension and truncation are explicit in the netlist).
+VERILATOR_ARGS = ("-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNUSEDSIGNAL",
+                  "-Wno-UNOPTFLAT", "-O3", "--x-assign", "fast", "--x-initial", "fast")
+
+# Under Verilog-2005 rules Icarus turns a declaration's initial value into a
+# time-0 assignment, which wakes the `always @*` blocks that Yosys's Verilog
+# backend makes sensitive to one such register; under the runner's default
+# -g2012 nothing wakes them and combinational outputs stay X until an input moves.
+ICARUS_ARGS = ("-g2005",)
+
+
+def default_simulator():
+    """The simulator named by ``$SIM`` (``verilator`` unless set)."""
+    sim = os.environ.get("SIM", "verilator") or "verilator"
+    if sim not in SIMULATORS:
+        raise RuntimeError(f"SIM={sim!r} is not supported: use one of {', '.join(SIMULATORS)}")
+    return sim
+
+
+def repository_root():
+    return Path(__file__).resolve().parent.parent
+
+
+def default_build_root():
+    root = os.environ.get("FPGANET_BUILD_DIR")
+    return Path(root) if root else repository_root() / "build"
+
+
+def generate_verilog(component, name):
+    """Verilog text of an Amaranth component, its ports named after its signature."""
+    return verilog.convert(component, name=name, emit_src=False)
+
+
+@contextmanager
+def _locked(directory):
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@dataclass
+class CocotbResult:
+    """Outcome of one cocotb run: test names that passed and failed, and the results file."""
+    passed: list = field(default_factory=list)
+    failed: list = field(default_factory=list)
+    results_xml: Path = None
+
+    @property
+    def ok(self):
+        return bool(self.passed) and not self.failed
+
+
+@dataclass
+class SimBuild:
+    """A compiled simulation of one top-level, ready to run cocotb testbenches."""
+    sim: str
+    toplevel: str
+    directory: Path
+
+    def _runner(self):
+        from cocotb_tools.runner import get_runner
+        return get_runner(self.sim)
+
+    def run(self, test_module, testcase=None, env=None, *, seed=None, log_file=None,
+            waves=False, test_dir=None):
+        """Run cocotb test module ``test_module`` on this build; return a :class:`CocotbResult`.
+
+        ``env`` goes to the testbench as environment variables (the testbench
+        reads its parameters from them).
+        """
+        ensure_simulator(self.sim)
+        runner = self._runner()
+        test_dir = Path(test_dir) if test_dir else self.directory / "run"
+        test_dir.mkdir(parents=True, exist_ok=True)
+        results_xml = test_dir / f"results-{os.getpid()}.xml"
+        if results_xml.exists():
+            results_xml.unlink()
+        try:
+            self._test(runner, test_module, testcase, env, seed, log_file, waves, test_dir,
+                       results_xml)
+        except SystemExit:
+            pass  # the runner exits on failed tests; the results file says which
+        return _read_results(results_xml)
+
+    def _test(self, runner, test_module, testcase, env, seed, log_file, waves, test_dir,
+              results_xml):
+        runner.test(
+            test_module=test_module,
+            hdl_toplevel=self.toplevel,
+            hdl_toplevel_lang="verilog",
+            testcase=testcase,
+            build_dir=self.directory,
+            test_dir=test_dir,
+            results_xml=str(results_xml),
+            extra_env={key: str(value) for key, value in (env or {}).items()},
+            seed=seed,
+            log_file=log_file,
+            waves=waves,
+            timescale=("1ns", "1ps") if self.sim == "icarus" else None,
+        )
+
+
+def _read_results(results_xml):
+    result = CocotbResult(results_xml=results_xml)
+    if not results_xml.exists():
+        return result
+    for case in ElementTree.parse(results_xml).getroot().iter("testcase"):
+        failed = case.find("failure") is not None or case.find("error") is not None
+        (result.failed if failed else result.passed).append(case.get("name"))
+    return result
+
+
+def build(component, toplevel, *, sim=None, build_root=None, extra_sources=(), verbose=False):
+    """Generate Verilog for ``component`` and compile it for ``sim``, reusing an identical build.
+
+    Returns a :class:`SimBuild`.
+    """
+    sim = sim or default_simulator()
+    ensure_simulator(sim)
+    text = generate_verilog(component, toplevel)
+    args = list(VERILATOR_ARGS if sim == "verilator" else ICARUS_ARGS)
+    extra_texts = [Path(source).read_text() for source in extra_sources]
+    key = hashlib.sha256(json.dumps([sim, toplevel, text, args, extra_texts]).encode()).hexdigest()[:16]
+    directory = (Path(build_root) if build_root else default_build_root()) / "sim" / f"{toplevel}-{sim}-{key}"
+    with _locked(directory):
+        stamp = directory / ".built"
+        if not stamp.exists():
+            source = directory / f"{toplevel}.v"
+            source.write_text(text)
+            from cocotb_tools.runner import get_runner
+            runner = get_runner(sim)
+            runner.build(
+                sources=[source, *map(Path, extra_sources)],
+                hdl_toplevel=toplevel,
+                build_dir=directory,
+                build_args=args,
+                timescale=("1ns", "1ps") if sim == "icarus" else None,
+                always=True,
+                verbose=verbose,
+                log_file=directory / "build.log",
+            )
+            stamp.write_text(key)
+    return SimBuild(sim, toplevel, directory)
