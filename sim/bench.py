@@ -1,0 +1,200 @@
+"""Simulation-speed benchmark of the systolic array (``make bench``).
+
+Three ways of simulating the same array, in simulated clock cycles per second
+of wall time, measured on this machine:
+
+``amaranth.sim``
+    Amaranth's Python simulator, a testbench driving the streams every cycle.
+``cocotb, Python every cycle``
+    The generated Verilog under Verilator (and Icarus when installed), the
+    cocotb testbench driving and sampling the streams every cycle.
+``cocotb, Python waits for done``
+    The same Verilog wrapped in :class:`FreeRunningArray`, which feeds itself;
+    the clock runs in the simulator and Python only waits for ``done``.
+``Verilator, no Python``
+    The same free-running design under a plain C++ Verilator main: the
+    ceiling the cocotb runs are measured against.
+
+Every run checks its results. The report goes to ``<output>/sim_speed.json``.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from amaranth.sim import Simulator
+
+from fpganet.config import AcceleratorConfig
+from fpganet.hdl.systolic import SystolicArray
+from fpganet.sim import runner
+from fpganet.sim.free_running import FreeRunningArray, expected_checksum
+
+__all__ = ["bench_amaranth", "bench_cocotb", "main"]
+
+
+def bench_amaranth(config, tiles, tile_k):
+    """amaranth.sim, a testbench setting the operands and taking results every cycle."""
+    dut = SystolicArray(config)
+    rng = np.random.default_rng(0)
+    a = rng.integers(-128, 128, size=(tiles * tile_k, config.rows))
+    b = rng.integers(-128, 128, size=(tiles * tile_k, config.cols))
+    expected = [a[t * tile_k:(t + 1) * tile_k].T @ b[t * tile_k:(t + 1) * tile_k] for t in range(tiles)]
+    got, cycles = [], 0
+
+    async def testbench(ctx):
+        nonlocal cycles
+        ctx.set(dut.results.ready, 1)
+        sent = 0
+        while len(got) < tiles * config.rows:
+            if sent < len(a):
+                ctx.set(dut.operands.payload, {"a": a[sent].tolist(), "b": b[sent].tolist(),
+                                               "last": sent % tile_k == tile_k - 1})
+            ctx.set(dut.operands.valid, sent < len(a))
+            _, _, ready, valid, payload = await ctx.tick().sample(
+                dut.operands.ready, dut.results.valid, dut.results.payload)
+            cycles += 1
+            if ready and sent < len(a):
+                sent += 1
+            if valid:
+                got.append([payload.sums[j] for j in range(config.cols)])
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(testbench)
+    start = time.perf_counter()
+    sim.run()
+    wall = time.perf_counter() - start
+    sums = np.array(got).reshape(tiles, config.rows, config.cols)
+    checked = all(np.array_equal(sums[t], expected[t]) for t in range(tiles))
+    return {"cycles": cycles, "wall_s": wall, "checked": checked}
+
+
+def bench_cocotb(config, sim, mode, tiles, tile_k, build_root=None):
+    """One cocotb measurement; ``mode`` is ``python_every_cycle`` or ``python_waits_for_done``."""
+    if mode == "python_every_cycle":
+        design, top, free_running = SystolicArray(config), "systolic_array", False
+    else:
+        design, top, free_running = FreeRunningArray(config, tiles, tile_k), "free_running_array", True
+    start = time.perf_counter()
+    build = runner.build(design, top, sim=sim, build_root=build_root, free_running=free_running)
+    build_s = time.perf_counter() - start
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "measurement.json"
+        env = {"FPGANET_TB": json.dumps({"config": config.to_dict(), "tiles": tiles, "tile_k": tile_k}),
+               "FPGANET_BENCH_OUT": str(out)}
+        result = build.run("fpganet.sim.tb_bench", mode, env, log_file=Path(scratch) / "sim.log")
+        if not result.ok or not out.exists():
+            raise RuntimeError(f"benchmark {mode} on {sim} failed; see {result.results_xml}")
+        measurement = json.loads(out.read_text())
+    measurement["build_s"] = build_s
+    return measurement
+
+
+VERILATOR_MAIN = r"""
+#include <chrono>
+#include <cstdio>
+#include "Vfree_running_array_core.h"
+#include "verilated.h"
+
+int main(int argc, char **argv) {
+    VerilatedContext context;
+    context.commandArgs(argc, argv);
+    Vfree_running_array_core top{&context};
+    top.rst = 1;
+    for (int i = 0; i < 2; i++) { top.clk = 0; top.eval(); top.clk = 1; top.eval(); }
+    top.rst = 0;
+    auto start = std::chrono::steady_clock::now();
+    while (!top.done) { top.clk = 0; top.eval(); top.clk = 1; top.eval(); }
+    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("{\"cycles\": %u, \"wall_s\": %.6f, \"checksum\": %d}\n",
+                (unsigned)top.cycles, wall, (int)top.checksum);
+    top.final();
+    return 0;
+}
+"""
+
+
+def bench_verilator_alone(config, tiles, tile_k, build_root=None):
+    """The free-running design under a C++ main, no Python and no VPI: Verilator's own speed."""
+    runner.ensure_simulator("verilator")
+    text = runner.generate_verilog(FreeRunningArray(config, tiles, tile_k), "free_running_array_core")
+    key = hashlib.sha256(json.dumps([text, VERILATOR_MAIN, runner.VERILATOR_ARGS]).encode()).hexdigest()[:16]
+    directory = (Path(build_root) if build_root else runner.default_build_root()) / "sim" / f"verilator-alone-{key}"
+    binary = directory / "Vfree_running_array_core"
+    start = time.perf_counter()
+    if not binary.exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "core.v").write_text(text)
+        (directory / "main.cpp").write_text(VERILATOR_MAIN)
+        subprocess.run(["verilator", "--cc", "--exe", "--build", "-j", "2", *runner.VERILATOR_ARGS,
+                        "--top-module", "free_running_array_core", "-Mdir", str(directory),
+                        str(directory / "core.v"), str(directory / "main.cpp")],
+                       check=True, capture_output=True, text=True)
+    build_s = time.perf_counter() - start
+    measurement = json.loads(subprocess.run([str(binary)], check=True, capture_output=True,
+                                            text=True).stdout)
+    checksum = measurement.pop("checksum")
+    measurement["checked"] = checksum == expected_checksum(config, tiles, tile_k)
+    measurement["build_s"] = build_s
+    return measurement
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m fpganet.sim.bench", description=__doc__.splitlines()[0])
+    parser.add_argument("-o", "--output", default="build/bench", help="report folder (default: %(default)s)")
+    parser.add_argument("--array", default="4x4", help="array size ROWSxCOLS (default: %(default)s)")
+    parser.add_argument("--quick", action="store_true", help="short runs (for tests of the benchmark itself)")
+    args = parser.parse_args(argv)
+    config = AcceleratorConfig.parse_array(args.array)
+    scale = 0.05 if args.quick else 1.0
+    simulators = ["verilator"] + (["icarus"] if shutil.which("iverilog") else [])
+
+    runs = []
+
+    def record(mode, simulator, tiles, tile_k, measurement):
+        measurement = {"mode": mode, "simulator": simulator, "tiles": tiles, "tile_k": tile_k,
+                       **measurement, "source": "measured on this machine"}
+        measurement["cycles_per_s"] = measurement["cycles"] / measurement["wall_s"]
+        runs.append(measurement)
+        print(f"{mode:24s} {simulator:13s} {measurement['cycles']:>10,d} cycles "
+              f"{measurement['wall_s']:7.2f} s  {measurement['cycles_per_s']:>12,.0f} cycles/s"
+              f"  {'checked' if measurement['checked'] else 'WRONG RESULTS'}", flush=True)
+
+    tiles, tile_k = 8, max(16, int(2500 * scale))
+    record("python_every_cycle", "amaranth.sim", tiles, tile_k, bench_amaranth(config, tiles, tile_k))
+    for simulator in simulators:
+        tile_k = max(16, int(12_000 * scale)) if simulator == "verilator" else max(16, int(4_000 * scale))
+        record("python_every_cycle", simulator, tiles, tile_k,
+               bench_cocotb(config, simulator, "python_every_cycle", tiles, tile_k))
+        tile_k = max(16, int(2_500_000 * scale)) if simulator == "verilator" else max(16, int(10_000 * scale))
+        record("python_waits_for_done", simulator, tiles, tile_k,
+               bench_cocotb(config, simulator, "python_waits_for_done", tiles, tile_k))
+    tile_k = max(16, int(2_500_000 * scale))
+    record("no_python", "verilator", tiles, tile_k, bench_verilator_alone(config, tiles, tile_k))
+
+    report = {
+        "benchmark": "simulation speed of the systolic array",
+        "unit": "simulated clock cycles per second of wall time",
+        "config": config.to_dict(),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                    "python": platform.python_version()},
+        "runs": runs,
+    }
+    output = Path(args.output)
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "sim_speed.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {output / 'sim_speed.json'}")
+    return 0 if all(run["checked"] for run in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

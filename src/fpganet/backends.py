@@ -1,0 +1,112 @@
+"""Execution backends: who runs a compiled network on int8 inputs.
+
+A backend is a callable ``backend(net, q_in, **options) -> q_out``: it gets the
+int8 input feature maps [N, C, H, W] that the host quantized
+(:meth:`fpganet.qnet.QNetwork.quantize_input`) and returns the raw int8
+outputs [N, *net.output_shape]. The host dequantizes. ``golden`` is the numpy
+reference; a simulator of the RTL plugs in with :func:`register_backend`
+(or an entry in :data:`BACKENDS`), and must return exactly what ``golden``
+returns.
+
+Entries may be ``"module:attribute"`` strings, imported on first use, so that
+``fpganet run --backend golden`` never imports a simulator.
+"""
+
+import importlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import FpganetError
+
+__all__ = ["BACKENDS", "register_backend", "get_backend", "run_network", "RunResult"]
+
+#: Backend name -> callable or "module:attribute"; with a one-line description.
+BACKENDS = {
+    "golden": ("fpganet.golden:backend", "numpy integer model, the definition of the numerics"),
+}
+
+
+def register_backend(name, target, description=""):
+    """Add (or replace) a backend.
+
+    Parameters
+    ----------
+    name : str
+        As given to ``--backend``.
+    target : callable or str
+        ``backend(net, q_in, **options) -> int8 [N, *net.output_shape]``, or
+        ``"module:attribute"`` naming it.
+    description : str
+    """
+    BACKENDS[name] = (target, description)
+
+
+def get_backend(name):
+    """The callable registered as ``name``."""
+    if name not in BACKENDS:
+        raise FpganetError(f"unknown backend '{name}'; available: {', '.join(sorted(BACKENDS))}")
+    target = BACKENDS[name][0]
+    if isinstance(target, str):
+        module, _, attribute = target.partition(":")
+        target = getattr(importlib.import_module(module), attribute)
+    return target
+
+
+@dataclass
+class RunResult:
+    """Outputs of :func:`run_network`.
+
+    Attributes
+    ----------
+    q : numpy.ndarray
+        int8 [N, *output_shape], the network's raw output.
+    logits : numpy.ndarray
+        float32 [N, *output_shape], ``s_out * (q - zp_out)``.
+    backend : str
+    """
+
+    q: np.ndarray
+    logits: np.ndarray
+    backend: str
+
+    @property
+    def predictions(self):
+        """Arg-max over the class axis of the raw output (ties: lowest index, as numpy)."""
+        return self.q.reshape(self.q.shape[0], -1).argmax(axis=1)
+
+    def accuracy(self, labels):
+        """Top-1 accuracy against integer labels [N]."""
+        labels = np.asarray(labels)
+        return float(np.mean(self.predictions == labels)) if labels.size else float("nan")
+
+
+def run_network(net, x, backend="golden", limit=None, **options):
+    """Quantize float inputs on the host, run a backend, dequantize.
+
+    Parameters
+    ----------
+    net : fpganet.qnet.QNetwork
+    x : numpy.ndarray
+        float32 [N, *net.input_shape] in the model's input domain.
+    backend : str
+        A key of :data:`BACKENDS`.
+    limit : int, optional
+        Only the first ``limit`` inputs.
+    **options
+        Passed to the backend.
+
+    Returns
+    -------
+    RunResult
+    """
+    function = get_backend(backend)
+    if limit is not None:
+        x = x[:limit]
+    q_in = net.quantize_input(x)
+    q = np.asarray(function(net, q_in, **options))
+    expected = (x.shape[0], *net.output_shape)
+    if q.dtype != np.int8 or q.shape != expected:
+        raise FpganetError(f"backend '{backend}' returned {q.dtype} {list(q.shape)}, expected int8 "
+                           f"{list(expected)}")
+    return RunResult(q=q, logits=net.dequantize_output(q), backend=backend)

@@ -1,0 +1,333 @@
+"""The ``fpganet`` command line: a thin layer over the Python API.
+
+Subcommands register themselves with :func:`command`, so that later ones
+(an RTL backend for ``run``, ``synth``, ``estimate``) are one decorated
+function each; accelerator parameters are added to any subcommand with
+:func:`add_config_arguments` and read back with :func:`config_from_args`.
+
+User errors (:class:`~fpganet.errors.FpganetError`, a bad flag, a bad
+configuration) print one line, ``fpganet: error: <message>``, on stderr and
+exit with status 2. ``fpganet check`` exits with 1 when the comparison fails.
+"""
+
+import argparse
+import dataclasses
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+from .config import AcceleratorConfig, ConfigError
+from .errors import FpganetError
+
+__all__ = ["main", "build_parser", "command", "COMMANDS", "add_config_arguments",
+           "config_from_args"]
+
+PROG = "fpganet"
+EXIT_ERROR = 2
+EXIT_CHECK_FAILED = 1
+
+#: name -> (help, configure(parser), run(args) -> exit status)
+COMMANDS = {}
+
+
+def command(name, help):
+    """Register a subcommand: decorate ``run(args)``; its ``configure`` is given as attribute."""
+    def register(run):
+        COMMANDS[name] = (help, getattr(run, "configure", None), run)
+        return run
+    return register
+
+
+def arguments(configure):
+    """Attach ``configure(parser)`` to a subcommand's ``run`` function (use under ``@command``)."""
+    def attach(run):
+        run.configure = configure
+        return run
+    return attach
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as a FpganetError (one line) instead of exiting."""
+
+    def error(self, message):
+        raise FpganetError(f"{message} (see '{self.prog} --help')")
+
+
+# Accelerator configuration flags -----------------------------------------------------------
+
+def add_config_arguments(parser):
+    """Add ``--array RxC`` and one flag per :class:`AcceleratorConfig` field (``--acc-width``...)."""
+    group = parser.add_argument_group("accelerator configuration (stored in the manifest)")
+    group.add_argument("--array", metavar="RxC", help="systolic array rows x columns, e.g. 2x8")
+    for field in dataclasses.fields(AcceleratorConfig):
+        flag = "--" + field.name.replace("_", "-")
+        kind = float if field.type in (float, "float") else int
+        group.add_argument(flag, dest=f"config_{field.name}", type=kind, metavar="N",
+                           help=f"default {field.default}")
+
+
+def config_from_args(args):
+    """The :class:`AcceleratorConfig` the flags of :func:`add_config_arguments` describe."""
+    values = {field.name: getattr(args, f"config_{field.name}")
+              for field in dataclasses.fields(AcceleratorConfig)
+              if getattr(args, f"config_{field.name}", None) is not None}
+    if getattr(args, "array", None):
+        if "rows" in values or "cols" in values:
+            raise FpganetError("give either --array or --rows/--cols, not both")
+        return AcceleratorConfig.parse_array(args.array, **values)
+    return AcceleratorConfig(**values)
+
+
+def _positive(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+# compile -----------------------------------------------------------------------------------
+
+def _configure_compile(parser):
+    from .quantize import DEFAULT_METHOD, METHODS
+
+    parser.add_argument("model", nargs="?", metavar="MODEL.onnx",
+                        help="ONNX model; omitted: the embedded LeNet-5 with its MNIST "
+                             "calibration split")
+    parser.add_argument("--calib", metavar="CALIB.npz",
+                        help="calibration inputs: array 'x', float32 [N, C, H, W] in the model's "
+                             "input domain (required with MODEL)")
+    parser.add_argument("-o", "--output", required=True, metavar="OUT",
+                        help="output directory (manifest.json, network.npz); written atomically")
+    parser.add_argument("--method", default=DEFAULT_METHOD,
+                        help=f"calibration method: {', '.join(sorted(METHODS))} "
+                             f"(percentile:P for another percentile); default {DEFAULT_METHOD}")
+    parser.add_argument("--calib-limit", type=_positive, metavar="N",
+                        help="use only the first N calibration samples")
+    add_config_arguments(parser)
+
+
+@command("compile", help="quantize an ONNX model into an int8 network for the accelerator")
+@arguments(_configure_compile)
+def _run_compile(args):
+    from .compiler import compile_model
+
+    config = config_from_args(args)
+    net = compile_model(args.model, args.calib, args.output, config=config, method=args.method,
+                        calib_limit=args.calib_limit)
+    source = net.source
+    print(f"compiled {source['file']} ({'embedded' if source['embedded'] else source['path']}) "
+          f"into {args.output}")
+    print(f"  {len(net.layers)} layers, {net.macs:,} MACs per sample, "
+          f"{sum(l.weight.size for l in net.conv_layers):,} int8 weights, for the "
+          f"{net.config.name} array")
+    print(f"  calibration: {net.calibration['method']} on {net.calibration['samples']} samples "
+          f"({net.calibration['data']})")
+    if source.get("dropped_output_op"):
+        print(f"  the final {source['dropped_output_op']} was dropped: outputs are logits")
+    print(f"  input: scale {net.input_scale:.6g}, zero point {net.input_zp}; "
+          f"output: scale {net.output_scale:.6g}, zero point {net.output_zp}")
+    for index, layer in enumerate(net.layers):
+        shapes = f"{'x'.join(map(str, layer.in_shape))} -> {'x'.join(map(str, layer.out_shape))}"
+        if layer.type == "conv":
+            extra = (f"k {layer.kernel[0]}x{layer.kernel[1]} s {layer.stride[0]} "
+                     f"zp {layer.zp_in}->{layer.zp_out}{' relu' if layer.relu else ''} "
+                     f"{layer.macs:,} MACs")
+            kind = layer.kind
+        else:
+            extra, kind = "", layer.type
+        print(f"  {index:2d} {kind:8s} {layer.name:20s} {shapes:22s} {extra}")
+    return 0
+
+
+# run ---------------------------------------------------------------------------------------
+
+def _load_inputs(args, net):
+    """``x``, ``y`` from --inputs, or the embedded MNIST eval split for the embedded LeNet-5."""
+    from .compiler import read_inputs
+
+    if args.inputs is not None:
+        x, y = read_inputs(args.inputs, net.input_shape, input_name=net.input_name)
+        where = f"'{args.inputs}'"
+    else:
+        if not net.source.get("embedded"):
+            raise FpganetError("--inputs X.npz is required (the network is not the embedded "
+                               "LeNet-5, whose MNIST eval split would be the default)")
+        from .datasets import mnist
+        x, y = mnist("eval")
+        where = "the embedded MNIST eval split (test images 500..9999)"
+    if args.limit is not None:
+        x = x[:args.limit]
+        y = None if y is None else y[:args.limit]
+    return x, y, where
+
+
+def _write_npz(path, **arrays):
+    """Write a .npz atomically (temporary file in the same directory, then rename)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        handle, staging = tempfile.mkstemp(prefix=".fpganet-", suffix=".npz", dir=directory)
+    except OSError as error:
+        raise FpganetError(f"cannot write '{path}': {error.strerror}") from None
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            np.savez(stream, **arrays)
+        os.chmod(staging, 0o644)
+        os.replace(staging, path)
+    except OSError as error:
+        os.unlink(staging)
+        raise FpganetError(f"cannot write '{path}': {error.strerror}") from None
+
+
+def _configure_run(parser):
+    from .backends import BACKENDS
+
+    parser.add_argument("compiled", metavar="OUT", help="directory written by fpganet compile")
+    parser.add_argument("--inputs", metavar="X.npz",
+                        help="array 'x' float32 [N, C, H, W] (model input domain), optional "
+                             "labels 'y' [N]; default for the embedded LeNet-5: MNIST eval split")
+    parser.add_argument("--backend", default="golden", choices=sorted(BACKENDS),
+                        help="; ".join(f"{name}: {desc}" for name, (_, desc) in sorted(BACKENDS.items())))
+    parser.add_argument("--limit", type=_positive, metavar="N", help="only the first N inputs")
+    parser.add_argument("--out", metavar="R.npz",
+                        help="write 'logits' (float32 [N, classes]) and 'q' (int8 [N, classes])")
+
+
+@command("run", help="run a compiled network on inputs with a backend")
+@arguments(_configure_run)
+def _run_run(args):
+    from .backends import run_network
+    from .compiler import load_compiled
+
+    net = load_compiled(args.compiled)
+    x, y, where = _load_inputs(args, net)
+    result = run_network(net, x, backend=args.backend)
+    if args.out:
+        _write_npz(args.out, logits=result.logits, q=result.q)
+    count = x.shape[0]
+    if y is not None:
+        correct = int(np.sum(result.predictions == y))
+        print(f"top-1 accuracy {100 * correct / count:.2f} % ({correct} of {count} correct), "
+              f"measured by the {args.backend} model on {count} images of {where}")
+    else:
+        print(f"ran {count} inputs of {where} on the {args.backend} backend (no labels 'y', "
+              f"no accuracy)")
+    if args.out:
+        print(f"wrote {args.out} (logits float32 {list(result.logits.shape)}, q int8)")
+    return 0
+
+
+# check -------------------------------------------------------------------------------------
+
+def _configure_check(parser):
+    parser.add_argument("compiled", metavar="OUT", help="directory written by fpganet compile")
+    parser.add_argument("--inputs", metavar="X.npz", help="as for 'run'")
+    parser.add_argument("--limit", type=_positive, default=1000, metavar="N",
+                        help="inputs to compare (default 1000)")
+    parser.add_argument("--model", metavar="MODEL.onnx",
+                        help="float source model (default: the path in the manifest, if its "
+                             "SHA-256 still matches)")
+
+
+@command("check", help="compare the golden model with onnxruntime, layer by layer and end to end")
+@arguments(_configure_check)
+def _run_check(args):
+    from .compiler import load_compiled
+    from .golden import run_golden
+    from .model import file_sha256
+    from .qdq_export import compare_layers, run_onnx, run_source_model, to_onnx
+
+    net = load_compiled(args.compiled)
+    x, y, where = _load_inputs(args, net)
+    q_in = net.quantize_input(x)
+    q_out, outputs = run_golden(net, q_in, layer_outputs=True)
+    print(f"golden model vs onnxruntime on {x.shape[0]} inputs of {where}, each layer fed the "
+          f"same int8 input:")
+    ok = True
+    for result in compare_layers(net, q_in, outputs):
+        passed = result.passes()
+        ok &= passed
+        print(f"  {result.index:2d} {result.type:8s} {result.name:20s} "
+              f"{100 * result.equal_fraction:9.4f} % equal, max |diff| {result.max_abs_diff} LSB"
+              f"{'' if passed else '  FAIL (needs >= 99 % equal, <= 1 LSB)'}")
+    golden_pred = q_out.reshape(len(q_out), -1).argmax(1)
+    ort_q, _ = run_onnx(to_onnx(net), {net.input_name: x})
+    print(f"  int8 network in onnxruntime: {100 * np.mean(ort_q == q_out):.2f} % of outputs equal, "
+          f"arg-max agreement {100 * np.mean(ort_q.reshape(len(ort_q), -1).argmax(1) == golden_pred):.2f} %")
+    model = args.model or net.source.get("path")
+    if model and os.path.isfile(model) and (args.model or file_sha256(model) == net.source.get("sha256")):
+        float_pred = run_source_model(model, x).reshape(len(x), -1).argmax(1)
+        print(f"  float model ({os.path.basename(model)}) in onnxruntime: arg-max agreement with "
+              f"golden {100 * np.mean(float_pred == golden_pred):.2f} %")
+        if y is not None:
+            print(f"  top-1 accuracy: float {100 * np.mean(float_pred == y):.2f} %, golden int8 "
+                  f"{100 * np.mean(golden_pred == y):.2f} %")
+    else:
+        print("  float model not found (or changed since compiling): no float comparison")
+    print("check passed" if ok else "check FAILED")
+    return 0 if ok else EXIT_CHECK_FAILED
+
+
+# mnist -------------------------------------------------------------------------------------
+
+def _configure_mnist(parser):
+    from .datasets import SPLITS
+
+    parser.add_argument("--split", default="eval", choices=list(SPLITS),
+                        help="calib: test images 0..499; eval: 500..9999; all (default eval)")
+    parser.add_argument("--limit", type=_positive, metavar="N", help="only the first N images")
+    parser.add_argument("-o", "--output", required=True, metavar="FILE.npz",
+                        help="write 'x' float32 [N, 1, 28, 28] (preprocessed) and 'y' labels")
+
+
+@command("mnist", help="write preprocessed embedded MNIST test images as an inputs/calibration file")
+@arguments(_configure_mnist)
+def _run_mnist(args):
+    from .datasets import mnist
+
+    x, y = mnist(args.split, args.limit)
+    _write_npz(args.output, x=x, y=y)
+    print(f"wrote {args.output}: {x.shape[0]} images of the {args.split} split")
+    return 0
+
+
+# Entry point -------------------------------------------------------------------------------
+
+def build_parser():
+    """The argparse parser with every registered subcommand."""
+    from . import __version__
+
+    parser = _Parser(prog=PROG, description="From a trained CNN (ONNX) to an int8 systolic-array "
+                                            "accelerator.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (help, configure, _) in COMMANDS.items():
+        sub = subparsers.add_parser(name, help=help, description=help)
+        if configure:
+            configure(sub)
+    return parser
+
+
+def main(argv=None):
+    """Run the command line; returns the exit status (0, 1 for a failed check, 2 for an error)."""
+    try:
+        args = build_parser().parse_args(argv)
+        return COMMANDS[args.command][2](args)
+    except (FpganetError, ConfigError) as error:
+        print(f"{PROG}: error: {' '.join(str(error).split())}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader went away (``fpganet ... | head``): stop quietly, as Python's docs advise.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

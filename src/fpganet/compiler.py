@@ -1,0 +1,214 @@
+"""The compile flow as a Python API: ONNX + calibration data -> a compiled directory.
+
+:func:`compile_model` imports the ONNX model, quantizes it with calibration
+inputs, and (optionally) writes ``OUT/manifest.json`` and ``OUT/network.npz``
+atomically: everything is computed in memory, written into a temporary
+directory beside ``OUT`` and renamed into place, so a failure leaves no
+partial ``OUT``. :func:`load_compiled` reads it back. The command line
+(:mod:`fpganet.cli`) is a thin layer over these.
+"""
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from .config import DEFAULT_CONFIG
+from .errors import FpganetError
+from .qnet import MANIFEST, load_network
+
+__all__ = ["compile_model", "load_compiled", "read_npz", "read_inputs", "write_compiled"]
+
+
+def read_npz(path, role, keys=("x",)):
+    """Arrays from a ``.npz`` file, with one-line errors naming the file and the key.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    role : str
+        What the file is, for messages ("calibration file", "inputs file").
+    keys : tuple of str
+        Required keys.
+
+    Returns
+    -------
+    dict
+        Every array in the file.
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FpganetError(f"{role} '{path}' does not exist")
+    try:
+        with open(path, "rb") as handle:
+            magic = handle.read(6)
+    except OSError as error:
+        raise FpganetError(f"cannot read {role} '{path}': {error.strerror}") from None
+    if magic == b"\x93NUMPY":
+        raise FpganetError(f"{role} '{path}' is a single .npy array, not a .npz archive with an "
+                           f"array 'x' (save it with numpy.savez(path, x=...))")
+    if not magic.startswith(b"PK"):  # a .npz is a zip archive
+        raise FpganetError(f"{role} '{path}' is not a .npz archive")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {key: data[key] for key in data.files}
+    except Exception as error:
+        raise FpganetError(f"{role} '{path}' is not a readable .npz archive ({type(error).__name__}: "
+                           f"{error})") from None
+    for key in keys:
+        if key not in arrays:
+            present = ", ".join(f"'{k}'" for k in sorted(arrays)) or "none"
+            raise FpganetError(f"{role} '{path}' has no array '{key}' (arrays present: {present})")
+    return arrays
+
+
+def read_inputs(path, input_shape, role="inputs file", input_name="input"):
+    """Float inputs ``x`` (and labels ``y`` if present) from a ``.npz``, checked against a shape.
+
+    Returns
+    -------
+    x : numpy.ndarray
+        float32 [N, *input_shape].
+    y : numpy.ndarray or None
+        int64 [N].
+    """
+    arrays = read_npz(path, role)
+    x = _check_x(arrays["x"], input_shape, f"array 'x' in {role} '{os.fspath(path)}'", input_name)
+    y = arrays.get("y")
+    if y is not None:
+        y = np.asarray(y)
+        if y.shape != (x.shape[0],) or y.dtype.kind not in "iu":
+            raise FpganetError(f"labels 'y' in {role} '{os.fspath(path)}' are {y.dtype} "
+                               f"{list(y.shape)}; expected integers [{x.shape[0]}]")
+        y = y.astype(np.int64)
+    return x, y
+
+
+def _check_x(x, input_shape, what, input_name):
+    x = np.asarray(x)
+    expected = "[N, " + ", ".join(map(str, input_shape)) + "]"
+    if x.dtype.kind != "f":
+        raise FpganetError(f"{what} is {x.dtype}; it must be float in the model's input domain "
+                           f"(preprocessed), shape {expected}")
+    if x.ndim != len(input_shape) + 1 or tuple(x.shape[1:]) != tuple(input_shape):
+        raise FpganetError(f"{what} has shape {list(x.shape)}; the model input '{input_name}' "
+                           f"expects {expected}")
+    if x.shape[0] == 0:
+        raise FpganetError(f"{what} holds no samples")
+    if not np.all(np.isfinite(x)):
+        raise FpganetError(f"{what} contains NaN or Inf")
+    return x.astype(np.float32, copy=False)
+
+
+def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=None,
+                  calib_limit=None):
+    """Import, quantize and optionally write a network.
+
+    Parameters
+    ----------
+    model : str or os.PathLike, optional
+        ONNX file. None: the embedded LeNet-5 (:data:`fpganet.datasets.LENET5_ONNX`).
+    calib : str, os.PathLike or numpy.ndarray, optional
+        ``.npz`` with ``x`` float32 [N, *input_shape], or the array itself.
+        None: the embedded MNIST calibration split (only with the embedded LeNet-5 or
+        a byte-identical copy of it).
+    out_dir : str or os.PathLike, optional
+        Directory to write (replaced atomically if it is an earlier output).
+    config : fpganet.config.AcceleratorConfig, optional
+        Stored in the manifest; ``acc_width`` bounds the accumulators.
+    method : str, optional
+        Calibration method (:data:`fpganet.quantize.METHODS`); default
+        :data:`fpganet.quantize.DEFAULT_METHOD`.
+    calib_limit : int, optional
+        Use only the first ``calib_limit`` calibration samples.
+
+    Returns
+    -------
+    fpganet.qnet.QNetwork
+    """
+    from . import datasets
+    from .model import file_sha256, load_onnx
+    from .quantize import DEFAULT_METHOD, parse_method, quantize_graph
+
+    config = config or DEFAULT_CONFIG
+    method = method or DEFAULT_METHOD
+    parse_method(method)
+    model_path = Path(datasets.LENET5_ONNX if model is None else model)
+    graph = load_onnx(model_path)
+    sha256 = file_sha256(model_path)
+    # A byte-identical copy of the embedded LeNet-5 gets its defaults (calibration split, eval inputs).
+    embedded = sha256 == file_sha256(datasets.LENET5_ONNX)
+    if calib is None:
+        if not embedded:
+            raise FpganetError("a calibration file is required for a model other than the "
+                               "embedded LeNet-5 (--calib CALIB.npz with an array 'x')")
+        calib_x, _ = datasets.mnist("calib")
+        calibration = {"data": f"embedded MNIST calibration split, test images "
+                               f"0..{datasets.CALIB_COUNT - 1}"}
+    elif isinstance(calib, np.ndarray):
+        calib_x = _check_x(calib, graph.input_shape, "calibration array", graph.input_name)
+        calibration = {"data": "array given to compile_model"}
+    else:
+        arrays = read_npz(calib, "calibration file")
+        calib_x = _check_x(arrays["x"], graph.input_shape,
+                           f"array 'x' in calibration file '{os.fspath(calib)}'", graph.input_name)
+        calibration = {"data": os.path.abspath(os.fspath(calib)), "sha256": file_sha256(calib)}
+    if calib_limit is not None:
+        if calib_limit < 1:
+            raise FpganetError(f"calibration limit must be at least 1, not {calib_limit}")
+        calib_x = calib_x[:calib_limit]
+    calibration.update(method=method, samples=int(calib_x.shape[0]))
+    source = {"path": str(model_path.resolve()), "file": model_path.name,
+              "sha256": sha256, "embedded": embedded, "graph": graph.name,
+              "dropped_output_op": graph.dropped_output_op, "notes": list(graph.notes),
+              "float_macs": int(graph.macs)}
+    net = quantize_graph(graph, calib_x, method=method, config=config, source=source,
+                         calibration=calibration)
+    if out_dir is not None:
+        write_compiled(net, out_dir)
+    return net
+
+
+def write_compiled(net, out_dir):
+    """Write ``net`` into ``out_dir`` atomically (temporary sibling, then rename).
+
+    An existing ``out_dir`` is replaced only if it is empty or an earlier
+    compiled output (it has a ``manifest.json``), so a mistyped ``-o`` cannot
+    delete an unrelated directory.
+    """
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise FpganetError(f"output '{out}' exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST).is_file():
+        raise FpganetError(f"output directory '{out}' is not empty and holds no compiled network; "
+                           f"refusing to replace it")
+    parent = out.absolute().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=parent))
+    except OSError as error:
+        raise FpganetError(f"cannot create the output directory '{out}': {error.strerror}") from None
+    try:
+        os.chmod(staging, 0o755)
+        net.save(staging)
+        if out.exists():
+            retired = staging.with_suffix(".old")
+            os.rename(out, retired)
+            os.rename(staging, out)
+            shutil.rmtree(retired, ignore_errors=True)
+        else:
+            os.rename(staging, out)
+    except OSError as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise FpganetError(f"cannot write the output directory '{out}': {error}") from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out
+
+
+def load_compiled(out_dir):
+    """Read a compiled directory; see :func:`fpganet.qnet.load_network`."""
+    return load_network(out_dir)

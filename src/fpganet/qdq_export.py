@@ -1,0 +1,260 @@
+"""The quantized network as ONNX for onnxruntime, and the checks against it.
+
+:func:`to_onnx` writes the integer network with standard ONNX quantized ops:
+``QuantizeLinear`` (the host's input quantization), ``QLinearConv`` for every
+conv and dense layer (a dense layer is a 1x1 convolution on a ``[N, K, 1, 1]``
+tensor, exactly as in our IR), ``Clip`` for a folded ReLU, int8 ``MaxPool``
+and ``Reshape``, and ``DequantizeLinear`` for the logits.
+
+onnxruntime computes the same exact int32 accumulators (its QLinearConv takes
+the unfolded bias and subtracts the input zero point itself) but requantizes
+differently: it multiplies in float32 by ``s_in * s_w[m] / s_out`` and rounds
+half to even, where the golden model uses the 15-bit fixed-point multiplier
+and rounds half up. :func:`compare_layers` feeds both the *same* int8 input
+for each layer and measures how often the int8 outputs differ (they may differ
+by one LSB where ``acc * M`` lies within about 2**-15 relative of a rounding
+boundary).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import FpganetError
+from .golden import run_golden
+from .qnet import QConv, QMaxPool, QReshape
+
+__all__ = ["to_onnx", "layer_to_onnx", "ort_session", "run_onnx", "compare_layers",
+           "LayerAgreement", "run_source_model", "OPSET"]
+
+OPSET = 13
+_IR_VERSION = 7
+
+
+def _helpers():
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    return onnx, TensorProto, helper, numpy_helper
+
+
+def _layer_nodes(layer, index, source, target, initializers):
+    """ONNX nodes computing one integer layer from tensor ``source`` into ``target``."""
+    _, _, helper, numpy_helper = _helpers()
+    prefix = f"l{index:02d}"
+
+    def constant(name, value):
+        initializers.append(numpy_helper.from_array(np.asarray(value), f"{prefix}.{name}"))
+        return f"{prefix}.{name}"
+
+    if isinstance(layer, QConv):
+        m = layer.out_shape[0]
+        conv_out = target if layer.lo == -128 and layer.hi == 127 else f"{prefix}.conv"
+        inputs = [source, constant("x_scale", np.float32(layer.s_in)),
+                  constant("x_zero_point", np.int8(layer.zp_in)),
+                  constant("w", layer.weight), constant("w_scale", layer.s_w.astype(np.float32)),
+                  constant("w_zero_point", np.zeros(m, np.int8)),
+                  constant("y_scale", np.float32(layer.s_out)),
+                  constant("y_zero_point", np.int8(layer.zp_out)),
+                  constant("bias", layer.bias_unfolded.astype(np.int32))]
+        nodes = [helper.make_node("QLinearConv", inputs, [conv_out], name=f"{prefix}.{layer.name}",
+                                  kernel_shape=list(layer.kernel), strides=list(layer.stride),
+                                  pads=list(layer.pads), dilations=[1, 1], group=1)]
+        if conv_out != target:
+            nodes.append(helper.make_node("Clip", [conv_out, constant("lo", np.int8(layer.lo)),
+                                                   constant("hi", np.int8(layer.hi))], [target],
+                                          name=f"{prefix}.clip"))
+        return nodes
+    if isinstance(layer, QMaxPool):
+        return [helper.make_node("MaxPool", [source], [target], name=f"{prefix}.{layer.name}",
+                                 kernel_shape=list(layer.kernel), strides=list(layer.stride),
+                                 pads=list(layer.pads))]
+    if isinstance(layer, QReshape):
+        shape = constant("shape", np.array([-1, *layer.out_shape], np.int64))
+        return [helper.make_node("Reshape", [source, shape], [target], name=f"{prefix}.{layer.name}")]
+    raise TypeError(f"unknown layer {layer!r}")
+
+
+def _model(nodes, inputs, outputs, initializers, name):
+    onnx, _, helper, _ = _helpers()
+    graph = helper.make_graph(nodes, name, inputs, outputs, initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="fpganet")
+    model.ir_version = _IR_VERSION
+    onnx.checker.check_model(model)
+    return model
+
+
+def to_onnx(net):
+    """The whole quantized network as an ONNX model onnxruntime runs.
+
+    Parameters
+    ----------
+    net : fpganet.qnet.QNetwork
+
+    Returns
+    -------
+    onnx.ModelProto
+        Input ``net.input_name`` float32 [N, *input_shape]; outputs ``q`` (int8
+        [N, *output_shape], the raw network output) and ``logits`` (float32,
+        dequantized).
+    """
+    _, TensorProto, helper, numpy_helper = _helpers()
+    initializers = [numpy_helper.from_array(np.float32(net.input_scale), "input_scale"),
+                    numpy_helper.from_array(np.int8(net.input_zp), "input_zero_point"),
+                    numpy_helper.from_array(np.array([-1, *net.input_chw], np.int64), "input_chw"),
+                    numpy_helper.from_array(np.array([-1, *net.output_shape], np.int64), "output_dims"),
+                    numpy_helper.from_array(np.float32(net.output_scale), "output_scale"),
+                    numpy_helper.from_array(np.int8(net.output_zp), "output_zero_point")]
+    nodes = [helper.make_node("QuantizeLinear", [net.input_name, "input_scale", "input_zero_point"],
+                              ["q_input"], name="quantize_input"),
+             helper.make_node("Reshape", ["q_input", "input_chw"], ["t_input"], name="input_chw")]
+    current = "t_input"
+    for index, layer in enumerate(net.layers):
+        target = f"t{index:02d}"
+        nodes += _layer_nodes(layer, index, current, target, initializers)
+        current = target
+    nodes += [helper.make_node("Reshape", [current, "output_dims"], ["q"], name="output_shape"),
+              helper.make_node("DequantizeLinear", ["q", "output_scale", "output_zero_point"],
+                               ["logits"], name="dequantize_output")]
+    inputs = [helper.make_tensor_value_info(net.input_name, TensorProto.FLOAT, ["N", *net.input_shape])]
+    outputs = [helper.make_tensor_value_info("q", TensorProto.INT8, ["N", *net.output_shape]),
+               helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", *net.output_shape])]
+    return _model(nodes, inputs, outputs, initializers, "fpganet_int8")
+
+
+def layer_to_onnx(layer, index=0):
+    """One integer layer as an ONNX model: int8 ``x`` [N, *in_shape] -> int8 ``y`` [N, *out_shape]."""
+    _, TensorProto, helper, _ = _helpers()
+    initializers = []
+    nodes = _layer_nodes(layer, index, "x", "y", initializers)
+    inputs = [helper.make_tensor_value_info("x", TensorProto.INT8, ["N", *layer.in_shape])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.INT8, ["N", *layer.out_shape])]
+    return _model(nodes, inputs, outputs, initializers, f"fpganet_layer_{index}")
+
+
+def ort_session(model):
+    """An onnxruntime CPU session with graph optimizations off (no fusions that change numerics)."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 3
+    data = model if isinstance(model, (bytes, str)) else model.SerializeToString()
+    return onnxruntime.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+
+
+def run_onnx(model, feeds):
+    """Run a model (ModelProto, bytes or path) once; returns the list of outputs."""
+    return ort_session(model).run(None, feeds)
+
+
+@dataclass
+class LayerAgreement:
+    """How one layer's int8 outputs compare between the golden model and onnxruntime.
+
+    Attributes
+    ----------
+    index : int
+    name : str
+    type : str
+        "conv", "dense", "maxpool" or "reshape".
+    elements : int
+        Output values compared.
+    equal : int
+        Values that are identical.
+    max_abs_diff : int
+        Largest difference in LSB.
+    diff_counts : dict
+        ``{difference: count}`` for the nonzero differences (golden minus onnxruntime).
+    """
+
+    index: int
+    name: str
+    type: str
+    elements: int
+    equal: int
+    max_abs_diff: int
+    diff_counts: dict
+
+    @property
+    def equal_fraction(self):
+        return self.equal / self.elements if self.elements else 1.0
+
+    def passes(self, min_equal=0.99, max_diff=1):
+        return self.equal_fraction >= min_equal and self.max_abs_diff <= max_diff
+
+
+def compare_layers(net, q_in, golden_outputs=None):
+    """Layer-by-layer comparison of the golden model with onnxruntime on the same int8 inputs.
+
+    Each layer is run by onnxruntime on the golden model's int8 input to that
+    layer, so differences do not accumulate: what is measured is each layer's
+    own arithmetic.
+
+    Parameters
+    ----------
+    net : fpganet.qnet.QNetwork
+    q_in : numpy.ndarray
+        int8 [N, *net.input_chw].
+    golden_outputs : list of numpy.ndarray, optional
+        Per-layer golden outputs, if already computed.
+
+    Returns
+    -------
+    list of LayerAgreement
+    """
+    if golden_outputs is None:
+        _, golden_outputs = run_golden(net, q_in, layer_outputs=True)
+    results = []
+    layer_input = q_in.reshape(q_in.shape[0], *net.input_chw)
+    for index, (layer, expected) in enumerate(zip(net.layers, golden_outputs)):
+        (actual,) = run_onnx(layer_to_onnx(layer, index), {"x": layer_input})
+        diff = expected.astype(np.int16) - actual.astype(np.int16)
+        values, counts = np.unique(diff[diff != 0], return_counts=True)
+        results.append(LayerAgreement(
+            index=index, name=layer.name, type=getattr(layer, "kind", layer.type),
+            elements=int(diff.size),
+            equal=int(np.count_nonzero(diff == 0)),
+            max_abs_diff=int(np.abs(diff).max(initial=0)),
+            diff_counts={int(v): int(c) for v, c in zip(values, counts)}))
+        layer_input = expected
+    return results
+
+
+def run_source_model(path, x, input_name=None):
+    """Run a float ONNX model with onnxruntime, whatever batch size its input declares.
+
+    A model exported with a fixed batch (LeNet-5 here: 10) is fed chunks of that
+    size, the last one padded by repeating its final sample.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    x : numpy.ndarray
+        float32 [N, ...].
+
+    Returns
+    -------
+    numpy.ndarray
+        The first output, [N, ...].
+    """
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    try:
+        session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as error:
+        raise FpganetError(f"onnxruntime cannot load '{path}': {type(error).__name__}") from None
+    info = session.get_inputs()[0]
+    batch = info.shape[0] if isinstance(info.shape[0], int) and info.shape[0] > 0 else 256
+    x = np.asarray(x, dtype=np.float32)
+    outputs = []
+    for start in range(0, x.shape[0], batch):
+        part = x[start:start + batch]
+        count = part.shape[0]
+        if count < batch and isinstance(info.shape[0], int):
+            part = np.concatenate([part, np.repeat(part[-1:], batch - count, axis=0)])
+        outputs.append(session.run(None, {input_name or info.name: part})[0][:count])
+    return np.concatenate(outputs)

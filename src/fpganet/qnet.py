@@ -1,0 +1,503 @@
+"""The integer network: what the golden model executes and the hardware back end consumes.
+
+A :class:`QNetwork` is a list of integer layers (:class:`QConv`,
+:class:`QMaxPool`, :class:`QReshape`) plus the host-side quantization of the
+input and dequantization of the output. Every field the accelerator needs is
+here, as plain ints, tuples and numpy arrays; the float scales ride along only
+to document the mapping and to dequantize the output. The arithmetic itself
+is defined in :mod:`fpganet.golden` and in ``docs/numerics.md``.
+
+Feature maps are int8 ``(C, H, W)`` per sample in NCHW order. A dense layer is a
+:class:`QConv` with ``kind == "dense"``: a 1x1 kernel on a ``(K, 1, 1)`` input.
+
+A compiled directory holds ``manifest.json`` (everything, human readable, with
+per-channel multipliers and shifts) and ``network.npz`` (the integer tensors,
+authoritative): :meth:`QNetwork.save` and :func:`load_network`.
+"""
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .config import AcceleratorConfig, ConfigError
+from .errors import FpganetError
+
+__all__ = ["QConv", "QMaxPool", "QReshape", "QNetwork", "load_network", "quantize_input",
+           "MULT_BITS", "MULT_MIN", "MULT_MAX", "SHIFT_MIN", "SHIFT_MAX", "FORMAT"]
+
+FORMAT = "fpganet-compiled/1"
+MANIFEST = "manifest.json"
+ARRAYS = "network.npz"
+
+#: Requantization multipliers are 15-bit unsigned with the top bit set: [2**14, 2**15).
+MULT_BITS = 15
+MULT_MIN = 1 << (MULT_BITS - 1)
+MULT_MAX = (1 << MULT_BITS) - 1
+SHIFT_MIN = 1
+SHIFT_MAX = 62
+INT8_MIN, INT8_MAX = -128, 127
+
+
+@dataclass
+class QConv:
+    """An int8 convolution or dense layer with int32 accumulation and requantization.
+
+    ``acc[m, n] = bias[m] + sum_k weight[m, k] * x[k, n]`` over the patch of a
+    feature map padded with ``zp_in``; then
+    ``y = clamp(zp_out + ((acc * mult[m] + (1 << (shift[m] - 1))) >> shift[m]), lo, hi)``.
+
+    Attributes
+    ----------
+    name : str
+        Name of the source layer (ONNX node).
+    kind : str
+        ``"conv"`` or ``"dense"`` (a 1x1 kernel on a ``(K, 1, 1)`` input).
+    in_shape, out_shape : tuple of int
+        ``(C, H, W)`` and ``(M, Ho, Wo)``.
+    kernel, stride : tuple of int
+        ``(kh, kw)``, ``(sh, sw)``.
+    pads : tuple of int
+        ``(top, left, bottom, right)``; padding positions hold ``zp_in``.
+    zp_in, zp_out : int
+        Zero points of the input and output feature maps.
+    lo, hi : int
+        Output clamp; ``lo = max(-128, zp_out)`` when a ReLU is folded in.
+    relu : bool
+        Whether a ReLU was folded into ``lo``.
+    weight : numpy.ndarray
+        int8 [M, C, kh, kw], zero point 0, symmetric in -127..127.
+    bias : numpy.ndarray
+        int32 [M] with the input zero point folded in.
+    mult, shift : numpy.ndarray
+        int32 [M]; ``mult`` in [2**14, 2**15), ``shift`` in [1, 62].
+    s_in, s_out : float
+        Scales of input and output (float32 values), for documentation.
+    s_w : numpy.ndarray
+        float32 [M] weight scales, for documentation.
+    """
+
+    name: str
+    kind: str
+    in_shape: tuple
+    out_shape: tuple
+    kernel: tuple
+    stride: tuple
+    pads: tuple
+    zp_in: int
+    zp_out: int
+    lo: int
+    hi: int
+    relu: bool
+    weight: np.ndarray
+    bias: np.ndarray
+    mult: np.ndarray
+    shift: np.ndarray
+    s_in: float
+    s_out: float
+    s_w: np.ndarray
+
+    type = "conv"
+
+    @property
+    def k(self):
+        """Length of one dot product: ``C * kh * kw``."""
+        return int(np.prod(self.weight.shape[1:]))
+
+    @property
+    def macs(self):
+        """Multiply-accumulates per sample."""
+        return self.out_shape[0] * self.k * self.out_shape[1] * self.out_shape[2]
+
+    @property
+    def weight_matrix(self):
+        """int8 [M, K] with K ordered (c, i, j), as the im2col columns are."""
+        return self.weight.reshape(self.weight.shape[0], -1)
+
+    @property
+    def bias_unfolded(self):
+        """int64 [M]: the bias before the input zero point was folded in (what ONNX QLinearConv takes)."""
+        return self.bias.astype(np.int64) + self.zp_in * self.weight_matrix.astype(np.int64).sum(axis=1)
+
+    @property
+    def acc_bound(self):
+        """int64 [M]: largest possible |accumulator| of each channel, any int8 input."""
+        return np.abs(self.bias.astype(np.int64)) + 128 * np.abs(self.weight_matrix.astype(np.int64)).sum(axis=1)
+
+    @property
+    def scale(self):
+        """``(s_out, zp_out)`` of the output feature map."""
+        return self.s_out, self.zp_out
+
+    def validate(self, acc_width=32):
+        """Check shapes, ranges and the no-overflow rule; raise FpganetError naming the layer."""
+        def fail(message):
+            raise FpganetError(f"layer '{self.name}': {message}")
+
+        m, c, kh, kw = self.weight.shape
+        if self.weight.dtype != np.int8 or self.bias.dtype != np.int32:
+            fail(f"weight must be int8 and bias int32, not {self.weight.dtype}/{self.bias.dtype}")
+        if (c, kh, kw) != (self.in_shape[0], *self.kernel) or m != self.out_shape[0]:
+            fail(f"weight {list(self.weight.shape)} does not match in_shape {list(self.in_shape)}, "
+                 f"kernel {list(self.kernel)}, out_shape {list(self.out_shape)}")
+        for name in ("bias", "mult", "shift", "s_w"):
+            if getattr(self, name).shape != (m,):
+                fail(f"{name} has shape {list(getattr(self, name).shape)}, expected [{m}]")
+        if self.weight.min(initial=0) < -127:
+            fail("weights must lie in -127..127 (symmetric)")
+        if np.any(self.mult < MULT_MIN) or np.any(self.mult > MULT_MAX):
+            fail(f"multipliers must lie in [{MULT_MIN}, {MULT_MAX}]")
+        if np.any(self.shift < SHIFT_MIN) or np.any(self.shift > SHIFT_MAX):
+            fail(f"shifts must lie in [{SHIFT_MIN}, {SHIFT_MAX}]")
+        for name in ("zp_in", "zp_out", "lo", "hi"):
+            if not INT8_MIN <= getattr(self, name) <= INT8_MAX:
+                fail(f"{name} {getattr(self, name)} is outside -128..127")
+        if self.lo > self.hi:
+            fail(f"clamp lo {self.lo} > hi {self.hi}")
+        expected_hw = tuple((size + self.pads[a] + self.pads[a + 2] - self.kernel[a]) // self.stride[a] + 1
+                            for a, size in enumerate(self.in_shape[1:]))
+        if expected_hw != tuple(self.out_shape[1:]):
+            fail(f"out_shape {list(self.out_shape)} does not follow from in_shape, kernel, stride, pads")
+        bound = int(self.acc_bound.max(initial=0))
+        if bound >= 1 << (acc_width - 1):
+            channel = int(self.acc_bound.argmax())
+            fail(f"output channel {channel} can reach |acc| = {bound} >= 2**{acc_width - 1}; the "
+                 f"{acc_width}-bit accumulator could overflow (|bias| + 128 * sum |w| too large)")
+
+
+@dataclass
+class QMaxPool:
+    """Max pooling on int8; padding positions never win. Scale and zero point pass through."""
+
+    name: str
+    in_shape: tuple
+    out_shape: tuple
+    kernel: tuple
+    stride: tuple
+    pads: tuple
+    zp: int
+    s: float
+
+    type = "maxpool"
+    macs = 0
+
+    @property
+    def scale(self):
+        return self.s, self.zp
+
+    def validate(self, acc_width=32):
+        expected_hw = tuple((size + self.pads[a] + self.pads[a + 2] - self.kernel[a]) // self.stride[a] + 1
+                            for a, size in enumerate(self.in_shape[1:]))
+        if expected_hw != tuple(self.out_shape[1:]) or self.in_shape[0] != self.out_shape[0]:
+            raise FpganetError(f"layer '{self.name}': out_shape {list(self.out_shape)} does not follow "
+                               f"from in_shape, kernel, stride, pads")
+        if any(p >= k for p, k in zip(self.pads, self.kernel + self.kernel)):
+            raise FpganetError(f"layer '{self.name}': pads {list(self.pads)} must be smaller than the kernel")
+
+
+@dataclass
+class QReshape:
+    """Change of shape; the int8 data stay in NCHW order (no data movement in CHW storage)."""
+
+    name: str
+    in_shape: tuple
+    out_shape: tuple
+    zp: int
+    s: float
+
+    type = "reshape"
+    macs = 0
+
+    @property
+    def scale(self):
+        return self.s, self.zp
+
+    def validate(self, acc_width=32):
+        if int(np.prod(self.in_shape)) != int(np.prod(self.out_shape)):
+            raise FpganetError(f"layer '{self.name}': reshape {list(self.in_shape)} -> "
+                               f"{list(self.out_shape)} changes the number of elements")
+
+
+_LAYER_TYPES = {cls.type: cls for cls in (QConv, QMaxPool, QReshape)}
+_ARRAY_FIELDS = ("weight", "bias", "mult", "shift", "s_w")
+_ARRAY_DTYPES = {"weight": np.int8, "bias": np.int32, "mult": np.int32, "shift": np.int32,
+                 "s_w": np.float32}
+
+
+def quantize_input(x, scale, zero_point):
+    """Host-side input quantization, identical to onnxruntime's QuantizeLinear to int8.
+
+    ``q = clamp(round_half_to_even(x / scale) + zero_point, -128, 127)``, the
+    division done in float32 as onnxruntime does.
+
+    Parameters
+    ----------
+    x : array_like
+        float values.
+    scale : float
+        A float32-representable scale.
+    zero_point : int
+
+    Returns
+    -------
+    numpy.ndarray
+        int8, same shape as ``x``.
+    """
+    x = np.asarray(x, dtype=np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        q = np.rint(x / np.float32(scale)).astype(np.float64) + zero_point
+    return np.clip(q, INT8_MIN, INT8_MAX).astype(np.int8)
+
+
+@dataclass
+class QNetwork:
+    """A compiled int8 network.
+
+    Attributes
+    ----------
+    layers : list
+        :class:`QConv`, :class:`QMaxPool`, :class:`QReshape` in execution order.
+    input_name : str
+    input_shape : tuple of int
+        Per-sample shape of the float input as the source model declares it,
+        e.g. ``(1, 28, 28)``; the first layer sees it as ``input_chw``.
+    input_scale, input_zp : float, int
+        Host quantization of the input (:meth:`quantize_input`).
+    output_name : str
+    output_shape : tuple of int
+        Per-sample shape of the output, e.g. ``(10,)``.
+    output_scale, output_zp : float, int
+        ``logits = output_scale * (q - output_zp)``.
+    config : fpganet.config.AcceleratorConfig
+        The accelerator the network was compiled for.
+    source : dict
+        Source model: ``path``, ``sha256``, ``graph``, ``dropped_output_op``, ``notes``.
+    calibration : dict
+        Method and data used for the activation ranges.
+    """
+
+    layers: list
+    input_name: str
+    input_shape: tuple
+    input_scale: float
+    input_zp: int
+    output_name: str
+    output_shape: tuple
+    output_scale: float
+    output_zp: int
+    config: AcceleratorConfig = field(default_factory=AcceleratorConfig)
+    source: dict = field(default_factory=dict)
+    calibration: dict = field(default_factory=dict)
+
+    @property
+    def input_chw(self):
+        if self.layers:
+            return tuple(self.layers[0].in_shape)
+        from .model.ir import canonical_shape
+        return canonical_shape(self.input_shape)
+
+    @property
+    def macs(self):
+        """Multiply-accumulates per sample, all layers."""
+        return sum(layer.macs for layer in self.layers)
+
+    @property
+    def conv_layers(self):
+        return [layer for layer in self.layers if isinstance(layer, QConv)]
+
+    def quantize_input(self, x):
+        """float [N, *input_shape] -> int8 [N, *input_chw], checked; see :func:`quantize_input`."""
+        x = np.asarray(x)
+        if x.ndim < 1 or tuple(x.shape[1:]) != tuple(self.input_shape):
+            raise FpganetError(f"inputs have shape {list(x.shape)}; the network expects "
+                               f"[N, {', '.join(map(str, self.input_shape))}]")
+        if not np.all(np.isfinite(x)):
+            raise FpganetError("inputs contain NaN or Inf")
+        q = quantize_input(x, self.input_scale, self.input_zp)
+        return q.reshape(x.shape[0], *self.input_chw)
+
+    def dequantize_output(self, q):
+        """int8 [N, ...] -> float32 [N, *output_shape]: ``s_out * (q - zp_out)``."""
+        q = np.asarray(q)
+        values = np.float32(self.output_scale) * (q.astype(np.float32) - np.float32(self.output_zp))
+        return values.reshape(q.shape[0], *self.output_shape)
+
+    def validate(self):
+        """Check every layer and the chaining of shapes and zero points."""
+        shape, zp = self.input_chw, self.input_zp
+        for layer in self.layers:
+            if tuple(layer.in_shape) != tuple(shape):
+                raise FpganetError(f"layer '{layer.name}' expects input {list(layer.in_shape)}, "
+                                   f"the previous layer gives {list(shape)}")
+            layer_zp = layer.zp_in if isinstance(layer, QConv) else layer.zp
+            if layer_zp != zp:
+                raise FpganetError(f"layer '{layer.name}' expects input zero point {layer_zp}, "
+                                   f"the previous layer gives {zp}")
+            layer.validate(self.config.acc_width)
+            shape = tuple(layer.out_shape)
+            zp = layer.zp_out if isinstance(layer, QConv) else layer.zp
+        if int(np.prod(shape)) != int(np.prod(self.output_shape)) or zp != self.output_zp:
+            raise FpganetError(f"the last layer gives {list(shape)} with zero point {zp}, the output "
+                               f"is declared {list(self.output_shape)} with zero point {self.output_zp}")
+
+    # Serialization -------------------------------------------------------------------------
+
+    def manifest(self):
+        """Everything about the network as JSON-able data (arrays as lists, for reading)."""
+        layers = []
+        for index, layer in enumerate(self.layers):
+            entry = {"index": index, "type": layer.type, "name": layer.name,
+                     "in_shape": list(layer.in_shape), "out_shape": list(layer.out_shape)}
+            if isinstance(layer, QConv):
+                entry.update(kind=layer.kind, kernel=list(layer.kernel), stride=list(layer.stride),
+                             pads=list(layer.pads), zp_in=layer.zp_in, zp_out=layer.zp_out,
+                             s_in=float(layer.s_in), s_out=float(layer.s_out), lo=layer.lo,
+                             hi=layer.hi, relu=layer.relu, k=layer.k, macs=layer.macs,
+                             max_abs_acc=int(layer.acc_bound.max(initial=0)),
+                             s_w=[float(v) for v in layer.s_w], mult=layer.mult.tolist(),
+                             shift=layer.shift.tolist(),
+                             arrays={name: f"{index:02d}.{name}" for name in _ARRAY_FIELDS})
+            else:
+                entry.update(zp=layer.zp, s=float(layer.s))
+                if isinstance(layer, QMaxPool):
+                    entry.update(kernel=list(layer.kernel), stride=list(layer.stride),
+                                 pads=list(layer.pads))
+            layers.append(entry)
+        convs = self.conv_layers
+        from . import __version__
+        return {
+            "format": FORMAT,
+            "fpganet_version": __version__,
+            "source": self.source,
+            "calibration": self.calibration,
+            "config": self.config.to_dict(),
+            "numerics": {
+                "weights": "int8 symmetric per output channel, -127..127, zero point 0",
+                "activations": "int8 asymmetric per tensor (scale, zero point), TFLite convention",
+                "bias": "int32 = round(b / (s_in * s_w[m])) - zp_in * sum_k w[m, k]",
+                "requantize": "y = clamp(zp_out + ((acc * mult[m] + (1 << (shift[m] - 1))) >> shift[m]), lo, hi)",
+                "input": "q = clamp(round_half_to_even(x / input.scale) + input.zero_point, -128, 127)",
+                "output": "logits = output.scale * (q - output.zero_point)",
+                "document": "docs/numerics.md",
+            },
+            "input": {"name": self.input_name, "shape": list(self.input_shape),
+                      "chw": list(self.input_chw), "scale": float(self.input_scale),
+                      "zero_point": int(self.input_zp)},
+            "output": {"name": self.output_name, "shape": list(self.output_shape),
+                       "scale": float(self.output_scale), "zero_point": int(self.output_zp)},
+            "layers": layers,
+            "totals": {
+                "macs": int(self.macs),
+                "weight_bytes": int(sum(layer.weight.size for layer in convs)),
+                "output_channels": int(sum(layer.out_shape[0] for layer in convs)),
+                "max_feature_map_bytes": int(max([int(np.prod(self.input_chw))]
+                                                 + [int(np.prod(l.out_shape)) for l in self.layers])),
+            },
+        }
+
+    def arrays(self):
+        """The integer tensors by ``network.npz`` key."""
+        result = {}
+        for index, layer in enumerate(self.layers):
+            if isinstance(layer, QConv):
+                for name in _ARRAY_FIELDS:
+                    result[f"{index:02d}.{name}"] = getattr(layer, name)
+        return result
+
+    def save(self, directory):
+        """Write ``manifest.json`` and ``network.npz`` into an existing directory."""
+        directory = os.fspath(directory)
+        with open(os.path.join(directory, ARRAYS), "wb") as handle:
+            np.savez(handle, **self.arrays())
+        with open(os.path.join(directory, MANIFEST), "w") as handle:
+            handle.write(manifest_json(self.manifest()))
+
+
+def manifest_json(manifest):
+    """JSON text of a manifest, indented, with lists of numbers kept on one line."""
+    text = json.dumps(manifest, indent=1)
+    return re.sub(r"\[\s*([-+0-9.eE,\s]*?)\s*\]",
+                  lambda match: "[" + ", ".join(v.strip() for v in match.group(1).split(",")) + "]",
+                  text) + "\n"
+
+
+def load_network(directory):
+    """Read a compiled directory written by :meth:`QNetwork.save`.
+
+    Parameters
+    ----------
+    directory : str or os.PathLike
+
+    Returns
+    -------
+    QNetwork
+        Validated.
+
+    Raises
+    ------
+    fpganet.errors.FpganetError
+        The directory, a file or a key is missing or inconsistent.
+    """
+    directory = os.fspath(directory)
+    manifest_path = os.path.join(directory, MANIFEST)
+    arrays_path = os.path.join(directory, ARRAYS)
+    if not os.path.isdir(directory):
+        raise FpganetError(f"compiled network directory '{directory}' does not exist")
+    for path in (manifest_path, arrays_path):
+        if not os.path.isfile(path):
+            raise FpganetError(f"'{directory}' is not a compiled network: '{os.path.basename(path)}' "
+                               f"is missing (run fpganet compile)")
+    try:
+        with open(manifest_path) as handle:
+            manifest = json.load(handle)
+    except (OSError, ValueError) as error:
+        raise FpganetError(f"cannot read '{manifest_path}': {error}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise FpganetError(f"'{manifest_path}' is not a {FORMAT} manifest")
+    try:
+        with np.load(arrays_path, allow_pickle=False) as data:
+            arrays = {key: data[key] for key in data.files}
+    except Exception as error:
+        raise FpganetError(f"cannot read '{arrays_path}': {type(error).__name__}: {error}") from None
+    try:
+        config = AcceleratorConfig.from_dict(manifest["config"])
+        layers = [_layer_from_manifest(entry, arrays, arrays_path) for entry in manifest["layers"]]
+        net = QNetwork(layers=layers, input_name=manifest["input"]["name"],
+                       input_shape=tuple(manifest["input"]["shape"]),
+                       input_scale=float(np.float32(manifest["input"]["scale"])),
+                       input_zp=int(manifest["input"]["zero_point"]),
+                       output_name=manifest["output"]["name"],
+                       output_shape=tuple(manifest["output"]["shape"]),
+                       output_scale=float(np.float32(manifest["output"]["scale"])),
+                       output_zp=int(manifest["output"]["zero_point"]), config=config,
+                       source=manifest.get("source", {}), calibration=manifest.get("calibration", {}))
+    except KeyError as error:
+        raise FpganetError(f"'{manifest_path}' lacks the key {error}") from None
+    except (TypeError, ValueError, ConfigError) as error:
+        raise FpganetError(f"'{manifest_path}' is inconsistent: {error}") from None
+    net.validate()
+    return net
+
+
+def _layer_from_manifest(entry, arrays, arrays_path):
+    kind = entry["type"]
+    if kind not in _LAYER_TYPES:
+        raise ValueError(f"unknown layer type {kind!r}")
+    common = dict(name=entry["name"], in_shape=tuple(entry["in_shape"]),
+                  out_shape=tuple(entry["out_shape"]))
+    if kind == "reshape":
+        return QReshape(zp=int(entry["zp"]), s=float(entry["s"]), **common)
+    if kind == "maxpool":
+        return QMaxPool(kernel=tuple(entry["kernel"]), stride=tuple(entry["stride"]),
+                        pads=tuple(entry["pads"]), zp=int(entry["zp"]), s=float(entry["s"]), **common)
+    values = {}
+    for name, key in entry["arrays"].items():
+        if key not in arrays:
+            raise FpganetError(f"'{arrays_path}' lacks the array '{key}' of layer '{entry['name']}'")
+        values[name] = np.asarray(arrays[key]).astype(_ARRAY_DTYPES[name], casting="same_kind")
+    return QConv(kind=entry["kind"], kernel=tuple(entry["kernel"]), stride=tuple(entry["stride"]),
+                 pads=tuple(entry["pads"]), zp_in=int(entry["zp_in"]), zp_out=int(entry["zp_out"]),
+                 lo=int(entry["lo"]), hi=int(entry["hi"]), relu=bool(entry["relu"]),
+                 s_in=float(entry["s_in"]), s_out=float(entry["s_out"]), **values, **common)

@@ -1,0 +1,123 @@
+"""Scales, zero points and the fixed-point requantization multiplier."""
+
+import math
+
+import numpy as np
+
+from ..errors import FpganetError
+from ..qnet import MULT_BITS, MULT_MAX, MULT_MIN, SHIFT_MAX, SHIFT_MIN
+
+__all__ = ["activation_qparams", "weight_qparams", "quantize_multiplier", "requantize"]
+
+
+def activation_qparams(rmin, rmax):
+    """Asymmetric int8 scale and zero point for the real range ``[rmin, rmax]`` (TFLite convention).
+
+    The range is widened to contain 0 so that real zero (ReLU's floor and the
+    padding value) is exactly representable by the zero point.
+
+    Parameters
+    ----------
+    rmin, rmax : float
+
+    Returns
+    -------
+    scale : float
+        A float32 value (so that the host, onnxruntime and the manifest agree exactly).
+    zero_point : int
+        In -128..127.
+    """
+    rmin, rmax = min(float(rmin), 0.0), max(float(rmax), 0.0)
+    if rmax - rmin <= 0 or not math.isfinite(rmax - rmin):
+        return 1.0, 0
+    scale = float(np.float32((rmax - rmin) / 255.0))
+    zero_point = int(np.clip(round(-128 - rmin / scale), -128, 127))
+    return scale, zero_point
+
+
+def weight_qparams(weight):
+    """Symmetric per-output-channel int8 quantization of a float weight [M, ...].
+
+    Parameters
+    ----------
+    weight : numpy.ndarray
+
+    Returns
+    -------
+    q : numpy.ndarray
+        int8, same shape, in -127..127 (-128 unused, so the range is symmetric).
+    scale : numpy.ndarray
+        float32 [M], ``max|w[m]| / 127``. An all-zero channel gets the median
+        scale of the others, so that its bias keeps a useful resolution.
+    """
+    weight = np.asarray(weight, dtype=np.float64)
+    m = weight.shape[0]
+    peak = np.abs(weight.reshape(m, -1)).max(axis=1)
+    scale = peak / 127.0
+    if np.any(scale == 0):
+        fallback = np.median(scale[scale > 0]) if np.any(scale > 0) else 1.0 / 127.0
+        scale = np.where(scale > 0, scale, fallback)
+    scale = scale.astype(np.float32)
+    shaped = scale.astype(np.float64).reshape((m,) + (1,) * (weight.ndim - 1))
+    q = np.clip(np.rint(weight / shaped), -127, 127).astype(np.int8)
+    return q, scale
+
+
+def quantize_multiplier(real, layer_name):
+    """Integer ``(mult, shift)`` with ``mult * 2**-shift`` closest to ``real``.
+
+    ``mult`` is in [2**14, 2**15) (15-bit unsigned, top bit set) and ``shift``
+    in [1, 62]; the relative error is at most 2**-15.
+
+    Parameters
+    ----------
+    real : float
+        The real multiplier ``s_in * s_w[m] / s_out`` (positive).
+    layer_name : str
+        For the error message.
+
+    Raises
+    ------
+    fpganet.errors.FpganetError
+        ``real`` is outside what the range can represent.
+    """
+    if not real > 0 or not math.isfinite(real):
+        raise FpganetError(f"layer '{layer_name}': requantization multiplier {real!r} is not "
+                           f"a positive number")
+    fraction, exponent = math.frexp(real)  # real = fraction * 2**exponent, fraction in [0.5, 1)
+    mult = round(fraction * (1 << MULT_BITS))
+    if mult == 1 << MULT_BITS:
+        mult, exponent = MULT_MIN, exponent + 1
+    shift = MULT_BITS - exponent
+    if not (SHIFT_MIN <= shift <= SHIFT_MAX and MULT_MIN <= mult <= MULT_MAX):
+        raise FpganetError(f"layer '{layer_name}': requantization multiplier {real:.3g} cannot be "
+                           f"represented as mult * 2**-shift with a 15-bit mult and shift in "
+                           f"[{SHIFT_MIN}, {SHIFT_MAX}]")
+    return mult, shift
+
+
+def requantize(acc, mult, shift, zp_out, lo, hi):
+    """The integer requantization of the numerics contract.
+
+    ``clamp(zp_out + ((acc * mult + (1 << (shift - 1))) >> shift), lo, hi)``,
+    computed exactly in int64 (``|acc| < 2**31`` and ``mult < 2**15`` keep the
+    product below 2**46) with an arithmetic shift, so ties round toward +inf.
+
+    Parameters
+    ----------
+    acc : numpy.ndarray
+        int64 accumulators [N, M, P] (channel axis 1).
+    mult, shift : numpy.ndarray
+        int [M].
+    zp_out, lo, hi : int
+
+    Returns
+    -------
+    numpy.ndarray
+        int8, shape of ``acc``.
+    """
+    mult = np.asarray(mult, dtype=np.int64).reshape(1, -1, 1)
+    shift = np.asarray(shift, dtype=np.int64).reshape(1, -1, 1)
+    rounding = np.left_shift(np.int64(1), shift - 1)
+    scaled = np.right_shift(acc.astype(np.int64) * mult + rounding, shift)
+    return np.clip(scaled + zp_out, lo, hi).astype(np.int8)

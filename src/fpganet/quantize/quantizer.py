@@ -1,0 +1,136 @@
+"""Post-training quantization of the float IR into the integer network.
+
+The scheme (fixed by the numerics contract, ``docs/numerics.md``):
+
+* weights int8 symmetric per output channel, zero point 0, -127..127;
+* activations int8 asymmetric per tensor (TFLite convention), one scale and
+  zero point per feature map, from calibration ranges; max pooling and
+  reshapes pass them through unchanged;
+* bias int32 at scale ``s_in * s_w[m]`` with ``-zp_in * sum_k w[m, k]`` folded in;
+* requantization by a 15-bit multiplier and a shift; a ReLU is folded into the
+  lower clamp bound.
+"""
+
+import numpy as np
+
+from ..config import DEFAULT_CONFIG
+from ..errors import FpganetError
+from ..model.ir import Conv, Dense, MaxPool, Reshape
+from ..model.reference import run_float
+from ..qnet import QConv, QMaxPool, QNetwork, QReshape
+from .calibrate import DEFAULT_METHOD, parse_method, tensor_range
+from .fixed_point import activation_qparams, quantize_multiplier, weight_qparams
+
+__all__ = ["quantize_graph", "quantize_linear_layer"]
+
+
+def quantize_graph(graph, calib_x, method=DEFAULT_METHOD, config=DEFAULT_CONFIG, source=None,
+                   calibration=None):
+    """Quantize a float graph with activation ranges from calibration inputs.
+
+    Parameters
+    ----------
+    graph : fpganet.model.Graph
+        ReLUs already fused (as :func:`fpganet.model.load_onnx` returns it).
+    calib_x : numpy.ndarray
+        float32 [N, *graph.input_shape] in the model's input domain.
+    method : str
+        Calibration method, see :data:`fpganet.quantize.calibrate.METHODS`.
+    config : fpganet.config.AcceleratorConfig
+    source, calibration : dict, optional
+        Provenance stored in the network (and the manifest).
+
+    Returns
+    -------
+    fpganet.qnet.QNetwork
+        Validated.
+
+    Raises
+    ------
+    fpganet.errors.FpganetError
+        A layer's accumulator could overflow or its multiplier is out of range
+        (the message names the layer).
+    """
+    parse_method(method)
+    if config.operand_width != 8:
+        raise FpganetError(f"the quantizer produces int8 networks; operand_width must be 8, "
+                           f"not {config.operand_width}")
+    calib_x = np.asarray(calib_x, dtype=np.float32)
+    _, outputs = run_float(graph, calib_x, layer_outputs=True)
+    s_act, zp_act = activation_qparams(*tensor_range(calib_x, method))
+    input_scale, input_zp = s_act, zp_act
+    layers = []
+    for layer, values in zip(graph.layers, outputs):
+        if isinstance(layer, (Conv, Dense)):
+            s_out, zp_out = activation_qparams(*tensor_range(values, method))
+            qlayer = quantize_linear_layer(layer, s_act, zp_act, s_out, zp_out, config.acc_width)
+            s_act, zp_act = s_out, zp_out
+        elif isinstance(layer, MaxPool):
+            qlayer = QMaxPool(name=layer.name, in_shape=layer.in_shape, out_shape=layer.out_shape,
+                              kernel=tuple(layer.kernel), stride=tuple(layer.stride),
+                              pads=tuple(layer.pads), zp=zp_act, s=s_act)
+        elif isinstance(layer, Reshape):
+            qlayer = QReshape(name=layer.name, in_shape=layer.in_shape, out_shape=layer.out_shape,
+                              zp=zp_act, s=s_act)
+        else:
+            raise FpganetError(f"layer '{layer.name}' ({type(layer).__name__}) cannot be quantized "
+                               f"on its own")
+        layers.append(qlayer)
+    net = QNetwork(layers=layers, input_name=graph.input_name, input_shape=tuple(graph.input_shape),
+                   input_scale=input_scale, input_zp=input_zp, output_name=graph.output_name,
+                   output_shape=tuple(graph.output_shape), output_scale=s_act, output_zp=zp_act,
+                   config=config, source=dict(source or {}), calibration=dict(calibration or {}))
+    net.calibration.setdefault("method", method)
+    net.calibration.setdefault("samples", int(calib_x.shape[0]))
+    net.validate()
+    return net
+
+
+def quantize_linear_layer(layer, s_in, zp_in, s_out, zp_out, acc_width=32):
+    """Quantize one Conv or Dense given its input and output activation parameters.
+
+    Parameters
+    ----------
+    layer : fpganet.model.Conv or fpganet.model.Dense
+    s_in, zp_in, s_out, zp_out : float, int, float, int
+    acc_width : int
+        Accumulator bits; the layer is refused if it could overflow.
+
+    Returns
+    -------
+    fpganet.qnet.QConv
+    """
+    if isinstance(layer, Dense):
+        weight = layer.weight.reshape(*layer.weight.shape, 1, 1)
+        kind, stride, pads = "dense", (1, 1), (0, 0, 0, 0)
+    else:
+        weight, kind, stride, pads = layer.weight, "conv", tuple(layer.stride), tuple(layer.pads)
+    q_w, s_w = weight_qparams(weight)
+    m = q_w.shape[0]
+    bias_scale = np.float64(s_in) * s_w.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        bias_real = np.rint(layer.bias.astype(np.float64) / bias_scale)
+    limit = 1 << (acc_width - 1)
+    if not np.all(np.abs(bias_real) < limit):
+        channel = int(np.argmax(np.abs(bias_real)))
+        raise FpganetError(f"layer '{layer.name}': bias of output channel {channel} is "
+                           f"{bias_real[channel]:.3g} at scale s_in*s_w; it does not fit the "
+                           f"{acc_width}-bit accumulator")
+    row_sums = q_w.reshape(m, -1).astype(np.int64).sum(axis=1)
+    bias = bias_real.astype(np.int64) - zp_in * row_sums
+    bound = np.abs(bias) + 128 * np.abs(q_w.reshape(m, -1).astype(np.int64)).sum(axis=1)
+    if np.any(bound >= limit):
+        channel = int(np.argmax(bound))
+        raise FpganetError(f"layer '{layer.name}': output channel {channel} can reach |acc| = "
+                           f"{int(bound[channel])} >= 2**{acc_width - 1}; the accumulator could "
+                           f"overflow (|bias| + 128 * sum |w| too large)")
+    mult, shift = np.zeros(m, np.int32), np.zeros(m, np.int32)
+    for channel in range(m):
+        real = float(np.float64(s_in) * np.float64(s_w[channel]) / np.float64(s_out))
+        mult[channel], shift[channel] = quantize_multiplier(real, layer.name)
+    lo = max(-128, zp_out) if layer.relu else -128
+    return QConv(name=layer.name, kind=kind, in_shape=tuple(layer.in_shape),
+                 out_shape=tuple(layer.out_shape), kernel=tuple(q_w.shape[2:]), stride=stride,
+                 pads=pads, zp_in=int(zp_in), zp_out=int(zp_out), lo=int(lo), hi=127,
+                 relu=bool(layer.relu), weight=q_w, bias=bias.astype(np.int32), mult=mult,
+                 shift=shift, s_in=float(s_in), s_out=float(s_out), s_w=s_w)

@@ -1,0 +1,64 @@
+"""The configuration object: defaults, derived values, checks with clear errors, JSON."""
+
+import json
+
+import pytest
+
+from fpganet.config import DEFAULT_CONFIG, AcceleratorConfig, ConfigError
+
+
+def test_derived_values():
+    config = AcceleratorConfig(rows=4, cols=8)
+    assert config.macs_per_cycle == 32
+    assert config.peak_macs_per_s == 32 * config.clock_hz
+    assert config.weight_word_bytes == 4 and config.act_word_bytes == 8
+    assert config.weight_buffer_words == config.weight_buffer_bytes // 4
+    assert config.operand_min == -128 and config.operand_max == 127
+    # The longest dot product of worst-case int8 products that int32 holds exactly.
+    assert config.max_exact_k * 128 * 128 <= 2**31 - 1 < (config.max_exact_k + 1) * 128 * 128
+    assert config.name == "4x8"
+
+
+def test_json_round_trip():
+    config = AcceleratorConfig(rows=3, cols=5, acc_width=24, clock_hz=48e6)
+    text = config.to_json()
+    assert json.loads(text)["derived"]["macs_per_cycle"] == 15
+    assert AcceleratorConfig.from_json(text) == config
+    assert AcceleratorConfig.from_dict(DEFAULT_CONFIG.to_dict()) == DEFAULT_CONFIG
+
+
+@pytest.mark.parametrize("changes,message", [
+    ({"rows": 0}, "rows must be at least 1"),
+    ({"cols": 2.5}, "cols must be an integer"),
+    ({"rows": True}, "rows must be an integer"),
+    ({"rows": 65}, "larger than the 64x64"),
+    ({"operand_width": 1}, "operand_width must be 2..16"),
+    ({"acc_width": 12}, "acc_width 12 cannot hold one 8x8-bit product"),
+    ({"acc_width": 65}, "acc_width must be at most 64"),
+    ({"act_buffer_bytes": 4}, "act_buffer_bytes 4 is smaller than one 8-byte word"),
+    ({"clock_hz": 0}, "clock_hz must be a positive number"),
+])
+def test_bad_parameters_name_themselves(changes, message):
+    with pytest.raises(ConfigError, match=message):
+        AcceleratorConfig(**changes)
+
+
+def test_bad_json_and_keys():
+    with pytest.raises(ConfigError, match="unknown configuration key"):
+        AcceleratorConfig.from_dict({"rows": 2, "colums": 8})
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        AcceleratorConfig.from_json("{rows: 2")
+    with pytest.raises(ConfigError, match="must be a JSON object"):
+        AcceleratorConfig.from_json("[2, 8]")
+
+
+def test_parse_array():
+    assert AcceleratorConfig.parse_array("4X16").macs_per_cycle == 64
+    with pytest.raises(ConfigError, match="not of the form ROWSxCOLS"):
+        AcceleratorConfig.parse_array("16")
+
+
+def test_frozen():
+    with pytest.raises(Exception):
+        DEFAULT_CONFIG.rows = 3
+    assert DEFAULT_CONFIG.replace(rows=3).rows == 3

@@ -1,0 +1,200 @@
+"""Quantizer: fixed-point parameters, calibration, the numerics contract, save/load."""
+
+import json
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from fpganet.compiler import compile_model
+from fpganet.datasets import LENET5_ONNX, mnist
+from fpganet.errors import FpganetError
+from fpganet.golden import accumulate, run_golden, run_layer
+from fpganet.model import Conv, Dense, load_onnx, run_float
+from fpganet.qnet import QConv, load_network
+from fpganet.quantize import (METHODS, activation_qparams, parse_method, quantize_linear_layer,
+                              quantize_multiplier, requantize, tensor_range, weight_qparams)
+
+RNG = np.random.default_rng(7)
+
+
+# Fixed point -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("real", [1e-9, 3.7e-5, 0.00123, 0.25, 0.5, 0.999999, 1.0, 7.3, 16383.0])
+def test_multiplier_is_15_bit_and_accurate(real):
+    mult, shift = quantize_multiplier(real, "layer")
+    assert 2**14 <= mult < 2**15 and 1 <= shift <= 62
+    assert abs(mult * 2.0**-shift - real) <= real * 2.0**-15
+
+
+@pytest.mark.parametrize("real", [1e-16, 1e5, 0.0])
+def test_multiplier_out_of_range_names_the_layer(real):
+    with pytest.raises(FpganetError, match="layer 'fc9'"):
+        quantize_multiplier(real, "fc9")
+
+
+def test_requantize_rounds_half_up_exactly():
+    # Reference: floor(acc * mult / 2**shift + 1/2) in exact rational arithmetic.
+    acc = RNG.integers(-2**31 + 1, 2**31, 5000, dtype=np.int64)
+    acc[:6] = [5, -5, 3, -3, 0, 2**31 - 1]  # with mult 2**14, shift 15: +-2.5, +-1.5 are ties
+    mult = np.array([2**14, 23_457, 32_767])
+    shift = np.array([15, 29, 62])
+    for channel in range(3):
+        out = requantize(acc.reshape(1, 1, -1), mult[channel:channel + 1], shift[channel:channel + 1],
+                         zp_out=3, lo=-128, hi=127)[0, 0]
+        expected = [min(127, max(-128, 3 + math.floor(Fraction(int(a) * int(mult[channel]),
+                                                               2**int(shift[channel])) + Fraction(1, 2))))
+                    for a in acc]
+        assert out.tolist() == expected
+    ties = requantize(np.array([[[5, -5, 3, -3]]]), [2**14], [15], 0, -128, 127)[0, 0]
+    assert ties.tolist() == [3, -2, 2, -1]  # half toward +infinity, not to even
+
+
+def test_activation_qparams_represent_zero_exactly():
+    for rmin, rmax in [(-1.3, 4.1), (0.0, 6.0), (0.5, 2.0), (-3.0, -1.0), (-0.42, 2.82)]:
+        scale, zp = activation_qparams(rmin, rmax)
+        assert scale == float(np.float32(scale)) and -128 <= zp <= 127
+        assert min(rmin, 0) >= scale * (-128 - zp) - scale / 2
+        assert max(rmax, 0) <= scale * (127 - zp) + scale / 2
+    assert activation_qparams(0.0, 6.0)[1] == -128  # post-ReLU: real 0 is the lowest code
+
+
+def test_weights_symmetric_per_channel():
+    w = RNG.normal(0, 1, (5, 3, 2, 2)).astype(np.float32)
+    w[3] = 0.0
+    q, s = weight_qparams(w)
+    assert q.dtype == np.int8 and s.dtype == np.float32 and q.min() >= -127
+    assert np.all(np.abs(q[[0, 1, 2, 4]]).reshape(4, -1).max(1) == 127)
+    assert np.all(q[3] == 0) and s[3] > 0
+    np.testing.assert_allclose(q * s.reshape(-1, 1, 1, 1), w, atol=float(s.max()) / 2 + 1e-7)
+
+
+# One layer: the contract -------------------------------------------------------------------
+
+def random_conv(relu=True, m=4, c=3, size=7, pads=(1, 2, 0, 1), stride=(2, 1)):
+    k = (3, 3)
+    ho = (size + pads[0] + pads[2] - k[0]) // stride[0] + 1
+    wo = (size + pads[1] + pads[3] - k[1]) // stride[1] + 1
+    return Conv(name="cv", weight=RNG.normal(0, 0.5, (m, c, *k)).astype(np.float32),
+                bias=RNG.normal(0, 0.5, m).astype(np.float32), stride=stride, pads=pads,
+                in_shape=(c, size, size), out_shape=(m, ho, wo), relu=relu)
+
+
+def test_accumulator_folds_the_input_zero_point_and_pads_with_it():
+    layer = random_conv()
+    q = quantize_linear_layer(layer, s_in=0.05, zp_in=17, s_out=0.1, zp_out=-20)
+    x = RNG.integers(-128, 128, (2, *layer.in_shape)).astype(np.int8)
+    acc = accumulate(q, x)
+    # Direct definition: pad with zp_in, subtract zp_in, multiply, add the unfolded bias.
+    top, left, bottom, right = q.pads
+    xp = np.pad(x.astype(np.int64) - q.zp_in, ((0, 0), (0, 0), (top, bottom), (left, right)))
+    w = q.weight.astype(np.int64)
+    bias = np.rint(layer.bias.astype(np.float64) / (0.05 * q.s_w.astype(np.float64))).astype(np.int64)
+    expected = np.zeros_like(acc)
+    for i in range(acc.shape[2]):
+        for j in range(acc.shape[3]):
+            patch = xp[:, :, i * q.stride[0]:i * q.stride[0] + 3, j * q.stride[1]:j * q.stride[1] + 3]
+            expected[:, :, i, j] = np.einsum("nckl,mckl->nm", patch, w) + bias
+    assert np.array_equal(acc, expected)
+    assert np.array_equal(q.bias_unfolded, bias)
+
+
+def test_relu_is_folded_into_the_clamp():
+    layer = random_conv(relu=True)
+    q = quantize_linear_layer(layer, 0.05, 3, 0.02, -128)
+    assert q.lo == -128 and q.relu
+    q2 = quantize_linear_layer(layer, 0.05, 3, 0.02, -60)
+    assert q2.lo == -60
+    x = RNG.integers(-128, 128, (3, *layer.in_shape)).astype(np.int8)
+    assert run_layer(q2, x).min() >= -60
+    q3 = quantize_linear_layer(random_conv(relu=False), 0.05, 3, 0.02, -60)
+    assert q3.lo == -128
+
+
+def test_integer_layer_tracks_the_float_layer():
+    layer = random_conv(relu=False, pads=(0, 0, 0, 0), stride=(1, 1))
+    x = RNG.normal(0, 1, (4, *layer.in_shape)).astype(np.float32)
+    from fpganet.model.reference import _layer as float_layer
+    y = float_layer(layer, x)
+    s_in, zp_in = activation_qparams(x.min(), x.max())
+    s_out, zp_out = activation_qparams(y.min(), y.max())
+    q = quantize_linear_layer(layer, s_in, zp_in, s_out, zp_out)
+    qx = np.clip(np.rint(x / s_in) + zp_in, -128, 127).astype(np.int8)
+    got = s_out * (run_layer(q, qx).astype(np.float64) - zp_out)
+    assert np.abs(got - y).max() < 4 * s_out  # a few LSB of input and weight rounding
+
+
+def test_accumulator_overflow_is_refused_naming_the_layer():
+    k = 140_000  # 127 * 128 * 140000 > 2**31
+    dense = Dense(name="huge_fc", weight=np.ones((2, k), np.float32), bias=np.zeros(2, np.float32),
+                  in_shape=(k, 1, 1), out_shape=(2, 1, 1))
+    with pytest.raises(FpganetError, match="layer 'huge_fc'.*overflow"):
+        quantize_linear_layer(dense, 0.01, 0, 0.1, 0)
+
+
+def test_unrepresentable_multiplier_is_refused_naming_the_layer():
+    with pytest.raises(FpganetError, match="layer 'cv'"):
+        quantize_linear_layer(random_conv(), s_in=1.0, zp_in=0, s_out=1e-9, zp_out=0)
+
+
+# Calibration -------------------------------------------------------------------------------
+
+def test_calibration_methods_give_ranges_around_zero():
+    values = np.concatenate([RNG.normal(0, 1, 100_000), [40.0, -35.0]]).astype(np.float32)
+    relu = np.maximum(values, 0)
+    for method in [*METHODS, "percentile:99.9"]:
+        low, high = tensor_range(values, method)
+        assert low <= 0 <= high
+        assert tensor_range(relu, method)[0] == 0
+    assert tensor_range(values, "minmax") == (-35.0, 40.0)
+    for method in ("percentile", "mse", "kl"):
+        assert tensor_range(relu, method)[1] < 40.0  # the outlier is clipped
+    with pytest.raises(FpganetError, match="unknown calibration method"):
+        parse_method("median")
+    with pytest.raises(FpganetError, match="percentile"):
+        parse_method("percentile:30")
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_every_method_keeps_lenet_close_to_float(method):
+    x, y = mnist("eval", limit=1500)
+    float_pred = run_float(load_onnx(LENET5_ONNX), x).argmax(1)
+    net = compile_model(method=method)
+    pred = run_golden(net, net.quantize_input(x)).argmax(1)
+    assert np.mean(pred == float_pred) >= 0.995
+    assert np.mean(pred == y) >= np.mean(float_pred == y) - 0.003
+
+
+# Save and load -----------------------------------------------------------------------------
+
+def test_compiled_directory_round_trips(tmp_path):
+    net = compile_model(out_dir=tmp_path / "out")
+    loaded = load_network(tmp_path / "out")
+    assert len(loaded.layers) == len(net.layers)
+    for a, b in zip(net.layers, loaded.layers):
+        assert type(a) is type(b) and a.in_shape == b.in_shape and a.out_shape == b.out_shape
+        if isinstance(a, QConv):
+            for name in ("weight", "bias", "mult", "shift"):
+                assert np.array_equal(getattr(a, name), getattr(b, name))
+                assert getattr(a, name).dtype == getattr(b, name).dtype
+            assert (a.zp_in, a.zp_out, a.lo, a.hi, a.kernel, a.stride, a.pads) == \
+                (b.zp_in, b.zp_out, b.lo, b.hi, b.kernel, b.stride, b.pads)
+    assert (loaded.input_scale, loaded.input_zp) == (net.input_scale, net.input_zp)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["source"]["sha256"] and manifest["config"]["rows"] == 2
+    assert manifest["totals"]["macs"] == 416_520
+    assert [layer["macs"] for layer in manifest["layers"] if layer["type"] == "conv"] == \
+        [117_600, 240_000, 48_000, 10_080, 840]
+    first = manifest["layers"][0]
+    assert len(first["mult"]) == 6 and all(2**14 <= m < 2**15 for m in first["mult"])
+
+
+def test_tampered_manifest_is_refused(tmp_path):
+    compile_model(out_dir=tmp_path / "out")
+    path = tmp_path / "out" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["layers"][2]["zp_in"] = 5  # no longer chains with the layer before
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(FpganetError, match="zero point"):
+        load_network(tmp_path / "out")
