@@ -49,6 +49,9 @@ class AcceleratorConfig:
         Entries of the per-output-channel parameter buffer (bias, multiplier, shift).
     program_words : int
         Instructions the program memory holds.
+    requant_lanes : int
+        Results the post-processing unit (bias, requantization, clamp)
+        handles per cycle; divides ``cols``. One 32x15-bit multiplier each.
     clock_hz : float
         Clock the performance figures assume unless a routed Fmax replaces it.
     """
@@ -61,11 +64,12 @@ class AcceleratorConfig:
     act_buffer_bytes: int = 8 * 1024
     bias_buffer_words: int = 512
     program_words: int = 1024
+    requant_lanes: int = 1
     clock_hz: float = 40e6
 
     def __post_init__(self):
         for name in ("rows", "cols", "operand_width", "acc_width", "weight_buffer_bytes",
-                     "act_buffer_bytes", "bias_buffer_words", "program_words"):
+                     "act_buffer_bytes", "bias_buffer_words", "program_words", "requant_lanes"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ConfigError(f"{name} must be an integer, not {value!r}")
@@ -83,10 +87,14 @@ class AcceleratorConfig:
         if self.acc_width > 64:
             raise ConfigError(f"acc_width must be at most 64 bits, not {self.acc_width}")
         for name, word in (("weight_buffer_bytes", self.weight_word_bytes),
-                           ("act_buffer_bytes", self.act_word_bytes)):
+                           ("act_buffer_bytes", self.act_banks)):
             if getattr(self, name) < word:
                 raise ConfigError(f"{name} {getattr(self, name)} is smaller than one "
                                   f"{word}-byte word of the {self.name} array")
+        if self.cols % self.requant_lanes:
+            raise ConfigError(f"requant_lanes {self.requant_lanes} does not divide cols {self.cols}")
+        if self.program_words > 1 << 16:
+            raise ConfigError(f"program_words {self.program_words} exceeds the 16-bit LOOP target")
         if not isinstance(self.clock_hz, (int, float)) or not self.clock_hz > 0:
             raise ConfigError(f"clock_hz must be a positive number, not {self.clock_hz!r}")
 
@@ -134,6 +142,23 @@ class AcceleratorConfig:
         return (self.cols * self.operand_width + 7) // 8
 
     @property
+    def act_banks(self):
+        """Byte-wide banks of the activation buffer: ``cols`` rounded up to a power of two.
+
+        Byte address ``a`` lives in bank ``a % act_banks`` at word ``a // act_banks``.
+        """
+        return 1 << (self.cols - 1).bit_length()
+
+    @property
+    def act_bank_depth(self):
+        return self.act_buffer_bytes // self.act_banks
+
+    @property
+    def host_data_width(self):
+        """Bits of the host write port's data: a program word or a weight word."""
+        return max(64, 8 * self.weight_word_bytes)
+
+    @property
     def weight_buffer_words(self):
         return self.weight_buffer_bytes // self.weight_word_bytes
 
@@ -157,6 +182,7 @@ class AcceleratorConfig:
             "max_exact_k": self.max_exact_k,
             "weight_word_bytes": self.weight_word_bytes,
             "act_word_bytes": self.act_word_bytes,
+            "act_banks": self.act_banks,
         }
         return data
 

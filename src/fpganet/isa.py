@@ -1,0 +1,141 @@
+"""The accelerator's instruction set: encoding, decoding and the engine registers.
+
+This module is the contract between the compiler back end, the controller
+gateware (``fpganet.hdl``) and the performance model. docs/ARCHITECTURE.md
+("Instruction set") gives the semantics; the encodings live only here.
+
+An instruction is one 64-bit word::
+
+    [63:60] opcode
+    SET     [59:54] register index, [31:0] value
+    LOOP    [47:32] target instruction address (taken while LOOP_COUNT != 0, which it decrements)
+    others  no fields: they read the engine registers
+
+Registers hold 32 bits and keep their value until set again.
+"""
+
+import enum
+from dataclasses import dataclass
+
+__all__ = ["Opcode", "Reg", "Instruction", "encode", "decode", "INSTRUCTION_BITS",
+           "HostSpace", "PARAM_FIELDS", "pack_param", "unpack_param"]
+
+INSTRUCTION_BITS = 64
+
+
+class Opcode(enum.IntEnum):
+    END = 0x0      # stop; the accelerator raises `done`
+    SET = 0x1      # register <- value
+    CONV = 0x2     # engine, multiply-accumulate mode (conv and dense layers)
+    POOL = 0x3     # engine, max mode (max pooling)
+    FILL = 0x4     # write FILL_VALUE over a 3-D region of the activation buffer
+    INPUT = 0x5    # bytes from the host input stream into a 3-D region
+    OUTPUT = 0x6   # bytes of a 3-D region to the host output stream
+    STAMP = 0x7    # the 32-bit cycle counter to the output stream, little-endian
+    LOOP = 0x8     # if LOOP_COUNT != 0: LOOP_COUNT -= 1 and jump to target
+
+
+class Reg(enum.IntEnum):
+    """Engine registers, set by SET. Addresses are in bytes (activations), words
+    (weights: one word per beat) or entries (parameters)."""
+    # Engine: input feature map walk.
+    IN_BASE = 0        # activation address of input element (c=0, y=0, x=0) of the padded map
+    IN_PITCH = 1       # bytes between rows
+    IN_CSTRIDE = 2     # bytes between channels
+    IN_GSTEP = 3       # added to IN_BASE per group (pool: one channel per group)
+    K_C = 4            # channels in the reduction walk (conv: C_in; pool: 1)
+    K_H = 5            # kernel rows
+    K_W = 6            # kernel columns
+    STRIDE_Y = 7
+    STRIDE_X = 8
+    # Engine: output pixels and where the results go.
+    OUT_W = 9          # output pixels per row
+    NPIX = 10          # output pixels per channel (OUT_H * OUT_W)
+    LANES = 11         # output pixels per tile, 1..cols
+    TILES = 12         # pixel tiles per group: ceil(NPIX / LANES)
+    GROUPS = 13        # conv: output-channel tiles ceil(M / rows); pool: channels
+    M = 14             # conv: output channels (rows of the last group beyond M are dropped)
+    OUT_BASE = 15      # activation address of output element (c=0, y=0, x=0)
+    OUT_PITCH = 16
+    OUT_CSTRIDE = 17
+    OUT_GSTEP = 18     # added to OUT_BASE per group (conv: rows * OUT_CSTRIDE)
+    W_BASE = 19        # weight word of beat 0 of group 0
+    W_GSTEP = 20       # weight words per group (conv: K)
+    P_BASE = 21        # parameter entry of output channel 0
+    QUANT = 22         # [7:0] zp_out, [15:8] lo, [23:16] hi, each a signed byte
+    # Region instructions (FILL, INPUT, OUTPUT): a 3-D pattern.
+    IO_BASE = 23
+    IO_CHANNELS = 24
+    IO_CSTRIDE = 25
+    IO_ROWS = 26
+    IO_PITCH = 27
+    IO_LEN = 28        # bytes per row
+    FILL_VALUE = 29    # [7:0]
+    LOOP_COUNT = 30
+
+
+@dataclass(frozen=True)
+class Instruction:
+    opcode: Opcode
+    reg: Reg = None
+    value: int = 0
+    target: int = 0
+
+    def __str__(self):
+        if self.opcode is Opcode.SET:
+            return f"SET {self.reg.name} {self.value}"
+        if self.opcode is Opcode.LOOP:
+            return f"LOOP {self.target}"
+        return self.opcode.name
+
+
+def encode(instruction):
+    """The 64-bit word of an :class:`Instruction`."""
+    word = int(instruction.opcode) << 60
+    if instruction.opcode is Opcode.SET:
+        if not 0 <= instruction.value < 1 << 32 and not -(1 << 31) <= instruction.value < 0:
+            raise ValueError(f"SET {instruction.reg.name}: value {instruction.value} does not fit 32 bits")
+        word |= int(instruction.reg) << 54 | (instruction.value & 0xFFFF_FFFF)
+    elif instruction.opcode is Opcode.LOOP:
+        if not 0 <= instruction.target < 1 << 16:
+            raise ValueError(f"LOOP target {instruction.target} does not fit 16 bits")
+        word |= instruction.target << 32
+    return word
+
+
+def decode(word):
+    """The :class:`Instruction` of a 64-bit word (register values come back unsigned)."""
+    word = int(word)
+    opcode = Opcode(word >> 60)
+    if opcode is Opcode.SET:
+        return Instruction(opcode, Reg((word >> 54) & 0x3F), word & 0xFFFF_FFFF)
+    if opcode is Opcode.LOOP:
+        return Instruction(opcode, target=(word >> 32) & 0xFFFF)
+    return Instruction(opcode)
+
+
+class HostSpace(enum.IntEnum):
+    """Memories the host write port (and the simulation boot loader) can write."""
+    PROGRAM = 0     # 64-bit instruction words
+    WEIGHTS = 1     # words of `rows` signed bytes, byte i = array row i
+    PARAMS = 2      # 64-bit parameter entries (below)
+    ACTIVATIONS = 3  # bytes
+
+
+#: Parameter entry of one output channel: (name, lsb, width, signed).
+PARAM_FIELDS = (("bias", 0, 32, True), ("mult", 32, 15, False), ("shift", 48, 6, False))
+
+
+def pack_param(bias, mult, shift):
+    """The 64-bit parameter entry of one output channel."""
+    if not 1 << 14 <= mult < 1 << 15 or not 1 <= shift <= 62:
+        raise ValueError(f"mult {mult} or shift {shift} outside the contract")
+    return (bias & 0xFFFF_FFFF) | mult << 32 | shift << 48
+
+
+def unpack_param(word):
+    """``(bias, mult, shift)`` of a 64-bit parameter entry."""
+    word = int(word)
+    bias = word & 0xFFFF_FFFF
+    bias -= (1 << 32) if bias >> 31 else 0
+    return bias, (word >> 32) & 0x7FFF, (word >> 48) & 0x3F

@@ -1,0 +1,186 @@
+"""Functional simulator of the instruction set: the ISA's semantics in numpy.
+
+It runs a program on numpy copies of the accelerator's memories, exactly as
+docs/ARCHITECTURE.md ("Instruction set") defines it, so that the compiler's
+programs can be checked against the golden model without RTL, and the RTL
+against the program without the compiler. Timing is not modelled here (see
+``fpganet.perf``).
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fpganet.config import AcceleratorConfig
+from fpganet.isa import Opcode, Reg, decode, unpack_param
+
+__all__ = ["Machine", "IsaError", "engine_lanes", "engine_read_addresses", "region_addresses"]
+
+MAX_STEPS = 50_000_000
+
+
+class IsaError(RuntimeError):
+    """A program that breaks the ISA's rules (a compiler bug, not bad user input)."""
+
+
+def _signed8(value):
+    value &= 0xFF
+    return value - 256 if value >= 128 else value
+
+
+def engine_lanes(regs, tile):
+    """Per-lane ``(valid, in_off, out_off)`` arrays of pixel tile ``tile``."""
+    lanes = regs[Reg.LANES]
+    n = tile * lanes + np.arange(lanes)
+    valid = n < regs[Reg.NPIX]
+    oy, ox = np.divmod(n, regs[Reg.OUT_W])
+    in_off = oy * regs[Reg.STRIDE_Y] * regs[Reg.IN_PITCH] + ox * regs[Reg.STRIDE_X]
+    out_off = oy * regs[Reg.OUT_PITCH] + ox
+    return valid, in_off, out_off
+
+
+def engine_k_offsets(regs):
+    """Offset of each beat k of the reduction walk, kx fastest: ``c*IN_CSTRIDE + ky*IN_PITCH + kx``."""
+    c, ky, kx = np.meshgrid(np.arange(regs[Reg.K_C]), np.arange(regs[Reg.K_H]),
+                            np.arange(regs[Reg.K_W]), indexing="ij")
+    return (c * regs[Reg.IN_CSTRIDE] + ky * regs[Reg.IN_PITCH] + kx).reshape(-1)
+
+
+def engine_read_addresses(regs, group, act_bytes):
+    """Activation addresses ``[TILES, K, LANES]`` the engine reads in ``group``, and the valid mask ``[TILES, LANES]``."""
+    tiles = np.arange(regs[Reg.TILES])
+    lanes = regs[Reg.LANES]
+    n = tiles[:, None] * lanes + np.arange(lanes)[None, :]
+    valid = n < regs[Reg.NPIX]
+    oy, ox = np.divmod(n, regs[Reg.OUT_W])
+    in_off = oy * regs[Reg.STRIDE_Y] * regs[Reg.IN_PITCH] + ox * regs[Reg.STRIDE_X]
+    base = regs[Reg.IN_BASE] + group * regs[Reg.IN_GSTEP]
+    addresses = base + engine_k_offsets(regs)[None, :, None] + in_off[:, None, :]
+    return addresses % act_bytes, valid
+
+
+def region_addresses(regs, act_bytes):
+    """Byte addresses of the FILL/INPUT/OUTPUT region, in channel, row, byte order."""
+    c, r, x = np.meshgrid(np.arange(regs[Reg.IO_CHANNELS]), np.arange(regs[Reg.IO_ROWS]),
+                          np.arange(regs[Reg.IO_LEN]), indexing="ij")
+    addresses = regs[Reg.IO_BASE] + c * regs[Reg.IO_CSTRIDE] + r * regs[Reg.IO_PITCH] + x
+    return addresses.reshape(-1) % act_bytes
+
+
+@dataclass
+class Machine:
+    """The accelerator's memories and registers, and a functional interpreter of its programs.
+
+    Memories: ``program`` (uint64 words), ``weights`` (int8 ``[words, rows]``),
+    ``params`` (uint64 entries), ``act`` (int8 bytes).
+    """
+
+    config: AcceleratorConfig
+    program: np.ndarray = None
+    weights: np.ndarray = None
+    params: np.ndarray = None
+    act: np.ndarray = None
+    regs: dict = field(default_factory=lambda: {reg: 0 for reg in Reg})
+
+    def __post_init__(self):
+        config = self.config
+        if self.program is None:
+            self.program = np.zeros(config.program_words, dtype=np.uint64)
+        if self.weights is None:
+            self.weights = np.zeros((config.weight_buffer_words, config.rows), dtype=np.int8)
+        if self.params is None:
+            self.params = np.zeros(config.bias_buffer_words, dtype=np.uint64)
+        if self.act is None:
+            self.act = np.zeros(config.act_buffer_bytes, dtype=np.int8)
+
+    def run(self, input_bytes=b"", max_steps=MAX_STEPS):
+        """Run from instruction 0 to END; return the bytes sent to the output stream.
+
+        ``input_bytes`` feeds INPUT. STAMP sends four zero bytes (no timing here).
+        """
+        stream_in = np.frombuffer(bytes(input_bytes), dtype=np.int8)
+        consumed = 0
+        out = bytearray()
+        pc = 0
+        for _ in range(max_steps):
+            if pc >= len(self.program):
+                raise IsaError(f"program counter {pc} ran off the program memory")
+            instruction = decode(int(self.program[pc]))
+            pc += 1
+            op = instruction.opcode
+            if op is Opcode.END:
+                if consumed != len(stream_in):
+                    raise IsaError(f"program ended with {len(stream_in) - consumed} input bytes unread")
+                return bytes(out)
+            if op is Opcode.SET:
+                self.regs[instruction.reg] = instruction.value
+            elif op is Opcode.LOOP:
+                if self.regs[Reg.LOOP_COUNT]:
+                    self.regs[Reg.LOOP_COUNT] -= 1
+                    pc = instruction.target
+            elif op is Opcode.CONV:
+                self._conv()
+            elif op is Opcode.POOL:
+                self._pool()
+            elif op is Opcode.FILL:
+                self.act[region_addresses(self.regs, len(self.act))] = _signed8(self.regs[Reg.FILL_VALUE])
+            elif op is Opcode.INPUT:
+                addresses = region_addresses(self.regs, len(self.act))
+                if consumed + len(addresses) > len(stream_in):
+                    raise IsaError(f"INPUT wants {len(addresses)} bytes, {len(stream_in) - consumed} left")
+                self.act[addresses] = stream_in[consumed:consumed + len(addresses)]
+                consumed += len(addresses)
+            elif op is Opcode.OUTPUT:
+                out += self.act[region_addresses(self.regs, len(self.act))].tobytes()
+            elif op is Opcode.STAMP:
+                out += bytes(4)
+        raise IsaError(f"program did not reach END in {max_steps} instructions")
+
+    def _quant(self):
+        value = self.regs[Reg.QUANT]
+        return _signed8(value), _signed8(value >> 8), _signed8(value >> 16)
+
+    def _check_disjoint(self, reads, writes, what):
+        if np.intersect1d(reads, writes).size:
+            raise IsaError(f"{what} writes activation bytes it also reads")
+
+    def _conv(self):
+        regs, rows = self.regs, self.config.rows
+        zp_out, lo, hi = self._quant()
+        k_total = regs[Reg.K_C] * regs[Reg.K_H] * regs[Reg.K_W]
+        act_bytes = len(self.act)
+        for group in range(regs[Reg.GROUPS]):
+            addresses, valid = engine_read_addresses(regs, group, act_bytes)
+            b = self.act[addresses].astype(np.int64)                                  # [T, K, L]
+            words = (regs[Reg.W_BASE] + group * regs[Reg.W_GSTEP] + np.arange(k_total)) % len(self.weights)
+            a = self.weights[words].astype(np.int64)                                  # [K, rows]
+            acc = np.einsum("ki,tkj->tij", a, b)                                      # [T, rows, L]
+            channels = group * rows + np.arange(rows)
+            live = channels < regs[Reg.M]
+            entries = self.params[(regs[Reg.P_BASE] + channels[live]) % len(self.params)]
+            bias, mult, shift = (np.array(field, dtype=np.int64) for field in zip(*map(unpack_param, entries)))
+            acc = acc[:, live, :] + bias[None, :, None]
+            y = zp_out + ((acc * mult[None, :, None] + (1 << (shift - 1))[None, :, None])
+                          >> shift[None, :, None])
+            y = np.clip(y, lo, hi).astype(np.int8)
+            out_base = regs[Reg.OUT_BASE] + group * regs[Reg.OUT_GSTEP]
+            out_off = np.stack([engine_lanes(regs, t)[2] for t in range(regs[Reg.TILES])])  # [T, L]
+            targets = (out_base + np.arange(rows)[live][None, :, None] * regs[Reg.OUT_CSTRIDE]
+                       + out_off[:, None, :]) % act_bytes                                 # [T, rows, L]
+            mask = np.broadcast_to(valid[:, None, :], targets.shape)
+            self._check_disjoint(addresses[np.broadcast_to(valid[:, None, :], addresses.shape)],
+                                 targets[mask], "CONV")
+            self.act[targets[mask]] = y[mask]
+
+    def _pool(self):
+        regs = self.regs
+        act_bytes = len(self.act)
+        for group in range(regs[Reg.GROUPS]):
+            addresses, valid = engine_read_addresses(regs, group, act_bytes)
+            y = self.act[addresses].max(axis=1)                                       # [T, L]
+            out_base = regs[Reg.OUT_BASE] + group * regs[Reg.OUT_GSTEP]
+            out_off = np.stack([engine_lanes(regs, t)[2] for t in range(regs[Reg.TILES])])
+            targets = (out_base + out_off) % act_bytes
+            self._check_disjoint(addresses[np.broadcast_to(valid[:, None, :], addresses.shape)],
+                                 targets[valid], "POOL")
+            self.act[targets[valid]] = y[valid]

@@ -1,0 +1,94 @@
+"""The functional ISA simulator against a direct numpy convolution, on a hand-written program."""
+
+import numpy as np
+import pytest
+
+from fpganet.config import AcceleratorConfig
+from fpganet.isa import Instruction, Opcode, Reg, decode, encode, pack_param, unpack_param
+from fpganet.isasim import IsaError, Machine
+
+
+def reference_conv(x, w, bias, mult, shift, zp_in, zp_out, pad):
+    M, C, k, _ = w.shape
+    H, W = x.shape[1] + 2 * pad - k + 1, x.shape[2] + 2 * pad - k + 1
+    xp = np.pad(x.astype(np.int64), ((0, 0), (pad, pad), (pad, pad)), constant_values=zp_in)
+    acc = np.zeros((M, H, W), np.int64)
+    for ky in range(k):
+        for kx in range(k):
+            acc += np.einsum("mc,chw->mhw", w[:, :, ky, kx].astype(np.int64), xp[:, ky:ky + H, kx:kx + W])
+    acc += bias[:, None, None]
+    y = zp_out + ((acc * mult[:, None, None] + (1 << (shift - 1))[:, None, None]) >> shift[:, None, None])
+    return np.clip(y, -128, 127)
+
+
+def conv_program(C, H, W, M, k, pad, zp_in, zp_out, rows, lanes, pitch_extra=3):
+    P, Hp = W + 2 * pad + pitch_extra, H + 2 * pad
+    CS, OUT = Hp * P, 2048
+    Ho, Wo = H + 2 * pad - k + 1, W + 2 * pad - k + 1
+    K, npix, groups = C * k * k, Ho * Wo, -(-M // rows)
+    prog = []
+
+    def set_(reg, value):
+        prog.append(Instruction(Opcode.SET, reg, value))
+
+    for reg, value in [(Reg.IO_BASE, 0), (Reg.IO_CHANNELS, C), (Reg.IO_CSTRIDE, CS), (Reg.IO_ROWS, Hp),
+                       (Reg.IO_PITCH, P), (Reg.IO_LEN, P), (Reg.FILL_VALUE, zp_in & 0xFF)]:
+        set_(reg, value)
+    prog.append(Instruction(Opcode.FILL))
+    for reg, value in [(Reg.IO_BASE, pad * P + pad), (Reg.IO_ROWS, H), (Reg.IO_LEN, W)]:
+        set_(reg, value)
+    prog.append(Instruction(Opcode.INPUT))
+    for reg, value in [(Reg.IN_BASE, 0), (Reg.IN_PITCH, P), (Reg.IN_CSTRIDE, CS), (Reg.IN_GSTEP, 0),
+                       (Reg.K_C, C), (Reg.K_H, k), (Reg.K_W, k), (Reg.STRIDE_Y, 1), (Reg.STRIDE_X, 1),
+                       (Reg.OUT_W, Wo), (Reg.NPIX, npix), (Reg.LANES, lanes), (Reg.TILES, -(-npix // lanes)),
+                       (Reg.GROUPS, groups), (Reg.M, M), (Reg.OUT_BASE, OUT), (Reg.OUT_PITCH, Wo),
+                       (Reg.OUT_CSTRIDE, npix), (Reg.OUT_GSTEP, rows * npix), (Reg.W_BASE, 0),
+                       (Reg.W_GSTEP, K), (Reg.P_BASE, 0),
+                       (Reg.QUANT, (zp_out & 0xFF) | (0x80 << 8) | (0x7F << 16))]:
+        set_(reg, value)
+    prog.append(Instruction(Opcode.CONV))
+    for reg, value in [(Reg.IO_BASE, OUT), (Reg.IO_CHANNELS, 1), (Reg.IO_ROWS, 1), (Reg.IO_LEN, M * npix)]:
+        set_(reg, value)
+    prog += [Instruction(Opcode.OUTPUT), Instruction(Opcode.END)]
+    return prog, (Ho, Wo)
+
+
+@pytest.mark.parametrize("C,H,W,M,k,pad,lanes", [(3, 6, 7, 5, 3, 1, 8), (1, 9, 5, 6, 5, 2, 3), (4, 4, 4, 2, 1, 0, 8)])
+def test_conv_program_matches_numpy(C, H, W, M, k, pad, lanes):
+    config = AcceleratorConfig(rows=2, cols=8)
+    rng = np.random.default_rng(C * 100 + k)
+    x = rng.integers(-128, 128, (C, H, W)).astype(np.int8)
+    w = rng.integers(-127, 128, (M, C, k, k)).astype(np.int8)
+    bias = rng.integers(-3000, 3000, M)
+    mult = rng.integers(1 << 14, 1 << 15, M)
+    shift = rng.integers(10, 16, M)
+    zp_in, zp_out = 5, -3
+    program, (Ho, Wo) = conv_program(C, H, W, M, k, pad, zp_in, zp_out, config.rows, lanes)
+    machine = Machine(config)
+    machine.program[:len(program)] = [encode(i) for i in program]
+    groups, K = -(-M // config.rows), C * k * k
+    padded = np.zeros((groups * config.rows, K), np.int8)
+    padded[:M] = w.reshape(M, K)
+    machine.weights[:groups * K] = padded.reshape(groups, config.rows, K).transpose(0, 2, 1).reshape(-1, config.rows)
+    machine.params[:M] = [pack_param(int(b), int(m), int(s)) for b, m, s in zip(bias, mult, shift)]
+    out = np.frombuffer(machine.run(x.tobytes()), np.int8).reshape(M, Ho, Wo)
+    np.testing.assert_array_equal(out, reference_conv(x, w, bias, mult, shift, zp_in, zp_out, pad))
+
+
+def test_encoding_round_trips():
+    for instruction in [Instruction(Opcode.SET, Reg.QUANT, 0xFF80FF), Instruction(Opcode.LOOP, target=513),
+                        Instruction(Opcode.CONV), Instruction(Opcode.END)]:
+        assert decode(encode(instruction)) == instruction
+    assert unpack_param(pack_param(-5, 1 << 14, 62)) == (-5, 1 << 14, 62)
+
+
+def test_program_errors_are_reported():
+    machine = Machine(AcceleratorConfig())
+    machine.program[0] = encode(Instruction(Opcode.LOOP, target=0))
+    machine.program[1] = encode(Instruction(Opcode.END))
+    assert machine.run() == b""  # LOOP_COUNT 0: falls through
+    for reg in (Reg.IO_CHANNELS, Reg.IO_ROWS, Reg.IO_LEN):
+        machine.regs[reg] = 1
+    machine.program[0] = encode(Instruction(Opcode.INPUT))
+    with pytest.raises(IsaError, match="INPUT wants"):
+        machine.run(b"")
