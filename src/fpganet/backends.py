@@ -10,6 +10,11 @@ returns.
 
 Entries may be ``"module:attribute"`` strings, imported on first use, so that
 ``fpganet run --backend golden`` never imports a simulator.
+
+``fpganet run OUT`` passes the option ``compiled=OUT`` (the compiled directory),
+so that a backend can run the program and memory images written there
+(:func:`fpganet.backend.read_images`); ``isa`` does. Backends ignore options they
+do not know.
 """
 
 import importlib
@@ -24,6 +29,8 @@ __all__ = ["BACKENDS", "register_backend", "get_backend", "run_network", "RunRes
 #: Backend name -> callable or "module:attribute"; with a one-line description.
 BACKENDS = {
     "golden": ("fpganet.golden:backend", "numpy integer model, the definition of the numerics"),
+    "isa": ("fpganet.backend.run:backend", "the compiled program on the functional ISA simulator "
+                                           "(fpganet.isasim)"),
 }
 
 

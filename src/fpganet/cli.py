@@ -66,6 +66,8 @@ def add_config_arguments(parser):
         kind = float if field.type in (float, "float") else int
         group.add_argument(flag, dest=f"config_{field.name}", type=kind, metavar="N",
                            help=f"default {field.default}")
+    group.add_argument("--clock-mhz", dest="config_clock_mhz", type=float, metavar="F",
+                       help="the clock in MHz (instead of --clock-hz)")
 
 
 def config_from_args(args):
@@ -73,6 +75,10 @@ def config_from_args(args):
     values = {field.name: getattr(args, f"config_{field.name}")
               for field in dataclasses.fields(AcceleratorConfig)
               if getattr(args, f"config_{field.name}", None) is not None}
+    if getattr(args, "config_clock_mhz", None) is not None:
+        if "clock_hz" in values:
+            raise FpganetError("give either --clock-hz or --clock-mhz, not both")
+        values["clock_hz"] = args.config_clock_mhz * 1e6
     if getattr(args, "array", None):
         if "rows" in values or "cols" in values:
             raise FpganetError("give either --array or --rows/--cols, not both")
@@ -108,6 +114,12 @@ def _configure_compile(parser):
                              f"(percentile:P for another percentile); default {DEFAULT_METHOD}")
     parser.add_argument("--calib-limit", type=_positive, metavar="N",
                         help="use only the first N calibration samples")
+    parser.add_argument("--images", type=_positive, default=1, metavar="N",
+                        help="images the accelerator program processes per run (default 1; "
+                             "fpganet.backend.read_images(OUT).for_images(N) changes it)")
+    parser.add_argument("--no-program", action="store_true",
+                        help="quantize only: write no accelerator program or memory images (a "
+                             "network that does not fit the configuration is then accepted)")
     add_config_arguments(parser)
 
 
@@ -118,7 +130,8 @@ def _run_compile(args):
 
     config = config_from_args(args)
     net = compile_model(args.model, args.calib, args.output, config=config, method=args.method,
-                        calib_limit=args.calib_limit)
+                        calib_limit=args.calib_limit, program=not args.no_program,
+                        n_images=args.images)
     source = net.source
     print(f"compiled {source['file']} ({'embedded' if source['embedded'] else source['path']}) "
           f"into {args.output}")
@@ -141,7 +154,30 @@ def _run_compile(args):
         else:
             extra, kind = "", layer.type
         print(f"  {index:2d} {kind:8s} {layer.name:20s} {shapes:22s} {extra}")
+    if not args.no_program:
+        _print_program(args.output)
     return 0
+
+
+def _print_program(out_dir):
+    """Summary of the accelerator section of a compiled directory's manifest."""
+    from .backend import read_images
+
+    layout = read_images(out_dir).layout
+    act, weights, params, program = (layout[key] for key in ("activations", "weights", "params",
+                                                              "program"))
+    print(f"  accelerator program for {layout['n_images']} image(s): {program['words']:,} of "
+          f"{program['capacity']:,} instruction words; activations {act['bytes']:,} of "
+          f"{act['capacity']:,} bytes ({act['allocation']}, {act['pitches']} pitches); weights "
+          f"{weights['bytes']:,} of {weights['capacity_bytes']:,} bytes; parameters "
+          f"{params['entries']:,} of {params['capacity_entries']:,} entries")
+    for layer in layout["layers"]:
+        for step in layer.get("steps", []):
+            conflicts = step["read_conflict_cycles"]
+            print(f"  {layer['index']:2d} {step['kind']:8s} instructions {step['instructions'][0]}.."
+                  f"{step['instructions'][1] - 1}, {step['lanes']} lanes, input pitch "
+                  f"{step['src']['pitch']}, "
+                  f"{'no bank conflicts' if conflicts == 0 else f'{conflicts:,} bank-conflict cycles'}")
 
 
 # run ---------------------------------------------------------------------------------------
@@ -205,7 +241,7 @@ def _run_run(args):
 
     net = load_compiled(args.compiled)
     x, y, where = _load_inputs(args, net)
-    result = run_network(net, x, backend=args.backend)
+    result = run_network(net, x, backend=args.backend, compiled=args.compiled)
     if args.out:
         _write_npz(args.out, logits=result.logits, q=result.q)
     count = x.shape[0]

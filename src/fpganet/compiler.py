@@ -1,8 +1,10 @@
 """The compile flow as a Python API: ONNX + calibration data -> a compiled directory.
 
 :func:`compile_model` imports the ONNX model, quantizes it with calibration
-inputs, and (optionally) writes ``OUT/manifest.json`` and ``OUT/network.npz``
-atomically: everything is computed in memory, written into a temporary
+inputs, and (optionally) writes ``OUT/manifest.json`` and ``OUT/network.npz``,
+with the accelerator program and memory images of :mod:`fpganet.backend`
+(``program.hex``, ``weights.hex``, ``params.hex``, ``memories.npz``; see
+docs/backend.md), atomically: everything is computed in memory, written into a temporary
 directory beside ``OUT`` and renamed into place, so a failure leaves no
 partial ``OUT``. :func:`load_compiled` reads it back. The command line
 (:mod:`fpganet.cli`) is a thin layer over these.
@@ -103,7 +105,7 @@ def _check_x(x, input_shape, what, input_name):
 
 
 def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=None,
-                  calib_limit=None):
+                  calib_limit=None, program=True, n_images=1):
     """Import, quantize and optionally write a network.
 
     Parameters
@@ -123,6 +125,12 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
         :data:`fpganet.quantize.DEFAULT_METHOD`.
     calib_limit : int, optional
         Use only the first ``calib_limit`` calibration samples.
+    program : bool
+        With ``out_dir``: also generate the accelerator program and memory images
+        (:func:`fpganet.backend.build_images`); a network that does not fit the
+        configuration is refused and nothing is written. False: quantize only.
+    n_images : int
+        Images the written program processes (the host sends that many).
 
     Returns
     -------
@@ -167,17 +175,26 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     net = quantize_graph(graph, calib_x, method=method, config=config, source=source,
                          calibration=calibration)
     if out_dir is not None:
-        write_compiled(net, out_dir)
+        write_compiled(net, out_dir, program=program, n_images=n_images)
     return net
 
 
-def write_compiled(net, out_dir):
+def write_compiled(net, out_dir, program=True, n_images=1):
     """Write ``net`` into ``out_dir`` atomically (temporary sibling, then rename).
+
+    With ``program`` the accelerator program and memory images for ``n_images``
+    are built first (a network that does not fit is refused before anything is
+    written) and saved beside the network (``program.hex``, ``weights.hex``,
+    ``params.hex``, ``memories.npz``, the manifest's ``accelerator`` section).
 
     An existing ``out_dir`` is replaced only if it is empty or an earlier
     compiled output (it has a ``manifest.json``), so a mistyped ``-o`` cannot
     delete an unrelated directory.
     """
+    images = None
+    if program:
+        from .backend import build_images
+        images = build_images(net, n_images)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise FpganetError(f"output '{out}' exists and is not a directory")
@@ -192,7 +209,9 @@ def write_compiled(net, out_dir):
         raise FpganetError(f"cannot create the output directory '{out}': {error.strerror}") from None
     try:
         os.chmod(staging, 0o755)
-        net.save(staging)
+        net.save(staging, extra=None if images is None else {"accelerator": images.layout})
+        if images is not None:
+            images.save(staging)
         if out.exists():
             retired = staging.with_suffix(".old")
             os.rename(out, retired)

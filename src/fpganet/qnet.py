@@ -406,13 +406,16 @@ class QNetwork:
                     result[f"{index:02d}.{name}"] = getattr(layer, name)
         return result
 
-    def save(self, directory):
-        """Write ``manifest.json`` and ``network.npz`` into an existing directory."""
+    def save(self, directory, extra=None):
+        """Write ``manifest.json`` and ``network.npz`` into an existing directory.
+
+        ``extra``: more top-level manifest sections (the back end's ``accelerator``).
+        """
         directory = os.fspath(directory)
         with open(os.path.join(directory, ARRAYS), "wb") as handle:
             np.savez(handle, **self.arrays())
         with open(os.path.join(directory, MANIFEST), "w") as handle:
-            handle.write(manifest_json(self.manifest()))
+            handle.write(manifest_json({**self.manifest(), **(extra or {})}))
 
 
 def manifest_json(manifest):

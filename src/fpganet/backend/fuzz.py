@@ -1,0 +1,228 @@
+"""Random integer networks, compiled and run on the ISA simulator against the golden model.
+
+Each case is reproducible from ``(seed, index)``: :func:`random_case` builds a
+random :class:`~fpganet.qnet.QNetwork` (kernels 1..5, strides 1..2, asymmetric
+padding, odd channel counts, non-square maps, max-pools with and without
+padding, reshapes that are free and reshapes that need a copy, dense layers of
+odd sizes), a configuration (array shape, and sometimes an activation buffer
+just large enough, so that maps share bytes and borders are re-filled per
+image) and int8 inputs; :func:`check_case` compiles it
+(:func:`fpganet.backend.build_images`), runs it on :class:`fpganet.isasim.Machine`
+and compares every output byte with :func:`fpganet.golden.run_golden`.
+
+Command line (for ``make fuzz``)::
+
+    python -m fpganet.backend.fuzz --cases 500 --seed 1 [--arrays 2x8,3x5,4x4,1x1]
+"""
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import AcceleratorConfig
+from ..errors import FpganetError
+from ..golden import run_golden
+from ..qnet import QConv, QMaxPool, QNetwork, QReshape
+from .images import build_images
+from .plan import smallest_act_bytes
+from .run import run_isa
+
+__all__ = ["random_network", "random_case", "check_case", "FuzzCase", "ARRAYS", "main"]
+
+ARRAYS = ("2x8", "3x5", "4x4", "1x1")
+MAX_MAP = 1500      # bytes of the largest interior map the generator makes
+
+
+def _out(size, kernel, stride, before, after):
+    return (size + before + after - kernel) // stride + 1
+
+
+def _conv(rng, name, in_shape, zp_in, kind="conv", m=None, kernel=None, stride=(1, 1),
+          pads=(0, 0, 0, 0)):
+    c, h, w = in_shape
+    kh, kw = kernel or (1, 1)
+    m = m or int(rng.integers(1, 10))
+    out_shape = (m, _out(h, kh, stride[0], pads[0], pads[2]), _out(w, kw, stride[1], pads[1], pads[3]))
+    k = c * kh * kw
+    spread = int(rng.choice([127, 127, 40, 3]))
+    weight = rng.integers(-spread, spread + 1, (m, c, kh, kw)).astype(np.int8)
+    bias = rng.integers(-20000, 20000, m).astype(np.int32)
+    mult = rng.integers(1 << 14, 1 << 15, m).astype(np.int32)
+    # Typical |acc| ~ sqrt(k) * spread * 74: put the output around +-60 codes, give or take.
+    typical = max(1.0, np.sqrt(k) * max(spread, 1) * 74.0)
+    shift = np.clip(np.round(np.log2(typical * 2 ** 14.5 / 60)) + rng.integers(-2, 3, m), 1, 62)
+    zp_out = int(rng.integers(-128, 128))
+    relu = bool(rng.random() < 0.5)
+    return QConv(name=name, kind=kind, in_shape=tuple(in_shape), out_shape=out_shape,
+                 kernel=(kh, kw), stride=tuple(stride), pads=tuple(pads), zp_in=int(zp_in),
+                 zp_out=zp_out, lo=max(-128, zp_out) if relu else -128, hi=127, relu=relu,
+                 weight=weight, bias=bias, mult=mult, shift=shift.astype(np.int32), s_in=0.05,
+                 s_out=0.05, s_w=np.full(m, 0.01, np.float32))
+
+
+def _spatial_conv(rng, name, shape, zp):
+    c, h, w = shape
+    for _ in range(50):
+        kernel = (int(rng.integers(1, 6)), int(rng.integers(1, 6)))
+        stride = tuple(2 if rng.random() < 0.35 else 1 for _ in range(2))
+        pads = tuple(int(rng.integers(0, k)) if rng.random() < 0.6 else 0
+                     for k in (kernel[0], kernel[1], kernel[0], kernel[1]))
+        m = int(rng.integers(1, 12))
+        ho, wo = _out(h, kernel[0], stride[0], pads[0], pads[2]), _out(w, kernel[1], stride[1],
+                                                                          pads[1], pads[3])
+        if ho >= 1 and wo >= 1 and m * ho * wo <= MAX_MAP:
+            return _conv(rng, name, shape, zp, m=m, kernel=kernel, stride=stride, pads=pads)
+    return _conv(rng, name, shape, zp, m=int(rng.integers(1, 6)))
+
+
+def _pool(rng, name, shape, zp):
+    c, h, w = shape
+    for _ in range(50):
+        kernel = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+        stride = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+        pads = tuple(int(rng.integers(0, k)) if rng.random() < 0.4 else 0
+                     for k in (kernel[0], kernel[1], kernel[0], kernel[1]))
+        ho, wo = _out(h, kernel[0], stride[0], pads[0], pads[2]), _out(w, kernel[1], stride[1],
+                                                                          pads[1], pads[3])
+        if ho >= 1 and wo >= 1:
+            return QMaxPool(name=name, in_shape=shape, out_shape=(c, ho, wo), kernel=kernel,
+                            stride=stride, pads=pads, zp=zp, s=0.05)
+    return None
+
+
+def _reshaped(rng, shape):
+    """Another (C, H, W) with the same number of elements."""
+    c, h, w = shape
+    options = [(h, c, w), (c * h, w, 1), (1, c * h, w), (c, w, h), (w, h, c)]
+    return tuple(int(v) for v in options[int(rng.integers(len(options)))])
+
+
+def random_network(rng, config=None):
+    """A random valid :class:`~fpganet.qnet.QNetwork` (validated) for ``config``."""
+    config = config or AcceleratorConfig()
+    c, h, w = int(rng.integers(1, 6)), int(rng.integers(3, 17)), int(rng.integers(3, 17))
+    shape = input_shape = (c, h, w)
+    zp = input_zp = int(rng.integers(-128, 128))
+    layers = []
+    if rng.random() < 0.1:
+        new = _reshaped(rng, shape)
+        layers.append(QReshape(name="reshape_in", in_shape=shape, out_shape=new, zp=zp, s=0.05))
+        shape = new
+    for index in range(int(rng.integers(1, 4))):
+        if rng.random() < 0.65 or index == 0 and rng.random() < 0.5:
+            layer = _spatial_conv(rng, f"conv{index}", shape, zp)
+            zp = layer.zp_out
+        else:
+            layer = _pool(rng, f"pool{index}", shape, zp)
+            if layer is None:
+                continue
+        layers.append(layer)
+        shape = tuple(layer.out_shape)
+        if rng.random() < 0.15:
+            new = _reshaped(rng, shape)
+            if new != shape:
+                layers.append(QReshape(name=f"reshape{index}", in_shape=shape, out_shape=new,
+                                       zp=zp, s=0.05))
+                shape = new
+    if rng.random() < 0.7:
+        flat = (int(np.prod(shape)), 1, 1)
+        if flat != shape:
+            layers.append(QReshape(name="flatten", in_shape=shape, out_shape=flat, zp=zp, s=0.05))
+            shape = flat
+        for index in range(int(rng.integers(1, 4))):
+            layer = _conv(rng, f"dense{index}", shape, zp, kind="dense", m=int(rng.integers(1, 22)))
+            layers.append(layer)
+            shape, zp = tuple(layer.out_shape), layer.zp_out
+        output_shape = (shape[0],)
+    else:
+        output_shape = shape
+        if rng.random() < 0.3:
+            output_shape = (int(np.prod(shape)),)
+    net = QNetwork(layers=layers, input_name="x", input_shape=input_shape, input_scale=0.05,
+                   input_zp=input_zp, output_name="y", output_shape=output_shape, output_scale=0.05,
+                   output_zp=zp, config=config)
+    net.validate()
+    return net
+
+
+@dataclass
+class FuzzCase:
+    """One reproducible case: ``seed`` and ``index`` regenerate it (:func:`random_case`)."""
+
+    seed: int
+    index: int
+    net: QNetwork
+    config: AcceleratorConfig
+    q_in: np.ndarray
+    tight: bool
+
+    def describe(self):
+        layers = ", ".join(
+            f"{l.type}{'(dense)' if getattr(l, 'kind', '') == 'dense' else ''} "
+            f"{'x'.join(map(str, l.in_shape))}->{'x'.join(map(str, l.out_shape))}"
+            + (f" k{l.kernel} s{l.stride} p{l.pads}" if hasattr(l, "kernel") and l.type != "reshape"
+               else "") for l in self.net.layers)
+        return (f"case seed={self.seed} index={self.index} array {self.config.name} "
+                f"act_buffer {self.config.act_buffer_bytes}{' (tight)' if self.tight else ''}, "
+                f"{len(self.q_in)} images: {layers}")
+
+
+def random_case(seed, index, arrays=ARRAYS):
+    """Case ``index`` of the stream ``seed``: network, configuration, inputs."""
+    rng = np.random.default_rng([seed, index])
+    array = arrays[index % len(arrays)]
+    config = AcceleratorConfig.parse_array(array, requant_lanes=1)
+    if rng.random() < 0.3 and config.cols > 1:
+        lanes = [d for d in range(1, config.cols + 1) if config.cols % d == 0]
+        config = config.replace(requant_lanes=int(rng.choice(lanes)))
+    net = random_network(rng, config)
+    tight = bool(rng.random() < 0.35)
+    need = smallest_act_bytes(net, config)
+    if tight:
+        # The smallest activation buffer the planner can live with: maps share bytes.
+        config = config.replace(act_buffer_bytes=max(need, config.act_banks))
+    elif need > config.act_buffer_bytes:
+        config = config.replace(act_buffer_bytes=need)
+    net.config = config
+    n = int(rng.integers(1, 4))
+    q_in = rng.integers(-128, 128, (n, *net.input_chw)).astype(np.int8)
+    return FuzzCase(seed, index, net, config, q_in, tight)
+
+
+def check_case(case):
+    """Compile and run ``case`` on the ISA simulator; AssertionError (with the case) on mismatch."""
+    images = build_images(case.net, len(case.q_in), case.config)
+    q, stamps = run_isa(case.net, case.q_in, images=images)
+    expected = run_golden(case.net, case.q_in)
+    if q.shape != expected.shape or not np.array_equal(q, expected):
+        wrong = int(np.sum(q != expected)) if q.shape == expected.shape else "all"
+        raise AssertionError(f"{case.describe()}: {wrong} output bytes differ from the golden model")
+    return images
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m fpganet.backend.fuzz", description=__doc__.split(
+        "\n\n")[0])
+    parser.add_argument("--cases", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--first", type=int, default=0, help="index of the first case")
+    parser.add_argument("--arrays", default=",".join(ARRAYS))
+    args = parser.parse_args(argv)
+    arrays = tuple(args.arrays.split(","))
+    start, failures = time.time(), 0
+    for index in range(args.first, args.first + args.cases):
+        try:
+            check_case(random_case(args.seed, index, arrays))
+        except (AssertionError, FpganetError) as error:
+            failures += 1
+            print(f"FAIL {error}", file=sys.stderr)
+    print(f"{args.cases - failures} of {args.cases} cases bit-exact (seed {args.seed}, "
+          f"{time.time() - start:.1f} s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,402 @@
+"""Memory images, the host's byte streams, and the compiled directory's accelerator files.
+
+:func:`build_images` is the one call a runner needs: it plans the network,
+generates the program and returns :class:`MemoryImages`, which holds what the
+host write port loads (program, weights, parameters) and knows the byte streams
+(:meth:`MemoryImages.pack_inputs`, :meth:`MemoryImages.unpack_outputs`).
+"""
+
+import json
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..config import AcceleratorConfig
+from ..errors import FpganetError
+from ..isa import INSTRUCTION_BITS, HostSpace, Instruction, Opcode, Reg, decode, encode
+from ..isasim import engine_read_addresses
+from .plan import beat_extra_cycles, capacity_error, plan_network
+from .program import generate, param_image, weight_image
+
+__all__ = ["MemoryImages", "StreamLayout", "build_images", "read_images", "engine_conflicts",
+           "STAMP_BYTES", "FILES", "pack_weight_word"]
+
+STAMP_BYTES = 4
+#: Files :meth:`MemoryImages.save` writes into a compiled directory.
+FILES = ("program.hex", "weights.hex", "params.hex", "memories.npz")
+FORMAT = "fpganet-accelerator/1"
+
+
+def pack_weight_word(row_bytes):
+    """A weight word as an integer: byte ``i`` (array row ``i``) at bits ``[8i+7:8i]``."""
+    return int.from_bytes(np.asarray(row_bytes, dtype=np.int8).tobytes(), "little")
+
+
+@dataclass(frozen=True)
+class StreamLayout:
+    """What the host sends and receives per image.
+
+    Input: ``input_bytes`` per image, the int8 image ``[C, H, W]`` in channel, row, byte
+    order (``q_in[n].tobytes()`` of a C-contiguous array). Output: ``output_bytes`` int8
+    (the NCHW flatten of the network output, i.e. the logits) followed by
+    ``STAMP_BYTES`` of the cycle counter (unsigned, little-endian) after that image.
+    """
+
+    input_shape: tuple
+    output_shape: tuple
+
+    @property
+    def input_bytes(self):
+        return int(np.prod(self.input_shape, dtype=np.int64))
+
+    @property
+    def output_bytes(self):
+        return int(np.prod(self.output_shape, dtype=np.int64))
+
+    @property
+    def output_record_bytes(self):
+        """Bytes the accelerator sends per image: outputs then the stamp."""
+        return self.output_bytes + STAMP_BYTES
+
+    def pack_inputs(self, q_in):
+        """int8 ``[N, C, H, W]`` (or ``[N, *anything with C*H*W elements]``) -> the input stream."""
+        q_in = np.asarray(q_in)
+        if q_in.dtype != np.int8:
+            raise FpganetError(f"accelerator inputs must be int8, not {q_in.dtype}")
+        if q_in.ndim < 2 or int(np.prod(q_in.shape[1:], dtype=np.int64)) != self.input_bytes:
+            raise FpganetError(f"inputs have shape {list(q_in.shape)}; the program reads images of "
+                               f"{list(self.input_shape)} ({self.input_bytes} bytes)")
+        return np.ascontiguousarray(q_in).tobytes()
+
+    def unpack_outputs(self, data, n_images):
+        """The output stream -> ``(q int8 [N, *output_shape], stamps uint32 [N])``."""
+        data = bytes(data)
+        expected = n_images * self.output_record_bytes
+        if len(data) != expected:
+            raise FpganetError(f"the accelerator sent {len(data):,} bytes for {n_images} images; "
+                               f"expected {expected:,} ({self.output_bytes} output bytes and "
+                               f"{STAMP_BYTES} stamp bytes per image)")
+        records = np.frombuffer(data, dtype=np.uint8).reshape(n_images, self.output_record_bytes)
+        q = records[:, :self.output_bytes].view(np.int8).reshape(n_images, *self.output_shape)
+        stamps = records[:, self.output_bytes:].copy().view("<u4").reshape(n_images)
+        return q.copy(), stamps.astype(np.uint32)
+
+    def describe(self):
+        return {"input": {"shape": list(self.input_shape), "bytes_per_image": self.input_bytes,
+                          "order": "int8, channel, row, byte (the NCHW bytes of one image)"},
+                "output": {"shape": list(self.output_shape), "bytes_per_image": self.output_record_bytes,
+                           "output_bytes": self.output_bytes, "stamp_bytes": STAMP_BYTES,
+                           "order": "int8 outputs (NCHW flatten), then the cycle counter after the "
+                                    "image, uint32 little-endian"}}
+
+
+@dataclass
+class MemoryImages:
+    """Everything a run needs: memory contents for the host write port and the stream layout.
+
+    Attributes
+    ----------
+    config : fpganet.config.AcceleratorConfig
+    n_images : int
+        Images the program processes (the host sends that many).
+    program : numpy.ndarray
+        uint64 instruction words (:mod:`fpganet.isa` encoding).
+    weights : numpy.ndarray
+        int8 ``[words, rows]``: word ``w`` byte ``i`` feeds array row ``i``.
+    params : numpy.ndarray
+        uint64 parameter entries (:func:`fpganet.isa.pack_param`).
+    streams : StreamLayout
+    layout : dict
+        The manifest's ``accelerator`` section (maps, steps, instruction ranges, conflicts).
+    plan : fpganet.backend.plan.Plan or None
+        None when read back from a directory.
+    """
+
+    config: AcceleratorConfig
+    n_images: int
+    prologue: np.ndarray
+    body: np.ndarray
+    loop_count_index: int
+    weights: np.ndarray
+    params: np.ndarray
+    streams: StreamLayout
+    layout: dict = field(default_factory=dict)
+    plan: object = None
+
+    # Program --------------------------------------------------------------------------------
+
+    @property
+    def program(self):
+        """uint64 instruction words for :attr:`n_images`."""
+        return self.program_for(self.n_images)
+
+    def program_for(self, n_images):
+        """uint64 instruction words of the same program for ``n_images`` (only the LOOP_COUNT
+        SET changes; 0 images: the prologue, then END)."""
+        if not 0 <= n_images <= 1 << 32:
+            raise FpganetError(f"the number of images must be 0..{1 << 32:,}, not {n_images}")
+        end = encode(Instruction(Opcode.END))
+        if n_images == 0:
+            return np.concatenate([self.prologue[:self.loop_count_index],
+                                   np.array([end], np.uint64)]).astype(np.uint64)
+        head = self.prologue.copy()
+        head[self.loop_count_index] = encode(Instruction(Opcode.SET, Reg.LOOP_COUNT, n_images - 1))
+        tail = np.array([encode(Instruction(Opcode.LOOP, target=len(self.prologue))), end], np.uint64)
+        return np.concatenate([head, self.body, tail]).astype(np.uint64)
+
+    def for_images(self, n_images):
+        """A copy whose program processes ``n_images`` (checked against the program memory)."""
+        copy = MemoryImages(**{**self.__dict__, "n_images": n_images})
+        copy.check_program_size()
+        return copy
+
+    def check_program_size(self):
+        words = len(self.program)
+        if words > self.config.program_words:
+            raise capacity_error("program memory", words * 8, self.config.program_words * 8,
+                                 self.config, "--program-words", f"{words:,} instructions of 8 bytes",
+                                 f"{self.config.program_words:,} instructions")
+
+    # Host write port ------------------------------------------------------------------------
+
+    @property
+    def memories(self):
+        """``{HostSpace: array}``: program (uint64), weights (int8 [words, rows]), params (uint64).
+
+        Activations need no image: the program FILLs every border itself.
+        """
+        return {HostSpace.PROGRAM: self.program, HostSpace.WEIGHTS: self.weights,
+                HostSpace.PARAMS: self.params}
+
+    def words(self, space):
+        """The words of one memory as Python ints, address 0 first (weights: byte i at bits
+        [8i+7:8i], see :func:`pack_weight_word`)."""
+        space = HostSpace(space)
+        if space is HostSpace.WEIGHTS:
+            data = np.ascontiguousarray(self.weights).view(np.uint8).reshape(len(self.weights), -1)
+            return [int.from_bytes(row.tobytes(), "little") for row in data]
+        if space is HostSpace.ACTIVATIONS:
+            return []
+        return [int(word) for word in self.memories[space]]
+
+    def host_writes(self):
+        """``(space, address, word)`` for every word to load, program last (so that a loader
+        that starts the controller when the program arrives sees everything else in place)."""
+        for space in (HostSpace.WEIGHTS, HostSpace.PARAMS, HostSpace.PROGRAM):
+            for address, word in enumerate(self.words(space)):
+                yield space, address, word
+
+    def load(self, machine):
+        """Copy the memories into a :class:`fpganet.isasim.Machine`."""
+        program = self.program
+        machine.program[:] = 0
+        machine.program[:len(program)] = program
+        machine.weights[:len(self.weights)] = self.weights
+        machine.params[:len(self.params)] = self.params
+
+    # Streams ---------------------------------------------------------------------------------
+
+    def pack_inputs(self, q_in):
+        """int8 ``[N, C, H, W]`` -> the bytes of the input stream (N must be :attr:`n_images`)."""
+        if len(q_in) != self.n_images:
+            raise FpganetError(f"the program reads {self.n_images} images, {len(q_in)} given "
+                               f"(use for_images({len(q_in)}))")
+        return self.streams.pack_inputs(q_in)
+
+    def unpack_outputs(self, data, n_images=None):
+        """The output stream -> ``(q int8 [N, *output_shape], stamps uint32 [N])``."""
+        return self.streams.unpack_outputs(data, self.n_images if n_images is None else n_images)
+
+    # Files -----------------------------------------------------------------------------------
+
+    def save(self, directory):
+        """Write ``program.hex``, ``weights.hex``, ``params.hex`` (``$readmemh``: one word per
+        line, most significant digit first) and ``memories.npz`` into ``directory``."""
+        directory = os.fspath(directory)
+        digits = INSTRUCTION_BITS // 4
+        with open(os.path.join(directory, "program.hex"), "w") as handle:
+            handle.writelines(f"{int(word):0{digits}x}\n" for word in self.program)
+        weight_digits = 2 * self.config.weight_word_bytes
+        with open(os.path.join(directory, "weights.hex"), "w") as handle:
+            handle.writelines(f"{word:0{weight_digits}x}\n" for word in self.words(HostSpace.WEIGHTS))
+        with open(os.path.join(directory, "params.hex"), "w") as handle:
+            handle.writelines(f"{int(word):016x}\n" for word in self.params)
+        with open(os.path.join(directory, "memories.npz"), "wb") as handle:
+            np.savez(handle, program=self.program, prologue=self.prologue, body=self.body,
+                     weights=self.weights, params=self.params)
+
+    def describe(self):
+        return self.layout
+
+
+# Build -------------------------------------------------------------------------------------
+
+def engine_conflicts(program, config):
+    """Bank conflicts of every CONV/POOL of a program, measured from its words alone.
+
+    Registers are followed through the program in order (LOOP not taken), and each engine
+    instruction's read addresses come from :func:`fpganet.isasim.engine_read_addresses`.
+
+    Returns
+    -------
+    list of dict
+        ``{"pc", "opcode", "beats", "extra_cycles", "conflicted_beats"}`` per engine instruction;
+        ``beats`` counts (group, tile, k) beats, ``extra_cycles`` the cycles beyond one per beat.
+    """
+    regs = {reg: 0 for reg in Reg}
+    result = []
+    for pc, word in enumerate(program):
+        instruction = decode(int(word))
+        if instruction.opcode is Opcode.SET:
+            regs[instruction.reg] = instruction.value
+        elif instruction.opcode in (Opcode.CONV, Opcode.POOL):
+            k_c = regs[Reg.K_C] if instruction.opcode is Opcode.CONV else 1
+            beats = extra = conflicted = 0
+            groups = regs[Reg.GROUPS]
+            same = regs[Reg.IN_GSTEP] % config.act_banks == 0
+            for group in range(1 if same else groups):
+                addresses, valid = engine_read_addresses({**regs, Reg.K_C: k_c}, group,
+                                                         config.act_buffer_bytes)
+                e, c = beat_extra_cycles(addresses, valid, config.act_banks)
+                weight = groups if same else 1
+                extra, conflicted = extra + weight * e, conflicted + weight * c
+                beats += weight * int(valid.any(axis=1).sum()) * addresses.shape[1]
+            result.append({"pc": pc, "opcode": instruction.opcode.name, "beats": beats,
+                           "extra_cycles": extra, "conflicted_beats": conflicted})
+    return result
+
+
+def build_images(net, n_images=1, config=None):
+    """Plan, generate and lay out ``net`` for ``config`` (default ``net.config``).
+
+    Parameters
+    ----------
+    net : fpganet.qnet.QNetwork
+    n_images : int
+        Images the program processes in its loop (the host sends that many).
+    config : fpganet.config.AcceleratorConfig, optional
+
+    Returns
+    -------
+    MemoryImages
+
+    Raises
+    ------
+    fpganet.errors.FpganetError
+        The network does not fit a buffer or the program memory, or a layer cannot run.
+    """
+    config = config or net.config
+    plan = plan_network(net, config)
+    code = generate(plan)
+    prologue = np.array([encode(i) for i in code.prologue], dtype=np.uint64)
+    body = np.array([encode(i) for i in code.body], dtype=np.uint64)
+    streams = StreamLayout(tuple(net.input_chw), tuple(net.output_shape))
+    images = MemoryImages(config, n_images, prologue, body, code.loop_count_index,
+                          weight_image(plan), param_image(plan), streams, plan=plan)
+    images.check_program_size()
+    images.layout = _plain(_describe(plan, code, images))
+    return images
+
+
+def _plain(value):
+    """JSON-able copy: numpy scalars to Python numbers, tuples to lists."""
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    return value
+
+
+def _describe(plan, code, images):
+    config = plan.config
+    conflicts = {entry["pc"]: entry for entry in engine_conflicts(images.program_for(1), config)}
+    steps_by_layer = {}
+    for step in plan.steps:
+        steps_by_layer.setdefault(step.layer_index, []).append(step)
+    layers = []
+    for index, layer in enumerate(plan.net.layers):
+        entry = {"index": index, "name": layer.name, "type": layer.type}
+        if layer.type == "reshape":
+            how = plan.reshape_steps.get(index, "free")
+            entry["cost"] = "free (the stored map is read in place)" if how == "free" else \
+                f"copy (POOL 1x1, instruction {code.layer_ranges[how.number][1] - 1})"
+        for step in steps_by_layer.get(index, []):
+            first, end = code.layer_ranges[step.number]
+            measured = conflicts.get(end - 1, {})
+            entry.setdefault("steps", []).append({
+                "kind": step.kind, "instructions": [first, end],
+                "lanes": step.lanes, "tiles": step.tiles, "groups": step.groups(config.rows),
+                "k": step.k, "weight_words": [step.w_base, step.w_base + step.weight_words(config.rows)],
+                "param_entries": [step.p_base, step.p_base + step.param_entries()],
+                "src": step.src.describe(), "dst": step.dst.name,
+                "read_beats": measured.get("beats"),
+                "read_conflict_cycles": measured.get("extra_cycles"),
+                "conflict_free": measured.get("extra_cycles") == 0,
+                "pitch_candidates": {str(p): cost for p, cost in step.src.pitch_costs.items()}
+                or None})
+        layers.append(entry)
+    program = images.program
+    return {
+        "format": FORMAT,
+        "n_images": images.n_images,
+        "program": {"file": "program.hex", "ranges": "instruction ranges are [first, end)",
+                    "words": int(len(program)),
+                    "capacity": config.program_words, "prologue_words": int(len(images.prologue)),
+                    "loop_count_instruction": code.loop_count_index,
+                    "input_instructions": list(code.layer_ranges[0]),
+                    "output_instructions": list(code.layer_ranges[len(plan.steps) + 1])},
+        "activations": {"bytes": plan.act_bytes, "capacity": config.act_buffer_bytes,
+                        "banks": config.act_banks, "allocation": plan.allocation,
+                        "pitches": plan.pitches, "attempts": plan.attempts,
+                        "maps": [m.describe() for m in plan.maps]},
+        "weights": {"file": "weights.hex", "words": plan.weight_words, "bytes": plan.weight_bytes,
+                    "capacity_bytes": config.weight_buffer_words * config.weight_word_bytes,
+                    "word_bytes": config.weight_word_bytes},
+        "params": {"file": "params.hex", "entries": plan.param_entries, "bytes": plan.param_bytes,
+                   "capacity_entries": config.bias_buffer_words},
+        "streams": images.streams.describe(),
+        "layers": layers,
+    }
+
+
+def read_images(directory):
+    """The :class:`MemoryImages` a compiled directory holds (``plan`` is None).
+
+    Raises
+    ------
+    fpganet.errors.FpganetError
+        The directory was compiled without a program (``--no-program``) or is damaged.
+    """
+    directory = os.fspath(directory)
+    manifest_path = os.path.join(directory, "manifest.json")
+    arrays_path = os.path.join(directory, "memories.npz")
+    try:
+        with open(manifest_path) as handle:
+            manifest = json.load(handle)
+    except (OSError, ValueError) as error:
+        raise FpganetError(f"cannot read '{manifest_path}': {error}") from None
+    section = manifest.get("accelerator")
+    if not isinstance(section, dict) or section.get("format") != FORMAT:
+        raise FpganetError(f"'{directory}' holds no accelerator program (compiled with "
+                           f"--no-program, or by an older fpganet): compile it again")
+    try:
+        with np.load(arrays_path, allow_pickle=False) as data:
+            arrays = {key: data[key] for key in data.files}
+        config = AcceleratorConfig.from_dict(manifest["config"])
+        streams = StreamLayout(tuple(section["streams"]["input"]["shape"]),
+                               tuple(section["streams"]["output"]["shape"]))
+        return MemoryImages(config, int(section["n_images"]), arrays["prologue"].astype(np.uint64),
+                            arrays["body"].astype(np.uint64),
+                            int(section["program"]["loop_count_instruction"]),
+                            arrays["weights"].astype(np.int8), arrays["params"].astype(np.uint64),
+                            streams, layout=section)
+    except FpganetError:
+        raise
+    except Exception as error:
+        raise FpganetError(f"cannot read the accelerator images in '{directory}': "
+                           f"{type(error).__name__}: {error}") from None

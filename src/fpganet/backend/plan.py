@@ -1,0 +1,559 @@
+"""Planning: from a :class:`~fpganet.qnet.QNetwork` to engine steps and feature-map layouts.
+
+The plan decides, for an :class:`~fpganet.config.AcceleratorConfig`:
+
+* the **steps**: one engine instruction (``CONV`` or ``POOL``) per conv, dense or
+  max-pool layer, plus a ``POOL`` 1x1 copy where a reshape cannot be a free view;
+* the **layout** of every stored feature map in the activation buffer: padding
+  (for the consumer: a conv's pads hold ``zp_in``, a padded max-pool's hold
+  -128), ``pitch`` (chosen from ``act_banks`` candidates to minimise the bank
+  conflicts of the consumer's reads and the producer's writes, measured on
+  :func:`fpganet.isasim.engine_read_addresses`) and ``cstride``;
+* the **allocation** (base address) of every map: disjoint if everything fits,
+  else by liveness (a map's bytes are reused once it is dead), and whether a
+  map's border is filled once before the image loop or again every image;
+* where the weights (words of ``rows`` bytes) and parameter entries of each
+  layer go.
+
+Reshapes cost nothing when they can: the output of the network is sent in the
+stored layout of the last map (``OUTPUT`` walks channel, row, byte: the NCHW
+flatten); a dense layer after a flatten reads the stored map in place as one
+``CONV`` whose kernel is the whole map; ``INPUT`` writes the first map in
+whatever shape its consumer wants. Only a reshape feeding a padded conv/pool
+that is not the input costs a copy (``POOL`` with a 1x1 window).
+
+Everything that does not fit raises one :class:`~fpganet.errors.FpganetError`
+line naming the buffer, the bytes needed and available, and the flag to change.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..config import AcceleratorConfig
+from ..errors import FpganetError
+from ..isa import Reg
+from ..isasim import engine_read_addresses
+from ..qnet import QConv, QMaxPool, QReshape
+
+__all__ = ["FeatureMap", "Step", "Plan", "plan_network", "smallest_act_bytes", "ATTEMPTS",
+           "beat_extra_cycles", "write_extra_cycles", "capacity_error", "POOL_PAD_VALUE", "COUNT_LIMIT"]
+
+#: Border value before a padded max-pool: the int8 minimum never wins a window (pads < kernel).
+POOL_PAD_VALUE = -128
+
+
+def _prod(shape):
+    return int(np.prod(shape, dtype=np.int64))
+
+
+@dataclass(eq=False)
+class FeatureMap:
+    """A feature map stored in the activation buffer.
+
+    Interior element ``(c, y, x)`` is at ``origin + c*cstride + y*pitch + x``;
+    element ``(c, y, x)`` of the *padded* map is at ``base + c*cstride + y*pitch + x``.
+    ``fill`` is the border value (None: no border). An alias (``parent`` set) is
+    another shape's view of a compact parent's bytes (a reshape).
+    """
+
+    name: str
+    shape: tuple
+    pads: tuple = (0, 0, 0, 0)
+    fill: int = None
+    pitch: int = None
+    cstride: int = None
+    base: int = None
+    parent: "FeatureMap" = None
+    producer: int = None            # step number that writes it (0: INPUT)
+    last_use: int = None            # last step number that reads it (n + 1: OUTPUT)
+    role: str = "compact"           # who decided the layout: compact, conv, pool
+    fill_per_image: bool = False
+    # Filled in by the pitch search.
+    pitch_costs: dict = field(default_factory=dict)
+
+    @property
+    def padded_h(self):
+        return self.shape[1] + self.pads[0] + self.pads[2]
+
+    @property
+    def padded_w(self):
+        return self.shape[2] + self.pads[1] + self.pads[3]
+
+    @property
+    def padded(self):
+        return any(self.pads)
+
+    def set_pitch(self, pitch):
+        self.pitch = int(pitch)
+        # Channels only ever share a beat at the same (y, x), so cstride does not change bank
+        # conflicts: pack the channels tightly (the last row's pitch slack is not needed).
+        self.cstride = (self.padded_h - 1) * self.pitch + self.padded_w
+
+    @property
+    def span(self):
+        """Bytes from ``base`` to the last byte of the padded map."""
+        return (self.shape[0] - 1) * self.cstride + (self.padded_h - 1) * self.pitch + self.padded_w
+
+    @property
+    def origin(self):
+        """Address of interior element (0, 0, 0)."""
+        return self.base + self.pads[0] * self.pitch + self.pads[1]
+
+    @property
+    def storage(self):
+        return self.parent if self.parent is not None else self
+
+    def describe(self):
+        entry = {"name": self.name, "shape": list(self.shape), "base": self.base,
+                 "origin": self.origin, "pads": list(self.pads), "pitch": self.pitch,
+                 "cstride": self.cstride, "bytes": self.span}
+        if self.parent is not None:
+            entry["view_of"] = self.parent.name
+        else:
+            entry.update(fill=self.fill, fill_per_image=self.fill_per_image if self.padded else None,
+                         layout=self.role, live=[self.producer, self.last_use])
+        return entry
+
+
+@dataclass(eq=False)
+class Step:
+    """One engine instruction.
+
+    ``kind``: ``conv`` (a QConv over a spatial map), ``dense`` (a QConv whose kernel is
+    the whole stored input map, one output pixel), ``pool`` (QMaxPool) or ``copy``
+    (a POOL with a 1x1 window that moves a reshaped map into a padded layout).
+    """
+
+    number: int                     # 1..n (0 is INPUT, n + 1 is OUTPUT)
+    kind: str
+    layer_index: int
+    layer: object
+    src: FeatureMap
+    dst: FeatureMap
+    kernel: tuple
+    stride: tuple
+    out_hw: tuple
+    lanes: int = 1
+    w_base: int = 0
+    p_base: int = 0
+    folded_reshapes: list = field(default_factory=list)
+
+    @property
+    def npix(self):
+        return self.out_hw[0] * self.out_hw[1]
+
+    @property
+    def tiles(self):
+        return -(-self.npix // self.lanes)
+
+    @property
+    def k_c(self):
+        return self.src.shape[0] if self.kind in ("conv", "dense") else 1
+
+    @property
+    def k(self):
+        return self.k_c * self.kernel[0] * self.kernel[1]
+
+    def groups(self, rows):
+        if self.kind in ("conv", "dense"):
+            return -(-self.layer.out_shape[0] // rows)
+        return self.dst.shape[0]
+
+    def weight_words(self, rows):
+        return self.groups(rows) * self.k if self.kind in ("conv", "dense") else 0
+
+    def param_entries(self):
+        return self.layer.out_shape[0] if self.kind in ("conv", "dense") else 0
+
+    def read_regs(self, pitch, base=0, cstride=0):
+        """Engine registers that determine the read addresses, for a source map of ``pitch``."""
+        return {Reg.IN_BASE: base, Reg.IN_PITCH: pitch, Reg.IN_CSTRIDE: cstride, Reg.IN_GSTEP: 0,
+                Reg.K_C: self.k_c, Reg.K_H: self.kernel[0], Reg.K_W: self.kernel[1],
+                Reg.STRIDE_Y: self.stride[0], Reg.STRIDE_X: self.stride[1],
+                Reg.OUT_W: self.out_hw[1], Reg.NPIX: self.npix, Reg.LANES: self.lanes,
+                Reg.TILES: self.tiles}
+
+
+def beat_extra_cycles(addresses, valid, banks):
+    """Bank-conflict cycles of engine beats.
+
+    Parameters
+    ----------
+    addresses : numpy.ndarray
+        ``[TILES, K, LANES]`` activation addresses (:func:`fpganet.isasim.engine_read_addresses`).
+    valid : numpy.ndarray
+        ``[TILES, LANES]`` valid lanes.
+    banks : int
+        ``act_banks``.
+
+    Returns
+    -------
+    extra : int
+        Cycles beyond one per beat: a beat whose valid lanes put up to ``m`` addresses in one
+        bank takes ``m`` cycles (lanes sharing a bank are read in successive cycles).
+    conflicted : int
+        Beats that take more than one cycle.
+    """
+    tiles, k, lanes = addresses.shape
+    if tiles == 0 or k == 0 or banks == 1 and lanes == 1:
+        return 0, 0
+    mask = np.broadcast_to(valid[:, None, :], addresses.shape)
+    beat = np.broadcast_to(np.arange(tiles * k).reshape(tiles, k, 1), addresses.shape)
+    counts = np.bincount((beat[mask] * banks + addresses[mask] % banks), minlength=tiles * k * banks)
+    worst = counts.reshape(tiles * k, banks).max(axis=1)
+    worst = worst[worst > 0]
+    return int((worst - 1).sum()), int((worst > 1).sum())
+
+
+def write_extra_cycles(out_w, npix, lanes, pitch, banks, chunk):
+    """Bank-conflict cycles of one result row's writes, all tiles: lanes go ``chunk`` at a time.
+
+    The post-processing unit writes ``requant_lanes`` results per cycle; lanes of one chunk that
+    share a bank cost a cycle each.
+    """
+    if chunk <= 1 or banks == 1:
+        return 0
+    tiles = -(-npix // lanes)
+    width = -(-lanes // chunk) * chunk
+    n = np.arange(tiles)[:, None] * lanes + np.arange(width)[None, :]
+    valid = (n < npix) & (np.arange(width)[None, :] < lanes)
+    oy, ox = np.divmod(n, out_w)
+    bank = (oy * pitch + ox) % banks
+    bank = np.where(valid, bank, banks + np.arange(width)[None, :])  # invalid lanes never collide
+    bank = bank.reshape(tiles, width // chunk, chunk)
+    bank = np.sort(bank, axis=2)
+    extra = 0
+    for d in range(1, chunk):
+        # a chunk with a bank used by more than d lanes costs one more cycle
+        extra += int((bank[:, :, d:] == bank[:, :, :-d]).any(axis=2).sum())
+    return extra
+
+
+def capacity_error(buffer, needed, available, config, flag, needed_units="", available_units=""):
+    """The one-line refusal of a network that does not fit ``buffer``, e.g.
+    ``activation buffer: network needs 9,344 bytes, the 2x8 configuration has 8,192
+    (--act-buffer-bytes)``; ``*_units`` add the count in the buffer's own words."""
+    needed_units = f" ({needed_units})" if needed_units else ""
+    available_units = f"{available_units}, " if available_units else ""
+    return FpganetError(f"{buffer}: network needs {needed:,} bytes{needed_units}, the {config.name} "
+                        f"configuration has {available:,} ({available_units}{flag})")
+
+
+@dataclass
+class Plan:
+    """Steps, feature maps and allocation of a network on one accelerator configuration.
+
+    Attributes
+    ----------
+    net : fpganet.qnet.QNetwork
+    config : fpganet.config.AcceleratorConfig
+    steps : list of Step
+    maps : list of FeatureMap
+        Stored maps (no aliases), in production order.
+    input_map : FeatureMap
+        Written by INPUT (its interior, channel, row, byte order: the NCHW bytes of an image).
+    output_map : FeatureMap
+        Sent by OUTPUT (same order: the NCHW flatten of the network output).
+    allocation : str
+        ``disjoint``, ``pinned-borders`` (padded maps disjoint, others reused by liveness) or
+        ``liveness``; ``pitches``: ``searched`` or ``compact`` (fallback when nothing else fit).
+    act_bytes : int
+        Highest activation address used + 1.
+    weight_words, param_entries : int
+    reshape_steps : dict
+        Layer index of each reshape -> ``"free"`` or the copy Step.
+    """
+
+    net: object
+    config: AcceleratorConfig
+    steps: list
+    maps: list
+    input_map: FeatureMap
+    output_map: FeatureMap
+    allocation: str = ""
+    pitches: str = ""
+    act_bytes: int = 0
+    weight_words: int = 0
+    param_entries: int = 0
+    reshape_steps: dict = field(default_factory=dict)
+    attempts: list = field(default_factory=list)
+
+    @property
+    def weight_bytes(self):
+        return self.weight_words * self.config.weight_word_bytes
+
+    @property
+    def param_bytes(self):
+        return self.param_entries * 8
+
+    @property
+    def input_bytes(self):
+        return _prod(self.input_map.shape)
+
+    @property
+    def output_bytes(self):
+        return _prod(self.output_map.shape)
+
+
+# Lowering ----------------------------------------------------------------------------------
+
+#: The hardware's count registers hold 16 bits (``fpganet.hdl.registers.COUNT_WIDTH``).
+COUNT_LIMIT = 1 << 16
+
+
+def _factor3(n):
+    """``(c, h, w)`` with ``c*h*w == n``, each below :data:`COUNT_LIMIT`, w largest; or None."""
+    for w in range(min(n, COUNT_LIMIT - 1), 0, -1):
+        if n % w == 0:
+            rest = n // w
+            for h in range(min(rest, COUNT_LIMIT - 1), 0, -1):
+                if rest % h == 0:
+                    return (rest // h, h, w) if rest // h < COUNT_LIMIT else None
+    return None
+
+
+def _dense_like(layer):
+    """A QConv that reads a (K, 1, 1) map with a 1x1 kernel and no padding: one dot product."""
+    return (isinstance(layer, QConv) and tuple(layer.in_shape[1:]) == (1, 1)
+            and tuple(layer.kernel) == (1, 1) and not any(layer.pads))
+
+
+def _lower(net, config):
+    """Steps and maps, layouts not yet chosen (``role`` says who decides each)."""
+    layers = list(net.layers)
+    steps, maps = [], []
+    input_map = FeatureMap("input", tuple(net.input_chw), producer=0)
+    maps.append(input_map)
+    current, view, pending = input_map, None, []
+
+    def require(stored, layer):
+        """``layer`` reads ``stored`` directly: it decides the padding and border value."""
+        stored.pads = tuple(int(p) for p in layer.pads)
+        if isinstance(layer, QConv):
+            stored.fill, stored.role = int(layer.zp_in), "conv"
+        else:
+            stored.fill, stored.role = POOL_PAD_VALUE, "pool"
+        if not any(stored.pads):
+            stored.fill = None
+
+    def alias_of(stored, shape):
+        alias = FeatureMap(f"{stored.name} as {'x'.join(map(str, shape))}", tuple(shape),
+                           parent=stored, role="view")
+        alias.set_pitch(shape[2])
+        return alias
+
+    for index, layer in enumerate(layers):
+        if isinstance(layer, QReshape):
+            view = tuple(layer.out_shape)
+            pending.append(index)
+            continue
+        if not isinstance(layer, (QConv, QMaxPool)):
+            raise FpganetError(f"layer '{getattr(layer, 'name', index)}': the accelerator has no "
+                               f"instruction for a {type(layer).__name__}")
+        kind = "pool" if isinstance(layer, QMaxPool) else ("dense" if layer.kind == "dense" else "conv")
+        kernel, stride, out_hw = tuple(layer.kernel), tuple(layer.stride), tuple(layer.out_shape[1:])
+        src = current
+        reshaped = view is not None and view != current.shape
+        if _dense_like(layer) and (reshaped or max(current.shape) >= COUNT_LIMIT):
+            # The dense layer reads the stored map in place: its kernel is the whole map, the
+            # k walk (c, y, x) is the NCHW flatten. The map stays compact, so any (C, H, W) with
+            # the same product walks it in the same order: one within the 16-bit counts if needed.
+            if max(current.shape) >= COUNT_LIMIT:
+                src = alias_of(current, _factor3(_prod(current.shape)) or current.shape)
+            kind, kernel, stride, out_hw = "dense", tuple(src.shape[1:]), (1, 1), (1, 1)
+        elif not reshaped:
+            require(current, layer)
+        elif current is input_map:
+            current.shape = view      # INPUT writes the image in the shape its consumer reads
+            require(current, layer)
+        elif not any(layer.pads):
+            src = alias_of(current, view)
+        else:
+            # A reshape into a padded conv/pool: copy the compact view into a padded map.
+            number = len(steps) + 1
+            copy_out = FeatureMap(f"{layers[pending[-1]].name} (copy)", view, producer=number)
+            require(copy_out, layer)
+            maps.append(copy_out)
+            current.last_use = number
+            steps.append(Step(number, "copy", pending[-1], None, alias_of(current, view), copy_out,
+                              (1, 1), (1, 1), tuple(view[1:]), folded_reshapes=list(pending)))
+            pending = []
+            src = current = copy_out
+        number = len(steps) + 1
+        src.storage.last_use = number
+        dst = FeatureMap(layer.name, tuple(layer.out_shape), producer=number)
+        maps.append(dst)
+        steps.append(Step(number, kind, index, layer, src, dst, kernel, stride, out_hw,
+                          folded_reshapes=list(pending)))
+        pending = []
+        current, view = dst, None
+    output_map = current
+    output_map.last_use = len(steps) + 1
+    for step in steps:
+        step.lanes = 1 if step.kind == "dense" else max(1, min(config.cols, step.npix))
+    return steps, maps, input_map, output_map, pending
+
+
+# Pitch search ------------------------------------------------------------------------------
+
+def _read_cost(step, pitch, config):
+    """Bank-conflict cycles of ``step``'s reads from a source map of ``pitch`` (all groups)."""
+    if step.lanes == 1:
+        return 0
+    regs = step.read_regs(pitch)
+    regs[Reg.K_C] = 1                # every channel repeats channel 0's bank pattern, shifted
+    addresses, valid = engine_read_addresses(regs, 0, 1 << 62)
+    extra, _ = beat_extra_cycles(addresses, valid, config.act_banks)
+    return extra * step.k_c * step.groups(config.rows)
+
+
+def _write_cost(step, pitch, config):
+    """Bank-conflict cycles of ``step``'s result writes into a destination map of ``pitch``."""
+    per_row = write_extra_cycles(step.out_hw[1], step.npix, step.lanes, pitch, config.act_banks,
+                                 config.requant_lanes)
+    return per_row * step.dst.shape[0]
+
+
+def _choose_pitches(steps, maps, config, search):
+    """Pitch of every stored map: the consumer's reads plus the producer's writes, fewest
+    conflict cycles, then the smallest pitch; ``search=False``: the smallest pitch."""
+    consumers = {id(step.src): step for step in steps}
+    producers = {id(step.dst): step for step in steps}
+    for stored in maps:
+        smallest = stored.padded_w
+        stored.pitch_costs = {}
+        consumer = consumers.get(id(stored))
+        if not search or consumer is None or stored.role not in ("conv", "pool"):
+            stored.set_pitch(smallest)
+            continue
+        producer = producers.get(id(stored))
+        best = None
+        for pitch in range(smallest, smallest + config.act_banks):
+            cost = _read_cost(consumer, pitch, config)
+            if producer is not None:
+                cost += _write_cost(producer, pitch, config)
+            stored.pitch_costs[pitch] = cost
+            if best is None or cost < best[0]:
+                best = (cost, pitch)
+            if cost == 0:
+                break
+        stored.set_pitch(best[1])
+
+
+# Allocation --------------------------------------------------------------------------------
+
+def _allocate(maps, mode):
+    """Base addresses by first fit; returns the bytes used. ``mode``: disjoint, pinned-borders,
+    liveness."""
+    end = max(m.last_use for m in maps) + 1
+
+    def interval(m):
+        if mode == "disjoint" or (mode == "pinned-borders" and m.padded):
+            return (-1, end)
+        return (m.producer, m.last_use)
+
+    placed = []
+    for m in sorted(maps, key=lambda m: (-m.span, m.producer)):
+        start, stop = interval(m)
+        busy = sorted((p.base, p.base + p.span) for p in placed
+                      if interval(p)[0] <= stop and start <= interval(p)[1])
+        offset = 0
+        for lo, hi in busy:
+            if offset + m.span <= lo:
+                break
+            offset = max(offset, hi)
+        m.base = offset
+        placed.append(m)
+    used = max((m.base + m.span for m in maps), default=0)
+    for m in maps:
+        m.fill_per_image = m.padded and any(
+            other is not m and other.base < m.base + m.span and m.base < other.base + other.span
+            for other in maps)
+    return used
+
+
+# The plan ----------------------------------------------------------------------------------
+
+#: Layouts tried in order until one fits the activation buffer: (search pitches, allocation).
+ATTEMPTS = ((True, "disjoint"), (True, "pinned-borders"), (True, "liveness"),
+            (False, "disjoint"), (False, "pinned-borders"), (False, "liveness"))
+
+
+def smallest_act_bytes(net, config=None):
+    """The fewest activation bytes any layout the planner tries needs for ``net``."""
+    config = (config or net.config).replace(act_buffer_bytes=1 << 30)
+    return min(a["bytes"] for a in plan_network(net, config, explore=True).attempts)
+
+
+def plan_network(net, config=None, explore=False):
+    """Plan ``net`` for ``config`` (default: the configuration it was compiled for).
+
+    The first layout of :data:`ATTEMPTS` that fits the activation buffer is taken
+    (``explore``: every layout is still measured, in ``Plan.attempts``).
+
+    Returns
+    -------
+    Plan
+
+    Raises
+    ------
+    fpganet.errors.FpganetError
+        A layer the accelerator cannot run, or a network that does not fit the activation,
+        weight or parameter buffer (one line naming the buffer, needed and available bytes).
+    """
+    config = config or net.config
+    net.validate()
+    if config.operand_width != 8:
+        raise FpganetError(f"the back end generates int8 programs; the {config.name} configuration "
+                           f"has {config.operand_width}-bit operands (--operand-width)")
+    for layer in net.conv_layers:
+        layer.validate(config.acc_width)     # the no-overflow rule for this accumulator
+    steps, maps, input_map, output_map, trailing = _lower(net, config)
+    plan = Plan(net, config, steps, maps, input_map, output_map)
+    for step in steps:
+        for index in step.folded_reshapes:
+            plan.reshape_steps[index] = step if step.kind == "copy" else "free"
+    for index in trailing:
+        plan.reshape_steps[index] = "free"
+
+    best = None
+    for search, mode in ATTEMPTS:
+        _choose_pitches(steps, maps, config, search)
+        used = _allocate(maps, mode)
+        pitches = "searched" if search else "compact"
+        plan.attempts.append({"pitches": pitches, "allocation": mode, "bytes": used})
+        best = used if best is None else min(best, used)
+        if used <= config.act_buffer_bytes and not plan.allocation:
+            plan.allocation, plan.pitches, plan.act_bytes = mode, pitches, used
+            if not explore:
+                break
+    if explore and plan.allocation:
+        search, mode = next(a for a in ATTEMPTS if a[1] == plan.allocation and
+                            ("searched" if a[0] else "compact") == plan.pitches)
+        _choose_pitches(steps, maps, config, search)
+        _allocate(maps, mode)
+    if not plan.allocation:
+        raise capacity_error("activation buffer", best, config.act_buffer_bytes, config,
+                             "--act-buffer-bytes")
+    for step in steps:
+        if step.src.parent is not None:
+            step.src.base = step.src.parent.base
+
+    words = entries = 0
+    for step in steps:
+        step.w_base, step.p_base = words, entries
+        words += step.weight_words(config.rows)
+        entries += step.param_entries()
+    plan.weight_words, plan.param_entries = words, entries
+    if words > config.weight_buffer_words:
+        raise capacity_error("weight buffer", words * config.weight_word_bytes,
+                             config.weight_buffer_words * config.weight_word_bytes, config,
+                             "--weight-buffer-bytes",
+                             f"{words:,} words of {config.weight_word_bytes} bytes",
+                             f"{config.weight_buffer_words:,} words")
+    if entries > config.bias_buffer_words:
+        raise capacity_error("parameter buffer", entries * 8, config.bias_buffer_words * 8, config,
+                             "--bias-buffer-words", f"{entries:,} entries of 8 bytes",
+                             f"{config.bias_buffer_words:,} entries")
+    return plan

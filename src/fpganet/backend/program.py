@@ -1,0 +1,240 @@
+"""Code generation: a :class:`~fpganet.backend.plan.Plan` into a program and memory images.
+
+The program (docs/ARCHITECTURE.md, "Instruction set")::
+
+    prologue   FILL of every padded map whose bytes nothing else uses (once)
+               SET LOOP_COUNT n_images - 1
+    loop:      FILL of the borders of padded maps that share bytes (per image), INPUT,
+               per layer: SETs, CONV or POOL (borders of a shared map re-filled just before
+               its producer), OUTPUT of the last map, STAMP
+               LOOP loop
+               END
+
+A SET whose register is known to hold the value already is left out (the state at
+the loop head is what the prologue and the end of the loop body agree on).
+"""
+
+import numpy as np
+
+from ..errors import FpganetError
+from ..isa import Instruction, Opcode, Reg, pack_param
+from .plan import COUNT_LIMIT
+
+__all__ = ["Emitter", "generate", "Program", "weight_image", "param_image", "quant_word",
+           "COUNT_LIMIT"]
+
+REG_LIMIT = 1 << 32
+COUNT_REGS = frozenset({Reg.K_C, Reg.K_H, Reg.K_W, Reg.OUT_W, Reg.NPIX, Reg.TILES, Reg.GROUPS,
+                        Reg.M, Reg.IO_CHANNELS, Reg.IO_ROWS, Reg.IO_LEN})
+
+
+def quant_word(zp_out, lo, hi):
+    """The QUANT register: ``[7:0] zp_out, [15:8] lo, [23:16] hi``, each a signed byte."""
+    return (zp_out & 0xFF) | (lo & 0xFF) << 8 | (hi & 0xFF) << 16
+
+
+class Emitter:
+    """Instructions with SETs of already-known register values left out."""
+
+    def __init__(self, known=None, origin=0):
+        self.instructions = []
+        self.known = dict(known or {})
+        self.written = {}
+        self.origin = origin
+
+    @property
+    def pc(self):
+        return self.origin + len(self.instructions)
+
+    def set(self, reg, value, what):
+        value = int(value)
+        if not 0 <= value < REG_LIMIT:
+            raise FpganetError(f"{what}: register {reg.name} would need the value {value:,}, "
+                               f"which does not fit its 32 bits")
+        if reg in COUNT_REGS and value >= COUNT_LIMIT:
+            raise FpganetError(f"{what}: {reg.name} = {value:,} is beyond the hardware's 16-bit "
+                               f"counts (at most {COUNT_LIMIT - 1:,})")
+        self.written[reg] = value
+        if self.known.get(reg) == value:
+            return
+        self.known[reg] = value
+        self.instructions.append(Instruction(Opcode.SET, reg, value))
+
+    def sets(self, values, what):
+        for reg, value in values.items():
+            self.set(reg, value, what)
+
+    def op(self, opcode, target=0):
+        self.instructions.append(Instruction(opcode, target=target))
+
+
+def _largest_divisor(n, limit):
+    """The largest divisor ``d < limit`` of ``n`` with ``n // d < limit``, or None."""
+    for d in range(min(n, limit - 1), 0, -1):
+        if n % d == 0:
+            return d if n // d < limit else None
+    return None
+
+
+def region_runs(base, channels, cstride, rows, pitch, length):
+    """The region as one or more ``(base, channels, cstride, rows, pitch, length)`` patterns that
+    cover the same bytes in the same order: contiguous dimensions merged (a compact map is one
+    run), and counts kept below :data:`COUNT_LIMIT` (a long run is folded into rows, too many
+    channels are split over several instructions)."""
+    if (rows == 1 or pitch == length) and (channels == 1 or cstride == rows * length):
+        total = channels * rows * length
+        if total < COUNT_LIMIT:
+            return [(base, 1, 0, 1, 0, total)]
+        d = _largest_divisor(total, COUNT_LIMIT)
+        if d is not None:
+            return [(base, 1, 0, total // d, d, d)]
+        step = COUNT_LIMIT - 1
+        return [(base + s, 1, 0, 1, 0, min(step, total - s)) for s in range(0, total, step)]
+    if (rows == 1 or pitch == length) and rows * length < COUNT_LIMIT:
+        length, rows, pitch = rows * length, 1, 0
+    step = COUNT_LIMIT - 1
+    return [(base + c * cstride, min(step, channels - c), cstride, rows, pitch, length)
+            for c in range(0, channels, step)]
+
+
+def _region(emit, opcode, base, channels, cstride, rows, pitch, length, what):
+    """``opcode`` (FILL, INPUT, OUTPUT) over a region; IO_CSTRIDE and IO_PITCH are set only when
+    more than one channel or row uses them."""
+    for base, channels, cstride, rows, pitch, length in region_runs(base, channels, cstride, rows,
+                                                                     pitch, length):
+        emit.sets({Reg.IO_BASE: base, Reg.IO_CHANNELS: channels, Reg.IO_ROWS: rows,
+                   Reg.IO_LEN: length}, what)
+        if channels > 1:
+            emit.set(Reg.IO_CSTRIDE, cstride, what)
+        if rows > 1:
+            emit.set(Reg.IO_PITCH, pitch, what)
+        emit.op(opcode)
+
+
+def _fill_whole(emit, m):
+    emit.set(Reg.FILL_VALUE, m.fill & 0xFF, f"map '{m.name}'")
+    _region(emit, Opcode.FILL, m.base, m.shape[0], m.cstride, m.padded_h, m.pitch, m.padded_w,
+            f"map '{m.name}'")
+
+
+def _fill_border(emit, m):
+    """The border only (top rows, bottom rows, left and right columns): 1 to 4 FILLs."""
+    pt, pl, pb, pr = m.pads
+    c, h, w = m.shape
+    emit.set(Reg.FILL_VALUE, m.fill & 0xFF, f"map '{m.name}'")
+    strips = [(m.base, pt, m.padded_w), (m.base + (pt + h) * m.pitch, pb, m.padded_w),
+              (m.base + pt * m.pitch, h, pl), (m.base + pt * m.pitch + pl + w, h, pr)]
+    for base, rows, length in strips:
+        if rows and length:
+            _region(emit, Opcode.FILL, base, c, m.cstride, rows, m.pitch, length, f"map '{m.name}'")
+
+
+def _interior(emit, opcode, m, what):
+    _region(emit, opcode, m.origin, m.shape[0], m.cstride, m.shape[1], m.pitch, m.shape[2], what)
+
+
+def _engine(emit, step, config):
+    src, dst = step.src, step.dst
+    what = f"layer '{step.layer.name if step.layer is not None else step.dst.name}'"
+    # A dense layer over a whole stored map reads a compact map: base and origin coincide.
+    regs = step.read_regs(src.pitch, base=src.base, cstride=src.cstride)
+    if step.kind in ("conv", "dense"):
+        layer = step.layer
+        groups = step.groups(config.rows)
+        regs.update({Reg.GROUPS: groups, Reg.M: layer.out_shape[0], Reg.OUT_BASE: dst.origin,
+                     Reg.OUT_PITCH: dst.pitch, Reg.OUT_CSTRIDE: dst.cstride,
+                     Reg.OUT_GSTEP: config.rows * dst.cstride, Reg.W_BASE: step.w_base,
+                     Reg.W_GSTEP: step.k, Reg.P_BASE: step.p_base,
+                     Reg.QUANT: quant_word(layer.zp_out, layer.lo, layer.hi)})
+        opcode = Opcode.CONV
+    else:
+        del regs[Reg.IN_CSTRIDE]       # K_C = 1: POOL never uses it
+        regs.update({Reg.IN_GSTEP: src.cstride, Reg.K_C: 1, Reg.GROUPS: dst.shape[0],
+                     Reg.OUT_BASE: dst.origin, Reg.OUT_PITCH: dst.pitch,
+                     Reg.OUT_GSTEP: dst.cstride})
+        opcode = Opcode.POOL
+    emit.sets(regs, what)
+    emit.op(opcode)
+
+
+class Program:
+    """Generated code: ``prologue`` and ``body`` instruction lists, and where each step went.
+
+    The whole program for ``n`` images is ``prologue`` (its instruction ``loop_count_index``
+    being ``SET LOOP_COUNT n-1``), ``body``, ``LOOP len(prologue)``, ``END``; for 0 images the
+    prologue up to that SET, then ``END`` (see :meth:`fpganet.backend.MemoryImages.program_for`).
+    """
+
+    def __init__(self, prologue, body, layer_ranges, loop_count_index):
+        self.prologue = prologue
+        self.body = body
+        self.layer_ranges = layer_ranges            # step number -> (first, end) instruction index
+        self.loop_count_index = loop_count_index
+
+
+def _body(plan, known, origin):
+    emit = Emitter(known, origin)
+    ranges = {}
+    config = plan.config
+    m = plan.input_map
+    first = emit.pc
+    if m.fill_per_image:
+        _fill_border(emit, m)
+    _interior(emit, Opcode.INPUT, m, "input")
+    ranges[0] = (first, emit.pc)
+    for step in plan.steps:
+        first = emit.pc
+        if step.dst.fill_per_image:
+            _fill_border(emit, step.dst)
+        _engine(emit, step, config)
+        ranges[step.number] = (first, emit.pc)
+    first = emit.pc
+    _interior(emit, Opcode.OUTPUT, plan.output_map, "output")
+    emit.op(Opcode.STAMP)
+    ranges[len(plan.steps) + 1] = (first, emit.pc + 1)   # + the LOOP
+    return emit, ranges
+
+
+def generate(plan):
+    """The :class:`Program` of a plan."""
+    prologue = Emitter()
+    for m in plan.maps:
+        if m.padded and not m.fill_per_image:
+            _fill_whole(prologue, m)
+    prologue.set(Reg.LOOP_COUNT, 0, "the image loop")
+    loop_count_index = len(prologue.instructions) - 1
+    # Registers the loop head can rely on: those the prologue leaves and the body ends with alike.
+    first_pass, _ = _body(plan, {}, 0)
+    start = {reg: value for reg, value in prologue.known.items()
+             if reg is not Reg.LOOP_COUNT and first_pass.written.get(reg, value) == value}
+    body, ranges = _body(plan, start, len(prologue.instructions))
+    return Program(prologue.instructions, body.instructions, ranges, loop_count_index)
+
+
+def weight_image(plan):
+    """int8 ``[words, rows]``: per layer, per group g, beat k, byte i = weight[g*rows + i, k]."""
+    rows = plan.config.rows
+    image = np.zeros((plan.weight_words, rows), dtype=np.int8)
+    for step in plan.steps:
+        if step.kind not in ("conv", "dense"):
+            continue
+        matrix = step.layer.weight_matrix
+        m, k = matrix.shape
+        groups = step.groups(rows)
+        padded = np.zeros((groups * rows, k), dtype=np.int8)
+        padded[:m] = matrix
+        image[step.w_base:step.w_base + groups * k] = \
+            padded.reshape(groups, rows, k).transpose(0, 2, 1).reshape(groups * k, rows)
+    return image
+
+
+def param_image(plan):
+    """uint64 parameter entries: per layer, per output channel, ``pack_param(bias, mult, shift)``."""
+    image = np.zeros(plan.param_entries, dtype=np.uint64)
+    for step in plan.steps:
+        if step.kind not in ("conv", "dense"):
+            continue
+        layer = step.layer
+        image[step.p_base:step.p_base + layer.out_shape[0]] = [
+            pack_param(int(b), int(m), int(s)) for b, m, s in zip(layer.bias, layer.mult, layer.shift)]
+    return image
