@@ -1,4 +1,5 @@
-"""Deliberately faulty processing elements, to show that the checks catch a wrong array."""
+"""Deliberately faulty gateware (a miswired PE, an off-by-one window generator, a late result
+writer), to show that the checks catch a wrong design."""
 
 from amaranth import Module
 from amaranth.lib import wiring
@@ -24,3 +25,63 @@ class MiswiredPE(wiring.Component):
             else:
                 m.d.comb += getattr(self, name).eq(getattr(inner, name))
         return m
+
+
+def _member(obj, path):
+    for part in path:
+        obj = obj[part] if isinstance(part, int) else getattr(obj, part)
+    return obj
+
+
+class _Wrapper(wiring.Component):
+    """A component that passes every port of ``inner`` through, except those ``patch`` drives."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        super().__init__(inner.signature)
+
+    def patch(self, m, path):
+        """Return True if this wrapper drives the port at ``path`` itself."""
+        return False
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.inner = inner = self.inner
+        for path, member in self.signature.members.flatten():
+            if not member.is_port or self.patch(m, path):
+                continue
+            outer_port, inner_port = _member(self, path), _member(inner, path)
+            if member.flow == wiring.In:
+                m.d.comb += inner_port.eq(outer_port)
+            else:
+                m.d.comb += outer_port.eq(inner_port)
+        return m
+
+
+class OffByOneWindow(_Wrapper):
+    """A window generator that walks kernel rows one byte too far apart (``IN_PITCH + 1``)."""
+
+    def __init__(self, config):
+        from fpganet.hdl.window import WindowGenerator
+        super().__init__(WindowGenerator(config))
+
+    def patch(self, m, path):
+        if path == ("regs",):
+            m.d.comb += self.inner.regs.eq(self.regs)
+            m.d.comb += self.inner.regs.in_pitch.eq(self.regs.in_pitch + 1)
+            return True
+        return False
+
+
+class LateWriter(_Wrapper):
+    """A result writer whose `done` comes one cycle late (right data, wrong timing)."""
+
+    def __init__(self, config):
+        from fpganet.hdl.scatter import ResultWriter
+        super().__init__(ResultWriter(config))
+
+    def patch(self, m, path):
+        if path == ("done",):
+            m.d.sync += self.done.eq(self.inner.done)
+            return True
+        return False

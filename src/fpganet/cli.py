@@ -331,6 +331,46 @@ def _run_mnist(args):
     return 0
 
 
+# estimate / report -------------------------------------------------------------------------
+
+def _configure_estimate(parser):
+    from .estimate.cli import configure_estimate_parser
+    configure_estimate_parser(parser)
+
+
+@command("estimate", help="images/s, latency, watts and images/s/W: the FPGA, an ASIC and GPUs")
+@arguments(_configure_estimate)
+def _run_estimate(args):
+    from .estimate.cli import run_estimate
+    return run_estimate(args)
+
+
+def _configure_report(parser):
+    from .estimate.cli import configure_report_parser
+    configure_report_parser(parser)
+
+
+@command("report", help="write the estimate as Markdown with PNG plots")
+@arguments(_configure_report)
+def _run_report(args):
+    from .estimate.cli import run_report
+    return run_report(args)
+
+
+# board -------------------------------------------------------------------------------------
+
+def _configure_board(parser):
+    from .board.driver import add_arguments
+    add_arguments(parser)
+
+
+@command("board", help="run a compiled network on an FPGA board over its UART (run, ping, status)")
+@arguments(_configure_board)
+def _run_board(args):
+    from .board.driver import run_command
+    return run_command(args)
+
+
 # Entry point -------------------------------------------------------------------------------
 
 def build_parser():

@@ -1,0 +1,214 @@
+"""The accelerator: memories, controller, engine (window generator, systolic array,
+max-pool unit, result writer) and the region unit, behind a host write port and
+two byte streams.
+
+See docs/ARCHITECTURE.md ("The accelerator") for the block diagram, the memory
+map and the instruction set, and :mod:`fpganet.perf` for the cycle count of every
+instruction, which the tests hold the RTL to exactly.
+"""
+
+from amaranth import *
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+from fpganet.config import AcceleratorConfig
+from fpganet.isa import INSTRUCTION_BITS, HostSpace
+
+from .controller import Controller
+from .memories import ActivationBuffer, param_from_word, param_layout
+from .pool import MaxPool
+from .region import RegionUnit
+from .registers import act_addr_width, bank_bits
+from .scatter import ResultWriter
+from .systolic import ProcessingElement, SystolicArray
+from .window import WindowGenerator
+
+__all__ = ["Accelerator", "host_layout", "host_addr_width"]
+
+
+def host_addr_width(config):
+    """Bits of the host port's address: enough for the deepest of the four memories."""
+    return max(1, ceil_log2(max(config.program_words, config.weight_buffer_words,
+                                config.bias_buffer_words, config.act_buffer_bytes)))
+
+
+def host_layout(config):
+    """Payload of one host write: ``space`` (:class:`fpganet.isa.HostSpace`), ``addr``, ``data``.
+
+    ``data`` holds a program word (64 bits), a weight word (byte ``i`` = array row
+    ``i`` in bits ``8i..8i+7``), a parameter entry (:func:`fpganet.isa.pack_param`)
+    or an activation byte (bits 0..7).
+    """
+    return data.StructLayout({
+        "space": 2,
+        "addr": host_addr_width(config),
+        "data": config.host_data_width,
+    })
+
+
+class Accelerator(wiring.Component):
+    """The fpganet accelerator.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+        The memory depths should be powers of two for the ISA's "addresses
+        modulo the buffer size" to hold for addresses beyond the end (in range,
+        any depth works).
+    window, writer, pe : callable, optional
+        Factories ``f(config)`` of the window generator, the result writer and
+        the array's processing elements (tests substitute faulty ones).
+
+    Members
+    -------
+    host : In(stream.Signature(host_layout(config)))
+        Writes one word of any memory per transfer; ``ready`` while idle
+        (not ``busy``).
+    start : In(1)
+        Pulse while idle: run the program from instruction 0.
+    busy : Out(1)
+        Running (from the cycle after ``start`` to the cycle after ``END``).
+    done : Out(1)
+        High from the end of a run until the next ``start``.
+    input : In(stream.Signature(8))
+        Bytes consumed by ``INPUT``.
+    output : Out(stream.Signature(8))
+        Bytes produced by ``OUTPUT`` and ``STAMP``; back-pressure is honoured
+        (it stretches those instructions).
+    cycles : Out(32)
+        Cycles since ``start`` (what ``STAMP`` sends); after ``done``, the run's
+        total, equal to :func:`fpganet.perf.program_cycles` when ``input`` is
+        always valid and ``output`` always ready.
+    """
+
+    def __init__(self, config, *, window=WindowGenerator, writer=ResultWriter, pe=ProcessingElement):
+        if not isinstance(config, AcceleratorConfig):
+            raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
+        for name, factory in (("window", window), ("writer", writer), ("pe", pe)):
+            if not callable(factory):
+                raise TypeError(f"{name} must be a callable taking the configuration, not {factory!r}")
+        self._window, self._writer, self._pe = window, writer, pe
+        if config.operand_width != 8:
+            raise ValueError(f"the accelerator moves bytes: operand_width must be 8, not {config.operand_width}")
+        if config.act_buffer_bytes % config.act_banks:
+            raise ValueError(f"act_buffer_bytes {config.act_buffer_bytes} is not a multiple of the "
+                             f"{config.act_banks} activation banks")
+        self.config = config
+        super().__init__({
+            "host": In(stream.Signature(host_layout(config))),
+            "start": In(1),
+            "busy": Out(1),
+            "done": Out(1),
+            "input": In(stream.Signature(8)),
+            "output": Out(stream.Signature(8)),
+            "cycles": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        config = self.config
+        banks, bb, aw = config.act_banks, bank_bits(config), act_addr_width(config)
+
+        m.submodules.controller = ctrl = Controller(config)
+        m.submodules.window = window = self._window(config)
+        m.submodules.array = array = SystolicArray(config, pe=self._pe)
+        m.submodules.pool = pool = MaxPool(config)
+        m.submodules.writer = writer = self._writer(config)
+        m.submodules.region = region = RegionUnit(config)
+        m.submodules.act = act = ActivationBuffer(config)
+
+        m.submodules.program = program = Memory(shape=INSTRUCTION_BITS, depth=config.program_words, init=[])
+        m.submodules.weights = weights = Memory(shape=8 * config.rows, depth=config.weight_buffer_words,
+                                                init=[])
+        m.submodules.params = params = Memory(shape=param_layout(), depth=config.bias_buffer_words, init=[])
+        prog_rd, prog_wr = program.read_port(), program.write_port()
+        w_rd, w_wr = weights.read_port(), weights.write_port()
+        p_rd, p_wr = params.read_port(), params.write_port()
+
+        # Controller, status.
+        m.d.comb += [
+            ctrl.start.eq(self.start),
+            self.busy.eq(ctrl.busy), self.done.eq(ctrl.done), self.cycles.eq(ctrl.cycles),
+            prog_rd.addr.eq(ctrl.prog_addr), prog_rd.en.eq(ctrl.prog_en), ctrl.prog_data.eq(prog_rd.data),
+        ]
+        for unit in (window, writer, region):
+            m.d.comb += unit.regs.eq(ctrl.regs)
+
+        # Engine: window generator -> array (CONV) or max-pool unit (POOL) -> result writer.
+        is_pool = ctrl.engine_pool
+        m.d.comb += [
+            window.start.eq(ctrl.engine_start),
+            pool.start.eq(ctrl.engine_start),
+            writer.start.eq(ctrl.engine_start),
+            writer.pool.eq(is_pool),
+            ctrl.engine_done.eq(writer.done),
+            w_rd.addr.eq(window.w_addr), w_rd.en.eq(window.w_en), window.w_data.eq(w_rd.data),
+            p_rd.addr.eq(writer.param_addr), p_rd.en.eq(writer.param_en), writer.param_data.eq(p_rd.data),
+            array.operands.payload.eq(window.operands.payload),
+            pool.operands.payload.eq(window.operands.payload),
+            array.operands.valid.eq(window.operands.valid & ~is_pool),
+            pool.operands.valid.eq(window.operands.valid & is_pool),
+            window.operands.ready.eq(Mux(is_pool, pool.operands.ready, array.operands.ready)),
+            writer.results.payload.eq(Mux(is_pool, pool.results.payload.as_value(), array.results.payload.as_value())),
+            writer.results.valid.eq(Mux(is_pool, pool.results.valid, array.results.valid)),
+            array.results.ready.eq(writer.results.ready & ~is_pool),
+            pool.results.ready.eq(writer.results.ready & is_pool),
+        ]
+
+        # Region unit and STAMP on the streams.
+        m.d.comb += [
+            region.start.eq(ctrl.region_start),
+            region.mode.eq(ctrl.region_mode),
+            ctrl.region_done.eq(region.done),
+            region.bank_data.eq(act.rd_data),
+            window.bank_data.eq(act.rd_data),
+            region.input.valid.eq(self.input.valid),
+            region.input.payload.eq(self.input.payload),
+            self.input.ready.eq(region.input.ready),
+        ]
+        with m.If(ctrl.stamp_active):
+            m.d.comb += [self.output.valid.eq(ctrl.stamp.valid), self.output.payload.eq(ctrl.stamp.payload),
+                         ctrl.stamp.ready.eq(self.output.ready)]
+        with m.Else():
+            m.d.comb += [self.output.valid.eq(region.output.valid),
+                         self.output.payload.eq(region.output.payload),
+                         region.output.ready.eq(self.output.ready)]
+
+        # Host writes, while idle.
+        host = self.host.payload
+        host_write = Signal()
+        m.d.comb += [
+            self.host.ready.eq(~ctrl.busy),
+            host_write.eq(self.host.valid & ~ctrl.busy),
+            prog_wr.addr.eq(host.addr), prog_wr.data.eq(host.data[:INSTRUCTION_BITS]),
+            prog_wr.en.eq(host_write & (host.space == HostSpace.PROGRAM)),
+            w_wr.addr.eq(host.addr), w_wr.data.eq(host.data[:8 * config.rows]),
+            w_wr.en.eq(host_write & (host.space == HostSpace.WEIGHTS)),
+            p_wr.addr.eq(host.addr), p_wr.data.eq(param_from_word(host.data)),
+            p_wr.en.eq(host_write & (host.space == HostSpace.PARAMS)),
+        ]
+
+        # Activation banks: the engine's ports during CONV/POOL, else the region unit's and the host's.
+        byte_addr = Signal(aw)
+        byte_data = Signal(8)
+        byte_en = Signal()
+        with m.If(host_write & (host.space == HostSpace.ACTIVATIONS)):
+            m.d.comb += [byte_addr.eq(host.addr), byte_data.eq(host.data[:8]), byte_en.eq(1)]
+        with m.Else():
+            m.d.comb += [byte_addr.eq(region.wr_addr), byte_data.eq(region.wr_data), byte_en.eq(region.wr_en)]
+        with m.If(ctrl.engine_active):
+            m.d.comb += [act.rd_addr.eq(window.bank_addr), act.rd_en.eq(window.bank_en),
+                         act.wr_addr.eq(writer.wr_addr), act.wr_data.eq(writer.wr_data),
+                         act.wr_en.eq(writer.wr_en)]
+        with m.Else():
+            for b in range(banks):
+                m.d.comb += [
+                    act.rd_addr[b].eq(region.rd_addr[bb:]),
+                    act.wr_addr[b].eq(byte_addr[bb:]),
+                    act.wr_data[b].eq(byte_data),
+                    act.wr_en[b].eq(byte_en & ((byte_addr[:bb] == b) if bb else 1)),
+                ]
+            m.d.comb += act.rd_en.eq(region.rd_en)
+        return m

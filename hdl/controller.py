@@ -1,0 +1,180 @@
+"""The controller: fetch, decode and execute, strictly one instruction after another.
+
+Timing (cycles an instruction occupies, from its first execute cycle to the
+cycle in which the next instruction's word is read, inclusive):
+
+* ``SET``, ``LOOP``, ``END``: 1; ``STAMP``: 5 (the value is the ``cycles``
+  counter in the instruction's first cycle, then 4 bytes, least significant
+  first).
+* ``FILL``, ``INPUT``, ``OUTPUT``, ``CONV``, ``POOL``: as their units say
+  (:class:`~fpganet.hdl.region.RegionUnit`, :mod:`fpganet.perf`); 1 when the
+  region or the engine walk is empty.
+
+The program memory's read port is addressed with the *next* instruction in the
+last cycle of the current one, so there is no fetch bubble, taken ``LOOP``
+included. ``start`` reads instruction 0; the ``cycles`` counter counts the
+cycles from the first execute cycle to ``END`` inclusive, so it equals the sum
+of the instructions' cycles.
+"""
+
+from amaranth import *
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from fpganet.config import AcceleratorConfig
+from fpganet.isa import INSTRUCTION_BITS, Opcode, Reg
+
+from .region import RegionMode
+from .registers import program_addr_width, register_layout, register_widths
+
+__all__ = ["Controller"]
+
+
+class Controller(wiring.Component):
+    """Instruction sequencer and register file.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+
+    Members
+    -------
+    start : In(1)
+        Pulse while idle: run from instruction 0.
+    busy : Out(1)
+        From the cycle after ``start`` to the cycle after ``END``.
+    done : Out(1)
+        Rises with the cycle after ``END``; stays high until the next ``start``.
+    cycles : Out(32)
+        Cycles of the current (or last) run so far.
+    prog_addr : Out(program_addr_width)
+    prog_en : Out(1)
+    prog_data : In(64)
+        The program memory's read port.
+    regs : Out(register_layout(config))
+        The register file (``SET``).
+    engine_start, engine_pool : Out(1)
+        Start pulse of ``CONV``/``POOL`` (``engine_pool`` for ``POOL``, held).
+    engine_active : Out(1)
+        A ``CONV`` or ``POOL`` is executing (the engine owns the activation buffer).
+    engine_done : In(1)
+    region_start : Out(1)
+    region_mode : Out(RegionMode)
+    region_done : In(1)
+    stamp : Out(stream.Signature(8))
+        The bytes of ``STAMP``.
+    stamp_active : Out(1)
+        A ``STAMP`` is executing (its bytes own the output stream).
+    """
+
+    def __init__(self, config):
+        if not isinstance(config, AcceleratorConfig):
+            raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
+        self.config = config
+        super().__init__({
+            "start": In(1),
+            "busy": Out(1),
+            "done": Out(1),
+            "cycles": Out(32),
+            "prog_addr": Out(program_addr_width(config)),
+            "prog_en": Out(1),
+            "prog_data": In(INSTRUCTION_BITS),
+            "regs": Out(register_layout(config)),
+            "engine_start": Out(1),
+            "engine_pool": Out(1),
+            "engine_active": Out(1),
+            "engine_done": In(1),
+            "region_start": Out(1),
+            "region_mode": Out(RegionMode),
+            "region_done": In(1),
+            "stamp": Out(stream.Signature(8)),
+            "stamp_active": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        regs = self.regs
+        word = self.prog_data
+        opcode = word[60:64]
+        reg_index = word[54:60]
+        value = word[0:32]
+        target = word[32:48]
+
+        pc = Signal(program_addr_width(self.config))
+        first = Signal()      # first cycle of the instruction in `word`
+        advance = Signal()
+        next_pc = Signal.like(pc)
+        m.d.comb += next_pc.eq(pc + 1)
+
+        # Empty walks finish in their first cycle without starting a unit.
+        engine_empty = Signal()
+        region_empty = Signal()
+        m.d.comb += [
+            engine_empty.eq((regs.groups == 0) | (regs.tiles == 0) | (regs.lanes == 0) | (regs.k_c == 0)
+                            | (regs.k_h == 0) | (regs.k_w == 0)),
+            region_empty.eq((regs.io_channels == 0) | (regs.io_rows == 0) | (regs.io_len == 0)),
+        ]
+
+        # STAMP: the counter latched in the first cycle, then 4 bytes.
+        stamp_value = Signal(32)
+        stamp_count = Signal(range(5))
+
+        with m.If(self.busy):
+            m.d.sync += self.cycles.eq(self.cycles + 1)
+            with m.Switch(opcode):
+                with m.Case(Opcode.END):
+                    m.d.sync += [self.busy.eq(0), self.done.eq(1)]
+                with m.Case(Opcode.SET):
+                    m.d.comb += advance.eq(1)
+                    with m.Switch(reg_index):
+                        widths = register_widths(self.config)
+                        for reg in Reg:
+                            with m.Case(reg):
+                                field = getattr(regs, reg.name.lower())
+                                m.d.sync += field.eq(value[:widths[reg]])
+                with m.Case(Opcode.LOOP):
+                    m.d.comb += advance.eq(1)
+                    with m.If(regs.loop_count != 0):
+                        m.d.sync += regs.loop_count.eq(regs.loop_count - 1)
+                        m.d.comb += next_pc.eq(target)
+                with m.Case(Opcode.CONV, Opcode.POOL):
+                    m.d.comb += [
+                        self.engine_active.eq(1),
+                        self.engine_start.eq(first & ~engine_empty),
+                        advance.eq((first & engine_empty) | self.engine_done),
+                    ]
+                with m.Case(Opcode.FILL, Opcode.INPUT, Opcode.OUTPUT):
+                    m.d.comb += [
+                        self.region_start.eq(first & ~region_empty),
+                        advance.eq((first & region_empty) | self.region_done),
+                    ]
+                with m.Case(Opcode.STAMP):
+                    m.d.comb += [
+                        self.stamp_active.eq(1),
+                        self.stamp.valid.eq(~first),
+                        self.stamp.payload.eq(stamp_value.word_select(stamp_count[:2], 8)),
+                        advance.eq(self.stamp.valid & self.stamp.ready & (stamp_count == 3)),
+                    ]
+                    with m.If(first):
+                        m.d.sync += [stamp_value.eq(self.cycles), stamp_count.eq(0)]
+                    with m.Elif(self.stamp.valid & self.stamp.ready):
+                        m.d.sync += stamp_count.eq(stamp_count + 1)
+                with m.Default():
+                    m.d.comb += advance.eq(1)      # not an instruction: skipped
+
+        m.d.comb += [
+            self.engine_pool.eq(opcode == Opcode.POOL),
+            self.region_mode.eq(Mux(opcode == Opcode.FILL, RegionMode.FILL,
+                                    Mux(opcode == Opcode.INPUT, RegionMode.INPUT, RegionMode.OUTPUT))),
+        ]
+
+        with m.If(advance):
+            m.d.comb += [self.prog_addr.eq(next_pc), self.prog_en.eq(1)]
+            m.d.sync += [pc.eq(next_pc), first.eq(1)]
+        with m.Else():
+            m.d.sync += first.eq(0)
+
+        with m.If(~self.busy & self.start):
+            m.d.comb += [self.prog_addr.eq(0), self.prog_en.eq(1)]
+            m.d.sync += [self.busy.eq(1), self.done.eq(0), self.cycles.eq(0), pc.eq(0), first.eq(1)]
+        return m

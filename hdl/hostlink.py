@@ -1,0 +1,979 @@
+"""The host link: the accelerator's ports driven over a UART by a small frame protocol.
+
+:class:`HostLink` sits between the UART pins and the accelerator. The host
+(:mod:`fpganet.board.driver`) sends request frames; every request gets exactly
+one reply frame, an ACK (with data) or an ERROR with a code, and an ERROR
+means the request had no effect. The protocol (frame format, CRC, commands,
+error codes) is defined in :mod:`fpganet.board.protocol` and described in
+docs/hostlink.md.
+
+Blocks
+------
+:class:`HostLinkCore`
+    The frame engine between byte streams and the device ports: parser, inter-byte
+    timeout, CRC check, the staging buffer of WRITE, the input FIFO (commit on a good
+    CRC, so a damaged SEND_INPUT leaves nothing behind), the output FIFO, the reply
+    sender.
+:class:`HostLink`
+    :class:`HostLinkCore` with a :class:`~fpganet.hdl.uart.UARTReceiver` and a
+    :class:`~fpganet.hdl.uart.UARTTransmitter`: UART pins on one side, the device
+    ports on the other.
+:class:`PacketFIFO`
+    A byte FIFO whose writes stay invisible until committed and can be rolled back.
+:class:`StandInDevice`
+    A device with the accelerator's ports, made of memories, for testing the link (in
+    simulation and on a board) before the accelerator exists.
+:class:`HostLinkSystem`
+    A host link and its device: the UART pins are its only ports. ``device=`` picks the
+    device; ``device=Accelerator`` is the one-line change to the real one.
+
+The device ports (:func:`device_signature`, seen from the device) are those of
+``fpganet.hdl.accelerator.Accelerator``::
+
+    host    In(stream of host_write_layout: space 2 bits, addr, data host_data_width bits)
+    start   In(1)      one-cycle pulse
+    busy    Out(1)
+    done    Out(1)     a pulse or a level; the link latches its rising edge
+    input   In(stream of 8-bit bytes)
+    output  Out(stream of 8-bit bytes)
+    cycles  Out(32)
+"""
+
+from amaranth import *
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+from fpganet.board import protocol
+from fpganet.board.protocol import Command, DeviceInfo, ErrorCode, Status
+from fpganet.config import AcceleratorConfig
+from fpganet.hdl.registers import (act_addr_width, param_addr_width, program_addr_width,
+                                   weight_addr_width)
+from fpganet.hdl.uart import UARTReceiver, UARTTransmitter, uart_divisor
+from fpganet.isa import HostSpace
+
+__all__ = ["host_addr_width", "host_write_layout", "device_signature", "connect_device",
+           "PacketFIFO", "HostLinkCore", "HostLink", "StandInDevice", "HostLinkSystem",
+           "crc16_next", "DEFAULT_TIMEOUT_S"]
+
+#: Default inter-byte timeout of the frame parser.
+DEFAULT_TIMEOUT_S = 0.010
+#: Largest FIFO or staging buffer (the protocol's counts are 16-bit).
+MAX_BUFFER = 1 << 15
+
+
+# Port shapes ---------------------------------------------------------------------------------
+
+def host_addr_width(config):
+    """Bits of the host write port's address: enough for the deepest memory."""
+    return max(program_addr_width(config), weight_addr_width(config), param_addr_width(config),
+               act_addr_width(config))
+
+
+def host_write_layout(config, addr_width=None):
+    """Payload of the host write port: ``space`` (2 bits, :class:`~fpganet.isa.HostSpace`),
+    ``addr`` (word address), ``data`` (``config.host_data_width`` bits, a word zero-extended),
+    in that order."""
+    addr_width = host_addr_width(config) if addr_width is None else addr_width
+    return data.StructLayout({"space": 2, "addr": addr_width, "data": config.host_data_width})
+
+
+def device_signature(config, addr_width=None):
+    """The accelerator's host-facing ports, seen from the accelerator."""
+    return wiring.Signature({
+        "host": In(stream.Signature(host_write_layout(config, addr_width))),
+        "start": In(1),
+        "busy": Out(1),
+        "done": Out(1),
+        "input": In(stream.Signature(8)),
+        "output": Out(stream.Signature(8)),
+        "cycles": Out(32),
+    })
+
+
+_DEVICE_STREAMS = ("host", "input", "output")
+_DEVICE_SIGNALS = {"start": "to_device", "busy": "from_device", "done": "from_device",
+                   "cycles": "from_device"}
+
+
+def connect_device(m, link, device):
+    """Connect ``link.device`` (a :class:`HostLink` or :class:`HostLinkCore`) to the same-named
+    ports of ``device``, which may have other ports too (``wiring.connect(m, link.device,
+    device)`` does the same when it has only these)."""
+    for name in _DEVICE_STREAMS:
+        wiring.connect(m, getattr(link.device, name), getattr(device, name))
+    for name, way in _DEVICE_SIGNALS.items():
+        ours, theirs = getattr(link.device, name), getattr(device, name)
+        m.d.comb += theirs.eq(ours) if way == "to_device" else ours.eq(theirs)
+
+
+def crc16_next(crc, byte):
+    """CRC-16/CCITT-FALSE register after ``byte`` (8 bits, most significant first)."""
+    for i in reversed(range(8)):
+        feedback = crc[15] ^ byte[i]
+        crc = Cat(C(0, 1), crc[:15]) ^ Mux(feedback, 0x1021, 0)
+    return crc[:16]
+
+
+def _check_int(name, value, low, high):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an integer, not {value!r}")
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be {low}..{high}, not {value}")
+    return value
+
+
+# Packet FIFO -------------------------------------------------------------------------------
+
+class PacketFIFO(wiring.Component):
+    """A byte FIFO whose writes become readable only when committed.
+
+    Bytes written since the last :attr:`commit` can be discarded with :attr:`rollback`, so
+    a frame's payload goes in as it arrives and disappears if the frame turns out damaged.
+
+    Parameters
+    ----------
+    depth : int
+        Bytes it holds; a power of two (one block RAM of 512 bytes on iCE40 per 512).
+
+    Members
+    -------
+    w_data : In(8)
+    w_en : In(1)
+        Write ``w_data``. The writer checks :attr:`free` first: a write to a full FIFO is lost.
+    commit : In(1)
+        Every byte written before this cycle becomes readable next cycle.
+    rollback : In(1)
+        The bytes written since the last commit are forgotten (not with ``w_en``).
+    drop : In(1)
+        Every committed, unread byte is forgotten.
+    r : Out(stream.Signature(8))
+        Committed bytes, in order. ``r.valid`` and ``r.payload`` come from registers and the
+        memory's read port; a committed byte is readable one cycle after the commit.
+    free : Out(range(depth + 1))
+        Bytes that can still be written (counting uncommitted ones as written).
+    level : Out(range(depth + 1))
+        Committed bytes not yet read.
+    """
+
+    def __init__(self, depth):
+        _check_int("PacketFIFO depth", depth, 2, MAX_BUFFER)
+        if depth & (depth - 1):
+            raise ValueError(f"PacketFIFO depth must be a power of two, not {depth}")
+        self.depth = depth
+        super().__init__({
+            "w_data": In(8), "w_en": In(1), "commit": In(1), "rollback": In(1), "drop": In(1),
+            "r": Out(stream.Signature(8)),
+            "free": Out(range(depth + 1)), "level": Out(range(depth + 1)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        bits = ceil_log2(self.depth)
+        m.submodules.storage = storage = memory.Memory(shape=8, depth=self.depth, init=[])
+        write = storage.write_port()
+        read = storage.read_port(transparent_for=(write,))
+
+        w_ptr = Signal(bits + 1)        # next byte to write (tentative)
+        c_ptr = Signal(bits + 1)        # end of the committed bytes
+        r_ptr = Signal(bits + 1)        # next byte to read
+        r_next = Signal(bits + 1)
+
+        taken = self.r.valid & self.r.ready
+        m.d.comb += [
+            write.addr.eq(w_ptr[:bits]),
+            write.data.eq(self.w_data),
+            write.en.eq(self.w_en),
+            r_next.eq(r_ptr + taken),
+            # The read port reads where the pointer will be, so its data belong to r_ptr.
+            read.addr.eq(r_next[:bits]),
+            self.r.valid.eq(r_ptr != c_ptr),
+            self.r.payload.eq(read.data),
+            self.free.eq(self.depth - (w_ptr - r_ptr)[:bits + 1]),
+            self.level.eq((c_ptr - r_ptr)[:bits + 1]),
+        ]
+        with m.If(self.rollback):
+            m.d.sync += w_ptr.eq(c_ptr)
+        with m.Elif(self.w_en):
+            m.d.sync += w_ptr.eq(w_ptr + 1)
+        with m.If(self.commit):
+            m.d.sync += c_ptr.eq(w_ptr)
+        with m.If(self.drop):
+            m.d.sync += r_ptr.eq(c_ptr)
+        with m.Else():
+            m.d.sync += r_ptr.eq(r_next)
+        return m
+
+
+# Frame engine ------------------------------------------------------------------------------
+
+class HostLinkCore(wiring.Component):
+    """The frame protocol between byte streams and the device ports.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+        The device's configuration: the host port's data width, the memory depths that
+        bound WRITE, and the PING reply.
+    clock_hz : int or float
+        The clock of domain ``sync`` (for the default timeout and the PING reply).
+    baud : int
+        The line rate (reported by PING).
+    addr_width : int, optional
+        Bits of the host port's address (default :func:`host_addr_width`; at most 24).
+    input_depth : int
+        Bytes of the input FIFO (a power of two): the largest SEND_INPUT.
+    output_depth : int
+        Bytes of the output FIFO: the largest READ_OUTPUT reply.
+    max_write_bytes : int
+        Data bytes one WRITE may carry (the staging buffer).
+    timeout_cycles : int, optional
+        Inter-byte timeout inside a frame (default :data:`DEFAULT_TIMEOUT_S` of the clock).
+
+    Members
+    -------
+    rx : In(stream.Signature(8))
+        Bytes from the host. Ready every cycle while a frame is being received; not ready
+        while a request executes and its reply is sent (the host waits for the reply).
+    tx : Out(stream.Signature(8))
+        Reply bytes.
+    framing_error, overrun : In(1)
+        Line errors of the UART receiver (counted in STATUS).
+    device : In(device_signature(config, addr_width))
+        The device's ports (the link drives ``host``, ``start``, ``input``).
+    status : Out(StructLayout: busy, done_seen, error)
+        For LEDs: the device runs; it raised ``done`` since the last START; the last reply
+        was an ERROR.
+
+    Timing: a request executes when its last CRC byte arrives. WRITE then moves its words
+    to the host port at two cycles per byte (plus the port's back-pressure) and then
+    replies; the other commands reply within two cycles, except READ_OUTPUT with a
+    ``wait_for`` count, which waits for the output bytes, the device to stop, or the
+    timeout. A frame whose length exceeds every limit is not read: the parser ignores
+    bytes until the line is quiet for the timeout, then replies BAD_LENGTH.
+    """
+
+    def __init__(self, config, clock_hz, baud, *, addr_width=None, input_depth=1024,
+                 output_depth=512, max_write_bytes=512, timeout_cycles=None):
+        if not isinstance(config, AcceleratorConfig):
+            raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
+        if isinstance(clock_hz, bool) or not isinstance(clock_hz, (int, float)) or clock_hz <= 0:
+            raise ValueError(f"clock_hz must be a positive number, not {clock_hz!r}")
+        if isinstance(baud, bool) or not isinstance(baud, (int, float)) or baud <= 0:
+            raise ValueError(f"baud must be a positive number, not {baud!r}")
+        required = host_addr_width(config)
+        addr_width = required if addr_width is None else addr_width
+        _check_int("addr_width", addr_width, required, 24)
+        _check_int("input_depth", input_depth, 16, MAX_BUFFER)
+        if input_depth & (input_depth - 1):
+            raise ValueError(f"input_depth must be a power of two, not {input_depth}")
+        _check_int("output_depth", output_depth, 2, MAX_BUFFER)
+        self.word_bytes = {space: protocol.word_bytes(space, config.weight_word_bytes)
+                           for space in HostSpace}
+        _check_int("max_write_bytes", max_write_bytes, max(self.word_bytes.values()), MAX_BUFFER)
+        if timeout_cycles is None:
+            timeout_cycles = max(2, round(clock_hz * DEFAULT_TIMEOUT_S))
+        _check_int("timeout_cycles", timeout_cycles, 2, (1 << 32) - 1)
+
+        self.config = config
+        self.clock_hz = clock_hz
+        self.baud = baud
+        self.addr_width = addr_width
+        self.input_depth = input_depth
+        self.output_depth = output_depth
+        self.max_write_bytes = max_write_bytes
+        self.timeout_cycles = timeout_cycles
+        #: Longest payload read; a longer frame is drained and answered BAD_LENGTH.
+        self.max_payload = max(4 + max_write_bytes, input_depth, 4)
+        self.memory_words = {
+            HostSpace.PROGRAM: config.program_words,
+            HostSpace.WEIGHTS: config.weight_buffer_words,
+            HostSpace.PARAMS: config.bias_buffer_words,
+            HostSpace.ACTIVATIONS: config.act_buffer_bytes,
+        }
+        self.info = DeviceInfo(
+            version=protocol.PROTOCOL_VERSION, rows=config.rows, cols=config.cols,
+            operand_width=config.operand_width, acc_width=config.acc_width,
+            requant_lanes=config.requant_lanes, weight_buffer_bytes=config.weight_buffer_bytes,
+            act_buffer_bytes=config.act_buffer_bytes, bias_buffer_words=config.bias_buffer_words,
+            program_words=config.program_words, host_data_width=config.host_data_width,
+            addr_width=addr_width, input_depth=input_depth, output_depth=output_depth,
+            max_write_bytes=max_write_bytes, clock_hz=round(clock_hz), baud=round(baud),
+            timeout_cycles=timeout_cycles)
+        super().__init__({
+            "rx": In(stream.Signature(8)),
+            "tx": Out(stream.Signature(8)),
+            "framing_error": In(1),
+            "overrun": In(1),
+            "device": In(device_signature(config, addr_width)),
+            "status": Out(data.StructLayout({"busy": 1, "done_seen": 1, "error": 1})),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        config, dev = self.config, self.device
+        rx, tx = self.rx, self.tx
+
+        # Input FIFO (tentative writes) and output FIFO.
+        m.submodules.input_fifo = in_fifo = PacketFIFO(self.input_depth)
+        wiring.connect(m, in_fifo.r, wiring.flipped(dev.input))
+        m.submodules.output_fifo = out_fifo = SyncFIFOBuffered(width=8, depth=self.output_depth)
+        m.d.comb += [
+            out_fifo.w_data.eq(dev.output.payload),
+            out_fifo.w_en.eq(dev.output.valid),
+            dev.output.ready.eq(out_fifo.w_rdy),
+        ]
+
+        # WRITE staging buffer: words reach the device only after the CRC is checked.
+        m.submodules.staging = staging = memory.Memory(shape=8, depth=self.max_write_bytes,
+                                                       init=[])
+        stage_w = staging.write_port()
+        stage_r = staging.read_port()
+
+        # Device state the link keeps.
+        start_pulse = Signal()
+        done_seen = Signal()
+        done_before = Signal()
+        m.d.comb += dev.start.eq(start_pulse)
+        m.d.sync += [start_pulse.eq(0), done_before.eq(dev.done)]
+        with m.If(dev.done & ~done_before):
+            m.d.sync += done_seen.eq(1)
+
+        # Counters (ACKs 16-bit, the others 8-bit; they wrap).
+        frames = Signal(16)
+        error_counters = [Signal(8, name=f"errors_{code.name.lower()}") for code in ErrorCode]
+        framing_errors, overruns, garbage = Signal(8), Signal(8), Signal(8)
+        with m.If(self.framing_error):
+            m.d.sync += framing_errors.eq(framing_errors + 1)
+        with m.If(self.overrun):
+            m.d.sync += overruns.eq(overruns + 1)
+
+        # Frame state.
+        frame_type = Signal(8)
+        length_low = Signal(8)
+        length = Signal(range(self.max_payload + 1))
+        index = Signal(range(self.max_payload + 1))
+        crc = Signal(16, init=0xFFFF)
+        known = Signal()        # frame_type is a Command
+        length_ok = Signal()    # the length suits the command
+        take_input = Signal()   # SEND_INPUT payload goes into the input FIFO
+        no_space = Signal()     # SEND_INPUT larger than the FIFO's free space
+        space = Signal(8)
+        address = Signal(25)
+        word_byte = Signal(range(config.host_data_width // 8))
+        words = Signal(range(self.max_write_bytes + 1))
+        word = Signal(config.host_data_width)
+        read_index = Signal(range(self.max_write_bytes + 1))
+        max_count = Signal(16)
+        wait_for = Signal(16)
+
+        # Reply state.
+        reply_type = Signal(8)
+        longest_reply = max(self.output_depth, DeviceInfo.size(), Status.size(), 2)
+        reply_length = Signal(range(longest_reply + 1))
+        reply_index = Signal(range(longest_reply + 1))
+        reply_kind = Signal(range(5))
+        KIND_EMPTY, KIND_ERROR, KIND_INFO, KIND_STATUS, KIND_OUTPUT = range(5)
+        error_code = Signal(8)
+        last_error = Signal()
+        snapshot = Signal(data.StructLayout({"flags": 8, "cycles": 32, "input_free": 16,
+                                             "output_level": 16}))
+        m.d.comb += [
+            self.status.busy.eq(dev.busy),
+            self.status.done_seen.eq(done_seen),
+            self.status.error.eq(last_error),
+        ]
+
+        # Inter-byte timeout: cycles since the last byte taken.
+        idle = Signal(range(self.timeout_cycles))
+        timed_out = Signal()
+        m.d.comb += timed_out.eq(idle == self.timeout_cycles - 1)
+        with m.If(rx.valid & rx.ready):
+            m.d.sync += idle.eq(0)
+        with m.Elif(~timed_out):
+            m.d.sync += idle.eq(idle + 1)
+
+        # One CRC register: over the request's bytes, then over the reply's.
+        crc_byte = Signal(8)
+        crc_after = Signal(16)
+        m.d.comb += crc_after.eq(crc16_next(crc, crc_byte))
+
+        # Bytes per word and the last word address of the WRITE's space.
+        bytes_per_word = Signal(range(config.host_data_width // 8 + 1))
+        space_words = Signal(range(max(self.memory_words.values()) + 1))
+        write_end = Signal(26)
+        m.d.comb += write_end.eq(address + words)
+        with m.Switch(space):
+            for s in HostSpace:
+                with m.Case(int(s)):
+                    m.d.comb += [bytes_per_word.eq(self.word_bytes[s]),
+                                 space_words.eq(self.memory_words[s])]
+            with m.Default():
+                m.d.comb += [bytes_per_word.eq(1), space_words.eq(0)]
+        address_ok = Signal()
+        m.d.comb += address_ok.eq(write_end <= space_words)
+
+        # The rules on the length, decided when its second byte arrives.
+        new_length = Signal(16)
+        m.d.comb += new_length.eq(Cat(length_low, rx.payload))
+        type_known = Signal()
+        type_length_ok = Signal()
+        with m.Switch(frame_type):
+            for command in (Command.PING, Command.STATUS, Command.START, Command.FLUSH):
+                with m.Case(int(command)):
+                    m.d.comb += [type_known.eq(1), type_length_ok.eq(new_length == 0)]
+            with m.Case(int(Command.WRITE)):
+                m.d.comb += [type_known.eq(1),
+                             type_length_ok.eq((new_length > 4) &
+                                               (new_length <= 4 + self.max_write_bytes))]
+            with m.Case(int(Command.SEND_INPUT)):
+                m.d.comb += [type_known.eq(1),
+                             type_length_ok.eq((new_length >= 1) &
+                                               (new_length <= self.input_depth))]
+            with m.Case(int(Command.READ_OUTPUT)):
+                m.d.comb += [type_known.eq(1),
+                             type_length_ok.eq((new_length == 2) | (new_length == 4))]
+
+        # Reply payload bytes.
+        info_bytes = self.info.pack()
+        status_fields = {
+            "flags": snapshot.flags, "cycles": snapshot.cycles,
+            "input_free": snapshot.input_free, "output_level": snapshot.output_level,
+            "frames": frames, "framing_errors": framing_errors, "overruns": overruns,
+            "garbage": garbage,
+            **{name: counter for name, counter in zip(protocol.ERROR_COUNTERS, error_counters)},
+        }
+        status_bytes = []
+        for field in Status.__dataclass_fields__.values():
+            value = status_fields[field.name]
+            size = {"B": 1, "H": 2, "I": 4}[field.metadata["fmt"]]
+            padded = Cat(value, C(0, 8 * size))
+            status_bytes += [padded[8 * i:8 * i + 8] for i in range(size)]
+        assert len(status_bytes) == Status.size()
+        reply_byte = Signal(8)
+        small_index = reply_index[:max(1, ceil_log2(max(len(info_bytes), len(status_bytes))))]
+        with m.Switch(reply_kind):
+            with m.Case(KIND_ERROR):
+                m.d.comb += reply_byte.eq(Mux(reply_index == 0, error_code, frame_type))
+            with m.Case(KIND_INFO):
+                m.d.comb += reply_byte.eq(Array(C(b, 8) for b in info_bytes)[small_index])
+            with m.Case(KIND_STATUS):
+                m.d.comb += reply_byte.eq(Array(status_bytes)[small_index])
+            with m.Case(KIND_OUTPUT):
+                m.d.comb += reply_byte.eq(out_fifo.r_data)
+
+        def reply(kind, type_, length_=0):
+            m.d.sync += [reply_kind.eq(kind), reply_type.eq(type_), reply_length.eq(length_),
+                         reply_index.eq(0), crc.eq(0xFFFF)]
+            m.next = "REPLY_SYNC"
+
+        # Replies are decided in many states; the counters are counted once, here.
+        acked = Signal()
+        refused = Signal()
+        refused_code = Signal(range(len(ErrorCode) + 1))
+        with m.If(acked):
+            m.d.sync += [frames.eq(frames + 1), last_error.eq(0)]
+        with m.If(refused):
+            m.d.sync += [error_code.eq(refused_code), last_error.eq(1)]
+            with m.Switch(refused_code):
+                for code, counter in zip(ErrorCode, error_counters):
+                    with m.Case(int(code)):
+                        m.d.sync += counter.eq(counter + 1)
+
+        def acknowledge(kind=KIND_EMPTY, length_=0):
+            m.d.comb += acked.eq(1)
+            reply(kind, frame_type | protocol.ACK_FLAG, length_)
+
+        def error(code):
+            m.d.comb += [refused.eq(1), refused_code.eq(code), in_fifo.rollback.eq(1)]
+            reply(KIND_ERROR, protocol.ERROR_TYPE, 2)
+
+        def truncated():
+            # A frame cut short: the line went quiet inside it.
+            with m.If(timed_out & ~rx.valid):
+                error(ErrorCode.TRUNCATED)
+
+        m.d.comb += stage_r.addr.eq(read_index)
+        m.d.comb += stage_w.data.eq(rx.payload)
+
+        with m.FSM(name="link_fsm"):
+            with m.State("IDLE"):
+                m.d.comb += rx.ready.eq(1)
+                with m.If(rx.valid):
+                    with m.If(rx.payload == protocol.SYNC):
+                        m.d.sync += [crc.eq(0xFFFF), frame_type.eq(0)]
+                        m.next = "TYPE"
+                    with m.Else():
+                        m.d.sync += garbage.eq(garbage + 1)
+
+            with m.State("TYPE"):
+                m.d.comb += [rx.ready.eq(1), crc_byte.eq(rx.payload)]
+                truncated()
+                with m.If(rx.valid):
+                    m.d.sync += [frame_type.eq(rx.payload), crc.eq(crc_after)]
+                    m.next = "LENGTH_LOW"
+
+            with m.State("LENGTH_LOW"):
+                m.d.comb += [rx.ready.eq(1), crc_byte.eq(rx.payload)]
+                truncated()
+                with m.If(rx.valid):
+                    m.d.sync += [length_low.eq(rx.payload), crc.eq(crc_after)]
+                    m.next = "LENGTH_HIGH"
+
+            with m.State("LENGTH_HIGH"):
+                m.d.comb += [rx.ready.eq(1), crc_byte.eq(rx.payload)]
+                truncated()
+                with m.If(rx.valid):
+                    fits = new_length <= in_fifo.free
+                    is_input = frame_type == Command.SEND_INPUT
+                    m.d.sync += [
+                        length.eq(new_length), crc.eq(crc_after), index.eq(0),
+                        known.eq(type_known), length_ok.eq(type_length_ok),
+                        take_input.eq(is_input & type_length_ok & fits),
+                        no_space.eq(is_input & type_length_ok & ~fits),
+                        space.eq(0), address.eq(0), word_byte.eq(0), words.eq(0),
+                        max_count.eq(0), wait_for.eq(0),
+                    ]
+                    with m.If(new_length > self.max_payload):
+                        m.next = "DRAIN"
+                    with m.Elif(new_length == 0):
+                        m.next = "CRC_HIGH"
+                    with m.Else():
+                        m.next = "PAYLOAD"
+
+            with m.State("PAYLOAD"):
+                m.d.comb += [rx.ready.eq(1), crc_byte.eq(rx.payload)]
+                truncated()
+                with m.If(rx.valid):
+                    m.d.sync += [crc.eq(crc_after), index.eq(index + 1)]
+                    with m.If(index == length - 1):
+                        m.next = "CRC_HIGH"
+                    with m.If(length_ok):
+                        with m.Switch(frame_type):
+                            with m.Case(int(Command.WRITE)):
+                                with m.If(index == 0):
+                                    m.d.sync += space.eq(rx.payload)
+                                with m.Elif(index < 4):
+                                    with m.Switch(index[:2]):
+                                        for i in (1, 2, 3):
+                                            with m.Case(i):
+                                                m.d.sync += address.word_select(i - 1, 8).eq(
+                                                    rx.payload)
+                                with m.Else():
+                                    m.d.comb += [stage_w.addr.eq(index - 4), stage_w.en.eq(1)]
+                                    with m.If(word_byte == bytes_per_word - 1):
+                                        m.d.sync += [word_byte.eq(0), words.eq(words + 1)]
+                                    with m.Else():
+                                        m.d.sync += word_byte.eq(word_byte + 1)
+                            with m.Case(int(Command.SEND_INPUT)):
+                                m.d.comb += [in_fifo.w_data.eq(rx.payload),
+                                             in_fifo.w_en.eq(take_input)]
+                            with m.Case(int(Command.READ_OUTPUT)):
+                                with m.Switch(index[:2]):
+                                    for i, target in enumerate((max_count, max_count,
+                                                                wait_for, wait_for)):
+                                        with m.Case(i):
+                                            m.d.sync += target.word_select(i % 2, 8).eq(
+                                                rx.payload)
+
+            with m.State("CRC_HIGH"):
+                m.d.comb += [rx.ready.eq(1), crc_byte.eq(rx.payload)]
+                truncated()
+                with m.If(rx.valid):
+                    m.d.sync += crc.eq(crc_after)
+                    m.next = "CRC_LOW"
+
+            with m.State("CRC_LOW"):
+                m.d.comb += [rx.ready.eq(1), crc_byte.eq(rx.payload)]
+                truncated()
+                with m.If(rx.valid):
+                    m.d.sync += crc.eq(crc_after)
+                    m.next = "EXECUTE"
+
+            with m.State("DRAIN"):
+                # A length beyond every limit: skip whatever follows until the line is quiet.
+                m.d.comb += rx.ready.eq(1)
+                with m.If(timed_out & ~rx.valid):
+                    error(ErrorCode.BAD_LENGTH)
+
+            with m.State("EXECUTE"):
+                with m.If(crc != 0):
+                    error(ErrorCode.BAD_CRC)
+                with m.Elif(~known):
+                    error(ErrorCode.UNKNOWN_TYPE)
+                with m.Elif(~length_ok):
+                    error(ErrorCode.BAD_LENGTH)
+                with m.Else():
+                    with m.Switch(frame_type):
+                        with m.Case(int(Command.PING)):
+                            acknowledge(KIND_INFO, len(info_bytes))
+                        with m.Case(int(Command.STATUS)):
+                            m.d.sync += [
+                                snapshot.flags.eq(Cat(dev.busy, dev.done, done_seen)),
+                                snapshot.cycles.eq(dev.cycles),
+                                snapshot.input_free.eq(in_fifo.free),
+                                snapshot.output_level.eq(out_fifo.level),
+                            ]
+                            acknowledge(KIND_STATUS, len(status_bytes))
+                        with m.Case(int(Command.WRITE)):
+                            with m.If(word_byte != 0):
+                                error(ErrorCode.BAD_LENGTH)
+                            with m.Elif(~address_ok):
+                                error(ErrorCode.BAD_ADDRESS)
+                            with m.Elif(dev.busy):
+                                error(ErrorCode.BUSY)
+                            with m.Else():
+                                m.d.sync += [read_index.eq(0), word.eq(0)]
+                                m.next = "WRITE_READ"
+                        with m.Case(int(Command.START)):
+                            with m.If(dev.busy):
+                                error(ErrorCode.BUSY)
+                            with m.Else():
+                                m.d.sync += [start_pulse.eq(1), done_seen.eq(0)]
+                                acknowledge()
+                        with m.Case(int(Command.SEND_INPUT)):
+                            with m.If(no_space):
+                                error(ErrorCode.NO_SPACE)
+                            with m.Else():
+                                m.d.comb += in_fifo.commit.eq(1)
+                                acknowledge()
+                        with m.Case(int(Command.READ_OUTPUT)):
+                            m.next = "WAIT_OUTPUT"
+                        with m.Case(int(Command.FLUSH)):
+                            with m.If(dev.busy):
+                                error(ErrorCode.BUSY)
+                            with m.Else():
+                                m.d.comb += in_fifo.drop.eq(1)
+                                m.next = "FLUSH"
+
+            with m.State("WRITE_READ"):
+                # The staging buffer's read port gives byte `read_index` next cycle.
+                m.next = "WRITE_BYTE"
+
+            with m.State("WRITE_BYTE"):
+                m.d.sync += [word.word_select(word_byte, 8).eq(stage_r.data),
+                             read_index.eq(read_index + 1)]
+                with m.If(word_byte == bytes_per_word - 1):
+                    m.d.sync += word_byte.eq(0)
+                    m.next = "WRITE_WORD"
+                with m.Else():
+                    m.d.sync += word_byte.eq(word_byte + 1)
+                    m.next = "WRITE_READ"
+
+            with m.State("WRITE_WORD"):
+                m.d.comb += [
+                    dev.host.valid.eq(1),
+                    dev.host.payload.space.eq(space[:2]),
+                    dev.host.payload.addr.eq(address[:self.addr_width]),
+                    dev.host.payload.data.eq(word),
+                ]
+                with m.If(dev.host.ready):
+                    m.d.sync += [address.eq(address + 1), words.eq(words - 1), word.eq(0)]
+                    with m.If(words == 1):
+                        acknowledge()
+                    with m.Else():
+                        m.next = "WRITE_READ"
+
+            with m.State("WAIT_OUTPUT"):
+                level = out_fifo.level
+                with m.If((level >= wait_for) | ~dev.busy | timed_out):
+                    acknowledge(KIND_OUTPUT, Mux(level < max_count, level, max_count))
+
+            with m.State("FLUSH"):
+                m.d.comb += out_fifo.r_en.eq(1)
+                with m.If(out_fifo.level == 0):
+                    acknowledge()
+
+            with m.State("REPLY_SYNC"):
+                m.d.comb += [tx.valid.eq(1), tx.payload.eq(protocol.SYNC)]
+                with m.If(tx.ready):
+                    m.next = "REPLY_TYPE"
+
+            with m.State("REPLY_TYPE"):
+                m.d.comb += [tx.valid.eq(1), tx.payload.eq(reply_type), crc_byte.eq(tx.payload)]
+                with m.If(tx.ready):
+                    m.d.sync += crc.eq(crc_after)
+                    m.next = "REPLY_LENGTH_LOW"
+
+            with m.State("REPLY_LENGTH_LOW"):
+                m.d.comb += [tx.valid.eq(1), tx.payload.eq(reply_length),
+                             crc_byte.eq(tx.payload)]
+                with m.If(tx.ready):
+                    m.d.sync += crc.eq(crc_after)
+                    m.next = "REPLY_LENGTH_HIGH"
+
+            with m.State("REPLY_LENGTH_HIGH"):
+                m.d.comb += [tx.valid.eq(1), tx.payload.eq(reply_length >> 8),
+                             crc_byte.eq(tx.payload)]
+                with m.If(tx.ready):
+                    m.d.sync += crc.eq(crc_after)
+                    with m.If(reply_length == 0):
+                        m.next = "REPLY_CRC_HIGH"
+                    with m.Else():
+                        m.next = "REPLY_PAYLOAD"
+
+            with m.State("REPLY_PAYLOAD"):
+                from_fifo = reply_kind == KIND_OUTPUT
+                m.d.comb += [tx.valid.eq(~from_fifo | out_fifo.r_rdy), tx.payload.eq(reply_byte),
+                             crc_byte.eq(tx.payload)]
+                with m.If(tx.valid & tx.ready):
+                    m.d.sync += [crc.eq(crc_after), reply_index.eq(reply_index + 1)]
+                    m.d.comb += out_fifo.r_en.eq(from_fifo)
+                    with m.If(reply_index == reply_length - 1):
+                        m.next = "REPLY_CRC_HIGH"
+
+            with m.State("REPLY_CRC_HIGH"):
+                m.d.comb += [tx.valid.eq(1), tx.payload.eq(crc[8:])]
+                with m.If(tx.ready):
+                    m.next = "REPLY_CRC_LOW"
+
+            with m.State("REPLY_CRC_LOW"):
+                m.d.comb += [tx.valid.eq(1), tx.payload.eq(crc[:8])]
+                with m.If(tx.ready):
+                    m.next = "IDLE"
+
+        return m
+
+
+class HostLink(wiring.Component):
+    """The host link on UART pins: :class:`HostLinkCore` with a UART receiver and transmitter.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+    clock_hz : int or float
+        Clock of domain ``sync``.
+    baud : int
+        Line rate; ``clock_hz / baud`` (fractions kept) must be at least 4 cycles per bit.
+        The FT2232H of iCEBreaker and ULX3S makes 3,000,000 and 1,000,000 exactly.
+    **options
+        ``addr_width``, ``input_depth``, ``output_depth``, ``max_write_bytes``,
+        ``timeout_cycles`` of :class:`HostLinkCore` (the timeout must exceed two byte times).
+
+    Members
+    -------
+    rx : In(1)
+        UART line from the host (idle high, asynchronous: synchronized inside).
+    tx : Out(1)
+        UART line to the host (idle high, from a flip-flop).
+    device : In(device_signature(config, addr_width))
+        Connects 1:1 to the accelerator: ``wiring.connect(m, link.device, accelerator)``, or
+        :func:`connect_device` when the accelerator has more ports.
+    status : Out(StructLayout: busy, done_seen, error)
+        As :class:`HostLinkCore`.
+    """
+
+    def __init__(self, config, clock_hz, baud, **options):
+        if isinstance(baud, bool) or not isinstance(baud, (int, float)) or baud <= 0:
+            raise ValueError(f"baud must be a positive number, not {baud!r}")
+        try:
+            self.divisor = uart_divisor(clock_hz / baud)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{baud:,} baud from a {clock_hz / 1e6:g} MHz clock: {error}") from None
+        self.core = HostLinkCore(config, clock_hz, baud, **options)
+        if self.core.timeout_cycles < 20 * self.divisor:
+            raise ValueError(f"timeout_cycles {self.core.timeout_cycles} is shorter than two "
+                             f"byte times ({int(20 * self.divisor)} cycles at {baud:,} baud)")
+        self.config = config
+        self.clock_hz = clock_hz
+        self.baud = baud
+        super().__init__({
+            "rx": In(1, init=1),
+            "tx": Out(1, init=1),
+            "device": In(device_signature(config, self.core.addr_width)),
+            "status": Out(data.StructLayout({"busy": 1, "done_seen": 1, "error": 1})),
+        })
+
+    @property
+    def info(self):
+        """The :class:`~fpganet.board.protocol.DeviceInfo` this link answers PING with."""
+        return self.core.info
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.core = core = self.core
+        m.submodules.receiver = receiver = UARTReceiver(self.divisor)
+        m.submodules.transmitter = transmitter = UARTTransmitter(self.divisor)
+        wiring.connect(m, receiver.data, core.rx)
+        wiring.connect(m, core.tx, transmitter.data)
+        wiring.connect(m, wiring.flipped(self.device), core.device)
+        m.d.comb += [
+            receiver.rx.eq(self.rx),
+            self.tx.eq(transmitter.tx),
+            core.framing_error.eq(receiver.framing_error),
+            core.overrun.eq(receiver.overrun),
+            self.status.eq(core.status),
+        ]
+        return m
+
+
+# Device stand-in -----------------------------------------------------------------------------
+
+class StandInDevice(wiring.Component):
+    """A device with the accelerator's ports, built from memories, to test the link.
+
+    It keeps what the host writes in one memory per :class:`~fpganet.isa.HostSpace` (``depth``
+    words each, the address taken modulo ``depth``) and, on ``start``, runs a fixed job
+    described by program word 0 (``[15:0]`` inputs, ``[31:16]`` echoes, ``[47:32]`` weight
+    words, ``[63:48]`` parameter words):
+
+    1. it reads ``inputs`` bytes from ``input``; for each of the first ``echoes`` of them,
+       ``x``, it sends ``activations[x]`` (the activation memory is a lookup table);
+    2. it sends weight words ``0..`` and parameter words ``0..`` (``weight_word_bytes`` and 8
+       bytes each, little-endian);
+    3. it sends ``cycles`` (4 bytes, little-endian, as STAMP does), lowers ``busy`` and raises
+       ``done`` (a level, until the next ``start``).
+
+    ``host.ready`` is low while busy and every other cycle when idle (back-pressure for the
+    link to cope with). ``cycles`` counts the cycles since ``start`` while busy.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+    addr_width : int, optional
+    depth : int
+        Words of each memory.
+    """
+
+    def __init__(self, config, addr_width=None, *, depth=256):
+        _check_int("StandInDevice depth", depth, 1, 1 << 16)
+        self.config = config
+        self.depth = depth
+        self.addr_width = host_addr_width(config) if addr_width is None else addr_width
+        super().__init__(device_signature(config, self.addr_width))
+
+    def elaborate(self, platform):
+        m = Module()
+        config = self.config
+        widths = {HostSpace.PROGRAM: 64, HostSpace.WEIGHTS: 8 * config.weight_word_bytes,
+                  HostSpace.PARAMS: 64, HostSpace.ACTIVATIONS: 8}
+        reads = {}
+        bits = max(1, ceil_log2(self.depth))
+        gap = Signal()
+        m.d.sync += gap.eq(~gap)
+        m.d.comb += self.host.ready.eq(~self.busy & gap)
+        for space, width in widths.items():
+            mem = memory.Memory(shape=width, depth=self.depth, init=[])
+            m.submodules[f"{space.name.lower()}_memory"] = mem
+            write = mem.write_port()
+            reads[space] = mem.read_port()
+            m.d.comb += [
+                write.addr.eq(self.host.payload.addr % self.depth if self.depth & (self.depth - 1)
+                              else self.host.payload.addr[:bits]),
+                write.data.eq(self.host.payload.data[:width]),
+                write.en.eq(self.host.valid & self.host.ready & (self.host.payload.space == space)),
+            ]
+
+        control = Signal(64)
+        inputs, echoes, weight_words, param_words = (control[16 * i:16 * i + 16] for i in range(4))
+        count = Signal(16)
+        byte = Signal(range(8))
+        stamp = Signal(32)
+        m.d.comb += [reads[HostSpace.PROGRAM].addr.eq(0), reads[HostSpace.ACTIVATIONS].en.eq(0)]
+        with m.If(self.busy):
+            m.d.sync += self.cycles.eq(self.cycles + 1)
+
+        with m.FSM(name="standin_fsm"):
+            with m.State("IDLE"):
+                with m.If(self.start):
+                    m.d.sync += [self.busy.eq(1), self.done.eq(0), self.cycles.eq(1),
+                                 count.eq(0)]
+                    m.next = "CONTROL"
+            with m.State("CONTROL"):
+                m.d.sync += control.eq(reads[HostSpace.PROGRAM].data)
+                m.next = "INPUT"
+            with m.State("INPUT"):
+                m.d.comb += self.input.ready.eq(count < inputs)
+                lut = reads[HostSpace.ACTIVATIONS]
+                m.d.comb += lut.addr.eq(self.input.payload)
+                m.d.comb += lut.en.eq(self.input.valid & self.input.ready)
+                with m.If(count == inputs):
+                    m.d.sync += [count.eq(0), byte.eq(0)]
+                    m.next = "WEIGHT_READ"
+                with m.Elif(self.input.valid):
+                    with m.If(count < echoes):
+                        m.next = "ECHO"
+                    with m.Else():
+                        m.d.sync += count.eq(count + 1)
+            with m.State("ECHO"):
+                m.d.comb += [self.output.valid.eq(1),
+                             self.output.payload.eq(reads[HostSpace.ACTIVATIONS].data)]
+                with m.If(self.output.ready):
+                    m.d.sync += count.eq(count + 1)
+                    m.next = "INPUT"
+            for space, words, next_state in ((HostSpace.WEIGHTS, weight_words, "PARAM_READ"),
+                                             (HostSpace.PARAMS, param_words, "STAMP")):
+                name = "WEIGHT" if space is HostSpace.WEIGHTS else "PARAM"
+                port = reads[space]
+                size = widths[space] // 8
+                m.d.comb += port.addr.eq(count)
+                with m.State(f"{name}_READ"):
+                    with m.If(count == words):
+                        m.d.sync += [count.eq(0), byte.eq(0)]
+                        m.d.sync += stamp.eq(self.cycles)
+                        m.next = next_state
+                    with m.Else():
+                        m.next = f"{name}_SEND"
+                with m.State(f"{name}_SEND"):
+                    m.d.comb += [self.output.valid.eq(1),
+                                 self.output.payload.eq(port.data.word_select(byte, 8))]
+                    m.d.comb += port.en.eq(0)
+                    with m.If(self.output.ready):
+                        with m.If(byte == size - 1):
+                            m.d.sync += [byte.eq(0), count.eq(count + 1)]
+                            m.next = f"{name}_READ"
+                        with m.Else():
+                            m.d.sync += byte.eq(byte + 1)
+            with m.State("STAMP"):
+                m.d.comb += [self.output.valid.eq(1),
+                             self.output.payload.eq(stamp.word_select(byte[:2], 8))]
+                with m.If(self.output.ready):
+                    m.d.sync += byte.eq(byte + 1)
+                    with m.If(byte == 3):
+                        m.d.sync += [self.busy.eq(0), self.done.eq(1)]
+                        m.next = "IDLE"
+        return m
+
+
+class HostLinkSystem(wiring.Component):
+    """A :class:`HostLink` and its device: a complete design with UART pins only.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+    clock_hz, baud
+        As :class:`HostLink`.
+    device : callable
+        ``device(config)`` returns the device: :class:`StandInDevice` (default) or the
+        accelerator (``device=Accelerator``). The link takes its address width from the
+        device's ``host`` port.
+    **options
+        Passed to :class:`HostLink`.
+
+    Members
+    -------
+    rx : In(1)
+    tx : Out(1)
+    status : Out(8)
+        For LEDs: bit 0 busy, bit 1 done since the last START, bit 2 the last reply was an
+        ERROR.
+    """
+
+    def __init__(self, config, clock_hz, baud, *, device=StandInDevice, **options):
+        self.device = device(config)
+        addr_width = len(self.device.host.payload.addr)
+        self.link = HostLink(config, clock_hz, baud, addr_width=addr_width, **options)
+        super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "status": Out(8)})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.link = link = self.link
+        m.submodules.device = device = self.device
+        connect_device(m, link, device)
+        m.d.comb += [
+            link.rx.eq(self.rx),
+            self.tx.eq(link.tx),
+            self.status.eq(link.status.as_value()),
+        ]
+        return m

@@ -1,0 +1,196 @@
+"""On-chip memories of the accelerator and the bank arbiter that serializes bank conflicts.
+
+* :class:`ActivationBuffer`: ``act_banks`` byte-wide banks; byte address ``a`` lives
+  in bank ``a % act_banks`` at word ``a // act_banks``. Each bank has one
+  synchronous read port and one write port (a simple dual-port BRAM).
+* :class:`BankArbiter`: given the banks that ``n`` lanes want this cycle, serves
+  the lowest-numbered pending lane of every bank; lanes that share a bank are
+  served in successive cycles.
+* :func:`param_layout`: one parameter entry as the hardware stores it.
+
+The program, weight and parameter memories are plain
+:class:`amaranth.lib.memory.Memory` instances with synchronous read ports,
+built by :class:`fpganet.hdl.accelerator.Accelerator`.
+"""
+
+from amaranth import *
+from amaranth.lib import data, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from fpganet.config import AcceleratorConfig
+from fpganet.isa import PARAM_FIELDS
+
+from .registers import act_addr_width, bank_bits, bank_word_width
+
+__all__ = ["param_layout", "ActivationBuffer", "BankArbiter"]
+
+
+def param_layout():
+    """One output channel's parameter entry: ``bias`` (int32), ``mult`` (15 bits), ``shift`` (6 bits).
+
+    The host writes the 64-bit word of :func:`fpganet.isa.pack_param`; only these 53
+    bits are kept.
+    """
+    return data.StructLayout({name: signed(width) if is_signed else unsigned(width)
+                              for name, _, width, is_signed in PARAM_FIELDS})
+
+
+def param_from_word(word):
+    """The :func:`param_layout` bits of a 64-bit host word (an Amaranth value)."""
+    return Cat(*(word[lsb:lsb + width] for _, lsb, width, _ in PARAM_FIELDS))
+
+
+class ActivationBuffer(wiring.Component):
+    """The banked activation buffer.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+        ``act_buffer_bytes`` (a multiple of ``act_banks``) and ``act_banks``.
+    init : bytes-like, optional
+        Initial contents from byte address 0 (zeros beyond); default all zero.
+
+    Members
+    -------
+    rd_addr : In(ArrayLayout(bank_word_width, act_banks))
+        Word address of every bank's read port.
+    rd_en : In(1)
+        Read enable of all banks; while low, ``rd_data`` holds.
+    rd_data : Out(ArrayLayout(8, act_banks))
+        Byte read from each bank, one cycle after its address (synchronous read).
+    wr_addr : In(ArrayLayout(bank_word_width, act_banks))
+    wr_data : In(ArrayLayout(8, act_banks))
+    wr_en : In(act_banks)
+        Bank ``b`` writes ``wr_data[b]`` at ``wr_addr[b]`` at the end of a cycle
+        with ``wr_en[b]``. A read of the word written in the same cycle returns
+        the old byte.
+    """
+
+    def __init__(self, config, init=None):
+        if not isinstance(config, AcceleratorConfig):
+            raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
+        if config.act_buffer_bytes % config.act_banks:
+            raise ValueError(f"act_buffer_bytes {config.act_buffer_bytes} is not a multiple of the "
+                             f"{config.act_banks} activation banks")
+        init = [int(value) & 0xFF for value in (init if init is not None else [])]
+        if len(init) > config.act_buffer_bytes:
+            raise ValueError(f"init of {len(init)} bytes exceeds act_buffer_bytes {config.act_buffer_bytes}")
+        self.config = config
+        self._init = init
+        banks, word = config.act_banks, bank_word_width(config)
+        super().__init__({
+            "rd_addr": In(data.ArrayLayout(word, banks)),
+            "rd_en": In(1),
+            "rd_data": Out(data.ArrayLayout(8, banks)),
+            "wr_addr": In(data.ArrayLayout(word, banks)),
+            "wr_data": In(data.ArrayLayout(8, banks)),
+            "wr_en": In(banks),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        config = self.config
+        for b in range(config.act_banks):
+            m.submodules[f"bank{b}"] = bank = Memory(shape=8, depth=config.act_bank_depth,
+                                                     init=self._init[b::config.act_banks])
+            rd = bank.read_port()
+            wr = bank.write_port()
+            m.d.comb += [
+                rd.addr.eq(self.rd_addr[b]), rd.en.eq(self.rd_en), self.rd_data[b].eq(rd.data),
+                wr.addr.eq(self.wr_addr[b]), wr.data.eq(self.wr_data[b]), wr.en.eq(self.wr_en[b]),
+            ]
+        return m
+
+
+class BankArbiter(wiring.Component):
+    """Serves, in every bank, the lowest-numbered pending lane that wants it.
+
+    Combinational. Lane ``j`` is served when it is pending and no lower pending
+    lane wants the same bank, so a set of pending lanes is fully served in as
+    many cycles as the most lanes any one bank has (each cycle, with
+    ``pending`` updated to ``remaining``).
+
+    Parameters
+    ----------
+    lanes : int
+    banks : int
+        A power of two.
+
+    Members
+    -------
+    pending : In(lanes)
+        Lanes that still want their bank.
+    bank : In(ArrayLayout(log2(banks), lanes))
+        The bank each lane wants.
+    served : Out(lanes)
+        Lanes served this cycle (a subset of ``pending``, at most one per bank).
+    remaining : Out(lanes)
+        ``pending & ~served``.
+    """
+
+    def __init__(self, lanes, banks):
+        if not isinstance(lanes, int) or lanes < 1:
+            raise ValueError(f"lanes must be a positive integer, not {lanes!r}")
+        if not isinstance(banks, int) or banks < 1 or banks & (banks - 1):
+            raise ValueError(f"banks must be a power of two, not {banks!r}")
+        self.lanes = lanes
+        self.banks = banks
+        super().__init__({
+            "pending": In(lanes),
+            "bank": In(data.ArrayLayout(max(1, (banks - 1).bit_length()), lanes)),
+            "served": Out(lanes),
+            "remaining": Out(lanes),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        for j in range(self.lanes):
+            blocked = Const(0)
+            if self.banks > 1:
+                for i in range(j):
+                    blocked = blocked | (self.pending[i] & (self.bank[i] == self.bank[j]))
+            else:
+                for i in range(j):
+                    blocked = blocked | self.pending[i]
+            m.d.comb += self.served[j].eq(self.pending[j] & ~blocked)
+        m.d.comb += self.remaining.eq(self.pending & ~self.served)
+        return m
+
+
+def bank_hits(config, addresses, served):
+    """``hits[b][j]``: lane ``j`` is served this cycle and wants bank ``b``."""
+    bb = bank_bits(config)
+    return [[served[j] & (addresses[j][:bb] == b if bb else Const(1)) for j in range(len(addresses))]
+            for b in range(config.act_banks)]
+
+
+def route_to_banks(m, config, addresses, served, values=None, hits=None):
+    """Per-bank word address (and value) of the served lane that wants each bank.
+
+    ``addresses``: byte addresses of the lanes; ``served``: at most one served lane
+    per bank (a :class:`BankArbiter` output). Returns ``(words, enables, datas)``:
+    lists indexed by bank (``datas`` is None without ``values``). With several
+    lanes, AND-OR multiplexers on the one-hot ``hits`` (a bank nobody wants gets
+    zeros); with one lane, every bank sees that lane's word and value and only
+    the enables differ.
+    """
+    bb, aw = bank_bits(config), act_addr_width(config)
+    hits = hits if hits is not None else bank_hits(config, addresses, served)
+    if len(addresses) == 1:
+        words = [addresses[0][bb:aw]] * config.act_banks
+        enables = [row[0] for row in hits]
+        datas = [values[0]] * config.act_banks if values is not None else None
+        return words, enables, datas
+    words, enables, datas = [], [], []
+    for row in hits:
+        word = 0
+        value = 0
+        for j, hit in enumerate(row):
+            word = word | Mux(hit, addresses[j][bb:aw], 0)
+            if values is not None:
+                value = value | Mux(hit, values[j], 0)
+        words.append(word)
+        enables.append(Cat(*row).any())
+        datas.append(value if values is not None else None)
+    return words, enables, (datas if values is not None else None)

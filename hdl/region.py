@@ -1,0 +1,157 @@
+"""The region unit: ``FILL``, ``INPUT`` and ``OUTPUT``, one byte per cycle.
+
+The three instructions walk the same 3-D pattern of the activation buffer, in
+channel, row, byte order::
+
+    IO_BASE + c*IO_CSTRIDE + r*IO_PITCH + x    for c < IO_CHANNELS, r < IO_ROWS, x < IO_LEN
+
+with running sums for the address. ``FILL`` writes ``FILL_VALUE``, ``INPUT`` the
+bytes of the input stream, ``OUTPUT`` sends the bytes to the output stream.
+"""
+
+import enum
+
+from amaranth import *
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from fpganet.config import AcceleratorConfig
+
+from .registers import COUNT_WIDTH, act_addr_width, bank_bits, register_layout
+
+__all__ = ["RegionMode", "RegionUnit"]
+
+
+class RegionMode(enum.IntEnum):
+    FILL = 0
+    INPUT = 1
+    OUTPUT = 2
+
+
+class RegionUnit(wiring.Component):
+    """Walks an ``IO_*`` region and fills, loads or sends it.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+
+    Members
+    -------
+    start : In(1)
+        Pulse: begin; ``mode`` and ``regs`` hold until ``done``. The region must
+        not be empty (the controller does not start an empty one).
+    mode : In(RegionMode)
+    regs : In(register_layout(config))
+    input : In(stream.Signature(8))
+        ``INPUT``: one byte per transfer, ``ready`` high while bytes are wanted.
+    output : Out(stream.Signature(8))
+        ``OUTPUT``: one byte per transfer; back-pressure holds the walk.
+    wr_addr : Out(act_addr_width)
+    wr_data : Out(8)
+    wr_en : Out(1)
+        One byte write per cycle (``FILL``, ``INPUT``).
+    rd_addr : Out(act_addr_width)
+    rd_en : Out(1)
+    bank_data : In(ArrayLayout(8, act_banks))
+        ``OUTPUT`` reads: ``rd_addr``'s word in every bank, one cycle later; the
+        unit picks the byte of ``rd_addr``'s bank.
+    done : Out(1)
+        High in the instruction's final cycle.
+
+    Timing, with the streams never stalling: ``FILL`` and ``INPUT`` take ``N + 1``
+    cycles for ``N`` bytes (the ``start`` cycle, then one byte per cycle);
+    ``OUTPUT`` takes ``N + 2`` (one more for the read latency).
+    """
+
+    def __init__(self, config):
+        if not isinstance(config, AcceleratorConfig):
+            raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
+        self.config = config
+        aw = act_addr_width(config)
+        super().__init__({
+            "start": In(1),
+            "mode": In(RegionMode),
+            "regs": In(register_layout(config)),
+            "input": In(stream.Signature(8)),
+            "output": Out(stream.Signature(8)),
+            "wr_addr": Out(aw),
+            "wr_data": Out(8),
+            "wr_en": Out(1),
+            "rd_addr": Out(aw),
+            "rd_en": Out(1),
+            "bank_data": In(data.ArrayLayout(8, config.act_banks)),
+            "done": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        config = self.config
+        regs = self.regs
+        aw, bb = act_addr_width(config), bank_bits(config)
+
+        walking = Signal()        # elements left to visit
+        x = Signal(COUNT_WIDTH)
+        r = Signal(COUNT_WIDTH)
+        c = Signal(COUNT_WIDTH)
+        addr = Signal(aw)
+        rowbase = Signal(aw)
+        chanbase = Signal(aw)
+        is_last = Signal()
+        advance = Signal()
+        x_wrap, r_wrap = Signal(), Signal()
+        m.d.comb += [x_wrap.eq(x + 1 == regs.io_len), r_wrap.eq(r + 1 == regs.io_rows),
+                     is_last.eq(x_wrap & r_wrap & (c + 1 == regs.io_channels))]
+        # Counters as flip-flops with synchronous reset and enable (no multiplexer chains).
+        for counter, enable, wrap in ((x, advance, x_wrap), (r, advance & x_wrap, r_wrap),
+                                      (c, advance & x_wrap & r_wrap, Const(0))):
+            with m.If(self.start | (enable & wrap)):
+                m.d.sync += counter.eq(0)
+            with m.Elif(enable):
+                m.d.sync += counter.eq(counter + 1)
+        next_chan = chanbase + regs.io_cstride
+        next_row = Mux(r_wrap, next_chan, rowbase + regs.io_pitch)
+        with m.If(self.start):
+            m.d.sync += [addr.eq(regs.io_base), rowbase.eq(regs.io_base), chanbase.eq(regs.io_base)]
+        with m.Elif(advance):
+            m.d.sync += addr.eq(Mux(x_wrap, next_row, addr + 1))
+            with m.If(x_wrap):
+                m.d.sync += rowbase.eq(next_row)
+            with m.If(x_wrap & r_wrap):
+                m.d.sync += chanbase.eq(next_chan)
+        with m.If(self.start):
+            m.d.sync += walking.eq(1)
+        with m.Elif(advance & is_last):
+            m.d.sync += walking.eq(0)
+
+        m.d.comb += [self.wr_addr.eq(addr), self.rd_addr.eq(addr)]
+
+        # OUTPUT: the byte read last is on the output register until taken.
+        out_valid = Signal()
+        bank_sel = Signal(max(1, bb))
+        issue = Signal()
+
+        with m.Switch(self.mode):
+            with m.Case(RegionMode.FILL):
+                m.d.comb += [advance.eq(walking), self.wr_en.eq(walking),
+                             self.wr_data.eq(regs.fill_value), self.done.eq(walking & is_last)]
+            with m.Case(RegionMode.INPUT):
+                m.d.comb += [self.input.ready.eq(walking), advance.eq(walking & self.input.valid),
+                             self.wr_en.eq(advance), self.wr_data.eq(self.input.payload),
+                             self.done.eq(advance & is_last)]
+            with m.Case(RegionMode.OUTPUT):
+                m.d.comb += [issue.eq(walking & (~out_valid | self.output.ready)), advance.eq(issue),
+                             self.rd_en.eq(issue),
+                             self.done.eq(~walking & out_valid & self.output.ready)]
+
+        if bb:
+            with m.If(issue):
+                m.d.sync += bank_sel.eq(addr[:bb])
+        m.d.comb += [
+            self.output.valid.eq(out_valid),
+            self.output.payload.eq(self.bank_data[bank_sel] if bb else self.bank_data[0]),
+        ]
+        with m.If(issue):
+            m.d.sync += out_valid.eq(1)
+        with m.Elif(self.output.ready):
+            m.d.sync += out_valid.eq(0)
+        return m

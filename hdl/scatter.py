@@ -1,0 +1,274 @@
+"""The result writer: output addresses, post-processing and the scatter into the activation banks.
+
+It takes the result rows of the systolic array (``CONV``: ``rows`` rows per tile)
+or of the max-pool unit (``POOL``: one row per tile), in tile order, and for
+each row walks its lanes ``requant_lanes`` at a time (a *lane group*)::
+
+    CONV: act[OUT_BASE + g*OUT_GSTEP + i*OUT_CSTRIDE + out_off[j]] = requantize(sum[i][j])
+          for rows i with g*rows + i < M and valid lanes j
+    POOL: act[OUT_BASE + g*OUT_GSTEP + out_off[j]] = max[j]           for valid lanes j
+
+with ``out_off[j] = oy*OUT_PITCH + ox`` of pixel ``n = t*LANES + j`` kept as running
+sums (no division, no multiplier).
+
+Timing, all of it fixed by the registers:
+
+* A lane group takes ``max(1, most written lanes in one bank)`` cycles: written
+  lanes (valid pixel, live channel) that share a bank are sent down the
+  pipeline in successive cycles, each with the lanes it serves, so nothing
+  downstream ever stalls. With ``requant_lanes == 1`` every group takes 1 cycle.
+* A row takes the sum of its groups' cycles, ``ceil(LANES / requant_lanes)``
+  groups; it is taken from the result stream (``ready``) in the cycle of its
+  final group, and the next row is processed from the next cycle.
+* The bytes are written :attr:`latency` cycles after their group's cycle, and
+  ``done`` pulses in the cycle of the final write.
+
+The parameter entry of the next row's channel is read when a row is taken, so
+it is ready when the next row starts (and at ``start`` for the first).
+"""
+
+from amaranth import *
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from fpganet.config import AcceleratorConfig
+
+from .memories import BankArbiter, param_layout, route_to_banks
+from .postproc import Requantizer
+from .registers import (COUNT_WIDTH, act_addr_width, bank_bits, bank_word_width, param_addr_width,
+                        register_layout)
+from .systolic import result_layout
+
+__all__ = ["ResultWriter"]
+
+
+class ResultWriter(wiring.Component):
+    """Post-processes result rows and writes them to the activation buffer.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+        ``rows``, ``cols``, ``requant_lanes``, the activation buffer's banks.
+
+    Members
+    -------
+    start : In(1)
+        Pulse at the start of a ``CONV``/``POOL``; ``regs`` hold until ``done``.
+    pool : In(1)
+        ``POOL`` mode (held): one row per tile, no requantization, all rows live.
+    regs : In(register_layout(config))
+    results : In(stream.Signature(result_layout(config)))
+        Rows in tile order. ``ready`` rises in the cycle of a row's final lane
+        group (it never depends on ``valid`` of a later row).
+    param_addr : Out(param_addr_width)
+    param_en : Out(1)
+    param_data : In(param_layout())
+        The parameter memory's read port.
+    wr_addr : Out(ArrayLayout(bank_word_width, act_banks))
+    wr_data : Out(ArrayLayout(8, act_banks))
+    wr_en : Out(act_banks)
+        Writes into the activation banks, at most one per bank per cycle.
+    done : Out(1)
+        Pulses in the cycle of the instruction's final write.
+    """
+
+    def __init__(self, config):
+        if not isinstance(config, AcceleratorConfig):
+            raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
+        self.config = config
+        banks = config.act_banks
+        super().__init__({
+            "start": In(1),
+            "pool": In(1),
+            "regs": In(register_layout(config)),
+            "results": In(stream.Signature(result_layout(config))),
+            "param_addr": Out(param_addr_width(config)),
+            "param_en": Out(1),
+            "param_data": In(param_layout()),
+            "wr_addr": Out(data.ArrayLayout(bank_word_width(config), banks)),
+            "wr_data": Out(data.ArrayLayout(8, banks)),
+            "wr_en": Out(banks),
+            "done": Out(1),
+        })
+
+    @property
+    def latency(self):
+        """Cycles from a lane group's cycle to the write of its bytes."""
+        return Requantizer.latency
+
+    def elaborate(self, platform):
+        m = Module()
+        config = self.config
+        regs = self.regs
+        aw, cols, R = act_addr_width(config), config.cols, config.requant_lanes
+        rows = config.rows
+        pix_width = COUNT_WIDTH + cols.bit_length() + 1
+        chan_width = COUNT_WIDTH + rows.bit_length() + 1
+        groups_per_row = cols // R
+
+        # A position in the output map: pixel index n, column ox, offset of its row, offset.
+        position = data.StructLayout({"n": pix_width, "ox": COUNT_WIDTH, "rowoff": aw, "off": aw})
+
+        def step(pos):
+            """The position of the next pixel."""
+            nxt = Signal(position)
+            wrap = pos.ox + 1 == regs.out_w
+            m.d.comb += [
+                nxt.n.eq(pos.n + 1),
+                nxt.ox.eq(Mux(wrap, 0, pos.ox + 1)),
+                nxt.rowoff.eq(Mux(wrap, pos.rowoff + regs.out_pitch, pos.rowoff)),
+                nxt.off.eq(Mux(wrap, pos.rowoff + regs.out_pitch, pos.off + 1)),
+            ]
+            return nxt
+
+        cursor = Signal(position)     # pixel of the group's first lane
+        tile_start = Signal(position)
+        group = Signal(groups_per_row, init=1)      # lane group within the row, one-hot
+        group_lane = Signal(range(cols + R + 1))    # its first lane, group * R
+        group_started = Signal()
+        group_pend = Signal(R)
+        row = Signal(range(rows + 1))
+        tile = Signal(COUNT_WIDTH)
+        grp = Signal(COUNT_WIDTH)                   # engine group g
+        first_chan = Signal(chan_width)             # g*rows
+        chan = Signal(chan_width)                   # g*rows + row
+        gbase = Signal(aw)                          # OUT_BASE + g*OUT_GSTEP
+        rowbase = Signal(aw)                        # gbase + row*OUT_CSTRIDE
+
+        chain = [cursor]
+        for _ in range(R):
+            chain.append(step(chain[-1]))
+
+        # Lanes of this group: address, validity, pending mask.
+        live = Signal()
+        m.d.comb += live.eq(self.pool | (chan < regs.m))
+        addresses = [Signal(aw, name=f"out_addr{l}") for l in range(R)]
+        writable = Signal(R)
+        for l in range(R):
+            m.d.comb += [
+                addresses[l].eq(rowbase + chain[l].off),
+                writable[l].eq(live & (group_lane + l < regs.lanes) & (chain[l].n < regs.npix)),
+            ]
+        m.submodules.arbiter = arbiter = BankArbiter(R, config.act_banks)
+        bb = bank_bits(config)
+        for l in range(R):
+            if bb:
+                m.d.comb += arbiter.bank[l].eq(addresses[l][:bb])
+        m.d.comb += arbiter.pending.eq(Mux(group_started, group_pend, writable))
+
+        active = Signal()
+        group_done = Signal()
+        last_group = Signal()
+        take = Signal()
+        last_row = Signal()
+        tile_wrap = Signal()
+        row_end = Signal()       # the tile's last row is taken
+        group_end = Signal()     # ...and it was the group's last tile
+        final = Signal()
+        m.d.comb += [
+            active.eq(self.results.valid),
+            group_done.eq(active & (arbiter.remaining == 0)),
+            last_group.eq(group_lane + R >= regs.lanes),
+            take.eq(group_done & last_group),
+            self.results.ready.eq(take),
+            last_row.eq(self.pool | (row + 1 == rows)),
+            tile_wrap.eq(tile + 1 == regs.tiles),
+            row_end.eq(take & last_row),
+            group_end.eq(row_end & tile_wrap),
+            final.eq(group_end & (grp + 1 == regs.groups)),
+        ]
+
+        # The position after the tile's last lane: chain[LANES - group_lane] in the last group.
+        if R == 1:
+            tile_end = chain[1]
+        else:
+            tile_end = Signal(position)
+            with m.Switch(regs.lanes - group_lane):
+                for count in range(1, R + 1):
+                    with m.Case(count):
+                        m.d.comb += tile_end.eq(chain[count])
+
+        def update(register, value, *, enable, reset=None):
+            """``register <= 0`` on ``reset``, else ``value`` when ``enable``: flip-flops with
+            synchronous reset and enable rather than multiplexer chains."""
+            register = register.as_value() if isinstance(register, data.View) else register
+            value = value.as_value() if isinstance(value, data.View) else value
+            if reset is not None:
+                with m.If(reset):
+                    m.d.sync += register.eq(0)
+                with m.Elif(enable):
+                    m.d.sync += register.eq(value)
+            else:
+                with m.If(enable):
+                    m.d.sync += register.eq(value)
+
+        start = self.start
+        next_first_chan = first_chan + rows
+        next_chan = Signal(chan_width)
+        m.d.comb += next_chan.eq(Mux(~last_row, chan + 1, Mux(tile_wrap, next_first_chan, first_chan)))
+        update(group_started, ~group_done, enable=active, reset=start)
+        update(group_pend, arbiter.remaining, enable=active & ~group_done)
+        with m.If(start | take):
+            m.d.sync += group.eq(1)
+        with m.Elif(group_done):
+            m.d.sync += group.eq(group << 1)
+        update(group_lane, group_lane + R, enable=group_done, reset=start | take)
+        update(cursor, Mux(last_group, Mux(last_row, tile_end.as_value(), tile_start.as_value()),
+                           chain[R].as_value()),
+               enable=group_done, reset=start | group_end)
+        update(tile_start, tile_end, enable=row_end, reset=start | group_end)
+        update(row, row + 1, enable=take, reset=start | row_end)
+        update(tile, tile + 1, enable=row_end, reset=start | group_end)
+        update(grp, grp + 1, enable=group_end, reset=start)
+        update(first_chan, next_first_chan, enable=group_end, reset=start)
+        update(chan, next_chan, enable=take, reset=start)
+        next_gbase = gbase + regs.out_gstep
+        with m.If(start):
+            m.d.sync += [gbase.eq(regs.out_base), rowbase.eq(regs.out_base)]
+        with m.Elif(take):
+            m.d.sync += rowbase.eq(Mux(~last_row, rowbase + regs.out_cstride,
+                                       Mux(tile_wrap, next_gbase, gbase)))
+            with m.If(group_end):
+                m.d.sync += gbase.eq(next_gbase)
+
+        # Parameters of the next row, read as this one is taken (and at start for the first).
+        m.d.comb += [
+            self.param_en.eq(start | take),
+            self.param_addr.eq(Mux(start, regs.p_base, regs.p_base + next_chan)),
+        ]
+
+        # Post-processing pipeline, with the lane addresses alongside.
+        m.submodules.requant = requant = Requantizer(config, R)
+        group_sums = Signal(config.acc_width * R)
+        selected = 0
+        for g in range(groups_per_row):
+            sums = Cat(self.results.payload.sums[g * R + l] for l in range(R))
+            selected = selected | Mux(group[g], sums, 0)
+        m.d.comb += group_sums.eq(selected)
+        for l in range(R):
+            m.d.comb += requant.acc[l].eq(group_sums[l * config.acc_width:(l + 1) * config.acc_width])
+        quant = regs.quant
+        m.d.comb += [
+            requant.i_valid.eq(active),
+            requant.bias.eq(self.param_data.bias),
+            requant.mult.eq(self.param_data.mult),
+            requant.shift.eq(self.param_data.shift),
+            requant.zp.eq(quant[0:8]), requant.lo.eq(quant[8:16]), requant.hi.eq(quant[16:24]),
+            requant.bypass.eq(self.pool),
+        ]
+        served = arbiter.served
+        addr_d, served_d, final_d = addresses, Mux(active, served, 0), final
+        for stage in range(requant.latency):
+            addr_q = [Signal(aw, name=f"addr{l}_d{stage}") for l in range(R)]
+            served_q = Signal(R, name=f"served_d{stage}")
+            final_q = Signal(name=f"final_d{stage}")
+            m.d.sync += [a.eq(b) for a, b in zip(addr_q, addr_d)]
+            m.d.sync += [served_q.eq(served_d), final_q.eq(final_d)]
+            addr_d, served_d, final_d = addr_q, served_q, final_q
+        words, enables, values = route_to_banks(m, config, addr_d, served_d,
+                                                [requant.y[l] for l in range(R)])
+        for b in range(config.act_banks):
+            m.d.comb += [self.wr_addr[b].eq(words[b]), self.wr_data[b].eq(values[b]),
+                         self.wr_en[b].eq(enables[b])]
+        m.d.comb += self.done.eq(final_d)
+        return m

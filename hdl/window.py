@@ -1,0 +1,344 @@
+"""The engine's window generator: im2col address generation and the banked gather.
+
+It walks the engine loops of docs/ARCHITECTURE.md ("Instruction set") exactly::
+
+    for g in range(GROUPS):
+        for t in range(TILES):
+            lanes j: n = t*LANES + j, valid_j = n < NPIX, in_off[j] = oy*STRIDE_Y*IN_PITCH + ox*STRIDE_X
+            for c, ky, kx (kx fastest): beat k
+                b[j] = act[IN_BASE + g*IN_GSTEP + c*IN_CSTRIDE + ky*IN_PITCH + kx + in_off[j]]
+                a    = weights[W_BASE + g*W_GSTEP + k]
+
+and sends one operand beat per ``(g, t, k)`` to the systolic array (``CONV``) or the
+max-pool unit (``POOL``), ``last`` on the final beat of a tile. No
+multiplier is used per beat: every address is a running sum.
+
+Stages (each a register boundary):
+
+* **setup** (``act_addr_width`` cycles after ``start``): ``STRIDE_Y * IN_PITCH`` by a
+  serial shift-and-add multiplier (the only product the walk needs).
+* **lane walker**: computes the lane addresses ``IN_BASE + g*IN_GSTEP + in_off[j]``
+  and validity of the *next* tile, one lane per cycle. It starts in the cycle a
+  tile's first beat enters the gather stage, so a tile can follow the previous
+  one ``LANES`` cycles after it started at the earliest.
+* **gather** (``S1``): holds one beat; a :class:`~fpganet.hdl.memories.BankArbiter`
+  serves, each cycle, one pending lane per bank; lanes sharing a bank are read in
+  successive cycles; invalid lanes do not read. A beat occupies the stage for
+  ``max(1, most valid lanes in one bank)`` cycles. The weight word is read in
+  the same cycles.
+* **output** (``S2``): the bytes arrive (synchronous reads) and the beat is offered
+  on ``operands`` the cycle after its last gather cycle.
+
+Back-pressure: while an offered beat is not taken (the array holds a tile's
+``last`` beat until the previous tile's results are out), every stage freezes,
+the lane walker included, and the memory read ports hold their data. Timing is
+therefore a pure function of the registers: see :mod:`fpganet.perf`.
+"""
+
+from amaranth import *
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from fpganet.config import AcceleratorConfig
+
+from .memories import BankArbiter, bank_hits, route_to_banks
+from .registers import (COUNT_WIDTH, act_addr_width, bank_bits, bank_word_width, register_layout,
+                        weight_addr_width)
+from .systolic import operand_layout
+
+__all__ = ["WindowGenerator"]
+
+
+class WindowGenerator(wiring.Component):
+    """Engine address generation and gather.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+
+    Members
+    -------
+    start : In(1)
+        Pulse: begin the walk of the registers in ``regs`` (held stable until the
+        instruction ends). ``GROUPS``, ``TILES``, ``LANES``, ``K_C``, ``K_H``,
+        ``K_W`` must be non-zero (the controller does not start an empty walk).
+    regs : In(register_layout(config))
+    operands : Out(stream.Signature(operand_layout(config)))
+        One beat per ``(g, t, k)`` in loop order; ``a`` is the weight word,
+        ``b[j]`` the activation byte of lane ``j`` (stale for invalid lanes),
+        ``last`` closes a tile. ``valid`` never depends on ``ready``.
+    bank_addr : Out(ArrayLayout(bank_word_width, act_banks))
+    bank_en : Out(1)
+    bank_data : In(ArrayLayout(8, act_banks))
+        The activation buffer's read ports (one cycle of read latency).
+    w_addr : Out(weight_addr_width)
+    w_en : Out(1)
+    w_data : In(8 * rows)
+        The weight memory's read port; byte ``i`` feeds array row ``i``.
+    busy : Out(1)
+        High from ``start`` until the last beat has been taken.
+    """
+
+    def __init__(self, config):
+        if not isinstance(config, AcceleratorConfig):
+            raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
+        self.config = config
+        banks = config.act_banks
+        super().__init__({
+            "start": In(1),
+            "regs": In(register_layout(config)),
+            "operands": Out(stream.Signature(operand_layout(config))),
+            "bank_addr": Out(data.ArrayLayout(bank_word_width(config), banks)),
+            "bank_en": Out(1),
+            "bank_data": In(data.ArrayLayout(8, banks)),
+            "w_addr": Out(weight_addr_width(config)),
+            "w_en": Out(1),
+            "w_data": In(8 * config.rows),
+            "busy": Out(1),
+        })
+
+    def first_beat_cycle(self, lanes):
+        """Cycle (``start`` = 0) in which the first beat enters the gather stage.
+
+        ``act_addr_width`` setup cycles (cycles 1..AW), the walk of the first tile
+        (``lanes`` cycles), one to load the beat: ``AW + lanes + 2``. A beat that
+        enters at cycle ``e`` and needs ``c`` gather cycles is offered at ``e + c``.
+        """
+        return act_addr_width(self.config) + lanes + 2
+
+    def elaborate(self, platform):
+        m = Module()
+        config = self.config
+        regs = self.regs
+        aw, ww = act_addr_width(config), weight_addr_width(config)
+        cols, bb = config.cols, bank_bits(config)
+        pix_width = COUNT_WIDTH + cols.bit_length() + 1
+
+        stall = Signal()
+
+        # Setup: rowstep = STRIDE_Y * IN_PITCH mod 2^aw, serially.
+        mul_a = Signal(aw)
+        mul_b = Signal(aw)
+        rowstep = Signal(aw)
+        mul_count = Signal(range(aw + 1))
+        running = Signal()     # between start and the final beat leaving
+        with m.If(self.start):
+            m.d.sync += [mul_a.eq(regs.in_pitch), mul_b.eq(regs.stride_y), rowstep.eq(0),
+                         mul_count.eq(aw)]
+        with m.Elif(mul_count != 0):
+            m.d.sync += [mul_a.eq(mul_a << 1), mul_b.eq(mul_b >> 1), mul_count.eq(mul_count - 1)]
+            with m.If(mul_b[0]):
+                m.d.sync += rowstep.eq(rowstep + mul_a)
+
+        # Lane walker: fills lane_next (addresses and validity of the next tile). Every
+        # register below is written as "reset, else load when enabled" so that it maps onto
+        # flip-flops with synchronous reset and enable instead of multiplexer chains.
+        lane_next_addr = [Signal(aw, name=f"lane_next_addr{j}") for j in range(cols)]
+        lane_next_valid = Signal(cols)
+        next_group_end = Signal()    # the walked tile is its group's last
+        next_final = Signal()        # ...and the instruction's last
+        w_busy = Signal()
+        w_ready = Signal()
+        w_lane = Signal(range(cols + 1))
+        w_n = Signal(pix_width)
+        w_ox = Signal(COUNT_WIDTH)
+        w_inrow = Signal(aw)
+        w_inoff = Signal(aw)
+        w_gbase = Signal(aw)
+        w_tile = Signal(COUNT_WIDTH)
+        w_group = Signal(COUNT_WIDTH)
+        start_walk = Signal()
+
+        # Beat sequencer (S0): the next beat to enter the gather stage.
+        kx = Signal(COUNT_WIDTH)
+        ky = Signal(COUNT_WIDTH)
+        kc = Signal(COUNT_WIDTH)
+        koff = Signal(aw)
+        krow = Signal(aw)
+        kchan = Signal(aw)
+        waddr = Signal(ww)
+        wbase = Signal(ww)
+        s_group_end = Signal()  # flags of the tile being sequenced
+        s_final = Signal()
+        s_mid = Signal()        # the next beat is not the first of its tile
+        s_finished = Signal()   # every beat has entered the gather stage
+
+        # Gather stage (S1).
+        s1_full = Signal()
+        s1_base = [Signal(aw, name=f"s1_base{j}") for j in range(cols)]
+        s1_tvalid = Signal(cols)
+        s1_koff = Signal(aw)
+        s1_pend = Signal(cols)
+        s1_waddr = Signal(ww)
+        s1_last = Signal()
+
+        # Output stage (S2).
+        o_valid = Signal()
+        o_last = Signal()
+        hit_d = [Signal(config.act_banks, name=f"hit_d{j}") for j in range(cols)]   # lane j read bank b
+        b_hold = [Signal(8, name=f"b_hold{j}") for j in range(cols)]
+
+        def update(register, value, *, enable, reset=None):
+            """``register <= 0`` on ``reset``, else ``value`` when ``enable``."""
+            if reset is not None:
+                with m.If(reset):
+                    m.d.sync += register.eq(0)
+                with m.Elif(enable):
+                    m.d.sync += register.eq(value)
+            else:
+                with m.If(enable):
+                    m.d.sync += register.eq(value)
+
+        start = self.start
+        with m.If(start):
+            m.d.sync += running.eq(1)
+        with m.Elif(s_finished & ~s1_full & ~o_valid):
+            m.d.sync += running.eq(0)
+        m.d.comb += self.busy.eq(running)
+
+        # --- lane walker ------------------------------------------------------------
+        walk = Signal()
+        lane = Signal(range(cols + 1))
+        lane_end = Signal()
+        ox_wrap = Signal()
+        tile_wrap = Signal()
+        group_end = Signal()
+        walker_first = Signal()
+        m.d.comb += [
+            walk.eq((w_busy | start_walk) & ~stall),
+            lane.eq(Mux(start_walk, 0, w_lane)),
+            lane_end.eq(walk & (lane + 1 == regs.lanes)),
+            ox_wrap.eq(w_ox + 1 == regs.out_w),
+            tile_wrap.eq(w_tile + 1 == regs.tiles),
+            group_end.eq(lane_end & tile_wrap),
+            walker_first.eq(running & (mul_count == 1)),
+        ]
+        restart = start | group_end
+        for j in range(cols):
+            update(lane_next_addr[j], w_gbase + w_inoff, enable=walk & (lane == j))
+            update(lane_next_valid[j], w_n < regs.npix, enable=walk & (lane == j), reset=start)
+        update(next_group_end, tile_wrap, enable=lane_end)
+        update(next_final, tile_wrap & (w_group + 1 == regs.groups), enable=lane_end)
+        update(w_n, w_n + 1, enable=walk, reset=restart)
+        update(w_ox, w_ox + 1, enable=walk, reset=restart | (walk & ox_wrap))
+        update(w_inrow, w_inrow + rowstep, enable=walk & ox_wrap, reset=restart)
+        update(w_inoff, Mux(ox_wrap, w_inrow + rowstep, w_inoff + regs.stride_x), enable=walk, reset=restart)
+        with m.If(start):
+            m.d.sync += w_gbase.eq(regs.in_base)
+        with m.Elif(group_end):
+            m.d.sync += w_gbase.eq(w_gbase + regs.in_gstep)
+        update(w_tile, w_tile + 1, enable=lane_end, reset=restart)
+        update(w_group, w_group + 1, enable=group_end, reset=start)
+        update(w_lane, lane + 1, enable=walk, reset=start | walker_first)
+        with m.If(start):
+            m.d.sync += w_busy.eq(0)
+        with m.Elif(walker_first):
+            m.d.sync += w_busy.eq(1)     # the first tile's walk
+        with m.Elif(walk):
+            m.d.sync += w_busy.eq(~lane_end)
+
+        # --- gather stage -------------------------------------------------------------
+        m.submodules.arbiter = arbiter = BankArbiter(cols, config.act_banks)
+        addresses = [Signal(aw, name=f"lane_addr{j}") for j in range(cols)]
+        for j in range(cols):
+            m.d.comb += addresses[j].eq(s1_base[j] + s1_koff)
+            if bb:
+                m.d.comb += arbiter.bank[j].eq(addresses[j][:bb])
+        m.d.comb += arbiter.pending.eq(Mux(s1_full, s1_pend, 0))
+        hits = bank_hits(config, addresses, arbiter.served)          # hits[bank][lane]
+        words, _, _ = route_to_banks(m, config, addresses, arbiter.served, hits=hits)
+        for b in range(config.act_banks):
+            m.d.comb += self.bank_addr[b].eq(words[b])
+        m.d.comb += [self.bank_en.eq(~stall), self.w_addr.eq(s1_waddr), self.w_en.eq(~stall)]
+
+        beat_done = Signal()
+        m.d.comb += beat_done.eq(s1_full & (arbiter.remaining == 0))
+        has_beat = Signal()
+        load = Signal()
+        first = Signal()
+        m.d.comb += [
+            has_beat.eq(running & ~s_finished & (s_mid | w_ready)),
+            load.eq(~stall & (~s1_full | beat_done) & has_beat),
+            first.eq(~s_mid),
+            start_walk.eq(load & first & (w_group != regs.groups)),
+        ]
+        with m.If(start):
+            m.d.sync += w_ready.eq(0)
+        with m.Elif(lane_end):
+            m.d.sync += w_ready.eq(1)      # (a 1-lane walk started by this load ends at once)
+        with m.Elif(load & first):
+            m.d.sync += w_ready.eq(0)
+
+        kx_wrap, ky_wrap, kc_wrap = Signal(), Signal(), Signal()
+        beat_last = Signal()
+        tile_done = Signal()
+        group_done = Signal()
+        m.d.comb += [
+            kx_wrap.eq(kx + 1 == regs.k_w), ky_wrap.eq(ky + 1 == regs.k_h), kc_wrap.eq(kc + 1 == regs.k_c),
+            beat_last.eq(kx_wrap & ky_wrap & kc_wrap),
+            tile_done.eq(load & beat_last),
+            group_done.eq(Mux(first, next_group_end, s_group_end)),
+        ]
+        update(s_group_end, next_group_end, enable=load & first)
+        update(s_final, next_final, enable=load & first)
+        update(kx, kx + 1, enable=load, reset=start | (load & kx_wrap))
+        update(ky, ky + 1, enable=load & kx_wrap, reset=start | (load & kx_wrap & ky_wrap))
+        update(kc, kc + 1, enable=load & kx_wrap & ky_wrap, reset=start | tile_done)
+        next_chan = kchan + regs.in_cstride
+        next_row = Mux(ky_wrap, next_chan, krow + regs.in_pitch)
+        update(koff, Mux(kx_wrap, next_row, koff + 1), enable=load, reset=start | tile_done)
+        update(krow, next_row, enable=load & kx_wrap, reset=start | tile_done)
+        update(kchan, next_chan, enable=load & kx_wrap & ky_wrap, reset=start | tile_done)
+        next_wbase = wbase + regs.w_gstep
+        with m.If(start):
+            m.d.sync += [waddr.eq(regs.w_base), wbase.eq(regs.w_base)]
+        with m.Elif(load):
+            m.d.sync += waddr.eq(Mux(beat_last, Mux(group_done, next_wbase, wbase), waddr + 1))
+            with m.If(beat_last & group_done):
+                m.d.sync += wbase.eq(next_wbase)
+        with m.If(start):
+            m.d.sync += [s_mid.eq(0), s_finished.eq(0)]
+        with m.Elif(load):
+            m.d.sync += s_mid.eq(~beat_last)
+            with m.If(beat_last & Mux(first, next_final, s_final)):
+                m.d.sync += s_finished.eq(1)
+
+        with m.If(start):
+            m.d.sync += s1_full.eq(0)
+        with m.Elif(~stall):
+            m.d.sync += s1_full.eq(load | (s1_full & ~beat_done))
+        update(s1_pend, Mux(load, Mux(first, lane_next_valid, s1_tvalid), arbiter.remaining),
+               enable=~stall & (load | s1_full))
+        update(s1_tvalid, lane_next_valid, enable=load & first)
+        for j in range(cols):
+            update(s1_base[j], lane_next_addr[j], enable=load & first)
+        update(s1_koff, koff, enable=load)
+        update(s1_waddr, waddr, enable=load)
+        update(s1_last, beat_last, enable=load)
+
+        # --- output stage ---------------------------------------------------------------
+        # One-hot AND-OR selection of the byte each lane read last cycle (or its held byte).
+        b_cur = [Signal(8, name=f"b_cur{j}") for j in range(cols)]
+        for j in range(cols):
+            selected = Mux(hit_d[j].any(), 0, b_hold[j])
+            for b in range(config.act_banks):
+                selected = selected | Mux(hit_d[j][b], self.bank_data[b], 0)
+            m.d.comb += b_cur[j].eq(selected)
+        with m.If(start):
+            m.d.sync += o_valid.eq(0)
+        with m.Elif(~stall):
+            m.d.sync += o_valid.eq(beat_done)
+        with m.If(~stall):
+            m.d.sync += o_last.eq(s1_last)
+            m.d.sync += [b_hold[j].eq(b_cur[j]) for j in range(cols)]
+            m.d.sync += [hit_d[j].eq(Cat(hits[b][j] for b in range(config.act_banks))) for j in range(cols)]
+        m.d.comb += [
+            self.operands.valid.eq(o_valid),
+            self.operands.payload.last.eq(o_last),
+            stall.eq(o_valid & ~self.operands.ready),
+        ]
+        for j in range(cols):
+            m.d.comb += self.operands.payload.b[j].eq(b_cur[j])
+        for i in range(config.rows):
+            m.d.comb += self.operands.payload.a[i].eq(self.w_data[8 * i:8 * i + 8])
+        return m

@@ -1,0 +1,279 @@
+"""The host-link frame protocol: constants, CRC, frame packing and the reply payloads.
+
+This module is the one definition of the protocol that the gateware
+(:mod:`fpganet.hdl.hostlink`) and the host driver (:mod:`fpganet.board.driver`)
+both import; docs/hostlink.md describes it for people. It needs nothing but
+the standard library.
+
+Frame (both directions)::
+
+    SYNC 0xA5 | type (1) | length (2, little-endian) | payload (length bytes) | CRC-16 (2, big-endian)
+
+The CRC is CRC-16/CCITT-FALSE (polynomial 0x1021, initial value 0xFFFF, no
+reflection, no final XOR; check value ``crc16(b"123456789") == 0x29B1``) over
+type, length and payload. Sent most significant byte first, it makes the CRC
+of type..CRC zero, which is what the receiver checks.
+"""
+
+import enum
+import struct
+from dataclasses import dataclass, field, fields
+
+__all__ = ["SYNC", "PROTOCOL_VERSION", "HEADER_BYTES", "CRC_BYTES", "FRAME_OVERHEAD",
+           "ERROR_TYPE", "ACK_FLAG", "Command", "ErrorCode", "crc16", "encode_frame",
+           "reply_type", "word_bytes", "DeviceInfo", "Status", "write_payload",
+           "read_output_payload", "MAX_ADDRESS", "FrameError", "split_frame", "ERROR_COUNTERS"]
+
+SYNC = 0xA5
+PROTOCOL_VERSION = 1
+HEADER_BYTES = 4          # sync, type, length (2)
+CRC_BYTES = 2
+FRAME_OVERHEAD = HEADER_BYTES + CRC_BYTES
+#: Reply type of an ERROR reply; an ACK has the request's type with :data:`ACK_FLAG` set.
+ERROR_TYPE = 0xFF
+ACK_FLAG = 0x80
+#: WRITE addresses are 24-bit.
+MAX_ADDRESS = (1 << 24) - 1
+
+
+class Command(enum.IntEnum):
+    """Request types (host to board)."""
+    PING = 0x01         # no payload -> DeviceInfo
+    STATUS = 0x02       # no payload -> Status
+    WRITE = 0x03        # space (1), address (3), words -> empty ACK
+    START = 0x04        # no payload -> empty ACK (BUSY while the accelerator runs)
+    SEND_INPUT = 0x05   # bytes for the accelerator's input stream -> empty ACK
+    READ_OUTPUT = 0x06  # max (2) [, wait_for (2)] -> up to max bytes of the output stream
+    FLUSH = 0x07        # no payload: drop unread input and output bytes -> empty ACK
+
+
+class ErrorCode(enum.IntEnum):
+    """Codes of an ERROR reply (payload: code, request type). An ERROR reply means the
+    request had no effect."""
+    BAD_CRC = 1         # the frame's CRC is wrong
+    UNKNOWN_TYPE = 2    # no such request type
+    BAD_LENGTH = 3      # the length does not suit the request type (or exceeds every limit)
+    TRUNCATED = 4       # the line went quiet inside a frame for the inter-byte timeout
+    BUSY = 5            # WRITE, START or FLUSH while the accelerator runs
+    BAD_ADDRESS = 6     # WRITE to a space other than 0..3, or past the end of the memory
+    NO_SPACE = 7        # SEND_INPUT larger than the free space of the input FIFO
+
+
+def reply_type(command):
+    """The type byte of an ACK to ``command``."""
+    return int(command) | ACK_FLAG
+
+
+# CRC-16/CCITT-FALSE ------------------------------------------------------------------------
+
+def _crc_table():
+    table = []
+    for byte in range(256):
+        crc = byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+        table.append(crc & 0xFFFF)
+    return tuple(table)
+
+
+_CRC_TABLE = _crc_table()
+
+
+def crc16(data, crc=0xFFFF):
+    """CRC-16/CCITT-FALSE of ``data`` (continuing from ``crc``)."""
+    for byte in bytes(data):
+        crc = ((crc << 8) & 0xFFFF) ^ _CRC_TABLE[(crc >> 8) ^ byte]
+    return crc
+
+
+def encode_frame(frame_type, payload=b""):
+    """The bytes of one frame."""
+    payload = bytes(payload)
+    if not 0 <= frame_type <= 0xFF:
+        raise ValueError(f"frame type {frame_type} is not a byte")
+    if len(payload) > 0xFFFF:
+        raise ValueError(f"payload of {len(payload)} bytes exceeds the 16-bit length field")
+    body = bytes([frame_type]) + len(payload).to_bytes(2, "little") + payload
+    return bytes([SYNC]) + body + crc16(body).to_bytes(2, "big")
+
+
+class FrameError(ValueError):
+    """A received frame is damaged (its CRC is wrong)."""
+
+
+def split_frame(data):
+    """The first frame of ``data``: ``(type, payload, rest)``, or None while incomplete.
+
+    Bytes before the first SYNC are skipped. Raises :class:`FrameError` when the CRC is wrong.
+    """
+    data = bytes(data)
+    start = data.find(SYNC)
+    if start < 0 or len(data) - start < HEADER_BYTES:
+        return None
+    length = int.from_bytes(data[start + 2:start + 4], "little")
+    end = start + HEADER_BYTES + length + CRC_BYTES
+    if len(data) < end:
+        return None
+    if crc16(data[start + 1:end]) != 0:
+        raise FrameError(f"reply CRC mismatch (type {data[start + 1]:#04x}, "
+                         f"{length} payload bytes)")
+    return data[start + 1], data[start + HEADER_BYTES:end - CRC_BYTES], data[end:]
+
+
+# Payloads -----------------------------------------------------------------------------------
+
+def word_bytes(space, weight_word_bytes):
+    """Bytes per word of a WRITE to ``space`` (an ``isa.HostSpace`` value): program and
+    parameter words 8, weight words ``weight_word_bytes`` (``rows`` bytes for int8),
+    activations 1. The word goes to the host write port zero-extended."""
+    return {0: 8, 1: weight_word_bytes, 2: 8, 3: 1}[int(space)]
+
+
+def write_payload(space, address, words, weight_word_bytes):
+    """The payload of a WRITE of ``words`` (integers) at ``address`` of ``space``."""
+    size = word_bytes(space, weight_word_bytes)
+    if not 0 <= address <= MAX_ADDRESS:
+        raise ValueError(f"address {address} does not fit 24 bits")
+    data = bytearray([int(space)]) + address.to_bytes(3, "little")
+    for word in words:
+        word = int(word)
+        if not 0 <= word < 1 << (8 * size):
+            raise ValueError(f"word {word:#x} does not fit the {size} bytes of space {int(space)}")
+        data += word.to_bytes(size, "little")
+    return bytes(data)
+
+
+def read_output_payload(max_bytes, wait_for=0):
+    """The payload of a READ_OUTPUT: return at most ``max_bytes``; with ``wait_for``, the board
+    first waits until that many bytes are ready, the accelerator stops, or its timeout."""
+    if not 0 <= max_bytes <= 0xFFFF or not 0 <= wait_for <= 0xFFFF:
+        raise ValueError("READ_OUTPUT counts are 16-bit")
+    payload = max_bytes.to_bytes(2, "little")
+    return payload + wait_for.to_bytes(2, "little") if wait_for else payload
+
+
+class _Packed:
+    """A dataclass packed little-endian, one struct code per field (``metadata["fmt"]``)."""
+
+    @classmethod
+    def format(cls):
+        return "<" + "".join(field.metadata["fmt"] for field in fields(cls))
+
+    @classmethod
+    def size(cls):
+        return struct.calcsize(cls.format())
+
+    @classmethod
+    def unpack(cls, payload):
+        if len(payload) != cls.size():
+            raise ValueError(f"{cls.__name__} payload has {len(payload)} bytes, not {cls.size()}")
+        return cls(*struct.unpack(cls.format(), bytes(payload)))
+
+    def pack(self):
+        return struct.pack(self.format(), *(getattr(self, field.name) for field in fields(self)))
+
+
+def _f(fmt):
+    return field(metadata={"fmt": fmt})
+
+
+@dataclass(frozen=True)
+class DeviceInfo(_Packed):
+    """The PING reply: the protocol version, the accelerator's configuration and the link's
+    limits, so that a host refuses a network compiled for other hardware."""
+    version: int = _f("B")
+    rows: int = _f("B")
+    cols: int = _f("B")
+    operand_width: int = _f("B")
+    acc_width: int = _f("B")
+    requant_lanes: int = _f("B")
+    weight_buffer_bytes: int = _f("I")
+    act_buffer_bytes: int = _f("I")
+    bias_buffer_words: int = _f("I")
+    program_words: int = _f("I")
+    host_data_width: int = _f("H")
+    addr_width: int = _f("B")
+    input_depth: int = _f("H")      # bytes the input FIFO holds
+    output_depth: int = _f("H")     # bytes the output FIFO holds
+    max_write_bytes: int = _f("H")  # data bytes one WRITE may carry
+    clock_hz: int = _f("I")
+    baud: int = _f("I")
+    timeout_cycles: int = _f("I")   # inter-byte timeout of the frame parser
+
+    #: Configuration fields a compiled network must match exactly.
+    CONFIG_FIELDS = ("rows", "cols", "operand_width", "acc_width", "requant_lanes",
+                     "weight_buffer_bytes", "act_buffer_bytes", "bias_buffer_words",
+                     "program_words")
+
+    @property
+    def weight_word_bytes(self):
+        return (self.rows * self.operand_width + 7) // 8
+
+    @property
+    def timeout_s(self):
+        return self.timeout_cycles / self.clock_hz if self.clock_hz else 0.0
+
+    def word_bytes(self, space):
+        return word_bytes(space, self.weight_word_bytes)
+
+    def memory_words(self, space):
+        """Words of memory ``space`` (the WRITE bound)."""
+        return {0: self.program_words, 1: self.weight_buffer_bytes // self.weight_word_bytes,
+                2: self.bias_buffer_words, 3: self.act_buffer_bytes}[int(space)]
+
+    def mismatches(self, config):
+        """``[(field, board value, config value)]`` where ``config`` (an AcceleratorConfig)
+        differs from this board."""
+        return [(name, getattr(self, name), getattr(config, name)) for name in self.CONFIG_FIELDS
+                if getattr(self, name) != getattr(config, name)]
+
+    @property
+    def name(self):
+        return f"{self.rows}x{self.cols}"
+
+
+@dataclass(frozen=True)
+class Status(_Packed):
+    """The STATUS reply. ``frames`` is 16-bit, the other counters 8-bit; all wrap."""
+    flags: int = _f("B")            # FLAG_BUSY | FLAG_DONE | FLAG_DONE_SEEN
+    cycles: int = _f("I")           # the accelerator's cycle counter
+    input_free: int = _f("H")       # free bytes in the input FIFO
+    output_level: int = _f("H")     # bytes waiting in the output FIFO
+    frames: int = _f("H")           # requests answered with an ACK (this STATUS included)
+    bad_crc: int = _f("B")          # ERROR replies, one counter per ErrorCode
+    unknown_type: int = _f("B")
+    bad_length: int = _f("B")
+    truncated: int = _f("B")
+    busy_rejects: int = _f("B")
+    bad_address: int = _f("B")
+    no_space: int = _f("B")
+    framing_errors: int = _f("B")   # UART bytes with a bad stop bit
+    overruns: int = _f("B")         # UART bytes lost because the parser was not ready
+    garbage: int = _f("B")          # bytes outside frames (not SYNC while idle)
+
+    FLAG_BUSY = 1
+    FLAG_DONE = 2
+    FLAG_DONE_SEEN = 4   # done was raised since the last START
+
+    @property
+    def busy(self):
+        return bool(self.flags & self.FLAG_BUSY)
+
+    @property
+    def done(self):
+        return bool(self.flags & self.FLAG_DONE)
+
+    @property
+    def done_seen(self):
+        return bool(self.flags & self.FLAG_DONE_SEEN)
+
+    @property
+    def errors(self):
+        """``{ErrorCode: count}``."""
+        return {code: getattr(self, name) for code, name in zip(ErrorCode, ERROR_COUNTERS)}
+
+
+#: Status field of each ErrorCode's counter, in code order.
+ERROR_COUNTERS = ("bad_crc", "unknown_type", "bad_length", "truncated", "busy_rejects",
+                   "bad_address", "no_space")
+assert len(ERROR_COUNTERS) == len(ErrorCode)

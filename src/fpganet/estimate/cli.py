@@ -1,0 +1,179 @@
+"""Command-line entry points: ``fpganet estimate OUT/ --board B [--json]`` and
+``fpganet report OUT/ -o DIR/``.
+
+Each comes as ``configure_*(parser)`` + ``run_*(args)`` (for the ``fpganet``
+command registry in :mod:`fpganet.cli`) and as a standalone ``*_main(argv)``.
+"""
+
+import argparse
+import sys
+
+from ..config import ConfigError
+from ..errors import FpganetError
+
+__all__ = ["configure_estimate_parser", "run_estimate", "estimate_main",
+           "configure_report_parser", "run_report", "report_main"]
+
+PROG = "fpganet"
+
+
+def _positive_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, not {text}")
+    return value
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _activity(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"an activity factor lies in (0, 1], not {text}")
+    return value
+
+
+def _common_arguments(parser):
+    from .gpu import DEFAULT_GPUS
+    from .throughput import BOARDS
+    from .workload import CYCLE_MODELS
+
+    parser.add_argument("compiled", metavar="OUT", help="directory written by fpganet compile")
+    parser.add_argument("--board", default="icebreaker", choices=sorted(BOARDS),
+                        help="target board (default icebreaker)")
+    parser.add_argument("--report", "--board-report", dest="board_report", metavar="REPORT.json",
+                        help="boards build report (routed Fmax, resources); without it the clock is "
+                             "the configuration's clock_hz and resources are estimated")
+    parser.add_argument("--clock-mhz", type=_positive_float, metavar="MHZ",
+                        help="accelerator clock (overrides the report's Fmax)")
+    parser.add_argument("--baud", type=_positive_float, metavar="BAUD",
+                        help="host UART baud rate (default 3,000,000, 8N1)")
+    parser.add_argument("--cycles", type=_positive_int, metavar="N",
+                        help="cycles per image measured elsewhere (RTL simulation, the board)")
+    parser.add_argument("--cycles-model", default="ideal", choices=CYCLE_MODELS,
+                        help="fallback when fpganet.perf cannot time the network: ideal = "
+                             "MACs/(rows x cols), tiled = engine tiles counted (default ideal)")
+    parser.add_argument("--no-simulate", dest="simulate", action="store_false",
+                        help="do not time the back end's program with fpganet.perf: use the "
+                             "--cycles-model fallback")
+    parser.add_argument("--activity", type=_activity, metavar="AF",
+                        help="logic activity factor for the FPGA power model (default range "
+                             "0.15-0.25)")
+    parser.add_argument("--asic-clock-mhz", type=_positive_float, default=500.0, metavar="MHZ",
+                        help="assumed ASIC clock (default 500)")
+    parser.add_argument("--gpu", action="append", metavar="KEY",
+                        help=f"GPU to compare (repeatable; default: {', '.join(DEFAULT_GPUS)})")
+    parser.add_argument("--batch", type=_positive_int, metavar="N",
+                        help="the GPUs' large batch (default per GPU: the smallest of 256-65536 "
+                             "that hides the kernel-launch floor)")
+    parser.add_argument("--no-measure", dest="measure", action="store_false",
+                        help="do not time the network on this machine with onnxruntime")
+    parser.add_argument("--measure-time", type=_positive_float, default=0.3, metavar="S",
+                        help="seconds of timing per model and batch (default 0.3)")
+    parser.add_argument("--no-synth", dest="synth", action="store_false",
+                        help="skip the yosys synthesis (no ASIC gate count or logic area)")
+    parser.add_argument("--design", choices=("array", "accelerator"), default="array",
+                        help="what the ASIC gate count synthesizes: the systolic array (seconds; "
+                             "default) or the whole accelerator (about 2 minutes the first time, "
+                             "then cached)")
+
+
+def configure_estimate_parser(parser):
+    """Arguments of ``fpganet estimate``."""
+    _common_arguments(parser)
+    parser.add_argument("--json", action="store_true",
+                        help="print JSON (every figure with value, unit, source, basis)")
+
+
+def configure_report_parser(parser):
+    """Arguments of ``fpganet report``."""
+    _common_arguments(parser)
+    parser.add_argument("-o", "--output", required=True, metavar="DIR",
+                        help="folder for report.md, estimate.json and the PNG plots")
+
+
+def _run(args):
+    from pathlib import Path
+
+    from ..compiler import load_compiled
+    from .gpu import DEFAULT_GPUS
+    from .comparison import estimate
+    from .throughput import HostLink
+
+    net = load_compiled(args.compiled)
+    link = HostLink(baud=args.baud) if args.baud else None
+    try:
+        return estimate(net, board=args.board, board_report=args.board_report,
+                        clock_hz=args.clock_mhz * 1e6 if args.clock_mhz else None, link=link,
+                        cycles=args.cycles, cycles_model=args.cycles_model,
+                        simulate=args.simulate, activity=args.activity,
+                        measure=args.measure, measure_options={"min_time_s": args.measure_time},
+                        synth=args.synth, design=args.design,
+                        asic_clock_hz=args.asic_clock_mhz * 1e6,
+                        gpus=tuple(args.gpu) if args.gpu else DEFAULT_GPUS, batch=args.batch,
+                        cache_dir=Path.home() / ".cache" / "fpganet" / "estimate")
+    except KeyError as error:
+        raise FpganetError(str(error.args[0])) from None
+
+
+def run_estimate(args):
+    """``fpganet estimate``: print the table (or JSON); returns the exit status."""
+    result = _run(args)
+    print(result.to_json() if args.json else result.table())
+    return 0
+
+
+def run_report(args):
+    """``fpganet report``: write report.md, estimate.json and plots; returns the exit status."""
+    from .comparison import report
+
+    result = _run(args)
+    for path in report(result, args.output):
+        print(f"wrote {path}")
+    return 0
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise FpganetError(f"{message} (see '{self.prog} --help')")
+
+
+def _main(argv, name, configure, run, description):
+    parser = _Parser(prog=f"{PROG} {name}", description=description)
+    configure(parser)
+    try:
+        return run(parser.parse_args(argv))
+    except (FpganetError, ConfigError) as error:
+        print(f"{PROG}: error: {' '.join(str(error).split())}", file=sys.stderr)
+        return 2
+
+
+def estimate_main(argv=None):
+    """``fpganet estimate OUT/ --board B [--json]`` as a standalone entry point."""
+    return _main(argv, "estimate", configure_estimate_parser, run_estimate,
+                 "images/s, latency, watts and images/s/W of a compiled network on an FPGA, as an "
+                 "ASIC and on GPUs")
+
+
+def report_main(argv=None):
+    """``fpganet report OUT/ -o DIR/`` as a standalone entry point."""
+    return _main(argv, "report", configure_report_parser, run_report,
+                 "write a Markdown report with plots comparing FPGA, ASIC and GPUs")
+
+
+if __name__ == "__main__":
+    sys.exit(estimate_main())

@@ -1,0 +1,382 @@
+"""What one image costs: per-layer MACs, memory traffic, host bytes and cycles.
+
+A :class:`Workload` is computed from a compiled network (:class:`fpganet.qnet.QNetwork`)
+and the accelerator configuration. Cycles come from the project's performance
+model ``fpganet.perf`` timing the back end's program (:func:`simulated_cycles`);
+when that cannot run (a network the back end refuses, or ``simulate=False``) from
+one of two labelled fallbacks, neither simulated:
+
+``ideal``
+    ``MACs / (rows * cols)``: every multiplier busy every cycle (an upper
+    bound on speed that no real array reaches);
+``tiled``
+    the engine loop of docs/ARCHITECTURE.md counted tile by tile: each tile of
+    ``rows`` output channels x ``LANES`` output pixels streams ``K`` beats, at
+    least ``min_tile_cycles = cols + 2 + rows`` and at least the
+    post-processing time ``rows * LANES / requant_lanes``; a dense layer at
+    batch 1 uses one lane. Bank conflicts, FILL, INPUT/OUTPUT and instruction
+    overheads are not counted.
+"""
+
+import importlib
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..config import AcceleratorConfig
+from .quantity import Quantity
+
+__all__ = ["LayerWork", "Workload", "simulated_cycles", "cycles_per_image", "CYCLE_MODELS",
+           "PERF_INTERFACE"]
+
+CYCLE_MODELS = ("ideal", "tiled")
+
+#: What :func:`simulated_cycles` expects of ``fpganet.perf``.
+PERF_INTERFACE = ("fpganet.perf.cycles_per_image(net, config) -> int, or a (total, per_layer) "
+                  "tuple, or an object or dict with 'total' and optionally 'per_layer' (a list of "
+                  "cycles per layer of net.layers)")
+
+
+@dataclass
+class LayerWork:
+    """One layer's work per image on a ``rows x cols`` array.
+
+    Attributes
+    ----------
+    name, type : str
+        Layer name; ``"conv"``, ``"dense"``, ``"maxpool"`` or ``"reshape"``.
+    macs : int
+        Useful multiply-accumulates.
+    weight_bytes : int
+        int8 weights (0 for pooling and reshapes).
+    act_in_bytes, act_out_bytes : int
+        int8 feature map read and written (unpadded tensor sizes).
+    k, groups, tiles, lanes : int
+        Reduction length, output-channel tiles (pool: channels), pixel tiles, lanes used.
+    beats : int
+        Operand beats into the engine (``groups * tiles * k``).
+    weight_word_reads : int
+        Weight-buffer words read (one per conv/dense beat).
+    act_reads, act_writes : int
+        Activation-buffer bytes gathered (valid lanes only) and written back.
+    ideal_cycles : float
+        ``macs / (rows * cols)``.
+    tiled_cycles : int
+        The tile-by-tile count (module docstring).
+    """
+
+    name: str
+    type: str
+    macs: int = 0
+    weight_bytes: int = 0
+    act_in_bytes: int = 0
+    act_out_bytes: int = 0
+    k: int = 0
+    groups: int = 0
+    tiles: int = 0
+    lanes: int = 0
+    beats: int = 0
+    weight_word_reads: int = 0
+    act_reads: int = 0
+    act_writes: int = 0
+    ideal_cycles: float = 0.0
+    tiled_cycles: int = 0
+
+    def to_dict(self):
+        return dict(self.__dict__)
+
+
+@dataclass
+class Workload:
+    """Per-image work of a network on an accelerator configuration.
+
+    Build it with :meth:`from_network`. All counts are per image.
+    """
+
+    name: str
+    config: AcceleratorConfig
+    layers: list
+    input_bytes: int
+    output_bytes: int
+    param_bytes: int
+    notes: list = field(default_factory=list)
+
+    @classmethod
+    def from_network(cls, net, config=None):
+        """Count the work of ``net`` (a :class:`fpganet.qnet.QNetwork`) on ``config``.
+
+        ``config`` defaults to the configuration the network was compiled for.
+        """
+        config = config or net.config
+        layers = [_layer_work(layer, config) for layer in net.layers]
+        convs = [layer for layer in net.layers if layer.type == "conv"]
+        name = (net.source or {}).get("file") or net.input_name
+        return cls(name=name, config=config, layers=layers,
+                   input_bytes=int(np.prod(net.input_chw)),
+                   output_bytes=int(np.prod(net.output_shape)),
+                   param_bytes=8 * sum(layer.out_shape[0] for layer in convs))
+
+    # Totals ----------------------------------------------------------------------------------
+
+    @property
+    def macs(self):
+        return sum(layer.macs for layer in self.layers)
+
+    @property
+    def ops(self):
+        """Operations per image, counting a MAC as two (multiply and add), as MLPerf's 8.2 GOP does."""
+        return 2 * self.macs
+
+    @property
+    def weight_bytes(self):
+        return sum(layer.weight_bytes for layer in self.layers)
+
+    @property
+    def weight_word_reads(self):
+        return sum(layer.weight_word_reads for layer in self.layers)
+
+    @property
+    def act_reads(self):
+        return sum(layer.act_reads for layer in self.layers)
+
+    @property
+    def act_writes(self):
+        return sum(layer.act_writes for layer in self.layers)
+
+    @property
+    def beats(self):
+        return sum(layer.beats for layer in self.layers)
+
+    @property
+    def ideal_cycles(self):
+        return self.macs / self.config.macs_per_cycle
+
+    @property
+    def tiled_cycles(self):
+        return sum(layer.tiled_cycles for layer in self.layers)
+
+    @property
+    def compute_layers(self):
+        """Layers that run on the engine (conv, dense, maxpool)."""
+        return [layer for layer in self.layers if layer.type != "reshape"]
+
+    @property
+    def feature_map_bytes(self):
+        """int8 activation bytes read and written by all layers: a GPU's DRAM traffic per image
+        when no layer's output stays in cache (reshapes move nothing)."""
+        return sum(layer.act_in_bytes + layer.act_out_bytes for layer in self.compute_layers)
+
+    @property
+    def weights_fit_on_chip(self):
+        return self.weight_bytes <= self.config.weight_buffer_bytes
+
+    def gpu_kernels(self):
+        """Dependent GPU kernels per inference: one per conv/dense/pool layer, quantize + dequantize,
+        and two copies (see figures.GPU_KERNEL_OVERHEAD)."""
+        return len(self.compute_layers) + 2 + 2
+
+    def summary(self):
+        """Plain data for JSON."""
+        return {"name": self.name, "macs": self.macs, "ops": self.ops,
+                "weight_bytes": self.weight_bytes, "param_bytes": self.param_bytes,
+                "input_bytes": self.input_bytes, "output_bytes": self.output_bytes,
+                "weight_word_reads": self.weight_word_reads, "weight_word_bytes":
+                self.config.weight_word_bytes, "act_reads": self.act_reads,
+                "act_writes": self.act_writes, "feature_map_bytes": self.feature_map_bytes,
+                "layers": [layer.to_dict() for layer in self.layers]}
+
+
+def _layer_work(layer, config):
+    rows, cols = config.rows, config.cols
+    min_tile = cols + 2 + rows          # SystolicArray.latency + rows (docs/ARCHITECTURE.md)
+    drain = cols + 2 + rows             # the last tile's results leave the array
+    out_c, out_h, out_w = layer.out_shape
+    npix = out_h * out_w
+    work = LayerWork(name=layer.name, type=getattr(layer, "kind", layer.type),
+                     act_in_bytes=int(np.prod(layer.in_shape)),
+                     act_out_bytes=int(np.prod(layer.out_shape)))
+    if layer.type == "reshape":
+        work.act_in_bytes = work.act_out_bytes = 0
+        return work
+    lanes = min(cols, npix)
+    tiles = math.ceil(npix / lanes)
+    if layer.type == "conv":
+        k = layer.k
+        groups = math.ceil(out_c / rows)
+        post = math.ceil(rows * lanes / config.requant_lanes)
+        work.macs = int(layer.macs)
+        work.weight_bytes = int(layer.weight.size)
+        work.weight_word_reads = groups * tiles * k
+        work.act_reads = groups * k * npix
+        work.act_writes = out_c * npix
+        tile_cycles = max(k, min_tile, post)
+    else:                               # max pooling: one channel per group, K = kh * kw
+        k = layer.kernel[0] * layer.kernel[1]
+        groups = out_c
+        work.act_reads = groups * k * npix
+        work.act_writes = out_c * npix
+        tile_cycles = max(k, math.ceil(lanes / config.requant_lanes))
+    work.k, work.groups, work.tiles, work.lanes = k, groups, tiles, lanes
+    work.beats = groups * tiles * k
+    work.ideal_cycles = work.macs / config.macs_per_cycle
+    work.tiled_cycles = groups * tiles * tile_cycles + drain
+    return work
+
+
+# Cycles ----------------------------------------------------------------------------------
+
+def simulated_cycles(net, config=None):
+    """Cycles per image from the project's performance model, when it can give them.
+
+    Tries, in order: ``fpganet.perf.cycles_per_image(net, config)`` (see
+    :data:`PERF_INTERFACE`); then the program route: the compiler back end's program
+    (``fpganet.backend.build_images``) timed by ``fpganet.perf.program_cycles``, cycles
+    per image = (program for 2 images) - (program for 1 image), the steady state of the
+    per-image loop, per-layer cycles from the first image's CONV/POOL instructions
+    mapped to layers through the plan's steps.
+
+    Returns
+    -------
+    dict or None
+        ``total``, ``per_layer`` (list or None), ``io_cycles`` (INPUT and OUTPUT cycles
+        per image, streams never stalling), ``basis``; or None with the reason in
+        ``simulated_cycles.last_reason``.
+    """
+    config = config or net.config
+    simulated_cycles.last_reason = None
+    try:
+        perf = importlib.import_module("fpganet.perf")
+    except ImportError:
+        simulated_cycles.last_reason = "fpganet.perf is not available"
+        return None
+    function = getattr(perf, "cycles_per_image", None)
+    if callable(function):
+        try:
+            found = _normalize_perf(function(net, config), len(net.layers))
+        except Exception as error:   # an unfinished model must not break the estimate
+            found = None
+            simulated_cycles.last_reason = f"fpganet.perf.cycles_per_image failed ({error})"
+        if found is not None:
+            total, per_layer = found
+            return {"total": total, "per_layer": per_layer, "io_cycles": 0,
+                    "basis": "fpganet.perf.cycles_per_image (equal to the RTL cycle counter by test)"}
+    try:
+        return _program_cycles(net, config, perf)
+    except Exception as error:       # a network the back end refuses, or an unfinished back end
+        reason = " ".join(str(error).split())[:300]
+        simulated_cycles.last_reason = f"no simulated cycles ({type(error).__name__}: {reason})"
+        return None
+
+
+simulated_cycles.last_reason = None
+
+
+def _program_cycles(net, config, perf):
+    from ..backend import build_images
+
+    images = build_images(net, n_images=1, config=config)
+    one = perf.program_cycles(images.program_for(1), config)
+    two = perf.program_cycles(images.program_for(2), config)
+    total = two.total - one.total
+    per_image_ops = {}
+    for name, cycles in two.by_opcode().items():
+        per_image_ops[name] = cycles - one.by_opcode().get(name, 0)
+    io = per_image_ops.get("INPUT", 0) + per_image_ops.get("OUTPUT", 0)
+    engine = [r for r in one.instructions if r.opcode.name in ("CONV", "POOL")]
+    steps = list(getattr(images.plan, "steps", []) or [])
+    per_layer = None
+    if steps and len(steps) == len(engine):
+        per_layer = [0] * len(net.layers)
+        for step, record in zip(steps, engine):
+            per_layer[step.layer_index] += int(record.cycles)
+    other = total - sum(per_layer or [])
+    basis = (f"fpganet.perf.program_cycles on the fpganet.backend program (equal to the RTL "
+             f"cycle counter by test): steady-state cycles per image = program for 2 images - "
+             f"program for 1; {other:,} of them outside the engine (SET, INPUT, OUTPUT, STAMP, "
+             f"LOOP), of which INPUT and OUTPUT at one byte per cycle {io:,}")
+    return {"total": int(total), "per_layer": per_layer, "io_cycles": int(io), "basis": basis,
+            "by_opcode": per_image_ops}
+
+
+def _normalize_perf(result, n_layers):
+    total, per_layer = None, None
+    if isinstance(result, (int, np.integer, float)):
+        total = result
+    elif isinstance(result, tuple) and len(result) == 2:
+        total, per_layer = result
+    elif isinstance(result, dict):
+        total, per_layer = result.get("total"), result.get("per_layer")
+    else:
+        total, per_layer = getattr(result, "total", None), getattr(result, "per_layer", None)
+    if total is None or not total > 0:
+        return None
+    if per_layer is not None:
+        per_layer = [int(c) for c in per_layer]
+        if len(per_layer) != n_layers:
+            per_layer = None
+    return int(total), per_layer
+
+
+def cycles_per_image(workload, net=None, *, cycles=None, layer_cycles=None, model="ideal",
+                     cycles_source="simulated", cycles_basis=None, simulate=True):
+    """The cycles per image to use, as a Quantity, and per-layer cycles with their source.
+
+    Order of preference: ``cycles``/``layer_cycles`` given by the caller (e.g. measured
+    on the board or in RTL simulation, labelled ``cycles_source`` with ``cycles_basis``);
+    ``fpganet.perf`` (simulated); the ``model`` fallback (estimated, "ideal, not
+    simulated" or "tiled, not simulated"). Where no per-layer cycles come with the
+    total, the tiled estimate's per-layer cycles are returned, labelled so.
+    ``simulate=False`` skips fpganet.perf (forces the fallback).
+
+    Returns
+    -------
+    total : Quantity
+    per_layer : list of int
+    per_layer_source : str
+        ``"given"``, ``"simulated (engine instructions per layer)"`` or
+        ``"estimated (tiled, not simulated)"``.
+    """
+    if model not in CYCLE_MODELS:
+        raise ValueError(f"cycle model must be one of {CYCLE_MODELS}, not {model!r}")
+    tiled_layers = [layer.tiled_cycles for layer in workload.layers]
+    if layer_cycles is not None:
+        layer_cycles = [int(c) for c in layer_cycles]
+        if len(layer_cycles) != len(workload.layers):
+            raise ValueError(f"layer_cycles has {len(layer_cycles)} entries; the network has "
+                             f"{len(workload.layers)} layers")
+        if cycles is None:
+            cycles = sum(layer_cycles)
+    if cycles is not None:
+        total = Quantity(int(cycles), "cycles", cycles_source,
+                         cycles_basis or "given by the caller (RTL simulation or the board's "
+                                         "cycle counter)")
+        if layer_cycles is None:
+            return total, tiled_layers, "estimated (tiled, not simulated)"
+        return total, layer_cycles, "given"
+    reason = "fpganet.perf not consulted (no network given)"
+    if net is not None and not simulate:
+        reason = "the simulated cycles were not asked for"
+    elif net is not None:
+        found = simulated_cycles(net, workload.config)
+        if found is not None:
+            total = Quantity(found["total"], "cycles", "simulated", found["basis"],
+                             extra={"io_cycles": found["io_cycles"]})
+            if found["per_layer"] is None:
+                return total, tiled_layers, "estimated (tiled, not simulated)"
+            return total, found["per_layer"], "simulated (engine instructions per layer)"
+        reason = simulated_cycles.last_reason
+    if model == "ideal":
+        total = Quantity(workload.ideal_cycles, "cycles", "estimated",
+                         f"ideal, not simulated: MACs / (rows x cols) = {workload.macs:,} / "
+                         f"{workload.config.macs_per_cycle} (every multiplier busy every cycle; "
+                         f"{reason})",
+                         extra={"fallback": "ideal"})
+    else:
+        total = Quantity(workload.tiled_cycles, "cycles", "estimated",
+                         f"tiled, not simulated: engine tiles counted per layer, "
+                         f"max(K, cols + 2 + rows, rows x lanes / requant_lanes) cycles per tile; "
+                         f"bank conflicts, FILL, INPUT/OUTPUT and instruction overheads not "
+                         f"counted ({reason})",
+                         extra={"fallback": "tiled"})
+    return total, tiled_layers, "estimated (tiled, not simulated)"

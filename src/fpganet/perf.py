@@ -1,0 +1,313 @@
+"""Performance model of the accelerator: the exact cycle count of every instruction.
+
+The cycles come from the program alone (register values, ``LOOP`` iterations,
+and the bank conflicts of the engine's activation reads and result writes,
+which depend on addresses only), assuming the input stream is always valid
+and the output stream always ready. The tests hold the RTL
+(:class:`fpganet.hdl.accelerator.Accelerator`) to it exactly, instruction by
+instruction (``STAMP``) and in total (the ``cycles`` port).
+
+Cycles per instruction (``N`` bytes of a region, ``AW = act_addr_width``):
+
+====================  =====================================================
+``SET, LOOP, END``    1
+``STAMP``             5
+``FILL, INPUT``       ``N + 1`` (1 when the region is empty)
+``OUTPUT``            ``N + 2`` (1 when empty)
+``CONV, POOL``        :func:`engine_cycles` (1 when the walk is empty)
+====================  =====================================================
+
+The engine (``CONV``/``POOL``) is a pipeline whose timing follows from four
+numbers per tile ``t`` (tiles in ``(g, t)`` order):
+
+* ``B_t``, gather cycles: the sum over the tile's beats of
+  ``max(1, most valid lanes in one bank)``; all beats of a tile shift the lane
+  addresses by a common offset, so this is ``K * max(1, most valid lanes whose
+  in_off are congruent modulo act_banks)``;
+* ``W_t``, write cycles: the sum over its result rows (``rows`` for ``CONV``, 1
+  for ``POOL``) and over each row's ``ceil(LANES / requant_lanes)`` lane groups of
+  ``max(1, most written lanes of the group in one bank)`` (written: valid pixel,
+  output channel ``< M``); with ``requant_lanes == 1``, ``rows * LANES``;
+* ``LAT``: the array's latency ``cols + 2`` (``CONV``) or the pool unit's 1;
+* ``LANES``: the lane walker prepares a tile in ``LANES`` cycles.
+
+With ``E`` the cycle a tile's first beat enters the gather stage in stall-free
+time, ``P`` the cycle its last beat is offered, ``A`` the cycle that beat is
+taken (the array or pool unit holds it until the previous tile's last result
+row has been taken), ``X`` the cycle its last row is taken, and ``D`` the
+cycles the front end has been stalled so far::
+
+    E_0 = AW + LANES + 2                   (setup multiply, first walk)
+    P_t = E_t + B_t + D
+    A_t = max(P_t, X_{t-1} + 1);   D += A_t - P_t
+    X_t = A_t + LAT + W_t - 1
+    E_{t+1} = E_t + max(B_t, LANES)
+    cycles = X_last + requant latency (4) + 1
+
+For a conv layer whose reads and writes are conflict-free this is, per tile,
+``max(K, LANES, LAT + rows * LANES / requant_lanes)`` cycles: LeNet-5's conv1
+on 2x8 takes ``max(25, 8, 10 + 16) = 26`` cycles per 25-beat tile (96 %).
+"""
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fpganet.config import AcceleratorConfig
+from fpganet.isa import Opcode, Reg, decode
+
+__all__ = ["ProgramError", "InstructionCycles", "ProgramCycles", "check_registers", "engine_cycles",
+           "engine_tile_costs", "instruction_cycles", "program_cycles", "layer_summaries",
+           "STAMP_CYCLES", "REQUANT_LATENCY"]
+
+COUNT_LIMIT = 1 << 16
+STAMP_CYCLES = 5
+REQUANT_LATENCY = 4
+MAX_STEPS = 50_000_000
+
+
+class ProgramError(ValueError):
+    """A program outside what the hardware runs (a count too large, ``LANES`` out of range...)."""
+
+
+def _act_addr_width(config):
+    return max(1, math.ceil(math.log2(config.act_buffer_bytes)))
+
+
+def _engine_counts(regs):
+    return [regs[reg] for reg in (Reg.GROUPS, Reg.TILES, Reg.LANES, Reg.K_C, Reg.K_H, Reg.K_W)]
+
+
+def check_registers(regs, config, opcode):
+    """Raise :class:`ProgramError` if ``opcode`` with these registers is outside the hardware's range."""
+    opcode = Opcode(opcode)
+    if opcode in (Opcode.CONV, Opcode.POOL):
+        if 0 in _engine_counts(regs):
+            return
+        for reg in (Reg.K_C, Reg.K_H, Reg.K_W, Reg.OUT_W, Reg.NPIX, Reg.TILES, Reg.GROUPS, Reg.M):
+            if regs[reg] >= COUNT_LIMIT:
+                raise ProgramError(f"{opcode.name}: {reg.name} = {regs[reg]} is beyond the "
+                                   f"hardware's 16-bit counts")
+        if not 1 <= regs[Reg.LANES] <= config.cols:
+            raise ProgramError(f"{opcode.name}: LANES = {regs[Reg.LANES]} outside 1..{config.cols}")
+    elif opcode in (Opcode.FILL, Opcode.INPUT, Opcode.OUTPUT):
+        for reg in (Reg.IO_CHANNELS, Reg.IO_ROWS, Reg.IO_LEN):
+            if regs[reg] >= COUNT_LIMIT:
+                raise ProgramError(f"{opcode.name}: {reg.name} = {regs[reg]} is beyond the "
+                                   f"hardware's 16-bit counts")
+
+
+def _max_per_bank(banks, mask, n_banks):
+    """``max(1, most masked entries in one bank)`` along the last axis."""
+    worst = np.zeros(banks.shape[:-1], dtype=np.int64)
+    for b in range(n_banks):
+        worst = np.maximum(worst, ((banks == b) & mask).sum(axis=-1))
+    return np.maximum(worst, 1)
+
+
+def engine_tile_costs(regs, config, pool):
+    """``(B, W)``: gather and write cycles of every tile, arrays ``[GROUPS, TILES]``.
+
+    Every address of a beat is ``base + k_offset + in_off[j]``: the beats of a tile
+    differ by a common shift, which only renames the banks, so all of a tile's
+    beats cost the same, ``max(1, most valid lanes with in_off congruent modulo
+    act_banks)``, whatever the group. Likewise every result row of a tile writes
+    ``base + out_off[j]`` with a row- and group-dependent ``base``: a lane group
+    costs the same in every live row (rows of channels ``>= M`` write nothing and
+    take one cycle per lane group).
+    """
+    n_banks = config.act_banks
+    groups, tiles, lanes = regs[Reg.GROUPS], regs[Reg.TILES], regs[Reg.LANES]
+    K = regs[Reg.K_C] * regs[Reg.K_H] * regs[Reg.K_W]
+    R = config.requant_lanes
+    n = np.arange(tiles)[:, None] * lanes + np.arange(lanes)[None, :]              # [T, L]
+    valid = n < regs[Reg.NPIX]
+    oy, ox = np.divmod(n, regs[Reg.OUT_W])
+    in_off = oy * regs[Reg.STRIDE_Y] * regs[Reg.IN_PITCH] + ox * regs[Reg.STRIDE_X]
+    out_off = oy * regs[Reg.OUT_PITCH] + ox
+    beat = _max_per_bank(in_off % n_banks, valid, n_banks)                         # [T]
+    B = np.broadcast_to(K * beat, (groups, tiles))
+    n_chunks = -(-lanes // R)
+    pad = n_chunks * R - lanes
+    chunk_banks = np.concatenate([out_off % n_banks, np.zeros((tiles, pad), np.int64)], axis=1)
+    chunk_valid = np.concatenate([valid, np.zeros((tiles, pad), bool)], axis=1)
+    live_row = _max_per_bank(chunk_banks.reshape(tiles, n_chunks, R),
+                             chunk_valid.reshape(tiles, n_chunks, R), n_banks).sum(axis=1)    # [T]
+    if pool:
+        W = np.broadcast_to(live_row, (groups, tiles))
+    else:
+        rows = config.rows
+        live = np.clip(regs[Reg.M] - np.arange(groups) * rows, 0, rows)                 # [G]
+        W = live[:, None] * live_row[None, :] + (rows - live)[:, None] * n_chunks
+    return np.array(B, dtype=np.int64), np.array(W, dtype=np.int64)
+
+
+def engine_cycles(regs, config, pool=False):
+    """Cycles of a ``CONV`` (``pool=False``) or ``POOL`` with these registers."""
+    if 0 in _engine_counts(regs):
+        return 1
+    check_registers(regs, config, Opcode.POOL if pool else Opcode.CONV)
+    B, W = engine_tile_costs(regs, config, pool)
+    lanes = regs[Reg.LANES]
+    lat = 1 if pool else config.cols + 2
+    E = _act_addr_width(config) + lanes + 2
+    D = 0
+    X = None
+    for b, w in zip(B.reshape(-1).tolist(), W.reshape(-1).tolist()):
+        P = E + b + D
+        A = P if X is None else max(P, X + 1)
+        D += A - P
+        X = A + lat + w - 1
+        E += max(b, lanes)
+    return X + REQUANT_LATENCY + 1
+
+
+def _region_bytes(regs):
+    return regs[Reg.IO_CHANNELS] * regs[Reg.IO_ROWS] * regs[Reg.IO_LEN]
+
+
+def instruction_cycles(instruction, regs, config):
+    """Cycles of one decoded instruction given the registers before it."""
+    op = instruction.opcode
+    if op in (Opcode.SET, Opcode.LOOP, Opcode.END):
+        return 1
+    if op is Opcode.STAMP:
+        return STAMP_CYCLES
+    if op in (Opcode.FILL, Opcode.INPUT, Opcode.OUTPUT):
+        check_registers(regs, config, op)
+        n = _region_bytes(regs)
+        if n == 0:
+            return 1
+        return n + (2 if op is Opcode.OUTPUT else 1)
+    if op in (Opcode.CONV, Opcode.POOL):
+        return engine_cycles(regs, config, pool=op is Opcode.POOL)
+    raise ProgramError(f"unknown opcode {op!r}")
+
+
+@dataclass
+class InstructionCycles:
+    """One executed instruction: where, what, when (cycle it started) and for how long."""
+    pc: int
+    opcode: Opcode
+    start: int
+    cycles: int
+    macs: int = 0          # useful multiply-accumulates (CONV)
+    regs: dict = None      # engine registers (CONV/POOL), for summaries
+
+
+@dataclass
+class ProgramCycles:
+    """Result of :func:`program_cycles`."""
+    instructions: list = field(default_factory=list)
+    total: int = 0
+    stamps: list = field(default_factory=list)          # value each STAMP sends
+    stamp_offsets: list = field(default_factory=list)   # where its 4 bytes are in the output stream
+    output_bytes: int = 0                               # bytes OUTPUT and STAMP send in all
+
+    def by_opcode(self):
+        """``{opcode name: total cycles}``."""
+        totals = {}
+        for record in self.instructions:
+            totals[record.opcode.name] = totals.get(record.opcode.name, 0) + record.cycles
+        return totals
+
+    def stamp_bytes(self):
+        """The bytes the STAMPs put on the output stream, in order."""
+        return b"".join(int(value).to_bytes(4, "little") for value in self.stamps)
+
+    def with_stamps(self, output):
+        """``output`` (e.g. the ISA simulator's, whose STAMPs send zeros) with the STAMP bytes
+        replaced by the cycle counts the hardware sends."""
+        output = bytearray(output)
+        if len(output) != self.output_bytes:
+            raise ValueError(f"output of {len(output)} bytes, the program sends {self.output_bytes}")
+        for offset, value in zip(self.stamp_offsets, self.stamps):
+            output[offset:offset + 4] = int(value).to_bytes(4, "little")
+        return bytes(output)
+
+    def without_stamps(self, output):
+        """``output`` with the STAMP bytes zeroed, as the ISA simulator sends them."""
+        output = bytearray(output)
+        for offset in self.stamp_offsets:
+            output[offset:offset + 4] = bytes(4)
+        return bytes(output)
+
+
+def useful_macs(regs, config):
+    """Multiply-accumulates of a ``CONV`` that produce a written output."""
+    groups, rows = regs[Reg.GROUPS], config.rows
+    live = sum(1 for g in range(groups) for i in range(rows) if g * rows + i < regs[Reg.M])
+    pixels = min(regs[Reg.NPIX], regs[Reg.TILES] * regs[Reg.LANES])
+    return live * pixels * regs[Reg.K_C] * regs[Reg.K_H] * regs[Reg.K_W]
+
+
+def program_cycles(program_words, config=None, *, max_steps=MAX_STEPS):
+    """Follow a program (64-bit words from instruction 0) to ``END``; return a :class:`ProgramCycles`.
+
+    Registers start at zero, as after reset. The total equals the RTL's
+    ``cycles`` port at ``done``; each STAMP's value is the sum of the cycles of the
+    instructions before it.
+    """
+    config = config or AcceleratorConfig()
+    words = [int(word) for word in program_words]
+    regs = {reg: 0 for reg in Reg}
+    result = ProgramCycles()
+    cache = {}
+    pc = 0
+    now = 0
+    for _ in range(max_steps):
+        if not 0 <= pc < len(words):
+            raise ProgramError(f"program counter {pc} ran off the program")
+        try:
+            instruction = decode(words[pc])
+        except ValueError:
+            raise ProgramError(f"instruction {pc}: unknown opcode {words[pc] >> 60:#x}") from None
+        op = instruction.opcode
+        macs = 0
+        snapshot = None
+        if op in (Opcode.CONV, Opcode.POOL):
+            key = (op, tuple(regs[reg] for reg in Reg if reg < Reg.IO_BASE))
+            if key not in cache:
+                cache[key] = instruction_cycles(instruction, regs, config)
+            cycles = cache[key]
+            snapshot = dict(regs)
+            if op is Opcode.CONV and 0 not in _engine_counts(regs):
+                macs = useful_macs(regs, config)
+        else:
+            cycles = instruction_cycles(instruction, regs, config)
+        result.instructions.append(InstructionCycles(pc, op, now, cycles, macs, snapshot))
+        if op is Opcode.STAMP:
+            result.stamps.append(now & 0xFFFF_FFFF)
+            result.stamp_offsets.append(result.output_bytes)
+            result.output_bytes += 4
+        elif op is Opcode.OUTPUT:
+            result.output_bytes += _region_bytes(regs)
+        now += cycles
+        pc += 1
+        if op is Opcode.END:
+            result.total = now
+            return result
+        if op is Opcode.SET:
+            regs[instruction.reg] = instruction.value
+        elif op is Opcode.LOOP and regs[Reg.LOOP_COUNT]:
+            regs[Reg.LOOP_COUNT] -= 1
+            pc = instruction.target
+    raise ProgramError(f"program did not reach END in {max_steps} instructions")
+
+
+def layer_summaries(result, config):
+    """Per engine instruction: a dict with pc, opcode, cycles, useful MACs and utilization.
+
+    ``utilization = macs / (rows * cols * cycles)`` (0 for ``POOL``).
+    """
+    summaries = []
+    for record in result.instructions:
+        if record.opcode not in (Opcode.CONV, Opcode.POOL):
+            continue
+        summaries.append({
+            "pc": record.pc, "opcode": record.opcode.name, "start": record.start,
+            "cycles": record.cycles, "macs": record.macs,
+            "utilization": record.macs / (config.macs_per_cycle * record.cycles) if record.cycles else 0.0,
+        })
+    return summaries

@@ -1,0 +1,173 @@
+"""The whole accelerator under amaranth.sim: small programs against the ISA simulator (bytes)
+and the performance model (cycles, exactly); back-pressure; deliberately broken variants."""
+
+import numpy as np
+import pytest
+
+from fpganet import perf
+from fpganet.config import AcceleratorConfig
+from fpganet.hdl.accelerator import Accelerator, host_layout
+from fpganet.isa import HostSpace, Instruction, Opcode, Reg, encode, pack_param
+from fpganet.isasim import Machine
+from fpganet.sim.rtl_images import host_writes, images_from_machine
+
+from accel_programs import ProgramBuilder, conv_layer_program, pool_layer_program
+from accel_pysim import run_pysim
+from faults import LateWriter, OffByOneWindow
+from test_isasim import conv_program
+
+
+def small(**overrides):
+    """A configuration with small memories (faster under amaranth.sim)."""
+    rows = overrides.get("rows", 2)
+    base = dict(act_buffer_bytes=4096, weight_buffer_bytes=256 * rows, bias_buffer_words=32, program_words=128)
+    return AcceleratorConfig(**{**base, **overrides})
+
+
+def expected(config, machine, input_bytes):
+    """(bytes the hardware must send, perf result): the ISA simulator's output with STAMP values."""
+    timing = perf.program_cycles(machine.program, config)
+    reference = Machine(config, program=machine.program.copy(), weights=machine.weights.copy(),
+                        params=machine.params.copy(), act=machine.act.copy())
+    return timing.with_stamps(reference.run(input_bytes)), timing
+
+
+def check(config, machine, input_bytes, **options):
+    want, timing = expected(config, machine, input_bytes)
+    got, cycles = run_pysim(config, images_from_machine(machine), input_bytes, **options)
+    assert got == want
+    assert cycles == timing.total
+    return timing
+
+
+def isasim_conv_machine(config, C, H, W, M, k, pad, lanes):
+    """The program and images of tests/test_isasim.py's conv test (scaled to avoid saturation)."""
+    rng = np.random.default_rng(C * 100 + k)
+    x = rng.integers(-128, 128, (C, H, W)).astype(np.int8)
+    w = rng.integers(-127, 128, (M, C, k, k)).astype(np.int8)
+    K = C * k * k
+    bias = rng.integers(-3000, 3000, M)
+    mult = rng.integers(1 << 14, 1 << 15, M)
+    shift = np.full(M, int(np.log2(np.sqrt(K) * 128 * 73 * 2 ** 15 / 60)))
+    program, _ = conv_program(C, H, W, M, k, pad, 5, -3, config.rows, lanes)
+    machine = Machine(config)
+    machine.program[:len(program)] = [encode(i) for i in program]
+    groups = -(-M // config.rows)
+    padded = np.zeros((groups * config.rows, K), np.int8)
+    padded[:M] = w.reshape(M, K)
+    machine.weights[:groups * K] = padded.reshape(groups, config.rows, K).transpose(0, 2, 1).reshape(-1, config.rows)
+    machine.params[:M] = [pack_param(int(b), int(m), int(s)) for b, m, s in zip(bias, mult, shift)]
+    return machine, x.tobytes()
+
+
+@pytest.mark.parametrize("C,H,W,M,k,pad,lanes", [(3, 6, 7, 5, 3, 1, 8), (1, 9, 5, 6, 5, 2, 3), (4, 4, 4, 2, 1, 0, 8)])
+def test_isasim_conv_programs(C, H, W, M, k, pad, lanes):
+    config = small()
+    machine, x = isasim_conv_machine(config, C, H, W, M, k, pad, lanes)
+    check(config, machine, x)
+
+
+LAYERS = [
+    # config overrides, program kind, shape and options
+    (dict(), "conv", dict(C=2, H=6, W=6, M=3, k=3, pad=1, stride=2)),
+    (dict(), "conv", dict(C=1, H=5, W=9, M=4, k=3, pad=0, lanes=6, pitch=13, relu=True)),
+    (dict(requant_lanes=2), "conv", dict(C=2, H=5, W=6, M=5, k=3, pad=1)),
+    (dict(rows=3, cols=5, requant_lanes=5), "conv", dict(C=2, H=5, W=6, M=7, k=3, pad=1)),
+    (dict(rows=4, cols=4, requant_lanes=2), "conv", dict(C=3, H=4, W=4, M=6, k=2, pad=0, stride=1)),
+    (dict(rows=1, cols=2), "conv", dict(C=2, H=4, W=3, M=2, k=3, pad=1)),
+    (dict(), "pool", dict(C=3, H=6, W=6, k=2, stride=2)),
+    (dict(requant_lanes=4), "pool", dict(C=2, H=7, W=7, k=3, stride=2, pad=1, pitch=11)),
+    (dict(rows=3, cols=5), "pool", dict(C=2, H=4, W=9, k=2, stride=1, lanes=3)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(LAYERS)))
+def test_layer_programs(case):
+    overrides, kind, shape = LAYERS[case]
+    config = small(**overrides)
+    shape = dict(shape)
+    if kind == "conv":
+        builder, x = conv_layer_program(config, shape.pop("C"), shape.pop("H"), shape.pop("W"), shape.pop("M"),
+                                        shape.pop("k"), shape.pop("pad"), seed=case, **shape)
+    else:
+        builder, x = pool_layer_program(config, shape.pop("C"), shape.pop("H"), shape.pop("W"), shape.pop("k"),
+                                        shape.pop("stride"), seed=case, **shape)
+    machine = builder.machine()
+    out = Machine(config, program=machine.program.copy(), weights=machine.weights.copy(),
+                  params=machine.params.copy()).run(x)
+    assert len(set(out)) > 4     # the outputs are not all saturated
+    check(config, machine, x)
+
+
+def control_program(config):
+    """FILL, then three LOOP iterations of INPUT / OUTPUT / STAMP, an empty FILL, an empty CONV."""
+    b = ProgramBuilder(config)
+    b.region(Opcode.FILL, 0, 2, 16, 3, 5, 4, value=-9)
+    b.op(Opcode.STAMP)
+    b.set(Reg.LOOP_COUNT, 2)
+    top = b.here
+    b.region(Opcode.INPUT, 1, 1, 0, 2, 5, 3)
+    b.region(Opcode.OUTPUT, 0, 2, 16, 3, 5, 4)
+    b.op(Opcode.STAMP)
+    b.op(Opcode.LOOP, target=top)
+    b.region(Opcode.FILL, 0, 0, 16, 3, 5, 4)          # empty: one cycle, nothing written
+    b.sets(groups=0)
+    b.op(Opcode.CONV)                                 # empty walk
+    b.region(Opcode.OUTPUT, 0, 1, 0, 1, 1, 2)
+    b.op(Opcode.END)
+    return b
+
+
+def test_control_flow_regions_and_stamps():
+    config = small()
+    b = control_program(config)
+    x = np.arange(18, dtype=np.uint8).tobytes()
+    timing = check(config, b.machine(), x)
+    assert len(timing.stamps) == 4 and timing.stamps[0] == 7 + (2 * 3 * 4 + 1)    # 7 SETs, FILL
+    assert timing.by_opcode()["CONV"] == 1 and timing.by_opcode()["LOOP"] == 3
+
+
+@pytest.mark.parametrize("pattern", [0b1011_0010_0111, 0x0F0F_00F1])
+def test_back_pressure_keeps_the_bytes(pattern):
+    """A slow output stream stretches OUTPUT and STAMP but changes no byte."""
+    config = small()
+    b = control_program(config)
+    x = np.arange(18, dtype=np.uint8).tobytes()
+    timing = perf.program_cycles(b.words(), config)
+    reference = b.machine().run(x)
+    bits = [pattern >> i & 1 for i in range(32)]
+    got, cycles = run_pysim(config, images_from_machine(b.machine()), x, ready_pattern=bits)
+    assert timing.without_stamps(got) == reference
+    assert cycles > timing.total
+
+
+def test_host_port_layout_and_ready():
+    config = AcceleratorConfig()
+    layout = host_layout(config)
+    assert layout.size == 2 + 15 + 64          # 32768 weight words are the deepest memory
+    with pytest.raises(TypeError, match="AcceleratorConfig"):
+        Accelerator({"rows": 2})
+    with pytest.raises(ValueError, match="operand_width"):
+        Accelerator(AcceleratorConfig(operand_width=4))
+    assert host_writes(config, {"activations": np.array([0, 3, 0, -1], np.int8)}) == \
+        [(HostSpace.ACTIVATIONS, 1, 3), (HostSpace.ACTIVATIONS, 3, 255)]
+    loop = encode(Instruction(Opcode.LOOP, target=3)) | 7        # above 2^63: no float rounding
+    assert host_writes(config, {"program": [loop, 0, 5], HostSpace.WEIGHTS: [[0, 0], [1, -1]]}) == \
+        [(HostSpace.PROGRAM, 0, loop), (HostSpace.PROGRAM, 2, 5), (HostSpace.WEIGHTS, 1, 0xFF01)]
+
+
+def test_off_by_one_window_is_caught():
+    config = small()
+    machine, x = isasim_conv_machine(config, 3, 6, 7, 5, 3, 1, 8)
+    want, _ = expected(config, machine, x)
+    got, _ = run_pysim(config, images_from_machine(machine), x, dut=Accelerator(config, window=OffByOneWindow))
+    assert got != want
+
+
+def test_late_writer_is_caught_by_the_cycle_count():
+    config = small()
+    machine, x = isasim_conv_machine(config, 4, 4, 4, 2, 1, 0, 8)
+    want, timing = expected(config, machine, x)
+    got, cycles = run_pysim(config, images_from_machine(machine), x, dut=Accelerator(config, writer=LateWriter))
+    assert got == want               # right bytes...
+    assert cycles == timing.total + 1  # ...one cycle late

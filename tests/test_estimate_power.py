@@ -1,0 +1,116 @@
+"""The FPGA power model against the measurements it was built from, and against MARLANN's."""
+
+import pytest
+
+from fpganet.estimate import figures
+from fpganet.estimate.power import (COEFFICIENTS, accelerator_power, canonical_resources,
+                                    ecp5_power, ice40_power, marlann_check,
+                                    reproduce_ice40_measurements)
+
+
+def coefficient(name):
+    return COEFFICIENTS[name][0]
+
+
+def test_coefficients_come_to_the_reference_notes_figures():
+    # figures.md: core ~104 uW + ~20 uW I/O, clock ~52 uW/MHz, ~14 nW/LC/MHz, ~24 uW/MHz per 8x8
+    # multiply in a SB_MAC16, ~36 uW/MHz in LUTs, the PLL rail 0.10-0.14 mA.
+    assert coefficient("static_core_w") == pytest.approx(104e-6, rel=0.01)
+    assert coefficient("static_io_w") == pytest.approx(20e-6, rel=0.05)
+    assert coefficient("clock_w_per_mhz") == pytest.approx(52e-6, rel=0.01)
+    assert coefficient("lc_w_per_mhz") == pytest.approx(14e-9, rel=0.05)
+    assert coefficient("dsp_w_per_mhz") == pytest.approx(24e-6, rel=0.01)
+    assert coefficient("lut_multiply_w_per_mhz") == pytest.approx(36e-6, rel=0.02)
+    low, high = COEFFICIENTS["pll_rail_w"][0]
+    assert 0.10e-3 * 1.219 <= low <= high <= 0.14e-3 * 1.219
+
+
+@pytest.mark.parametrize("row", reproduce_ice40_measurements(), ids=lambda r: r["description"])
+def test_model_reproduces_each_ice40_measurement(row):
+    # Clocked rows within 3 %; the near-static rows (halted clock, 10 kHz) carry 8 uW of
+    # configured-logic leakage the model does not have: within 12 %.
+    static = any(word in row["description"] for word in ("halted", "LFOSC", "Blank"))
+    assert abs(row["error"]) <= (0.12 if static else 0.03), row
+
+
+def test_blank_design_is_below_the_datasheet_standby_figure():
+    blank = figures.ICE40_MEASUREMENTS[0]
+    assert blank.core_ua * 1e-6 <= figures.ICE40_STANDBY["current_a"]
+
+
+def test_marlann_running_power_lies_in_the_model_range():
+    """MARLANN (never fitted): 10.58 mW at 12 MHz, 16.99 mW at 20 MHz, running.
+
+    The model brackets both; its midpoint is 20 % low at 12 MHz and 13 % low at 20 MHz
+    (docs/estimator.md, "How close the power model gets").
+    """
+    running = [check for check in marlann_check() if "longrun" in check["name"]]
+    assert len(running) == 2
+    for check in running:
+        assert check["within"], check
+        assert -0.25 < check["nominal_error"] < 0.0, check
+    by_clock = {check["name"]: check for check in running}
+    assert by_clock["longrun demo, 12 MHz"]["nominal_error"] == pytest.approx(-0.20, abs=0.03)
+    assert by_clock["longrun demo, 20 MHz (PLL)"]["nominal_error"] == pytest.approx(-0.13, abs=0.03)
+
+
+def test_marlann_idle_power_is_the_known_gap():
+    # Idle (clocked, not computing) the model finds 1.2-1.6 mW against 3.53 mW measured: the
+    # clock distribution of a full design is missing (documented). If this changes, update
+    # docs/estimator.md.
+    (idle,) = [check for check in marlann_check() if check["name"].startswith("idle")]
+    assert not idle["within"]
+    assert 0.3 < idle["nominal_w"] / idle["measured_w"] < 0.6
+
+
+def test_power_grows_with_clock_activity_and_duty():
+    def total(**kwargs):
+        base = dict(lcs=2000, multipliers=16, spram_active=1, ebr_active=8, duty=0.5)
+        base.update(kwargs)
+        estimate = ice40_power(base.pop("clock", 40e6), **base)
+        return estimate.low, estimate.high
+
+    low, high = total()
+    assert 0 < low < high
+    assert total(clock=20e6)[1] < high < total(clock=48e6)[1]
+    assert total(duty=0.1)[1] < high < total(duty=1.0)[1]
+    assert total(logic_activity=(0.1, 0.1))[1] < high < total(logic_activity=(0.4, 0.4))[1]
+    # The PLL costs its fixed power on top.
+    assert ice40_power(40e6, pll=True).low > ice40_power(40e6).high
+
+
+def test_ecp5_is_a_marked_placeholder():
+    estimate = ecp5_power(50e6, lcs=3000, multipliers=16, ebr_active=9, duty=1.0)
+    assert estimate.unverified
+    assert estimate.total().unverified
+    assert "PLACEHOLDER" in estimate.notes[0] and "DS1044" in estimate.notes[0]
+    assert 0 < estimate.low < estimate.high
+
+
+def test_nextpnr_resource_names_are_understood():
+    assert canonical_resources({"ICESTORM_LC": 3000, "ICESTORM_DSP": 8, "ICESTORM_RAM": 20,
+                                "ICESTORM_SPRAM": 2, "SB_IO": 6, "ICESTORM_PLL": 1}) == \
+        {"lc": 3000, "dsp": 8, "ebr": 20, "spram": 2, "pll": 1}
+    assert canonical_resources({"TRELLIS_COMB": 4000, "MULT18X18D": 16, "DP16KD": 40,
+                                "TRELLIS_FF": 3000})["lc"] == 4000
+    assert canonical_resources({"TRELLIS_SLICE": 100})["lc"] == 200
+
+
+def test_accelerator_power_uses_the_engine_duty():
+    from fpganet.compiler import compile_model
+    from fpganet.estimate.quantity import Quantity
+    from fpganet.estimate.workload import Workload
+
+    workload = Workload.from_network(compile_model())
+    cycles = Quantity(workload.tiled_cycles, "cycles", "estimated", "test")
+    clock = Quantity(40e6, "Hz", "estimated", "test")
+
+    def at(duty):
+        perf = {"duty": Quantity(duty, None, "estimated", "test")}
+        return accelerator_power(workload, cycles, clock, perf, "ice40up5k",
+                                 oscillator_hz=12e6)
+
+    idle, busy = at(0.0), at(1.0)
+    assert idle.high < busy.low          # the multipliers and RAMs work only while computing
+    assert idle.low > 2e-3               # static + PLL + clock tree at 40 MHz
+    assert busy.components["dsp"][0] > 0 and idle.components["dsp"] == (0.0, 0.0)

@@ -1,0 +1,361 @@
+"""amaranth.sim tests of the host-link frame engine (HostLinkCore) on a device stand-in, at
+the byte-stream level: every command, every error reply, and recovery after each."""
+
+import random
+
+import pytest
+from amaranth import Module
+from amaranth.sim import Simulator
+
+from fpganet.board import protocol
+from fpganet.board.protocol import Command, DeviceInfo, ErrorCode, Status, encode_frame
+from fpganet.config import AcceleratorConfig
+from fpganet.hdl.hostlink import (HostLink, HostLinkCore, PacketFIFO, StandInDevice,
+                                  connect_device, host_addr_width)
+from fpganet.isa import HostSpace
+
+CONFIG = AcceleratorConfig(rows=2, cols=8)
+TIMEOUT = 300
+
+
+def control_word(inputs, echoes=0, weights=0, params=0):
+    """Program word 0 of the stand-in's job."""
+    return inputs | echoes << 16 | weights << 32 | params << 48
+
+
+class CoreHarness:
+    """HostLinkCore on a StandInDevice; bytes in on ``rx``, reply bytes collected from ``tx``."""
+
+    def __init__(self, config=CONFIG, *, tx_stalls=0.0, **options):
+        options.setdefault("timeout_cycles", TIMEOUT)
+        options.setdefault("input_depth", 64)
+        options.setdefault("output_depth", 32)
+        options.setdefault("max_write_bytes", 64)
+        self.core = HostLinkCore(config, 12e6, 3e6, **options)
+        self.device = StandInDevice(config, depth=64)
+        self.m = Module()
+        self.m.submodules.core = self.core
+        self.m.submodules.device = self.device
+        connect_device(self.m, self.core, self.device)
+        self.received = bytearray()
+        self.tx_stalls = tx_stalls
+        self.rng = random.Random(1)
+
+    def run(self, scenario):
+        sim = Simulator(self.m)
+        sim.add_clock(1e-6)
+
+        async def collector(ctx):
+            core = self.core
+            while True:
+                ctx.set(core.tx.ready, int(self.rng.random() >= self.tx_stalls))
+                await ctx.tick()
+
+        async def tx_monitor(ctx):
+            core = self.core
+            async for _, _, valid, ready, payload in ctx.tick().sample(
+                    core.tx.valid, core.tx.ready, core.tx.payload):
+                if valid and ready:
+                    self.received.append(payload)
+
+        async def testbench(ctx):
+            await scenario(ctx, self)
+
+        sim.add_testbench(collector, background=True)
+        sim.add_process(tx_monitor)
+        sim.add_testbench(testbench)
+        sim.run()
+
+    async def send(self, ctx, data, gap=0):
+        rx = self.core.rx
+        for byte in data:
+            ctx.set(rx.payload, byte)
+            ctx.set(rx.valid, 1)
+            await ctx.tick().until(rx.ready)
+            if gap:
+                ctx.set(rx.valid, 0)
+                await ctx.tick().repeat(gap)
+        ctx.set(rx.valid, 0)
+
+    async def reply(self, ctx, limit=5000):
+        """The next reply frame: ``(type, payload)``."""
+        for _ in range(limit):
+            frame = protocol.split_frame(self.received)
+            if frame is not None:
+                frame_type, payload, rest = frame
+                assert self.received[0] == protocol.SYNC, "bytes before the reply's SYNC"
+                self.received = bytearray(rest)
+                return frame_type, payload
+            await ctx.tick()
+        raise AssertionError(f"no reply within {limit} cycles (got {bytes(self.received)!r})")
+
+    async def request(self, ctx, command, payload=b""):
+        await self.send(ctx, encode_frame(command, payload))
+        return await self.reply(ctx)
+
+    async def ack(self, ctx, command, payload=b""):
+        reply_type, data = await self.request(ctx, command, payload)
+        assert reply_type == protocol.reply_type(command), \
+            f"{Command(command).name}: got {reply_type:#x} {data.hex()}"
+        return data
+
+    async def expect_error(self, ctx, code, command, payload=b""):
+        reply_type, data = await self.request(ctx, command, payload)
+        assert (reply_type, data) == (protocol.ERROR_TYPE, bytes([code, command])), \
+            f"expected {code.name}, got {reply_type:#x} {data.hex()}"
+
+    async def status(self, ctx):
+        return Status.unpack(await self.ack(ctx, Command.STATUS))
+
+    async def write(self, ctx, space, address, words):
+        payload = protocol.write_payload(space, address, words, CONFIG.weight_word_bytes)
+        assert await self.ack(ctx, Command.WRITE, payload) == b""
+
+
+def run(scenario, **options):
+    harness = CoreHarness(**options)
+    harness.run(scenario)
+    return harness
+
+
+def test_ping_and_status():
+    async def scenario(ctx, h):
+        info = DeviceInfo.unpack(await h.ack(ctx, Command.PING))
+        assert info == h.core.info
+        assert info.addr_width == host_addr_width(CONFIG)
+        assert info.weight_word_bytes == 2
+        assert info.mismatches(CONFIG) == []
+        status = await h.status(ctx)
+        assert not status.busy and not status.done_seen
+        assert status.input_free == 64 and status.output_level == 0
+        assert status.frames == 2 and sum(status.errors.values()) == 0   # PING and this STATUS
+    run(scenario)
+
+
+@pytest.mark.parametrize("tx_stalls", [0.0, 0.7])
+def test_job_through_all_commands(tx_stalls):
+    """WRITE to every space, SEND_INPUT, START, READ_OUTPUT (waiting), STATUS, FLUSH."""
+    rng = random.Random(3)
+    lut = [rng.randrange(256) for _ in range(64)]
+    weights = [rng.randrange(1 << 16) for _ in range(5)]
+    params = [rng.randrange(1 << 64) for _ in range(2)]
+    inputs = bytes(rng.randrange(64) for _ in range(20))
+
+    async def scenario(ctx, h):
+        await h.write(ctx, HostSpace.ACTIVATIONS, 0, lut)
+        await h.write(ctx, HostSpace.WEIGHTS, 0, weights)
+        await h.write(ctx, HostSpace.PARAMS, 0, params)
+        await h.write(ctx, HostSpace.PROGRAM, 0, [control_word(len(inputs), 7, len(weights), 2)])
+        assert await h.ack(ctx, Command.SEND_INPUT, inputs) == b""
+        assert (await h.status(ctx)).input_free == 64 - len(inputs)
+        assert await h.ack(ctx, Command.START) == b""
+        expected = bytes(lut[x] for x in inputs[:7])
+        expected += b"".join(w.to_bytes(2, "little") for w in weights)
+        expected += b"".join(p.to_bytes(8, "little") for p in params)
+        total = len(expected) + 4
+        got = b""
+        for _ in range(10):
+            if len(got) >= total:
+                break
+            want = total - len(got)
+            got += await h.ack(ctx, Command.READ_OUTPUT,
+                               protocol.read_output_payload(want, min(want, 32)))
+        assert got[:-4] == expected
+        stamp = int.from_bytes(got[-4:], "little")
+        status = await h.status(ctx)
+        assert not status.busy and status.done_seen and status.done
+        assert 0 < stamp <= status.cycles
+        assert status.input_free == 64 and status.output_level == 0
+        # FLUSH drops unread output: run again (8 output bytes) without reading, then flush.
+        await h.write(ctx, HostSpace.PROGRAM, 0, [control_word(len(inputs), 4)])
+        assert await h.ack(ctx, Command.SEND_INPUT, inputs) == b""
+        assert await h.ack(ctx, Command.START) == b""
+        assert await h.ack(ctx, Command.READ_OUTPUT, protocol.read_output_payload(0, 8)) == b""
+        assert (await h.status(ctx)).output_level == 8
+        for _ in range(10):
+            if not (await h.status(ctx)).busy:
+                break
+        assert await h.ack(ctx, Command.FLUSH) == b""
+        status = await h.status(ctx)
+        assert status.output_level == 0 and status.input_free == 64
+        assert sum(status.errors.values()) == 0
+    run(scenario, tx_stalls=tx_stalls)
+
+
+def test_error_replies_and_recovery():
+    """Each error gets its reply, has no effect, is counted, and the next frame works."""
+    async def scenario(ctx, h):
+        await h.write(ctx, HostSpace.ACTIVATIONS, 0, list(range(64)))
+        await h.write(ctx, HostSpace.PROGRAM, 0, [control_word(4, 4)])
+
+        # Bad CRC on a WRITE: nothing written (checked by the job's output below).
+        frame = bytearray(encode_frame(Command.WRITE, protocol.write_payload(
+            HostSpace.ACTIVATIONS, 0, [0xEE] * 8, 2)))
+        frame[7] ^= 0x10
+        await h.send(ctx, frame)
+        assert await h.reply(ctx) == (protocol.ERROR_TYPE, bytes([ErrorCode.BAD_CRC, Command.WRITE]))
+        # Bad CRC on a SEND_INPUT: its bytes are rolled back.
+        frame = bytearray(encode_frame(Command.SEND_INPUT, b"\x01\x02\x03"))
+        frame[-1] ^= 0x01
+        await h.send(ctx, frame)
+        assert (await h.reply(ctx))[1][0] == ErrorCode.BAD_CRC
+        assert (await h.status(ctx)).input_free == 64
+        # Unknown type (with a payload, read and discarded).
+        await h.expect_error(ctx, ErrorCode.UNKNOWN_TYPE, 0x42, b"hello")
+        # Lengths that do not suit the command.
+        await h.expect_error(ctx, ErrorCode.BAD_LENGTH, Command.PING, b"\x00")
+        await h.expect_error(ctx, ErrorCode.BAD_LENGTH, Command.READ_OUTPUT, b"\x01\x02\x03")
+        await h.expect_error(ctx, ErrorCode.BAD_LENGTH, Command.WRITE,
+                             bytes([HostSpace.PROGRAM, 0, 0, 0]) + bytes(7))
+        await h.expect_error(ctx, ErrorCode.BAD_LENGTH, Command.WRITE, bytes(4 + 65))
+        await h.expect_error(ctx, ErrorCode.BAD_LENGTH, Command.SEND_INPUT, bytes(65))
+        # Bad addresses.
+        await h.expect_error(ctx, ErrorCode.BAD_ADDRESS, Command.WRITE, bytes([4, 0, 0, 0, 1]))
+        await h.expect_error(ctx, ErrorCode.BAD_ADDRESS, Command.WRITE, protocol.write_payload(
+            HostSpace.PARAMS, CONFIG.bias_buffer_words - 1, [1, 2], 2))
+        await h.expect_error(ctx, ErrorCode.BAD_ADDRESS, Command.WRITE, protocol.write_payload(
+            HostSpace.PROGRAM, 0xFFFFFF, [1], 2))
+        # NO_SPACE: fill most of the FIFO, then ask for more than is left.
+        assert await h.ack(ctx, Command.SEND_INPUT, bytes(60)) == b""
+        await h.expect_error(ctx, ErrorCode.NO_SPACE, Command.SEND_INPUT, bytes(5))
+        assert (await h.status(ctx)).input_free == 4
+        assert await h.ack(ctx, Command.FLUSH) == b""
+        # Garbage between frames is skipped and counted.
+        await h.send(ctx, b"\x00\x13\x37\xff")
+        assert DeviceInfo.unpack(await h.ack(ctx, Command.PING)) == h.core.info
+        # A truncated frame: the line goes quiet, the parser answers TRUNCATED.
+        await h.send(ctx, encode_frame(Command.SEND_INPUT, bytes(range(10)))[:9])
+        assert await h.reply(ctx, limit=2 * TIMEOUT) == \
+            (protocol.ERROR_TYPE, bytes([ErrorCode.TRUNCATED, Command.SEND_INPUT]))
+        await h.send(ctx, bytes([protocol.SYNC]))
+        assert (await h.reply(ctx, limit=2 * TIMEOUT))[1] == bytes([ErrorCode.TRUNCATED, 0])
+        # A length beyond every limit: the rest is drained, then BAD_LENGTH.
+        await h.send(ctx, bytes([protocol.SYNC, Command.WRITE, 0xFF, 0xFF]) + bytes(range(40)),
+                     gap=3)
+        assert await h.reply(ctx, limit=3 * TIMEOUT) == \
+            (protocol.ERROR_TYPE, bytes([ErrorCode.BAD_LENGTH, Command.WRITE]))
+
+        # The link still works, and none of the above had an effect.
+        status = await h.status(ctx)
+        assert status.input_free == 64 and status.output_level == 0
+        assert await h.ack(ctx, Command.SEND_INPUT, bytes([9, 8, 7, 6])) == b""
+        assert await h.ack(ctx, Command.START) == b""
+        got = await h.ack(ctx, Command.READ_OUTPUT, protocol.read_output_payload(8, 8))
+        assert got[:4] == bytes([9, 8, 7, 6])      # the identity LUT survived the bad WRITE
+        status = await h.status(ctx)
+        assert status.errors == {
+            ErrorCode.BAD_CRC: 2, ErrorCode.UNKNOWN_TYPE: 1, ErrorCode.BAD_LENGTH: 6,
+            ErrorCode.TRUNCATED: 2, ErrorCode.BUSY: 0, ErrorCode.BAD_ADDRESS: 3,
+            ErrorCode.NO_SPACE: 1}
+        assert status.garbage == 4
+    run(scenario)
+
+
+def test_busy_rejections():
+    """WRITE, START and FLUSH are refused while the device runs; SEND_INPUT, READ_OUTPUT and
+    STATUS are served."""
+    async def scenario(ctx, h):
+        await h.write(ctx, HostSpace.PROGRAM, 0, [control_word(6, 6)])
+        assert await h.ack(ctx, Command.START) == b""      # waits for 6 input bytes
+        assert (await h.status(ctx)).busy
+        await h.expect_error(ctx, ErrorCode.BUSY, Command.START)
+        await h.expect_error(ctx, ErrorCode.BUSY, Command.FLUSH)
+        await h.expect_error(ctx, ErrorCode.BUSY, Command.WRITE,
+                             protocol.write_payload(HostSpace.PROGRAM, 0, [0], 2))
+        # READ_OUTPUT with wait_for returns at the timeout with what there is.
+        assert await h.ack(ctx, Command.READ_OUTPUT, protocol.read_output_payload(10, 10)) == b""
+        assert await h.ack(ctx, Command.SEND_INPUT, bytes(range(6))) == b""
+        got = await h.ack(ctx, Command.READ_OUTPUT, protocol.read_output_payload(10, 10))
+        assert len(got) == 10
+        status = await h.status(ctx)
+        assert not status.busy and status.busy_rejects == 3
+        # The refused WRITE did not happen: program word 0 still says 6 inputs.
+        assert await h.ack(ctx, Command.START) == b""
+        assert (await h.status(ctx)).busy
+    run(scenario)
+
+
+def test_packet_fifo_commit_rollback_drop():
+    dut = PacketFIFO(8)
+
+    async def testbench(ctx):
+        ctx.set(dut.r.ready, 0)
+        for value in (1, 2, 3):
+            ctx.set(dut.w_data, value)
+            ctx.set(dut.w_en, 1)
+            await ctx.tick()
+        ctx.set(dut.w_en, 0)
+        assert ctx.get(dut.free) == 5 and not ctx.get(dut.r.valid)
+        ctx.set(dut.rollback, 1)
+        await ctx.tick()
+        ctx.set(dut.rollback, 0)
+        assert ctx.get(dut.free) == 8
+        for value in (4, 5, 6, 7, 8, 9, 10, 11):
+            ctx.set(dut.w_data, value)
+            ctx.set(dut.w_en, 1)
+            await ctx.tick()
+        ctx.set(dut.w_en, 0)
+        assert ctx.get(dut.free) == 0
+        ctx.set(dut.commit, 1)
+        await ctx.tick()
+        ctx.set(dut.commit, 0)
+        assert ctx.get(dut.level) == 8
+        ctx.set(dut.r.ready, 1)
+        got = []
+        while ctx.get(dut.r.valid):
+            got.append(ctx.get(dut.r.payload))
+            await ctx.tick()
+        assert got == [4, 5, 6, 7, 8, 9, 10, 11]
+        # Write while reading, commit, then drop what is left.
+        for value in (20, 21, 22):
+            ctx.set(dut.w_data, value)
+            ctx.set(dut.w_en, 1)
+            await ctx.tick()
+        ctx.set(dut.w_en, 0)
+        ctx.set(dut.commit, 1)
+        await ctx.tick()
+        ctx.set(dut.commit, 0)
+        assert ctx.get(dut.r.valid) and ctx.get(dut.r.payload) == 20
+        await ctx.tick()
+        assert ctx.get(dut.r.payload) == 21
+        ctx.set(dut.r.ready, 0)
+        ctx.set(dut.drop, 1)
+        await ctx.tick()
+        ctx.set(dut.drop, 0)
+        assert not ctx.get(dut.r.valid) and ctx.get(dut.free) == 8
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(testbench)
+    sim.run()
+
+
+def test_parameter_checks():
+    with pytest.raises(TypeError, match="AcceleratorConfig"):
+        HostLinkCore({"rows": 2}, 12e6, 3e6)
+    with pytest.raises(ValueError, match="input_depth must be a power of two"):
+        HostLinkCore(CONFIG, 12e6, 3e6, input_depth=1000)
+    with pytest.raises(ValueError, match="addr_width must be 15..24"):
+        HostLinkCore(CONFIG, 12e6, 3e6, addr_width=12)
+    with pytest.raises(ValueError, match="max_write_bytes must be 8"):
+        HostLinkCore(CONFIG, 12e6, 3e6, max_write_bytes=4)
+    with pytest.raises(ValueError, match="3,000,000 baud from a 10 MHz clock.*below 4"):
+        HostLink(CONFIG, 10e6, 3_000_000)
+    with pytest.raises(ValueError, match="shorter than two byte times"):
+        HostLink(CONFIG, 12e6, 3_000_000, timeout_cycles=50)
+    assert HostLink(CONFIG, 40e6, 3_000_000).info.timeout_cycles == 400_000
+
+
+def test_lengths_with_small_buffers():
+    """With 16-byte buffers the longest payload is 16: a length whose low byte looks small
+    (0x0105) is still too long, and the next frame is served."""
+    async def scenario(ctx, h):
+        frame = bytes([protocol.SYNC, Command.SEND_INPUT, 0x05, 0x01]) + bytes(5)
+        await h.send(ctx, frame)
+        assert await h.reply(ctx, limit=3 * TIMEOUT) == \
+            (protocol.ERROR_TYPE, bytes([ErrorCode.BAD_LENGTH, Command.SEND_INPUT]))
+        assert await h.ack(ctx, Command.SEND_INPUT, bytes(16)) == b""
+        await h.expect_error(ctx, ErrorCode.NO_SPACE, Command.SEND_INPUT, bytes(1))
+        await h.expect_error(ctx, ErrorCode.BAD_LENGTH, Command.SEND_INPUT, bytes(17))
+        assert (await h.status(ctx)).input_free == 0
+    run(scenario, input_depth=16, max_write_bytes=8)

@@ -1,0 +1,113 @@
+"""The performance model: conflict costs against a brute-force count, instruction cycles,
+STAMP values, register checks and the LeNet-5 conv layers' closed form."""
+
+import numpy as np
+import pytest
+
+from fpganet import perf
+from fpganet.config import AcceleratorConfig
+from fpganet.isa import Instruction, Opcode, Reg, encode
+from fpganet.isasim import engine_lanes, engine_read_addresses
+
+from accel_programs import ProgramBuilder, lenet_program
+
+
+def brute_force_costs(regs, config, pool):
+    """B and W from every address of every beat and every write."""
+    act_bytes, banks, R = config.act_buffer_bytes, config.act_banks, config.requant_lanes
+    groups, tiles, lanes = regs[Reg.GROUPS], regs[Reg.TILES], regs[Reg.LANES]
+    rows = 1 if pool else config.rows
+    B = np.zeros((groups, tiles), int)
+    W = np.zeros((groups, tiles), int)
+    for g in range(groups):
+        addresses, valid = engine_read_addresses(regs, g, act_bytes)
+        for t in range(tiles):
+            for k in range(addresses.shape[1]):
+                B[g, t] += max(1, np.bincount(addresses[t, k][valid[t]] % banks, minlength=1).max())
+            _, _, out_off = engine_lanes(regs, t)
+            for i in range(rows):
+                live = pool or g * rows + i < regs[Reg.M]
+                base = regs[Reg.OUT_BASE] + g * regs[Reg.OUT_GSTEP] + i * regs[Reg.OUT_CSTRIDE]
+                for start in range(0, lanes, R):
+                    lanes_here = [j for j in range(start, min(start + R, lanes)) if valid[t, j] and live]
+                    targets = [(base + out_off[j]) % act_bytes % banks for j in lanes_here]
+                    W[g, t] += max(1, np.bincount(targets, minlength=1).max())
+    return B, W
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_tile_costs_equal_a_brute_force_count(seed):
+    rng = np.random.default_rng(seed)
+    rows, cols = int(rng.integers(1, 5)), int(rng.choice([2, 4, 5, 8]))
+    R = int(rng.choice([d for d in range(1, cols + 1) if cols % d == 0]))
+    config = AcceleratorConfig(rows=rows, cols=cols, requant_lanes=R, act_buffer_bytes=2048)
+    regs = {reg: 0 for reg in Reg}
+    lanes = int(rng.integers(1, cols + 1))
+    npix = int(rng.integers(1, 30))
+    regs.update({
+        Reg.IN_BASE: int(rng.integers(0, 4096)), Reg.IN_PITCH: int(rng.integers(1, 40)),
+        Reg.IN_CSTRIDE: int(rng.integers(0, 500)), Reg.IN_GSTEP: int(rng.integers(0, 300)),
+        Reg.K_C: int(rng.integers(1, 3)), Reg.K_H: int(rng.integers(1, 4)), Reg.K_W: int(rng.integers(1, 4)),
+        Reg.STRIDE_Y: int(rng.integers(1, 4)), Reg.STRIDE_X: int(rng.integers(1, 4)),
+        Reg.OUT_W: int(rng.integers(1, 9)), Reg.NPIX: npix, Reg.LANES: lanes,
+        Reg.TILES: -(-npix // lanes) + int(rng.integers(0, 2)), Reg.GROUPS: int(rng.integers(1, 4)),
+        Reg.M: int(rng.integers(1, 10)), Reg.OUT_BASE: int(rng.integers(0, 4096)),
+        Reg.OUT_PITCH: int(rng.integers(1, 20)), Reg.OUT_CSTRIDE: int(rng.integers(0, 300)),
+        Reg.OUT_GSTEP: int(rng.integers(0, 300)),
+    })
+    for pool in (False, True):
+        B, W = perf.engine_tile_costs(regs, config, pool)
+        want_B, want_W = brute_force_costs(regs, config, pool)
+        np.testing.assert_array_equal(B, want_B)
+        np.testing.assert_array_equal(W, want_W)
+
+
+def test_instruction_cycles_and_stamps():
+    config = AcceleratorConfig()
+    b = ProgramBuilder(config)
+    b.region(Opcode.FILL, 0, 2, 100, 3, 10, 4, value=1)        # 7 SETs, 24 bytes
+    b.op(Opcode.STAMP)
+    b.set(Reg.LOOP_COUNT, 1)
+    b.region(Opcode.OUTPUT, 0, 1, 0, 1, 0, 5)                  # 6 SETs, 5 bytes
+    b.op(Opcode.STAMP)
+    b.op(Opcode.LOOP, target=10)
+    b.op(Opcode.END)
+    result = perf.program_cycles(b.words(), config, max_steps=1000)
+    assert result.stamps == [7 + 25, 7 + 25 + 5 + 1 + 6 + 7, 7 + 25 + 5 + 1 + 6 + 7 + 5 + 1 + 6 + 7]
+    assert result.stamp_offsets == [0, 9, 18] and result.output_bytes == 22
+    assert result.total == result.stamps[-1] + 5 + 1 + 1
+    assert result.by_opcode()["OUTPUT"] == 2 * 7 and result.by_opcode()["LOOP"] == 2
+
+
+def test_register_limits_are_reported():
+    config = AcceleratorConfig()
+    program = [encode(Instruction(Opcode.SET, reg, 1)) for reg in
+               (Reg.GROUPS, Reg.TILES, Reg.K_C, Reg.K_H, Reg.K_W, Reg.NPIX, Reg.OUT_W)]
+    for value, message in [(9, "LANES = 9 outside 1..8"), (0, None)]:
+        words = program + [encode(Instruction(Opcode.SET, Reg.LANES, value)),
+                           encode(Instruction(Opcode.CONV)), encode(Instruction(Opcode.END))]
+        if message:
+            with pytest.raises(perf.ProgramError, match=message):
+                perf.program_cycles(words, config)
+        else:
+            assert perf.program_cycles(words, config).by_opcode()["CONV"] == 1     # empty walk
+    words = [encode(Instruction(Opcode.SET, Reg.IO_LEN, 1 << 16)), encode(Instruction(Opcode.FILL))]
+    with pytest.raises(perf.ProgramError, match="16-bit"):
+        perf.program_cycles(words + [encode(Instruction(Opcode.END))], config)
+    with pytest.raises(perf.ProgramError, match="END"):
+        perf.program_cycles([encode(Instruction(Opcode.SET, Reg.LOOP_COUNT, 5)),
+                             encode(Instruction(Opcode.LOOP, target=0))], config, max_steps=100)
+
+
+def test_lenet_conv_layers_closed_form():
+    """Conflict-free conv on 2x8: a tile every max(K, LANES, cols + 2 + rows * LANES) cycles."""
+    config = AcceleratorConfig()
+    builder, _ = lenet_program(config, images=1)
+    layers = perf.layer_summaries(perf.program_cycles(builder.words(), config), config)
+    conv1, conv2 = layers[0], layers[2]
+    aw = 13
+    for layer, K, tiles in [(conv1, 25, 3 * 98), (conv2, 150, 8 * 13)]:
+        period = max(K, 8, 10 + 2 * 8)
+        first_accept = aw + 8 + 2 + K
+        assert layer["cycles"] == first_accept + period * (tiles - 1) + 10 + 16 - 1 + 5
+    assert conv1["macs"] == 6 * 784 * 25 and conv2["macs"] == 16 * 100 * 150
