@@ -63,11 +63,5 @@ fuzz: $(STAMP)
 clean:
 	rm -rf $(BUILD) .pytest_cache sim_build
 
-dist# FUZZ_CASES and FUZZ_SEED choose the run; a failure prints the seed and case that reproduce it.
-FUZZ_CASES ?= 2000
-FUZZ_SEED ?= 1
-fuzz: $(STAMP)
-	$(BIN)/python -m fpganet.backend.fuzz --cases $(FUZZ_CASES) --seed $(FUZZ_SEED)
-
-clean: clean
+distclean: clean
 	rm -rf $(VENV)

@@ -148,11 +148,66 @@ def bench_verilator_alone(config, tiles, tile_k, build_root=None):
     return measurement
 
 
+def bench_lenet_rtl(images, chunk=100, sim="verilator"):
+    """LeNet-5 on MNIST through the accelerator's RTL: cocotb (Python waits) against native (no Python).
+
+    Returns the report: per driver the wall time, simulated cycles and cycles/s,
+    every output checked against the golden model; and the per-layer cycles and
+    utilization from the performance model (equal to the RTL by test).
+    """
+    from fpganet.compiler import compile_model
+    from fpganet.datasets import mnist
+    from fpganet.estimate.workload import simulated_cycles
+    from fpganet.golden import layer_macs, run_golden
+    from fpganet.sim import rtl_backend
+
+    with tempfile.TemporaryDirectory() as scratch:
+        net = compile_model(out_dir=f"{scratch}/lenet5")
+    config = net.config
+    x, _ = mnist("eval", images)
+    q_in = net.quantize_input(x)
+    golden = run_golden(net, q_in)
+    runs = []
+    for driver in ("cocotb", "native"):
+        start = time.perf_counter()
+        rtl_backend.build_harness(config, sim=sim, driver=driver)
+        build_s = time.perf_counter() - start
+        start = time.perf_counter()
+        q, cycles = rtl_backend.run_network_rtl(net, q_in, sim=sim, driver=driver, chunk=chunk)
+        wall = time.perf_counter() - start
+        runs.append({"driver": driver, "simulator": sim, "images": images, "chunk": chunk,
+                     "cycles": int(cycles.sum()), "wall_s": wall, "cycles_per_s": float(cycles.sum() / wall),
+                     "build_s": build_s, "checked": bool(np.array_equal(q, golden)),
+                     "source": "measured on this machine"})
+        print(f"LeNet-5 RTL  {driver:7s} {sim}  {images} images in {wall:6.1f} s  "
+              f"{cycles.sum() / wall:>12,.0f} cycles/s  {'checked' if runs[-1]['checked'] else 'WRONG'}",
+              flush=True)
+    model = simulated_cycles(net, config)
+    macs = layer_macs(net)
+    layers = [{"layer": layer.name, "op": getattr(layer, "kind", layer.type), "macs": mac, "cycles": cycles,
+               "utilization": mac / (config.macs_per_cycle * cycles) if mac and cycles else None}
+              for layer, mac, cycles in zip(net.layers, macs, model["per_layer"])]
+    conv = [layer for layer in layers if layer["op"] == "conv"]
+    return {
+        "benchmark": "LeNet-5 on MNIST through the accelerator's generated Verilog",
+        "config": config.to_dict(),
+        "runs": runs,
+        "cocotb_vs_native": runs[0]["cycles_per_s"] / runs[1]["cycles_per_s"],
+        "cycles_per_image": model["total"],
+        "cycles_source": "simulated (fpganet.perf, equal to the RTL cycle counter by test)",
+        "layers": layers,
+        "conv_utilization": sum(l["macs"] for l in conv) / (config.macs_per_cycle * sum(l["cycles"] for l in conv)),
+        "network_utilization": sum(macs) / (config.macs_per_cycle * model["total"]),
+    }
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m fpganet.sim.bench", description=__doc__.splitlines()[0])
     parser.add_argument("-o", "--output", default="build/bench", help="report folder (default: %(default)s)")
     parser.add_argument("--array", default="4x4", help="array size ROWSxCOLS (default: %(default)s)")
     parser.add_argument("--quick", action="store_true", help="short runs (for tests of the benchmark itself)")
+    parser.add_argument("--lenet-images", type=int, default=1000,
+                        help="MNIST images for the LeNet-5 RTL run (default %(default)s; 0 skips it)")
     args = parser.parse_args(argv)
     config = AcceleratorConfig.parse_array(args.array)
     scale = 0.05 if args.quick else 1.0
@@ -193,7 +248,16 @@ def main(argv=None):
     output.mkdir(parents=True, exist_ok=True)
     (output / "sim_speed.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {output / 'sim_speed.json'}")
-    return 0 if all(run["checked"] for run in runs) else 1
+    checked = all(run["checked"] for run in runs)
+    if args.lenet_images:
+        lenet = bench_lenet_rtl(args.lenet_images if not args.quick else 20)
+        lenet["machine"] = report["machine"]
+        (output / "lenet_rtl.json").write_text(json.dumps(lenet, indent=2) + "\n")
+        print(f"cocotb / native: {lenet['cocotb_vs_native']:.0%}; conv-layer utilization "
+              f"{lenet['conv_utilization']:.1%}, whole network {lenet['network_utilization']:.1%}")
+        print(f"wrote {output / 'lenet_rtl.json'}")
+        checked = checked and all(run["checked"] for run in lenet["runs"])
+    return 0 if checked else 1
 
 
 if __name__ == "__main__":

@@ -1,60 +1,115 @@
 """``make sim``: the main job.
 
-For now (the accelerator around the array is the next milestone) it runs a
-random int8 matrix product, larger than the array in every dimension, through
-the generated Verilog of the systolic array on Verilator (``SIM=icarus`` for
-Icarus), checks every output against numpy, and reports the cycles taken.
+Compiles the embedded LeNet-5 (trained elsewhere, calibrated on MNIST test
+images 0..499) for the accelerator, runs MNIST test images from 500 on through
+the accelerator's generated Verilog (Verilator through cocotb, ``SIM=icarus``
+for Icarus; memories loaded up front, Python waiting only for the end of each
+chunk), checks every output against the golden model bit for bit, and prints
+the accuracy, the cycles per image, the per-layer utilization and the images/s
+at the configured clock.
 """
 
 import argparse
-import json
 import sys
+import tempfile
 import time
 
 import numpy as np
 
-from fpganet.config import AcceleratorConfig, ConfigError
-from fpganet.hdl.systolic import SystolicArray
-from fpganet.sim import runner
+from fpganet.config import ConfigError
+
+
+def _progress_bar(label):
+    interactive = sys.stderr.isatty()
+    start = time.perf_counter()
+
+    def show(done, total):
+        elapsed = time.perf_counter() - start
+        filled = int(30 * done / total)
+        line = (f"  {label} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total} images "
+                f"{elapsed:5.1f} s")
+        print(("\r" if interactive else "") + line, end="" if interactive and done < total else "\n",
+              file=sys.stderr, flush=True)
+    return show
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m fpganet.sim.main", description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=int, default=300, help="MNIST test images to run (default %(default)s)")
     parser.add_argument("--array", default=None, help="array size ROWSxCOLS (default: the default configuration)")
-    parser.add_argument("--shape", default="20x150x100", help="M x K x N of the product (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--chunk", type=int, default=50, help="images per simulation run (default %(default)s)")
     args = parser.parse_args(argv)
+
+    from fpganet.backends import run_network
+    from fpganet.compiler import compile_model
+    from fpganet.datasets import mnist
+    from fpganet.errors import FpganetError
+    from fpganet.estimate.workload import simulated_cycles
+    from fpganet.golden import layer_macs
+    from fpganet.sim import rtl_backend
+    from fpganet.sim.runner import default_simulator
+
     try:
+        from fpganet.config import AcceleratorConfig
         config = AcceleratorConfig.parse_array(args.array) if args.array else AcceleratorConfig()
-        M, K, N = (int(part) for part in args.shape.lower().split("x"))
-    except (ConfigError, ValueError) as error:
+        with tempfile.TemporaryDirectory() as scratch:
+            net = compile_model(out_dir=f"{scratch}/lenet5", config=config)
+            x, y = mnist("eval", args.images)
+    except (FpganetError, ConfigError) as error:
         print(f"fpganet: error: {error}", file=sys.stderr)
         return 2
 
-    sim = runner.default_simulator()
-    print(f"fpganet sim: {M}x{K} @ {K}x{N} int8 product on a {config.name} systolic array "
-          f"({config.macs_per_cycle} MACs/cycle), generated Verilog on {sim}")
+    sim = default_simulator()
+    macs = layer_macs(net)
+    print(f"fpganet sim: LeNet-5 (trained elsewhere, int8) on {len(x)} MNIST test images through the "
+          f"accelerator's generated Verilog on {sim}")
+    print(f"  compiled  {len(net.layers)} layers, {sum(macs):,} MACs/image, {config.name} array "
+          f"({config.macs_per_cycle} MACs/cycle) at {config.clock_hz / 1e6:g} MHz")
     start = time.perf_counter()
-    build = runner.build(SystolicArray(config), "systolic_array", sim=sim)
-    print(f"  build      {time.perf_counter() - start:6.1f} s  ({build.directory})")
-    params = {"config": config.to_dict(), "seed": args.seed, "shape": [M, K, N]}
+    rtl_backend.build_harness(config, sim=sim, driver="cocotb")
+    print(f"  built     {sim} harness for cocotb in {time.perf_counter() - start:.1f} s "
+          f"(cached under build/sim/)")
+
+    q_in = net.quantize_input(x)
     start = time.perf_counter()
-    result = build.run("fpganet.sim.tb_main", "main_product", {"FPGANET_TB": json.dumps(params)},
-                       log_file=build.directory / "run" / "main.log")
+    q_rtl, cycles = rtl_backend.run_network_rtl(net, q_in, sim=sim, chunk=args.chunk,
+                                                progress=_progress_bar("simulate "))
     wall = time.perf_counter() - start
-    report_path = build.directory / "run" / "main_report.json"
-    if not result.ok or not report_path.exists():
-        print(f"FAILED: the Verilog result differs from numpy or the simulation broke; "
-              f"log: {build.directory / 'run' / 'main.log'}", file=sys.stderr)
+    golden = run_network(net, x, backend="golden")
+    mismatched = np.flatnonzero((q_rtl.reshape(len(x), -1) != golden.q.reshape(len(x), -1)).any(axis=1))
+    if mismatched.size:
+        print(f"FAILED: {mismatched.size} of {len(x)} images differ from the golden model "
+              f"(first: image {500 + mismatched[0]} of the MNIST test set)", file=sys.stderr)
         return 1
-    report = json.loads(report_path.read_text())
-    useful = M * K * N
-    print(f"  simulate   {wall:6.1f} s  ({report['cycles']:,} cycles, simulated)")
-    print(f"  check      all {M * N:,} int32 outputs equal numpy's (max |C| = {report['max_abs']:,})")
-    print(f"  cycles     {report['cycles']:,} from first beat to last result row (simulated)")
-    print(f"  MACs       {useful:,} useful; array utilization "
-          f"{useful / (config.macs_per_cycle * report['cycles']):.1%} (simulated)")
-    return 0
+    predictions = q_rtl.reshape(len(x), -1).argmax(axis=1)
+    accuracy = float(np.mean(predictions == y))
+    # The first image of each simulation run also carries the program's prologue.
+    steady = cycles[np.arange(len(cycles)) % args.chunk != 0]
+    per_image = int(np.median(steady if steady.size else cycles))
+    print(f"  check     all {q_rtl.size:,} int8 outputs equal the golden model's, bit for bit")
+    print(f"  accuracy  {100 * accuracy:.2f} % top-1 ({int(np.sum(predictions == y))} of {len(x)}; "
+          f"MNIST test images 500..{499 + len(x)}; measured on the RTL)")
+    print(f"  speed     {wall:.1f} s for {int(cycles.sum()):,} simulated cycles "
+          f"({cycles.sum() / wall / 1e3:,.0f} k cycles/s of simulation)")
+
+    model = simulated_cycles(net, config)
+    print()
+    print(f"  {'layer':<18}{'op':<9}{'MACs':>10}{'cycles':>10}{'utilization':>13}")
+    for layer, layer_cycles, layer_mac in zip(net.layers, model["per_layer"], macs):
+        if layer_cycles == 0 and layer_mac == 0:
+            continue
+        utilization = f"{100 * layer_mac / (config.macs_per_cycle * layer_cycles):.1f} %" if layer_mac else "-"
+        print(f"  {layer.name:<18}{getattr(layer, 'kind', layer.type):<9}{layer_mac:>10,}{layer_cycles:>10,}{utilization:>13}")
+    other = per_image - sum(model["per_layer"])
+    print(f"  {'input/output, control':<27}{'':>10}{other:>10,}")
+    print(f"  {'whole network':<27}{sum(macs):>10,}{per_image:>10,}"
+          f"{100 * sum(macs) / (config.macs_per_cycle * per_image):>11.1f} %")
+    print(f"  (cycles per image: the accelerator's own counter in the RTL; per layer: the performance "
+          f"model, equal to the RTL by test{'' if model['total'] == per_image else ' — DIFFERS: ' + str(model['total'])})")
+    print()
+    print(f"  images/s  {config.clock_hz / per_image:,.0f} at {config.clock_hz / 1e6:g} MHz "
+          f"(simulated cycles x the configured clock; a routed Fmax comes from `make synth`)")
+    return 0 if model["total"] == per_image else 1
 
 
 if __name__ == "__main__":

@@ -126,7 +126,7 @@ class SimBuild:
         return get_runner(self.sim)
 
     def run(self, test_module, testcase=None, env=None, *, seed=None, log_file=None,
-            waves=False, test_dir=None):
+            waves=False, test_dir=None, plusargs=()):
         """Run cocotb test module ``test_module`` on this build; return a :class:`CocotbResult`.
 
         ``env`` goes to the testbench as environment variables (the testbench
@@ -141,13 +141,13 @@ class SimBuild:
             results_xml.unlink()
         try:
             self._test(runner, test_module, testcase, env, seed, log_file, waves, test_dir,
-                       results_xml)
+                       results_xml, plusargs)
         except SystemExit:
             pass  # the runner exits on failed tests; the results file says which
         return _read_results(results_xml)
 
     def _test(self, runner, test_module, testcase, env, seed, log_file, waves, test_dir,
-              results_xml):
+              results_xml, plusargs):
         runner.test(
             test_module=test_module,
             hdl_toplevel=self.toplevel,
@@ -160,6 +160,7 @@ class SimBuild:
             seed=seed,
             log_file=log_file,
             waves=waves,
+            plusargs=list(plusargs),
             timescale=("1ns", "1ps") if self.sim == "icarus" else None,
         )
 

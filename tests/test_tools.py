@@ -35,11 +35,13 @@ def test_export_rejects_bad_array(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == "fpganet: error: rows must be at least 1, not 0"
 
 
-def test_make_sim_entry_point_checks_a_product(capsys):
-    assert sim_main.main(["--shape", "5x40x19"]) == 0
+def test_make_sim_runs_lenet_on_the_rtl(capsys):
+    """`make sim`, on a few images: every output checked against golden, the per-layer table printed."""
+    assert sim_main.main(["--images", "4", "--chunk", "2"]) == 0
     out = capsys.readouterr().out
-    assert "all 95 int32 outputs equal numpy's" in out
-    assert "array utilization" in out
+    assert "all 40 int8 outputs equal the golden model's, bit for bit" in out
+    assert "conv_11" in out and "whole network" in out and "images/s" in out
+    assert "DIFFERS" not in out
 
 
 def test_free_running_pattern_matches_its_model():

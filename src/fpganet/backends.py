@@ -3,7 +3,8 @@
 A backend is a callable ``backend(net, q_in, **options) -> q_out``: it gets the
 int8 input feature maps [N, C, H, W] that the host quantized
 (:meth:`fpganet.qnet.QNetwork.quantize_input`) and returns the raw int8
-outputs [N, *net.output_shape]. The host dequantizes. ``golden`` is the numpy
+outputs [N, *net.output_shape], or ``(q_out, extras)`` with a dict of further
+per-input arrays (the RTL backend returns ``cycles`` per image). The host dequantizes. ``golden`` is the numpy
 reference; a simulator of the RTL plugs in with :func:`register_backend`
 (or an entry in :data:`BACKENDS`), and must return exactly what ``golden``
 returns.
@@ -18,7 +19,7 @@ do not know.
 """
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -31,6 +32,8 @@ BACKENDS = {
     "golden": ("fpganet.golden:backend", "numpy integer model, the definition of the numerics"),
     "isa": ("fpganet.backend.run:backend", "the compiled program on the functional ISA simulator "
                                            "(fpganet.isasim)"),
+    "rtl": ("fpganet.sim.rtl_backend:backend", "the compiled program on the accelerator's generated "
+                                               "Verilog (Verilator through cocotb; SIM=icarus)"),
 }
 
 
@@ -71,11 +74,14 @@ class RunResult:
     logits : numpy.ndarray
         float32 [N, *output_shape], ``s_out * (q - zp_out)``.
     backend : str
+    extras : dict
+        Further per-input arrays the backend returned (``cycles`` from ``rtl``).
     """
 
     q: np.ndarray
     logits: np.ndarray
     backend: str
+    extras: dict = field(default_factory=dict)
 
     @property
     def predictions(self):
@@ -111,9 +117,11 @@ def run_network(net, x, backend="golden", limit=None, **options):
     if limit is not None:
         x = x[:limit]
     q_in = net.quantize_input(x)
-    q = np.asarray(function(net, q_in, **options))
+    returned = function(net, q_in, **options)
+    q, extras = returned if isinstance(returned, tuple) else (returned, {})
+    q = np.asarray(q)
     expected = (x.shape[0], *net.output_shape)
     if q.dtype != np.int8 or q.shape != expected:
         raise FpganetError(f"backend '{backend}' returned {q.dtype} {list(q.shape)}, expected int8 "
                            f"{list(expected)}")
-    return RunResult(q=q, logits=net.dequantize_output(q), backend=backend)
+    return RunResult(q=q, logits=net.dequantize_output(q), backend=backend, extras=dict(extras))

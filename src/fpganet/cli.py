@@ -243,7 +243,7 @@ def _run_run(args):
     x, y, where = _load_inputs(args, net)
     result = run_network(net, x, backend=args.backend, compiled=args.compiled)
     if args.out:
-        _write_npz(args.out, logits=result.logits, q=result.q)
+        _write_npz(args.out, logits=result.logits, q=result.q, **result.extras)
     count = x.shape[0]
     if y is not None:
         correct = int(np.sum(result.predictions == y))
@@ -252,8 +252,14 @@ def _run_run(args):
     else:
         print(f"ran {count} inputs of {where} on the {args.backend} backend (no labels 'y', "
               f"no accuracy)")
+    if "cycles" in result.extras:
+        cycles = np.asarray(result.extras["cycles"])
+        steady = cycles[1:] if len(cycles) > 1 else cycles
+        print(f"cycles per image {int(np.median(steady)):,} (median; simulated by the {args.backend} "
+              f"backend; the first image also carries the program's prologue: {int(cycles[0]):,})")
     if args.out:
-        print(f"wrote {args.out} (logits float32 {list(result.logits.shape)}, q int8)")
+        extra = "".join(f", {name}" for name in result.extras)
+        print(f"wrote {args.out} (logits float32 {list(result.logits.shape)}, q int8{extra})")
     return 0
 
 
