@@ -1,8 +1,6 @@
 """Workload counts, throughput and link model, the fpganet.perf adapter, GPU and ASIC models."""
 
 import json
-import sys
-import types
 
 import pytest
 
@@ -83,18 +81,21 @@ def test_simulated_cycles_come_from_the_backend_program(workload, lenet):
     assert total.extra["io_cycles"] == (784 + 1) + (10 + 2)    # INPUT N + 1, OUTPUT N + 2
 
 
-def test_perf_adapter_uses_fpganet_perf_when_it_exists(workload, lenet, monkeypatch):
-    fake = types.ModuleType("fpganet.perf")
-    layers = [100 * (i + 1) for i in range(len(lenet.layers))]
-    fake.cycles_per_image = lambda net, config: (sum(layers), layers)
-    monkeypatch.setitem(sys.modules, "fpganet.perf", fake)
+def test_simulated_cycles_are_the_performance_model_s(workload, lenet):
+    from fpganet.backend import build_images
+    from fpganet.estimate.workload import simulated_cycles
+    from fpganet.perf import program_cycles
+
     total, per_layer, source = cycles_per_image(workload, lenet)
-    assert (total.value, total.source, per_layer) == (sum(layers), "simulated", layers)
-    assert source.startswith("simulated")
-    # A model that fails is not fatal: the labelled fallback is used.
-    fake.cycles_per_image = lambda net, config: 1 / 0
-    total, _, _ = cycles_per_image(workload, lenet)
-    assert total.source == "estimated"
+    images = build_images(lenet, 1, lenet.config)
+    steady = (program_cycles(images.program_for(2), lenet.config).total
+              - program_cycles(images.program_for(1), lenet.config).total)
+    assert (total.value, total.source) == (steady, "simulated")
+    assert source.startswith("simulated") and 0 < sum(per_layer) < steady
+    # A network the back end refuses for the configuration falls back, labelled, with the reason.
+    small = lenet.config.replace(act_buffer_bytes=512)
+    assert simulated_cycles(lenet, small) is None
+    assert "activation buffer" in simulated_cycles.last_reason
 
 
 def test_uart_link_bound_and_compute_bound(workload):

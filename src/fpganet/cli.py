@@ -19,6 +19,7 @@ import tempfile
 import numpy as np
 
 from .config import AcceleratorConfig, ConfigError
+from .argtypes import positive_int
 from .errors import FpganetError
 
 __all__ = ["main", "build_parser", "command", "COMMANDS", "add_config_arguments",
@@ -86,16 +87,6 @@ def config_from_args(args):
     return AcceleratorConfig(**values)
 
 
-def _positive(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
-
-
 # compile -----------------------------------------------------------------------------------
 
 def _configure_compile(parser):
@@ -112,9 +103,9 @@ def _configure_compile(parser):
     parser.add_argument("--method", default=DEFAULT_METHOD,
                         help=f"calibration method: {', '.join(sorted(METHODS))} "
                              f"(percentile:P for another percentile); default {DEFAULT_METHOD}")
-    parser.add_argument("--calib-limit", type=_positive, metavar="N",
+    parser.add_argument("--calib-limit", type=positive_int, metavar="N",
                         help="use only the first N calibration samples")
-    parser.add_argument("--images", type=_positive, default=1, metavar="N",
+    parser.add_argument("--images", type=positive_int, default=1, metavar="N",
                         help="images the accelerator program processes per run (default 1; "
                              "fpganet.backend.read_images(OUT).for_images(N) changes it)")
     parser.add_argument("--no-program", action="store_true",
@@ -228,7 +219,7 @@ def _configure_run(parser):
                              "labels 'y' [N]; default for the embedded LeNet-5: MNIST eval split")
     parser.add_argument("--backend", default="golden", choices=sorted(BACKENDS),
                         help="; ".join(f"{name}: {desc}" for name, (_, desc) in sorted(BACKENDS.items())))
-    parser.add_argument("--limit", type=_positive, metavar="N", help="only the first N inputs")
+    parser.add_argument("--limit", type=positive_int, metavar="N", help="only the first N inputs")
     parser.add_argument("--out", metavar="R.npz",
                         help="write 'logits' (float32 [N, classes]) and 'q' (int8 [N, classes])")
 
@@ -268,7 +259,7 @@ def _run_run(args):
 def _configure_check(parser):
     parser.add_argument("compiled", metavar="OUT", help="directory written by fpganet compile")
     parser.add_argument("--inputs", metavar="X.npz", help="as for 'run'")
-    parser.add_argument("--limit", type=_positive, default=1000, metavar="N",
+    parser.add_argument("--limit", type=positive_int, default=1000, metavar="N",
                         help="inputs to compare (default 1000)")
     parser.add_argument("--model", metavar="MODEL.onnx",
                         help="float source model (default: the path in the manifest, if its "
@@ -321,7 +312,7 @@ def _configure_mnist(parser):
 
     parser.add_argument("--split", default="eval", choices=list(SPLITS),
                         help="calib: test images 0..499; eval: 500..9999; all (default eval)")
-    parser.add_argument("--limit", type=_positive, metavar="N", help="only the first N images")
+    parser.add_argument("--limit", type=positive_int, metavar="N", help="only the first N images")
     parser.add_argument("-o", "--output", required=True, metavar="FILE.npz",
                         help="write 'x' float32 [N, 1, 28, 28] (preprocessed) and 'y' labels")
 

@@ -28,6 +28,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from ..argtypes import positive_int
 from ..errors import FpganetError
 from ..isa import HostSpace
 from . import protocol
@@ -533,16 +534,6 @@ def load_compiled_job(out_dir):
 
 # Command line --------------------------------------------------------------------------------
 
-def _positive(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
-
-
 def _write_npz(path, **arrays):
     """Write a .npz atomically (a temporary file beside it, then rename)."""
     import tempfile
@@ -578,7 +569,7 @@ def add_arguments(parser):
     run.add_argument("--inputs", metavar="X.npz",
                      help="array 'x' float32 [N, C, H, W], optional labels 'y' [N]; default "
                           "for the embedded LeNet-5: MNIST eval split")
-    run.add_argument("--limit", type=_positive, metavar="N", help="only the first N inputs")
+    run.add_argument("--limit", type=positive_int, metavar="N", help="only the first N inputs")
     run.add_argument("--out", metavar="R.npz",
                      help="write 'logits', 'q' and 'cycles' (uint32 stamp per image)")
     common(subparsers.add_parser("ping", help="print the board's accelerator configuration"))

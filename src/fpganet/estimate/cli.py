@@ -8,6 +8,7 @@ command registry in :mod:`fpganet.cli`) and as a standalone ``*_main(argv)``.
 import argparse
 import sys
 
+from ..argtypes import positive_float, positive_int
 from ..config import ConfigError
 from ..errors import FpganetError
 
@@ -15,26 +16,6 @@ __all__ = ["configure_estimate_parser", "run_estimate", "estimate_main",
            "configure_report_parser", "run_report", "report_main"]
 
 PROG = "fpganet"
-
-
-def _positive_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, not {text}")
-    return value
-
-
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
 
 
 def _activity(text):
@@ -58,11 +39,11 @@ def _common_arguments(parser):
     parser.add_argument("--report", "--board-report", dest="board_report", metavar="REPORT.json",
                         help="boards build report (routed Fmax, resources); without it the clock is "
                              "the configuration's clock_hz and resources are estimated")
-    parser.add_argument("--clock-mhz", type=_positive_float, metavar="MHZ",
+    parser.add_argument("--clock-mhz", type=positive_float, metavar="MHZ",
                         help="accelerator clock (overrides the report's Fmax)")
-    parser.add_argument("--baud", type=_positive_float, metavar="BAUD",
+    parser.add_argument("--baud", type=positive_float, metavar="BAUD",
                         help="host UART baud rate (default 3,000,000, 8N1)")
-    parser.add_argument("--cycles", type=_positive_int, metavar="N",
+    parser.add_argument("--cycles", type=positive_int, metavar="N",
                         help="cycles per image measured elsewhere (RTL simulation, the board)")
     parser.add_argument("--cycles-model", default="ideal", choices=CYCLE_MODELS,
                         help="fallback when fpganet.perf cannot time the network: ideal = "
@@ -73,16 +54,16 @@ def _common_arguments(parser):
     parser.add_argument("--activity", type=_activity, metavar="AF",
                         help="logic activity factor for the FPGA power model (default range "
                              "0.15-0.25)")
-    parser.add_argument("--asic-clock-mhz", type=_positive_float, default=500.0, metavar="MHZ",
+    parser.add_argument("--asic-clock-mhz", type=positive_float, default=500.0, metavar="MHZ",
                         help="assumed ASIC clock (default 500)")
     parser.add_argument("--gpu", action="append", metavar="KEY",
                         help=f"GPU to compare (repeatable; default: {', '.join(DEFAULT_GPUS)})")
-    parser.add_argument("--batch", type=_positive_int, metavar="N",
+    parser.add_argument("--batch", type=positive_int, metavar="N",
                         help="the GPUs' large batch (default per GPU: the smallest of 256-65536 "
                              "that hides the kernel-launch floor)")
     parser.add_argument("--no-measure", dest="measure", action="store_false",
                         help="do not time the network on this machine with onnxruntime")
-    parser.add_argument("--measure-time", type=_positive_float, default=0.3, metavar="S",
+    parser.add_argument("--measure-time", type=positive_float, default=0.3, metavar="S",
                         help="seconds of timing per model and batch (default 0.3)")
     parser.add_argument("--no-synth", dest="synth", action="store_false",
                         help="skip the yosys synthesis (no ASIC gate count or logic area)")

@@ -18,25 +18,20 @@ one of two labelled fallbacks, neither simulated:
     overheads are not counted.
 """
 
-import importlib
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..config import AcceleratorConfig
+from ..errors import FpganetError
 from .quantity import Quantity
 
-__all__ = ["LayerWork", "Workload", "simulated_cycles", "cycles_per_image", "CYCLE_MODELS",
-           "PERF_INTERFACE"]
+__all__ = ["LayerWork", "Workload", "simulated_cycles", "cycles_per_image", "CYCLE_MODELS"]
 
 CYCLE_MODELS = ("ideal", "tiled")
 
 #: What :func:`simulated_cycles` expects of ``fpganet.perf``.
-PERF_INTERFACE = ("fpganet.perf.cycles_per_image(net, config) -> int, or a (total, per_layer) "
-                  "tuple, or an object or dict with 'total' and optionally 'per_layer' (a list of "
-                  "cycles per layer of net.layers)")
-
 
 @dataclass
 class LayerWork:
@@ -227,45 +222,30 @@ def _layer_work(layer, config):
 # Cycles ----------------------------------------------------------------------------------
 
 def simulated_cycles(net, config=None):
-    """Cycles per image from the project's performance model, when it can give them.
+    """Cycles per image from the project's performance model (equal to the RTL's by test).
 
-    Tries, in order: ``fpganet.perf.cycles_per_image(net, config)`` (see
-    :data:`PERF_INTERFACE`); then the program route: the compiler back end's program
-    (``fpganet.backend.build_images``) timed by ``fpganet.perf.program_cycles``, cycles
-    per image = (program for 2 images) - (program for 1 image), the steady state of the
-    per-image loop, per-layer cycles from the first image's CONV/POOL instructions
-    mapped to layers through the plan's steps.
+    The compiler back end's program (``fpganet.backend.build_images``) timed by
+    ``fpganet.perf.program_cycles``: cycles per image = (program for 2 images) -
+    (program for 1 image), the steady state of the per-image loop; per-layer cycles
+    from the first image's CONV/POOL instructions mapped to layers through the
+    plan's steps.
 
     Returns
     -------
     dict or None
         ``total``, ``per_layer`` (list or None), ``io_cycles`` (INPUT and OUTPUT cycles
-        per image, streams never stalling), ``basis``; or None with the reason in
+        per image, streams never stalling), ``basis``; or None when the back end
+        refuses the network for ``config``, with its reason in
         ``simulated_cycles.last_reason``.
     """
+    from .. import perf
+
     config = config or net.config
     simulated_cycles.last_reason = None
     try:
-        perf = importlib.import_module("fpganet.perf")
-    except ImportError:
-        simulated_cycles.last_reason = "fpganet.perf is not available"
-        return None
-    function = getattr(perf, "cycles_per_image", None)
-    if callable(function):
-        try:
-            found = _normalize_perf(function(net, config), len(net.layers))
-        except Exception as error:   # an unfinished model must not break the estimate
-            found = None
-            simulated_cycles.last_reason = f"fpganet.perf.cycles_per_image failed ({error})"
-        if found is not None:
-            total, per_layer = found
-            return {"total": total, "per_layer": per_layer, "io_cycles": 0,
-                    "basis": "fpganet.perf.cycles_per_image (equal to the RTL cycle counter by test)"}
-    try:
         return _program_cycles(net, config, perf)
-    except Exception as error:       # a network the back end refuses, or an unfinished back end
-        reason = " ".join(str(error).split())[:300]
-        simulated_cycles.last_reason = f"no simulated cycles ({type(error).__name__}: {reason})"
+    except FpganetError as error:
+        simulated_cycles.last_reason = f"no simulated cycles: {' '.join(str(error).split())}"
         return None
 
 
@@ -297,25 +277,6 @@ def _program_cycles(net, config, perf):
              f"LOOP), of which INPUT and OUTPUT at one byte per cycle {io:,}")
     return {"total": int(total), "per_layer": per_layer, "io_cycles": int(io), "basis": basis,
             "by_opcode": per_image_ops}
-
-
-def _normalize_perf(result, n_layers):
-    total, per_layer = None, None
-    if isinstance(result, (int, np.integer, float)):
-        total = result
-    elif isinstance(result, tuple) and len(result) == 2:
-        total, per_layer = result
-    elif isinstance(result, dict):
-        total, per_layer = result.get("total"), result.get("per_layer")
-    else:
-        total, per_layer = getattr(result, "total", None), getattr(result, "per_layer", None)
-    if total is None or not total > 0:
-        return None
-    if per_layer is not None:
-        per_layer = [int(c) for c in per_layer]
-        if len(per_layer) != n_layers:
-            per_layer = None
-    return int(total), per_layer
 
 
 def cycles_per_image(workload, net=None, *, cycles=None, layer_cycles=None, model="ideal",
