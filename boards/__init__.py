@@ -1,1 +1,6 @@
-"""Board top-levels on amaranth-boards platforms (see boards/README.md)."""
+"""Board top-levels on amaranth-boards platforms (see boards/README.md).
+
+``fpganet.boards.build.build(board, config, output)`` synthesizes, places and
+routes a board design and writes ``report.json``; ``main(argv)`` is its
+command line.
+"""

@@ -354,6 +354,21 @@ def _run_report(args):
     return run_report(args)
 
 
+# synth -------------------------------------------------------------------------------------
+
+def _configure_synth(parser):
+    from .boards.build import configure
+    configure(parser)
+    add_config_arguments(parser)
+
+
+@command("synth", help="build a board's bitstream with yosys and nextpnr; write report.json")
+@arguments(_configure_synth)
+def _run_synth(args):
+    from .boards.build import run
+    return run(args)
+
+
 # board -------------------------------------------------------------------------------------
 
 def _configure_board(parser):

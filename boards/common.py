@@ -1,0 +1,119 @@
+"""What the board top-levels share: the clock/reset shell and the board description."""
+
+from dataclasses import dataclass, field
+
+from amaranth import *
+from amaranth.lib import io
+from amaranth.lib.cdc import FFSynchronizer
+
+__all__ = ["Board", "BoardTop"]
+
+
+class BoardTop(Elaboratable):
+    """Board top-level: a PLL clock for domain ``sync``, a power-on reset, a core, LEDs.
+
+    Subclasses implement :meth:`clock` (the PLL instance) and :attr:`led_count`.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+        The accelerator configuration; ``config.clock_hz`` is the target clock.
+    core : callable
+        ``core(config)`` returns the design to carry: an Elaboratable in domain
+        ``sync`` with a ``status`` output whose low bits drive the LEDs, and
+        optionally ``rx`` (in) and ``tx`` (out), wired to the board's UART.
+        The ``config`` it gets has ``clock_hz`` set to the clock the board
+        really makes (:attr:`clock_hz`, the PLL's closest setting).
+    pll : bool
+        Clock the core from a PLL at ``config.clock_hz`` (closest setting the
+        PLL makes, :attr:`clock_hz`); without it, from the board oscillator.
+    """
+
+    #: Power-on reset length after PLL lock. iCE40 block RAMs read as zero for
+    #: about 3 us after configuration: 15 us leaves a margin (as Amaranth's own
+    #: iCE40 reset does).
+    reset_seconds = 15e-6
+    led_count = 0
+
+    def __init__(self, config, core, *, pll=True):
+        self.config = config
+        self.core_factory = core
+        self.pll = pll
+        self.clock_hz = self.pll_settings().f_out if pll else self.oscillator_hz
+        self.core = None
+
+    # Board-specific ----------------------------------------------------------------------
+
+    oscillator_hz = None
+
+    def pll_settings(self):
+        raise NotImplementedError
+
+    def clock(self, m, platform):
+        """Add the clock source to ``m``; return ``(clock, locked)`` signals."""
+        raise NotImplementedError
+
+    def leds(self, m, platform):
+        """The LED output signals, LED 0 first."""
+        leds = []
+        for i in range(self.led_count):
+            m.submodules[f"led_{i}"] = buffer = io.Buffer("o", platform.request("led", i, dir="-"))
+            leds.append(buffer.o)
+        return leds
+
+    # Shared ------------------------------------------------------------------------------
+
+    def elaborate(self, platform):
+        m = Module()
+        clock, locked = self.clock(m, platform)
+
+        m.domains.sync = cd_sync = ClockDomain("sync")
+        m.d.comb += cd_sync.clk.eq(clock)
+        platform.add_clock_constraint(clock, self.clock_hz)
+
+        # Reset until the PLL has locked and then for `reset_seconds` (reset-less
+        # flip-flops in `sync` itself count the time).
+        locked_sync = Signal()
+        m.submodules.lock_sync = FFSynchronizer(locked, locked_sync, o_domain="sync")
+        delay = max(2, int(self.reset_seconds * self.clock_hz))
+        timer = Signal(range(delay + 1), reset_less=True)
+        reset = Signal(init=1, reset_less=True)
+        with m.If(~locked_sync):
+            m.d.sync += timer.eq(0)
+        with m.Elif(timer != delay):
+            m.d.sync += timer.eq(timer + 1)
+        m.d.sync += reset.eq(timer != delay)
+        m.d.comb += cd_sync.rst.eq(reset)
+
+        core_config = self.config.replace(clock_hz=float(self.clock_hz))
+        m.submodules.core = self.core = core = self.core_factory(core_config)
+        status = core.status
+        for i, led in enumerate(self.leds(m, platform)):
+            m.d.comb += led.eq(status[i] if i < len(status) else 0)
+        if hasattr(core, "rx") and hasattr(core, "tx"):
+            uart = platform.request("uart", 0, dir="-")
+            m.submodules.uart_rx = rx = io.Buffer("i", uart.rx)
+            m.submodules.uart_tx = tx = io.Buffer("o", uart.tx)
+            m.d.comb += [core.rx.eq(rx.i), tx.o.eq(core.tx)]
+        return m
+
+
+@dataclass(frozen=True)
+class Board:
+    """One supported board and how to build for it."""
+    name: str
+    description: str
+    platform: type                 # amaranth-boards platform class
+    top: type                      # BoardTop subclass
+    default_config: object         # AcceleratorConfig sized for the device
+    default_core: object           # core(config) factory used when none is given
+    family: str                    # "ice40" or "ecp5"
+    bitstream: str                 # bitstream file suffix: "bin" or "bit"
+    synth_opts: tuple = ()
+    nextpnr_opts: tuple = ()
+    #: nextpnr cell type -> report name, in report order.
+    resources: dict = field(default_factory=dict)
+
+    @property
+    def device(self):
+        return self.platform.device

