@@ -3,7 +3,7 @@
 Every default of the estimator is defined here (or derived here from figures
 defined here), with what it measures: chip, board or wall power; peak or
 measured; batch size. The reference notes these come from are
-``/work/shared/reference/figures.md`` of the project; figures that the notes
+``../shared/reference/figures.md`` (beside the project checkout); figures that the notes
 mark "unverified", and figures added here from memory that could not be
 checked against a source in this environment, carry ``unverified=True`` and
 are listed in ``docs/estimator.md``.
@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 #: Where the gathered figures are written down for this project.
-REFERENCE_NOTES = "fpganet reference notes, /work/shared/reference/figures.md"
+REFERENCE_NOTES = "fpganet reference notes, ../shared/reference/figures.md (beside the checkout)"
 
 
 # GPUs: vendor datasheets, dense (no 2:4 sparsity) ------------------------------------------
