@@ -60,12 +60,14 @@ synth: $(STAMP)
 	$(BIN)/fpganet synth --board $(BOARD) -o $(BUILD)/synth/$(BOARD)
 
 # The report uses a board's routed report.json when `make synth` has written one.
+# Each board gets LeNet-5 compiled for its own configuration (the one its bitstream carries),
+# its routed clock when `make synth BOARD=...` has run, and switching activity measured in RTL.
 estimate: $(STAMP)
-	$(BIN)/fpganet compile -o $(BUILD)/lenet5
 	for board in icebreaker ulx3s; do \
+	  $(BIN)/fpganet compile --board $$board -o $(BUILD)/lenet5-$$board > /dev/null || exit 1; \
 	  report=$(BUILD)/synth/$$board/report.json; \
-	  $(BIN)/fpganet report $(BUILD)/lenet5 --board $$board $$( [ -f $$report ] && echo --report $$report ) \
-	    -o $(BUILD)/estimate/$$board || exit 1; \
+	  $(BIN)/fpganet report $(BUILD)/lenet5-$$board --board $$board --activity rtl \
+	    $$( [ -f $$report ] && echo --report $$report ) -o $(BUILD)/estimate/$$board || exit 1; \
 	done
 
 # FUZZ_CASES and FUZZ_SEED choose the run; a failure prints the seed and case that reproduce it.

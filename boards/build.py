@@ -246,6 +246,10 @@ def configure(parser):
                         help="target board")
     parser.add_argument("-o", "--output", metavar="DIR",
                         help="build folder (default build/synth/BOARD)")
+    parser.add_argument("--core", choices=("accelerator", "stand-in"),
+                        help="what the bitstream carries: the accelerator behind the UART host "
+                             "link, or the stand-in (the array fed from ROMs); default: the "
+                             "board's choice (README.md)")
     parser.add_argument("--seed", type=int, default=1, help="nextpnr placement seed (default 1)")
     parser.add_argument("--no-pll", action="store_true",
                         help="clock the core from the board oscillator instead of a PLL")
@@ -279,9 +283,13 @@ def run(args):
     except ConfigError as error:
         raise FpganetError(str(error)) from None
     output = Path(args.output or Path("build") / "synth" / board.name)
-    print(f"synth: {board.description}, array {config.name} ({config.macs_per_cycle} MACs/cycle), "
+    core = board.cores[args.core] if args.core else None
+    core_name = args.core or next((name for name, factory in board.cores.items()
+                                   if factory is board.default_core), "default core")
+    print(f"synth: {board.description}, {core_name}, array {config.name} "
+          f"({config.macs_per_cycle} MACs/cycle), "
           f"target {config.clock_hz / 1e6:g} MHz -> {output}/", flush=True)
-    result = build(board, config, output, seed=args.seed, pll=not args.no_pll,
+    result = build(board, config, output, core=core, seed=args.seed, pll=not args.no_pll,
                    synth_opts=args.synth_opt, nextpnr_opts=args.nextpnr_opt,
                    verbose=args.verbose)
     used = ", ".join(f"{name} {value['used']}/{value['available']}"

@@ -111,6 +111,8 @@ class Board:
     bitstream: str                 # bitstream file suffix: "bin" or "bit"
     synth_opts: tuple = ()
     nextpnr_opts: tuple = ()
+    #: Named core factories ``fpganet synth --core NAME`` picks from.
+    cores: dict = field(default_factory=dict)
     #: nextpnr cell type -> report name, in report order.
     resources: dict = field(default_factory=dict)
 

@@ -12,14 +12,20 @@ from amaranth.lib import io
 from amaranth_boards.ulx3s import ULX3S_85F_Platform
 
 from fpganet.config import AcceleratorConfig
+from fpganet.hdl.accelerator import Accelerator
 from fpganet.hdl.ecp5_dsp import ECP5ProcessingElement
+from fpganet.hdl.hostlink import HostLinkSystem
 from fpganet.hdl.systolic import SystolicArray
 
 from .common import Board, BoardTop
 from .pll import ecp5_pll
 from .standin import ArrayStandIn
 
-__all__ = ["ULX3STop", "BOARD", "DEFAULT_CONFIG", "ecp5_array", "stand_in_core"]
+__all__ = ["ULX3STop", "BOARD", "DEFAULT_CONFIG", "BAUD", "accelerator_core", "ecp5_array",
+           "stand_in_core"]
+
+#: UART rate of the host link: the ULX3S's FT231X runs up to 3 Mbaud.
+BAUD = 3_000_000
 
 #: 8x16 array (128 MACs/cycle on 128 of 156 MULT18X18D); 128 KiB weights and
 #: 64 KiB activations fit the 85F's 468 KiB of EBR with room to spare. The
@@ -32,6 +38,13 @@ DEFAULT_CONFIG = AcceleratorConfig(rows=8, cols=16, weight_buffer_bytes=128 * 10
 def ecp5_array(config):
     """The array with one MULT18X18D per PE, its output register as the product register."""
     return SystolicArray(config, pe=ECP5ProcessingElement)
+
+
+def accelerator_core(config):
+    """The accelerator behind the UART host link, one MULT18X18D per PE."""
+    def device(config):
+        return Accelerator(config, pe=ECP5ProcessingElement)
+    return HostLinkSystem(config, config.clock_hz, BAUD, device=device)
 
 
 def stand_in_core(config):
@@ -90,6 +103,7 @@ BOARD = Board(
     top=ULX3STop,
     default_config=DEFAULT_CONFIG,
     default_core=stand_in_core,
+    cores={"accelerator": accelerator_core, "stand-in": stand_in_core},
     family="ecp5",
     bitstream="bit",
     synth_opts=(),

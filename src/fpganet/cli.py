@@ -111,7 +111,25 @@ def _configure_compile(parser):
     parser.add_argument("--no-program", action="store_true",
                         help="quantize only: write no accelerator program or memory images (a "
                              "network that does not fit the configuration is then accepted)")
+    parser.add_argument("--board", choices=_board_names(),
+                        help="start from the configuration that 'fpganet synth --board B' builds "
+                             "(the flags below change it, as they do for synth)")
     add_config_arguments(parser)
+
+
+def _board_names():
+    from .boards.build import BOARDS
+
+    return sorted(BOARDS)
+
+
+def _compile_config(args):
+    """The configuration of a compile command line: the board's, or the defaults, plus flags."""
+    if getattr(args, "board", None):
+        from .boards.build import BOARDS, config_from_args as board_config_from_args
+
+        return board_config_from_args(BOARDS[args.board], args)
+    return config_from_args(args)
 
 
 @command("compile", help="quantize an ONNX model into an int8 network for the accelerator")
@@ -119,7 +137,7 @@ def _configure_compile(parser):
 def _run_compile(args):
     from .compiler import compile_model
 
-    config = config_from_args(args)
+    config = _compile_config(args)
     net = compile_model(args.model, args.calib, args.output, config=config, method=args.method,
                         calib_limit=args.calib_limit, program=not args.no_program,
                         n_images=args.images)

@@ -1,0 +1,112 @@
+"""The weight buffer in the iCE40 UltraPlus single-port RAMs (SB_SPRAM256KA).
+
+The UP5K has four 16K x 16-bit SPRAMs (128 KiB) next to only 30 block RAMs
+(15 KiB): LeNet-5's ~62 KB of weights fit only there. An SPRAM has one address
+for reads and writes; the accelerator writes weights only while idle and reads
+them only while running, so one port multiplexed between the two loses nothing.
+
+Yosys's ``synth_ice40`` infers SPRAM only from single-port memories with its
+``-spram`` option and silently falls back to block RAM otherwise; the cells are
+instantiated here so that a design that cannot use them fails to build instead.
+"""
+
+from amaranth import *
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from fpganet.config import AcceleratorConfig
+
+from .registers import weight_addr_width
+
+__all__ = ["SPRAMWeightBuffer", "SPRAM_WORDS", "SPRAM_BITS", "SPRAM_COUNT"]
+
+#: Words of one SB_SPRAM256KA.
+SPRAM_WORDS = 16384
+#: Bits per word of one SB_SPRAM256KA.
+SPRAM_BITS = 16
+#: SB_SPRAM256KA cells on an iCE40UP5K.
+SPRAM_COUNT = 4
+
+
+class SPRAMWeightBuffer(wiring.Component):
+    """:class:`fpganet.hdl.memories.WeightBuffer` on SB_SPRAM256KA cells.
+
+    Same members and timing as :class:`~fpganet.hdl.memories.WeightBuffer`:
+    ``rd_data`` one cycle after ``rd_en``, held while ``rd_en`` is low, undefined
+    after a write until the next read; a write and a read in the same cycle are
+    not allowed (the write wins).
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+        A word of ``8 * rows`` bits spans ``ceil(rows / 2)`` SPRAMs side by side;
+        ``weight_buffer_words`` must be a multiple of 16,384, and all the cells
+        at most the UP5K's four.
+
+    Raises
+    ------
+    ValueError
+        When the buffer does not map onto the SPRAMs.
+    """
+
+    def __init__(self, config):
+        if not isinstance(config, AcceleratorConfig):
+            raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
+        width = 8 * config.rows
+        words = config.weight_buffer_words
+        self.lanes = -(-width // SPRAM_BITS)        # cells side by side for one word
+        self.depth_cells = words // SPRAM_WORDS     # ...and one above the other
+        if words % SPRAM_WORDS or self.depth_cells < 1 or self.lanes * self.depth_cells > SPRAM_COUNT:
+            raise ValueError(f"a weight buffer of {words} words of {width} bits (weight_buffer_bytes "
+                             f"{config.weight_buffer_bytes}, rows {config.rows}) does not map onto "
+                             f"the UP5K's {SPRAM_COUNT} SPRAMs of {SPRAM_WORDS} x {SPRAM_BITS} bits: "
+                             f"it needs a multiple of {SPRAM_WORDS} words and at most "
+                             f"{SPRAM_COUNT // self.lanes * SPRAM_WORDS} words of this width")
+        self.config = config
+        aw = weight_addr_width(config)
+        super().__init__({
+            "rd_addr": In(aw), "rd_en": In(1), "rd_data": Out(width),
+            "wr_addr": In(aw), "wr_data": In(width), "wr_en": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        width = 8 * self.config.rows
+        low = SPRAM_WORDS.bit_length() - 1
+        address = Mux(self.wr_en, self.wr_addr, self.rd_addr)
+        padded = Cat(self.wr_data, Const(0, self.lanes * SPRAM_BITS - width))
+        # Which row of cells the last read went to: the output multiplexer follows it
+        # and holds, like the read data, while no read is enabled.
+        read_row = Signal(range(max(2, self.depth_cells)))
+        if self.depth_cells > 1:
+            with m.If(self.rd_en & ~self.wr_en):
+                m.d.sync += read_row.eq(self.rd_addr[low:])
+        rows = []
+        for row in range(self.depth_cells):
+            selected = (address[low:] == row) if self.depth_cells > 1 else Const(1)
+            outputs = []
+            for lane in range(self.lanes):
+                dataout = Signal(SPRAM_BITS, name=f"spram{row}_{lane}_data")
+                m.submodules[f"spram{row}_{lane}"] = Instance(
+                    "SB_SPRAM256KA",
+                    i_ADDRESS=address[:low],
+                    i_DATAIN=padded[lane * SPRAM_BITS:(lane + 1) * SPRAM_BITS],
+                    i_MASKWREN=Const(0b1111, 4),
+                    i_WREN=self.wr_en,
+                    i_CHIPSELECT=selected & (self.rd_en | self.wr_en),
+                    i_CLOCK=ClockSignal(),
+                    i_STANDBY=Const(0),
+                    i_SLEEP=Const(0),
+                    i_POWEROFF=Const(1),
+                    o_DATAOUT=dataout,
+                )
+                outputs.append(dataout)
+            rows.append(Cat(*outputs)[:width])
+        if self.depth_cells > 1:
+            with m.Switch(read_row):
+                for row, word in enumerate(rows):
+                    with m.Case(row):
+                        m.d.comb += self.rd_data.eq(word)
+        else:
+            m.d.comb += self.rd_data.eq(rows[0])
+        return m

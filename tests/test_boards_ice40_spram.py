@@ -1,0 +1,70 @@
+"""The weight buffer in iCE40 SPRAM: checked on the synthesized netlist, as it is on the chip.
+
+:class:`fpganet.hdl.ice40_spram.SPRAMWeightBuffer` instantiates SB_SPRAM256KA cells,
+which amaranth.sim cannot run: it is synthesized with ``synth_ice40`` (as the
+board build does), simulated with Yosys's cell models on Icarus and compared
+with a Python model of :class:`fpganet.hdl.memories.WeightBuffer`'s timing. The
+generic buffer runs the same testbench on its RTL.
+"""
+
+import json
+
+import pytest
+
+from fpganet.boards.netlist import build_netlist_sim, netlist_simulator, synthesize_netlist
+from fpganet.boards.report import parse_yosys_cells
+from fpganet.config import AcceleratorConfig
+from fpganet.hdl.ice40_spram import SPRAMWeightBuffer
+from fpganet.hdl.memories import WeightBuffer
+from fpganet.sim.runner import build
+
+TB_MODULE = "fpganet.sim.tb_weight_buffer"
+
+needs_icarus = pytest.mark.skipif(netlist_simulator() is None,
+                                  reason="Icarus Verilog (iverilog) is not installed")
+
+# (rows, weight_buffer_bytes) -> SPRAM cells (side by side x one above the other)
+SHAPES = {
+    (8, 128 * 1024): (4, 1),    # the iCEBreaker default: 64-bit words in all four cells
+    (2, 64 * 1024): (1, 2),     # 16-bit words, two cells deep: the read-select multiplexer
+}
+
+
+def _params(config, seed):
+    return {"width": 8 * config.rows, "words": config.weight_buffer_words, "writes": 400,
+            "reads": 800, "seed": seed}
+
+
+@needs_icarus
+@pytest.mark.parametrize("rows,weight_bytes", list(SHAPES))
+def test_spram_weight_buffer_netlist(rows, weight_bytes, tmp_path):
+    config = AcceleratorConfig(rows=rows, cols=2, weight_buffer_bytes=weight_bytes)
+    buffer = SPRAMWeightBuffer(config)
+    assert (buffer.lanes, buffer.depth_cells) == SHAPES[rows, weight_bytes]
+    netlist, log = synthesize_netlist(buffer, "spram_weights", tmp_path / "synth")
+    cells = parse_yosys_cells(log)
+    assert cells.get("SB_SPRAM256KA") == buffer.lanes * buffer.depth_cells, cells
+    assert not cells.get("SB_RAM40_4K"), "the weights went to block RAM"
+    sim = build_netlist_sim(netlist, "spram_weights")
+    result = sim.run(TB_MODULE, env={"FPGANET_TB": json.dumps(_params(config, rows))},
+                     test_dir=tmp_path / "run")
+    assert result.ok, f"failed: {result.failed} (see {result.results_xml.parent})"
+
+
+def test_generic_weight_buffer_rtl(tmp_path):
+    config = AcceleratorConfig(rows=2, cols=2, weight_buffer_bytes=4096)
+    sim = build(WeightBuffer(config), "weight_buffer")
+    result = sim.run(TB_MODULE, env={"FPGANET_TB": json.dumps(_params(config, 7))},
+                     test_dir=tmp_path / "run")
+    assert result.ok, f"failed: {result.failed} (see {result.results_xml.parent})"
+
+
+@pytest.mark.parametrize("rows,weight_bytes,message", [
+    (2, 48 * 1024, "multiple of 16384 words"),
+    (8, 256 * 1024, "at most 16384 words of this width"),
+    (10, 128 * 1024, "does not map onto"),
+])
+def test_spram_weight_buffer_refuses_shapes_it_cannot_map(rows, weight_bytes, message):
+    config = AcceleratorConfig(rows=rows, cols=2, weight_buffer_bytes=weight_bytes)
+    with pytest.raises(ValueError, match=message):
+        SPRAMWeightBuffer(config)
