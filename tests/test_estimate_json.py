@@ -132,3 +132,6 @@ def test_estimate_main_errors_are_one_line(compiled, capsys, tmp_path):
     assert "board report" in capsys.readouterr().err
     assert estimate_main([str(out), "--gpu", "v100", "--no-measure", "--no-synth"]) == 2
     assert "unknown GPU" in capsys.readouterr().err
+    assert estimate_main([str(out), "--activity", "sometimes", "--no-measure", "--no-synth"]) == 2
+    err = capsys.readouterr().err
+    assert "neither a number nor one of rtl, auto, default" in err and err.count("\n") == 1

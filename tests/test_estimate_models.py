@@ -1,5 +1,6 @@
 """Workload counts, throughput and link model, the fpganet.perf adapter, GPU and ASIC models."""
 
+import argparse
 import json
 
 import pytest
@@ -276,3 +277,33 @@ def test_memory_initialization_is_stripped_from_amaranth_verilog():
     assert "= 8'h0f;" not in text and "initial begin" in text
     result = synthesize(Table(), "table")
     assert [m["bits"] for m in result.memories] == [128]
+
+
+def test_design_synthesis_is_found_again_by_source_hash(tmp_path, monkeypatch):
+    """The whole accelerator is the default design; a stored result needs neither Amaranth nor yosys."""
+    from fpganet.estimate import asic
+    from fpganet.estimate.cli import configure_estimate_parser
+
+    parser = argparse.ArgumentParser()
+    configure_estimate_parser(parser)
+    assert parser.parse_args(["out"]).design == "accelerator"
+
+    config = AcceleratorConfig(rows=1, cols=2)
+    messages = []
+    first, description = asic.synthesize_design("array", config, cache_dir=tmp_path,
+                                                progress=messages.append)
+    assert first.origin.startswith("synthesized now") and messages
+    assert "systolic array" in description
+    assert len(list(tmp_path.glob("design-array-*.json"))) == 1
+
+    def no_conversion(*_args, **_kwargs):
+        raise AssertionError("the stored synthesis should have been used")
+
+    monkeypatch.setattr(asic, "design_for", no_conversion)
+    again, same = asic.synthesize_design("array", config, cache_dir=tmp_path)
+    assert again.origin.startswith("cached synthesis") and same == description
+    assert (again.cells, again.memories, again.nand2_eq) == (first.cells, first.memories,
+                                                             first.nand2_eq)
+    # Another configuration is another design.
+    assert asic.design_key("array", config) != asic.design_key("array",
+                                                              AcceleratorConfig(rows=1, cols=3))

@@ -79,11 +79,16 @@ def test_power_grows_with_clock_activity_and_duty():
     assert ice40_power(40e6, pll=True).low > ice40_power(40e6).high
 
 
-def test_ecp5_is_a_marked_placeholder():
+def test_ecp5_static_from_the_data_sheet_and_dynamic_placeholders_are_marked():
     estimate = ecp5_power(50e6, lcs=3000, multipliers=16, ebr_active=9, duty=1.0)
     assert estimate.unverified
     assert estimate.total().unverified
     assert "PLACEHOLDER" in estimate.notes[0] and "DS1044" in estimate.notes[0]
+    assert "Table 3.8" in estimate.notes[1]
+    # LFE5U-85F typical standby: ICC 212 mA x 1.1 V + ICCAUX 26 mA x 2.5 V; 7 banks x 0.5 mA x 3.3 V.
+    assert estimate.components["static"] == pytest.approx((0.2982, 0.2982))
+    assert estimate.components["static_io"] == pytest.approx((0.01155, 0.01155))
+    assert "unverified" in estimate.bases["static"] and "PLACEHOLDER" in estimate.bases["clock"]
     assert 0 < estimate.low < estimate.high
 
 
@@ -114,3 +119,40 @@ def test_accelerator_power_uses_the_engine_duty():
     assert idle.high < busy.low          # the multipliers and RAMs work only while computing
     assert idle.low > 2e-3               # static + PLL + clock tree at 40 MHz
     assert busy.components["dsp"][0] > 0 and idle.components["dsp"] == (0.0, 0.0)
+
+
+def _lenet_power(activity, duty=1.0):
+    from fpganet.compiler import compile_model
+    from fpganet.estimate.quantity import Quantity
+    from fpganet.estimate.workload import Workload
+
+    workload = Workload.from_network(compile_model())
+    cycles = Quantity(workload.tiled_cycles, "cycles", "estimated", "test")
+    clock = Quantity(40e6, "Hz", "estimated", "test")
+    perf = {"duty": Quantity(duty, None, "estimated", "test")}
+    return accelerator_power(workload, cycles, clock, perf, "ice40up5k", oscillator_hz=12e6,
+                             activity=activity)
+
+
+def test_simulated_activity_scales_both_ends_and_replaces_the_utilization():
+    from fpganet.estimate.activity import Activity
+
+    default = _lenet_power(None)
+    simulated = Activity(logic=(0.10, 0.12), data=(0.3, 0.3), source="simulated",
+                         basis="test", data_includes_utilization=True, origin="test")
+    measured = _lenet_power(simulated)
+    counter = figures.ACTIVITY["counter_reference"]
+    # Logic: both ends scale with the measured AF (duty 1): x AF / AF_counter.
+    (d_lo, _), (m_lo, m_hi) = default.components["logic"], measured.components["logic"]
+    assert m_lo / d_lo == pytest.approx(0.10 / counter, rel=1e-9)
+    assert m_hi / m_lo == pytest.approx(default.resources["counts"]["lc"][1] * 0.12
+                                        / (default.resources["counts"]["lc"][0] * 0.10))
+    # Multipliers: the operands' measured toggles (0.3 vs the measurement's 0.25), utilization 1.
+    dsp = coefficient("dsp_w_per_mhz") * 40 * 16 * 0.3 / figures.ACTIVITY["data"][0]
+    assert measured.components["dsp"] == pytest.approx((dsp, dsp))
+    assert "simulated" in measured.bases["logic"] and "simulated" in measured.bases["dsp"]
+    assert measured.activity is simulated
+    # A number given on the command line scales both ends too, with the stated operand range.
+    given = _lenet_power(0.2)
+    assert given.components["logic"][0] / d_lo == pytest.approx(0.2 / counter)
+    assert given.components["dsp"] == default.components["dsp"]

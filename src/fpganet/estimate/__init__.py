@@ -3,8 +3,9 @@
 Images/s, latency, watts and images/s per watt of a compiled network (a
 ``fpganet compile`` output directory) on the project's accelerator on an FPGA
 board, projected to an ASIC, and on GPUs, resting on the project's own numbers
-(cycles from ``fpganet.perf`` when it exists, routed Fmax and resources from a
-boards report, onnxruntime timings on this machine) and on published figures,
+(cycles from ``fpganet.perf``, switching activity from RTL toggle counts, routed
+Fmax and resources from a boards report, onnxruntime timings on this machine) and
+on published figures,
 each cited (:mod:`fpganet.estimate.figures`). Every figure is a
 :class:`~fpganet.estimate.quantity.Quantity`: value, unit, source (measured /
 simulated / published / estimated) and basis. See docs/estimator.md.
@@ -14,7 +15,10 @@ Modules:
 - :mod:`~fpganet.estimate.figures` the published figures, as data, with sources;
 - :mod:`~fpganet.estimate.workload` per-layer work and cycles per image;
 - :mod:`~fpganet.estimate.throughput` compute-, link- and end-to-end images/s, latency;
-- :mod:`~fpganet.estimate.power` FPGA power (iCE40UP5K measured, ECP5 placeholder);
+- :mod:`~fpganet.estimate.power` FPGA power (iCE40UP5K measured; ECP5 static from the
+  data sheet, dynamic terms placeholders);
+- :mod:`~fpganet.estimate.activity` the switching activity it uses (RTL toggle counts
+  from :mod:`fpganet.sim.activity`, a given figure, or the stated default);
 - :mod:`~fpganet.estimate.asic` yosys gate count, area and energy per image;
 - :mod:`~fpganet.estimate.gpu` GPU batch-1 and large-batch estimates;
 - :mod:`~fpganet.estimate.measure` onnxruntime timings on this machine;

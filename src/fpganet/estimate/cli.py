@@ -19,10 +19,15 @@ PROG = "fpganet"
 
 
 def _activity(text):
+    from .activity import ACTIVITY_CHOICES
+
+    if text in ACTIVITY_CHOICES:
+        return text
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+        raise argparse.ArgumentTypeError(f"'{text}' is neither a number nor one of "
+                                         f"{', '.join(ACTIVITY_CHOICES)}") from None
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"an activity factor lies in (0, 1], not {text}")
     return value
@@ -51,9 +56,13 @@ def _common_arguments(parser):
     parser.add_argument("--no-simulate", dest="simulate", action="store_false",
                         help="do not time the back end's program with fpganet.perf: use the "
                              "--cycles-model fallback")
-    parser.add_argument("--activity", type=_activity, metavar="AF",
-                        help="logic activity factor for the FPGA power model (default range "
-                             "0.15-0.25)")
+    parser.add_argument("--activity", type=_activity, default="auto", metavar="AF|rtl|auto|default",
+                        help="switching activity for the FPGA power model: rtl = measure it from "
+                             "toggle counts of the program on the accelerator's Verilog "
+                             "(Verilator; about a minute the first time, then stored); auto = "
+                             "a stored rtl measurement of this network if there is one, else the "
+                             "default (the default); default = Lattice's stated 15-25 %%; a "
+                             "number = a logic activity factor measured elsewhere")
     parser.add_argument("--asic-clock-mhz", type=positive_float, default=500.0, metavar="MHZ",
                         help="assumed ASIC clock (default 500)")
     parser.add_argument("--gpu", action="append", metavar="KEY",
@@ -67,10 +76,11 @@ def _common_arguments(parser):
                         help="seconds of timing per model and batch (default 0.3)")
     parser.add_argument("--no-synth", dest="synth", action="store_false",
                         help="skip the yosys synthesis (no ASIC gate count or logic area)")
-    parser.add_argument("--design", choices=("array", "accelerator"), default="array",
-                        help="what the ASIC gate count synthesizes: the systolic array (seconds; "
-                             "default) or the whole accelerator (about 2 minutes the first time, "
-                             "then cached)")
+    parser.add_argument("--design", choices=("array", "accelerator"), default="accelerator",
+                        help="what the ASIC gate count synthesizes: the whole accelerator "
+                             "(default; about 2 minutes of yosys the first time, then found by the "
+                             "hash of the gateware sources and the configuration) or the "
+                             "systolic array only (seconds)")
 
 
 def configure_estimate_parser(parser):
@@ -106,9 +116,15 @@ def _run(args):
                         synth=args.synth, design=args.design,
                         asic_clock_hz=args.asic_clock_mhz * 1e6,
                         gpus=tuple(args.gpu) if args.gpu else DEFAULT_GPUS, batch=args.batch,
-                        cache_dir=Path.home() / ".cache" / "fpganet" / "estimate")
+                        cache_dir=Path.home() / ".cache" / "fpganet" / "estimate",
+                        progress=_progress)
     except KeyError as error:
         raise FpganetError(str(error.args[0])) from None
+
+
+def _progress(message):
+    # On stderr: the table or JSON on stdout stays clean.
+    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
 
 
 def run_estimate(args):

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from ..errors import FpganetError
 from . import figures
-from .asic import NODES, asic_projection, design_for, synthesize
+from .activity import resolve_activity
+from .asic import NODES, asic_projection, synthesize, synthesize_design
 from .gpu import DEFAULT_GPUS, gpu_rows
 from .power import accelerator_power, canonical_resources, marlann_check
 from .quantity import Quantity, quantity_dict, ratio
@@ -51,6 +52,7 @@ class Estimate:
     synthesis: object = None
     network: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
+    activity: object = None
 
     # JSON ------------------------------------------------------------------------------------
 
@@ -68,6 +70,7 @@ class Estimate:
                 **{key: row[key] for key in ROW_KEYS},
                 "joules_per_image": row["joules_per_image"],
                 "fpga": {"throughput": self.performance, "power": self.power.to_dict(),
+                         "activity": self.activity.to_dict() if self.activity else None,
                          "what_if": [_row_dict(r) for r in self.fpga_extra_rows],
                          "layer_cycles": self.layer_cycles,
                          "layer_cycles_source": self.layer_cycles_source,
@@ -135,8 +138,11 @@ def _sources():
             "energy": [figures.HOROWITZ, figures.TPUV4I],
             "gpu_datasheets": figures.GPUS[0].source,
             "mlperf": sorted({r.source for r in figures.MLPERF_OFFLINE.values()}),
-            "ecp5": figures.ECP5_PLACEHOLDER["basis"],
-            "activity": figures.ACTIVITY["logic_basis"],
+            "ecp5": {"static": figures.ECP5_STATIC["source"],
+                     "dynamic": figures.ECP5_PLACEHOLDER["basis"]},
+            "activity": {"default": figures.ACTIVITY["logic_basis"],
+                         "simulated": "RTL toggle counts: fpganet.sim.activity (Verilator "
+                                      "--coverage-toggle), with --activity rtl"},
             "host_link": figures.HOST_LINK["basis"],
             "gpu_kernel": figures.GPU_KERNEL_OVERHEAD["basis"]}
 
@@ -172,6 +178,12 @@ def _fmt(q, unit):
     return text
 
 
+def _fmt_af(q):
+    if q.low is not None and q.low != q.high:
+        return f"{q.low:.3f}-{q.high:.3f}"
+    return f"{q.value:.3f}"
+
+
 def _source_tag(row):
     sources = sorted({row[k].source for k in ("images_per_s", "watts") if row[k] is not None})
     return "/".join(s for s in sources if s != "not available") or "n/a"
@@ -182,7 +194,7 @@ def _source_tag(row):
 def estimate(net, *, board="icebreaker", board_report=None, clock_hz=None, link=None, cycles=None,
              layer_cycles=None, cycles_model="ideal", simulate=True, activity=None, measure=True,
              measure_options=None, synth=True, design=None, asic_clock_hz=500e6, asic_nodes=NODES,
-             gpus=DEFAULT_GPUS, batch=None, cache_dir=None):
+             gpus=DEFAULT_GPUS, batch=None, cache_dir=None, progress=None):
     """Estimate images/s, latency, watts and images/s/W of a compiled network, side by side.
 
     Parameters
@@ -205,8 +217,13 @@ def estimate(net, *, board="icebreaker", board_report=None, clock_hz=None, link=
         Fallback when fpganet.perf cannot time the network: ``"ideal"`` or ``"tiled"``.
     simulate : bool
         Time the back end's program with fpganet.perf (False: use the fallback).
-    activity : float or (float, float), optional
-        Logic activity factor for the FPGA power model (a measured toggle rate, later).
+    activity : None, str, float, (float, float), Activity or ActivityMeasurement, optional
+        Switching activity for the FPGA power model (:mod:`fpganet.estimate.activity`):
+        ``"rtl"`` measures it from toggle counts of the program on the accelerator's
+        Verilog (Verilator; about a minute the first time, then stored in ``cache_dir``),
+        ``"auto"`` uses a stored measurement if there is one, a number (or pair) is a
+        logic activity factor given by the caller; None or ``"default"``: the stated
+        default (Lattice's 15-25 %).
     measure : bool
         Time the network on this machine with onnxruntime (CPU, and CUDA when available).
     measure_options : dict, optional
@@ -214,9 +231,11 @@ def estimate(net, *, board="icebreaker", board_report=None, clock_hz=None, link=
     synth : bool
         Synthesize ``design`` with yosys for the ASIC gate count and area.
     design : str or Amaranth component, optional
-        ``"array"`` (default: ``fpganet.hdl.systolic.SystolicArray(config)``, seconds),
-        ``"accelerator"`` (``fpganet.hdl.accelerator.Accelerator(config)``, about two
-        minutes the first time, then cached), Verilog text, or an Amaranth component.
+        ``"accelerator"`` (default: ``fpganet.hdl.accelerator.Accelerator(config)``, about
+        two minutes of yosys the first time, then found in ``cache_dir`` by the hash of the
+        gateware sources and the configuration), ``"array"``
+        (``fpganet.hdl.systolic.SystolicArray(config)``, seconds), Verilog text, or an
+        Amaranth component.
     asic_clock_hz : float
         Assumed ASIC clock.
     asic_nodes : sequence of str
@@ -227,7 +246,9 @@ def estimate(net, *, board="icebreaker", board_report=None, clock_hz=None, link=
         The GPUs' large batch (default per GPU: the smallest of 256-65536 whose work hides
         the kernel-launch floor, :func:`fpganet.estimate.gpu.best_batch`).
     cache_dir : str or os.PathLike, optional
-        Where synthesis results are cached.
+        Where synthesis results and RTL activity measurements are kept.
+    progress : callable, optional
+        ``progress(message)`` before a step that takes minutes (yosys, the Verilator build).
 
     Returns
     -------
@@ -270,6 +291,12 @@ def estimate(net, *, board="icebreaker", board_report=None, clock_hz=None, link=
     if report_obj is not None:
         resources = canonical_resources(report_obj.used())
         resources_basis = f"routed design, {report_obj.path}"
+    try:
+        activity = resolve_activity(activity, net, cache_dir=cache_dir, progress=progress)
+    except ValueError as error:
+        raise FpganetError(str(error)) from None
+    notes.append(f"switching activity: {activity.source}, {activity.origin}"
+                 + "".join(f"; {note}" for note in activity.notes))
     power = accelerator_power(workload, cycles_q, clock, performance, board_info["family"],
                               resources=resources, resources_basis=resources_basis,
                               oscillator_hz=board_info["oscillator_hz"], activity=activity)
@@ -307,14 +334,15 @@ def estimate(net, *, board="icebreaker", board_report=None, clock_hz=None, link=
                                    f"{link.label})")})
     synthesis = None
     if synth:
-        design = design or "array"
-        top = None
-        if design in ("array", "accelerator"):
-            design, top, description = design_for(design, config)
-            notes.append(f"ASIC gate count: {description}")
-        elif not isinstance(design, str):
-            top = "top"
-        synthesis = synthesize(design, top, cache_dir=cache_dir)
+        design = design or "accelerator"
+        if isinstance(design, str) and design in ("array", "accelerator"):
+            synthesis, description = synthesize_design(design, config, cache_dir=cache_dir,
+                                                       progress=progress)
+        else:
+            synthesis = synthesize(design, None if isinstance(design, str) else "top",
+                                   cache_dir=cache_dir)
+            description = f"the design given ('{synthesis.top}')"
+        notes.append(f"ASIC gate count: {description} ({synthesis.origin})")
     asic_rows = []
     for node in asic_nodes:
         projection = asic_projection(workload, cycles_q, synthesis, node=node,
@@ -340,7 +368,7 @@ def estimate(net, *, board="icebreaker", board_report=None, clock_hz=None, link=
                     performance=performance, power=power, fpga_row=fpga_row,
                     fpga_extra_rows=fpga_rows[1:], asic_rows=asic_rows,
                     gpu_rows=gpu_list, measured=measured, synthesis=synthesis, network=network,
-                    notes=notes + [n for n in power.notes if "exceed" in n])
+                    notes=notes + [n for n in power.notes if "exceed" in n], activity=activity)
 
 
 # Markdown + plots ----------------------------------------------------------------------------
@@ -433,6 +461,20 @@ def _markdown(result, plots, plot_note):
     lines.append(f"| **total** | **{format_si(power.low, 'W')} - {format_si(power.high, 'W')}** | "
                  f"midpoint {format_si(power.nominal, 'W')} |")
     lines += [""] + [f"- {note}" for note in power.notes]
+    if result.activity is not None:
+        act = result.activity.figures()
+        lines += ["", f"Switching activity ({result.activity.source}, "
+                      f"{result.activity.origin}): logic {_fmt_af(act['logic'])}, multiplier "
+                      f"operands {_fmt_af(act['operands'])} transitions per bit per cycle. "
+                      f"{act['logic'].basis}."]
+        measurement = result.activity.measurement
+        if measurement:
+            lines += ["", "| block | flip-flop bits | flip-flop activity | signal bits | "
+                          "signal activity |", "|---|---|---|---|---|"]
+            for name, entry in measurement["blocks"].items():
+                lines.append(f"| {name} | {entry['flipflop_bits']:,} | "
+                             f"{entry['flipflop_activity']:.3f} | {entry['bits']:,} | "
+                             f"{entry['activity']:.3f} |")
     lines += ["", "Model check against MARLANN's measured core power (iCE40UP5K, 16 MACs/cycle; "
                   "never fitted to it):", "",
               "| run | measured | model low-high | midpoint error |", "|---|---|---|---|"]

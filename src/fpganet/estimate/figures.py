@@ -23,7 +23,8 @@ __all__ = [
     "ENERGY_45NM_PJ", "SRAM_READ_64B_45NM_PJ", "DRAM_64B_PJ", "TPUV4I_7NM_PJ",
     "LOGIC_SCALING_45_TO_7", "SRAM_SCALING_45_TO_7", "HOROWITZ", "TPUV4I",
     "ICE40_MEASUREMENTS", "ICE40_RAILS_V", "Ice40Measurement", "ice40_coefficients",
-    "ICE40_STANDBY", "ICE40_MEMORY_ESTIMATES", "MARLANN", "ECP5_PLACEHOLDER",
+    "ICE40_STANDBY", "ICE40_MEMORY_ESTIMATES", "MARLANN", "ECP5_PLACEHOLDER", "ECP5_STATIC",
+    "ECP5_SEARCH",
     "ACTIVITY", "CELL_LIBRARIES", "GATE_ENERGY_CALIBRATION", "GPU_KERNEL_OVERHEAD",
     "HOST_LINK", "COMPARABLE_ACCELERATORS", "REFERENCE_NOTES",
 ]
@@ -403,18 +404,54 @@ MARLANN = {
 }
 
 
-# FPGA power: ECP5 -- no verified figures gathered ---------------------------------------------
+# FPGA power: ECP5 ------------------------------------------------------------------------------
+
+#: Where the ECP5 figures were looked for (a search of stored public web pages,
+#: documentation sites, GitHub code and issues): the data sheet's standby-current
+#: table turned up only as quoted by two independent hardware-design notes; TN1266's
+#: opening pages (power modes, the Power Calculator) but none of its figures; no ULX3S
+#: or other ECP5 power measurement, and no per-LUT/FF/EBR/DSP per-MHz figure.
+ECP5_SEARCH = ("searched: Lattice DS1044 / FPGA-DS-02012 'ECP5 and ECP5-5G Family Data Sheet' "
+               "supply-current table; TN1266 'Power Consumption and Management for ECP5 and "
+               "ECP5-5G Devices' (Nov 2015, e.g. https://dtsheet.com/doc/1576342/power-"
+               "consumption-and-management-for-ecp5-devices: only its introduction, power modes "
+               "and Power Calculator description were readable); ULX3S board measurements "
+               "(emard/ulx3s MANUAL.md and issues: none); papers or reports with ECP5 dynamic "
+               "power (none)")
+
+#: ECP5 static power: the data sheet's typical standby currents of the LFE5U-85F.
+ECP5_STATIC = {
+    "icc_a": 0.212, "vcc_v": 1.1,
+    "iccaux_a": 0.026, "vccaux_v": 2.5,
+    "iccio_a_per_bank": 0.5e-3, "vccio_v": 3.3, "banks": 7,
+    "core_aux_w": (0.212 * 1.1 + 0.026 * 2.5,) * 2,
+    "io_w": (7 * 0.5e-3 * 3.3,) * 2,
+    "source": "Lattice ECP5 and ECP5-5G Family Data Sheet (FPGA-DS-02012, formerly DS1044), "
+              "Table 3.8 (standby supply current, typical), LFE5U-85F: ICC 212 mA at VCC 1.1 V, "
+              "ICCAUX 26 mA at VCCAUX 2.5 V, ICCIO 0.5 mA per bank; as quoted (the same values) "
+              "by two independent public board-design notes citing FPGA-DS-02012-3.4 Table 3.8; "
+              "the data sheet itself could not be read here (unverified)",
+    "unverified": True,
+}
+ECP5_STATIC["core_aux_basis"] = (
+    "published, unverified: ICC 212 mA x 1.1 V + ICCAUX 26 mA x 2.5 V = "
+    f"{ECP5_STATIC['core_aux_w'][0] * 1e3:.0f} mW, typical standby (static) current of the "
+    "LFE5U-85F, data sheet Table 3.8 as quoted second-hand; its temperature conditions were not "
+    "seen (leakage grows with junction temperature)")
+ECP5_STATIC["io_basis"] = (
+    f"published, unverified: ICCIO 0.5 mA per bank x 3.3 V x {ECP5_STATIC['banks']} banks "
+    f"(the ULX3S's 85F in CABGA381 has banks 0-3 and 6-8, all assumed at 3.3 V) = "
+    f"{ECP5_STATIC['io_w'][0] * 1e3:.1f} mW")
+ECP5_STATIC["basis"] = (f"ECP5 static power: {ECP5_STATIC['source']}")
 
 ECP5_PLACEHOLDER = {
-    "basis": "PLACEHOLDER, unverified: no ECP5 power figure could be gathered. Look up the static "
-             "supply currents (ICC at 1.1 V, ICCAUX at 2.5 V, ICCIO) of the LFE5U-85F in Lattice "
-             "DS1044 (ECP5 and ECP5-5G Family Data Sheet, 'Supply Current (Standby)'), and the "
-             "per-resource dynamic figures in the Lattice Power Calculator (TN1266, 'Power "
-             "Consumption and Management for ECP5 and ECP5-5G Devices'). Until then: dynamic "
-             "coefficients by analogy with the measured iCE40 (both 40 nm; ECP5 core at 1.1 V, "
-             "larger routing: 1-2x per LUT), static power a wide guess.",
+    "basis": "PLACEHOLDER, unverified: no ECP5 dynamic-power figure could be found ("
+             + ECP5_SEARCH + "). The dynamic coefficients are by analogy with the measured "
+             "iCE40 (both 40 nm; ECP5 core at 1.1 V, larger routing: 1-2x per LUT); replace them "
+             "with the Lattice Power Calculator's per-resource figures (TN1266) or a ULX3S "
+             "measurement. Static power is the data sheet's (DS1044 Table 3.8, quoted "
+             "second-hand).",
     "core_v": 1.1,
-    "static_w": (0.05, 0.2),
     "clock_w_per_mhz": (50e-6, 200e-6),
     "lut_w_per_mhz": (14.5e-9, 29e-9),
     "mult_w_per_mhz": (24e-6, 48e-6),       # one 8x8 product in a MULT18X18D

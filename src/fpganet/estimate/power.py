@@ -19,8 +19,15 @@ AF ~25 %; random int8 data toggle ~50 %). ``u`` is the fraction of multipliers
 doing useful work while the engine computes, ``duty`` the fraction of time it
 computes. Every component is a low/high range; the headline is the midpoint.
 
-ECP5: the same structure with placeholder coefficients (figures.ECP5_PLACEHOLDER),
-until the Lattice DS1044/TN1266 figures are looked up.
+``s_logic`` and ``s_data`` come from the activity factors of
+:mod:`fpganet.estimate.activity`: simulated from RTL toggle counts when a
+measurement is at hand (both ends of the range then scale with it, and the
+operands' measured toggles replace ``u``), else the stated defaults above.
+
+ECP5: static power from the data sheet's typical standby currents of the
+LFE5U-85F (figures.ECP5_STATIC, cited second-hand: unverified); the dynamic terms
+keep the same structure with placeholder coefficients (figures.ECP5_PLACEHOLDER):
+no published ECP5 per-resource figure was found.
 
 The boundary is the FPGA chip (core, PLL and I/O rails). Board power (regulators,
 USB bridge, LEDs) is not modelled.
@@ -29,8 +36,9 @@ USB bridge, LEDs) is not modelled.
 import math
 from dataclasses import dataclass, field
 
-from .figures import (ACTIVITY, ECP5_PLACEHOLDER, ICE40_MEASUREMENTS, ICE40_MEMORY_ESTIMATES,
-                      MARLANN, ice40_coefficients)
+from .activity import Activity, default_activity, given_activity
+from .figures import (ACTIVITY, ECP5_PLACEHOLDER, ECP5_STATIC, ICE40_MEASUREMENTS,
+                      ICE40_MEMORY_ESTIMATES, MARLANN, ice40_coefficients)
 from .quantity import Quantity
 
 __all__ = ["PowerEstimate", "ice40_power", "ecp5_power", "fpga_power", "accelerator_power",
@@ -119,10 +127,36 @@ class PowerEstimate:
                 "notes": list(self.notes)}
 
 
+def _logic_factors(logic_activity, duty):
+    """``(low, high)`` multipliers of the measured per-LC figure, and a description.
+
+    The per-LC figure was measured on counters at AF_counter; while the engine computes
+    (``duty``) the logic switches at the activity given, the rest of the time as the
+    counters did. The counters' figure is a floor: it holds each LC's share of clocking,
+    which does not fall with the activity.
+    """
+    af_ref = ACTIVITY["counter_reference"]
+
+    def factor(af):
+        return 1.0 + max(0.0, af / af_ref - 1.0) * duty
+
+    if logic_activity is None:
+        # The stated default: low end the measured figure as is, high end Lattice's 25 %.
+        af_hi = ACTIVITY["logic_range"][1]
+        return (1.0, factor(af_hi),
+                f"low: the counters' figure (AF {af_ref:.3f}); high: AF {af_hi:.2f} while "
+                f"computing (x{af_hi / af_ref:.1f}, duty {duty:.2f})")
+    af_lo, af_hi = logic_activity
+    return (factor(af_lo), factor(af_hi),
+            f"AF {af_lo:.3f}-{af_hi:.3f} while computing (x{factor(af_lo):.2f}-"
+            f"{factor(af_hi):.2f} of the counters' AF {af_ref:.3f} at duty {duty:.2f})")
+
+
 def ice40_power(clock_hz, *, lcs=0, multipliers=0, lut_multipliers=0, dsp_utilization=1.0,
                 spram_active=0,
                 ebr_active=0, memory_rate=1.0, duty=1.0, pll=False, reference="external",
-                logic_activity=None, data_activity=None, device="iCE40UP5K"):
+                logic_activity=None, data_activity=None, activity_basis=None,
+                device="iCE40UP5K"):
     """iCE40UP5K chip power at ``clock_hz``.
 
     Parameters
@@ -149,16 +183,21 @@ def ice40_power(clock_hz, *, lcs=0, multipliers=0, lut_multipliers=0, dsp_utiliz
     reference : str
         ``"external"`` (oscillator pin), ``"hfosc"`` (internal oscillator) or ``"none"``.
     logic_activity : (float, float), optional
-        Average activity factor range of the logic while computing (default figures.ACTIVITY).
+        Activity factor range of the logic while computing (a measured or given toggle
+        rate: both ends scale with it). Default: low end the measured counters' figure,
+        high end figures.ACTIVITY's 25 %.
     data_activity : (float, float), optional
         Activity of the multiplier operands (default figures.ACTIVITY["data"]).
+    activity_basis : str, optional
+        Where the activities come from, for the bases (e.g. "simulated: RTL toggle counts").
     """
     f = clock_hz / 1e6
     lc_lo, lc_hi = _rng(lcs)
-    af_lo, af_hi = logic_activity or ACTIVITY["logic_range"]
     d_lo, d_hi = data_activity or ACTIVITY["data"]
     af_ref = ACTIVITY["counter_reference"]
     data_ref = ACTIVITY["data"][0]
+    logic_lo, logic_hi, logic_text = _logic_factors(logic_activity, duty)
+    activity_note = f" [activity: {activity_basis}]" if activity_basis else ""
     comps, bases = {}, {}
 
     def add(name, lo, hi, basis):
@@ -188,11 +227,9 @@ def ice40_power(clock_hz, *, lcs=0, multipliers=0, lut_multipliers=0, dsp_utiliz
         add("clock", slope * f, slope * f,
             f"clock tree, {slope * 1e6:.1f} uW/MHz (fit to the HFOSC 6-48 MHz rows)")
     lc = _c("lc_w_per_mhz") * f
-    extra_hi = max(0.0, af_hi / af_ref - 1.0) * duty
-    add("logic", lc_lo * lc, lc_hi * lc * (1.0 + extra_hi),
+    add("logic", lc_lo * lc * logic_lo, lc_hi * lc * logic_hi,
         f"{_c('lc_w_per_mhz') * 1e9:.1f} nW per LC per MHz measured on counters (AF "
-        f"{af_ref:.3f}); low: that figure for {lc_lo:,.0f} LCs; high: {lc_hi:,.0f} LCs switching "
-        f"at AF {af_hi:.2f} while computing (x{af_hi / af_ref:.1f}, duty {duty:.2f})")
+        f"{af_ref:.3f}) x {lc_lo:,.0f}-{lc_hi:,.0f} LCs; {logic_text}{activity_note}")
     dsp = _c("dsp_w_per_mhz") * f * multipliers * dsp_utilization * duty
     dsp += _c("lut_multiply_w_per_mhz") * f * lut_multipliers * dsp_utilization * duty
     add("dsp", dsp * d_lo / data_ref, dsp * d_hi / data_ref,
@@ -201,7 +238,8 @@ def ice40_power(clock_hz, *, lcs=0, multipliers=0, lut_multipliers=0, dsp_utiliz
         + (f" (+ {lut_multipliers} in LUTs at {_c('lut_multiply_w_per_mhz') * 1e6:.1f} uW/MHz)"
            if lut_multipliers else "")
         + f" x utilization {dsp_utilization:.2f} x duty {duty:.2f}; operand "
-        f"activity {d_lo:.2f}-{d_hi:.2f} vs the measurement's {data_ref:.2f}")
+        f"activity {d_lo:.2f}-{d_hi:.2f} vs the measurement's {data_ref:.2f}"
+        + (activity_note if data_activity is not None else ""))
     sp_lo, sp_hi = ICE40_MEMORY_ESTIMATES["spram_j_per_access"]
     ebr_lo, ebr_hi = ICE40_MEMORY_ESTIMATES["ebr_j_per_access"]
     accesses = clock_hz * memory_rate * duty
@@ -217,21 +255,28 @@ def ice40_power(clock_hz, *, lcs=0, multipliers=0, lut_multipliers=0, dsp_utiliz
 
 def ecp5_power(clock_hz, *, lcs=0, multipliers=0, dsp_utilization=1.0, ebr_active=0,
                memory_rate=1.0, duty=1.0, pll=False, logic_activity=None, data_activity=None,
-               device="LFE5U-85F", **_ignored):
-    """ECP5 chip power: the iCE40 model's structure with PLACEHOLDER coefficients (unverified)."""
+               activity_basis=None, device="LFE5U-85F", **_ignored):
+    """ECP5 chip power: static from the data sheet's typical standby currents (cited second-hand,
+    unverified), dynamic terms by the iCE40 model's structure with PLACEHOLDER coefficients.
+
+    See figures.ECP5_STATIC and figures.ECP5_PLACEHOLDER; the arguments are those of
+    :func:`ice40_power`.
+    """
     ph = ECP5_PLACEHOLDER
+    static = ECP5_STATIC
     f = clock_hz / 1e6
     lc_lo, lc_hi = _rng(lcs)
-    af_lo, af_hi = logic_activity or ACTIVITY["logic_range"]
     d_lo, d_hi = data_activity or ACTIVITY["data"]
-    af_ref = ACTIVITY["counter_reference"]
     data_ref = ACTIVITY["data"][0]
-    tag = "PLACEHOLDER (unverified, see docs/estimator.md)"
+    logic_lo, logic_hi, logic_text = _logic_factors(logic_activity, duty)
+    activity_note = f" [activity: {activity_basis}]" if activity_basis else ""
+    tag = "PLACEHOLDER (unverified: no ECP5 dynamic-power figure found; see docs/estimator.md)"
     comps = {
-        "static": ph["static_w"],
+        "static": static["core_aux_w"],
+        "static_io": static["io_w"],
         "clock": (ph["clock_w_per_mhz"][0] * f, ph["clock_w_per_mhz"][1] * f),
-        "logic": (lc_lo * ph["lut_w_per_mhz"][0] * f,
-                  lc_hi * ph["lut_w_per_mhz"][1] * f * (1.0 + max(0.0, af_hi / af_ref - 1) * duty)),
+        "logic": (lc_lo * ph["lut_w_per_mhz"][0] * f * logic_lo,
+                  lc_hi * ph["lut_w_per_mhz"][1] * f * logic_hi),
         "dsp": tuple(m * f * multipliers * dsp_utilization * duty * d / data_ref
                      for m, d in zip(ph["mult_w_per_mhz"], (d_lo, d_hi))),
         "memory": tuple(e * clock_hz * memory_rate * duty * ebr_active
@@ -240,9 +285,18 @@ def ecp5_power(clock_hz, *, lcs=0, multipliers=0, dsp_utilization=1.0, ebr_activ
     if pll:
         comps["pll"] = ph["pll_w"]
     bases = {name: f"{tag}: {name}" for name in comps}
-    bases["static"] = f"{tag}: static power of the LFE5U-85F (look up DS1044)"
+    bases["static"] = static["core_aux_basis"]
+    bases["static_io"] = static["io_basis"]
+    bases["logic"] = (f"{tag}: {ph['lut_w_per_mhz'][0] * 1e9:g}-{ph['lut_w_per_mhz'][1] * 1e9:g} "
+                      f"nW per LUT per MHz x {lc_lo:,.0f}-{lc_hi:,.0f} LUTs; {logic_text}"
+                      f"{activity_note}")
+    bases["dsp"] = (f"{tag}: {ph['mult_w_per_mhz'][0] * 1e6:g}-{ph['mult_w_per_mhz'][1] * 1e6:g} "
+                    f"uW/MHz per 8x8 product x {multipliers} x utilization {dsp_utilization:.2f} "
+                    f"x duty {duty:.2f}; operand activity {d_lo:.2f}-{d_hi:.2f} vs "
+                    f"{data_ref:.2f}" + (activity_note if data_activity is not None else ""))
     estimate = PowerEstimate(device, clock_hz, comps, bases, unverified=True)
     estimate.notes.append(ph["basis"])
+    estimate.notes.append(static["basis"])
     return estimate
 
 
@@ -329,8 +383,10 @@ def accelerator_power(workload, cycles, clock, performance, family, *, resources
         Canonical counts (:func:`canonical_resources`); default :func:`estimate_resources`.
     oscillator_hz : float, optional
         The board's oscillator; another clock needs the PLL.
-    activity : float or (float, float), optional
-        Logic activity factor (a measured toggle rate, later); default figures.ACTIVITY.
+    activity : Activity, float or (float, float), optional
+        Switching activity (:class:`fpganet.estimate.activity.Activity`: simulated from RTL
+        toggle counts, given, or the stated default); a number or pair is a logic activity
+        factor given by the caller. Default: figures.ACTIVITY.
     """
     config = workload.config
     notes = []
@@ -351,19 +407,30 @@ def accelerator_power(workload, cycles, clock, performance, family, *, resources
         spram_active = 0
         ebr_active = math.ceil(8 * config.weight_word_bytes / 18) + config.act_banks
     pll = oscillator_hz is not None and abs(clock.value - oscillator_hz) > 1.0
-    if activity is not None:
-        activity = _rng(activity)
+    if activity is None:
+        activity = default_activity()
+    elif not isinstance(activity, Activity):
+        activity = given_activity(activity)
+    # Operand toggles counted over every busy cycle already hold the idle beats.
+    dsp_utilization = 1.0 if activity.data_includes_utilization else utilization
+    basis = None if activity.source == "published" else f"{activity.source}, {activity.origin}"
     estimate = fpga_power(family, clock.value, lcs=resources["lc"],
-                          multipliers=config.macs_per_cycle, dsp_utilization=utilization,
+                          multipliers=config.macs_per_cycle, dsp_utilization=dsp_utilization,
                           spram_active=spram_active, ebr_active=ebr_active,
                           memory_rate=memory_rate, duty=duty, pll=pll,
-                          reference="external", logic_activity=activity)
+                          reference="external", logic_activity=activity.logic,
+                          data_activity=activity.data, activity_basis=basis)
+    estimate.activity = activity
     estimate.notes.extend(notes)
     estimate.notes.append(f"resources: {resources_basis}")
     estimate.notes.append(f"multiplier utilization while computing {utilization:.2f} (useful MACs / "
                           f"(cycles x {config.macs_per_cycle})); operand beats in "
                           f"{memory_rate:.2f} of compute cycles; engine busy {duty:.2f} of the "
-                          f"time; {'PLL' if pll else 'no PLL'}")
+                          f"time; {'PLL' if pll else 'no PLL'}"
+                          + ("; the multipliers' power follows their operands' simulated "
+                             "toggles, which hold the utilization" if dsp_utilization == 1.0
+                             and utilization < 1.0 else ""))
+    estimate.notes.append(f"switching activity: {activity.source}, {activity.origin}")
     estimate.resources = {"counts": {k: v for k, v in resources.items()}, "basis": resources_basis}
     return estimate
 

@@ -11,7 +11,8 @@ Sources:
 ``measured``
     measured on real hardware (this machine, or a cited bench measurement);
 ``simulated``
-    from the project's cycle-exact performance model (``fpganet.perf``);
+    from the project's own simulation: the cycle-exact performance model
+    (``fpganet.perf``), or toggle counts of the RTL (``fpganet.sim.activity``);
 ``published``
     copied from a cited publication or datasheet;
 ``estimated``
