@@ -1,10 +1,16 @@
 """iCEBreaker (iCE40UP5K-SG48): 5,280 logic cells, 8 SB_MAC16, 30 EBR, 4 SPRAM, 12 MHz oscillator.
 
-The default configuration is the 2x8 array: 16 int8 MACs per cycle on the
+The default configuration is the 8x2 array: 16 int8 MACs per cycle on the
 eight SB_MAC16 blocks, two products per block
-(:class:`~fpganet.hdl.ice40_dsp.Ice40SystolicArray`). The synthesis runs
-without ``-dsp``: the hand-instantiated SB_MAC16s must not be re-packed
+(:class:`~fpganet.hdl.ice40_dsp.Ice40SystolicArray`), with the weights in the
+four SPRAMs (:class:`~fpganet.hdl.ice40_spram.SPRAMWeightBuffer`). The synthesis
+runs without ``-dsp``: the hand-instantiated SB_MAC16s must not be re-packed
 (see :mod:`fpganet.hdl.ice40_dsp`).
+
+Two cores: ``accelerator`` (:func:`accelerator_core`, the accelerator behind the
+UART host link) and ``stand-in`` (the array fed from ROMs). The accelerator
+needs about 8,300 LCs against the UP5K's 5,280 (boards/README.md has the
+per-block measurement), so the default bitstream carries the stand-in.
 """
 
 from amaranth import *

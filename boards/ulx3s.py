@@ -1,10 +1,12 @@
 """ULX3S with the ECP5-85F (LFE5U-85F-6BG381): 83,640 LUT4s, 156 MULT18X18D, 208 EBR, 25 MHz oscillator.
 
-The default configuration is an 8x16 array (128 int8 MACs per cycle), one
-MULT18X18D per processing element with the product register inside the DSP
-(:class:`~fpganet.hdl.ecp5_dsp.ECP5ProcessingElement`), with a 100 MHz target
-clock from an EHXPLLL. nextpnr-ecp5 routes with router2: router1 did not
-converge on the 128 DSPs' congestion.
+The default core is the accelerator behind the UART host link
+(:func:`accelerator_core`) on an 8x8 array (64 int8 MACs per cycle) with two
+requantizer lanes, one MULT18X18D per processing element with the product
+register inside the DSP (:class:`~fpganet.hdl.ecp5_dsp.ECP5ProcessingElement`),
+and a 100 MHz target clock from an EHXPLLL. nextpnr-ecp5 routes with router2:
+router1 did not converge on the DSPs' congestion. ``--core stand-in`` builds
+the array alone, fed from ROMs.
 """
 
 from amaranth import *
@@ -27,11 +29,14 @@ __all__ = ["ULX3STop", "BOARD", "DEFAULT_CONFIG", "BAUD", "accelerator_core", "e
 #: UART rate of the host link: the ULX3S's FT231X runs up to 3 Mbaud.
 BAUD = 3_000_000
 
-#: 8x16 array (128 MACs/cycle on 128 of 156 MULT18X18D); 128 KiB weights and
-#: 64 KiB activations fit the 85F's 468 KiB of EBR with room to spare. The
-#: 100 MHz target is the goal; the stand-in routes at 73.8 MHz against it (see
-#: README.md), so this build's bitstream does not meet timing yet.
-DEFAULT_CONFIG = AcceleratorConfig(rows=8, cols=16, weight_buffer_bytes=128 * 1024,
+#: 8x8 array (64 MACs/cycle on 64 of 156 MULT18X18D) with two requantizer lanes;
+#: 128 KiB weights and 64 KiB activations fit the 85F's 468 KiB of EBR with room
+#: to spare. The whole accelerator at 8x16 (128 MACs/cycle, one requantizer lane)
+#: had not finished routing after 25 minutes (128 MULT18s in three rows of 52
+#: congest the fabric; boards/README.md), and LeNet-5 runs faster on this one:
+#: 19.5 k cycles per image against 21.1 k, since at 8x16 the single requantizer
+#: lane, not the array, limits the first conv layer. 100 MHz is the target.
+DEFAULT_CONFIG = AcceleratorConfig(rows=8, cols=8, requant_lanes=2, weight_buffer_bytes=128 * 1024,
                                    act_buffer_bytes=64 * 1024, clock_hz=100e6)
 
 
@@ -102,7 +107,7 @@ BOARD = Board(
     platform=ULX3S_85F_Platform,
     top=ULX3STop,
     default_config=DEFAULT_CONFIG,
-    default_core=stand_in_core,
+    default_core=accelerator_core,
     cores={"accelerator": accelerator_core, "stand-in": stand_in_core},
     family="ecp5",
     bitstream="bit",

@@ -222,6 +222,13 @@ async def lenet_over_the_uart_pins(dut):
         load_line_bytes += len(words) * word_bytes + frames * (2 * protocol.FRAME_OVERHEAD + 4)
     image_ps = [b[0] - a[0] for a, b in zip(marks, marks[1:])]
     image_mean_ps = sum(image_ps) / len(image_ps) if image_ps else 0
+    # The driver sends image n+1 while image n computes: an image must take less than its
+    # input's line time and its compute time one after the other.
+    serial_ps = (len(images[0]) * 10 / tb.baud + model.total / tb.clock_hz) * 1e12
+    assert image_ps and max(image_ps) < serial_ps, (
+        f"images took {max(image_ps) / 1e6:.1f} us each at most: no shorter than sending the "
+        f"input ({len(images[0]) * 10 / tb.baud * 1e6:.1f} us) and then computing "
+        f"({model.total / tb.clock_hz * 1e6:.1f} us), so the input did not overlap compute")
     # From the driver's start to the first image's end: PING, STATUS, FLUSH, the load, an image.
     load_ps = marks[0][0] - began_ps - image_mean_ps
     load_wall = run.load_seconds

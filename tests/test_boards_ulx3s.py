@@ -1,7 +1,6 @@
-"""The ULX3S (ECP5-85F) build of the 8x16 array: not run by default.
+"""The ULX3S (ECP5-85F) build of the accelerator (8x8 array, host link): not run by default.
 
-It takes about 6 minutes of CPU on a quiet 2-core machine (12 when the cores
-are shared). Run it with ``FPGANET_ECP5_BUILD=1 pytest tests/test_boards_ulx3s.py``
+It takes several minutes on a 2-core machine (README.md has the measured time). Run it with ``FPGANET_ECP5_BUILD=1 pytest tests/test_boards_ulx3s.py``
 (or ``python -m fpganet.boards.build --board ulx3s``).
 """
 
@@ -16,12 +15,14 @@ pytestmark = pytest.mark.skipif(os.environ.get("FPGANET_ECP5_BUILD") != "1",
                                 reason="long ECP5 build: set FPGANET_ECP5_BUILD=1 to run it")
 
 
-def test_ulx3s_8x16_build(tmp_path):
+def test_ulx3s_accelerator_build(tmp_path):
     status = board_build.main(["--board", "ulx3s", "-o", str(tmp_path)])
     assert status == 0
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["device"] == "LFE5U-85F"
-    assert report["macs_per_cycle"] == 128
-    assert report["resources"]["MULT18"] == {"used": 128, "available": 156}
+    assert report["core"] == "fpganet.boards.ulx3s.accelerator_core"
+    assert report["macs_per_cycle"] == 64
+    # One MULT18 per PE, the rest in the two requantizer lanes.
+    assert 64 < report["resources"]["MULT18"]["used"] <= 156
     assert (tmp_path / "top.bit").stat().st_size > 100_000
     assert report["fmax_mhz"] > 50
