@@ -69,7 +69,7 @@ def test_dsp_option_is_refused_on_ice40(tmp_path, capsys):
 
 def test_board_defaults_and_overrides():
     assert board_config(BOARDS["icebreaker"]).name == "8x2"
-    assert board_config(BOARDS["ulx3s"]).macs_per_cycle == 128
+    assert board_config(BOARDS["ulx3s"]).macs_per_cycle == 64
     config = board_config(BOARDS["ulx3s"], array="4x4", clock_hz=50e6)
     assert (config.rows, config.cols, config.clock_hz) == (4, 4, 50e6)
     assert config.weight_buffer_bytes == BOARDS["ulx3s"].default_config.weight_buffer_bytes
