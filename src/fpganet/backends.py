@@ -14,8 +14,10 @@ Entries may be ``"module:attribute"`` strings, imported on first use, so that
 
 ``fpganet run OUT`` passes the option ``compiled=OUT`` (the compiled directory),
 so that a backend can run the program and memory images written there
-(:func:`fpganet.backend.read_images`); ``isa`` does. Backends ignore options they
-do not know.
+(:func:`fpganet.backend.read_images`); ``isa`` and ``rtl`` do. A program compiled
+with ``--batch B`` runs any number of images there: its images pad the last group
+of B and drop the padding's outputs, so a backend sees per-image streams as at
+batch 1. Backends ignore options they do not know.
 """
 
 import importlib

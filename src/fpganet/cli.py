@@ -108,6 +108,10 @@ def _configure_compile(parser):
     parser.add_argument("--images", type=positive_int, default=1, metavar="N",
                         help="images the accelerator program processes per run (default 1; "
                              "fpganet.backend.read_images(OUT).for_images(N) changes it)")
+    parser.add_argument("--batch", type=positive_int, default=1, metavar="B",
+                        help="run the dense layers once for groups of B images, one array column "
+                             "each (1..cols; default 1). The streams stay per image; the activation "
+                             "buffer holds B copies of the dense layers' input")
     parser.add_argument("--no-program", action="store_true",
                         help="quantize only: write no accelerator program or memory images (a "
                              "network that does not fit the configuration is then accepted)")
@@ -140,7 +144,7 @@ def _run_compile(args):
     config = _compile_config(args)
     net = compile_model(args.model, args.calib, args.output, config=config, method=args.method,
                         calib_limit=args.calib_limit, program=not args.no_program,
-                        n_images=args.images)
+                        n_images=args.images, batch=args.batch)
     source = net.source
     print(f"compiled {source['file']} ({'embedded' if source['embedded'] else source['path']}) "
           f"into {args.output}")
@@ -165,6 +169,8 @@ def _run_compile(args):
         print(f"  {index:2d} {kind:8s} {layer.name:20s} {shapes:22s} {extra}")
     if not args.no_program:
         _print_program(args.output)
+        if args.batch > 1:
+            print(f"  batch: the dense layers run once per group of {args.batch} images")
     return 0
 
 
@@ -263,13 +269,32 @@ def _run_run(args):
               f"no accuracy)")
     if "cycles" in result.extras:
         cycles = np.asarray(result.extras["cycles"])
-        steady = cycles[1:] if len(cycles) > 1 else cycles
-        print(f"cycles per image {int(np.median(steady)):,} (median; simulated by the {args.backend} "
-              f"backend; the first image also carries the program's prologue: {int(cycles[0]):,})")
+        batch = _compiled_batch(args.compiled)
+        if batch > 1:
+            # The images of a group share the dense layers: only the group's total means anything.
+            print(f"cycles per image {int(cycles.sum()) / len(cycles):,.0f} (all {len(cycles)} "
+                  f"images' cycles / {len(cycles)}; simulated by the "
+                  f"{args.backend} backend; batch {batch}: the dense layers run once per group of "
+                  f"{batch} images)")
+        else:
+            steady = cycles[1:] if len(cycles) > 1 else cycles
+            print(f"cycles per image {int(np.median(steady)):,} (median; simulated by the "
+                  f"{args.backend} backend; the first image also carries the program's prologue: "
+                  f"{int(cycles[0]):,})")
     if args.out:
         extra = "".join(f", {name}" for name in result.extras)
         print(f"wrote {args.out} (logits float32 {list(result.logits.shape)}, q int8{extra})")
     return 0
+
+
+def _compiled_batch(compiled):
+    """The ``--batch`` a compiled directory was made with (1 without a program)."""
+    from .backend import read_images
+
+    try:
+        return read_images(compiled).batch
+    except FpganetError:
+        return 1
 
 
 # check -------------------------------------------------------------------------------------

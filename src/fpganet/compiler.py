@@ -105,7 +105,7 @@ def _check_x(x, input_shape, what, input_name):
 
 
 def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=None,
-                  calib_limit=None, program=True, n_images=1):
+                  calib_limit=None, program=True, n_images=1, batch=1):
     """Import, quantize and optionally write a network.
 
     Parameters
@@ -131,6 +131,9 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
         configuration is refused and nothing is written. False: quantize only.
     n_images : int
         Images the written program processes (the host sends that many).
+    batch : int
+        1..cols: the written program runs the dense layers once per group of ``batch`` images
+        (docs/backend.md, "Batching"); refused for a network without dense layers.
 
     Returns
     -------
@@ -175,16 +178,16 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     net = quantize_graph(graph, calib_x, method=method, config=config, source=source,
                          calibration=calibration)
     if out_dir is not None:
-        write_compiled(net, out_dir, program=program, n_images=n_images)
+        write_compiled(net, out_dir, program=program, n_images=n_images, batch=batch)
     return net
 
 
-def write_compiled(net, out_dir, program=True, n_images=1):
+def write_compiled(net, out_dir, program=True, n_images=1, batch=1):
     """Write ``net`` into ``out_dir`` atomically (temporary sibling, then rename).
 
     With ``program`` the accelerator program and memory images for ``n_images``
     are built first (a network that does not fit is refused before anything is
-    written) and saved beside the network (``program.hex``, ``weights.hex``,
+    written; ``batch``: images per group of the dense layers, stored in the manifest) and saved beside the network (``program.hex``, ``weights.hex``,
     ``params.hex``, ``memories.npz``, the manifest's ``accelerator`` section).
 
     An existing ``out_dir`` is replaced only if it is empty or an earlier
@@ -194,7 +197,7 @@ def write_compiled(net, out_dir, program=True, n_images=1):
     images = None
     if program:
         from .backend import build_images
-        images = build_images(net, n_images)
+        images = build_images(net, n_images, batch=batch)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise FpganetError(f"output '{out}' exists and is not a directory")

@@ -111,6 +111,11 @@ class MemoryImages:
         The manifest's ``accelerator`` section (maps, steps, instruction ranges, conflicts).
     plan : fpganet.backend.plan.Plan or None
         None when read back from a directory.
+    batch : int
+        Images per pass of the program's loop (``--batch``; 1: one image per pass). The program
+        processes ``ceil(n_images / batch)`` groups; :meth:`pack_inputs` pads the last group
+        with zero images and :meth:`unpack_outputs` drops their outputs, so the streams a
+        runner sees are those of ``n_images`` images whatever the batch.
     """
 
     config: AcceleratorConfig
@@ -123,6 +128,7 @@ class MemoryImages:
     streams: StreamLayout
     layout: dict = field(default_factory=dict)
     plan: object = None
+    batch: int = 1
 
     # Program --------------------------------------------------------------------------------
 
@@ -131,9 +137,18 @@ class MemoryImages:
         """uint64 instruction words for :attr:`n_images`."""
         return self.program_for(self.n_images)
 
+    def groups(self, n_images):
+        """Passes of the loop for ``n_images``: groups of :attr:`batch` images, the last padded."""
+        return -(-n_images // self.batch)
+
+    def padded_images(self, n_images):
+        """Images the program actually processes for ``n_images`` (a multiple of the batch)."""
+        return self.groups(n_images) * self.batch
+
     def program_for(self, n_images):
         """uint64 instruction words of the same program for ``n_images`` (only the LOOP_COUNT
-        SET changes; 0 images: the prologue, then END)."""
+        SET changes; 0 images: the prologue, then END). At batch B it runs ``ceil(n/B)``
+        groups of B images."""
         if not 0 <= n_images <= 1 << 32:
             raise FpganetError(f"the number of images must be 0..{1 << 32:,}, not {n_images}")
         end = encode(Instruction(Opcode.END))
@@ -141,7 +156,8 @@ class MemoryImages:
             return np.concatenate([self.prologue[:self.loop_count_index],
                                    np.array([end], np.uint64)]).astype(np.uint64)
         head = self.prologue.copy()
-        head[self.loop_count_index] = encode(Instruction(Opcode.SET, Reg.LOOP_COUNT, n_images - 1))
+        head[self.loop_count_index] = encode(Instruction(Opcode.SET, Reg.LOOP_COUNT,
+                                                         self.groups(n_images) - 1))
         tail = np.array([encode(Instruction(Opcode.LOOP, target=len(self.prologue))), end], np.uint64)
         return np.concatenate([head, self.body, tail]).astype(np.uint64)
 
@@ -154,8 +170,10 @@ class MemoryImages:
     def check_program_size(self):
         words = len(self.program)
         if words > self.config.program_words:
+            flag = "--program-words" if self.batch == 1 else \
+                f"--program-words, or a --batch below {self.batch}"
             raise capacity_error("program memory", words * 8, self.config.program_words * 8,
-                                 self.config, "--program-words", f"{words:,} instructions of 8 bytes",
+                                 self.config, flag, f"{words:,} instructions of 8 bytes",
                                  f"{self.config.program_words:,} instructions")
 
     # Host write port ------------------------------------------------------------------------
@@ -202,11 +220,19 @@ class MemoryImages:
         if len(q_in) != self.n_images:
             raise FpganetError(f"the program reads {self.n_images} images, {len(q_in)} given "
                                f"(use for_images({len(q_in)}))")
+        padding = self.padded_images(len(q_in)) - len(q_in)
+        if padding:
+            # The last group is not full: zero images fill it (their outputs are dropped).
+            q_in = np.asarray(q_in)
+            q_in = np.concatenate([q_in, np.zeros((padding, *q_in.shape[1:]), q_in.dtype)])
         return self.streams.pack_inputs(q_in)
 
     def unpack_outputs(self, data, n_images=None):
-        """The output stream -> ``(q int8 [N, *output_shape], stamps uint32 [N])``."""
-        return self.streams.unpack_outputs(data, self.n_images if n_images is None else n_images)
+        """The output stream -> ``(q int8 [N, *output_shape], stamps uint32 [N])`` (without the
+        outputs of the images that pad the last group of a batched program)."""
+        n_images = self.n_images if n_images is None else n_images
+        q, stamps = self.streams.unpack_outputs(data, self.padded_images(n_images))
+        return q[:n_images], stamps[:n_images]
 
     # Files -----------------------------------------------------------------------------------
 
@@ -267,7 +293,7 @@ def engine_conflicts(program, config):
     return result
 
 
-def build_images(net, n_images=1, config=None):
+def build_images(net, n_images=1, config=None, batch=1):
     """Plan, generate and lay out ``net`` for ``config`` (default ``net.config``).
 
     Parameters
@@ -276,6 +302,9 @@ def build_images(net, n_images=1, config=None):
     n_images : int
         Images the program processes in its loop (the host sends that many).
     config : fpganet.config.AcceleratorConfig, optional
+    batch : int
+        1..cols: the dense layers at the end of the network run once per group of ``batch``
+        images, one array column per image (docs/backend.md, "Batching").
 
     Returns
     -------
@@ -287,13 +316,14 @@ def build_images(net, n_images=1, config=None):
         The network does not fit a buffer or the program memory, or a layer cannot run.
     """
     config = config or net.config
-    plan = plan_network(net, config)
+    plan = plan_network(net, config, batch=batch)
     code = generate(plan)
     prologue = np.array([encode(i) for i in code.prologue], dtype=np.uint64)
     body = np.array([encode(i) for i in code.body], dtype=np.uint64)
     streams = StreamLayout(tuple(net.input_chw), tuple(net.output_shape))
     images = MemoryImages(config, n_images, prologue, body, code.loop_count_index,
-                          weight_image(plan), param_image(plan), streams, plan=plan)
+                          weight_image(plan), param_image(plan), streams, plan=plan,
+                          batch=batch)
     images.check_program_size()
     images.layout = _plain(_describe(plan, code, images))
     return images
@@ -341,9 +371,17 @@ def _describe(plan, code, images):
                 or None})
         layers.append(entry)
     program = images.program
+    batch = {} if images.batch == 1 else {  # only batched manifests say so
+        "batch": images.batch,
+        "batching": {"images_per_group": images.batch,
+                     "dense_layers": [step.layer.name for step in plan.group_steps],
+                     "slot": plan.slot_map.name, "slot_image_stride": plan.slot_map.copy_stride,
+                     "streams": "per image as at batch 1; the last group is padded with zero "
+                                "images whose outputs the host drops"}}
     return {
         "format": FORMAT,
         "n_images": images.n_images,
+        **batch,
         "program": {"file": "program.hex", "ranges": "instruction ranges are [first, end)",
                     "words": int(len(program)),
                     "capacity": config.program_words, "prologue_words": int(len(images.prologue)),
@@ -394,7 +432,7 @@ def read_images(directory):
                             arrays["body"].astype(np.uint64),
                             int(section["program"]["loop_count_instruction"]),
                             arrays["weights"].astype(np.int8), arrays["params"].astype(np.uint64),
-                            streams, layout=section)
+                            streams, layout=section, batch=int(section.get("batch", 1)))
     except FpganetError:
         raise
     except Exception as error:

@@ -69,6 +69,12 @@ class FeatureMap:
     last_use: int = None            # last step number that reads it (n + 1: OUTPUT)
     role: str = "compact"           # who decided the layout: compact, conv, pool
     fill_per_image: bool = False
+    # Batching (--batch B): a map held for ``copies`` images, image j's map ``j*copy_stride``
+    # bytes after image 0's (the slot of the last map before the dense layers: copies side by
+    # side; a dense layer's output: images interleaved, copy_stride 1, cstride B).
+    copies: int = 1
+    copy_stride: int = 0
+    interleaved: bool = False
     # Filled in by the pitch search.
     pitch_costs: dict = field(default_factory=dict)
 
@@ -91,9 +97,14 @@ class FeatureMap:
         self.cstride = (self.padded_h - 1) * self.pitch + self.padded_w
 
     @property
-    def span(self):
-        """Bytes from ``base`` to the last byte of the padded map."""
+    def image_span(self):
+        """Bytes from ``base`` to the last byte of one image's padded map."""
         return (self.shape[0] - 1) * self.cstride + (self.padded_h - 1) * self.pitch + self.padded_w
+
+    @property
+    def span(self):
+        """Bytes from ``base`` to the last byte of the padded map (of the last image's copy)."""
+        return self.image_span + (self.copies - 1) * self.copy_stride
 
     @property
     def origin(self):
@@ -108,6 +119,9 @@ class FeatureMap:
         entry = {"name": self.name, "shape": list(self.shape), "base": self.base,
                  "origin": self.origin, "pads": list(self.pads), "pitch": self.pitch,
                  "cstride": self.cstride, "bytes": self.span}
+        if self.copies > 1:        # only batched plans say so: batch 1 manifests stay as they were
+            entry.update(images=self.copies, image_stride=self.copy_stride,
+                         image_layout="interleaved" if self.interleaved else "side by side")
         if self.parent is not None:
             entry["view_of"] = self.parent.name
         else:
@@ -138,6 +152,8 @@ class Step:
     w_base: int = 0
     p_base: int = 0
     folded_reshapes: list = field(default_factory=list)
+    # A dense layer run once for a group of images (--batch): image j is "output pixel" j.
+    batched: bool = False
 
     @property
     def npix(self):
@@ -249,6 +265,8 @@ class Plan:
     net : fpganet.qnet.QNetwork
     config : fpganet.config.AcceleratorConfig
     steps : list of Step
+        At batch B > 1 the steps from ``first_batched`` on (the dense layers) run once per group
+        of B images with one lane per image; the ones before once per image.
     maps : list of FeatureMap
         Stored maps (no aliases), in production order.
     input_map : FeatureMap
@@ -278,6 +296,23 @@ class Plan:
     param_entries: int = 0
     reshape_steps: dict = field(default_factory=dict)
     attempts: list = field(default_factory=list)
+    batch: int = 1
+    first_batched: int = None
+
+    @property
+    def image_steps(self):
+        """Steps run once per image (all of them at batch 1)."""
+        return self.steps if self.first_batched is None else self.steps[:self.first_batched]
+
+    @property
+    def group_steps(self):
+        """Steps run once per group of :attr:`batch` images: the dense layers (none at batch 1)."""
+        return [] if self.first_batched is None else self.steps[self.first_batched:]
+
+    @property
+    def slot_map(self):
+        """The map the first dense layer reads, held for every image of a group (or None)."""
+        return None if self.first_batched is None else self.steps[self.first_batched].src.storage
 
     @property
     def weight_bytes(self):
@@ -395,11 +430,42 @@ def _lower(net, config):
     return steps, maps, input_map, output_map, pending
 
 
+def _batch_steps(steps, batch):
+    """Run the dense layers at the end of ``steps`` once for ``batch`` images; returns the index
+    of the first of them.
+
+    The images are the layer's output pixels (``NPIX = OUT_W = LANES = batch``): the first
+    dense layer reads image j's copy of its input map ``j*copy_stride`` bytes on
+    (``STRIDE_X``), every batched layer writes image j's outputs at ``+ j`` (interleaved maps),
+    which the next one reads with ``STRIDE_X = 1``.
+    """
+    first = next((i for i, step in enumerate(steps) if step.kind == "dense"), None)
+    if first is None:
+        raise FpganetError(f"--batch {batch}: the network has no dense layer; batching runs the "
+                           f"dense layers of several images at once (use --batch 1)")
+    for index, step in enumerate(steps[first:], first):
+        name = step.layer.name if step.layer is not None else step.dst.name
+        if step.kind != "dense" or step.out_hw != (1, 1):
+            raise FpganetError(f"--batch {batch}: layer '{name}' ({step.kind}) follows the first "
+                               f"dense layer; batching needs the dense layers at the end of the "
+                               f"network (use --batch 1)")
+        if index > first and (step.src is not steps[index - 1].dst or step.kernel != (1, 1)):
+            raise FpganetError(f"--batch {batch}: dense layer '{name}' reads a reshaped map of the "
+                               f"previous dense layer, which batching cannot lay out (use --batch 1)")
+    slot = steps[first].src.storage
+    slot.copies = batch
+    for step in steps[first:]:
+        step.batched, step.lanes, step.out_hw = True, batch, (1, batch)
+        step.dst.copies, step.dst.interleaved = batch, True
+    return first
+
+
 # Pitch search ------------------------------------------------------------------------------
 
 def _read_cost(step, pitch, config):
     """Bank-conflict cycles of ``step``'s reads from a source map of ``pitch`` (all groups)."""
-    if step.lanes == 1:
+    if step.lanes == 1 or step.batched:
+        # A batched dense layer's lanes are images: they differ by the image stride, not the pitch.
         return 0
     regs = step.read_regs(pitch)
     regs[Reg.K_C] = 1                # every channel repeats channel 0's bank pattern, shifted
@@ -439,6 +505,34 @@ def _choose_pitches(steps, maps, config, search):
             if cost == 0:
                 break
         stored.set_pitch(best[1])
+    for stored in maps:
+        if stored.interleaved:
+            # Image j's channel c at origin + c*B + j: a batched dense layer writes, and the next
+            # one reads, B consecutive bytes, which fall in B different banks (B <= act_banks).
+            stored.cstride, stored.copy_stride = stored.copies, 1
+        elif stored.copies > 1:
+            reader = next(step for step in steps if step.batched and step.src.storage is stored)
+            stored.copy_stride = _image_stride(stored, reader, config, search)
+
+
+def _image_stride(slot, reader, config, search):
+    """Bytes between the images' copies of ``slot``, which the batched dense layer ``reader``
+    reads with lane j at ``j*stride``: from the copy's span up, the first stride that puts the
+    lanes in different banks (an odd one does: ``act_banks`` is a power of two), else the one
+    with the fewest conflict cycles; ``search=False``: the span itself."""
+    span = slot.image_span
+    if not search:
+        return span
+    banks = config.act_banks
+    best = None
+    for stride in range(span, span + banks):
+        per_bank = np.bincount(np.arange(reader.lanes) * stride % banks, minlength=banks)
+        cost = (int(per_bank.max()) - 1) * reader.k * reader.groups(config.rows)
+        if best is None or cost < best[0]:
+            best = (cost, stride)
+        if cost == 0:
+            break
+    return best[1]
 
 
 # Allocation --------------------------------------------------------------------------------
@@ -451,6 +545,9 @@ def _allocate(maps, mode):
     def interval(m):
         if mode == "disjoint" or (mode == "pinned-borders" and m.padded):
             return (-1, end)
+        if m.copies > 1 and not m.interleaved:
+            # The batch slot: image j's copy must survive the next images' layers, from INPUT on.
+            return (0, m.last_use)
         return (m.producer, m.last_use)
 
     placed = []
@@ -480,17 +577,18 @@ ATTEMPTS = ((True, "disjoint"), (True, "pinned-borders"), (True, "liveness"),
             (False, "disjoint"), (False, "pinned-borders"), (False, "liveness"))
 
 
-def smallest_act_bytes(net, config=None):
-    """The fewest activation bytes any layout the planner tries needs for ``net``."""
+def smallest_act_bytes(net, config=None, batch=1):
+    """The fewest activation bytes any layout the planner tries needs for ``net`` (at ``batch``)."""
     config = (config or net.config).replace(act_buffer_bytes=1 << 30)
-    return min(a["bytes"] for a in plan_network(net, config, explore=True).attempts)
+    return min(a["bytes"] for a in plan_network(net, config, explore=True, batch=batch).attempts)
 
 
-def plan_network(net, config=None, explore=False):
+def plan_network(net, config=None, explore=False, batch=1):
     """Plan ``net`` for ``config`` (default: the configuration it was compiled for).
 
     The first layout of :data:`ATTEMPTS` that fits the activation buffer is taken
-    (``explore``: every layout is still measured, in ``Plan.attempts``).
+    (``explore``: every layout is still measured, in ``Plan.attempts``). ``batch`` > 1 runs the
+    dense layers at the end of the network once for groups of ``batch`` images (1..cols).
 
     Returns
     -------
@@ -509,8 +607,13 @@ def plan_network(net, config=None, explore=False):
                            f"has {config.operand_width}-bit operands (--operand-width)")
     for layer in net.conv_layers:
         layer.validate(config.acc_width)     # the no-overflow rule for this accumulator
+    if not 1 <= batch <= config.cols:
+        raise FpganetError(f"--batch {batch}: must be 1..{config.cols} (one image per array "
+                           f"column; the {config.name} configuration has {config.cols})")
     steps, maps, input_map, output_map, trailing = _lower(net, config)
-    plan = Plan(net, config, steps, maps, input_map, output_map)
+    plan = Plan(net, config, steps, maps, input_map, output_map, batch=batch)
+    if batch > 1:
+        plan.first_batched = _batch_steps(steps, batch)
     for step in steps:
         for index in step.folded_reshapes:
             plan.reshape_steps[index] = step if step.kind == "copy" else "free"
@@ -535,10 +638,13 @@ def plan_network(net, config=None, explore=False):
         _allocate(maps, mode)
     if not plan.allocation:
         raise capacity_error("activation buffer", best, config.act_buffer_bytes, config,
-                             "--act-buffer-bytes")
+                             "--act-buffer-bytes" if batch == 1 else
+                             f"--act-buffer-bytes, or a --batch below {batch}")
     for step in steps:
         if step.src.parent is not None:
             step.src.base = step.src.parent.base
+        if step.batched:
+            step.stride = (1, step.src.storage.copy_stride)
 
     words = entries = 0
     for step in steps:

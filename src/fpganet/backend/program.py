@@ -12,6 +12,15 @@ The program (docs/ARCHITECTURE.md, "Instruction set")::
 
 A SET whose register is known to hold the value already is left out (the state at
 the loop head is what the prologue and the end of the loop body agree on).
+
+At batch B > 1 (:func:`fpganet.backend.plan.plan_network`) one pass of the loop is a
+group of B images::
+
+    loop:      per image j: INPUT, the layers before the dense ones (the last of them
+                            writes image j's copy of the dense layers' input map)
+               the dense layers once, one lane per image
+               per image j: OUTPUT of image j's outputs, STAMP
+               LOOP loop
 """
 
 import numpy as np
@@ -129,19 +138,23 @@ def _fill_border(emit, m):
             _region(emit, Opcode.FILL, base, c, m.cstride, rows, m.pitch, length, f"map '{m.name}'")
 
 
-def _interior(emit, opcode, m, what):
-    _region(emit, opcode, m.origin, m.shape[0], m.cstride, m.shape[1], m.pitch, m.shape[2], what)
+def _interior(emit, opcode, m, what, image=0):
+    """``opcode`` over the interior of ``m`` (of image ``image``'s copy, for a batched map)."""
+    _region(emit, opcode, m.origin + image * m.copy_stride, m.shape[0], m.cstride, m.shape[1],
+            m.pitch, m.shape[2], what)
 
 
-def _engine(emit, step, config):
+def _engine(emit, step, config, image=0):
+    """``step``'s SETs and CONV/POOL; ``image``: which copy of a batch slot it writes."""
     src, dst = step.src, step.dst
     what = f"layer '{step.layer.name if step.layer is not None else step.dst.name}'"
     # A dense layer over a whole stored map reads a compact map: base and origin coincide.
     regs = step.read_regs(src.pitch, base=src.base, cstride=src.cstride)
+    out_base = dst.origin + image * dst.copy_stride
     if step.kind in ("conv", "dense"):
         layer = step.layer
         groups = step.groups(config.rows)
-        regs.update({Reg.GROUPS: groups, Reg.M: layer.out_shape[0], Reg.OUT_BASE: dst.origin,
+        regs.update({Reg.GROUPS: groups, Reg.M: layer.out_shape[0], Reg.OUT_BASE: out_base,
                      Reg.OUT_PITCH: dst.pitch, Reg.OUT_CSTRIDE: dst.cstride,
                      Reg.OUT_GSTEP: config.rows * dst.cstride, Reg.W_BASE: step.w_base,
                      Reg.W_GSTEP: step.k, Reg.P_BASE: step.p_base,
@@ -150,7 +163,7 @@ def _engine(emit, step, config):
     else:
         del regs[Reg.IN_CSTRIDE]       # K_C = 1: POOL never uses it
         regs.update({Reg.IN_GSTEP: src.cstride, Reg.K_C: 1, Reg.GROUPS: dst.shape[0],
-                     Reg.OUT_BASE: dst.origin, Reg.OUT_PITCH: dst.pitch,
+                     Reg.OUT_BASE: out_base, Reg.OUT_PITCH: dst.pitch,
                      Reg.OUT_GSTEP: dst.cstride})
         opcode = Opcode.POOL
     emit.sets(regs, what)
@@ -173,24 +186,34 @@ class Program:
 
 
 def _body(plan, known, origin):
+    """The loop body: one image, or at batch B one group of B images (ranges: image 0's)."""
     emit = Emitter(known, origin)
     ranges = {}
     config = plan.config
     m = plan.input_map
-    first = emit.pc
-    if m.fill_per_image:
-        _fill_border(emit, m)
-    _interior(emit, Opcode.INPUT, m, "input")
-    ranges[0] = (first, emit.pc)
-    for step in plan.steps:
+    for image in range(plan.batch):
+        first = emit.pc
+        if m.fill_per_image:
+            _fill_border(emit, m)
+        _interior(emit, Opcode.INPUT, m, "input", image)
+        ranges.setdefault(0, (first, emit.pc))
+        for step in plan.image_steps:
+            first = emit.pc
+            if step.dst.fill_per_image:
+                _fill_border(emit, step.dst)
+            _engine(emit, step, config, image)
+            ranges.setdefault(step.number, (first, emit.pc))
+    for step in plan.group_steps:
         first = emit.pc
         if step.dst.fill_per_image:
             _fill_border(emit, step.dst)
         _engine(emit, step, config)
         ranges[step.number] = (first, emit.pc)
     first = emit.pc
-    _interior(emit, Opcode.OUTPUT, plan.output_map, "output")
-    emit.op(Opcode.STAMP)
+    for image in range(plan.batch):
+        # Image by image, each with its STAMP: the stream is what batch 1 sends for B images.
+        _interior(emit, Opcode.OUTPUT, plan.output_map, "output", image)
+        emit.op(Opcode.STAMP)
     ranges[len(plan.steps) + 1] = (first, emit.pc + 1)   # + the LOOP
     return emit, ranges
 

@@ -19,6 +19,8 @@ def run_isa(net, q_in, images=None, config=None):
         int8 [N, *net.input_chw].
     images : fpganet.backend.MemoryImages, optional
         Run these (any ``n_images``: it is set to N) instead of building them from ``net``.
+        A batched program (``images.batch`` > 1) runs N images too: the last group is padded
+        with zero images whose outputs are dropped (:meth:`MemoryImages.pack_inputs`).
     config : fpganet.config.AcceleratorConfig, optional
         Build for this configuration instead of ``net.config``.
 

@@ -556,7 +556,13 @@ def load_compiled_job(out_dir):
     from ..compiler import load_compiled
 
     net = load_compiled(out_dir)
-    images = read_images(out_dir).for_images(1)
+    images = read_images(out_dir)
+    if images.batch > 1:
+        # One START runs one pass of the program's loop: B images at --batch B, which the
+        # per-image protocol of run_images does not send.
+        raise FpganetError(f"'{out_dir}' was compiled with --batch {images.batch}; the board "
+                           f"driver runs one image per START: compile it with --batch 1")
+    images = images.for_images(1)
     memories = {space: images.words(space)
                 for space in (HostSpace.PROGRAM, HostSpace.WEIGHTS, HostSpace.PARAMS)}
     return CompiledJob(config=images.config, memories=memories,
