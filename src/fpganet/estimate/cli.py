@@ -108,6 +108,11 @@ def _run(args):
     net = load_compiled(args.compiled)
     link = HostLink(baud=args.baud) if args.baud else None
     try:
+        from ..backend import read_images
+        program_batch = read_images(args.compiled).batch
+    except FpganetError:
+        program_batch = 1        # quantized only (--no-program): no program to batch
+    try:
         return estimate(net, board=args.board, board_report=args.board_report,
                         clock_hz=args.clock_mhz * 1e6 if args.clock_mhz else None, link=link,
                         cycles=args.cycles, cycles_model=args.cycles_model,
@@ -117,7 +122,7 @@ def _run(args):
                         asic_clock_hz=args.asic_clock_mhz * 1e6,
                         gpus=tuple(args.gpu) if args.gpu else DEFAULT_GPUS, batch=args.batch,
                         cache_dir=Path.home() / ".cache" / "fpganet" / "estimate",
-                        progress=_progress)
+                        progress=_progress, program_batch=program_batch)
     except KeyError as error:
         raise FpganetError(str(error.args[0])) from None
 

@@ -194,7 +194,7 @@ def _source_tag(row):
 def estimate(net, *, board="icebreaker", board_report=None, clock_hz=None, link=None, cycles=None,
              layer_cycles=None, cycles_model="ideal", simulate=True, activity=None, measure=True,
              measure_options=None, synth=True, design=None, asic_clock_hz=500e6, asic_nodes=NODES,
-             gpus=DEFAULT_GPUS, batch=None, cache_dir=None, progress=None):
+             gpus=DEFAULT_GPUS, batch=None, cache_dir=None, progress=None, program_batch=1):
     """Estimate images/s, latency, watts and images/s/W of a compiled network, side by side.
 
     Parameters
@@ -242,6 +242,10 @@ def estimate(net, *, board="icebreaker", board_report=None, clock_hz=None, link=
         ``"45nm"``, ``"7nm"``.
     gpus : sequence of str
         GPU keys (figures.GPUS).
+    program_batch : int
+        The ``--batch`` the network was compiled with. The FPGA and ASIC rows always use the
+        batch-1 program, the one a board runs (its driver sends one image per START); a
+        batched directory gets a note saying so.
     batch : int, optional
         The GPUs' large batch (default per GPU: the smallest of 256-65536 whose work hides
         the kernel-launch floor, :func:`fpganet.estimate.gpu.best_batch`).
@@ -258,6 +262,11 @@ def estimate(net, *, board="icebreaker", board_report=None, clock_hz=None, link=
         raise FpganetError(f"unknown board '{board}' (known: {', '.join(BOARDS)})")
     board_info = dict(BOARDS[board], key=board)
     notes = []
+    if program_batch > 1:
+        notes.append(f"the directory was compiled with --batch {program_batch}; the FPGA and ASIC "
+                     f"figures use the batch-1 program, the one a board runs (the board driver "
+                     f"sends one image per START); the batched program's cycles per image are in "
+                     f"docs/backend.md (fpganet.perf on program_for(2B) - program_for(B), over B)")
     config = net.config
     report_obj = None
     if board_report is not None:
