@@ -24,7 +24,9 @@ Timing, all of it fixed by the registers:
   ``done`` pulses in the cycle of the final write.
 
 The parameter entry of the next row's channel is read when a row is taken, so
-it is ready when the next row starts (and at ``start`` for the first).
+it is ready when the next row starts (and in the cycle after ``start`` for the
+first). ``start`` is registered on entry: the first row can come no earlier than
+the window generator's set-up plus one tile of beats after it.
 """
 
 from amaranth import *
@@ -202,7 +204,12 @@ class ResultWriter(wiring.Component):
                 with m.If(enable):
                     m.d.sync += register.eq(value)
 
-        start = self.start
+        # The writer's first row arrives many cycles after the instruction starts (the
+        # window's set-up and a whole tile of beats come first), so it takes its start a
+        # cycle late: the start pulse is decoded from the instruction word straight out of
+        # the program memory, and this register keeps that path out of the writer's logic.
+        start = Signal()
+        m.d.sync += start.eq(self.start)
         next_first_chan = first_chan + rows
         next_chan = Signal(chan_width)
         m.d.comb += next_chan.eq(Mux(~last_row, chan + 1, Mux(tile_wrap, next_first_chan, first_chan)))
