@@ -5,8 +5,8 @@ The default core is the accelerator behind the UART host link
 requantizer lanes, one MULT18X18D per processing element with the product
 register inside the DSP (:class:`~fpganet.hdl.ecp5_dsp.ECP5ProcessingElement`),
 and a 30 MHz clock from an EHXPLLL (what the design meets today; the aim is
-100 MHz). nextpnr-ecp5 routes with router2:
-router1 did not converge on the DSPs' congestion. ``--core stand-in`` builds
+100 MHz). nextpnr-ecp5 routes with router1: router2 oscillated on this
+design. ``--core stand-in`` builds
 the array alone, fed from ROMs.
 """
 
@@ -31,7 +31,7 @@ __all__ = ["ULX3STop", "BOARD", "DEFAULT_CONFIG", "BAUD", "accelerator_core", "e
 BAUD = 3_000_000
 
 #: 8x8 array (64 MACs/cycle on 64 of 156 MULT18X18D) with two requantizer lanes;
-#: 64 KiB of weights and 32 KiB of activations (LeNet-5 needs 62.5 and 10.3 KiB).
+#: 64 KiB of weights and 16 KiB of activations (LeNet-5 needs 62.5 and 10.3 KiB).
 #: The whole accelerator at 8x16 (128 MACs/cycle, one requantizer lane, 128 KiB
 #: weights, 64 KiB activations) had not finished routing after 25 minutes, nor
 #: had this one with the larger buffers (105 EBR feeding wide read multiplexers):
@@ -39,14 +39,15 @@ BAUD = 3_000_000
 #: per image against 21.1 k, since at 8x16 the single requantizer lane, not the
 #: array, limits the first conv layer.
 #:
-#: The clock is 30 MHz, not the 100 MHz aimed at: the design routes at 31.5-35 MHz.
-#: Its two longest paths (boards/README.md): the requantizer's 32 x 15-bit product,
-#: split over two MULT18X18D whose halves are summed on carry chains in the same
-#: pipeline stage (31.7 ns), and the instruction word (block RAM output, not
-#: registered) decoded into the engine's start and through the result writer's tile
-#: bookkeeping (28.6 ns; the writer now registers its start).
+#: The clock is 30 MHz, not the 100 MHz aimed at: the design routes at 42.7 MHz
+#: (router1; 31.5-35 MHz before the writer registered its start).
+#: Its long paths (boards/README.md): the instruction word (block RAM output, not
+#: registered) decoded into the result writer's tile bookkeeping (23.4 ns, through
+#: the POOL mode flag; the writer already registers its start), and the
+#: requantizer's 32 x 15-bit product, split over two MULT18X18D whose halves are
+#: summed on carry chains in one pipeline stage.
 DEFAULT_CONFIG = AcceleratorConfig(rows=8, cols=8, requant_lanes=2, weight_buffer_bytes=64 * 1024,
-                                   act_buffer_bytes=32 * 1024, clock_hz=30e6)
+                                   act_buffer_bytes=16 * 1024, clock_hz=30e6)
 
 
 def ecp5_array(config):
@@ -121,7 +122,9 @@ BOARD = Board(
     family="ecp5",
     bitstream="bit",
     synth_opts=(),
-    nextpnr_opts=("--router", "router2"),
+    # router1: router2 oscillated on the accelerator (overuse falling to a few hundred wires,
+    # then climbing) and did not finish in 25 minutes; router1 routed it in 9.
+    nextpnr_opts=("--router", "router1"),
     resources={
         "TRELLIS_COMB": "LUT4",
         "TRELLIS_FF": "FF",
