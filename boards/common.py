@@ -6,7 +6,19 @@ from amaranth import *
 from amaranth.lib import io
 from amaranth.lib.cdc import FFSynchronizer
 
-__all__ = ["Board", "BoardTop"]
+__all__ = ["Board", "BoardTop", "linked_accelerator"]
+
+
+def linked_accelerator(config, baud, **accelerator_options):
+    """The accelerator behind the UART host link: a :class:`~fpganet.hdl.hostlink.HostLinkSystem`
+    whose device is ``Accelerator(config, **accelerator_options)`` (the board's PE and
+    weight-buffer factories)."""
+    from fpganet.hdl.accelerator import Accelerator
+    from fpganet.hdl.hostlink import HostLinkSystem
+
+    def device(config):
+        return Accelerator(config, **accelerator_options)
+    return HostLinkSystem(config, config.clock_hz, baud, device=device)
 
 
 class BoardTop(Elaboratable):

@@ -18,12 +18,10 @@ from amaranth.lib import io
 from amaranth_boards.icebreaker import ICEBreakerPlatform
 
 from fpganet.config import AcceleratorConfig
-from fpganet.hdl.accelerator import Accelerator
-from fpganet.hdl.hostlink import HostLinkSystem
 from fpganet.hdl.ice40_dsp import DSPPairing, Ice40SystolicArray
 from fpganet.hdl.ice40_spram import SPRAMWeightBuffer
 
-from .common import Board, BoardTop
+from .common import Board, BoardTop, linked_accelerator
 from .pll import ice40_pll
 from .standin import ArrayStandIn
 
@@ -46,9 +44,7 @@ DEFAULT_CONFIG = AcceleratorConfig(rows=8, cols=2, acc_width=24, weight_buffer_b
 
 def accelerator_core(config):
     """The accelerator behind the UART host link: SB_MAC16 pairs, weights in SPRAM."""
-    def device(config):
-        return Accelerator(config, pe=DSPPairing(), weights=SPRAMWeightBuffer)
-    return HostLinkSystem(config, config.clock_hz, BAUD, device=device)
+    return linked_accelerator(config, BAUD, pe=DSPPairing(), weights=SPRAMWeightBuffer)
 
 
 def stand_in_core(config):

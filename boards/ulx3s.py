@@ -15,12 +15,10 @@ from amaranth.lib import io
 from amaranth_boards.ulx3s import ULX3S_85F_Platform
 
 from fpganet.config import AcceleratorConfig
-from fpganet.hdl.accelerator import Accelerator
 from fpganet.hdl.ecp5_dsp import ECP5ProcessingElement
-from fpganet.hdl.hostlink import HostLinkSystem
 from fpganet.hdl.systolic import SystolicArray
 
-from .common import Board, BoardTop
+from .common import Board, BoardTop, linked_accelerator
 from .pll import ecp5_pll
 from .standin import ArrayStandIn
 
@@ -57,9 +55,7 @@ def ecp5_array(config):
 
 def accelerator_core(config):
     """The accelerator behind the UART host link, one MULT18X18D per PE."""
-    def device(config):
-        return Accelerator(config, pe=ECP5ProcessingElement)
-    return HostLinkSystem(config, config.clock_hz, BAUD, device=device)
+    return linked_accelerator(config, BAUD, pe=ECP5ProcessingElement)
 
 
 def stand_in_core(config):

@@ -85,3 +85,16 @@ def test_oversized_array_does_not_fit_the_up5k(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
     assert "does not fit the iCE40UP5K" in err[0] and "ICESTORM_DSP" in err[0], err[0]
+
+
+@pytest.mark.parametrize("board", sorted(BOARDS))
+def test_accelerator_core_elaborates(board):
+    """Each board's accelerator core (host link + accelerator with the board's PE and weight
+    buffer) converts to RTLIL: the SB_MAC16/SPRAM or MULT18 instances and the link wiring."""
+    from amaranth.back import rtlil
+
+    spec = BOARDS[board]
+    text = rtlil.convert(spec.cores["accelerator"](spec.default_config), name="top")
+    cells = {"icebreaker": ("SB_MAC16", "SB_SPRAM256KA"), "ulx3s": ("MULT18X18D",)}[board]
+    for cell in cells:
+        assert f"cell \\{cell} " in text, f"no {cell} cell in the {board} accelerator core"
