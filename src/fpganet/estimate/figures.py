@@ -409,15 +409,31 @@ MARLANN = {
 #: Where the ECP5 figures were looked for (a search of stored public web pages,
 #: documentation sites, GitHub code and issues): the data sheet's standby-current
 #: table turned up only as quoted by two independent hardware-design notes; TN1266's
-#: opening pages (power modes, the Power Calculator) but none of its figures; no ULX3S
-#: or other ECP5 power measurement, and no per-LUT/FF/EBR/DSP per-MHz figure.
+#: opening pages (power modes, the Power Calculator) but none of its figures; no
+#: readable ULX3S power figure (one register-chain measurement exists, its numbers only
+#: in an image and a spreadsheet), whole-board readings of ECP5-25F boards only, and no
+#: per-LUT/FF/EBR/DSP per-MHz figure.
 ECP5_SEARCH = ("searched: Lattice DS1044 / FPGA-DS-02012 'ECP5 and ECP5-5G Family Data Sheet' "
                "supply-current table; TN1266 'Power Consumption and Management for ECP5 and "
                "ECP5-5G Devices' (Nov 2015, e.g. https://dtsheet.com/doc/1576342/power-"
                "consumption-and-management-for-ecp5-devices: only its introduction, power modes "
                "and Power Calculator description were readable); ULX3S board measurements "
                "(emard/ulx3s MANUAL.md and issues: none); papers or reports with ECP5 dynamic "
-               "power (none)")
+               "power (none). Second search: the data sheet's Table 3.8 itself (only FPGA-DS-02012-"
+               "2.1's contents page and design notes quoting the same values turned up: still "
+               "unverified); TN1266 figures and the Power Calculator's per-resource numbers "
+               "(GitHub code by exact string, web pages, documentation: none); emard/ulx3s "
+               "README (only the powered-off standby, 5 uA at 5 V); ULX3S, OrangeCrab, Colorlight "
+               "and Hackaday-badge board measurements: github.com/targeted/fpga-reg-power "
+               "measured a register chain on a ULX3S (LFE5U-85F-6BG381C) and an OrangeCrab "
+               "(LFE5U-25F) at 10/25/100 MHz "
+               "(USB power minus idle, uW per register), but its numbers are only in "
+               "images/power_table.png and docs/power_data.ods, which could not be read here (a "
+               "lead: it would give an ECP5 per-flip-flop figure); whole-board ECP5-25F readings "
+               "only (OrangeCrab with LiteX and DDR3, enjoy-digital/litedram issue #216: 0.29 A "
+               "falling to 0.11 A at USB 5 V; Colorlight 5A-75E, q3k/chubby75 issue #59: 30-250 mA "
+               "for the same gateware): no per-resource figure; CNN/accelerator papers on ECP5 "
+               "with mW, LUT counts and MHz (none)")
 
 #: ECP5 static power: the data sheet's typical standby currents of the LFE5U-85F.
 ECP5_STATIC = {
@@ -445,8 +461,8 @@ ECP5_STATIC["io_basis"] = (
 ECP5_STATIC["basis"] = (f"ECP5 static power: {ECP5_STATIC['source']}")
 
 ECP5_PLACEHOLDER = {
-    "basis": "PLACEHOLDER, unverified: no ECP5 dynamic-power figure could be found ("
-             + ECP5_SEARCH + "). The dynamic coefficients are by analogy with the measured "
+    "basis": "PLACEHOLDER, unverified: no ECP5 dynamic-power figure could be found "
+             "(what was searched: figures.ECP5_SEARCH, docs/estimator.md). The dynamic coefficients are by analogy with the measured "
              "iCE40 (both 40 nm; ECP5 core at 1.1 V, larger routing: 1-2x per LUT); replace them "
              "with the Lattice Power Calculator's per-resource figures (TN1266) or a ULX3S "
              "measurement. Static power is the data sheet's (DS1044 Table 3.8, quoted "
