@@ -28,8 +28,13 @@ SIMULATORS = ("verilator", "icarus")
 
 # Amaranth's Verilog trips Verilator's lint on widths and unused bits; they are
 # intended (sign extension and truncation are explicit in the netlist).
+# The PyPI wheel's verilated.mk has an empty CFG_CXXFLAGS_PCH_I (its build machine's
+# configure did not detect GCC's "-include"): once a model is large enough for Verilator
+# to split it into fast and slow files, the precompiled header goes to the compiler as a
+# file name and the build fails ("Vtop__pch.h.fast: linker input file not found").
 VERILATOR_ARGS = ("-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNUSEDSIGNAL",
-                  "-Wno-UNOPTFLAT", "-O3", "--x-assign", "fast", "--x-initial", "fast")
+                  "-Wno-UNOPTFLAT", "-O3", "--x-assign", "fast", "--x-initial", "fast",
+                  "-MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include")
 
 # Under Verilog-2005 rules Icarus turns a declaration's initial value into a
 # time-0 assignment, which wakes the `always @*` blocks that Yosys's Verilog
