@@ -139,7 +139,12 @@ class Accelerator(wiring.Component):
             m.d.comb += unit.regs.eq(ctrl.regs)
 
         # Engine: window generator -> array (CONV) or max-pool unit (POOL) -> result writer.
-        is_pool = ctrl.engine_pool
+        # The mode flag is decoded from the instruction word straight out of the program
+        # memory; registered, it no longer starts the longest path (into the writer's row and
+        # tile counters). No cycle changes: nothing moves through the array, the pool unit or
+        # the writer in an instruction's first cycle, and the opcode holds to its last.
+        is_pool = Signal()
+        m.d.sync += is_pool.eq(ctrl.engine_pool)
         m.d.comb += [
             window.start.eq(ctrl.engine_start),
             pool.start.eq(ctrl.engine_start),
