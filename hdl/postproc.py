@@ -28,6 +28,10 @@ __all__ = ["Requantizer"]
 #: the same byte, and the rounding, offset and clamp work on 11 bits instead of ~48.
 SATURATE_BITS = 11
 
+#: With ``requant_latency`` 5, ``acc + bias`` is multiplied in two parts split at this bit:
+#: 17 unsigned bits are what an 18x18 signed DSP multiplier (ECP5 MULT18X18D) takes.
+SPLIT_BITS = 17
+
 
 class Requantizer(wiring.Component):
     """A fixed pipeline of ``lanes`` requantizers sharing one channel's parameters.
@@ -58,11 +62,13 @@ class Requantizer(wiring.Component):
     y : Out(ArrayLayout(signed(8), lanes))
         The results, :attr:`latency` cycles after the inputs.
 
+    Latency: ``config.requant_latency`` cycles. At 4 the stages are bias add,
+    product, shift, round/offset/clamp. At 5 the product takes two: the
+    ``acc_width``-bit factor is split at :data:`SPLIT_BITS` into an unsigned low
+    part and a signed high part, each multiplied by ``mult`` (each fits one
+    18x18 DSP multiplier), and the next stage adds the two partial products.
     No back-pressure: one set per cycle, always.
     """
-
-    #: Cycles from inputs to ``y``: bias add, product, shift, round/offset/clamp.
-    latency = 4
 
     def __init__(self, config, lanes=1):
         if not isinstance(config, AcceleratorConfig):
@@ -86,37 +92,58 @@ class Requantizer(wiring.Component):
             "y": Out(data.ArrayLayout(signed(8), lanes)),
         })
 
+    @property
+    def latency(self):
+        """Cycles from the inputs to ``y`` (``config.requant_latency``)."""
+        return self.config.requant_latency
+
     def elaborate(self, platform):
         m = Module()
         width = self.config.acc_width
-        valid = [Signal(name=f"valid{s}") for s in range(1, 5)]
+        stages = self.latency
+        split = stages == 5 and width > SPLIT_BITS
+        valid = [Signal(name=f"valid{s}") for s in range(1, stages + 1)]
+        m.d.sync += [valid[0].eq(self.i_valid)] + [valid[s].eq(valid[s - 1]) for s in range(1, stages)]
+        m.d.comb += self.o_valid.eq(valid[-1])
         mult1 = Signal(15)
-        shift1, shift2 = Signal(6), Signal(6)
-        m.d.sync += [valid[0].eq(self.i_valid), valid[1].eq(valid[0]), valid[2].eq(valid[1]),
-                     valid[3].eq(valid[2])]
-        m.d.sync += [mult1.eq(self.mult), shift1.eq(self.shift), shift2.eq(shift1)]
-        m.d.comb += self.o_valid.eq(valid[3])
+        shifts = [Signal(6, name=f"shift{s}") for s in range(1, stages - 1)]
+        m.d.sync += [mult1.eq(self.mult), shifts[0].eq(self.shift)]
+        m.d.sync += [shifts[s].eq(shifts[s - 1]) for s in range(1, len(shifts))]
+        shift = shifts[-1]      # with the product
         for lane in range(self.lanes):
             biased = Signal(signed(width), name=f"biased{lane}")
             product = Signal(signed(width + 16), name=f"product{lane}")
             halved = Signal(signed(width + 16), name=f"halved{lane}")       # product >> (shift - 1)
             saturated = Signal(signed(SATURATE_BITS), name=f"saturated{lane}")
-            raw = [Signal(signed(8), name=f"raw{lane}_{s}") for s in range(3)]
-            m.d.comb += halved.eq(product >> (shift2 - 1)[:6])
+            raw = [Signal(signed(8), name=f"raw{lane}_{s}") for s in range(stages - 1)]
+            m.d.comb += halved.eq(product >> (shift - 1)[:6])
             upper = halved[SATURATE_BITS - 1:]
             high = ~halved[-1] & (upper != 0)
             low = halved[-1] & ~upper.all()
             m.d.sync += [
                 biased.eq(self.acc[lane] + self.bias),
-                raw[0].eq(self.acc[lane][:8]), raw[1].eq(raw[0]), raw[2].eq(raw[1]),
-                product.eq(biased * mult1),
+                raw[0].eq(self.acc[lane][:8]),
                 saturated.eq(Mux(high, (1 << (SATURATE_BITS - 1)) - 1,
                                  Mux(low, -(1 << (SATURATE_BITS - 1)), halved[:SATURATE_BITS]))),
             ]
+            m.d.sync += [raw[s].eq(raw[s - 1]) for s in range(1, len(raw))]
+            if stages == 4:
+                m.d.sync += product.eq(biased * mult1)
+            elif split:
+                low_part = Signal(SPLIT_BITS + 15, name=f"product_low{lane}")
+                high_part = Signal(signed(width - SPLIT_BITS + 15), name=f"product_high{lane}")
+                m.d.sync += [
+                    low_part.eq(biased[:SPLIT_BITS] * mult1),
+                    high_part.eq(biased[SPLIT_BITS:].as_signed() * mult1),
+                    product.eq((high_part << SPLIT_BITS) + low_part),
+                ]
+            else:
+                whole = Signal(signed(width + 16), name=f"product_whole{lane}")
+                m.d.sync += [whole.eq(biased * mult1), product.eq(whole)]
             rounded = Signal(signed(SATURATE_BITS), name=f"rounded{lane}")
             offset = Signal(signed(SATURATE_BITS + 1), name=f"offset{lane}")
             m.d.comb += [rounded.eq((saturated + 1) >> 1), offset.eq(rounded + self.zp)]
             floor = Mux(offset < self.lo, self.lo, offset)
             clamped = Mux(floor > self.hi, self.hi, floor)
-            m.d.sync += self.y[lane].eq(Mux(self.bypass, raw[2], clamped[:8]))
+            m.d.sync += self.y[lane].eq(Mux(self.bypass, raw[-1], clamped[:8]))
         return m

@@ -96,7 +96,7 @@ class ResultWriter(wiring.Component):
     @property
     def latency(self):
         """Cycles from a lane group's cycle to the write of its bytes."""
-        return Requantizer.latency
+        return self.config.requant_latency
 
     def elaborate(self, platform):
         m = Module()

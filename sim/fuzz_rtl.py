@@ -22,10 +22,12 @@ from fpganet.sim.rtl_backend import build_harness
 __all__ = ["CONFIGS", "random_fitting_network", "check_network", "main"]
 
 #: Hardware configurations under test: the default, an odd-sized array whose
-#: requantizer handles all five lanes at once, and a single PE.
+#: requantizer handles all five lanes at once in five pipeline stages (the multiply
+#: split in two), and a single PE.
 CONFIGS = {
     "2x8": AcceleratorConfig(),
-    "3x5-requant5": AcceleratorConfig(rows=3, cols=5, requant_lanes=5, weight_buffer_bytes=3 * 8192),
+    "3x5-requant5": AcceleratorConfig(rows=3, cols=5, requant_lanes=5, requant_latency=5,
+                                      weight_buffer_bytes=3 * 8192),
     "1x1": AcceleratorConfig(rows=1, cols=1, weight_buffer_bytes=8192, act_buffer_bytes=8192),
 }
 

@@ -108,9 +108,9 @@ REQUANT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("lanes", [1, 3])
-def test_requantizer_matches_the_contract(lanes):
-    config = AcceleratorConfig()
+@pytest.mark.parametrize("lanes,latency", [(1, 4), (3, 4), (2, 5)])
+def test_requantizer_matches_the_contract(lanes, latency):
+    config = AcceleratorConfig(requant_latency=latency)
     dut = Requantizer(config, lanes)
     rng = np.random.default_rng(lanes)
     cases = list(REQUANT_CASES)
@@ -138,7 +138,7 @@ def test_requantizer_matches_the_contract(lanes):
             ctx.set(dut.hi, hi)
             await ctx.tick()
             ctx.set(dut.i_valid, 0)
-            await ctx.tick().repeat(Requantizer.latency - 1)
+            await ctx.tick().repeat(latency - 1)
             assert ctx.get(dut.o_valid) == 1
             results.append([ctx.get(dut.y[l]) for l in range(lanes)])
 
@@ -148,9 +148,11 @@ def test_requantizer_matches_the_contract(lanes):
         assert got == want, (accs, bias, mult, shift, zp, lo, hi)
 
 
-def test_requantizer_latency_throughput_and_bypass():
-    config = AcceleratorConfig()
+@pytest.mark.parametrize("latency", [4, 5])
+def test_requantizer_latency_throughput_and_bypass(latency):
+    config = AcceleratorConfig(requant_latency=latency)
     dut = Requantizer(config, 2)
+    assert dut.latency == latency
     rng = np.random.default_rng(7)
     inputs = [[int(v) for v in rng.integers(-(1 << 22), 1 << 22, 2)] for _ in range(20)]
     params = [(int(rng.integers(-999, 999)), int(rng.integers(1 << 14, 1 << 15)), int(rng.integers(12, 30)))
@@ -169,14 +171,14 @@ def test_requantizer_latency_throughput_and_bypass():
             ctx.set(dut.shift, shift)
             await ctx.tick()
         ctx.set(dut.i_valid, 0)
-        await ctx.tick().repeat(Requantizer.latency + 2)
+        await ctx.tick().repeat(latency + 2)
         # Bypass: the low byte of acc, whatever the parameters.
         ctx.set(dut.bypass, 1)
         ctx.set(dut.acc, [-77 & 0xFF | 0x1200, 45])
         ctx.set(dut.i_valid, 1)
         await ctx.tick()
         ctx.set(dut.i_valid, 0)
-        await ctx.tick().repeat(Requantizer.latency - 1)
+        await ctx.tick().repeat(latency - 1)
         assert ctx.get(dut.o_valid) == 1
         assert [ctx.get(dut.y[0]), ctx.get(dut.y[1])] == [-77, 45]
 
@@ -189,7 +191,7 @@ def test_requantizer_latency_throughput_and_bypass():
 
     simulate(dut, driver, background=[monitor])
     # One result per cycle, `latency` cycles after its inputs (inputs in cycles 0..19).
-    assert [cycle for cycle, _ in seen] == [c + Requantizer.latency for c in range(len(inputs))]
+    assert [cycle for cycle, _ in seen] == [c + latency for c in range(len(inputs))]
     for (accs, (bias, mult, shift)), (_, got) in zip(zip(inputs, params), seen):
         assert got == [contract(acc, bias, mult, shift, -3, -128, 127) for acc in accs]
 

@@ -40,9 +40,9 @@ def random_sets(rng, width, count):
     return sets
 
 
-@pytest.mark.parametrize("width", [24, 32])
-def test_requantizer_streams_the_contract(width):
-    dut = Requantizer(AcceleratorConfig(acc_width=width), LANES)
+@pytest.mark.parametrize("width,latency", [(24, 4), (32, 4), (16, 5), (24, 5), (32, 5)])
+def test_requantizer_streams_the_contract(width, latency):
+    dut = Requantizer(AcceleratorConfig(acc_width=width, requant_latency=latency), LANES)
     rng = np.random.default_rng(width)
     # zp/lo/hi/bypass are held per instruction: one batch each, drained in between.
     batches = [(zp, lo, hi, bypass, random_sets(rng, width, 150))
@@ -57,7 +57,7 @@ def test_requantizer_streams_the_contract(width):
             ctx.set(dut.hi, hi)
             ctx.set(dut.bypass, bypass)
             outputs = []
-            for cycle in range(len(sets) + Requantizer.latency):
+            for cycle in range(len(sets) + latency):
                 if cycle < len(sets):
                     accs, bias, mult, shift = sets[cycle]
                     ctx.set(dut.i_valid, 1)

@@ -52,6 +52,12 @@ class AcceleratorConfig:
     requant_lanes : int
         Results the post-processing unit (bias, requantization, clamp)
         handles per cycle; divides ``cols``. One 32x15-bit multiplier each.
+    requant_latency : int
+        Pipeline stages of the post-processing unit: 4 multiplies in one stage;
+        5 splits the multiply into two partial products and their sum, for
+        clocks the one-stage product misses (on an ECP5 a 32x15-bit product
+        spans two MULT18X18D, summed on carry chains). Each ``CONV``/``POOL``
+        takes one cycle more at 5; the numerics are the same.
     clock_hz : float
         Clock the performance figures assume unless a routed Fmax replaces it.
     """
@@ -65,6 +71,7 @@ class AcceleratorConfig:
     bias_buffer_words: int = 512
     program_words: int = 1024
     requant_lanes: int = 1
+    requant_latency: int = 4
     clock_hz: float = 40e6
 
     def __post_init__(self):
@@ -93,6 +100,9 @@ class AcceleratorConfig:
                                   f"{word}-byte word of the {self.name} array")
         if self.cols % self.requant_lanes:
             raise ConfigError(f"requant_lanes {self.requant_lanes} does not divide cols {self.cols}")
+        if not isinstance(self.requant_latency, int) or self.requant_latency not in (4, 5):
+            raise ConfigError(f"requant_latency must be 4 or 5 (pipeline stages of the "
+                              f"post-processing unit), not {self.requant_latency!r}")
         if self.program_words > 1 << 16:
             raise ConfigError(f"program_words {self.program_words} exceeds the 16-bit LOOP target")
         if not isinstance(self.clock_hz, (int, float)) or not self.clock_hz > 0:

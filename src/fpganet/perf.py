@@ -42,7 +42,7 @@ cycles the front end has been stalled so far::
     A_t = max(P_t, X_{t-1} + 1);   D += A_t - P_t
     X_t = A_t + LAT + W_t - 1
     E_{t+1} = E_t + max(B_t, LANES)
-    cycles = X_last + requant latency (4) + 1
+    cycles = X_last + requant_latency (4 or 5) + 1
 
 For a conv layer whose reads and writes are conflict-free this is, per tile,
 ``max(K, LANES, LAT + rows * LANES / requant_lanes)`` cycles: LeNet-5's conv1
@@ -59,11 +59,10 @@ from fpganet.isa import Opcode, Reg, decode
 
 __all__ = ["ProgramError", "InstructionCycles", "ProgramCycles", "check_registers", "engine_cycles",
            "engine_tile_costs", "instruction_cycles", "program_cycles", "layer_summaries",
-           "STAMP_CYCLES", "REQUANT_LATENCY"]
+           "STAMP_CYCLES"]
 
 COUNT_LIMIT = 1 << 16
 STAMP_CYCLES = 5
-REQUANT_LATENCY = 4
 MAX_STEPS = 50_000_000
 
 
@@ -160,7 +159,7 @@ def engine_cycles(regs, config, pool=False):
         D += A - P
         X = A + lat + w - 1
         E += max(b, lanes)
-    return X + REQUANT_LATENCY + 1
+    return X + config.requant_latency + 1
 
 
 def _region_bytes(regs):

@@ -25,7 +25,7 @@ __all__ = ["SYNC", "PROTOCOL_VERSION", "HEADER_BYTES", "CRC_BYTES", "FRAME_OVERH
            "read_output_payload", "MAX_ADDRESS", "FrameError", "split_frame", "ERROR_COUNTERS"]
 
 SYNC = 0xA5
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 HEADER_BYTES = 4          # sync, type, length (2)
 CRC_BYTES = 2
 FRAME_OVERHEAD = HEADER_BYTES + CRC_BYTES
@@ -187,6 +187,7 @@ class DeviceInfo(_Packed):
     operand_width: int = _f("B")
     acc_width: int = _f("B")
     requant_lanes: int = _f("B")
+    requant_latency: int = _f("B")
     weight_buffer_bytes: int = _f("I")
     act_buffer_bytes: int = _f("I")
     bias_buffer_words: int = _f("I")
@@ -202,7 +203,7 @@ class DeviceInfo(_Packed):
 
     #: Configuration fields a compiled network must match exactly.
     CONFIG_FIELDS = ("rows", "cols", "operand_width", "acc_width", "requant_lanes",
-                     "weight_buffer_bytes", "act_buffer_bytes", "bias_buffer_words",
+                     "requant_latency", "weight_buffer_bytes", "act_buffer_bytes", "bias_buffer_words",
                      "program_words")
 
     @property
