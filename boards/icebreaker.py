@@ -13,6 +13,8 @@ needs about 8,300 LCs against the UP5K's 5,280 (boards/README.md has the
 per-block measurement), so the default bitstream carries the stand-in.
 """
 
+from functools import partial
+
 from amaranth import *
 from amaranth.lib import io
 from amaranth_boards.icebreaker import ICEBreakerPlatform
@@ -20,6 +22,7 @@ from amaranth_boards.icebreaker import ICEBreakerPlatform
 from fpganet.config import AcceleratorConfig
 from fpganet.hdl.ice40_dsp import DSPPairing, Ice40SystolicArray
 from fpganet.hdl.ice40_spram import SPRAMWeightBuffer
+from fpganet.hdl.scatter import ResultWriter
 
 from .common import Board, BoardTop, linked_accelerator
 from .pll import ice40_pll
@@ -35,16 +38,21 @@ BAUD = 3_000_000
 #: (8 KiB); program and parameters 256 entries each (LeNet-5 needs 142 and 236);
 #: 24-bit accumulators (LeNet-5 reaches |acc| = 3.7 M < 2^23). Of the 16-MAC shapes
 #: it needs the smallest activation crossbar (2 lanes) and runs LeNet-5 fastest:
-#: 40.8 k cycles per image against 45.0 k on 4x4 and 56.9 k on 2x8, because its
-#: dense layers use 1 of 2 columns where 2x8 uses 1 of 8.
+#: 39.8 k cycles per image against 43.9 k on 4x4 and 55.9 k on 2x8, because its
+#: dense layers use 1 of 2 columns where 2x8 uses 1 of 8. The requantizer has five
+#: stages and builds its product from Booth partial products in logic cells (all eight
+#: SB_MAC16 are the array's): alone on the UP5K it routes at 41-43 MHz in about 990 LCs,
+#: where the one-stage product of the generic requantizer reaches 24 MHz in ~1,420.
 DEFAULT_CONFIG = AcceleratorConfig(rows=8, cols=2, acc_width=24, weight_buffer_bytes=128 * 1024,
                                    act_buffer_bytes=8 * 1024, bias_buffer_words=256,
-                                   program_words=256, clock_hz=40e6)
+                                   program_words=256, requant_latency=5, clock_hz=40e6)
 
 
 def accelerator_core(config):
-    """The accelerator behind the UART host link: SB_MAC16 pairs, weights in SPRAM."""
-    return linked_accelerator(config, BAUD, pe=DSPPairing(), weights=SPRAMWeightBuffer)
+    """The accelerator behind the UART host link: SB_MAC16 pairs, weights in SPRAM, the
+    requantizer's product in logic cells (Booth)."""
+    return linked_accelerator(config, BAUD, pe=DSPPairing(), weights=SPRAMWeightBuffer,
+                              writer=partial(ResultWriter, requant_multiplier="booth"))
 
 
 def stand_in_core(config):

@@ -32,6 +32,12 @@ SATURATE_BITS = 11
 #: 17 unsigned bits are what an 18x18 signed DSP multiplier (ECP5 MULT18X18D) takes.
 SPLIT_BITS = 17
 
+#: Radix-4 digits of the 15-bit unsigned ``mult`` for ``multiplier="booth"``.
+DIGITS = 8
+
+#: ``multiplier`` values: how the ``(acc + bias) * mult`` product is built.
+MULTIPLIERS = ("generic", "booth")
+
 
 class Requantizer(wiring.Component):
     """A fixed pipeline of ``lanes`` requantizers sharing one channel's parameters.
@@ -43,6 +49,12 @@ class Requantizer(wiring.Component):
     lanes : int
         Results per cycle (``config.requant_lanes`` in the accelerator): one
         ``acc_width x 15``-bit multiplier each.
+    multiplier : str
+        ``"generic"`` (default): the product is a ``*`` left to the synthesis tool (DSP
+        blocks where there are some free). ``"booth"``: radix-4 recoded partial products
+        summed by a tree of explicit two-operand adders, one logic cell per adder bit on
+        an iCE40 (see :func:`booth_product`); for FPGAs without a free multiplier. Same
+        numerics, latency and ports.
 
     Members
     -------
@@ -67,16 +79,27 @@ class Requantizer(wiring.Component):
     ``acc_width``-bit factor is split at :data:`SPLIT_BITS` into an unsigned low
     part and a signed high part, each multiplied by ``mult`` (each fits one
     18x18 DSP multiplier), and the next stage adds the two partial products.
+    With ``multiplier="booth"`` (built for the iCE40's logic cells): the bias stage
+    also recodes ``mult`` and selects the eight partial products (registered); at
+    latency 5 the next stage adds them into two half-sums (two adder levels) and
+    the one after adds the half-sums and shifts by the multiple of 16 in
+    ``shift - 1``; at latency 4 the tree is one stage. The shift stage then shifts
+    by the rest and saturates (overflow from a mask registered a stage early, beside
+    the shifter), and the last stage adds ``zp`` and the rounding in one adder and
+    compares with ``lo`` and ``hi`` side by side. Same numerics, latency and ports.
     No back-pressure: one set per cycle, always.
     """
 
-    def __init__(self, config, lanes=1):
+    def __init__(self, config, lanes=1, *, multiplier="generic"):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         if not isinstance(lanes, int) or lanes < 1:
             raise ValueError(f"lanes must be a positive integer, not {lanes!r}")
+        if multiplier not in MULTIPLIERS:
+            raise ValueError(f"multiplier must be one of {MULTIPLIERS}, not {multiplier!r}")
         self.config = config
         self.lanes = lanes
+        self.multiplier = multiplier
         acc = signed(config.acc_width)
         super().__init__({
             "i_valid": In(1),
@@ -110,24 +133,80 @@ class Requantizer(wiring.Component):
         m.d.sync += [mult1.eq(self.mult), shifts[0].eq(self.shift)]
         m.d.sync += [shifts[s].eq(shifts[s - 1]) for s in range(1, len(shifts))]
         shift = shifts[-1]      # with the product
+        booth = self.multiplier == "booth"
+        if booth:
+            # Stage 1 also recodes mult and selects the partial products behind the bias
+            # adder (one LUT level), so stage 2 holds only adders.
+            digits = []
+            for k, values in enumerate(booth_digits(self.mult)):
+                # Kept as nets: the LUT mapper would otherwise fold the recoding into each
+                # row LUT (more LUTs, deeper).
+                digit = [Signal(name=f"digit{k}_{n}", attrs={"keep": 1}) for n in ("sel0", "sel1")]
+                m.d.comb += [signal.eq(value) for signal, value in zip(digit, values)]
+                digits.append((*digit, values[2]))
+            negs = [Signal(name=f"digit{k}_neg") for k in range(DIGITS)]
+            m.d.sync += [neg.eq(digit[2]) for neg, digit in zip(negs, digits)]
+            # shift - 1, pipelined from the input, up to the product's register (no
+            # decrement in front of the shifter's selects).
+            less = [Signal(6, name=f"shift_less{s}") for s in range(1, stages - 1)]
+            m.d.sync += [less[0].eq((self.shift - 1)[:6])]
+            m.d.sync += [less[s].eq(less[s - 1]) for s in range(1, len(less))]
+        # |acc + bias| <= 2^(width-1) and mult < 2^15: the product fits width + 15 signed bits,
+        # which the Booth tree keeps (the generic product keeps one more).
+        product_width = width + 15 if booth else width + 16
         for lane in range(self.lanes):
             biased = Signal(signed(width), name=f"biased{lane}")
-            product = Signal(signed(width + 16), name=f"product{lane}")
-            halved = Signal(signed(width + 16), name=f"halved{lane}")       # product >> (shift - 1)
+            product = Signal(signed(product_width), name=f"product{lane}")
+            halved = Signal(signed(product_width), name=f"halved{lane}")    # product >> (shift - 1)
             saturated = Signal(signed(SATURATE_BITS), name=f"saturated{lane}")
             raw = [Signal(signed(8), name=f"raw{lane}_{s}") for s in range(stages - 1)]
-            m.d.comb += halved.eq(product >> (shift - 1)[:6])
-            upper = halved[SATURATE_BITS - 1:]
-            high = ~halved[-1] & (upper != 0)
-            low = halved[-1] & ~upper.all()
-            m.d.sync += [
-                biased.eq(self.acc[lane] + self.bias),
-                raw[0].eq(self.acc[lane][:8]),
-                saturated.eq(Mux(high, (1 << (SATURATE_BITS - 1)) - 1,
-                                 Mux(low, -(1 << (SATURATE_BITS - 1)), halved[:SATURATE_BITS]))),
-            ]
+            if not booth:
+                m.d.comb += halved.eq(product >> (shift - 1)[:6])
+                upper = halved[SATURATE_BITS - 1:]
+                high = ~halved[-1] & (upper != 0)
+                low = halved[-1] & ~upper.all()
+                m.d.sync += [
+                    biased.eq(self.acc[lane] + self.bias),
+                    raw[0].eq(self.acc[lane][:8]),
+                    saturated.eq(Mux(high, (1 << (SATURATE_BITS - 1)) - 1,
+                                     Mux(low, -(1 << (SATURATE_BITS - 1)), halved[:SATURATE_BITS]))),
+                ]
+            else:
+                m.d.sync += raw[0].eq(self.acc[lane][:8])
             m.d.sync += [raw[s].eq(raw[s - 1]) for s in range(1, len(raw))]
-            if stages == 4:
+            if booth:
+                # The shift by shift - 1 in two steps, a coarse one by a multiple of 16 and a
+                # fine one by 0..15. At latency 5 the coarse step follows the last adder
+                # (``product`` holds it already shifted), at 4 it precedes the fine one.
+                # The saturation test reads a mask of the bits above the 11 kept, registered
+                # from the shift a stage early, so it runs beside the shifter, not after it.
+                sum_in = Signal(signed(width), name=f"sum_in{lane}")   # acc + bias, unregistered
+                m.d.comb += sum_in.eq(self.acc[lane] + self.bias)
+                rows = [Signal(signed(width + 1), name=f"row{lane}_{k}") for k in range(DIGITS)]
+                m.d.sync += [row.eq(value) for row, value in zip(rows, booth_rows(sum_in, digits))]
+                total = booth_product(m, rows, negs, product_width,
+                                      pipelined=stages == 5, name=f"booth{lane}")
+                if stages == 5:
+                    m.d.sync += product.eq(coarse_shift(total, less[-2][4:]))
+                    coarse = product
+                else:
+                    m.d.sync += product.eq(total)
+                    coarse = Signal(signed(product_width), name=f"coarse{lane}")
+                    m.d.comb += coarse.eq(coarse_shift(product, less[-1][4:]))
+                m.d.comb += halved.eq(coarse >> less[-1][:4])
+                sign = coarse[-1]
+                mask = Signal(product_width - SATURATE_BITS, name=f"mask{lane}")
+                m.d.sync += [mask[k].eq(less[-2][:4] <= k) for k in range(len(mask))]
+                above = coarse[SATURATE_BITS - 1:-1]
+                # Over the 11 bits: a one above them when positive, a zero when negative.
+                # Two reductions of two bits per LUT, then one LUT per result bit.
+                ones = Signal(name=f"ones{lane}")
+                all_ones = Signal(name=f"all_ones{lane}")
+                m.d.comb += [ones.eq((above & mask).any()), all_ones.eq((above | ~mask).all())]
+                over = Mux(sign, ~all_ones, ones)
+                m.d.sync += saturated.eq(Mux(over, Cat((~sign).replicate(SATURATE_BITS - 1), sign),
+                                             halved[:SATURATE_BITS]))
+            elif stages == 4:
                 m.d.sync += product.eq(biased * mult1)
             elif split:
                 low_part = Signal(SPLIT_BITS + 15, name=f"product_low{lane}")
@@ -140,10 +219,131 @@ class Requantizer(wiring.Component):
             else:
                 whole = Signal(signed(width + 16), name=f"product_whole{lane}")
                 m.d.sync += [whole.eq(biased * mult1), product.eq(whole)]
-            rounded = Signal(signed(SATURATE_BITS), name=f"rounded{lane}")
-            offset = Signal(signed(SATURATE_BITS + 1), name=f"offset{lane}")
-            m.d.comb += [rounded.eq((saturated + 1) >> 1), offset.eq(rounded + self.zp)]
-            floor = Mux(offset < self.lo, self.lo, offset)
-            clamped = Mux(floor > self.hi, self.hi, floor)
+            if booth:
+                # The same bytes from fewer chained carry chains (the iCE40's last stage):
+                # zp + round(saturated / 2) = (saturated + 2 zp + 1) >> 1 is one adder, and
+                # both bounds compare against it side by side; lo > hi gives hi as below.
+                offset = Signal(signed(SATURATE_BITS), name=f"offset{lane}")
+                m.d.comb += offset.eq((saturated + Cat(C(1, 1), self.zp).as_signed()) >> 1)
+                clamped = Mux((offset > self.hi) | (self.lo > self.hi), self.hi,
+                              Mux(offset < self.lo, self.lo, offset[:8]))
+            else:
+                rounded = Signal(signed(SATURATE_BITS), name=f"rounded{lane}")
+                offset = Signal(signed(SATURATE_BITS + 1), name=f"offset{lane}")
+                m.d.comb += [rounded.eq((saturated + 1) >> 1), offset.eq(rounded + self.zp)]
+                floor = Mux(offset < self.lo, self.lo, offset)
+                clamped = Mux(floor > self.hi, self.hi, floor)
             m.d.sync += self.y[lane].eq(Mux(self.bypass, raw[-1], clamped[:8]))
         return m
+
+
+def coarse_shift(value, amount):
+    """``value >> 16 * amount`` (arithmetic) for a 2-bit ``amount``: two mux levels."""
+    return Mux(amount[1], Mux(amount[0], value >> 48, value >> 32),
+               Mux(amount[0], value >> 16, value))
+
+
+def booth_digits(mult):
+    """The radix-4 recoding of the unsigned ``mult`` (combinational).
+
+    The digits are ``d_k`` in {-1, 0, 1, 2} with ``mult = sum(d_k 4^k)``: digit ``k`` is
+    ``v = mult[2k] + 2 mult[2k+1] + c_k`` reduced mod 4 into that set, the carry ``c_(k+1)``
+    set for ``v >= 3``. Unlike the usual {-2..2} digits, four row choices remain
+    (0, x, 2x, ~x), so a partial-product bit is one 4-input function of
+    (``x[j]``, ``x[j-1]``, two select bits): one LUT4 on an iCE40, the negation
+    included (:func:`booth_rows`); the ``+1`` that completes ``-x = ~x + 1`` goes into
+    the adders (:func:`booth_product`). The top digit is in 0..2 (``mult < 2 * 4^7``),
+    never negative.
+
+    Returns
+    -------
+    list of (Value, Value, Value)
+        ``(sel0, sel1, neg)`` per digit: the row is ``0, x, 2x, ~x`` for
+        ``(sel1, sel0)`` = 00, 01, 10, 11, and ``neg = sel1 & sel0``.
+    """
+    bits = Cat(mult, C(0, 2 * DIGITS - len(mult)))
+    low, high = bits[0::2], bits[1::2]                  # mult[2k], mult[2k+1]
+    # c_k: the low 2k bits exceed what digits 0..k-1 reach, 2 (4^k - 1) / 3. One compare
+    # with a constant per digit: a short carry chain each, not a ripple through the digits.
+    digits = []
+    for k in range(DIGITS):
+        carry = mult[:2 * k] >= (2 * 4 ** k + 1) // 3 if k else C(0, 1)
+        b0, b1 = low[k], high[k]
+        odd = b0 ^ carry                                # v = b0 + 2 b1 + carry is 1 or 3
+        digits.append((odd,                             # sel0
+                       b1 ^ (b0 & carry),               # sel1: v is 2 or 3
+                       odd & b1))                       # neg: v is 3
+    return digits
+
+
+def booth_rows(x, digits):
+    """The partial products ``r_k`` of :func:`booth_digits`: ``0, x, 2x`` or ``~x``, each
+    ``len(x) + 1`` signed bits, one LUT4 per bit (combinational)."""
+    x_one = Cat(x, x[-1])             # x, sign-extended by one bit
+    x_two = Cat(C(0, 1), x)           # 2x
+    return [Mux(sel1, Mux(sel0, ~x_one, x_two), Mux(sel0, x_one, 0)).as_signed()
+            for sel0, sel1, _ in digits]
+
+
+def booth_product(m, rows, negs, width, *, pipelined, name):
+    """``x * mult`` from :func:`booth_rows` and the digits' ``neg``, as a tree of
+    two-operand adders.
+
+    The eight rows (row ``k`` weighs ``4^k``) are added in pairs (level 1), the pairs
+    into two half-sums (level 2), the halves into the product (level 3). The ``+1`` of
+    each negative row (``negs[k]`` at bit ``2k``) rides in a zero bit of an adder
+    operand just below the other operand's lowest bit, which extends that adder by two
+    bits. Each adder is one ``+`` of two signals, which Yosys maps to an iCE40 carry
+    chain (one logic cell per bit); the bits below an adder's operands pass through.
+    Everything is modulo ``2^width`` (``width`` holds the product).
+
+    With ``pipelined``, the two half-sums (and the one ``neg`` the last adder takes) are
+    registered, the first of two stages, and the returned value is the last adder, for the
+    caller's register; otherwise the whole tree is combinational.
+
+    Returns
+    -------
+    Value
+        ``x * mult``, signed ``width`` bits.
+    """
+    rows = [(row, 2 * k) for k, row in enumerate(rows)]
+    negs = [(neg, 2 * k) for k, neg in enumerate(negs)]
+
+    def add(a, b, extras, label):
+        """``a + b + extras`` of ``(value, lsb)`` terms; ``a`` the lower, ``extras`` bits
+        of ``b``'s operand below ``b``'s lsb."""
+        (va, la), (vb, lb) = a, b
+        start = min([lb] + [position for _, position in extras])
+        assert la <= start
+        operand = [C(0, 1)] * (lb - start)
+        for bit, position in extras:
+            operand[position - start] = bit
+        high = Cat(*operand, vb).as_signed()
+        upper = va[start - la:].as_signed() if start > la else va
+        total_width = min(max(len(upper), len(high)) + 1, width - start)
+        total = Signal(signed(total_width), name=f"{name}_{label}")
+        m.d.comb += total.eq(upper + high)
+        if start == la:
+            return total, la
+        low = va[:start - la]
+        joined = Signal(signed(len(low) + total_width), name=f"{name}_{label}_all")
+        m.d.comb += joined.eq(Cat(low, total))
+        return joined, la
+
+    # Level 1: pairs of rows, each with the lower row's +1.
+    pairs = [add(rows[2 * j], rows[2 * j + 1], [negs[2 * j]], f"pair{j}") for j in range(4)]
+    # Level 2: two half-sums, each with the +1 of its first pair's upper row.
+    halves = [add(pairs[2 * h], pairs[2 * h + 1], [negs[4 * h + 1]], f"half{h}") for h in range(2)]
+    last_neg = negs[3]
+    if pipelined:
+        registered = []
+        for h, (value, lsb) in enumerate(halves):
+            reg = Signal(signed(len(value)), name=f"{name}_half{h}_reg")
+            m.d.sync += reg.eq(value)
+            registered.append((reg, lsb))
+        halves = registered
+        neg = Signal(name=f"{name}_neg3_reg")     # the digits belong to the next set by now
+        m.d.sync += neg.eq(last_neg[0])
+        last_neg = (neg, last_neg[1])
+    # Level 3: the product, with digit 3's +1 (digit 7 is never negative).
+    return add(halves[0], halves[1], [last_neg], "sum")[0]

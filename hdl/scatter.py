@@ -36,7 +36,7 @@ from amaranth.lib.wiring import In, Out
 from fpganet.config import AcceleratorConfig
 
 from .memories import BankArbiter, param_layout, route_to_banks
-from .postproc import Requantizer
+from .postproc import MULTIPLIERS, Requantizer
 from .registers import (COUNT_WIDTH, act_addr_width, bank_bits, bank_word_width, param_addr_width,
                         register_layout)
 from .systolic import result_layout
@@ -51,6 +51,9 @@ class ResultWriter(wiring.Component):
     ----------
     config : AcceleratorConfig
         ``rows``, ``cols``, ``requant_lanes``, the activation buffer's banks.
+    requant_multiplier : str
+        The requantizer's ``multiplier`` (:class:`~fpganet.hdl.postproc.Requantizer`):
+        ``"generic"`` or ``"booth"`` (logic cells, for an iCE40 whose DSPs are the array's).
 
     Members
     -------
@@ -74,10 +77,13 @@ class ResultWriter(wiring.Component):
         Pulses in the cycle of the instruction's final write.
     """
 
-    def __init__(self, config):
+    def __init__(self, config, *, requant_multiplier="generic"):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
+        if requant_multiplier not in MULTIPLIERS:
+            raise ValueError(f"requant_multiplier must be one of {MULTIPLIERS}, not {requant_multiplier!r}")
         self.config = config
+        self.requant_multiplier = requant_multiplier
         banks = config.act_banks
         super().__init__({
             "start": In(1),
@@ -245,7 +251,7 @@ class ResultWriter(wiring.Component):
         ]
 
         # Post-processing pipeline, with the lane addresses alongside.
-        m.submodules.requant = requant = Requantizer(config, R)
+        m.submodules.requant = requant = Requantizer(config, R, multiplier=self.requant_multiplier)
         group_sums = Signal(config.acc_width * R)
         selected = 0
         for g in range(groups_per_row):

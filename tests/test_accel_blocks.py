@@ -108,10 +108,11 @@ REQUANT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("lanes,latency", [(1, 4), (3, 4), (2, 5)])
-def test_requantizer_matches_the_contract(lanes, latency):
+@pytest.mark.parametrize("multiplier", ["generic", "booth"])
+@pytest.mark.parametrize("lanes,latency", [(1, 4), (3, 4), (2, 5), (1, 5)])
+def test_requantizer_matches_the_contract(lanes, latency, multiplier):
     config = AcceleratorConfig(requant_latency=latency)
-    dut = Requantizer(config, lanes)
+    dut = Requantizer(config, lanes, multiplier=multiplier)
     rng = np.random.default_rng(lanes)
     cases = list(REQUANT_CASES)
     for _ in range(60):
@@ -148,10 +149,11 @@ def test_requantizer_matches_the_contract(lanes, latency):
         assert got == want, (accs, bias, mult, shift, zp, lo, hi)
 
 
+@pytest.mark.parametrize("multiplier", ["generic", "booth"])
 @pytest.mark.parametrize("latency", [4, 5])
-def test_requantizer_latency_throughput_and_bypass(latency):
+def test_requantizer_latency_throughput_and_bypass(latency, multiplier):
     config = AcceleratorConfig(requant_latency=latency)
-    dut = Requantizer(config, 2)
+    dut = Requantizer(config, 2, multiplier=multiplier)
     assert dut.latency == latency
     rng = np.random.default_rng(7)
     inputs = [[int(v) for v in rng.integers(-(1 << 22), 1 << 22, 2)] for _ in range(20)]

@@ -6,10 +6,11 @@ no-overflow rule allows, ``mult`` 0 and ``2^15 - 1`` and every radix-4 digit pat
 
 import numpy as np
 import pytest
+from amaranth import Module, Signal, signed
 from amaranth.sim import Simulator
 
 from fpganet.config import AcceleratorConfig
-from fpganet.hdl.postproc import Requantizer
+from fpganet.hdl.postproc import Requantizer, booth_digits, booth_product, booth_rows
 from fpganet.quantize.fixed_point import requantize
 
 LANES = 2
@@ -23,7 +24,8 @@ def random_sets(rng, width, count):
     """``count`` sets ``(accs, bias, mult, shift)`` with ``acc + bias`` in ``acc_width`` bits."""
     top = 1 << (width - 1)
     ends = [-top, -top + 1, -1, 0, 1, top - 2, top - 1]
-    mults = [0, 1, 2, 3, (1 << 15) - 1, 1 << 14, (1 << 14) - 1, 0x5555, 0x2AAA, 0x6666, 0x1999]
+    mults = [0, 1, 2, 3, (1 << 15) - 1, 1 << 14, (1 << 14) - 1, 0x5555, 0x2AAA, 0x6666, 0x1999,
+             0x7FFE, 0x6000, 0x3FFF, 0x7777, 0x4BBB]
     sets = []
     for _ in range(count):
         bias = int(rng.choice([0, -top + 1, top - 1, int(rng.integers(-top + 1, top))]))
@@ -40,9 +42,14 @@ def random_sets(rng, width, count):
     return sets
 
 
-@pytest.mark.parametrize("width,latency", [(24, 4), (32, 4), (16, 5), (24, 5), (32, 5)])
-def test_requantizer_streams_the_contract(width, latency):
-    dut = Requantizer(AcceleratorConfig(acc_width=width, requant_latency=latency), LANES)
+@pytest.mark.parametrize("width,latency,multiplier", [
+    (24, 4, "generic"), (32, 4, "generic"), (16, 5, "generic"), (24, 5, "generic"), (32, 5, "generic"),
+    (16, 4, "booth"), (24, 4, "booth"), (32, 4, "booth"),
+    (16, 5, "booth"), (24, 5, "booth"), (32, 5, "booth"),
+])
+def test_requantizer_streams_the_contract(width, latency, multiplier):
+    dut = Requantizer(AcceleratorConfig(acc_width=width, requant_latency=latency), LANES,
+                      multiplier=multiplier)
     rng = np.random.default_rng(width)
     # zp/lo/hi/bypass are held per instruction: one batch each, drained in between.
     batches = [(zp, lo, hi, bypass, random_sets(rng, width, 150))
@@ -84,3 +91,43 @@ def test_requantizer_streams_the_contract(width, latency):
             else:
                 want = [contract(acc + bias, mult, shift, zp, lo, hi) for acc in accs]
             assert ys == want, (accs, bias, mult, shift, zp, lo, hi)
+
+
+@pytest.mark.parametrize("width", [16, 24, 32])
+@pytest.mark.parametrize("pipelined", [False, True])
+def test_booth_product_is_exact(width, pipelined):
+    """The radix-4 product tree alone, against Python's product, streaming one pair per
+    cycle: the requantized byte above saturates for most products and hides their bits."""
+    m = Module()
+    x = Signal(signed(width))
+    mult = Signal(15)
+    product = Signal(signed(width + 15))
+    digits = booth_digits(mult)
+    rows = [Signal(signed(width + 1), name=f"row{k}") for k in range(len(digits))]
+    negs = [Signal(name=f"neg{k}") for k in range(len(digits))]
+    m.d.sync += [row.eq(value) for row, value in zip(rows, booth_rows(x, digits))]
+    m.d.sync += [neg.eq(digit[2]) for neg, digit in zip(negs, digits)]
+    m.d.sync += product.eq(booth_product(m, rows, negs, width + 15, pipelined=pipelined, name="t"))
+    latency = 3 if pipelined else 2
+    rng = np.random.default_rng(width + pipelined)
+    top = 1 << (width - 1)
+    xs = [-top, -top + 1, -1, 0, 1, top - 1] + [int(v) for v in rng.integers(-top, top, 400)]
+    mults = [0, 1, 2, 3, (1 << 15) - 1, 0x5555, 0x2AAA, 0x6666, 0x7FFE, 0x6000, 0x3FFF] \
+        + [int(v) for v in rng.integers(0, 1 << 15, 400)]
+    pairs = [(a, b) for a in xs[:6] for b in mults[:11]] + list(zip(xs, mults))
+    got = []
+
+    async def driver(ctx):
+        for cycle in range(len(pairs) + latency):
+            if cycle < len(pairs):
+                ctx.set(x, pairs[cycle][0])
+                ctx.set(mult, pairs[cycle][1])
+            await ctx.tick()
+            if cycle + 1 >= latency:
+                got.append(ctx.get(product))
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(driver)
+    sim.run()
+    assert got[:len(pairs)] == [a * b for a, b in pairs]
