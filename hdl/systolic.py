@@ -12,6 +12,14 @@ cycle east and south, so PE ``(i, j)`` sees beat ``t`` at cycle ``t + i + j``.
 When the ``last`` beat has passed, every PE copies its sum into a result
 register and starts the next tile from zero. The results leave one array row
 per beat, in row order.
+
+With ``config.broadcast_operands`` the operands are not passed along: row
+``i``'s ``a`` and column ``j``'s ``b`` reach all their PEs in the cycle they
+enter, so there are no skew or forwarding registers (the PEs' forwarding
+outputs are left unconnected and synthesis removes them) and all rows of a
+tile complete together; the latency is then 3 instead of ``cols + 2``. This
+suits small arrays on small FPGAs, where flip-flops cost a logic cell each and
+the fan-out (``rows`` or ``cols`` PEs) is short.
 """
 
 from amaranth import *
@@ -189,10 +197,13 @@ class SystolicArray(wiring.Component):
         """Cycles from the transfer of a tile's last beat to its first result row.
 
         The last beat reaches PE ``(0, cols-1)`` after ``cols - 1`` cycles of
-        skew, that PE takes :attr:`ProcessingElement.latency` cycles, and the
-        completed row is registered once more before it is offered.
+        skew (none with ``broadcast_operands``), that PE takes
+        :attr:`ProcessingElement.latency` cycles, and the completed row is
+        registered once more before it is offered. Equals
+        ``config.array_latency``, which the performance model uses.
         """
-        return self.config.cols - 1 + ProcessingElement.latency + 1
+        skew = 0 if self.config.broadcast_operands else self.config.cols - 1
+        return skew + ProcessingElement.latency + 1
 
     @property
     def min_tile_cycles(self):
@@ -222,35 +233,43 @@ class SystolicArray(wiring.Component):
             accept.eq(self.operands.valid & self.operands.ready),
         ]
 
-        # Skew at the west edge: row i sees the beat i cycles late, with its flags.
-        for i in range(rows):
-            a, valid, last = self.operands.payload.a[i], accept, accept & self.operands.payload.last
-            for stage in range(i):
-                a_q, valid_q, last_q = (Signal.like(a, name=f"a_skew_{i}_{stage}"),
-                                        Signal(name=f"valid_skew_{i}_{stage}"),
-                                        Signal(name=f"last_skew_{i}_{stage}"))
-                m.d.sync += [a_q.eq(a), valid_q.eq(valid), last_q.eq(last)]
-                a, valid, last = a_q, valid_q, last_q
-            m.d.comb += [pes[i][0].a_in.eq(a), pes[i][0].valid_in.eq(valid),
-                         pes[i][0].last_in.eq(last)]
-            for j in range(1, cols):
-                m.d.comb += [pes[i][j].a_in.eq(pes[i][j - 1].a_out),
-                             pes[i][j].valid_in.eq(pes[i][j - 1].valid_out),
-                             pes[i][j].last_in.eq(pes[i][j - 1].last_out)]
+        if config.broadcast_operands:
+            for i in range(rows):
+                for j in range(cols):
+                    m.d.comb += [pes[i][j].a_in.eq(self.operands.payload.a[i]),
+                                 pes[i][j].b_in.eq(self.operands.payload.b[j]),
+                                 pes[i][j].valid_in.eq(accept),
+                                 pes[i][j].last_in.eq(accept & self.operands.payload.last)]
+        else:
+            # Skew at the west edge: row i sees the beat i cycles late, with its flags.
+            for i in range(rows):
+                a, valid, last = self.operands.payload.a[i], accept, accept & self.operands.payload.last
+                for stage in range(i):
+                    a_q, valid_q, last_q = (Signal.like(a, name=f"a_skew_{i}_{stage}"),
+                                            Signal(name=f"valid_skew_{i}_{stage}"),
+                                            Signal(name=f"last_skew_{i}_{stage}"))
+                    m.d.sync += [a_q.eq(a), valid_q.eq(valid), last_q.eq(last)]
+                    a, valid, last = a_q, valid_q, last_q
+                m.d.comb += [pes[i][0].a_in.eq(a), pes[i][0].valid_in.eq(valid),
+                             pes[i][0].last_in.eq(last)]
+                for j in range(1, cols):
+                    m.d.comb += [pes[i][j].a_in.eq(pes[i][j - 1].a_out),
+                                 pes[i][j].valid_in.eq(pes[i][j - 1].valid_out),
+                                 pes[i][j].last_in.eq(pes[i][j - 1].last_out)]
 
-        # Skew at the north edge: column j sees the beat j cycles late.
-        for j in range(cols):
-            b = self.operands.payload.b[j]
-            for stage in range(j):
-                b_q = Signal.like(b, name=f"b_skew_{j}_{stage}")
-                m.d.sync += b_q.eq(b)
-                b = b_q
-            m.d.comb += pes[0][j].b_in.eq(b)
-            for i in range(1, rows):
-                m.d.comb += pes[i][j].b_in.eq(pes[i - 1][j].b_out)
+            # Skew at the north edge: column j sees the beat j cycles late.
+            for j in range(cols):
+                b = self.operands.payload.b[j]
+                for stage in range(j):
+                    b_q = Signal.like(b, name=f"b_skew_{j}_{stage}")
+                    m.d.sync += b_q.eq(b)
+                    b = b_q
+                m.d.comb += pes[0][j].b_in.eq(b)
+                for i in range(1, rows):
+                    m.d.comb += pes[i][j].b_in.eq(pes[i - 1][j].b_out)
 
         # A row is complete once its easternmost PE has its sum; the rows of one
-        # tile complete one cycle apart, in order.
+        # tile complete one cycle apart, in order (all together when broadcast).
         row_complete = Signal(rows)
         m.d.comb += row_complete.eq(Cat(pes[i][cols - 1].done for i in range(rows)))
 

@@ -23,12 +23,14 @@ __all__ = ["CONFIGS", "random_fitting_network", "check_network", "main"]
 
 #: Hardware configurations under test: the default, an odd-sized array whose
 #: requantizer handles all five lanes at once in five pipeline stages (the multiply
-#: split in two), and a single PE.
+#: split in two), a single PE, and the iCEBreaker's shape with operands broadcast.
 CONFIGS = {
     "2x8": AcceleratorConfig(),
     "3x5-requant5": AcceleratorConfig(rows=3, cols=5, requant_lanes=5, requant_latency=5,
                                       weight_buffer_bytes=3 * 8192),
     "1x1": AcceleratorConfig(rows=1, cols=1, weight_buffer_bytes=8192, act_buffer_bytes=8192),
+    "8x2-broadcast": AcceleratorConfig(rows=8, cols=2, acc_width=24, broadcast_operands=True,
+                                       requant_latency=5, weight_buffer_bytes=8 * 8192),
 }
 
 

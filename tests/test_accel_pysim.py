@@ -173,13 +173,15 @@ def test_late_writer_is_caught_by_the_cycle_count():
     assert cycles == timing.total + 1  # ...one cycle late
 
 
-@pytest.mark.parametrize("acc_width", [24, 32])
-def test_booth_requantizer_in_the_accelerator(acc_width):
-    """The iCE40 build's writer (Booth multiplier in logic cells, five requantizer stages):
-    the same bytes as the instruction-set simulator and the cycles fpganet.perf counts."""
+@pytest.mark.parametrize("acc_width,broadcast", [(24, True), (32, False)])
+def test_booth_requantizer_in_the_accelerator(acc_width, broadcast):
+    """The iCE40 build's writer (Booth multiplier in logic cells, five requantizer stages),
+    with operands broadcast or systolic: the same bytes as the instruction-set simulator and
+    the cycles fpganet.perf counts."""
     from functools import partial
     from fpganet.hdl.scatter import ResultWriter
-    config = small(acc_width=acc_width, requant_latency=5, requant_lanes=2)
+    config = small(acc_width=acc_width, requant_latency=5, requant_lanes=2,
+                   broadcast_operands=broadcast)
     builder, x = conv_layer_program(config, 2, 5, 6, 5, 3, 1, seed=11)
     machine = builder.machine()
     writer = partial(ResultWriter, requant_multiplier="booth")

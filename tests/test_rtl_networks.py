@@ -10,7 +10,7 @@ from fpganet.sim.rtl_backend import build_harness
 NETWORKS_PER_CONFIG = 20
 
 
-@pytest.mark.parametrize("name", ["2x8", "3x5-requant5"])
+@pytest.mark.parametrize("name", ["2x8", "3x5-requant5", "8x2-broadcast"])
 def test_random_networks_on_rtl_match_golden(name):
     config = CONFIGS[name]
     build = build_harness(config, sim="verilator")

@@ -64,11 +64,22 @@ def add_config_arguments(parser):
     group.add_argument("--array", metavar="RxC", help="systolic array rows x columns, e.g. 2x8")
     for field in dataclasses.fields(AcceleratorConfig):
         flag = "--" + field.name.replace("_", "-")
+        if field.type in (bool, "bool"):
+            group.add_argument(flag, dest=f"config_{field.name}", type=_yes_no, metavar="yes|no",
+                               help=f"default {'yes' if field.default else 'no'}")
+            continue
         kind = float if field.type in (float, "float") else int
         group.add_argument(flag, dest=f"config_{field.name}", type=kind, metavar="N",
                            help=f"default {field.default}")
     group.add_argument("--clock-mhz", dest="config_clock_mhz", type=float, metavar="F",
                        help="the clock in MHz (instead of --clock-hz)")
+
+
+def _yes_no(text):
+    value = {"yes": True, "true": True, "1": True, "no": False, "false": False, "0": False}.get(text.lower())
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected yes or no, not {text!r}")
+    return value
 
 
 def config_from_args(args):

@@ -52,6 +52,12 @@ class AcceleratorConfig:
     requant_lanes : int
         Results the post-processing unit (bias, requantization, clamp)
         handles per cycle; divides ``cols``. One 32x15-bit multiplier each.
+    broadcast_operands : bool
+        ``False``: a systolic array (operands move one PE per cycle, skewed at
+        the edges; the array's latency is ``cols + 2``). ``True``: each row's
+        ``a`` and each column's ``b`` reach all its PEs in the same cycle (no
+        skew or forwarding registers: about 470 fewer logic cells at 8x2 on an
+        iCE40; latency 3). For small arrays, where the fan-out is short.
     requant_latency : int
         Pipeline stages of the post-processing unit: 4 multiplies in one stage;
         5 splits the multiply into two partial products and their sum, for
@@ -72,6 +78,7 @@ class AcceleratorConfig:
     program_words: int = 1024
     requant_lanes: int = 1
     requant_latency: int = 4
+    broadcast_operands: bool = False
     clock_hz: float = 40e6
 
     def __post_init__(self):
@@ -100,6 +107,8 @@ class AcceleratorConfig:
                                   f"{word}-byte word of the {self.name} array")
         if self.cols % self.requant_lanes:
             raise ConfigError(f"requant_lanes {self.requant_lanes} does not divide cols {self.cols}")
+        if not isinstance(self.broadcast_operands, bool):
+            raise ConfigError(f"broadcast_operands must be true or false, not {self.broadcast_operands!r}")
         if not isinstance(self.requant_latency, int) or self.requant_latency not in (4, 5):
             raise ConfigError(f"requant_latency must be 4 or 5 (pipeline stages of the "
                               f"post-processing unit), not {self.requant_latency!r}")
@@ -114,6 +123,13 @@ class AcceleratorConfig:
     def macs_per_cycle(self):
         """Multiply-accumulates the array performs per cycle at full occupancy."""
         return self.rows * self.cols
+
+    @property
+    def array_latency(self):
+        """Cycles from a tile's last beat into the array to its first result row:
+        ``cols - 1`` of skew (systolic only), 2 in the PE (product and accumulator
+        registers), 1 for the result row (``SystolicArray.latency``)."""
+        return 3 if self.broadcast_operands else self.cols + 2
 
     @property
     def peak_macs_per_s(self):
@@ -190,6 +206,7 @@ class AcceleratorConfig:
             "macs_per_cycle": self.macs_per_cycle,
             "peak_macs_per_s": self.peak_macs_per_s,
             "max_exact_k": self.max_exact_k,
+            "array_latency": self.array_latency,
             "weight_word_bytes": self.weight_word_bytes,
             "act_word_bytes": self.act_word_bytes,
             "act_banks": self.act_banks,

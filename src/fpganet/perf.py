@@ -28,7 +28,8 @@ numbers per tile ``t`` (tiles in ``(g, t)`` order):
   for ``POOL``) and over each row's ``ceil(LANES / requant_lanes)`` lane groups of
   ``max(1, most written lanes of the group in one bank)`` (written: valid pixel,
   output channel ``< M``); with ``requant_lanes == 1``, ``rows * LANES``;
-* ``LAT``: the array's latency ``cols + 2`` (``CONV``) or the pool unit's 1;
+* ``LAT``: the array's latency ``config.array_latency`` (``cols + 2``, or 3 with
+  ``broadcast_operands``; ``CONV``) or the pool unit's 1;
 * ``LANES``: the lane walker prepares a tile in ``LANES`` cycles.
 
 With ``E`` the cycle a tile's first beat enters the gather stage in stall-free
@@ -149,7 +150,7 @@ def engine_cycles(regs, config, pool=False):
     check_registers(regs, config, Opcode.POOL if pool else Opcode.CONV)
     B, W = engine_tile_costs(regs, config, pool)
     lanes = regs[Reg.LANES]
-    lat = 1 if pool else config.cols + 2
+    lat = 1 if pool else config.array_latency
     E = _act_addr_width(config) + lanes + 2
     D = 0
     X = None

@@ -12,7 +12,7 @@ one of two labelled fallbacks, neither simulated:
 ``tiled``
     the engine loop of docs/ARCHITECTURE.md counted tile by tile: each tile of
     ``rows`` output channels x ``LANES`` output pixels streams ``K`` beats, at
-    least ``min_tile_cycles = cols + 2 + rows`` and at least the
+    least ``min_tile_cycles = array_latency + rows`` and at least the
     post-processing time ``rows * LANES / requant_lanes``; a dense layer at
     batch 1 uses one lane. Bank conflicts, FILL, INPUT/OUTPUT and instruction
     overheads are not counted.
@@ -184,8 +184,8 @@ class Workload:
 
 def _layer_work(layer, config):
     rows, cols = config.rows, config.cols
-    min_tile = cols + 2 + rows          # SystolicArray.latency + rows (docs/ARCHITECTURE.md)
-    drain = cols + 2 + rows             # the last tile's results leave the array
+    min_tile = config.array_latency + rows      # SystolicArray.min_tile_cycles (docs/ARCHITECTURE.md)
+    drain = config.array_latency + rows         # the last tile's results leave the array
     out_c, out_h, out_w = layer.out_shape
     npix = out_h * out_w
     work = LayerWork(name=layer.name, type=getattr(layer, "kind", layer.type),
@@ -336,7 +336,7 @@ def cycles_per_image(workload, net=None, *, cycles=None, layer_cycles=None, mode
     else:
         total = Quantity(workload.tiled_cycles, "cycles", "estimated",
                          f"tiled, not simulated: engine tiles counted per layer, "
-                         f"max(K, cols + 2 + rows, rows x lanes / requant_lanes) cycles per tile; "
+                         f"max(K, array latency + rows, rows x lanes / requant_lanes) cycles per tile; "
                          f"bank conflicts, FILL, INPUT/OUTPUT and instruction overheads not "
                          f"counted ({reason})",
                          extra={"fallback": "tiled"})
