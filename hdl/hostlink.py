@@ -41,7 +41,6 @@ The device ports (:func:`device_signature`, seen from the device) are those of
 
 from amaranth import *
 from amaranth.lib import data, memory, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
@@ -114,6 +113,27 @@ def crc16_next(crc, byte):
         feedback = crc[15] ^ byte[i]
         crc = Cat(C(0, 1), crc[:15]) ^ Mux(feedback, 0x1021, 0)
     return crc[:16]
+
+
+def _at_most(value, limit):
+    """``value <= limit`` for a constant ``limit``, as plain logic.
+
+    Yosys turns ``<=`` into a subtraction, which on iCE40 is a carry chain of one logic cell
+    per bit even when one side is a constant; this bit-by-bit form (from the least
+    significant bit: at most the limit's low bits so far) lets the LUT mapper fold it into
+    a few LUTs.
+    """
+    if limit < 0:
+        return C(0, 1)
+    if limit >= (1 << len(value)) - 1:
+        return C(1, 1)
+    result = C(1, 1)
+    for i in range(len(value)):
+        if (limit >> i) & 1:
+            result = ~value[i] | result
+        else:
+            result = ~value[i] & result
+    return result
 
 
 def _check_int(name, value, low, high):
@@ -190,7 +210,8 @@ class PacketFIFO(wiring.Component):
             read.addr.eq(r_next[:bits]),
             self.r.valid.eq(r_ptr != c_ptr),
             self.r.payload.eq(read.data),
-            self.free.eq(self.depth - (w_ptr - r_ptr)[:bits + 1]),
+            # depth - (w_ptr - r_ptr) with one subtraction: adding depth flips the top bit.
+            self.free.eq((Cat(r_ptr[:bits], ~r_ptr[bits]) - w_ptr)[:bits + 1]),
             self.level.eq((c_ptr - r_ptr)[:bits + 1]),
         ]
         with m.If(self.rollback):
@@ -203,6 +224,62 @@ class PacketFIFO(wiring.Component):
             m.d.sync += r_ptr.eq(c_ptr)
         with m.Else():
             m.d.sync += r_ptr.eq(r_next)
+        return m
+
+
+class _OutputFIFO(wiring.Component):
+    """A byte FIFO that behaves, cycle for cycle, as ``SyncFIFOBuffered(width=8, depth=depth)``
+    (the same ``w_rdy``, ``r_rdy``, ``r_data`` and ``level``), in fewer iCE40 cells.
+
+    Amaranth's version keeps the level of its memory part and adds the output register to
+    it (an adder), counts it up and down with two adders, and wraps its pointers at
+    ``depth - 1`` (compares). This one keeps the total level in one up/down counter, derives
+    the memory part's state from it and the output register's flag, and lets its pointers
+    wrap freely over a memory of the next power of two (which holds the ``depth - 1`` bytes
+    of the memory part without the pointers ever meeting when it is full, so its reads and
+    writes never collide).
+    """
+
+    def __init__(self, depth):
+        _check_int("output FIFO depth", depth, 2, MAX_BUFFER)
+        self.depth = depth
+        super().__init__({
+            "w_data": In(8), "w_en": In(1), "w_rdy": Out(1),
+            "r_data": Out(8), "r_en": In(1), "r_rdy": Out(1),
+            "level": Out(range(depth + 1)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        bits = max(1, ceil_log2(self.depth - 1))
+        m.submodules.storage = storage = memory.Memory(shape=8, depth=1 << bits, init=[])
+        write = storage.write_port()
+        read = storage.read_port(transparent_for=(write,))
+        produce = Signal(bits)
+        consume = Signal(bits)
+
+        # The memory part holds level - r_rdy bytes (at most depth - 1).
+        stored_any = (self.level[1:] != 0) | (self.level[0] & ~self.r_rdy)
+        stored_full = ((self.level == self.depth) |
+                       ((self.level == self.depth - 1) & ~self.r_rdy))
+        do_write = self.w_en & self.w_rdy
+        do_read = self.r_en & self.r_rdy
+        do_fetch = stored_any & (~self.r_rdy | self.r_en)   # into the output register
+        m.d.comb += [
+            self.w_rdy.eq(~stored_full),
+            write.addr.eq(produce), write.data.eq(self.w_data), write.en.eq(do_write),
+            read.addr.eq(consume), read.en.eq(do_fetch), self.r_data.eq(read.data),
+        ]
+        m.d.sync += [produce.eq(produce + do_write), consume.eq(consume + do_fetch)]
+        with m.If(do_fetch):
+            m.d.sync += self.r_rdy.eq(1)
+        with m.Elif(self.r_en):
+            m.d.sync += self.r_rdy.eq(0)
+        # +1, -1 or 0 in one adder: a write adds 1, a read adds all ones.
+        step = Signal(len(self.level))
+        m.d.comb += step.eq(Mux(do_write, do_write ^ do_read,
+                                Mux(do_read, (1 << len(step)) - 1, 0)))
+        m.d.sync += self.level.eq(self.level + step)
         return m
 
 
@@ -296,6 +373,7 @@ class HostLinkCore(wiring.Component):
             version=protocol.PROTOCOL_VERSION, rows=config.rows, cols=config.cols,
             operand_width=config.operand_width, acc_width=config.acc_width,
             requant_lanes=config.requant_lanes, requant_latency=config.requant_latency,
+            broadcast_operands=int(config.broadcast_operands),
             weight_buffer_bytes=config.weight_buffer_bytes,
             act_buffer_bytes=config.act_buffer_bytes, bias_buffer_words=config.bias_buffer_words,
             program_words=config.program_words, host_data_width=config.host_data_width,
@@ -319,7 +397,7 @@ class HostLinkCore(wiring.Component):
         # Input FIFO (tentative writes) and output FIFO.
         m.submodules.input_fifo = in_fifo = PacketFIFO(self.input_depth)
         wiring.connect(m, in_fifo.r, wiring.flipped(dev.input))
-        m.submodules.output_fifo = out_fifo = SyncFIFOBuffered(width=8, depth=self.output_depth)
+        m.submodules.output_fifo = out_fifo = _OutputFIFO(self.output_depth)
         m.d.comb += [
             out_fifo.w_data.eq(dev.output.payload),
             out_fifo.w_en.eq(dev.output.valid),
@@ -330,7 +408,10 @@ class HostLinkCore(wiring.Component):
         m.submodules.staging = staging = memory.Memory(shape=8, depth=self.max_write_bytes,
                                                        init=[])
         stage_w = staging.write_port()
-        stage_r = staging.read_port()
+        # Reads and writes of the staging buffer never meet (the payload is written, then
+        # read back), so either read-during-write behaviour serves; yosys emulates both on
+        # iCE40, and a transparent port costs less to emulate than a read-first one.
+        stage_r = staging.read_port(transparent_for=(stage_w,))
 
         # Device state the link keeps.
         start_pulse = Signal()
@@ -353,33 +434,71 @@ class HostLinkCore(wiring.Component):
         # Frame state.
         frame_type = Signal(8)
         length_low = Signal(8)
-        length = Signal(range(self.max_payload + 1))
+        last_index = Signal(range(self.max_payload))     # the payload's length - 1
         index = Signal(range(self.max_payload + 1))
         crc = Signal(16, init=0xFFFF)
         known = Signal()        # frame_type is a Command
         length_ok = Signal()    # the length suits the command
         take_input = Signal()   # SEND_INPUT payload goes into the input FIFO
         no_space = Signal()     # SEND_INPUT larger than the FIFO's free space
-        space = Signal(8)
-        address = Signal(25)
+        # WRITE's space and address, kept as wide as the device needs: every memory has at
+        # most 2 ** addr_width words, so a space byte above 3 or an address bit at or above
+        # addr_width only needs remembering as a flag (either one means BAD_ADDRESS). This
+        # keeps the range check and its adder to addr_width + 1 bits instead of 26.
+        assert max(self.memory_words.values()) <= 1 << self.addr_width
+        space = Signal(2)
+        space_bad = Signal()        # the space byte was above 3
+        address = Signal(self.addr_width)
+        address_high = Signal()     # a bit of the 24-bit address at or above addr_width was set
         word_byte = Signal(range(config.host_data_width // 8))
         words = Signal(range(self.max_write_bytes + 1))
-        word = Signal(config.host_data_width)
-        read_index = Signal(range(self.max_write_bytes + 1))
-        max_count = Signal(16)
-        wait_for = Signal(16)
+        # The staging buffer's address: written while a WRITE's payload arrives, read back
+        # from 0 when it executes.
+        stage_index = Signal(range(self.max_write_bytes + 1))
+        # READ_OUTPUT's counts, kept as wide as the output FIFO's level: a count above that
+        # only needs remembering as a flag (the wait can never be met by level; the reply
+        # is never cut short by max).
+        count_width = len(out_fifo.level)
+        max_count = Signal(count_width)
+        max_high = Signal()
+        wait_for = Signal(count_width)
+        wait_high = Signal()
 
         # Reply state.
-        reply_type = Signal(8)
         longest_reply = max(self.output_depth, DeviceInfo.size(), Status.size(), 2)
         reply_length = Signal(range(longest_reply + 1))
         reply_index = Signal(range(longest_reply + 1))
         reply_kind = Signal(range(5))
         KIND_EMPTY, KIND_ERROR, KIND_INFO, KIND_STATUS, KIND_OUTPUT = range(5)
+        # The reply's type byte follows from its kind and the request's type, which stays
+        # put until the next frame: no register for it.
+        reply_type = Mux(reply_kind == KIND_ERROR, protocol.ERROR_TYPE,
+                         frame_type | protocol.ACK_FLAG)
         error_code = Signal(8)
         last_error = Signal()
-        snapshot = Signal(data.StructLayout({"flags": 8, "cycles": 32, "input_free": 16,
-                                             "output_level": 16}))
+
+        # One byte shift register serves WRITE and STATUS, which never overlap; sharing it
+        # saves the 72 flip-flops of a separate STATUS snapshot, and shifting (every byte
+        # takes the next one's place) costs one LUT per bit, packed with its flip-flop, where
+        # a byte-addressed register or a 9-byte read multiplexer would cost LUTs of their own.
+        # WRITE: each byte from the staging buffer enters at byte ``bytes_per_word - 1`` and
+        #   the ones before move down, so after a word's bytes byte 0 holds its first byte;
+        #   the bytes above the word stay 0 (cleared when the WRITE starts, and only zeros
+        #   move down into them), which zero-extends the word to ``host_data_width``.
+        # STATUS: loaded with the snapshot (flags, cycles, input_free, output_level: the
+        #   reply's first 9 bytes, taken in the EXECUTE cycle so that they agree) and
+        #   shifted by a byte for each payload byte sent; byte 0 is the next byte to send.
+        snapshot_layout = data.StructLayout({"flags": 8, "cycles": 32, "input_free": 16,
+                                             "output_level": 16})
+        snapshot_bytes = snapshot_layout.size // 8
+        shift_bytes = max(config.host_data_width // 8, snapshot_bytes)
+        shifter = Signal(8 * shift_bytes)
+        shift_byte = [shifter[8 * k:8 * k + 8] for k in range(shift_bytes)]
+        shift_clear = Signal()      # all bytes 0
+        shift_load = Signal()       # load the STATUS snapshot
+        shift_step = Signal()       # every byte moves down one place (the top one gets 0)
+        shift_insert = Signal()     # with shift_step: byte bytes_per_word - 1 gets shift_in
+        shift_in = Signal(8)
         m.d.comb += [
             self.status.busy.eq(dev.busy),
             self.status.done_seen.eq(done_seen),
@@ -387,11 +506,15 @@ class HostLinkCore(wiring.Component):
         ]
 
         # Inter-byte timeout: cycles since the last byte taken.
-        idle = Signal(range(self.timeout_cycles))
+        # It counts from 2 ** n - (timeout_cycles - 1) so that its top bit rises after
+        # timeout_cycles - 1 cycles: a flip-flop instead of a wide comparison.
+        idle_bits = max(1, (self.timeout_cycles - 1).bit_length())
+        idle_start = (1 << idle_bits) - (self.timeout_cycles - 1)
+        idle = Signal(idle_bits + 1, init=idle_start)
         timed_out = Signal()
-        m.d.comb += timed_out.eq(idle == self.timeout_cycles - 1)
+        m.d.comb += timed_out.eq(idle[idle_bits])
         with m.If(rx.valid & rx.ready):
-            m.d.sync += idle.eq(0)
+            m.d.sync += idle.eq(idle_start)
         with m.Elif(~timed_out):
             m.d.sync += idle.eq(idle + 1)
 
@@ -400,20 +523,27 @@ class HostLinkCore(wiring.Component):
         crc_after = Signal(16)
         m.d.comb += crc_after.eq(crc16_next(crc, crc_byte))
 
-        # Bytes per word and the last word address of the WRITE's space.
+        # WRITE's words count up while its payload arrives and down as they move to the
+        # device: one adder for both.
+        words_step = Signal(signed(2))
+        with m.If(words_step != 0):
+            m.d.sync += words.eq(words + words_step)
+
+        # Bytes per word of the WRITE's space, and whether its words fit the memory (each
+        # space's size is a constant: no carry chain for the comparison).
         bytes_per_word = Signal(range(config.host_data_width // 8 + 1))
-        space_words = Signal(range(max(self.memory_words.values()) + 1))
-        write_end = Signal(26)
+        write_end = Signal(range((1 << self.addr_width) + self.max_write_bytes))
+        within = Signal()
         m.d.comb += write_end.eq(address + words)
         with m.Switch(space):
             for s in HostSpace:
                 with m.Case(int(s)):
                     m.d.comb += [bytes_per_word.eq(self.word_bytes[s]),
-                                 space_words.eq(self.memory_words[s])]
-            with m.Default():
-                m.d.comb += [bytes_per_word.eq(1), space_words.eq(0)]
+                                 within.eq(_at_most(write_end, self.memory_words[s]))]
+        with m.If(space_bad):
+            m.d.comb += bytes_per_word.eq(1)
         address_ok = Signal()
-        m.d.comb += address_ok.eq(write_end <= space_words)
+        m.d.comb += address_ok.eq(~space_bad & ~address_high & within)
 
         # The rules on the length, decided when its second byte arrives.
         new_length = Signal(16)
@@ -426,27 +556,47 @@ class HostLinkCore(wiring.Component):
                     m.d.comb += [type_known.eq(1), type_length_ok.eq(new_length == 0)]
             with m.Case(int(Command.WRITE)):
                 m.d.comb += [type_known.eq(1),
-                             type_length_ok.eq((new_length > 4) &
-                                               (new_length <= 4 + self.max_write_bytes))]
+                             type_length_ok.eq(~_at_most(new_length, 4) &
+                                               _at_most(new_length, 4 + self.max_write_bytes))]
             with m.Case(int(Command.SEND_INPUT)):
                 m.d.comb += [type_known.eq(1),
-                             type_length_ok.eq((new_length >= 1) &
-                                               (new_length <= self.input_depth))]
+                             type_length_ok.eq((new_length != 0) &
+                                               _at_most(new_length, self.input_depth))]
             with m.Case(int(Command.READ_OUTPUT)):
                 m.d.comb += [type_known.eq(1),
                              type_length_ok.eq((new_length == 2) | (new_length == 4))]
 
+        snapshot = Signal(snapshot_layout)
+        m.d.comb += [
+            snapshot.flags.eq(Cat(dev.busy, dev.done, done_seen)),
+            snapshot.cycles.eq(dev.cycles),
+            snapshot.input_free.eq(in_fifo.free),
+            snapshot.output_level.eq(out_fifo.level),
+        ]
+        with m.If(shift_clear):
+            m.d.sync += shifter.eq(0)
+        with m.Elif(shift_load):
+            m.d.sync += shifter.eq(snapshot)
+        with m.Elif(shift_step):
+            for k in range(shift_bytes):
+                above = shift_byte[k + 1] if k + 1 < shift_bytes else C(0, 8)
+                if k + 1 in self.word_bytes.values():
+                    m.d.sync += shift_byte[k].eq(
+                        Mux(shift_insert & (bytes_per_word == k + 1), shift_in, above))
+                else:
+                    m.d.sync += shift_byte[k].eq(above)
+
         # Reply payload bytes.
         info_bytes = self.info.pack()
         status_fields = {
-            "flags": snapshot.flags, "cycles": snapshot.cycles,
-            "input_free": snapshot.input_free, "output_level": snapshot.output_level,
             "frames": frames, "framing_errors": framing_errors, "overruns": overruns,
             "garbage": garbage,
             **{name: counter for name, counter in zip(protocol.ERROR_COUNTERS, error_counters)},
         }
-        status_bytes = []
-        for field in Status.__dataclass_fields__.values():
+        status_fields_in_order = list(Status.__dataclass_fields__.values())
+        assert [f.name for f in status_fields_in_order[:4]] == list(snapshot_layout.members)
+        status_bytes = [shift_byte[0]] * snapshot_bytes     # shifted out, see `shifter`
+        for field in status_fields_in_order[4:]:
             value = status_fields[field.name]
             size = {"B": 1, "H": 2, "I": 4}[field.metadata["fmt"]]
             padded = Cat(value, C(0, 8 * size))
@@ -460,12 +610,15 @@ class HostLinkCore(wiring.Component):
             with m.Case(KIND_INFO):
                 m.d.comb += reply_byte.eq(Array(C(b, 8) for b in info_bytes)[small_index])
             with m.Case(KIND_STATUS):
-                m.d.comb += reply_byte.eq(Array(status_bytes)[small_index])
+                with m.Switch(small_index):
+                    for i, byte in enumerate(status_bytes):
+                        with m.Case(i):
+                            m.d.comb += reply_byte.eq(byte)
             with m.Case(KIND_OUTPUT):
                 m.d.comb += reply_byte.eq(out_fifo.r_data)
 
-        def reply(kind, type_, length_=0):
-            m.d.sync += [reply_kind.eq(kind), reply_type.eq(type_), reply_length.eq(length_),
+        def reply(kind, length_=0):
+            m.d.sync += [reply_kind.eq(kind), reply_length.eq(length_),
                          reply_index.eq(0), crc.eq(0xFFFF)]
             m.next = "REPLY_SYNC"
 
@@ -484,19 +637,30 @@ class HostLinkCore(wiring.Component):
 
         def acknowledge(kind=KIND_EMPTY, length_=0):
             m.d.comb += acked.eq(1)
-            reply(kind, frame_type | protocol.ACK_FLAG, length_)
+            reply(kind, length_)
 
         def error(code):
             m.d.comb += [refused.eq(1), refused_code.eq(code), in_fifo.rollback.eq(1)]
-            reply(KIND_ERROR, protocol.ERROR_TYPE, 2)
+            reply(KIND_ERROR, 2)
 
         def truncated():
             # A frame cut short: the line went quiet inside it.
             with m.If(timed_out & ~rx.valid):
                 error(ErrorCode.TRUNCATED)
 
-        m.d.comb += stage_r.addr.eq(read_index)
-        m.d.comb += stage_w.data.eq(rx.payload)
+        m.d.comb += stage_r.addr.eq(stage_index)
+        m.d.comb += [stage_w.addr.eq(stage_index), stage_w.data.eq(rx.payload)]
+
+        def store_byte(target, high, i, byte):
+            """Byte ``i`` of a little-endian number into ``target``, which keeps its low
+            bits; set ``high`` when the byte has a bit above them."""
+            low = 8 * i
+            kept = min(max(len(target) - low, 0), 8)
+            if kept:
+                m.d.sync += target[low:low + kept].eq(byte[:kept])
+            if kept < 8:
+                with m.If(byte[kept:] != 0):
+                    m.d.sync += high.eq(1)
 
         with m.FSM(name="link_fsm"):
             with m.State("IDLE"):
@@ -526,17 +690,18 @@ class HostLinkCore(wiring.Component):
                 m.d.comb += [rx.ready.eq(1), crc_byte.eq(rx.payload)]
                 truncated()
                 with m.If(rx.valid):
-                    fits = new_length <= in_fifo.free
+                    # Only used when the length suits SEND_INPUT, and so fits the FIFO's width.
+                    fits = new_length[:len(in_fifo.free)] <= in_fifo.free
                     is_input = frame_type == Command.SEND_INPUT
                     m.d.sync += [
-                        length.eq(new_length), crc.eq(crc_after), index.eq(0),
+                        last_index.eq(new_length - 1), crc.eq(crc_after), index.eq(0),
                         known.eq(type_known), length_ok.eq(type_length_ok),
                         take_input.eq(is_input & type_length_ok & fits),
                         no_space.eq(is_input & type_length_ok & ~fits),
-                        space.eq(0), address.eq(0), word_byte.eq(0), words.eq(0),
-                        max_count.eq(0), wait_for.eq(0),
+                        address_high.eq(0), word_byte.eq(0), words.eq(0), stage_index.eq(0),
+                        max_count.eq(0), max_high.eq(0), wait_for.eq(0), wait_high.eq(0),
                     ]
-                    with m.If(new_length > self.max_payload):
+                    with m.If(~_at_most(new_length, self.max_payload)):
                         m.next = "DRAIN"
                     with m.Elif(new_length == 0):
                         m.next = "CRC_HIGH"
@@ -548,23 +713,26 @@ class HostLinkCore(wiring.Component):
                 truncated()
                 with m.If(rx.valid):
                     m.d.sync += [crc.eq(crc_after), index.eq(index + 1)]
-                    with m.If(index == length - 1):
+                    with m.If(index == last_index):
                         m.next = "CRC_HIGH"
                     with m.If(length_ok):
                         with m.Switch(frame_type):
                             with m.Case(int(Command.WRITE)):
                                 with m.If(index == 0):
-                                    m.d.sync += space.eq(rx.payload)
-                                with m.Elif(index < 4):
+                                    m.d.sync += [space.eq(rx.payload[:2]),
+                                                 space_bad.eq(rx.payload[2:] != 0)]
+                                with m.Elif(index[2:] == 0):     # 1..3
                                     with m.Switch(index[:2]):
                                         for i in (1, 2, 3):
                                             with m.Case(i):
-                                                m.d.sync += address.word_select(i - 1, 8).eq(
-                                                    rx.payload)
+                                                store_byte(address, address_high, i - 1,
+                                                           rx.payload)
                                 with m.Else():
-                                    m.d.comb += [stage_w.addr.eq(index - 4), stage_w.en.eq(1)]
+                                    m.d.comb += stage_w.en.eq(1)
+                                    m.d.sync += stage_index.eq(stage_index + 1)
                                     with m.If(word_byte == bytes_per_word - 1):
-                                        m.d.sync += [word_byte.eq(0), words.eq(words + 1)]
+                                        m.d.sync += word_byte.eq(0)
+                                        m.d.comb += words_step.eq(1)
                                     with m.Else():
                                         m.d.sync += word_byte.eq(word_byte + 1)
                             with m.Case(int(Command.SEND_INPUT)):
@@ -572,11 +740,11 @@ class HostLinkCore(wiring.Component):
                                              in_fifo.w_en.eq(take_input)]
                             with m.Case(int(Command.READ_OUTPUT)):
                                 with m.Switch(index[:2]):
-                                    for i, target in enumerate((max_count, max_count,
-                                                                wait_for, wait_for)):
+                                    counts = [(max_count, max_high)] * 2
+                                    counts += [(wait_for, wait_high)] * 2
+                                    for i, (target, high) in enumerate(counts):
                                         with m.Case(i):
-                                            m.d.sync += target.word_select(i % 2, 8).eq(
-                                                rx.payload)
+                                            store_byte(target, high, i % 2, rx.payload)
 
             with m.State("CRC_HIGH"):
                 m.d.comb += [rx.ready.eq(1), crc_byte.eq(rx.payload)]
@@ -610,12 +778,7 @@ class HostLinkCore(wiring.Component):
                         with m.Case(int(Command.PING)):
                             acknowledge(KIND_INFO, len(info_bytes))
                         with m.Case(int(Command.STATUS)):
-                            m.d.sync += [
-                                snapshot.flags.eq(Cat(dev.busy, dev.done, done_seen)),
-                                snapshot.cycles.eq(dev.cycles),
-                                snapshot.input_free.eq(in_fifo.free),
-                                snapshot.output_level.eq(out_fifo.level),
-                            ]
+                            m.d.comb += shift_load.eq(1)
                             acknowledge(KIND_STATUS, len(status_bytes))
                         with m.Case(int(Command.WRITE)):
                             with m.If(word_byte != 0):
@@ -625,7 +788,8 @@ class HostLinkCore(wiring.Component):
                             with m.Elif(dev.busy):
                                 error(ErrorCode.BUSY)
                             with m.Else():
-                                m.d.sync += [read_index.eq(0), word.eq(0)]
+                                m.d.sync += stage_index.eq(0)
+                                m.d.comb += shift_clear.eq(1)
                                 m.next = "WRITE_READ"
                         with m.Case(int(Command.START)):
                             with m.If(dev.busy):
@@ -649,12 +813,12 @@ class HostLinkCore(wiring.Component):
                                 m.next = "FLUSH"
 
             with m.State("WRITE_READ"):
-                # The staging buffer's read port gives byte `read_index` next cycle.
+                # The staging buffer's read port gives byte `stage_index` next cycle.
                 m.next = "WRITE_BYTE"
 
             with m.State("WRITE_BYTE"):
-                m.d.sync += [word.word_select(word_byte, 8).eq(stage_r.data),
-                             read_index.eq(read_index + 1)]
+                m.d.comb += [shift_step.eq(1), shift_insert.eq(1), shift_in.eq(stage_r.data)]
+                m.d.sync += stage_index.eq(stage_index + 1)
                 with m.If(word_byte == bytes_per_word - 1):
                     m.d.sync += word_byte.eq(0)
                     m.next = "WRITE_WORD"
@@ -665,12 +829,13 @@ class HostLinkCore(wiring.Component):
             with m.State("WRITE_WORD"):
                 m.d.comb += [
                     dev.host.valid.eq(1),
-                    dev.host.payload.space.eq(space[:2]),
-                    dev.host.payload.addr.eq(address[:self.addr_width]),
-                    dev.host.payload.data.eq(word),
+                    dev.host.payload.space.eq(space),
+                    dev.host.payload.addr.eq(address),
+                    dev.host.payload.data.eq(shifter[:config.host_data_width]),
                 ]
                 with m.If(dev.host.ready):
-                    m.d.sync += [address.eq(address + 1), words.eq(words - 1), word.eq(0)]
+                    m.d.sync += address.eq(address + 1)
+                    m.d.comb += words_step.eq(-1)
                     with m.If(words == 1):
                         acknowledge()
                     with m.Else():
@@ -678,8 +843,9 @@ class HostLinkCore(wiring.Component):
 
             with m.State("WAIT_OUTPUT"):
                 level = out_fifo.level
-                with m.If((level >= wait_for) | ~dev.busy | timed_out):
-                    acknowledge(KIND_OUTPUT, Mux(level < max_count, level, max_count))
+                with m.If((~wait_high & (level >= wait_for)) | ~dev.busy | timed_out):
+                    acknowledge(KIND_OUTPUT,
+                                Mux(max_high | (level < max_count), level, max_count))
 
             with m.State("FLUSH"):
                 m.d.comb += out_fifo.r_en.eq(1)
@@ -719,9 +885,12 @@ class HostLinkCore(wiring.Component):
                 m.d.comb += [tx.valid.eq(~from_fifo | out_fifo.r_rdy), tx.payload.eq(reply_byte),
                              crc_byte.eq(tx.payload)]
                 with m.If(tx.valid & tx.ready):
-                    m.d.sync += [crc.eq(crc_after), reply_index.eq(reply_index + 1)]
-                    m.d.comb += out_fifo.r_en.eq(from_fifo)
-                    with m.If(reply_index == reply_length - 1):
+                    # reply_length has been sent: it now counts the bytes still to send.
+                    m.d.sync += [crc.eq(crc_after), reply_index.eq(reply_index + 1),
+                                 reply_length.eq(reply_length - 1)]
+                    # STATUS: the next snapshot byte moves to byte 0 (harmless otherwise).
+                    m.d.comb += [out_fifo.r_en.eq(from_fifo), shift_step.eq(1)]
+                    with m.If(reply_length == 1):
                         m.next = "REPLY_CRC_HIGH"
 
             with m.State("REPLY_CRC_HIGH"):

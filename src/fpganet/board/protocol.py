@@ -188,6 +188,7 @@ class DeviceInfo(_Packed):
     acc_width: int = _f("B")
     requant_lanes: int = _f("B")
     requant_latency: int = _f("B")
+    broadcast_operands: int = _f("B")   # 0 or 1
     weight_buffer_bytes: int = _f("I")
     act_buffer_bytes: int = _f("I")
     bias_buffer_words: int = _f("I")
@@ -203,7 +204,7 @@ class DeviceInfo(_Packed):
 
     #: Configuration fields a compiled network must match exactly.
     CONFIG_FIELDS = ("rows", "cols", "operand_width", "acc_width", "requant_lanes",
-                     "requant_latency", "weight_buffer_bytes", "act_buffer_bytes", "bias_buffer_words",
+                     "requant_latency", "broadcast_operands", "weight_buffer_bytes", "act_buffer_bytes", "bias_buffer_words",
                      "program_words")
 
     @property
