@@ -37,15 +37,13 @@ BAUD = 3_000_000
 #: per image against 21.1 k, since at 8x16 the single requantizer lane, not the
 #: array, limits the first conv layer.
 #:
-#: The clock is 30 MHz, not the 100 MHz aimed at: the design routes at 42.7 MHz
-#: (router1; 31.5-35 MHz before the writer registered its start).
-#: Its long paths (boards/README.md): the instruction word (block RAM output, not
-#: registered) decoded into the result writer's tile bookkeeping (23.4 ns, through
-#: the POOL mode flag; the writer already registers its start), and the
-#: requantizer's 32 x 15-bit product, split over two MULT18X18D whose halves are
-#: summed on carry chains in one pipeline stage.
+#: The clock is 40 MHz, not the 100 MHz aimed at: the design routes at 47.1 MHz with a
+#: 40 MHz target (49.7 MHz with a 30 MHz target; router1 did not converge with 45).
+#: Its longest path (boards/README.md): an activation bank's block-RAM output (not
+#: registered) through the window generator's byte gather into the max-pool unit's
+#: compare. The mode flag and the writer's start are registered (cycle-neutral).
 DEFAULT_CONFIG = AcceleratorConfig(rows=8, cols=8, requant_lanes=2, weight_buffer_bytes=64 * 1024,
-                                   act_buffer_bytes=16 * 1024, clock_hz=30e6)
+                                   act_buffer_bytes=16 * 1024, clock_hz=40e6)
 
 
 def ecp5_array(config):
