@@ -9,7 +9,7 @@ runs without ``-dsp``: the hand-instantiated SB_MAC16s must not be re-packed
 
 Two cores: ``accelerator`` (:func:`accelerator_core`, the accelerator behind the
 UART host link) and ``stand-in`` (the array fed from ROMs). The accelerator
-needs about 8,300 LCs against the UP5K's 5,280 (boards/README.md has the
+needs about 6,100 LCs against the UP5K's 5,280 (boards/README.md has the
 per-block measurement), so the default bitstream carries the stand-in.
 """
 
@@ -20,7 +20,7 @@ from amaranth.lib import io
 from amaranth_boards.icebreaker import ICEBreakerPlatform
 
 from fpganet.config import AcceleratorConfig
-from fpganet.hdl.ice40_dsp import DSPPairing, Ice40SystolicArray
+from fpganet.hdl.ice40_dsp import UP5K_DSPS, DSPPairing, Ice40SystolicArray
 from fpganet.hdl.ice40_spram import SPRAMWeightBuffer
 from fpganet.hdl.scatter import ResultWriter
 
@@ -28,7 +28,8 @@ from .common import Board, BoardTop, linked_accelerator
 from .pll import ice40_pll
 from .standin import ArrayStandIn
 
-__all__ = ["ICEBreakerTop", "BOARD", "DEFAULT_CONFIG", "BAUD", "accelerator_core", "stand_in_core"]
+__all__ = ["ICEBreakerTop", "BOARD", "DEFAULT_CONFIG", "BAUD", "accelerator_core", "requant_multiplier",
+           "stand_in_core"]
 
 #: UART rate of the host link: the iCEBreaker's FT2232H runs its UART up to 3 Mbaud.
 BAUD = 3_000_000
@@ -41,22 +42,35 @@ BAUD = 3_000_000
 #: 39.7 k cycles per image against 43.9 k on 4x4 and 55.9 k on 2x8, because its
 #: dense layers use 1 of 2 columns where 2x8 uses 1 of 8. The requantizer has five
 #: stages and builds its product from Booth partial products in logic cells (all eight
-#: SB_MAC16 are the array's): alone on the UP5K it routes at 41-43 MHz in about 990 LCs,
-#: where the one-stage product of the generic requantizer reaches 24 MHz in ~1,420.
+#: SB_MAC16 are the array's): alone on the UP5K it routes at 41-43 MHz in about 810-990
+#: LCs, where the one-stage product of the generic requantizer reaches 24 MHz in ~1,420
+#: (with two SB_MAC16 free, :func:`requant_multiplier` picks them: about 370).
 #: The operands are broadcast to the array's rows and columns instead of passed from PE
 #: to PE (a flip-flop costs a whole logic cell here): 1,653 instead of 2,111 LCs for the
-#: array alone (the stand-in), 51.7 MHz routed instead of 48.9.
+#: array alone (the stand-in), 51.7 MHz routed instead of 48.9; with the result registers'
+#: own adders (``separate_result_adder``) 1,276 LCs and 50.8 MHz.
 DEFAULT_CONFIG = AcceleratorConfig(rows=8, cols=2, acc_width=24, weight_buffer_bytes=128 * 1024,
                                    act_buffer_bytes=8 * 1024, bias_buffer_words=256,
                                    program_words=256, requant_latency=5, broadcast_operands=True,
                                    clock_hz=40e6)
 
 
+def requant_multiplier(config):
+    """The requantizer's multiplier on the UP5K: two SB_MAC16 per lane (``"ice40_dsp"``,
+    about 370 logic cells a lane) when the array leaves them free, else Booth partial
+    products in logic cells (``"booth"``, about 810)."""
+    spare = UP5K_DSPS - Ice40SystolicArray.dsps_needed(config)
+    if config.requant_latency == 5 and config.acc_width < 32 and spare >= 2 * config.requant_lanes:
+        return "ice40_dsp"
+    return "booth"
+
+
 def accelerator_core(config):
     """The accelerator behind the UART host link: SB_MAC16 pairs, weights in SPRAM, the
-    requantizer's product in logic cells (Booth)."""
+    requantizer's product in the SB_MAC16 the array leaves free or else in logic cells
+    (:func:`requant_multiplier`)."""
     return linked_accelerator(config, BAUD, pe=DSPPairing(), weights=SPRAMWeightBuffer,
-                              writer=partial(ResultWriter, requant_multiplier="booth"))
+                              writer=partial(ResultWriter, requant_multiplier=requant_multiplier(config)))
 
 
 def stand_in_core(config):

@@ -106,18 +106,25 @@ class Controller(wiring.Component):
         next_pc = Signal.like(pc)
         m.d.comb += next_pc.eq(pc + 1)
 
-        # Empty walks finish in their first cycle without starting a unit.
+        # Empty walks finish in their first cycle without starting a unit. Whether a count is
+        # non-zero is kept in a flip-flop beside it, loaded by the same SET from one zero test
+        # of the value word, rather than tested on every count register.
+        widths = register_widths(self.config)
+        empty_regs = (Reg.GROUPS, Reg.TILES, Reg.LANES, Reg.K_C, Reg.K_H, Reg.K_W,
+                      Reg.IO_CHANNELS, Reg.IO_ROWS, Reg.IO_LEN)
+        nonzero = {reg: Signal(name=f"{reg.name.lower()}_nonzero") for reg in empty_regs}
         engine_empty = Signal()
         region_empty = Signal()
         m.d.comb += [
-            engine_empty.eq((regs.groups == 0) | (regs.tiles == 0) | (regs.lanes == 0) | (regs.k_c == 0)
-                            | (regs.k_h == 0) | (regs.k_w == 0)),
-            region_empty.eq((regs.io_channels == 0) | (regs.io_rows == 0) | (regs.io_len == 0)),
+            engine_empty.eq(~Cat(nonzero[reg] for reg in empty_regs[:6]).all()),
+            region_empty.eq(~Cat(nonzero[reg] for reg in empty_regs[6:]).all()),
         ]
 
-        # STAMP: the counter latched in the first cycle, then 4 bytes.
+        # STAMP: the counter latched in the first cycle, then shifted out a byte at a time: each
+        # bit's load-or-shift choice fits in the logic cell of its flip-flop, where picking one
+        # of four bytes took a multiplexer besides.
         stamp_value = Signal(32)
-        stamp_count = Signal(range(5))
+        stamp_count = Signal(2)
 
         with m.If(self.busy):
             m.d.sync += self.cycles.eq(self.cycles + 1)
@@ -127,11 +134,12 @@ class Controller(wiring.Component):
                 with m.Case(Opcode.SET):
                     m.d.comb += advance.eq(1)
                     with m.Switch(reg_index):
-                        widths = register_widths(self.config)
                         for reg in Reg:
                             with m.Case(reg):
                                 field = getattr(regs, reg.name.lower())
                                 m.d.sync += field.eq(value[:widths[reg]])
+                                if reg in nonzero:
+                                    m.d.sync += nonzero[reg].eq(value[:widths[reg]].any())
                 with m.Case(Opcode.LOOP):
                     m.d.comb += advance.eq(1)
                     with m.If(regs.loop_count != 0):
@@ -152,13 +160,13 @@ class Controller(wiring.Component):
                     m.d.comb += [
                         self.stamp_active.eq(1),
                         self.stamp.valid.eq(~first),
-                        self.stamp.payload.eq(stamp_value.word_select(stamp_count[:2], 8)),
+                        self.stamp.payload.eq(stamp_value[:8]),
                         advance.eq(self.stamp.valid & self.stamp.ready & (stamp_count == 3)),
                     ]
                     with m.If(first):
                         m.d.sync += [stamp_value.eq(self.cycles), stamp_count.eq(0)]
                     with m.Elif(self.stamp.valid & self.stamp.ready):
-                        m.d.sync += stamp_count.eq(stamp_count + 1)
+                        m.d.sync += [stamp_value.eq(stamp_value >> 8), stamp_count.eq(stamp_count + 1)]
                 with m.Default():
                     m.d.comb += advance.eq(1)      # not an instruction: skipped
 

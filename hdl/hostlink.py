@@ -39,6 +39,8 @@ The device ports (:func:`device_signature`, seen from the device) are those of
     cycles  Out(32)
 """
 
+import enum
+
 from amaranth import *
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -54,10 +56,14 @@ from fpganet.isa import HostSpace
 
 __all__ = ["host_addr_width", "host_write_layout", "device_signature", "connect_device",
            "PacketFIFO", "HostLinkCore", "HostLink", "StandInDevice", "HostLinkSystem",
-           "crc16_next", "DEFAULT_TIMEOUT_S"]
+           "crc16_next", "DEFAULT_TIMEOUT_S", "MIN_TIMEOUT_CYCLES"]
 
 #: Default inter-byte timeout of the frame parser.
 DEFAULT_TIMEOUT_S = 0.010
+#: Shortest inter-byte timeout: a reply is counted a few cycles after it starts (see the
+#: counter ring in :class:`HostLinkCore`), and a frame cut short right after it must not
+#: come sooner.
+MIN_TIMEOUT_CYCLES = 16
 #: Largest FIFO or staging buffer (the protocol's counts are 16-bit).
 MAX_BUFFER = 1 << 15
 
@@ -144,6 +150,24 @@ def _check_int(name, value, low, high):
     return value
 
 
+def _write_domain(m, name):
+    """A clock domain for a memory's write port: domain ``sync``'s clock, falling edge.
+
+    Yosys maps a memory with a write and a read port on the same clock edge to iCE40 block
+    RAM with logic that emulates the read-during-write behaviour asked for (a register of
+    the written data, an address comparison and a multiplexer: about 20 logic cells per
+    memory), since the block RAM leaves it undefined. Writing on the falling edge makes the
+    ports' clocks differ, so nothing is emulated (the block RAM inverts its write clock
+    itself), and a read at the next rising edge sees the byte written: the read port behaves
+    as a transparent one. The price is half a cycle for the write's address, data and
+    enable, which therefore come from flip-flops, the enable through one LUT at most.
+    """
+    domain = ClockDomain(name, clk_edge="neg", reset_less=True, local=True)
+    m.domains += domain
+    m.d.comb += domain.clk.eq(ClockSignal("sync"))
+    return name
+
+
 # Packet FIFO -------------------------------------------------------------------------------
 
 class PacketFIFO(wiring.Component):
@@ -151,6 +175,10 @@ class PacketFIFO(wiring.Component):
 
     Bytes written since the last :attr:`commit` can be discarded with :attr:`rollback`, so
     a frame's payload goes in as it arrives and disappears if the frame turns out damaged.
+
+    Its memory is written on the falling edge of the clock (see :func:`_write_domain`), so
+    ``w_data`` and ``w_en`` have half a cycle to settle: they should come from flip-flops,
+    ``w_en`` through one LUT at most.
 
     Parameters
     ----------
@@ -161,7 +189,8 @@ class PacketFIFO(wiring.Component):
     -------
     w_data : In(8)
     w_en : In(1)
-        Write ``w_data``. The writer checks :attr:`free` first: a write to a full FIFO is lost.
+        Write ``w_data``. The writer checks :attr:`free` first: a write to a full FIFO
+        overwrites the oldest unread byte.
     commit : In(1)
         Every byte written before this cycle becomes readable next cycle.
     rollback : In(1)
@@ -192,8 +221,8 @@ class PacketFIFO(wiring.Component):
         m = Module()
         bits = ceil_log2(self.depth)
         m.submodules.storage = storage = memory.Memory(shape=8, depth=self.depth, init=[])
-        write = storage.write_port()
-        read = storage.read_port(transparent_for=(write,))
+        write = storage.write_port(domain=_write_domain(m, "packet_fifo_write"))
+        read = storage.read_port()
 
         w_ptr = Signal(bits + 1)        # next byte to write (tentative)
         c_ptr = Signal(bits + 1)        # end of the committed bytes
@@ -285,6 +314,33 @@ class _OutputFIFO(wiring.Component):
 
 # Frame engine ------------------------------------------------------------------------------
 
+class _State(enum.IntEnum):
+    """States of :class:`HostLinkCore`'s frame engine, encoded so that the common decodes
+    take few bits: bits 4 and 3 clear while a request comes in, bit 3 set while it executes,
+    bit 4 alone while the reply goes out (its byte chosen by bits 2..0)."""
+    IDLE = 0
+    TYPE = 1
+    LENGTH_LOW = 2
+    LENGTH_HIGH = 3
+    PAYLOAD = 4
+    CRC_HIGH = 5
+    CRC_LOW = 6
+    DRAIN = 7
+    REPLY_SYNC = 16
+    REPLY_TYPE = 17
+    REPLY_LENGTH_LOW = 18
+    REPLY_LENGTH_HIGH = 19
+    REPLY_PAYLOAD = 20
+    REPLY_CRC_HIGH = 21
+    REPLY_CRC_LOW = 22
+    EXECUTE = 24
+    WRITE_READ = 25
+    WRITE_BYTE = 26
+    WRITE_WORD = 27
+    WAIT_OUTPUT = 28
+    FLUSH = 29
+
+
 class HostLinkCore(wiring.Component):
     """The frame protocol between byte streams and the device ports.
 
@@ -306,7 +362,8 @@ class HostLinkCore(wiring.Component):
     max_write_bytes : int
         Data bytes one WRITE may carry (the staging buffer).
     timeout_cycles : int, optional
-        Inter-byte timeout inside a frame (default :data:`DEFAULT_TIMEOUT_S` of the clock).
+        Inter-byte timeout inside a frame (default :data:`DEFAULT_TIMEOUT_S` of the clock;
+        at least :data:`MIN_TIMEOUT_CYCLES`).
 
     Members
     -------
@@ -320,8 +377,8 @@ class HostLinkCore(wiring.Component):
     device : In(device_signature(config, addr_width))
         The device's ports (the link drives ``host``, ``start``, ``input``).
     status : Out(StructLayout: busy, done_seen, error)
-        For LEDs: the device runs; it raised ``done`` since the last START; the last reply
-        was an ERROR.
+        For LEDs: the device runs; it raised ``done`` since the last START; the last request
+        was refused (from its last byte on: its reply is an ERROR).
 
     Timing: a request executes when its last CRC byte arrives. WRITE then moves its words
     to the host port at two cycles per byte (plus the port's back-pressure) and then
@@ -350,8 +407,8 @@ class HostLinkCore(wiring.Component):
                            for space in HostSpace}
         _check_int("max_write_bytes", max_write_bytes, max(self.word_bytes.values()), MAX_BUFFER)
         if timeout_cycles is None:
-            timeout_cycles = max(2, round(clock_hz * DEFAULT_TIMEOUT_S))
-        _check_int("timeout_cycles", timeout_cycles, 2, (1 << 32) - 1)
+            timeout_cycles = max(MIN_TIMEOUT_CYCLES, round(clock_hz * DEFAULT_TIMEOUT_S))
+        _check_int("timeout_cycles", timeout_cycles, MIN_TIMEOUT_CYCLES, (1 << 32) - 1)
 
         self.config = config
         self.clock_hz = clock_hz
@@ -405,13 +462,14 @@ class HostLinkCore(wiring.Component):
         ]
 
         # WRITE staging buffer: words reach the device only after the CRC is checked.
-        m.submodules.staging = staging = memory.Memory(shape=8, depth=self.max_write_bytes,
-                                                       init=[])
-        stage_w = staging.write_port()
-        # Reads and writes of the staging buffer never meet (the payload is written, then
-        # read back), so either read-during-write behaviour serves; yosys emulates both on
-        # iCE40, and a transparent port costs less to emulate than a read-first one.
-        stage_r = staging.read_port(transparent_for=(stage_w,))
+        # Its address is the payload index (see `index`) modulo a power of two: the data
+        # bytes wrap round, and need no counter of their own. Every payload byte is written
+        # (a WRITE's header and other commands' payloads too): only a WRITE reads it back,
+        # after its own bytes went in.
+        stage_bits = ceil_log2(self.max_write_bytes)
+        m.submodules.staging = staging = memory.Memory(shape=8, depth=1 << stage_bits, init=[])
+        stage_w = staging.write_port(domain=_write_domain(m, "staging_write"))
+        stage_r = staging.read_port()
 
         # Device state the link keeps.
         start_pulse = Signal()
@@ -422,9 +480,7 @@ class HostLinkCore(wiring.Component):
         with m.If(dev.done & ~done_before):
             m.d.sync += done_seen.eq(1)
 
-        # Counters (ACKs 16-bit, the others 8-bit; they wrap).
-        frames = Signal(16)
-        error_counters = [Signal(8, name=f"errors_{code.name.lower()}") for code in ErrorCode]
+        # Line counters (8-bit; they wrap).
         framing_errors, overruns, garbage = Signal(8), Signal(8), Signal(8)
         with m.If(self.framing_error):
             m.d.sync += framing_errors.eq(framing_errors + 1)
@@ -433,14 +489,24 @@ class HostLinkCore(wiring.Component):
 
         # Frame state.
         frame_type = Signal(8)
-        length_low = Signal(8)
-        last_index = Signal(range(self.max_payload))     # the payload's length - 1
-        index = Signal(range(self.max_payload + 1))
-        crc = Signal(16, init=0xFFFF)
-        known = Signal()        # frame_type is a Command
+        # The payload's length; its low byte is kept here when it arrives.
+        length = Signal(max(8, ceil_log2(self.max_payload + 1)))
+        # One counter serves the request and the reply, which never overlap.
+        # As `index`: 1 + the payload bytes read (1 for the first one), so that the payload
+        # ends where it equals `length` with no subtraction; then the staging buffer's
+        # address while WRITE moves its words.
+        # As `reply_length`: the reply's length, set while its SYNC byte waits; once sent,
+        # the payload bytes still to send.
+        longest_reply = max(self.output_depth, DeviceInfo.size(), Status.size(), 2)
+        index = Signal(range(max(self.max_payload, longest_reply) + 1))
+        reply_length = index
+        count_step = Signal()       # index up by one (reply_length down by one)
+        crc = Signal(16)        # set to 0xFFFF as each frame starts
         length_ok = Signal()    # the length suits the command
-        take_input = Signal()   # SEND_INPUT payload goes into the input FIFO
-        no_space = Signal()     # SEND_INPUT larger than the FIFO's free space
+        no_space = Signal()     # a SEND_INPUT larger than the input FIFO's free space
+        # The memories' write enables are these flip-flops and rx.valid (see _write_domain).
+        in_payload = Signal()       # state is PAYLOAD
+        input_payload = Signal()    # ... of a SEND_INPUT whose bytes go into the input FIFO
         # WRITE's space and address, kept as wide as the device needs: every memory has at
         # most 2 ** addr_width words, so a space byte above 3 or an address bit at or above
         # addr_width only needs remembering as a flag (either one means BAD_ADDRESS). This
@@ -452,30 +518,43 @@ class HostLinkCore(wiring.Component):
         address_high = Signal()     # a bit of the 24-bit address at or above addr_width was set
         word_byte = Signal(range(config.host_data_width // 8))
         words = Signal(range(self.max_write_bytes + 1))
-        # The staging buffer's address: written while a WRITE's payload arrives, read back
-        # from 0 when it executes.
-        stage_index = Signal(range(self.max_write_bytes + 1))
+        final = Signal()            # the word being assembled is the WRITE's last
         # READ_OUTPUT's counts, kept as wide as the output FIFO's level: a count above that
         # only needs remembering as a flag (the wait can never be met by level; the reply
         # is never cut short by max).
         count_width = len(out_fifo.level)
-        max_count = Signal(count_width)
-        max_high = Signal()
+        if self.addr_width >= count_width:
+            # READ_OUTPUT's max goes where WRITE's address would: they never meet, and both
+            # arrive from the payload byte by byte.
+            max_count, max_high = address, address_high
+        else:
+            max_count, max_high = Signal(count_width), Signal()
         wait_for = Signal(count_width)
         wait_high = Signal()
+        # The output FIFO holds at least wait_for bytes.
+        enough = ~wait_high & (out_fifo.level >= wait_for)
+
+        state = Signal(_State)
+        state_next = Signal(_State)
+        m.d.comb += state_next.eq(state)
+        m.d.sync += state.eq(state_next)
 
         # Reply state.
-        longest_reply = max(self.output_depth, DeviceInfo.size(), Status.size(), 2)
-        reply_length = Signal(range(longest_reply + 1))
-        reply_index = Signal(range(longest_reply + 1))
-        reply_kind = Signal(range(5))
+        # The request's verdict: the ErrorCode of its ERROR reply, 0 for an ACK. It is taken
+        # as the frame ends and stays put until the next one, like frame_type; the reply's
+        # kind and type byte follow from the two, with no registers of their own.
+        error_code = Signal(range(len(ErrorCode) + 1))
         KIND_EMPTY, KIND_ERROR, KIND_INFO, KIND_STATUS, KIND_OUTPUT = range(5)
-        # The reply's type byte follows from its kind and the request's type, which stays
-        # put until the next frame: no register for it.
-        reply_type = Mux(reply_kind == KIND_ERROR, protocol.ERROR_TYPE,
-                         frame_type | protocol.ACK_FLAG)
-        error_code = Signal(8)
-        last_error = Signal()
+        reply_kind = Signal(range(5))
+        with m.If(error_code != 0):
+            m.d.comb += reply_kind.eq(KIND_ERROR)
+        with m.Else():
+            with m.Switch(frame_type[:3]):     # a known type when there is no error
+                for command, kind in ((Command.PING, KIND_INFO), (Command.STATUS, KIND_STATUS),
+                                      (Command.READ_OUTPUT, KIND_OUTPUT)):
+                    with m.Case(int(command)):
+                        m.d.comb += reply_kind.eq(kind)
+        reply_type = Mux(error_code != 0, protocol.ERROR_TYPE, frame_type | protocol.ACK_FLAG)
 
         # One byte shift register serves WRITE and STATUS, which never overlap; sharing it
         # saves the 72 flip-flops of a separate STATUS snapshot, and shifting (every byte
@@ -502,12 +581,14 @@ class HostLinkCore(wiring.Component):
         m.d.comb += [
             self.status.busy.eq(dev.busy),
             self.status.done_seen.eq(done_seen),
-            self.status.error.eq(last_error),
+            self.status.error.eq(error_code != 0),
         ]
 
         # Inter-byte timeout: cycles since the last byte taken.
         # It counts from 2 ** n - (timeout_cycles - 1) so that its top bit rises after
-        # timeout_cycles - 1 cycles: a flip-flop instead of a wide comparison.
+        # timeout_cycles - 1 cycles: a flip-flop instead of a wide comparison. (Starting at
+        # idle_start, not 0, after reset costs a few LUTs but keeps its carry chain whole on
+        # iCE40: from 0 it was the link's longest path.)
         idle_bits = max(1, (self.timeout_cycles - 1).bit_length())
         idle_start = (1 << idle_bits) - (self.timeout_cycles - 1)
         idle = Signal(idle_bits + 1, init=idle_start)
@@ -523,12 +604,6 @@ class HostLinkCore(wiring.Component):
         crc_after = Signal(16)
         m.d.comb += crc_after.eq(crc16_next(crc, crc_byte))
 
-        # WRITE's words count up while its payload arrives and down as they move to the
-        # device: one adder for both.
-        words_step = Signal(signed(2))
-        with m.If(words_step != 0):
-            m.d.sync += words.eq(words + words_step)
-
         # Bytes per word of the WRITE's space, and whether its words fit the memory (each
         # space's size is a constant: no carry chain for the comparison).
         bytes_per_word = Signal(range(config.host_data_width // 8 + 1))
@@ -542,29 +617,31 @@ class HostLinkCore(wiring.Component):
                                  within.eq(_at_most(write_end, self.memory_words[s]))]
         with m.If(space_bad):
             m.d.comb += bytes_per_word.eq(1)
+        # Registered: the adder and the comparison stay out of EXECUTE's decision (the address
+        # and the word count are final a cycle before it, after the payload's last byte).
         address_ok = Signal()
-        m.d.comb += address_ok.eq(~space_bad & ~address_high & within)
+        m.d.sync += address_ok.eq(~space_bad & ~address_high & within)
+
+        # frame_type is a Command (1..7).
+        known = (frame_type[3:] == 0) & (frame_type[:3] != 0)
+        assert {int(c) for c in Command} == set(range(1, 8))
 
         # The rules on the length, decided when its second byte arrives.
         new_length = Signal(16)
-        m.d.comb += new_length.eq(Cat(length_low, rx.payload))
-        type_known = Signal()
+        m.d.comb += new_length.eq(Cat(length[:8], rx.payload))
         type_length_ok = Signal()
         with m.Switch(frame_type):
             for command in (Command.PING, Command.STATUS, Command.START, Command.FLUSH):
                 with m.Case(int(command)):
-                    m.d.comb += [type_known.eq(1), type_length_ok.eq(new_length == 0)]
+                    m.d.comb += type_length_ok.eq(new_length == 0)
             with m.Case(int(Command.WRITE)):
-                m.d.comb += [type_known.eq(1),
-                             type_length_ok.eq(~_at_most(new_length, 4) &
-                                               _at_most(new_length, 4 + self.max_write_bytes))]
+                m.d.comb += type_length_ok.eq(~_at_most(new_length, 4) &
+                                              _at_most(new_length, 4 + self.max_write_bytes))
             with m.Case(int(Command.SEND_INPUT)):
-                m.d.comb += [type_known.eq(1),
-                             type_length_ok.eq((new_length != 0) &
-                                               _at_most(new_length, self.input_depth))]
+                m.d.comb += type_length_ok.eq((new_length != 0) &
+                                              _at_most(new_length, self.input_depth))
             with m.Case(int(Command.READ_OUTPUT)):
-                m.d.comb += [type_known.eq(1),
-                             type_length_ok.eq((new_length == 2) | (new_length == 4))]
+                m.d.comb += type_length_ok.eq((new_length == 2) | (new_length == 4))
 
         snapshot = Signal(snapshot_layout)
         m.d.comb += [
@@ -586,70 +663,124 @@ class HostLinkCore(wiring.Component):
                 else:
                     m.d.sync += shift_byte[k].eq(above)
 
-        # Reply payload bytes.
+        # Replies are decided in many states; they are counted once, as their SYNC byte goes.
+        counted = (state == _State.REPLY_SYNC) & tx.ready
+        refused = reply_kind == KIND_ERROR
+
+        # The reply counters (frames, 16-bit, and one byte per error code, in STATUS order)
+        # form a ring of bytes that rotates by one every cycle, with one incrementer at its
+        # head: a reply is counted (a pending flag set) as its SYNC byte goes, and its
+        # counter counts when it next passes the head, within ring_bytes cycles. STATUS reads
+        # each counter as it passes the head: nine counters with an adder each would need a
+        # 9-way read multiplexer as well (about 40 LUTs). One pending flag for ACKs and one for
+        # ERRORs (whose counter error_code names) never miss a count: replies are at least a
+        # dozen cycles apart (the reply's bytes, then a new frame's). And a STATUS reply
+        # finds its own count done: its first counter goes out after 3 header and 9 snapshot
+        # bytes, while the ring turns freely.
+        # `pos` names the head by the reply_length at which STATUS sends it.
+        status_fields = [(f.name, {"B": 1, "H": 2, "I": 4}[f.metadata["fmt"]])
+                         for f in Status.__dataclass_fields__.values()]
+        assert [name for name, _ in status_fields[:4]] == list(snapshot_layout.members)
+        ring_names = ["frames", *protocol.ERROR_COUNTERS]
+        ring_fields = status_fields[4:4 + len(ring_names)]
+        assert [name for name, _ in ring_fields] == ring_names and ring_fields[0][1] == 2
+        ring_bytes = sum(size for _, size in ring_fields)
+        assert ring_bytes + 1 <= 3 + snapshot_bytes     # +1: the carry into frames' high byte
+        first_pos = Status.size() - snapshot_bytes     # frames, low byte
+        last_pos = first_pos - ring_bytes + 1
+        ring = [Signal(8, name=f"ring_{k}") for k in range(ring_bytes)]
+        # Kept as pos ^ first_pos: its flip-flops start at 0 (as iCE40 flip-flops power up,
+        # with no inverters) with the head on frames' low byte.
+        pos_bits = Signal(range(first_pos + 1))
+        pos = pos_bits ^ first_pos
+        error_pos = Signal.like(pos_bits)
+        with m.Switch(error_code):
+            for k, code in enumerate(ErrorCode):
+                with m.Case(int(code)):
+                    m.d.comb += error_pos.eq(first_pos - 2 - k)
+        pending_ack = Signal()
+        pending_error = Signal()
+        ring_carry = Signal()       # frames' low byte wrapped: count the high byte
+        ack_here = pos == first_pos
+        error_here = pos == error_pos
+        head_sum = Signal(9)
+        m.d.comb += head_sum.eq(ring[0] + (ring_carry | (pending_ack & ack_here) |
+                                           (pending_error & error_here)))
+        ring_hold = Signal()
+        with m.If(~ring_hold):
+            m.d.sync += [ring[k].eq(ring[k + 1]) for k in range(ring_bytes - 1)]
+            m.d.sync += [
+                ring[-1].eq(head_sum[:8]),
+                ring_carry.eq(head_sum[8] & ack_here),
+                pos_bits.eq(Mux(pos == last_pos, first_pos, pos - 1) ^ first_pos),
+            ]
+            with m.If(ack_here):
+                m.d.sync += pending_ack.eq(0)
+            with m.If(error_here):
+                m.d.sync += pending_error.eq(0)
+        with m.If(counted & ~refused):
+            m.d.sync += pending_ack.eq(1)
+        with m.If(counted & refused):
+            m.d.sync += pending_error.eq(1)
+
+        # Reply payload bytes. While the payload goes out, reply_length counts the bytes
+        # still to send: it indexes the fixed-size payloads from their end, with no counter
+        # of its own.
         info_bytes = self.info.pack()
-        status_fields = {
-            "frames": frames, "framing_errors": framing_errors, "overruns": overruns,
-            "garbage": garbage,
-            **{name: counter for name, counter in zip(protocol.ERROR_COUNTERS, error_counters)},
-        }
-        status_fields_in_order = list(Status.__dataclass_fields__.values())
-        assert [f.name for f in status_fields_in_order[:4]] == list(snapshot_layout.members)
-        status_bytes = [shift_byte[0]] * snapshot_bytes     # shifted out, see `shifter`
-        for field in status_fields_in_order[4:]:
-            value = status_fields[field.name]
-            size = {"B": 1, "H": 2, "I": 4}[field.metadata["fmt"]]
-            padded = Cat(value, C(0, 8 * size))
-            status_bytes += [padded[8 * i:8 * i + 8] for i in range(size)]
-        assert len(status_bytes) == Status.size()
+        to_send = reply_length[:max(1, ceil_log2(max(len(info_bytes), Status.size()) + 1))]
+        ring_turn = Signal()        # STATUS sends a ring counter...
+        ring_here = Signal()        # ...which is at the head
+        m.d.comb += [
+            ring_turn.eq((reply_kind == KIND_STATUS) & ~_at_most(to_send, last_pos - 1) &
+                         _at_most(to_send, first_pos)),
+            ring_here.eq(pos == to_send),
+        ]
+        line_counters = {"framing_errors": framing_errors, "overruns": overruns,
+                         "garbage": garbage}
+        assert [name for name, _ in status_fields[4 + len(ring_names):]] == list(line_counters)
         reply_byte = Signal(8)
-        small_index = reply_index[:max(1, ceil_log2(max(len(info_bytes), len(status_bytes))))]
         with m.Switch(reply_kind):
             with m.Case(KIND_ERROR):
-                m.d.comb += reply_byte.eq(Mux(reply_index == 0, error_code, frame_type))
+                m.d.comb += reply_byte.eq(Mux(reply_length[0], frame_type, error_code))
             with m.Case(KIND_INFO):
-                m.d.comb += reply_byte.eq(Array(C(b, 8) for b in info_bytes)[small_index])
-            with m.Case(KIND_STATUS):
-                with m.Switch(small_index):
-                    for i, byte in enumerate(status_bytes):
-                        with m.Case(i):
+                with m.Switch(to_send):
+                    for i, byte in enumerate(info_bytes):
+                        with m.Case(len(info_bytes) - i):
                             m.d.comb += reply_byte.eq(byte)
+            with m.Case(KIND_STATUS):
+                with m.If(~_at_most(to_send, first_pos)):
+                    m.d.comb += reply_byte.eq(shift_byte[0])    # shifted out, see `shifter`
+                with m.Elif(~_at_most(to_send, last_pos - 1)):
+                    m.d.comb += reply_byte.eq(ring[0])
+                with m.Else():
+                    with m.Switch(to_send):
+                        for k, counter in enumerate(line_counters.values()):
+                            with m.Case(len(line_counters) - k):
+                                m.d.comb += reply_byte.eq(counter)
             with m.Case(KIND_OUTPUT):
                 m.d.comb += reply_byte.eq(out_fifo.r_data)
 
-        def reply(kind, length_=0):
-            m.d.sync += [reply_kind.eq(kind), reply_length.eq(length_),
-                         reply_index.eq(0), crc.eq(0xFFFF)]
-            m.next = "REPLY_SYNC"
-
-        # Replies are decided in many states; the counters are counted once, here.
-        acked = Signal()
-        refused = Signal()
-        refused_code = Signal(range(len(ErrorCode) + 1))
-        with m.If(acked):
-            m.d.sync += [frames.eq(frames + 1), last_error.eq(0)]
-        with m.If(refused):
-            m.d.sync += [error_code.eq(refused_code), last_error.eq(1)]
-            with m.Switch(refused_code):
-                for code, counter in zip(ErrorCode, error_counters):
-                    with m.Case(int(code)):
-                        m.d.sync += counter.eq(counter + 1)
-
-        def acknowledge(kind=KIND_EMPTY, length_=0):
-            m.d.comb += acked.eq(1)
-            reply(kind, length_)
+        def reply():
+            # Its kind follows from error_code and frame_type; its length is set while the
+            # SYNC byte waits (see REPLY_SYNC).
+            m.d.comb += state_next.eq(_State.REPLY_SYNC)
 
         def error(code):
-            m.d.comb += [refused.eq(1), refused_code.eq(code), in_fifo.rollback.eq(1)]
-            reply(KIND_ERROR, 2)
+            m.d.sync += error_code.eq(code)
+            reply()
 
-        def truncated():
-            # A frame cut short: the line went quiet inside it.
-            with m.If(timed_out & ~rx.valid):
-                error(ErrorCode.TRUNCATED)
-
-        m.d.comb += stage_r.addr.eq(stage_index)
-        m.d.comb += [stage_w.addr.eq(stage_index), stage_w.data.eq(rx.payload)]
+        # The host port's payload is only looked at with its valid: driving it from the
+        # registers in every state saves an AND gate per bit.
+        m.d.comb += [
+            dev.host.payload.space.eq(space),
+            dev.host.payload.addr.eq(address),
+            dev.host.payload.data.eq(shifter[:config.host_data_width]),
+        ]
+        m.d.comb += [stage_r.addr.eq(index[:stage_bits]), stage_w.addr.eq(index[:stage_bits]),
+                     stage_w.data.eq(rx.payload),
+                     stage_w.en.eq(in_payload & rx.valid),
+                     in_fifo.w_data.eq(rx.payload),
+                     in_fifo.w_en.eq(input_payload & rx.valid)]
 
         def store_byte(target, high, i, byte):
             """Byte ``i`` of a little-endian number into ``target``, which keeps its low
@@ -662,246 +793,251 @@ class HostLinkCore(wiring.Component):
                 with m.If(byte[kept:] != 0):
                     m.d.sync += high.eq(1)
 
-        with m.FSM(name="link_fsm"):
-            with m.State("IDLE"):
-                m.d.comb += rx.ready.eq(1)
+        # Decodes that several states share (see _State's encoding).
+        code = Value.cast(state)
+        step = code[:3]
+        replying = code[4] & ~code[3]
+        with m.If(count_step):
+            m.d.sync += index.eq(index + Mux(replying, -1, 1))
+        receiving = ~code[4] & ~code[3]                     # IDLE .. DRAIN
+        in_frame = receiving & (step != 0) & (step != 7)    # TYPE .. CRC_LOW
+        from_fifo = reply_kind == KIND_OUTPUT
+        payload_left = reply_length != 0
+        m.d.comb += [
+            rx.ready.eq(receiving),
+            # tx.payload is only looked at with tx.valid: the step alone picks it.
+            tx.payload.eq(Array([C(protocol.SYNC, 8), reply_type, reply_length[:8],
+                                 reply_length >> 8, reply_byte, crc[8:], crc[8:],
+                                 C(0, 8)])[step]),
+            tx.valid.eq(replying & ((step != _State.REPLY_PAYLOAD & 7) |
+                                    (payload_left &
+                                     Mux(from_fifo, out_fifo.r_rdy, ~ring_turn | ring_here)))),
+            crc_byte.eq(Mux(replying, tx.payload, rx.payload)),
+        ]
+        # The CRC covers the request from its type to its CRC and the reply from its type to
+        # its payload. The reply's CRC goes out high byte first, each time from the top of the
+        # register: taking in its own high byte leaves the register shifted left by 8 bits
+        # (the table's entry for 0 is 0), the low byte on top.
+        with m.If(Mux(replying, tx.valid & tx.ready & (step != 0) & (step < 6),
+                      rx.valid & in_frame)):
+            m.d.sync += crc.eq(crc_after)
+        # Both frames start with the CRC's initial value, and a request with type 0 (for an
+        # ERROR reply to a frame cut short before its type).
+        with m.If(step == 0):   # IDLE or REPLY_SYNC
+            m.d.sync += crc.eq(0xFFFF)
+        with m.If(code == _State.IDLE):
+            m.d.sync += frame_type.eq(0)
+        # Between frames no SEND_INPUT bytes are tentative but those of a frame that failed
+        # (a good one committed them): forget them.
+        m.d.comb += in_fifo.rollback.eq(code == _State.IDLE)
+        # A frame cut short: the line went quiet inside it.
+        with m.If(in_frame & timed_out & ~rx.valid):
+            error(ErrorCode.TRUNCATED)
+            m.d.sync += [in_payload.eq(0), input_payload.eq(0)]
+
+        with m.Switch(state):
+            with m.Case(_State.IDLE):
                 with m.If(rx.valid):
                     with m.If(rx.payload == protocol.SYNC):
-                        m.d.sync += [crc.eq(0xFFFF), frame_type.eq(0)]
-                        m.next = "TYPE"
+                        m.d.comb += state_next.eq(_State.TYPE)
                     with m.Else():
                         m.d.sync += garbage.eq(garbage + 1)
 
-            with m.State("TYPE"):
-                m.d.comb += [rx.ready.eq(1), crc_byte.eq(rx.payload)]
-                truncated()
+            with m.Case(_State.TYPE):
                 with m.If(rx.valid):
-                    m.d.sync += [frame_type.eq(rx.payload), crc.eq(crc_after)]
-                    m.next = "LENGTH_LOW"
+                    m.d.sync += frame_type.eq(rx.payload)
+                    m.d.comb += state_next.eq(_State.LENGTH_LOW)
 
-            with m.State("LENGTH_LOW"):
-                m.d.comb += [rx.ready.eq(1), crc_byte.eq(rx.payload)]
-                truncated()
+            with m.Case(_State.LENGTH_LOW):
                 with m.If(rx.valid):
-                    m.d.sync += [length_low.eq(rx.payload), crc.eq(crc_after)]
-                    m.next = "LENGTH_HIGH"
+                    m.d.sync += length[:8].eq(rx.payload)
+                    m.d.comb += state_next.eq(_State.LENGTH_HIGH)
 
-            with m.State("LENGTH_HIGH"):
-                m.d.comb += [rx.ready.eq(1), crc_byte.eq(rx.payload)]
-                truncated()
+            with m.Case(_State.LENGTH_HIGH):
                 with m.If(rx.valid):
+                    if len(length) > 8:
+                        m.d.sync += length[8:].eq(rx.payload)
                     # Only used when the length suits SEND_INPUT, and so fits the FIFO's width.
                     fits = new_length[:len(in_fifo.free)] <= in_fifo.free
                     is_input = frame_type == Command.SEND_INPUT
                     m.d.sync += [
-                        last_index.eq(new_length - 1), crc.eq(crc_after), index.eq(0),
-                        known.eq(type_known), length_ok.eq(type_length_ok),
-                        take_input.eq(is_input & type_length_ok & fits),
+                        index.eq(1),
+                        length_ok.eq(type_length_ok),
                         no_space.eq(is_input & type_length_ok & ~fits),
-                        address_high.eq(0), word_byte.eq(0), words.eq(0), stage_index.eq(0),
-                        max_count.eq(0), max_high.eq(0), wait_for.eq(0), wait_high.eq(0),
+                        # (A SEND_INPUT of a suitable length has a payload.)
+                        input_payload.eq(is_input & type_length_ok & fits),
+                        address_high.eq(0), word_byte.eq(0), words.eq(0),
+                        max_high.eq(0), wait_for.eq(0), wait_high.eq(0),
                     ]
                     with m.If(~_at_most(new_length, self.max_payload)):
-                        m.next = "DRAIN"
+                        m.d.comb += state_next.eq(_State.DRAIN)
                     with m.Elif(new_length == 0):
-                        m.next = "CRC_HIGH"
+                        m.d.comb += state_next.eq(_State.CRC_HIGH)
                     with m.Else():
-                        m.next = "PAYLOAD"
+                        m.d.comb += state_next.eq(_State.PAYLOAD)
+                        m.d.sync += in_payload.eq(1)
 
-            with m.State("PAYLOAD"):
-                m.d.comb += [rx.ready.eq(1), crc_byte.eq(rx.payload)]
-                truncated()
+            with m.Case(_State.PAYLOAD):
                 with m.If(rx.valid):
-                    m.d.sync += [crc.eq(crc_after), index.eq(index + 1)]
-                    with m.If(index == last_index):
-                        m.next = "CRC_HIGH"
+                    m.d.comb += count_step.eq(1)
+                    with m.If(index == length):
+                        m.d.comb += state_next.eq(_State.CRC_HIGH)
+                        m.d.sync += [in_payload.eq(0), input_payload.eq(0)]
                     with m.If(length_ok):
                         with m.Switch(frame_type):
                             with m.Case(int(Command.WRITE)):
-                                with m.If(index == 0):
-                                    m.d.sync += [space.eq(rx.payload[:2]),
-                                                 space_bad.eq(rx.payload[2:] != 0)]
-                                with m.Elif(index[2:] == 0):     # 1..3
-                                    with m.Switch(index[:2]):
-                                        for i in (1, 2, 3):
+                                header = (index[3:] == 0) & (index[:3] != 0) & (index[:3] <= 4)
+                                with m.If(header):
+                                    with m.Switch(index[:3]):
+                                        with m.Case(1):
+                                            m.d.sync += [space.eq(rx.payload[:2]),
+                                                         space_bad.eq(rx.payload[2:] != 0)]
+                                        for i in (2, 3, 4):
                                             with m.Case(i):
-                                                store_byte(address, address_high, i - 1,
+                                                store_byte(address, address_high, i - 2,
                                                            rx.payload)
                                 with m.Else():
-                                    m.d.comb += stage_w.en.eq(1)
-                                    m.d.sync += stage_index.eq(stage_index + 1)
                                     with m.If(word_byte == bytes_per_word - 1):
-                                        m.d.sync += word_byte.eq(0)
-                                        m.d.comb += words_step.eq(1)
+                                        m.d.sync += [word_byte.eq(0), words.eq(words + 1)]
                                     with m.Else():
                                         m.d.sync += word_byte.eq(word_byte + 1)
-                            with m.Case(int(Command.SEND_INPUT)):
-                                m.d.comb += [in_fifo.w_data.eq(rx.payload),
-                                             in_fifo.w_en.eq(take_input)]
                             with m.Case(int(Command.READ_OUTPUT)):
-                                with m.Switch(index[:2]):
+                                with m.Switch(index[:3]):
                                     counts = [(max_count, max_high)] * 2
                                     counts += [(wait_for, wait_high)] * 2
                                     for i, (target, high) in enumerate(counts):
-                                        with m.Case(i):
+                                        with m.Case(i + 1):
                                             store_byte(target, high, i % 2, rx.payload)
 
-            with m.State("CRC_HIGH"):
-                m.d.comb += [rx.ready.eq(1), crc_byte.eq(rx.payload)]
-                truncated()
+            with m.Case(_State.CRC_HIGH):
                 with m.If(rx.valid):
-                    m.d.sync += crc.eq(crc_after)
-                    m.next = "CRC_LOW"
+                    m.d.comb += state_next.eq(_State.CRC_LOW)
 
-            with m.State("CRC_LOW"):
-                m.d.comb += [rx.ready.eq(1), crc_byte.eq(rx.payload)]
-                truncated()
+            with m.Case(_State.CRC_LOW):
+                # The request's verdict is taken here (from the CRC with this last byte) and
+                # kept in error_code (0: none), so that EXECUTE only acts on it.
+                command = frame_type[:3]    # a known type is 1..7
+                is_write = command == Command.WRITE
+                verdict = Signal.like(error_code)
+                # The CRC over the frame is 0 with this byte exactly when the register's low
+                # byte is 0 and this byte equals its high byte (CRC-16/CCITT's table has a
+                # zero low byte for 0 only), which leaves the CRC logic out of the verdict.
+                with m.If((crc[:8] != 0) | (rx.payload != crc[8:])):
+                    m.d.comb += verdict.eq(ErrorCode.BAD_CRC)
+                with m.Elif(~known):
+                    m.d.comb += verdict.eq(ErrorCode.UNKNOWN_TYPE)
+                with m.Elif(~length_ok | (is_write & (word_byte != 0))):
+                    m.d.comb += verdict.eq(ErrorCode.BAD_LENGTH)
+                with m.Elif(is_write & ~address_ok):
+                    m.d.comb += verdict.eq(ErrorCode.BAD_ADDRESS)
+                with m.Elif(dev.busy & (is_write | (command == Command.START) |
+                                        (command == Command.FLUSH))):
+                    m.d.comb += verdict.eq(ErrorCode.BUSY)
+                with m.Elif((command == Command.SEND_INPUT) & no_space):
+                    m.d.comb += verdict.eq(ErrorCode.NO_SPACE)
                 with m.If(rx.valid):
-                    m.d.sync += crc.eq(crc_after)
-                    m.next = "EXECUTE"
+                    m.d.sync += error_code.eq(verdict)
+                    m.d.comb += state_next.eq(_State.EXECUTE)
 
-            with m.State("DRAIN"):
+            with m.Case(_State.DRAIN):
                 # A length beyond every limit: skip whatever follows until the line is quiet.
-                m.d.comb += rx.ready.eq(1)
                 with m.If(timed_out & ~rx.valid):
                     error(ErrorCode.BAD_LENGTH)
 
-            with m.State("EXECUTE"):
-                with m.If(crc != 0):
-                    error(ErrorCode.BAD_CRC)
-                with m.Elif(~known):
-                    error(ErrorCode.UNKNOWN_TYPE)
-                with m.Elif(~length_ok):
-                    error(ErrorCode.BAD_LENGTH)
+            with m.Case(_State.EXECUTE):
+                with m.If(error_code != 0):
+                    reply()
                 with m.Else():
-                    with m.Switch(frame_type):
+                    with m.Switch(frame_type[:3]):
                         with m.Case(int(Command.PING)):
-                            acknowledge(KIND_INFO, len(info_bytes))
+                            reply()
                         with m.Case(int(Command.STATUS)):
                             m.d.comb += shift_load.eq(1)
-                            acknowledge(KIND_STATUS, len(status_bytes))
+                            reply()
                         with m.Case(int(Command.WRITE)):
-                            with m.If(word_byte != 0):
-                                error(ErrorCode.BAD_LENGTH)
-                            with m.Elif(~address_ok):
-                                error(ErrorCode.BAD_ADDRESS)
-                            with m.Elif(dev.busy):
-                                error(ErrorCode.BUSY)
-                            with m.Else():
-                                m.d.sync += stage_index.eq(0)
-                                m.d.comb += shift_clear.eq(1)
-                                m.next = "WRITE_READ"
+                            m.d.sync += index.eq(5)     # the first data byte
+                            m.d.comb += shift_clear.eq(1)
+                            m.d.comb += state_next.eq(_State.WRITE_READ)
                         with m.Case(int(Command.START)):
-                            with m.If(dev.busy):
-                                error(ErrorCode.BUSY)
-                            with m.Else():
-                                m.d.sync += [start_pulse.eq(1), done_seen.eq(0)]
-                                acknowledge()
+                            m.d.sync += [start_pulse.eq(1), done_seen.eq(0)]
+                            reply()
                         with m.Case(int(Command.SEND_INPUT)):
-                            with m.If(no_space):
-                                error(ErrorCode.NO_SPACE)
-                            with m.Else():
-                                m.d.comb += in_fifo.commit.eq(1)
-                                acknowledge()
+                            m.d.comb += in_fifo.commit.eq(1)
+                            reply()
                         with m.Case(int(Command.READ_OUTPUT)):
-                            m.next = "WAIT_OUTPUT"
+                            m.d.comb += state_next.eq(_State.WAIT_OUTPUT)
                         with m.Case(int(Command.FLUSH)):
-                            with m.If(dev.busy):
-                                error(ErrorCode.BUSY)
-                            with m.Else():
-                                m.d.comb += in_fifo.drop.eq(1)
-                                m.next = "FLUSH"
+                            m.d.comb += in_fifo.drop.eq(1)
+                            m.d.comb += state_next.eq(_State.FLUSH)
 
-            with m.State("WRITE_READ"):
-                # The staging buffer's read port gives byte `stage_index` next cycle.
-                m.next = "WRITE_BYTE"
+            with m.Case(_State.WRITE_READ):
+                # The staging buffer's read port gives byte `index` next cycle.
+                m.d.comb += state_next.eq(_State.WRITE_BYTE)
 
-            with m.State("WRITE_BYTE"):
+            with m.Case(_State.WRITE_BYTE):
                 m.d.comb += [shift_step.eq(1), shift_insert.eq(1), shift_in.eq(stage_r.data)]
-                m.d.sync += stage_index.eq(stage_index + 1)
+                m.d.comb += count_step.eq(1)
+                m.d.sync += final.eq(index == length)
                 with m.If(word_byte == bytes_per_word - 1):
                     m.d.sync += word_byte.eq(0)
-                    m.next = "WRITE_WORD"
+                    m.d.comb += state_next.eq(_State.WRITE_WORD)
                 with m.Else():
                     m.d.sync += word_byte.eq(word_byte + 1)
-                    m.next = "WRITE_READ"
+                    m.d.comb += state_next.eq(_State.WRITE_READ)
 
-            with m.State("WRITE_WORD"):
-                m.d.comb += [
-                    dev.host.valid.eq(1),
-                    dev.host.payload.space.eq(space),
-                    dev.host.payload.addr.eq(address),
-                    dev.host.payload.data.eq(shifter[:config.host_data_width]),
-                ]
+            with m.Case(_State.WRITE_WORD):
+                m.d.comb += dev.host.valid.eq(1)
                 with m.If(dev.host.ready):
                     m.d.sync += address.eq(address + 1)
-                    m.d.comb += words_step.eq(-1)
-                    with m.If(words == 1):
-                        acknowledge()
+                    with m.If(final):
+                        reply()
                     with m.Else():
-                        m.next = "WRITE_READ"
+                        m.d.comb += state_next.eq(_State.WRITE_READ)
 
-            with m.State("WAIT_OUTPUT"):
-                level = out_fifo.level
-                with m.If((~wait_high & (level >= wait_for)) | ~dev.busy | timed_out):
-                    acknowledge(KIND_OUTPUT,
-                                Mux(max_high | (level < max_count), level, max_count))
+            with m.Case(_State.WAIT_OUTPUT):
+                with m.If(enough | ~dev.busy | timed_out):
+                    # The reply's length is the smaller of level and max: max takes wait_for's
+                    # place, and the same comparison decides it (see REPLY_SYNC).
+                    m.d.sync += [wait_for.eq(max_count[:count_width]),
+                                 wait_high.eq(max_high | (max_count[count_width:] != 0))]
+                    reply()
 
-            with m.State("FLUSH"):
+            with m.Case(_State.FLUSH):
                 m.d.comb += out_fifo.r_en.eq(1)
                 with m.If(out_fifo.level == 0):
-                    acknowledge()
+                    reply()
 
-            with m.State("REPLY_SYNC"):
-                m.d.comb += [tx.valid.eq(1), tx.payload.eq(protocol.SYNC)]
+            with m.Case(_State.REPLY_SYNC):
+                # OUTPUT: the bytes there, up to max (now in wait_for); more may arrive, but
+                # none leave until the payload goes out.
+                lengths = {KIND_EMPTY: 0, KIND_ERROR: 2, KIND_INFO: len(info_bytes),
+                           KIND_STATUS: Status.size(),
+                           KIND_OUTPUT: Mux(enough, wait_for, out_fifo.level)}
+                with m.Switch(reply_kind):
+                    for kind, value in lengths.items():
+                        with m.Case(kind):
+                            m.d.sync += reply_length.eq(value)
                 with m.If(tx.ready):
-                    m.next = "REPLY_TYPE"
+                    m.d.comb += state_next.eq(_State.REPLY_TYPE)
 
-            with m.State("REPLY_TYPE"):
-                m.d.comb += [tx.valid.eq(1), tx.payload.eq(reply_type), crc_byte.eq(tx.payload)]
+            with m.Case(_State.REPLY_TYPE, _State.REPLY_LENGTH_LOW, _State.REPLY_LENGTH_HIGH,
+                        _State.REPLY_CRC_HIGH):
                 with m.If(tx.ready):
-                    m.d.sync += crc.eq(crc_after)
-                    m.next = "REPLY_LENGTH_LOW"
+                    m.d.comb += state_next.eq(state + 1)
 
-            with m.State("REPLY_LENGTH_LOW"):
-                m.d.comb += [tx.valid.eq(1), tx.payload.eq(reply_length),
-                             crc_byte.eq(tx.payload)]
-                with m.If(tx.ready):
-                    m.d.sync += crc.eq(crc_after)
-                    m.next = "REPLY_LENGTH_HIGH"
-
-            with m.State("REPLY_LENGTH_HIGH"):
-                m.d.comb += [tx.valid.eq(1), tx.payload.eq(reply_length >> 8),
-                             crc_byte.eq(tx.payload)]
-                with m.If(tx.ready):
-                    m.d.sync += crc.eq(crc_after)
-                    with m.If(reply_length == 0):
-                        m.next = "REPLY_CRC_HIGH"
-                    with m.Else():
-                        m.next = "REPLY_PAYLOAD"
-
-            with m.State("REPLY_PAYLOAD"):
-                from_fifo = reply_kind == KIND_OUTPUT
-                m.d.comb += [tx.valid.eq(~from_fifo | out_fifo.r_rdy), tx.payload.eq(reply_byte),
-                             crc_byte.eq(tx.payload)]
+            with m.Case(_State.REPLY_PAYLOAD):
+                # reply_length has been sent: it now counts the bytes still to send.
+                m.d.comb += ring_hold.eq(ring_turn & ring_here & ~tx.ready)
+                with m.If(~payload_left):
+                    m.d.comb += state_next.eq(_State.REPLY_CRC_HIGH)
                 with m.If(tx.valid & tx.ready):
-                    # reply_length has been sent: it now counts the bytes still to send.
-                    m.d.sync += [crc.eq(crc_after), reply_index.eq(reply_index + 1),
-                                 reply_length.eq(reply_length - 1)]
+                    m.d.comb += count_step.eq(1)
                     # STATUS: the next snapshot byte moves to byte 0 (harmless otherwise).
                     m.d.comb += [out_fifo.r_en.eq(from_fifo), shift_step.eq(1)]
-                    with m.If(reply_length == 1):
-                        m.next = "REPLY_CRC_HIGH"
 
-            with m.State("REPLY_CRC_HIGH"):
-                m.d.comb += [tx.valid.eq(1), tx.payload.eq(crc[8:])]
+            with m.Case(_State.REPLY_CRC_LOW):
                 with m.If(tx.ready):
-                    m.next = "REPLY_CRC_LOW"
-
-            with m.State("REPLY_CRC_LOW"):
-                m.d.comb += [tx.valid.eq(1), tx.payload.eq(crc[:8])]
-                with m.If(tx.ready):
-                    m.next = "IDLE"
+                    m.d.comb += state_next.eq(_State.IDLE)
 
         return m
 

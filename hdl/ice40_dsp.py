@@ -33,11 +33,31 @@ from amaranth.lib.wiring import In, Out
 from fpganet.config import ConfigError
 from fpganet.hdl.systolic import ProcessingElement, SystolicArray
 
-__all__ = ["sb_mac16_8x8_parameters", "Mac8x8Pair", "DSPProcessingElement", "DSPPairing",
+__all__ = ["sb_mac16_8x8_parameters", "sb_mac16_multiply_add_parameters", "Mac8x8Pair",
+           "sb_mac16_multiply_parameters", "MultiplyAdd16", "Multiply16", "DSPProcessingElement", "DSPPairing",
            "Ice40SystolicArray", "UP5K_DSPS"]
 
 #: SB_MAC16 blocks on the iCE40UP5K.
 UP5K_DSPS = 8
+
+
+_SB_MAC16_WIDTHS = {
+    "NEG_TRIGGER": 1, "C_REG": 1, "A_REG": 1, "B_REG": 1, "D_REG": 1,
+    "TOP_8x8_MULT_REG": 1, "BOT_8x8_MULT_REG": 1,
+    "PIPELINE_16x16_MULT_REG1": 1, "PIPELINE_16x16_MULT_REG2": 1,
+    "TOPOUTPUT_SELECT": 2, "TOPADDSUB_LOWERINPUT": 2, "TOPADDSUB_UPPERINPUT": 1,
+    "TOPADDSUB_CARRYSELECT": 2, "BOTOUTPUT_SELECT": 2, "BOTADDSUB_LOWERINPUT": 2,
+    "BOTADDSUB_UPPERINPUT": 1, "BOTADDSUB_CARRYSELECT": 2, "MODE_8x8": 1,
+    "A_SIGNED": 1, "B_SIGNED": 1,
+}
+
+
+def _sb_mac16_parameters(**values):
+    """Every SB_MAC16 parameter as a sized constant: 0 unless given, A and B signed."""
+    values = {"A_SIGNED": 1, "B_SIGNED": 1, **values}
+    unknown = set(values) - set(_SB_MAC16_WIDTHS)
+    assert not unknown, unknown
+    return {name: Const(values.get(name, 0), width) for name, width in _SB_MAC16_WIDTHS.items()}
 
 
 def sb_mac16_8x8_parameters():
@@ -48,19 +68,10 @@ def sb_mac16_8x8_parameters():
     and G). Widths as in Lattice's "DSP Function Usage Guide for iCE40 Devices"
     (TN1295) and Yosys's ``cells_sim.v``.
     """
-    return {
-        "NEG_TRIGGER": Const(0, 1),
-        "C_REG": Const(0, 1), "A_REG": Const(0, 1), "B_REG": Const(0, 1), "D_REG": Const(0, 1),
-        "TOP_8x8_MULT_REG": Const(1, 1), "BOT_8x8_MULT_REG": Const(1, 1),
-        "PIPELINE_16x16_MULT_REG1": Const(0, 1), "PIPELINE_16x16_MULT_REG2": Const(0, 1),
-        # Output select 2: the 8x8 product (F on top, G at the bottom).
-        "TOPOUTPUT_SELECT": Const(0b10, 2), "TOPADDSUB_LOWERINPUT": Const(0, 2),
-        "TOPADDSUB_UPPERINPUT": Const(0, 1), "TOPADDSUB_CARRYSELECT": Const(0, 2),
-        "BOTOUTPUT_SELECT": Const(0b10, 2), "BOTADDSUB_LOWERINPUT": Const(0, 2),
-        "BOTADDSUB_UPPERINPUT": Const(0, 1), "BOTADDSUB_CARRYSELECT": Const(0, 2),
-        "MODE_8x8": Const(1, 1),
-        "A_SIGNED": Const(1, 1), "B_SIGNED": Const(1, 1),
-    }
+    return _sb_mac16_parameters(
+        TOP_8x8_MULT_REG=1, BOT_8x8_MULT_REG=1,
+        TOPOUTPUT_SELECT=0b10, BOTOUTPUT_SELECT=0b10,     # the 8x8 products, F on top, G below
+        MODE_8x8=1)
 
 
 class Mac8x8Pair(wiring.Component):
@@ -93,21 +104,118 @@ class Mac8x8Pair(wiring.Component):
             m.d.sync += [self.p_top.eq(self.a_top * self.b_top),
                          self.p_bot.eq(self.a_bot * self.b_bot)]
             return m
-        zero16 = Const(0, 16)
-        m.submodules.mac = Instance(
-            "SB_MAC16",
-            **{f"p_{name}": value for name, value in sb_mac16_8x8_parameters().items()},
-            i_CLK=ClockSignal(), i_CE=Const(1, 1),
-            i_A=Cat(self.a_bot, self.a_top), i_B=Cat(self.b_bot, self.b_top),
-            i_C=zero16, i_D=zero16,
-            i_AHOLD=0, i_BHOLD=0, i_CHOLD=0, i_DHOLD=0,
-            i_IRSTTOP=0, i_IRSTBOT=0, i_ORSTTOP=0, i_ORSTBOT=0,
-            i_OLOADTOP=0, i_OLOADBOT=0, i_ADDSUBTOP=0, i_ADDSUBBOT=0,
-            i_OHOLDTOP=0, i_OHOLDBOT=0,
-            i_CI=0, i_ACCUMCI=0, i_SIGNEXTIN=0,
-            o_O=Cat(self.p_bot, self.p_top),
-        )
+        m.submodules.mac = _sb_mac16(sb_mac16_8x8_parameters(), a=Cat(self.a_bot, self.a_top),
+                                     b=Cat(self.b_bot, self.b_top), c=Const(0, 16), d=Const(0, 16),
+                                     o=Cat(self.p_bot, self.p_top))
         return m
+
+
+def sb_mac16_multiply_add_parameters():
+    """SB_MAC16 parameters: a registered signed 16x16 product plus an addend, registered.
+
+    ``O = P + {C, D}`` one clock after ``P = A * B`` is registered (the 16x16 pipeline
+    register 2): the bottom accumulator adds ``D`` to the product's low half, the top one
+    adds ``C`` to its high half with the bottom's carry, and both sums are registered
+    (output select 1). A and B are signed (TN1295; Yosys's ``cells_sim.v``).
+    """
+    return _sb_mac16_parameters(
+        PIPELINE_16x16_MULT_REG2=1,
+        # Lower input 2: the 16x16 product's half; upper input 1: C (top) or D (bottom).
+        TOPADDSUB_LOWERINPUT=0b10, TOPADDSUB_UPPERINPUT=1, TOPADDSUB_CARRYSELECT=0b10,
+        BOTADDSUB_LOWERINPUT=0b10, BOTADDSUB_UPPERINPUT=1,
+        TOPOUTPUT_SELECT=0b01, BOTOUTPUT_SELECT=0b01)
+
+
+class MultiplyAdd16(wiring.Component):
+    """One SB_MAC16 as ``(a * b) + addend``, two pipeline stages.
+
+    Members
+    -------
+    a, b : In(signed(16))
+    addend : In(32)
+        Added to the product one cycle after ``a`` and ``b`` (modulo ``2^32``).
+    o : Out(signed(32))
+        ``a * b`` of two cycles ago plus ``addend`` of the previous cycle.
+
+    Latency 2 (:attr:`latency`), one result per cycle, no back-pressure. The product
+    and the sum are the DSP's own registers, so no logic cell is spent on either.
+
+    Parameters
+    ----------
+    model : bool
+        Describe the same two stages in Amaranth instead of instantiating SB_MAC16
+        (for ``amaranth.sim``).
+    """
+
+    latency = 2
+
+    def __init__(self, *, model=False):
+        self.model = model
+        super().__init__({
+            "a": In(signed(16)), "b": In(signed(16)), "addend": In(32),
+            "o": Out(signed(32)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        if self.model:
+            product = Signal(signed(32))
+            m.d.sync += [product.eq(self.a * self.b), self.o.eq(product + self.addend)]
+            return m
+        m.submodules.mac = _sb_mac16(sb_mac16_multiply_add_parameters(), a=self.a, b=self.b,
+                                     c=self.addend[16:], d=self.addend[:16], o=self.o)
+        return m
+
+
+def sb_mac16_multiply_parameters():
+    """SB_MAC16 parameters: a signed 16x16 product, registered (the 16x16 pipeline
+    register 2), on ``O`` (output select 3)."""
+    return _sb_mac16_parameters(PIPELINE_16x16_MULT_REG2=1, TOPOUTPUT_SELECT=0b11,
+                                BOTOUTPUT_SELECT=0b11)
+
+
+class Multiply16(wiring.Component):
+    """One SB_MAC16 as a registered signed 16x16 multiplier.
+
+    Members
+    -------
+    a, b : In(signed(16))
+    o : Out(signed(32))
+        ``a * b`` of the previous cycle.
+
+    Latency 1 (:attr:`latency`), one product per cycle; ``model`` as in
+    :class:`MultiplyAdd16`.
+    """
+
+    latency = 1
+
+    def __init__(self, *, model=False):
+        self.model = model
+        super().__init__({"a": In(signed(16)), "b": In(signed(16)), "o": Out(signed(32))})
+
+    def elaborate(self, platform):
+        m = Module()
+        if self.model:
+            m.d.sync += self.o.eq(self.a * self.b)
+            return m
+        m.submodules.mac = _sb_mac16(sb_mac16_multiply_parameters(), a=self.a, b=self.b,
+                                     c=Const(0, 16), d=Const(0, 16), o=self.o)
+        return m
+
+
+def _sb_mac16(parameters, *, a, b, c, d, o):
+    return Instance(
+        "SB_MAC16",
+        **{f"p_{name}": value for name, value in parameters.items()},
+        i_CLK=ClockSignal(), i_CE=Const(1, 1),
+        i_A=a, i_B=b, i_C=c, i_D=d,
+        i_AHOLD=0, i_BHOLD=0, i_CHOLD=0, i_DHOLD=0,
+        i_IRSTTOP=0, i_IRSTBOT=0, i_ORSTTOP=0, i_ORSTBOT=0,
+        i_OLOADTOP=0, i_OLOADBOT=0, i_ADDSUBTOP=0, i_ADDSUBBOT=0,
+        i_OHOLDTOP=0, i_OHOLDBOT=0,
+        i_CI=0, i_ACCUMCI=0, i_SIGNEXTIN=0,
+        o_O=o,
+    )
 
 
 class DSPProcessingElement(ProcessingElement):
@@ -121,7 +229,7 @@ class DSPProcessingElement(ProcessingElement):
     """
 
     def __init__(self, config, *, model=False):
-        super().__init__(config)
+        super().__init__(config, separate_result_adder=True)
         if config.operand_width > 8:
             raise ConfigError(f"the SB_MAC16 8x8 mode multiplies at most 8-bit operands, "
                               f"not operand_width {config.operand_width}")
@@ -181,17 +289,7 @@ class DSPProcessingElement(ProcessingElement):
             product_last.eq(self.valid_in & self.last_in),
         ]
 
-        accumulator = Signal(signed(config.acc_width))
-        total = Signal(signed(config.acc_width))
-        m.d.comb += total.eq(accumulator + self.product)
-        m.d.sync += self.done.eq(product_last)
-        with m.If(product_last):
-            m.d.sync += [
-                self.result.eq(total),
-                accumulator.eq(0),
-            ]
-        with m.Elif(product_valid):
-            m.d.sync += accumulator.eq(total)
+        self._accumulate(m, self.product, product_valid, product_last)
         return m
 
 
@@ -223,7 +321,7 @@ class DSPPairing:
             return pe
         if self.max_dsps is not None and self.dsps >= self.max_dsps:
             self.fabric_pes += 1
-            return ProcessingElement(config)
+            return ProcessingElement(config, separate_result_adder=True)
         pe = DSPProcessingElement(config, model=self.model)
         pe._pairing = self
         self.dsps += 1

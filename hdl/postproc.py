@@ -21,6 +21,8 @@ from amaranth.lib.wiring import In, Out
 
 from fpganet.config import AcceleratorConfig
 
+from .ice40_dsp import Multiply16, MultiplyAdd16
+
 __all__ = ["Requantizer"]
 
 #: ``product >> (shift - 1)`` is saturated to this many signed bits before rounding: any value
@@ -36,7 +38,11 @@ SPLIT_BITS = 17
 DIGITS = 8
 
 #: ``multiplier`` values: how the ``(acc + bias) * mult`` product is built.
-MULTIPLIERS = ("generic", "booth")
+MULTIPLIERS = ("generic", "booth", "ice40_dsp")
+
+#: With ``multiplier="ice40_dsp"``, the signed high part of ``acc + bias`` that the SB_MAC16
+#: multiplies (the rest, below, is multiplied in logic cells).
+DSP_BITS = 16
 
 
 class Requantizer(wiring.Component):
@@ -53,8 +59,15 @@ class Requantizer(wiring.Component):
         ``"generic"`` (default): the product is a ``*`` left to the synthesis tool (DSP
         blocks where there are some free). ``"booth"``: radix-4 recoded partial products
         summed by a tree of explicit two-operand adders, one logic cell per adder bit on
-        an iCE40 (see :func:`booth_product`); for FPGAs without a free multiplier. Same
-        numerics, latency and ports.
+        an iCE40 (see :func:`booth_product`); for FPGAs without a free multiplier.
+        ``"ice40_dsp"`` (``requant_latency`` 5, ``acc_width`` up to 31): per lane, one
+        iCE40 SB_MAC16 (:class:`~fpganet.hdl.ice40_dsp.MultiplyAdd16`) multiplies the
+        top :data:`DSP_BITS` bits of ``acc + bias`` and adds, in its accumulator, the
+        product of the bits below from a second one
+        (:class:`~fpganet.hdl.ice40_dsp.Multiply16`; none for ``acc_width`` <= 16).
+        Same numerics, latency and ports.
+    dsp_model : bool
+        With ``"ice40_dsp"``: describe the SB_MAC16 in Amaranth (for ``amaranth.sim``).
 
     Members
     -------
@@ -86,17 +99,28 @@ class Requantizer(wiring.Component):
     ``shift - 1``; at latency 4 the tree is one stage. The shift stage then shifts
     by the rest and saturates (overflow from a mask registered a stage early, beside
     the shifter), and the last stage adds ``zp`` and the rounding in one adder and
-    compares with ``lo`` and ``hi`` side by side. Same numerics, latency and ports.
+    compares with ``lo`` and ``hi`` side by side. With ``multiplier="ice40_dsp"``
+    one SB_MAC16 registers the product of the top 16 bits and another the low bits'
+    (stage 2), and the first adds the second's in its accumulator (stage 3); the shift,
+    saturation and last stage are the Booth variant's, the whole shift in stage 4.
+    Same numerics, latency and ports.
     No back-pressure: one set per cycle, always.
     """
 
-    def __init__(self, config, lanes=1, *, multiplier="generic"):
+    def __init__(self, config, lanes=1, *, multiplier="generic", dsp_model=False):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         if not isinstance(lanes, int) or lanes < 1:
             raise ValueError(f"lanes must be a positive integer, not {lanes!r}")
         if multiplier not in MULTIPLIERS:
             raise ValueError(f"multiplier must be one of {MULTIPLIERS}, not {multiplier!r}")
+        if multiplier == "ice40_dsp" and config.requant_latency != 5:
+            raise ValueError(f"multiplier 'ice40_dsp' needs requant_latency 5, not "
+                             f"{config.requant_latency}")
+        if multiplier == "ice40_dsp" and config.acc_width > 2 * DSP_BITS - 1:
+            raise ValueError(f"multiplier 'ice40_dsp' takes acc_width up to {2 * DSP_BITS - 1}, "
+                             f"not {config.acc_width}")
+        self.dsp_model = bool(dsp_model)
         self.config = config
         self.lanes = lanes
         self.multiplier = multiplier
@@ -134,6 +158,9 @@ class Requantizer(wiring.Component):
         m.d.sync += [shifts[s].eq(shifts[s - 1]) for s in range(1, len(shifts))]
         shift = shifts[-1]      # with the product
         booth = self.multiplier == "booth"
+        dsp = self.multiplier == "ice40_dsp"
+        # The shift, saturation and rounding built for logic cells (booth, ice40_dsp).
+        fabric_tail = booth or dsp
         if booth:
             # Stage 1 also recodes mult and selects the partial products behind the bias
             # adder (one LUT level), so stage 2 holds only adders.
@@ -146,6 +173,7 @@ class Requantizer(wiring.Component):
                 digits.append((*digit, values[2]))
             negs = [Signal(name=f"digit{k}_neg") for k in range(DIGITS)]
             m.d.sync += [neg.eq(digit[2]) for neg, digit in zip(negs, digits)]
+        if fabric_tail:
             # shift - 1, pipelined from the input, up to the product's register (no
             # decrement in front of the shifter's selects).
             less = [Signal(6, name=f"shift_less{s}") for s in range(1, stages - 1)]
@@ -153,14 +181,14 @@ class Requantizer(wiring.Component):
             m.d.sync += [less[s].eq(less[s - 1]) for s in range(1, len(less))]
         # |acc + bias| <= 2^(width-1) and mult < 2^15: the product fits width + 15 signed bits,
         # which the Booth tree keeps (the generic product keeps one more).
-        product_width = width + 15 if booth else width + 16
+        product_width = width + 15 if fabric_tail else width + 16
         for lane in range(self.lanes):
             biased = Signal(signed(width), name=f"biased{lane}")
             product = Signal(signed(product_width), name=f"product{lane}")
             halved = Signal(signed(product_width), name=f"halved{lane}")    # product >> (shift - 1)
             saturated = Signal(signed(SATURATE_BITS), name=f"saturated{lane}")
             raw = [Signal(signed(8), name=f"raw{lane}_{s}") for s in range(stages - 1)]
-            if not booth:
+            if not fabric_tail:
                 m.d.comb += halved.eq(product >> (shift - 1)[:6])
                 upper = halved[SATURATE_BITS - 1:]
                 high = ~halved[-1] & (upper != 0)
@@ -174,25 +202,47 @@ class Requantizer(wiring.Component):
             else:
                 m.d.sync += raw[0].eq(self.acc[lane][:8])
             m.d.sync += [raw[s].eq(raw[s - 1]) for s in range(1, len(raw))]
-            if booth:
+            if fabric_tail:
                 # The shift by shift - 1 in two steps, a coarse one by a multiple of 16 and a
-                # fine one by 0..15. At latency 5 the coarse step follows the last adder
-                # (``product`` holds it already shifted), at 4 it precedes the fine one.
-                # The saturation test reads a mask of the bits above the 11 kept, registered
-                # from the shift a stage early, so it runs beside the shifter, not after it.
-                sum_in = Signal(signed(width), name=f"sum_in{lane}")   # acc + bias, unregistered
-                m.d.comb += sum_in.eq(self.acc[lane] + self.bias)
-                rows = [Signal(signed(width + 1), name=f"row{lane}_{k}") for k in range(DIGITS)]
-                m.d.sync += [row.eq(value) for row, value in zip(rows, booth_rows(sum_in, digits))]
-                total = booth_product(m, rows, negs, product_width,
-                                      pipelined=stages == 5, name=f"booth{lane}")
-                if stages == 5:
-                    m.d.sync += product.eq(coarse_shift(total, less[-2][4:]))
-                    coarse = product
-                else:
-                    m.d.sync += product.eq(total)
+                # fine one by 0..15. With the Booth tree at latency 5 the coarse step follows
+                # the last adder (``product`` holds it already shifted); otherwise it precedes
+                # the fine one. The saturation test reads a mask of the bits above the 11
+                # kept, registered from the shift a stage early, so it runs beside the
+                # shifter, not after it.
+                if dsp:
+                    # Stage 2: the DSP's product register and the low part's product;
+                    # stage 3: the DSP's accumulator register, where the low part's upper
+                    # bits join the product.
+                    low_bits = max(0, width - DSP_BITS)
+                    m.submodules[f"multiply_add{lane}"] = mac = MultiplyAdd16(model=self.dsp_model)
+                    m.d.sync += biased.eq(self.acc[lane] + self.bias)
+                    m.d.comb += [mac.a.eq(biased[low_bits:].as_signed()), mac.b.eq(mult1)]
+                    if low_bits:
+                        # The low bits are unsigned and fewer than 16: positive as signed.
+                        m.submodules[f"multiply_low{lane}"] = low = Multiply16(model=self.dsp_model)
+                        low_keep = Signal(low_bits, name=f"product_low{lane}_kept")
+                        m.d.comb += [low.a.eq(biased[:low_bits]), low.b.eq(mult1),
+                                     mac.addend.eq(low.o[low_bits:])]
+                        m.d.sync += low_keep.eq(low.o[:low_bits])
+                        m.d.comb += product.eq(Cat(low_keep, mac.o))
+                    else:
+                        m.d.comb += product.eq(mac.o)
                     coarse = Signal(signed(product_width), name=f"coarse{lane}")
                     m.d.comb += coarse.eq(coarse_shift(product, less[-1][4:]))
+                else:
+                    sum_in = Signal(signed(width), name=f"sum_in{lane}")   # acc + bias, unregistered
+                    m.d.comb += sum_in.eq(self.acc[lane] + self.bias)
+                    rows = [Signal(signed(width + 1), name=f"row{lane}_{k}") for k in range(DIGITS)]
+                    m.d.sync += [row.eq(value) for row, value in zip(rows, booth_rows(sum_in, digits))]
+                    total = booth_product(m, rows, negs, product_width,
+                                          pipelined=stages == 5, name=f"booth{lane}")
+                    if stages == 5:
+                        m.d.sync += product.eq(coarse_shift(total, less[-2][4:]))
+                        coarse = product
+                    else:
+                        m.d.sync += product.eq(total)
+                        coarse = Signal(signed(product_width), name=f"coarse{lane}")
+                        m.d.comb += coarse.eq(coarse_shift(product, less[-1][4:]))
                 m.d.comb += halved.eq(coarse >> less[-1][:4])
                 sign = coarse[-1]
                 mask = Signal(product_width - SATURATE_BITS, name=f"mask{lane}")
@@ -219,7 +269,7 @@ class Requantizer(wiring.Component):
             else:
                 whole = Signal(signed(width + 16), name=f"product_whole{lane}")
                 m.d.sync += [whole.eq(biased * mult1), product.eq(whole)]
-            if booth:
+            if fabric_tail:
                 # The same bytes from fewer chained carry chains (the iCE40's last stage):
                 # zp + round(saturated / 2) = (saturated + 2 zp + 1) >> 1 is one adder, and
                 # both bounds compare against it side by side; lo > hi gives hi as below.

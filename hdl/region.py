@@ -17,7 +17,7 @@ from amaranth.lib.wiring import In, Out
 
 from fpganet.config import AcceleratorConfig
 
-from .registers import COUNT_WIDTH, act_addr_width, bank_bits, register_layout
+from .registers import act_addr_width, bank_bits, count_width, register_layout
 
 __all__ = ["RegionMode", "RegionUnit"]
 
@@ -87,12 +87,12 @@ class RegionUnit(wiring.Component):
         m = Module()
         config = self.config
         regs = self.regs
-        aw, bb = act_addr_width(config), bank_bits(config)
+        aw, bb, cw = act_addr_width(config), bank_bits(config), count_width(config)
 
         walking = Signal()        # elements left to visit
-        x = Signal(COUNT_WIDTH)
-        r = Signal(COUNT_WIDTH)
-        c = Signal(COUNT_WIDTH)
+        x = Signal(cw)
+        r = Signal(cw)
+        c = Signal(cw)
         addr = Signal(aw)
         rowbase = Signal(aw)
         chanbase = Signal(aw)

@@ -9,26 +9,28 @@
   of two;
 * weight words and parameter entries likewise, in :func:`weight_addr_width` and
   :func:`param_addr_width` bits;
-* counts (``K_C, K_H, K_W, OUT_W, NPIX, TILES, GROUPS, M`` and the region counts):
-  :data:`COUNT_WIDTH` bits; ``LANES``: enough bits for ``cols``;
-* ``QUANT`` 24 bits, ``FILL_VALUE`` 8 bits, ``LOOP_COUNT`` all 32.
+* counts (``K_C, K_H, K_W, OUT_W, NPIX, TILES, GROUPS, M`` and the region counts
+  ``IO_CHANNELS, IO_ROWS, IO_LEN``): :func:`count_width` bits, ``act_addr_width + 1`` but at
+  most :data:`COUNT_WIDTH` (16): every count walks data held in the activation buffer, so
+  none exceeds its size (14 bits for 8 KiB). The units' counters that walk them have as many
+  bits (a pixel or channel index one more, to hold it past ``NPIX`` or ``M``); on an iCE40
+  each bit is a logic cell;
+* ``LANES``: enough bits for ``cols``;
+* ``QUANT`` 24 bits, ``FILL_VALUE`` 8 bits, ``LOOP_COUNT`` :data:`LOOP_COUNT_WIDTH` (16).
 
-A program whose values do not fit (a count of 65,536 or more, ``LANES`` outside
-``1..cols``) is outside what the hardware runs; :func:`fpganet.perf.check_registers`
-reports it.
+A program whose values do not fit (a count of ``2**count_width`` or more, a ``LOOP`` with
+``LOOP_COUNT`` of 65,536 or more, ``LANES`` outside ``1..cols``) is outside what the hardware
+runs; :func:`fpganet.perf.check_registers` reports it (the ISA simulator too, but for ``LANES``).
 """
 
 from amaranth.lib import data
 from amaranth.utils import ceil_log2
 
-from fpganet.isa import Reg
+from fpganet.isa import COUNT_WIDTH, LOOP_COUNT_WIDTH, Reg, count_width
 
-__all__ = ["COUNT_WIDTH", "act_addr_width", "weight_addr_width", "param_addr_width",
-           "program_addr_width", "bank_bits", "bank_word_width", "register_widths",
+__all__ = ["COUNT_WIDTH", "LOOP_COUNT_WIDTH", "count_width", "act_addr_width", "weight_addr_width",
+           "param_addr_width", "program_addr_width", "bank_bits", "bank_word_width", "register_widths",
            "register_layout"]
-
-#: Bits of every count register (loop bounds of the engine and of the region instructions).
-COUNT_WIDTH = 16
 
 
 def act_addr_width(config):
@@ -69,17 +71,18 @@ def lanes_width(config):
 def register_widths(config):
     """``{Reg: bits}``: how many low bits of each register the hardware keeps."""
     aw, ww, pw = act_addr_width(config), weight_addr_width(config), param_addr_width(config)
+    cw = count_width(config)
     widths = {
         Reg.IN_BASE: aw, Reg.IN_PITCH: aw, Reg.IN_CSTRIDE: aw, Reg.IN_GSTEP: aw,
-        Reg.K_C: COUNT_WIDTH, Reg.K_H: COUNT_WIDTH, Reg.K_W: COUNT_WIDTH,
+        Reg.K_C: cw, Reg.K_H: cw, Reg.K_W: cw,
         Reg.STRIDE_Y: aw, Reg.STRIDE_X: aw,
-        Reg.OUT_W: COUNT_WIDTH, Reg.NPIX: COUNT_WIDTH, Reg.LANES: lanes_width(config),
-        Reg.TILES: COUNT_WIDTH, Reg.GROUPS: COUNT_WIDTH, Reg.M: COUNT_WIDTH,
+        Reg.OUT_W: cw, Reg.NPIX: cw, Reg.LANES: lanes_width(config),
+        Reg.TILES: cw, Reg.GROUPS: cw, Reg.M: cw,
         Reg.OUT_BASE: aw, Reg.OUT_PITCH: aw, Reg.OUT_CSTRIDE: aw, Reg.OUT_GSTEP: aw,
         Reg.W_BASE: ww, Reg.W_GSTEP: ww, Reg.P_BASE: pw, Reg.QUANT: 24,
-        Reg.IO_BASE: aw, Reg.IO_CHANNELS: COUNT_WIDTH, Reg.IO_CSTRIDE: aw,
-        Reg.IO_ROWS: COUNT_WIDTH, Reg.IO_PITCH: aw, Reg.IO_LEN: COUNT_WIDTH,
-        Reg.FILL_VALUE: 8, Reg.LOOP_COUNT: 32,
+        Reg.IO_BASE: aw, Reg.IO_CHANNELS: cw, Reg.IO_CSTRIDE: aw,
+        Reg.IO_ROWS: cw, Reg.IO_PITCH: aw, Reg.IO_LEN: cw,
+        Reg.FILL_VALUE: 8, Reg.LOOP_COUNT: LOOP_COUNT_WIDTH,
     }
     assert set(widths) == set(Reg)
     return widths

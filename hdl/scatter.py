@@ -37,7 +37,7 @@ from fpganet.config import AcceleratorConfig
 
 from .memories import BankArbiter, param_layout, route_to_banks
 from .postproc import MULTIPLIERS, Requantizer
-from .registers import (COUNT_WIDTH, act_addr_width, bank_bits, bank_word_width, param_addr_width,
+from .registers import (act_addr_width, bank_bits, bank_word_width, count_width, param_addr_width,
                         register_layout)
 from .systolic import result_layout
 
@@ -53,7 +53,10 @@ class ResultWriter(wiring.Component):
         ``rows``, ``cols``, ``requant_lanes``, the activation buffer's banks.
     requant_multiplier : str
         The requantizer's ``multiplier`` (:class:`~fpganet.hdl.postproc.Requantizer`):
-        ``"generic"`` or ``"booth"`` (logic cells, for an iCE40 whose DSPs are the array's).
+        ``"generic"``, ``"booth"`` (logic cells, for an iCE40 whose DSPs are the array's)
+        or ``"ice40_dsp"`` (two SB_MAC16 per lane).
+    requant_dsp_model : bool
+        The requantizer's ``dsp_model`` (SB_MAC16 described in Amaranth, for simulation).
 
     Members
     -------
@@ -77,13 +80,14 @@ class ResultWriter(wiring.Component):
         Pulses in the cycle of the instruction's final write.
     """
 
-    def __init__(self, config, *, requant_multiplier="generic"):
+    def __init__(self, config, *, requant_multiplier="generic", requant_dsp_model=False):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         if requant_multiplier not in MULTIPLIERS:
             raise ValueError(f"requant_multiplier must be one of {MULTIPLIERS}, not {requant_multiplier!r}")
         self.config = config
         self.requant_multiplier = requant_multiplier
+        self.requant_dsp_model = requant_dsp_model
         banks = config.act_banks
         super().__init__({
             "start": In(1),
@@ -109,20 +113,26 @@ class ResultWriter(wiring.Component):
         config = self.config
         regs = self.regs
         aw, cols, R = act_addr_width(config), config.cols, config.requant_lanes
-        rows = config.rows
-        pix_width = COUNT_WIDTH + cols.bit_length() + 1
-        chan_width = COUNT_WIDTH + rows.bit_length() + 1
+        rows, cw = config.rows, count_width(config)
         groups_per_row = cols // R
 
+        def count_up(value, amount):
+            """``value + amount`` in ``cw + 1`` bits, the top one sticky: past ``2**cw`` a pixel
+            or channel index is beyond every ``NPIX`` and ``M``, so it only has to stay there;
+            its low bits then no longer matter (nothing of that pixel or channel is written,
+            and the parameters read for such a channel are not used)."""
+            total = value + amount
+            return Cat(total[:cw], total[cw:].any())
+
         # A position in the output map: pixel index n, column ox, offset of its row, offset.
-        position = data.StructLayout({"n": pix_width, "ox": COUNT_WIDTH, "rowoff": aw, "off": aw})
+        position = data.StructLayout({"n": cw + 1, "ox": cw, "rowoff": aw, "off": aw})
 
         def step(pos):
             """The position of the next pixel."""
             nxt = Signal(position)
             wrap = pos.ox + 1 == regs.out_w
             m.d.comb += [
-                nxt.n.eq(pos.n + 1),
+                nxt.n.eq(count_up(pos.n, 1)),
                 nxt.ox.eq(Mux(wrap, 0, pos.ox + 1)),
                 nxt.rowoff.eq(Mux(wrap, pos.rowoff + regs.out_pitch, pos.rowoff)),
                 nxt.off.eq(Mux(wrap, pos.rowoff + regs.out_pitch, pos.off + 1)),
@@ -136,10 +146,10 @@ class ResultWriter(wiring.Component):
         group_started = Signal()
         group_pend = Signal(R)
         row = Signal(range(rows + 1))
-        tile = Signal(COUNT_WIDTH)
-        grp = Signal(COUNT_WIDTH)                   # engine group g
-        first_chan = Signal(chan_width)             # g*rows
-        chan = Signal(chan_width)                   # g*rows + row
+        tile = Signal(cw)
+        grp = Signal(cw)                            # engine group g
+        first_chan = Signal(cw + 1)                 # g*rows (count_up)
+        chan = Signal(cw + 1)                       # g*rows + row
         gbase = Signal(aw)                          # OUT_BASE + g*OUT_GSTEP
         rowbase = Signal(aw)                        # gbase + row*OUT_CSTRIDE
 
@@ -216,9 +226,10 @@ class ResultWriter(wiring.Component):
         # the program memory, and this register keeps that path out of the writer's logic.
         start = Signal()
         m.d.sync += start.eq(self.start)
-        next_first_chan = first_chan + rows
-        next_chan = Signal(chan_width)
-        m.d.comb += next_chan.eq(Mux(~last_row, chan + 1, Mux(tile_wrap, next_first_chan, first_chan)))
+        next_first_chan = count_up(first_chan, rows)
+        next_chan = Signal(cw + 1)
+        m.d.comb += next_chan.eq(Mux(~last_row, count_up(chan, 1),
+                                     Mux(tile_wrap, next_first_chan, first_chan)))
         update(group_started, ~group_done, enable=active, reset=start)
         update(group_pend, arbiter.remaining, enable=active & ~group_done)
         with m.If(start | take):
@@ -251,7 +262,8 @@ class ResultWriter(wiring.Component):
         ]
 
         # Post-processing pipeline, with the lane addresses alongside.
-        m.submodules.requant = requant = Requantizer(config, R, multiplier=self.requant_multiplier)
+        m.submodules.requant = requant = Requantizer(config, R, multiplier=self.requant_multiplier,
+                                                       dsp_model=self.requant_dsp_model)
         group_sums = Signal(config.acc_width * R)
         selected = 0
         for g in range(groups_per_row):

@@ -64,6 +64,10 @@ class ProcessingElement(wiring.Component):
     ----------
     config : AcceleratorConfig
         Operand and accumulator widths.
+    separate_result_adder : bool
+        Give the result register an adder of its own (same value, a cycle-neutral
+        netlist change): on an iCE40 this saves a logic cell per accumulator bit (see
+        :meth:`_accumulate`); elsewhere it only adds an adder.
 
     Members
     -------
@@ -90,10 +94,11 @@ class ProcessingElement(wiring.Component):
     #: one for the product register, one for the accumulator.
     latency = 2
 
-    def __init__(self, config):
+    def __init__(self, config, *, separate_result_adder=False):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         self.config = config
+        self.separate_result_adder = bool(separate_result_adder)
         operand = signed(config.operand_width)
         super().__init__({
             "a_in": In(operand), "b_in": In(operand),
@@ -127,18 +132,37 @@ class ProcessingElement(wiring.Component):
             product_last.eq(self.valid_in & self.last_in),
         ]
 
-        accumulator = Signal(signed(config.acc_width))
-        total = Signal(signed(config.acc_width))
+        self._accumulate(m, product, product_valid, product_last)
+        return m
+
+    def _accumulate(self, m, product, product_valid, product_last):
+        """The accumulator and the result register behind the registered product."""
+        acc_width = self.config.acc_width
+        accumulator = Signal(signed(acc_width))
+        total = Signal(signed(acc_width))
+        final_total = Signal(signed(acc_width))
         m.d.comb += total.eq(accumulator + product)
+        if self.separate_result_adder:
+            # With one adder feeding both registers, its LUTs drive two flip-flops, and an
+            # iCE40 logic cell passes out either its LUT or its flip-flop, not both: neither
+            # register packs and each bit takes three cells. With a second adder for the
+            # result each LUT packs with its flip-flop (two cells a bit; carry chains are
+            # free). It is written as a wider sum whose low bit carries in ``~product_last``
+            # (zero whenever the result register loads) so that Yosys does not merge the
+            # two adders back into one.
+            carry_in = ~product_last
+            wide = Cat(carry_in, accumulator).as_signed() + Cat(carry_in, product).as_signed()
+            m.d.comb += final_total.eq(wide[1:])
+        else:
+            m.d.comb += final_total.eq(total)
         m.d.sync += self.done.eq(product_last)
         with m.If(product_last):
             m.d.sync += [
-                self.result.eq(total),
+                self.result.eq(final_total),
                 accumulator.eq(0),
             ]
         with m.Elif(product_valid):
             m.d.sync += accumulator.eq(total)
-        return m
 
 
 class SystolicArray(wiring.Component):

@@ -1,12 +1,13 @@
 """8N1 UART receiver and transmitter with byte streams.
 
 Both take the bit period in clock cycles, ``divisor = clock_hz / baud``, which
-need not be an integer: the bit timer keeps 8 fractional bits and spreads the
+need not be an integer: the bit timer keeps its fraction (with a denominator of
+at most 256, so at least as close as 8 fractional bits) and spreads the
 remainder over the bits (Bresenham), so 40 MHz at 3 Mbaud (13.33 cycles per
-bit) is as accurate as 12 MHz at 3 Mbaud (4 cycles). A bit must last at least
-:data:`MIN_DIVISOR` cycles: the receiver's synchronizer and mid-bit sampling
-need them. The FT2232H on iCEBreaker and ULX3S makes 3 Mbaud and 1 Mbaud
-exactly (12 MHz / 4, / 12).
+bit, 40/3 exactly) is as accurate as 12 MHz at 3 Mbaud (4 cycles). A bit must
+last at least :data:`MIN_DIVISOR` cycles: the receiver's synchronizer and
+mid-bit sampling need them. The FT2232H on iCEBreaker and ULX3S makes 3 Mbaud
+and 1 Mbaud exactly (12 MHz / 4, / 12).
 
 Cycle numbers below count clock edges of domain ``sync``.
 """
@@ -23,7 +24,8 @@ __all__ = ["UARTReceiver", "UARTTransmitter", "MIN_DIVISOR", "FRACTION_BITS", "u
 
 #: Fewest clock cycles per bit the receiver accepts.
 MIN_DIVISOR = 4
-#: Fractional bits of the bit period.
+#: The bit period's fraction is kept to within ``2**-FRACTION_BITS`` cycles (as a fraction
+#: with a denominator of at most ``2**FRACTION_BITS``).
 FRACTION_BITS = 8
 #: Most cycles per bit (a 16-bit counter: 100 MHz down to 1,526 baud).
 MAX_DIVISOR = 1 << 16
@@ -67,37 +69,42 @@ class BitTimer(wiring.Component):
     The average period is ``divisor`` to within ``2**-FRACTION_BITS`` cycles; single
     periods are ``floor(divisor)`` or that plus one, so an edge is never more than
     half a cycle (plus the rounding) from its ideal time.
+
+    The period is kept as ``whole + remainder / denominator`` with the smallest denominator
+    (at most ``2**FRACTION_BITS``) that comes as close as ``FRACTION_BITS`` fractional bits
+    would: the phase that spreads the remainder then counts modulo ``denominator``, which
+    takes 2 bits for 40/3 (40 MHz, 3 Mbaud) instead of 8, and none for a whole divisor.
     """
 
     def __init__(self, divisor):
         self.divisor = uart_divisor(divisor)
-        fixed = round(self.divisor * (1 << FRACTION_BITS))
-        self.whole = fixed >> FRACTION_BITS
-        self.fraction = fixed & ((1 << FRACTION_BITS) - 1)
+        period = self.divisor.limit_denominator(1 << FRACTION_BITS)
+        self.denominator = period.denominator
+        self.whole, self.remainder = divmod(period.numerator, period.denominator)
         self.half_cycles = max(1, int(self.divisor / 2))
         super().__init__({"restart": In(1), "half": In(1), "tick": Out(1)})
 
     def elaborate(self, platform):
         m = Module()
         count = Signal(range(self.whole + 1))
-        accumulator = Signal(FRACTION_BITS)
-        carry_sum = Signal(FRACTION_BITS + 1)
-        m.d.comb += [
-            self.tick.eq(count == 0),
-            carry_sum.eq(accumulator + self.fraction),
-        ]
+        long_period = Signal()      # the period that starts now lasts whole + 1 cycles
+        m.d.comb += self.tick.eq(count == 0)
+        if self.remainder:
+            q, r = self.denominator, self.remainder
+            phase = Signal(range(q))    # accumulated fraction, in 1/q cycles
+            m.d.comb += long_period.eq(phase >= q - r)
+            with m.If(self.restart):
+                # Start at half a cycle so that the period boundaries round to nearest.
+                m.d.sync += phase.eq(q // 2)
+            with m.Elif(self.tick):
+                m.d.sync += phase.eq(Mux(long_period, phase - (q - r), phase + r))
         with m.If(self.restart):
-            # Start at half a fraction so that the period boundaries round to nearest.
-            m.d.sync += accumulator.eq(1 << (FRACTION_BITS - 1))
             with m.If(self.half):
                 m.d.sync += count.eq(self.half_cycles - 1)
             with m.Else():
                 m.d.sync += count.eq(self.whole - 1)
         with m.Elif(self.tick):
-            m.d.sync += [
-                count.eq(self.whole - 1 + carry_sum[FRACTION_BITS]),
-                accumulator.eq(carry_sum[:FRACTION_BITS]),
-            ]
+            m.d.sync += count.eq(self.whole - 1 + long_period)
         with m.Else():
             m.d.sync += count.eq(count - 1)
         return m
@@ -151,8 +158,9 @@ class UARTReceiver(wiring.Component):
         line = Signal(init=1)
         m.submodules.sync = FFSynchronizer(self.rx, line, init=1, stages=2)
 
-        shift = Signal(8)
-        bit = Signal(range(8))
+        # The data bits enter at the top behind a marker 1, which reaches bit 1 as the eighth
+        # comes: no bit counter.
+        shift = Signal(9)
 
         with m.If(self.data.ready):
             m.d.sync += self.data.valid.eq(0)
@@ -168,12 +176,12 @@ class UARTReceiver(wiring.Component):
                     with m.If(line):
                         m.next = "IDLE"           # a glitch, not a start bit
                     with m.Else():
-                        m.d.sync += bit.eq(0)
+                        m.d.sync += shift.eq(1 << 8)
                         m.next = "DATA"
             with m.State("DATA"):
                 with m.If(timer.tick):
-                    m.d.sync += [shift.eq(Cat(shift[1:], line)), bit.eq(bit + 1)]
-                    with m.If(bit == 7):
+                    m.d.sync += shift.eq(Cat(shift[1:], line))
+                    with m.If(shift[1]):
                         m.next = "STOP"
             with m.State("STOP"):
                 with m.If(timer.tick):
@@ -181,7 +189,7 @@ class UARTReceiver(wiring.Component):
                         with m.If(self.data.valid & ~self.data.ready):
                             m.d.sync += self.overrun.eq(1)
                         with m.Else():
-                            m.d.sync += [self.data.payload.eq(shift), self.data.valid.eq(1)]
+                            m.d.sync += [self.data.payload.eq(shift[1:]), self.data.valid.eq(1)]
                         m.next = "IDLE"
                     with m.Else():
                         m.d.sync += self.framing_error.eq(1)

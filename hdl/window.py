@@ -42,7 +42,7 @@ from amaranth.lib.wiring import In, Out
 from fpganet.config import AcceleratorConfig
 
 from .memories import BankArbiter, bank_hits, route_to_banks
-from .registers import (COUNT_WIDTH, act_addr_width, bank_bits, bank_word_width, register_layout,
+from .registers import (act_addr_width, bank_bits, bank_word_width, count_width, register_layout,
                         weight_addr_width)
 from .systolic import operand_layout
 
@@ -111,8 +111,7 @@ class WindowGenerator(wiring.Component):
         config = self.config
         regs = self.regs
         aw, ww = act_addr_width(config), weight_addr_width(config)
-        cols, bb = config.cols, bank_bits(config)
-        pix_width = COUNT_WIDTH + cols.bit_length() + 1
+        cols, bb, cw = config.cols, bank_bits(config), count_width(config)
 
         stall = Signal()
 
@@ -140,19 +139,19 @@ class WindowGenerator(wiring.Component):
         w_busy = Signal()
         w_ready = Signal()
         w_lane = Signal(range(cols + 1))
-        w_n = Signal(pix_width)
-        w_ox = Signal(COUNT_WIDTH)
+        w_n = Signal(cw + 1)     # pixel n; it stops at 2**cw, beyond any NPIX, so valid stays exact
+        w_ox = Signal(cw)
         w_inrow = Signal(aw)
         w_inoff = Signal(aw)
         w_gbase = Signal(aw)
-        w_tile = Signal(COUNT_WIDTH)
-        w_group = Signal(COUNT_WIDTH)
+        w_tile = Signal(cw)
+        w_group = Signal(cw)
         start_walk = Signal()
 
         # Beat sequencer (S0): the next beat to enter the gather stage.
-        kx = Signal(COUNT_WIDTH)
-        ky = Signal(COUNT_WIDTH)
-        kc = Signal(COUNT_WIDTH)
+        kx = Signal(cw)
+        ky = Signal(cw)
+        kc = Signal(cw)
         koff = Signal(aw)
         krow = Signal(aw)
         kchan = Signal(aw)
@@ -219,7 +218,7 @@ class WindowGenerator(wiring.Component):
             update(lane_next_valid[j], w_n < regs.npix, enable=walk & (lane == j), reset=start)
         update(next_group_end, tile_wrap, enable=lane_end)
         update(next_final, tile_wrap & (w_group + 1 == regs.groups), enable=lane_end)
-        update(w_n, w_n + 1, enable=walk, reset=restart)
+        update(w_n, w_n + 1, enable=walk & ~w_n[cw], reset=restart)
         update(w_ox, w_ox + 1, enable=walk, reset=restart | (walk & ox_wrap))
         update(w_inrow, w_inrow + rowstep, enable=walk & ox_wrap, reset=restart)
         update(w_inoff, Mux(ox_wrap, w_inrow + rowstep, w_inoff + regs.stride_x), enable=walk, reset=restart)

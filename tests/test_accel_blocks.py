@@ -14,10 +14,10 @@ from fpganet.config import AcceleratorConfig
 from fpganet.hdl.memories import ActivationBuffer, BankArbiter
 from fpganet.hdl.pool import MaxPool
 from fpganet.hdl.postproc import Requantizer
-from fpganet.hdl.registers import register_widths
+from fpganet.hdl.registers import COUNT_WIDTH, act_addr_width, count_width, register_widths
 from fpganet.hdl.scatter import ResultWriter
 from fpganet.hdl.window import WindowGenerator
-from fpganet.isa import Reg, unpack_param
+from fpganet.isa import ENGINE_COUNTS, REGION_COUNTS, Reg, unpack_param
 from fpganet.isasim import engine_lanes, engine_read_addresses
 from fpganet.quantize.fixed_point import requantize
 from fpganet.sim.rtl_images import weight_word
@@ -39,6 +39,15 @@ def hw_regs(config, regs):
     """Register values as the hardware keeps them (low bits)."""
     widths = register_widths(config)
     return {reg.name.lower(): int(regs.get(reg, 0)) & ((1 << widths[reg]) - 1) for reg in Reg}
+
+
+@pytest.mark.parametrize("act_bytes,width", [(64, 7), (6000, 14), (8192, 14), (1 << 15, 16), (1 << 17, 16)])
+def test_count_registers_are_as_wide_as_the_activation_buffer_needs(act_bytes, width):
+    config = AcceleratorConfig(act_buffer_bytes=act_bytes)
+    widths = register_widths(config)
+    assert count_width(config) == min(COUNT_WIDTH, act_addr_width(config) + 1) == width
+    assert {widths[reg] for reg in ENGINE_COUNTS + REGION_COUNTS} == {width}
+    assert widths[Reg.LOOP_COUNT] == 16
 
 
 # Bank arbiter ------------------------------------------------------------------------------

@@ -7,11 +7,11 @@ import pytest
 from fpganet import perf
 from fpganet.config import AcceleratorConfig
 from fpganet.hdl.accelerator import Accelerator, host_layout
-from fpganet.isa import HostSpace, Instruction, Opcode, Reg, encode, pack_param
+from fpganet.isa import HostSpace, Instruction, Opcode, Reg, count_width, encode, pack_param
 from fpganet.isasim import Machine
 from fpganet.sim.rtl_images import host_writes, images_from_machine
 
-from accel_programs import ProgramBuilder, conv_layer_program, pool_layer_program
+from accel_programs import ProgramBuilder, conv_layer_program, pool_layer_program, scale_shift
 from accel_pysim import run_pysim
 from faults import LateWriter, OffByOneWindow
 from test_isasim import conv_program
@@ -127,6 +127,39 @@ def test_control_flow_regions_and_stamps():
     assert timing.by_opcode()["CONV"] == 1 and timing.by_opcode()["LOOP"] == 3
 
 
+def test_counts_at_the_top_of_their_registers():
+    """On a 64-byte activation buffer the counts have 7 bits: counts of 127 run, and pixel and
+    channel indices walk past 2**8 (TILES beyond NPIX, GROUPS beyond M), which the units'
+    counters must keep beyond NPIX and M rather than wrap into the live pixels and channels."""
+    config = small(act_buffer_bytes=64, rows=4)
+    assert count_width(config) == 7
+    rng = np.random.default_rng(5)
+    b = ProgramBuilder(config, rng)
+    b.region(Opcode.FILL, 5, 1, 0, 1, 0, 127, value=-3)            # wraps around the buffer
+    b.region(Opcode.INPUT, 0, 1, 0, 1, 0, 24)
+    walk = dict(in_base=0, in_pitch=0, in_cstride=0, in_gstep=0, stride_y=1, stride_x=1, out_w=5, npix=5,
+                m=3, out_base=41, out_pitch=5, out_cstride=5, out_gstep=20, w_base=0, w_gstep=1,
+                p_base=0, quant=0x7F_80_00)
+    b.sets(**walk)
+    for counts in [dict(k_c=127, k_h=1, k_w=1, tiles=1, groups=1, lanes=8),
+                   dict(k_c=1, k_h=127, k_w=1, tiles=1, groups=1, lanes=8),
+                   # pixels 0..263, their reads all in bank 0: a lane counted valid costs cycles
+                   dict(k_c=16, k_h=1, k_w=1, tiles=33, groups=1, lanes=8, stride_x=8),
+                   dict(k_c=1, k_h=1, k_w=1, tiles=1, groups=65, lanes=1)]:    # channels 0..259
+        b.sets(**counts)
+        b.op(Opcode.CONV)
+    b.region(Opcode.OUTPUT, 0, 127, 1, 1, 0, 1)
+    b.region(Opcode.OUTPUT, 3, 1, 0, 127, 5, 1)
+    b.region(Opcode.OUTPUT, 7, 1, 0, 1, 0, 127)
+    b.op(Opcode.END)
+    machine = b.machine()
+    machine.weights[:] = rng.integers(-127, 128, machine.weights.shape)
+    machine.params[:] = [pack_param(int(rng.integers(-2000, 2000)), int(rng.integers(1 << 14, 1 << 15)),
+                                    scale_shift(11)) for _ in machine.params]
+    x = rng.integers(-128, 128, 24).astype(np.int8).tobytes()
+    check(config, machine, x)
+
+
 @pytest.mark.parametrize("pattern", [0b1011_0010_0111, 0x0F0F_00F1])
 def test_back_pressure_keeps_the_bytes(pattern):
     """A slow output stream stretches OUTPUT and STAMP but changes no byte."""
@@ -173,18 +206,19 @@ def test_late_writer_is_caught_by_the_cycle_count():
     assert cycles == timing.total + 1  # ...one cycle late
 
 
-@pytest.mark.parametrize("acc_width,broadcast", [(24, True), (32, False)])
-def test_booth_requantizer_in_the_accelerator(acc_width, broadcast):
-    """The iCE40 build's writer (Booth multiplier in logic cells, five requantizer stages),
-    with operands broadcast or systolic: the same bytes as the instruction-set simulator and
-    the cycles fpganet.perf counts."""
+@pytest.mark.parametrize("acc_width,broadcast,multiplier", [
+    (24, True, "booth"), (32, False, "booth"), (24, True, "ice40_dsp"), (20, False, "ice40_dsp")])
+def test_ice40_requantizers_in_the_accelerator(acc_width, broadcast, multiplier):
+    """The iCE40 writers (Booth multiplier in logic cells, or two SB_MAC16 per lane, here
+    their Amaranth models; five requantizer stages), with operands broadcast or systolic:
+    the same bytes as the instruction-set simulator and the cycles fpganet.perf counts."""
     from functools import partial
     from fpganet.hdl.scatter import ResultWriter
     config = small(acc_width=acc_width, requant_latency=5, requant_lanes=2,
                    broadcast_operands=broadcast)
     builder, x = conv_layer_program(config, 2, 5, 6, 5, 3, 1, seed=11)
     machine = builder.machine()
-    writer = partial(ResultWriter, requant_multiplier="booth")
+    writer = partial(ResultWriter, requant_multiplier=multiplier, requant_dsp_model=True)
     check(config, machine, x, dut=Accelerator(config, writer=writer))
     builder, x = pool_layer_program(config, 2, 6, 6, 2, 2, seed=12)
     check(config, builder.machine(), x, dut=Accelerator(config, writer=writer))

@@ -98,3 +98,12 @@ def test_accelerator_core_elaborates(board):
     cells = {"icebreaker": ("SB_MAC16", "SB_SPRAM256KA"), "ulx3s": ("MULT18X18D",)}[board]
     for cell in cells:
         assert f"cell \\{cell} " in text, f"no {cell} cell in the {board} accelerator core"
+
+
+def test_icebreaker_requantizer_uses_the_spare_dsps():
+    """Two SB_MAC16 per requantizer lane when the array leaves them, Booth logic otherwise."""
+    from fpganet.boards.icebreaker import DEFAULT_CONFIG, requant_multiplier
+    assert requant_multiplier(DEFAULT_CONFIG) == "booth"                  # 8x2: all 8 DSPs
+    assert requant_multiplier(DEFAULT_CONFIG.replace(rows=6)) == "ice40_dsp"
+    assert requant_multiplier(DEFAULT_CONFIG.replace(rows=6, requant_latency=4)) == "booth"
+    assert requant_multiplier(DEFAULT_CONFIG.replace(rows=7)) == "booth"  # one DSP left

@@ -15,7 +15,8 @@ import pytest
 from fpganet.boards.netlist import build_netlist_sim, netlist_simulator, synthesize_netlist
 from fpganet.boards.report import parse_yosys_cells
 from fpganet.config import AcceleratorConfig, ConfigError
-from fpganet.hdl.ice40_dsp import DSPPairing, DSPProcessingElement, Ice40SystolicArray
+from fpganet.hdl.ice40_dsp import (DSPPairing, DSPProcessingElement, Ice40SystolicArray, Multiply16,
+                                   MultiplyAdd16)
 from fpganet.hdl.systolic import ProcessingElement, SystolicArray
 from fpganet.sim.matmul import assemble, plan_tiles, reference_matmul
 
@@ -28,18 +29,18 @@ needs_icarus = pytest.mark.skipif(netlist_simulator() is None,
                                   reason="Icarus Verilog (iverilog) is not installed")
 
 
-@pytest.mark.parametrize("rows,cols", [(2, 8), (3, 3)])
-def test_paired_array_model_matches_numpy(rows, cols):
-    config = AcceleratorConfig(rows=rows, cols=cols)
+@pytest.mark.parametrize("rows,cols,max_dsps", [(2, 8, None), (3, 3, None), (8, 2, 7)])
+def test_paired_array_model_matches_numpy(rows, cols, max_dsps):
+    config = AcceleratorConfig(rows=rows, cols=cols, broadcast_operands=max_dsps is not None)
     rng = np.random.default_rng(rows * 10 + cols)
     A = rng.integers(-128, 128, size=(7, 19))
     B = rng.integers(-128, 128, size=(19, 11))
     tiles = plan_tiles(A, B, rows, cols)
-    dut = Ice40SystolicArray(config, model=True)
+    dut = Ice40SystolicArray(config, model=True, max_dsps=max_dsps)
     harness = ArrayHarness(dut, tiles, rng=rng, valid_gaps=0.2, ready_stalls=0.3).run()
     np.testing.assert_array_equal(assemble(tiles, harness.tile_sums(), (7, 11)),
                                   reference_matmul(A, B))
-    assert dut.dsps == (rows * cols + 1) // 2
+    assert dut.dsps == Ice40SystolicArray.dsps_needed(config, max_dsps)
 
 
 def test_pairing_shares_one_dsp_per_two_pes():
@@ -104,3 +105,18 @@ def test_synth_ice40_dsp_breaks_hand_instantiated_8x8_mode(tmp_path):
     netlist, _, result = _synthesize_and_run(tmp_path, ("-dsp",), seed=6)
     assert ".MODE_8x8(1'h1)" not in netlist.read_text()
     assert "random_products" in result.failed
+
+
+@needs_icarus
+@pytest.mark.parametrize("component", [MultiplyAdd16, Multiply16])
+def test_synthesized_multiply_add_matches_numpy(tmp_path, component):
+    """The requantizer's SB_MAC16s (a 16x16 product plus an addend in the accumulator, and a
+    plain registered product) after synth_ice40: the hand-set parameters compute what the
+    models do, with the models' latency."""
+    netlist, log = synthesize_netlist(component(), "multiply_add", tmp_path, family="ice40")
+    assert parse_yosys_cells(log).get("SB_MAC16") == 1
+    build = build_netlist_sim(netlist, "multiply_add", family="ice40")
+    params = {"seed": 3, "cycles": 3000, "addend": component is MultiplyAdd16}
+    result = build.run("fpganet.sim.tb_multiply_add", None, {"FPGANET_TB": json.dumps(params)})
+    assert result.ok, f"failed: {result.failed} (see {result.results_xml.parent})"
+    assert result.passed == ["random_multiply_add"]

@@ -92,3 +92,22 @@ def test_program_errors_are_reported():
     machine.program[0] = encode(Instruction(Opcode.INPUT))
     with pytest.raises(IsaError, match="INPUT wants"):
         machine.run(b"")
+
+
+def test_counts_beyond_the_hardware_registers_are_refused():
+    """A count the hardware would hold modulo its count_width bits (14 with 8 KiB of
+    activations), or a LOOP_COUNT beyond 16 bits, is an error, not a silently different run."""
+    machine = Machine(AcceleratorConfig())
+    for reg in (Reg.IO_CHANNELS, Reg.IO_ROWS):
+        machine.regs[reg] = 1
+    machine.regs[Reg.IO_LEN] = 1 << 14
+    machine.program[0] = encode(Instruction(Opcode.FILL))
+    machine.program[1] = encode(Instruction(Opcode.END))
+    with pytest.raises(IsaError, match=r"^FILL: IO_LEN = 16,384 is beyond the hardware's 14-bit counts"):
+        machine.run()
+    machine.regs[Reg.IO_LEN] = (1 << 14) - 1
+    assert machine.run() == b""
+    machine.regs[Reg.LOOP_COUNT] = 1 << 16
+    machine.program[0] = encode(Instruction(Opcode.LOOP, target=0))
+    with pytest.raises(IsaError, match=r"^LOOP: LOOP_COUNT = 65,536 is beyond the hardware's 16-bit"):
+        machine.run()

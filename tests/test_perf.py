@@ -6,7 +6,7 @@ import pytest
 
 from fpganet import perf
 from fpganet.config import AcceleratorConfig
-from fpganet.isa import Instruction, Opcode, Reg, encode
+from fpganet.isa import ENGINE_COUNTS, REGION_COUNTS, Instruction, Opcode, Reg, count_width, encode
 from fpganet.isasim import engine_lanes, engine_read_addresses
 
 from accel_programs import ProgramBuilder, lenet_program
@@ -91,12 +91,53 @@ def test_register_limits_are_reported():
                 perf.program_cycles(words, config)
         else:
             assert perf.program_cycles(words, config).by_opcode()["CONV"] == 1     # empty walk
-    words = [encode(Instruction(Opcode.SET, Reg.IO_LEN, 1 << 16)), encode(Instruction(Opcode.FILL))]
-    with pytest.raises(perf.ProgramError, match="16-bit"):
-        perf.program_cycles(words + [encode(Instruction(Opcode.END))], config)
     with pytest.raises(perf.ProgramError, match="END"):
         perf.program_cycles([encode(Instruction(Opcode.SET, Reg.LOOP_COUNT, 5)),
                              encode(Instruction(Opcode.LOOP, target=0))], config, max_steps=100)
+
+
+@pytest.mark.parametrize("act_bytes,width", [(8192, 14), (6000, 14), (1 << 15, 16), (1 << 20, 16)])
+def test_counts_beyond_their_registers_are_reported(act_bytes, width):
+    """Counts have act_addr_width + 1 bits (16 at most): the largest fits, one more is refused."""
+    config = AcceleratorConfig(act_buffer_bytes=act_bytes)
+    assert count_width(config) == width
+    end = encode(Instruction(Opcode.END))
+    engine = [encode(Instruction(Opcode.SET, reg, 1)) for reg in
+              (Reg.GROUPS, Reg.TILES, Reg.LANES, Reg.K_C, Reg.K_H, Reg.K_W, Reg.NPIX, Reg.OUT_W, Reg.M)]
+    region = [encode(Instruction(Opcode.SET, reg, 1)) for reg in (Reg.IO_CHANNELS, Reg.IO_ROWS, Reg.IO_LEN)]
+    for opcode, program, regs in [(Opcode.CONV, engine, ENGINE_COUNTS),
+                                  (Opcode.POOL, engine, ENGINE_COUNTS),
+                                  (Opcode.FILL, region, REGION_COUNTS),
+                                  (Opcode.OUTPUT, region, REGION_COUNTS)]:
+        for reg in regs:
+            words = program + [encode(Instruction(Opcode.SET, reg, (1 << width) - 1)),
+                               encode(Instruction(opcode)), end]
+            perf.program_cycles(words, config)
+            words[-3] = encode(Instruction(Opcode.SET, reg, 1 << width))
+            message = (f"^{opcode.name}: {reg.name} = {1 << width:,} is beyond the hardware's "
+                       f"{width}-bit counts \\(at most {(1 << width) - 1:,} with {act_bytes:,} bytes "
+                       f"of activation buffer\\)$")
+            with pytest.raises(perf.ProgramError, match=message):
+                perf.program_cycles(words, config)
+    # An empty walk reads no count: the hardware skips it, whatever the others hold.
+    words = engine + [encode(Instruction(Opcode.SET, Reg.K_C, 1 << width)),
+                      encode(Instruction(Opcode.SET, Reg.TILES, 0)), encode(Instruction(Opcode.CONV)), end]
+    assert perf.program_cycles(words, config).by_opcode()["CONV"] == 1
+
+
+def test_loop_count_beyond_its_register_is_reported():
+    config = AcceleratorConfig()
+    for count in [(1 << 16) - 1, 1 << 16]:
+        words = [encode(Instruction(Opcode.SET, Reg.LOOP_COUNT, count)),
+                 encode(Instruction(Opcode.LOOP, target=1)), encode(Instruction(Opcode.END))]
+        if count < 1 << 16:
+            assert perf.program_cycles(words, config).by_opcode()["LOOP"] == count + 1
+            continue
+        with pytest.raises(perf.ProgramError, match=r"^LOOP: LOOP_COUNT = 65,536 is beyond the "
+                                                    r"hardware's 16-bit loop counter \(at most 65,535\)$"):
+            perf.program_cycles(words, config)
+        # Set but never looped on: the hardware drops the bit nobody reads.
+        assert perf.program_cycles(words[:1] + words[2:], config).total == 2
 
 
 def test_lenet_conv_layers_closed_form():

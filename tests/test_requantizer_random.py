@@ -46,10 +46,11 @@ def random_sets(rng, width, count):
     (24, 4, "generic"), (32, 4, "generic"), (16, 5, "generic"), (24, 5, "generic"), (32, 5, "generic"),
     (16, 4, "booth"), (24, 4, "booth"), (32, 4, "booth"),
     (16, 5, "booth"), (24, 5, "booth"), (32, 5, "booth"),
+    (16, 5, "ice40_dsp"), (24, 5, "ice40_dsp"), (31, 5, "ice40_dsp"),
 ])
 def test_requantizer_streams_the_contract(width, latency, multiplier):
     dut = Requantizer(AcceleratorConfig(acc_width=width, requant_latency=latency), LANES,
-                      multiplier=multiplier)
+                      multiplier=multiplier, dsp_model=True)
     rng = np.random.default_rng(width)
     # zp/lo/hi/bypass are held per instruction: one batch each, drained in between.
     batches = [(zp, lo, hi, bypass, random_sets(rng, width, 150))

@@ -19,10 +19,11 @@ def run_testbenches(dut, *testbenches):
 
 # Processing element ------------------------------------------------------------------------
 
+@pytest.mark.parametrize("separate_result_adder", [False, True])
 @pytest.mark.parametrize("seed", range(3))
-def test_pe_accumulates_tiles_with_bubbles(seed):
+def test_pe_accumulates_tiles_with_bubbles(seed, separate_result_adder):
     config = AcceleratorConfig()
-    pe = ProcessingElement(config)
+    pe = ProcessingElement(config, separate_result_adder=separate_result_adder)
     rng = np.random.default_rng(seed)
     # Beats: (a, b, valid, last); bubbles carry garbage operands that must be ignored.
     tiles = [rng.integers(-128, 128, size=(int(rng.integers(1, 9)), 2)) for _ in range(6)]

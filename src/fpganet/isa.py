@@ -11,14 +11,17 @@ An instruction is one 64-bit word::
     LOOP    [47:32] target instruction address (taken while LOOP_COUNT != 0, which it decrements)
     others  no fields: they read the engine registers
 
-Registers hold 32 bits and keep their value until set again.
+Registers take 32-bit values and keep them until set again; the hardware keeps
+only the bits it uses (:func:`count_width` for the counts, :data:`LOOP_COUNT_WIDTH`
+for ``LOOP_COUNT``, ``fpganet.hdl.registers.register_widths`` for all).
 """
 
 import enum
 from dataclasses import dataclass
 
 __all__ = ["Opcode", "Reg", "Instruction", "encode", "decode", "INSTRUCTION_BITS",
-           "HostSpace", "PARAM_FIELDS", "pack_param", "unpack_param"]
+           "ENGINE_COUNTS", "REGION_COUNTS", "COUNT_WIDTH", "LOOP_COUNT_WIDTH", "count_width",
+           "register_overflow", "HostSpace", "PARAM_FIELDS", "pack_param", "unpack_param"]
 
 INSTRUCTION_BITS = 64
 
@@ -72,6 +75,61 @@ class Reg(enum.IntEnum):
     IO_LEN = 28        # bytes per row
     FILL_VALUE = 29    # [7:0]
     LOOP_COUNT = 30
+
+
+#: Count registers of the engine walk (``CONV``, ``POOL``) and of the region instructions.
+ENGINE_COUNTS = (Reg.K_C, Reg.K_H, Reg.K_W, Reg.OUT_W, Reg.NPIX, Reg.TILES, Reg.GROUPS, Reg.M)
+REGION_COUNTS = (Reg.IO_CHANNELS, Reg.IO_ROWS, Reg.IO_LEN)
+
+#: Most bits a count register has (all of them with an activation buffer above 16 KiB).
+COUNT_WIDTH = 16
+
+#: Bits of ``LOOP_COUNT``: up to 65,536 passes of the image loop per start. The board driver
+#: starts the program once per image (``LOOP_COUNT = 0``); longer runs are simulations.
+LOOP_COUNT_WIDTH = 16
+
+
+def count_width(config):
+    """Bits of every count register (:data:`ENGINE_COUNTS`, :data:`REGION_COUNTS`) on ``config``.
+
+    Each count walks data that lives in the activation buffer (a map's channels, rows or
+    columns, a kernel no larger than its padded input map, output pixels and channels, the
+    bytes of a region), so none exceeds ``act_buffer_bytes <= 2**act_addr_width``: one bit
+    more than an activation address holds them all, and every bit beyond that would cost a
+    flip-flop per register and per counter that walks it. :data:`COUNT_WIDTH` at most.
+    """
+    act_addr_width = max(1, (config.act_buffer_bytes - 1).bit_length())
+    return min(COUNT_WIDTH, act_addr_width + 1)
+
+
+def register_overflow(regs, config, opcode):
+    """Why the hardware cannot run ``opcode`` with the registers ``regs`` (``{Reg: value}``):
+    a message naming the first count that does not fit its register, or None.
+
+    An empty engine walk (a zero among ``GROUPS, TILES, LANES, K_C, K_H, K_W``) reads no
+    other count, so it is not checked.
+    """
+    opcode = Opcode(opcode)
+    if opcode in (Opcode.CONV, Opcode.POOL):
+        if 0 in [regs[reg] for reg in (Reg.GROUPS, Reg.TILES, Reg.LANES, Reg.K_C, Reg.K_H, Reg.K_W)]:
+            return None
+        counts = ENGINE_COUNTS
+    elif opcode in (Opcode.FILL, Opcode.INPUT, Opcode.OUTPUT):
+        counts = REGION_COUNTS
+    elif opcode is Opcode.LOOP:
+        if regs[Reg.LOOP_COUNT] >> LOOP_COUNT_WIDTH:
+            return (f"LOOP: LOOP_COUNT = {regs[Reg.LOOP_COUNT]:,} is beyond the hardware's "
+                    f"{LOOP_COUNT_WIDTH}-bit loop counter (at most {(1 << LOOP_COUNT_WIDTH) - 1:,})")
+        return None
+    else:
+        return None
+    width = count_width(config)
+    for reg in counts:
+        if regs[reg] >> width:
+            return (f"{opcode.name}: {reg.name} = {regs[reg]:,} is beyond the hardware's {width}-bit "
+                    f"counts (at most {(1 << width) - 1:,} with {config.act_buffer_bytes:,} bytes of "
+                    f"activation buffer)")
+    return None
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fpganet.config import AcceleratorConfig
-from fpganet.isa import Opcode, Reg, decode, unpack_param
+from fpganet.isa import Opcode, Reg, decode, register_overflow, unpack_param
 
 __all__ = ["Machine", "IsaError", "engine_lanes", "engine_read_addresses", "region_addresses"]
 
@@ -108,6 +108,10 @@ class Machine:
             instruction = decode(int(self.program[pc]))
             pc += 1
             op = instruction.opcode
+            # A count wider than its register would run modulo its width on the hardware.
+            message = register_overflow(self.regs, self.config, op)
+            if message:
+                raise IsaError(message)
             if op is Opcode.END:
                 if consumed != len(stream_in):
                     raise IsaError(f"program ended with {len(stream_in) - consumed} input bytes unread")
@@ -157,6 +161,8 @@ class Machine:
             acc = np.einsum("ki,tkj->tij", a, b)                                      # [T, rows, L]
             channels = group * rows + np.arange(rows)
             live = channels < regs[Reg.M]
+            if not live.any():
+                continue                # a group past M: its reads and sums change nothing
             entries = self.params[(regs[Reg.P_BASE] + channels[live]) % len(self.params)]
             bias, mult, shift = (np.array(field, dtype=np.int64) for field in zip(*map(unpack_param, entries)))
             acc = acc[:, live, :] + bias[None, :, None]

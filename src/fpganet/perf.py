@@ -56,13 +56,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fpganet.config import AcceleratorConfig
-from fpganet.isa import Opcode, Reg, decode
+from fpganet.isa import Opcode, Reg, decode, register_overflow
 
 __all__ = ["ProgramError", "InstructionCycles", "ProgramCycles", "check_registers", "engine_cycles",
            "engine_tile_costs", "instruction_cycles", "program_cycles", "layer_summaries",
            "STAMP_CYCLES"]
 
-COUNT_LIMIT = 1 << 16
 STAMP_CYCLES = 5
 MAX_STEPS = 50_000_000
 
@@ -80,22 +79,16 @@ def _engine_counts(regs):
 
 
 def check_registers(regs, config, opcode):
-    """Raise :class:`ProgramError` if ``opcode`` with these registers is outside the hardware's range."""
+    """Raise :class:`ProgramError` if ``opcode`` with these registers is outside the hardware's range:
+    a count wider than its register (:func:`fpganet.isa.count_width`, ``LOOP_COUNT`` at a
+    ``LOOP``), ``LANES`` outside ``1..cols``."""
     opcode = Opcode(opcode)
-    if opcode in (Opcode.CONV, Opcode.POOL):
-        if 0 in _engine_counts(regs):
-            return
-        for reg in (Reg.K_C, Reg.K_H, Reg.K_W, Reg.OUT_W, Reg.NPIX, Reg.TILES, Reg.GROUPS, Reg.M):
-            if regs[reg] >= COUNT_LIMIT:
-                raise ProgramError(f"{opcode.name}: {reg.name} = {regs[reg]} is beyond the "
-                                   f"hardware's 16-bit counts")
+    message = register_overflow(regs, config, opcode)
+    if message:
+        raise ProgramError(message)
+    if opcode in (Opcode.CONV, Opcode.POOL) and 0 not in _engine_counts(regs):
         if not 1 <= regs[Reg.LANES] <= config.cols:
             raise ProgramError(f"{opcode.name}: LANES = {regs[Reg.LANES]} outside 1..{config.cols}")
-    elif opcode in (Opcode.FILL, Opcode.INPUT, Opcode.OUTPUT):
-        for reg in (Reg.IO_CHANNELS, Reg.IO_ROWS, Reg.IO_LEN):
-            if regs[reg] >= COUNT_LIMIT:
-                raise ProgramError(f"{opcode.name}: {reg.name} = {regs[reg]} is beyond the "
-                                   f"hardware's 16-bit counts")
 
 
 def _max_per_bank(banks, mask, n_banks):
@@ -170,6 +163,8 @@ def _region_bytes(regs):
 def instruction_cycles(instruction, regs, config):
     """Cycles of one decoded instruction given the registers before it."""
     op = instruction.opcode
+    if op is Opcode.LOOP:
+        check_registers(regs, config, op)
     if op in (Opcode.SET, Opcode.LOOP, Opcode.END):
         return 1
     if op is Opcode.STAMP:

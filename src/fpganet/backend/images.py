@@ -14,7 +14,8 @@ import numpy as np
 
 from ..config import AcceleratorConfig
 from ..errors import FpganetError
-from ..isa import INSTRUCTION_BITS, HostSpace, Instruction, Opcode, Reg, decode, encode
+from ..isa import (INSTRUCTION_BITS, LOOP_COUNT_WIDTH, HostSpace, Instruction, Opcode, Reg, decode,
+                   encode)
 from ..isasim import engine_read_addresses
 from .plan import beat_extra_cycles, capacity_error, plan_network
 from .program import generate, param_image, weight_image
@@ -149,8 +150,11 @@ class MemoryImages:
         """uint64 instruction words of the same program for ``n_images`` (only the LOOP_COUNT
         SET changes; 0 images: the prologue, then END). At batch B it runs ``ceil(n/B)``
         groups of B images."""
-        if not 0 <= n_images <= 1 << 32:
-            raise FpganetError(f"the number of images must be 0..{1 << 32:,}, not {n_images}")
+        # LOOP_COUNT holds groups - 1 in LOOP_COUNT_WIDTH bits.
+        most = (1 << LOOP_COUNT_WIDTH) * self.batch
+        if not 0 <= n_images <= most:
+            raise FpganetError(f"one run takes 0..{most:,} images (the hardware's "
+                               f"{LOOP_COUNT_WIDTH}-bit loop counter), not {n_images:,}")
         end = encode(Instruction(Opcode.END))
         if n_images == 0:
             return np.concatenate([self.prologue[:self.loop_count_index],
