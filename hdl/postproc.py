@@ -40,8 +40,8 @@ DIGITS = 8
 #: ``multiplier`` values: how the ``(acc + bias) * mult`` product is built.
 MULTIPLIERS = ("generic", "booth", "ice40_dsp")
 
-#: With ``multiplier="ice40_dsp"``, the signed high part of ``acc + bias`` that the SB_MAC16
-#: multiplies (the rest, below, is multiplied in logic cells).
+#: With ``multiplier="ice40_dsp"``, the bits of the signed high part of ``acc + bias`` that
+#: one SB_MAC16 multiplies (a second multiplies the unsigned bits below).
 DSP_BITS = 16
 
 
