@@ -98,9 +98,25 @@ def board_config(board, **changes):
     return board.default_config.replace(**changes)
 
 
+def _without_overridden(defaults, given):
+    """The board's ``--option value`` defaults less those ``given`` sets again (nextpnr
+    refuses an option twice)."""
+    given_names = {option.split("=")[0] for option in given if option.startswith("--")}
+    kept, skip = [], False
+    for index, option in enumerate(defaults):
+        if skip:
+            skip = False
+            continue
+        if option.split("=")[0] in given_names:
+            skip = "=" not in option and index + 1 < len(defaults) and not defaults[index + 1].startswith("--")
+            continue
+        kept.append(option)
+    return kept
+
+
 def build(board, config=None, output="build/synth", *, core=None, seed=1, pll=True,
           synth_opts=(), nextpnr_opts=(), verbose=False):
-    """Build ``core`` (default: the board's stand-in) for ``board``; return the report dict.
+    """Build ``core`` (default: the board's default core) for ``board``; return the report dict.
 
     ``board`` is a :class:`~fpganet.boards.common.Board` or its name. Files go
     to ``output`` (``top.il``, ``top.rpt`` yosys log, ``top.tim`` nextpnr log,
@@ -125,7 +141,7 @@ def build(board, config=None, output="build/synth", *, core=None, seed=1, pll=Tr
                            "hand-instantiated 8x8 SB_MAC16 cells as 16x16 multipliers and the "
                            "netlist computes wrong products (yosys issue 2922)")
     nextpnr_opts = ["--seed", str(seed), "--report", "nextpnr.json", "--timing-allow-fail",
-                    *board.nextpnr_opts, *nextpnr_opts]
+                    *_without_overridden(board.nextpnr_opts, nextpnr_opts), *nextpnr_opts]
 
     env = toolchain_env()
     saved = {key: os.environ.get(key) for key in ("AMARANTH_USE_YOSYS",)}

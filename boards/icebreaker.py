@@ -1,16 +1,17 @@
 """iCEBreaker (iCE40UP5K-SG48): 5,280 logic cells, 8 SB_MAC16, 30 EBR, 4 SPRAM, 12 MHz oscillator.
 
-The default configuration is the 8x2 array: 16 int8 MACs per cycle on the
-eight SB_MAC16 blocks, two products per block
-(:class:`~fpganet.hdl.ice40_dsp.Ice40SystolicArray`), with the weights in the
-four SPRAMs (:class:`~fpganet.hdl.ice40_spram.SPRAMWeightBuffer`). The synthesis
-runs without ``-dsp``: the hand-instantiated SB_MAC16s must not be re-packed
-(see :mod:`fpganet.hdl.ice40_dsp`).
+The default bitstream carries the whole accelerator behind the UART host link
+(:func:`accelerator_core`): a 4x2 array (8 int8 MACs per cycle, two products per
+SB_MAC16, :class:`~fpganet.hdl.ice40_dsp.Ice40SystolicArray`), the requantizer's
+product on two more SB_MAC16, the weights in two SPRAMs
+(:class:`~fpganet.hdl.ice40_spram.SPRAMWeightBuffer`), at 18 MHz. The synthesis
+runs without ``-dsp``: the hand-instantiated SB_MAC16s must not be re-packed (see
+:mod:`fpganet.hdl.ice40_dsp`).
 
-Two cores: ``accelerator`` (:func:`accelerator_core`, the accelerator behind the
-UART host link) and ``stand-in`` (the array fed from ROMs). The accelerator
-needs about 6,100 LCs against the UP5K's 5,280 (boards/README.md has the
-per-block measurement), so the default bitstream carries the stand-in.
+The 16-MAC 8x2 array the device's eight SB_MAC16 allow does not fit with the rest
+of the accelerator (about 6,100 LCs against 5,280; boards/README.md has the
+per-block measurement); ``--rows 8 --weight-buffer-bytes 131072`` builds it, and
+the ``stand-in`` core (the array fed from ROMs) shows its clock alone.
 """
 
 from functools import partial
@@ -34,25 +35,21 @@ __all__ = ["ICEBreakerTop", "BOARD", "DEFAULT_CONFIG", "BAUD", "accelerator_core
 #: UART rate of the host link: the iCEBreaker's FT2232H runs its UART up to 3 Mbaud.
 BAUD = 3_000_000
 
-#: 8x2 array (16 MACs/cycle on 8 SB_MAC16). Weights: 16K words of 64 bits in the
-#: four SPRAMs side by side (128 KiB; LeNet-5 uses 61 KiB); activations in 16 EBR
-#: (8 KiB); program and parameters 256 entries each (LeNet-5 needs 142 and 236);
-#: 24-bit accumulators (LeNet-5 reaches |acc| = 3.7 M < 2^23). Of the 16-MAC shapes
-#: it needs the smallest activation crossbar (2 lanes) and runs LeNet-5 fastest:
-#: 39.7 k cycles per image against 43.9 k on 4x4 and 55.9 k on 2x8, because its
-#: dense layers use 1 of 2 columns where 2x8 uses 1 of 8. The requantizer has five
-#: stages and builds its product from Booth partial products in logic cells (all eight
-#: SB_MAC16 are the array's): alone on the UP5K it routes at 41-43 MHz in about 810-990
-#: LCs, where the one-stage product of the generic requantizer reaches 24 MHz in ~1,420
-#: (with two SB_MAC16 free, :func:`requant_multiplier` picks them: about 370).
-#: The operands are broadcast to the array's rows and columns instead of passed from PE
-#: to PE (a flip-flop costs a whole logic cell here): 1,653 instead of 2,111 LCs for the
-#: array alone (the stand-in), 51.7 MHz routed instead of 48.9; with the result registers'
-#: own adders (``separate_result_adder``) 1,276 LCs and 50.8 MHz.
-DEFAULT_CONFIG = AcceleratorConfig(rows=8, cols=2, acc_width=24, weight_buffer_bytes=128 * 1024,
+#: 4x2 array (8 MACs/cycle on 4 SB_MAC16, two more for the requantizer's product).
+#: Weights: 16K words of 32 bits in two SPRAMs side by side (64 KiB; LeNet-5 uses 61 KiB);
+#: activations in 16 EBR (8 KiB); program and parameters 256 entries each (LeNet-5 needs
+#: 142 and 236); 24-bit accumulators (LeNet-5 reaches |acc| = 3.7 M < 2^23). Of the
+#: shapes with two columns it is the largest whose whole accelerator fits the UP5K:
+#: 4,915 of 5,280 LCs, where 6x2 needs 5,228 (99 %, not placed in 20 minutes) and 8x2
+#: 6,072. The operands are broadcast to the array's rows and columns instead of passed
+#: from PE to PE (a flip-flop costs a whole logic cell here). The clock is 18 MHz: the
+#: routed design reaches 20.5 MHz (nextpnr router2; router1 does not converge on it),
+#: the longest paths running between the host link, the controller and the engine's
+#: back-pressure (boards/README.md).
+DEFAULT_CONFIG = AcceleratorConfig(rows=4, cols=2, acc_width=24, weight_buffer_bytes=64 * 1024,
                                    act_buffer_bytes=8 * 1024, bias_buffer_words=256,
                                    program_words=256, requant_latency=5, broadcast_operands=True,
-                                   clock_hz=40e6)
+                                   clock_hz=18e6)
 
 
 def requant_multiplier(config):
@@ -117,13 +114,15 @@ BOARD = Board(
     platform=ICEBreakerPlatform,
     top=ICEBreakerTop,
     default_config=DEFAULT_CONFIG,
-    default_core=stand_in_core,
+    default_core=accelerator_core,
     cores={"accelerator": accelerator_core, "stand-in": stand_in_core},
     family="ice40",
     bitstream="bin",
     # No -dsp: the SB_MAC16s are instantiated in 8x8 mode by hand (yosys issue 2922).
     synth_opts=(),
-    nextpnr_opts=(),
+    # router1 does not converge on the whole accelerator (2,438 overused wires after
+    # 290,000 iterations at 4x2); router2 routes it in about 90 s.
+    nextpnr_opts=("--router", "router2"),
     resources={
         "ICESTORM_LC": "LC",
         "ICESTORM_RAM": "EBR",

@@ -56,11 +56,14 @@ class RegionUnit(wiring.Component):
         ``OUTPUT`` reads: ``rd_addr``'s word in every bank, one cycle later; the
         unit picks the byte of ``rd_addr``'s bank.
     done : Out(1)
-        High in the instruction's final cycle.
+        High in the instruction's final cycle, the one after the last byte is
+        written or taken. It comes from a flip-flop: the controller's next fetch
+        hangs on it, and the compares that find the last byte would otherwise sit
+        in front of that fetch (the iCE40 build's longest path).
 
-    Timing, with the streams never stalling: ``FILL`` and ``INPUT`` take ``N + 1``
-    cycles for ``N`` bytes (the ``start`` cycle, then one byte per cycle);
-    ``OUTPUT`` takes ``N + 2`` (one more for the read latency).
+    Timing, with the streams never stalling: ``FILL`` and ``INPUT`` take ``N + 2``
+    cycles for ``N`` bytes (the ``start`` cycle, one byte per cycle, the ``done``
+    cycle); ``OUTPUT`` takes ``N + 3`` (one more for the read latency).
     """
 
     def __init__(self, config):
@@ -133,15 +136,16 @@ class RegionUnit(wiring.Component):
         with m.Switch(self.mode):
             with m.Case(RegionMode.FILL):
                 m.d.comb += [advance.eq(walking), self.wr_en.eq(walking),
-                             self.wr_data.eq(regs.fill_value), self.done.eq(walking & is_last)]
+                             self.wr_data.eq(regs.fill_value)]
+                m.d.sync += self.done.eq(walking & is_last)
             with m.Case(RegionMode.INPUT):
                 m.d.comb += [self.input.ready.eq(walking), advance.eq(walking & self.input.valid),
-                             self.wr_en.eq(advance), self.wr_data.eq(self.input.payload),
-                             self.done.eq(advance & is_last)]
+                             self.wr_en.eq(advance), self.wr_data.eq(self.input.payload)]
+                m.d.sync += self.done.eq(advance & is_last)
             with m.Case(RegionMode.OUTPUT):
                 m.d.comb += [issue.eq(walking & (~out_valid | self.output.ready)), advance.eq(issue),
-                             self.rd_en.eq(issue),
-                             self.done.eq(~walking & out_valid & self.output.ready)]
+                             self.rd_en.eq(issue)]
+                m.d.sync += self.done.eq(~walking & out_valid & self.output.ready)
 
         if bb:
             with m.If(issue):

@@ -18,9 +18,9 @@ Stages (each a register boundary):
 * **setup** (``act_addr_width`` cycles after ``start``): ``STRIDE_Y * IN_PITCH`` by a
   serial shift-and-add multiplier (the only product the walk needs).
 * **lane walker**: computes the lane addresses ``IN_BASE + g*IN_GSTEP + in_off[j]``
-  and validity of the *next* tile, one lane per cycle. It starts in the cycle a
-  tile's first beat enters the gather stage, so a tile can follow the previous
-  one ``LANES`` cycles after it started at the earliest.
+  and validity of the *next* tile, one lane per cycle. It starts in the cycle
+  after a tile's first beat enters the gather stage, so a tile can follow the
+  previous one ``LANES + 1`` cycles after it started at the earliest.
 * **gather** (``S1``): holds one beat; a :class:`~fpganet.hdl.memories.BankArbiter`
   serves, each cycle, one pending lane per bank; lanes sharing a bank are read in
   successive cycles; invalid lanes do not read. A beat occupies the stage for
@@ -204,8 +204,8 @@ class WindowGenerator(wiring.Component):
         group_end = Signal()
         walker_first = Signal()
         m.d.comb += [
-            walk.eq((w_busy | start_walk) & ~stall),
-            lane.eq(Mux(start_walk, 0, w_lane)),
+            walk.eq(w_busy & ~stall),
+            lane.eq(w_lane),
             lane_end.eq(walk & (lane + 1 == regs.lanes)),
             ox_wrap.eq(w_ox + 1 == regs.out_w),
             tile_wrap.eq(w_tile + 1 == regs.tiles),
@@ -228,13 +228,16 @@ class WindowGenerator(wiring.Component):
             m.d.sync += w_gbase.eq(w_gbase + regs.in_gstep)
         update(w_tile, w_tile + 1, enable=lane_end, reset=restart)
         update(w_group, w_group + 1, enable=group_end, reset=start)
-        update(w_lane, lane + 1, enable=walk, reset=start | walker_first)
+        update(w_lane, lane + 1, enable=walk, reset=start | walker_first | lane_end)
+        # A walk starts in the cycle after the load that needs it, from a flip-flop: started by
+        # the load itself, the bank arbitration, the load and the walker's counters and resets
+        # made one path, the longest of the iCE40 build.
         with m.If(start):
             m.d.sync += w_busy.eq(0)
-        with m.Elif(walker_first):
-            m.d.sync += w_busy.eq(1)     # the first tile's walk
-        with m.Elif(walk):
-            m.d.sync += w_busy.eq(~lane_end)
+        with m.Elif(walker_first | start_walk):
+            m.d.sync += w_busy.eq(1)
+        with m.Elif(lane_end):
+            m.d.sync += w_busy.eq(0)
 
         # --- gather stage -------------------------------------------------------------
         m.submodules.arbiter = arbiter = BankArbiter(cols, config.act_banks)
@@ -264,7 +267,7 @@ class WindowGenerator(wiring.Component):
         with m.If(start):
             m.d.sync += w_ready.eq(0)
         with m.Elif(lane_end):
-            m.d.sync += w_ready.eq(1)      # (a 1-lane walk started by this load ends at once)
+            m.d.sync += w_ready.eq(1)
         with m.Elif(load & first):
             m.d.sync += w_ready.eq(0)
 

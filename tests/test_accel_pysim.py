@@ -123,7 +123,7 @@ def test_control_flow_regions_and_stamps():
     b = control_program(config)
     x = np.arange(18, dtype=np.uint8).tobytes()
     timing = check(config, b.machine(), x)
-    assert len(timing.stamps) == 4 and timing.stamps[0] == 7 + (2 * 3 * 4 + 1)    # 7 SETs, FILL
+    assert len(timing.stamps) == 4 and timing.stamps[0] == 7 + (2 * 3 * 4 + 2)    # 7 SETs, FILL
     assert timing.by_opcode()["CONV"] == 1 and timing.by_opcode()["LOOP"] == 3
 
 

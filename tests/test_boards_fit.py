@@ -68,7 +68,7 @@ def test_dsp_option_is_refused_on_ice40(tmp_path, capsys):
 
 
 def test_board_defaults_and_overrides():
-    assert board_config(BOARDS["icebreaker"]).name == "8x2"
+    assert board_config(BOARDS["icebreaker"]).name == "4x2"
     assert board_config(BOARDS["ulx3s"]).macs_per_cycle == 64
     config = board_config(BOARDS["ulx3s"], array="4x4", clock_hz=50e6)
     assert (config.rows, config.cols, config.clock_hz) == (4, 4, 50e6)
@@ -79,8 +79,11 @@ def test_board_defaults_and_overrides():
 
 @pytest.mark.slow
 def test_oversized_array_does_not_fit_the_up5k(tmp_path, capsys):
-    """A 4x8 array wants 16 SB_MAC16: nextpnr stops after packing, the CLI says why (status 2)."""
-    status = board_build.main(["--board", "icebreaker", "--array", "4x8", "-o", str(tmp_path)])
+    """A 4x8 array wants 16 SB_MAC16: nextpnr stops after packing, the CLI says why (status 2).
+    (The stand-in core, so that the DSPs are what overflows: the whole accelerator at 4x8
+    runs out of logic cells as well.)"""
+    status = board_build.main(["--board", "icebreaker", "--core", "stand-in", "--array", "4x8",
+                               "-o", str(tmp_path)])
     assert status == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
@@ -103,7 +106,18 @@ def test_accelerator_core_elaborates(board):
 def test_icebreaker_requantizer_uses_the_spare_dsps():
     """Two SB_MAC16 per requantizer lane when the array leaves them, Booth logic otherwise."""
     from fpganet.boards.icebreaker import DEFAULT_CONFIG, requant_multiplier
-    assert requant_multiplier(DEFAULT_CONFIG) == "booth"                  # 8x2: all 8 DSPs
+    assert requant_multiplier(DEFAULT_CONFIG) == "ice40_dsp"              # 4x2: 4 DSPs left
+    assert requant_multiplier(DEFAULT_CONFIG.replace(rows=8)) == "booth"  # 8x2: all 8 DSPs
     assert requant_multiplier(DEFAULT_CONFIG.replace(rows=6)) == "ice40_dsp"
     assert requant_multiplier(DEFAULT_CONFIG.replace(rows=6, requant_latency=4)) == "booth"
     assert requant_multiplier(DEFAULT_CONFIG.replace(rows=7)) == "booth"  # one DSP left
+
+
+def test_nextpnr_options_given_replace_the_boards():
+    """nextpnr refuses an option twice: one given on the command line drops the board's."""
+    from fpganet.boards.build import _without_overridden
+    assert BOARDS["icebreaker"].nextpnr_opts == ("--router", "router2")
+    assert _without_overridden(("--router", "router2"), ["--router", "router1"]) == []
+    assert _without_overridden(("--router", "router2"), ["--router=router1"]) == []
+    assert _without_overridden(("--router", "router2", "--tmg-ripup"), ["--seed", "3"]) == \
+        ["--router", "router2", "--tmg-ripup"]

