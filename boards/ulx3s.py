@@ -37,14 +37,14 @@ BAUD = 3_000_000
 #: per image against 21.1 k, since at 8x16 the single requantizer lane, not the
 #: array, limits the first conv layer.
 #:
-#: The clock is 30 MHz, not the 100 MHz aimed at: the design routes at 42.3 MHz with
-#: this target (49.7 MHz for the netlist one commit earlier: the longest path moves
-#: with the placement). With a 40 MHz target one build routed at 47.1 MHz, but router1
+#: The clock is 30 MHz, not the 100 MHz aimed at: the design routes at 41.8 MHz with
+#: this target (42-50 MHz for netlists one commit apart: the longest path moves with
+#: the placement). With a 40 MHz target one build routed at 47.1 MHz, but router1
 #: did not converge on the next netlist (nor with 45 MHz), so the default stays where it
-#: routes reliably; `--clock-hz 40e6` asks for more. The long paths (boards/README.md)
-#: start at unregistered block-RAM outputs: the instruction word into the region unit's
-#: and writer's bookkeeping, an activation bank through the window's gather into the
-#: max-pool compare.
+#: routes reliably; `--clock-hz 40e6` asks for more. The long paths (boards/README.md):
+#: the result writer's lane addressing into its bank arbitration, and unregistered
+#: block-RAM outputs: the instruction word into the region unit's and writer's
+#: bookkeeping, an activation bank through the window's gather into the max-pool compare.
 DEFAULT_CONFIG = AcceleratorConfig(rows=8, cols=8, requant_lanes=2, weight_buffer_bytes=64 * 1024,
                                    act_buffer_bytes=16 * 1024, clock_hz=30e6)
 

@@ -237,7 +237,6 @@ class PacketFIFO(wiring.Component):
             r_next.eq(r_ptr + taken),
             # The read port reads where the pointer will be, so its data belong to r_ptr.
             read.addr.eq(r_next[:bits]),
-            self.r.valid.eq(r_ptr != c_ptr),
             self.r.payload.eq(read.data),
             # depth - (w_ptr - r_ptr) with one subtraction: adding depth flips the top bit.
             self.free.eq((Cat(r_ptr[:bits], ~r_ptr[bits]) - w_ptr)[:bits + 1]),
@@ -253,6 +252,10 @@ class PacketFIFO(wiring.Component):
             m.d.sync += r_ptr.eq(c_ptr)
         with m.Else():
             m.d.sync += r_ptr.eq(r_next)
+        # r.valid is r_ptr != c_ptr, kept in a flip-flop from the pointers' next values: the
+        # reader's whole walk hangs on it (the region unit's INPUT), and the comparison in
+        # front of it was the iCE40 build's critical path.
+        m.d.sync += self.r.valid.eq(Mux(self.drop, c_ptr, r_next) != Mux(self.commit, w_ptr, c_ptr))
         return m
 
 

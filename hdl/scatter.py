@@ -190,7 +190,6 @@ class ResultWriter(wiring.Component):
             take.eq(group_done & last_group),
             self.results.ready.eq(take),
             last_row.eq(self.pool | (row + 1 == rows)),
-            tile_wrap.eq(tile + 1 == regs.tiles),
             row_end.eq(take & last_row),
             group_end.eq(row_end & tile_wrap),
             final.eq(group_end & (grp + 1 == regs.groups)),
@@ -243,6 +242,13 @@ class ResultWriter(wiring.Component):
         update(tile_start, tile_end, enable=row_end, reset=start | group_end)
         update(row, row + 1, enable=take, reset=start | row_end)
         update(tile, tile + 1, enable=row_end, reset=start | group_end)
+        # tile_wrap (tile + 1 == TILES) in a flip-flop, set from the next tile's count: the
+        # parameter memory's read address hangs on it, and the comparison was in front of
+        # its adder. (TILES holds from start to the instruction's end.)
+        with m.If(start | group_end):
+            m.d.sync += tile_wrap.eq(regs.tiles == 1)
+        with m.Elif(row_end):
+            m.d.sync += tile_wrap.eq(tile + 2 == regs.tiles)
         update(grp, grp + 1, enable=group_end, reset=start)
         update(first_chan, next_first_chan, enable=group_end, reset=start)
         update(chan, next_chan, enable=take, reset=start)

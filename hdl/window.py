@@ -207,8 +207,6 @@ class WindowGenerator(wiring.Component):
             walk.eq(w_busy & ~stall),
             lane.eq(w_lane),
             lane_end.eq(walk & (lane + 1 == regs.lanes)),
-            ox_wrap.eq(w_ox + 1 == regs.out_w),
-            tile_wrap.eq(w_tile + 1 == regs.tiles),
             group_end.eq(lane_end & tile_wrap),
             walker_first.eq(running & (mul_count == 1)),
         ]
@@ -227,6 +225,16 @@ class WindowGenerator(wiring.Component):
         with m.Elif(group_end):
             m.d.sync += w_gbase.eq(w_gbase + regs.in_gstep)
         update(w_tile, w_tile + 1, enable=lane_end, reset=restart)
+        # ox_wrap (w_ox + 1 == OUT_W) and tile_wrap (w_tile + 1 == TILES) in flip-flops, set
+        # from the next count: the comparisons were in front of the walker's resets and enables.
+        with m.If(restart | (walk & ox_wrap)):
+            m.d.sync += ox_wrap.eq(regs.out_w == 1)
+        with m.Elif(walk):
+            m.d.sync += ox_wrap.eq(w_ox + 2 == regs.out_w)
+        with m.If(restart):
+            m.d.sync += tile_wrap.eq(regs.tiles == 1)
+        with m.Elif(lane_end):
+            m.d.sync += tile_wrap.eq(w_tile + 2 == regs.tiles)
         update(w_group, w_group + 1, enable=group_end, reset=start)
         update(w_lane, lane + 1, enable=walk, reset=start | walker_first | lane_end)
         # A walk starts in the cycle after the load that needs it, from a flip-flop: started by
