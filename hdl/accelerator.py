@@ -17,7 +17,7 @@ from fpganet.config import AcceleratorConfig
 from fpganet.isa import INSTRUCTION_BITS, HostSpace
 
 from .controller import Controller
-from .memories import ActivationBuffer, WeightBuffer, param_from_word, param_layout
+from .memories import ActivationBuffer, WeightBuffer, falling_edge_write_domain, param_from_word, param_layout
 from .pool import MaxPool
 from .region import RegionUnit
 from .registers import act_addr_width, bank_bits
@@ -126,8 +126,14 @@ class Accelerator(wiring.Component):
         m.submodules.program = program = Memory(shape=INSTRUCTION_BITS, depth=config.program_words, init=[])
         m.submodules.weights = weights = self._weights(config)
         m.submodules.params = params = Memory(shape=param_layout(), depth=config.bias_buffer_words, init=[])
-        prog_rd, prog_wr = program.read_port(), program.write_port()
-        p_rd, p_wr = params.read_port(), params.write_port()
+        # The host writes the program and the parameters only while the controller is idle,
+        # and the controller and the writer read them only while it runs: a read never meets a
+        # write. Written on the falling edge, they need no read-during-write logic around their
+        # block RAMs (about 400 iCE40 logic cells for the two at 256 words).
+        prog_rd = program.read_port()
+        prog_wr = program.write_port(domain=falling_edge_write_domain(m, "program_write"))
+        p_rd = params.read_port()
+        p_wr = params.write_port(domain=falling_edge_write_domain(m, "params_write"))
 
         # Controller, status.
         m.d.comb += [

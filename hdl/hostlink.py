@@ -49,6 +49,7 @@ from amaranth.utils import ceil_log2
 from fpganet.board import protocol
 from fpganet.board.protocol import Command, DeviceInfo, ErrorCode, Status
 from fpganet.config import AcceleratorConfig
+from fpganet.hdl.memories import falling_edge_write_domain
 from fpganet.hdl.registers import (act_addr_width, param_addr_width, program_addr_width,
                                    weight_addr_width)
 from fpganet.hdl.uart import UARTReceiver, UARTTransmitter, uart_divisor
@@ -150,24 +151,6 @@ def _check_int(name, value, low, high):
     return value
 
 
-def _write_domain(m, name):
-    """A clock domain for a memory's write port: domain ``sync``'s clock, falling edge.
-
-    Yosys maps a memory with a write and a read port on the same clock edge to iCE40 block
-    RAM with logic that emulates the read-during-write behaviour asked for (a register of
-    the written data, an address comparison and a multiplexer: about 20 logic cells per
-    memory), since the block RAM leaves it undefined. Writing on the falling edge makes the
-    ports' clocks differ, so nothing is emulated (the block RAM inverts its write clock
-    itself), and a read at the next rising edge sees the byte written: the read port behaves
-    as a transparent one. The price is half a cycle for the write's address, data and
-    enable, which therefore come from flip-flops, the enable through one LUT at most.
-    """
-    domain = ClockDomain(name, clk_edge="neg", reset_less=True, local=True)
-    m.domains += domain
-    m.d.comb += domain.clk.eq(ClockSignal("sync"))
-    return name
-
-
 # Packet FIFO -------------------------------------------------------------------------------
 
 class PacketFIFO(wiring.Component):
@@ -176,7 +159,7 @@ class PacketFIFO(wiring.Component):
     Bytes written since the last :attr:`commit` can be discarded with :attr:`rollback`, so
     a frame's payload goes in as it arrives and disappears if the frame turns out damaged.
 
-    Its memory is written on the falling edge of the clock (see :func:`_write_domain`), so
+    Its memory is written on the falling edge of the clock (see :func:`~fpganet.hdl.memories.falling_edge_write_domain`), so
     ``w_data`` and ``w_en`` have half a cycle to settle: they should come from flip-flops,
     ``w_en`` through one LUT at most.
 
@@ -221,7 +204,7 @@ class PacketFIFO(wiring.Component):
         m = Module()
         bits = ceil_log2(self.depth)
         m.submodules.storage = storage = memory.Memory(shape=8, depth=self.depth, init=[])
-        write = storage.write_port(domain=_write_domain(m, "packet_fifo_write"))
+        write = storage.write_port(domain=falling_edge_write_domain(m, "packet_fifo_write"))
         read = storage.read_port()
 
         w_ptr = Signal(bits + 1)        # next byte to write (tentative)
@@ -471,7 +454,7 @@ class HostLinkCore(wiring.Component):
         # after its own bytes went in.
         stage_bits = ceil_log2(self.max_write_bytes)
         m.submodules.staging = staging = memory.Memory(shape=8, depth=1 << stage_bits, init=[])
-        stage_w = staging.write_port(domain=_write_domain(m, "staging_write"))
+        stage_w = staging.write_port(domain=falling_edge_write_domain(m, "staging_write"))
         stage_r = staging.read_port()
 
         # Device state the link keeps.
@@ -507,7 +490,7 @@ class HostLinkCore(wiring.Component):
         crc = Signal(16)        # set to 0xFFFF as each frame starts
         length_ok = Signal()    # the length suits the command
         no_space = Signal()     # a SEND_INPUT larger than the input FIFO's free space
-        # The memories' write enables are these flip-flops and rx.valid (see _write_domain).
+        # The memories' write enables are these flip-flops and rx.valid (see falling_edge_write_domain).
         in_payload = Signal()       # state is PAYLOAD
         input_payload = Signal()    # ... of a SEND_INPUT whose bytes go into the input FIFO
         # WRITE's space and address, kept as wide as the device needs: every memory has at

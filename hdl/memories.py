@@ -9,6 +9,8 @@
 * :func:`param_layout`: one parameter entry as the hardware stores it.
 * :class:`WeightBuffer`: the weight buffer (block RAM; on iCE40 the SPRAM
   version :class:`fpganet.hdl.ice40_spram.SPRAMWeightBuffer` replaces it).
+* :func:`falling_edge_write_domain`: the clock domain of write ports that need no
+  read-during-write logic.
 
 The program and parameter memories are plain
 :class:`amaranth.lib.memory.Memory` instances with synchronous read ports,
@@ -25,7 +27,27 @@ from fpganet.isa import PARAM_FIELDS
 
 from .registers import act_addr_width, bank_bits, bank_word_width, weight_addr_width
 
-__all__ = ["param_layout", "ActivationBuffer", "WeightBuffer", "BankArbiter"]
+__all__ = ["param_layout", "ActivationBuffer", "WeightBuffer", "BankArbiter",
+           "falling_edge_write_domain"]
+
+
+def falling_edge_write_domain(m, name):
+    """A clock domain for a memory's write port: domain ``sync``'s clock, falling edge.
+
+    Yosys maps a memory with a write and a read port on the same clock edge to block RAM
+    with logic that emulates the read-during-write behaviour asked for (a register of the
+    written data, an address comparison and a multiplexer: on iCE40 about 20 logic cells
+    per byte-wide memory, 180 for a 53-bit one), since the block RAM leaves it undefined
+    (Yosys 0.70 ignores ``no_rw_check`` here). Writing on the falling edge makes the ports'
+    clocks differ, so nothing is emulated (the iCE40 block RAM inverts its write clock
+    itself), and a read at the next rising edge sees the word written: the read port
+    behaves as a transparent one. The price is half a cycle for the write's address, data
+    and enable, which should therefore come from flip-flops through a few LUTs at most.
+    """
+    domain = ClockDomain(name, clk_edge="neg", reset_less=True, local=True)
+    m.domains += domain
+    m.d.comb += domain.clk.eq(ClockSignal("sync"))
+    return name
 
 
 def param_layout():
@@ -222,7 +244,8 @@ class WeightBuffer(wiring.Component):
         single-port memory may implement the buffer (:class:`fpganet.hdl.ice40_spram.SPRAMWeightBuffer`),
         and ``rd_data`` is undefined after a write until the next read.
 
-    This implementation is a :class:`amaranth.lib.memory.Memory` (block RAM).
+    This implementation is a :class:`amaranth.lib.memory.Memory` (block RAM), written on
+    the falling edge (:func:`falling_edge_write_domain`): reads and writes never meet.
     """
 
     def __init__(self, config):
@@ -239,7 +262,8 @@ class WeightBuffer(wiring.Component):
         m = Module()
         m.submodules.memory = memory = Memory(shape=8 * self.config.rows,
                                               depth=self.config.weight_buffer_words, init=[])
-        rd, wr = memory.read_port(), memory.write_port()
+        rd = memory.read_port()
+        wr = memory.write_port(domain=falling_edge_write_domain(m, "weight_write"))
         m.d.comb += [
             rd.addr.eq(self.rd_addr), rd.en.eq(self.rd_en), self.rd_data.eq(rd.data),
             wr.addr.eq(self.wr_addr), wr.data.eq(self.wr_data), wr.en.eq(self.wr_en),

@@ -19,6 +19,10 @@ def run_pysim(config, images, input_bytes=b"", *, max_cycles=20_000, dut=None, r
     state = {"cycles": None}
 
     async def host(ctx):
+        # The memories are written on the clock's falling edge (as on the boards, where the
+        # host port is driven from flip-flops): hold each write over one, starting after the
+        # first rising edge.
+        await ctx.tick()
         for space, addr, data in writes:
             ctx.set(dut.host.payload, {"space": int(space), "addr": addr, "data": data})
             ctx.set(dut.host.valid, 1)
