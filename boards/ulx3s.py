@@ -37,7 +37,7 @@ BAUD = 3_000_000
 #: per image against 21.1 k, since at 8x16 the single requantizer lane, not the
 #: array, limits the first conv layer.
 #:
-#: The clock is 30 MHz, not the 100 MHz aimed at: the design routes at 41.8 MHz with
+#: The clock is 30 MHz, not the 100 MHz aimed at: the design routes at 49.8 MHz with
 #: this target (42-50 MHz for netlists one commit apart: the longest path moves with
 #: the placement). With a 40 MHz target one build routed at 47.1 MHz, but router1
 #: did not converge on the next netlist (nor with 45 MHz), so the default stays where it
