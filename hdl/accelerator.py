@@ -129,7 +129,7 @@ class Accelerator(wiring.Component):
         # The host writes the program and the parameters only while the controller is idle,
         # and the controller and the writer read them only while it runs: a read never meets a
         # write. Written on the falling edge, they need no read-during-write logic around their
-        # block RAMs (about 400 iCE40 logic cells for the two at 256 words).
+        # block RAMs (about 200 iCE40 logic cells for the two at 256 words, measured).
         prog_rd = program.read_port()
         prog_wr = program.write_port(domain=falling_edge_write_domain(m, "program_write"))
         p_rd = params.read_port()

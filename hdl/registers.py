@@ -30,7 +30,22 @@ from fpganet.isa import COUNT_WIDTH, LOOP_COUNT_WIDTH, Reg, count_width
 
 __all__ = ["COUNT_WIDTH", "LOOP_COUNT_WIDTH", "count_width", "act_addr_width", "weight_addr_width",
            "param_addr_width", "program_addr_width", "bank_bits", "bank_word_width", "register_widths",
-           "register_layout"]
+           "register_layout", "registered_wrap"]
+
+
+def registered_wrap(m, wrap, count, limit, *, restart, step):
+    """Keep ``wrap`` equal to ``count + 1 == limit`` in a flip-flop.
+
+    ``count`` is a counter that ``restart`` and ``step & wrap`` set to 0 and ``step``
+    otherwise increments; ``limit`` (a count register) holds while it counts. The flag is
+    loaded from the next count (``limit == 1`` after a reset, ``count + 2 == limit`` after
+    an increment), so it is exact in every cycle, and the comparison stays out of whatever
+    the wrap decides (the counters' resets, a memory address).
+    """
+    with m.If(restart | (step & wrap)):
+        m.d.sync += wrap.eq(limit == 1)
+    with m.Elif(step):
+        m.d.sync += wrap.eq(count + 2 == limit)
 
 
 def act_addr_width(config):

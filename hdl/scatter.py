@@ -38,7 +38,7 @@ from fpganet.config import AcceleratorConfig
 from .memories import BankArbiter, param_layout, route_to_banks
 from .postproc import MULTIPLIERS, Requantizer
 from .registers import (act_addr_width, bank_bits, bank_word_width, count_width, param_addr_width,
-                        register_layout)
+                        register_layout, registered_wrap)
 from .systolic import result_layout
 
 __all__ = ["ResultWriter"]
@@ -242,13 +242,9 @@ class ResultWriter(wiring.Component):
         update(tile_start, tile_end, enable=row_end, reset=start | group_end)
         update(row, row + 1, enable=take, reset=start | row_end)
         update(tile, tile + 1, enable=row_end, reset=start | group_end)
-        # tile_wrap (tile + 1 == TILES) in a flip-flop, set from the next tile's count: the
-        # parameter memory's read address hangs on it, and the comparison was in front of
-        # its adder. (TILES holds from start to the instruction's end.)
-        with m.If(start | group_end):
-            m.d.sync += tile_wrap.eq(regs.tiles == 1)
-        with m.Elif(row_end):
-            m.d.sync += tile_wrap.eq(tile + 2 == regs.tiles)
+        # In a flip-flop: the parameter memory's read address hangs on it, and the comparison
+        # was in front of its adder.
+        registered_wrap(m, tile_wrap, tile, regs.tiles, restart=start, step=row_end)
         update(grp, grp + 1, enable=group_end, reset=start)
         update(first_chan, next_first_chan, enable=group_end, reset=start)
         update(chan, next_chan, enable=take, reset=start)

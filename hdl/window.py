@@ -43,7 +43,7 @@ from fpganet.config import AcceleratorConfig
 
 from .memories import BankArbiter, bank_hits, route_to_banks
 from .registers import (act_addr_width, bank_bits, bank_word_width, count_width, register_layout,
-                        weight_addr_width)
+                        registered_wrap, weight_addr_width)
 from .systolic import operand_layout
 
 __all__ = ["WindowGenerator"]
@@ -225,16 +225,9 @@ class WindowGenerator(wiring.Component):
         with m.Elif(group_end):
             m.d.sync += w_gbase.eq(w_gbase + regs.in_gstep)
         update(w_tile, w_tile + 1, enable=lane_end, reset=restart)
-        # ox_wrap (w_ox + 1 == OUT_W) and tile_wrap (w_tile + 1 == TILES) in flip-flops, set
-        # from the next count: the comparisons were in front of the walker's resets and enables.
-        with m.If(restart | (walk & ox_wrap)):
-            m.d.sync += ox_wrap.eq(regs.out_w == 1)
-        with m.Elif(walk):
-            m.d.sync += ox_wrap.eq(w_ox + 2 == regs.out_w)
-        with m.If(restart):
-            m.d.sync += tile_wrap.eq(regs.tiles == 1)
-        with m.Elif(lane_end):
-            m.d.sync += tile_wrap.eq(w_tile + 2 == regs.tiles)
+        # In flip-flops: the comparisons were in front of the walker's resets and enables.
+        registered_wrap(m, ox_wrap, w_ox, regs.out_w, restart=restart, step=walk)
+        registered_wrap(m, tile_wrap, w_tile, regs.tiles, restart=restart, step=lane_end)
         update(w_group, w_group + 1, enable=group_end, reset=start)
         update(w_lane, lane + 1, enable=walk, reset=start | walker_first | lane_end)
         # A walk starts in the cycle after the load that needs it, from a flip-flop: started by
