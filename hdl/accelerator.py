@@ -8,15 +8,14 @@ instruction, which the tests hold the RTL to exactly.
 """
 
 from amaranth import *
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
-from amaranth.lib.wiring import In, Out
-from amaranth.utils import ceil_log2
 
 from fpganet.config import AcceleratorConfig
 from fpganet.isa import INSTRUCTION_BITS, HostSpace
 
 from .controller import Controller
+from .hostport import device_signature, host_addr_width, host_write_layout
 from .memories import ActivationBuffer, WeightBuffer, falling_edge_write_domain, param_from_word, param_layout
 from .pool import MaxPool
 from .region import RegionUnit
@@ -25,27 +24,9 @@ from .scatter import ResultWriter
 from .systolic import ProcessingElement, SystolicArray
 from .window import WindowGenerator
 
-__all__ = ["Accelerator", "host_layout", "host_addr_width"]
-
-
-def host_addr_width(config):
-    """Bits of the host port's address: enough for the deepest of the four memories."""
-    return max(1, ceil_log2(max(config.program_words, config.weight_buffer_words,
-                                config.bias_buffer_words, config.act_buffer_bytes)))
-
-
-def host_layout(config):
-    """Payload of one host write: ``space`` (:class:`fpganet.isa.HostSpace`), ``addr``, ``data``.
-
-    ``data`` holds a program word (64 bits), a weight word (byte ``i`` = array row
-    ``i`` in bits ``8i..8i+7``), a parameter entry (:func:`fpganet.isa.pack_param`)
-    or an activation byte (bits 0..7).
-    """
-    return data.StructLayout({
-        "space": 2,
-        "addr": host_addr_width(config),
-        "data": config.host_data_width,
-    })
+# host_addr_width and host_write_layout are re-exported: the test benches that load the
+# memories take the port's shape from here.
+__all__ = ["Accelerator", "host_write_layout", "host_addr_width"]
 
 
 class Accelerator(wiring.Component):
@@ -66,7 +47,7 @@ class Accelerator(wiring.Component):
 
     Members
     -------
-    host : In(stream.Signature(host_layout(config)))
+    host : In(stream.Signature(host_write_layout(config)))
         Writes one word of any memory per transfer; ``ready`` while idle
         (not ``busy``).
     start : In(1)
@@ -100,15 +81,8 @@ class Accelerator(wiring.Component):
             raise ValueError(f"act_buffer_bytes {config.act_buffer_bytes} is not a multiple of the "
                              f"{config.act_banks} activation banks")
         self.config = config
-        super().__init__({
-            "host": In(stream.Signature(host_layout(config))),
-            "start": In(1),
-            "busy": Out(1),
-            "done": Out(1),
-            "input": In(stream.Signature(8)),
-            "output": Out(stream.Signature(8)),
-            "cycles": Out(32),
-        })
+        # The one signature the host link connects to (hostport.device_signature).
+        super().__init__(device_signature(config))
 
     def elaborate(self, platform):
         m = Module()

@@ -27,16 +27,8 @@ Blocks
     A host link and its device: the UART pins are its only ports. ``device=`` picks the
     device; ``device=Accelerator`` is the one-line change to the real one.
 
-The device ports (:func:`device_signature`, seen from the device) are those of
-``fpganet.hdl.accelerator.Accelerator``::
-
-    host    In(stream of host_write_layout: space 2 bits, addr, data host_data_width bits)
-    start   In(1)      one-cycle pulse
-    busy    Out(1)
-    done    Out(1)     a pulse or a level; the link latches its rising edge
-    input   In(stream of 8-bit bytes)
-    output  Out(stream of 8-bit bytes)
-    cycles  Out(32)
+The device ports are :func:`~fpganet.hdl.hostport.device_signature` (seen from the device),
+the signature of ``fpganet.hdl.accelerator.Accelerator``.
 """
 
 import enum
@@ -49,9 +41,8 @@ from amaranth.utils import ceil_log2
 from fpganet.board import protocol
 from fpganet.board.protocol import Command, DeviceInfo, ErrorCode, Status
 from fpganet.config import AcceleratorConfig
+from fpganet.hdl.hostport import connect_device, device_signature, host_addr_width, host_write_layout
 from fpganet.hdl.memories import falling_edge_write_domain
-from fpganet.hdl.registers import (act_addr_width, param_addr_width, program_addr_width,
-                                   weight_addr_width)
 from fpganet.hdl.uart import UARTReceiver, UARTTransmitter, uart_divisor
 from fpganet.isa import HostSpace
 
@@ -67,51 +58,6 @@ DEFAULT_TIMEOUT_S = 0.010
 MIN_TIMEOUT_CYCLES = 16
 #: Largest FIFO or staging buffer (the protocol's counts are 16-bit).
 MAX_BUFFER = 1 << 15
-
-
-# Port shapes ---------------------------------------------------------------------------------
-
-def host_addr_width(config):
-    """Bits of the host write port's address: enough for the deepest memory."""
-    return max(program_addr_width(config), weight_addr_width(config), param_addr_width(config),
-               act_addr_width(config))
-
-
-def host_write_layout(config, addr_width=None):
-    """Payload of the host write port: ``space`` (2 bits, :class:`~fpganet.isa.HostSpace`),
-    ``addr`` (word address), ``data`` (``config.host_data_width`` bits, a word zero-extended),
-    in that order."""
-    addr_width = host_addr_width(config) if addr_width is None else addr_width
-    return data.StructLayout({"space": 2, "addr": addr_width, "data": config.host_data_width})
-
-
-def device_signature(config, addr_width=None):
-    """The accelerator's host-facing ports, seen from the accelerator."""
-    return wiring.Signature({
-        "host": In(stream.Signature(host_write_layout(config, addr_width))),
-        "start": In(1),
-        "busy": Out(1),
-        "done": Out(1),
-        "input": In(stream.Signature(8)),
-        "output": Out(stream.Signature(8)),
-        "cycles": Out(32),
-    })
-
-
-_DEVICE_STREAMS = ("host", "input", "output")
-_DEVICE_SIGNALS = {"start": "to_device", "busy": "from_device", "done": "from_device",
-                   "cycles": "from_device"}
-
-
-def connect_device(m, link, device):
-    """Connect ``link.device`` (a :class:`HostLink` or :class:`HostLinkCore`) to the same-named
-    ports of ``device``, which may have other ports too (``wiring.connect(m, link.device,
-    device)`` does the same when it has only these)."""
-    for name in _DEVICE_STREAMS:
-        wiring.connect(m, getattr(link.device, name), getattr(device, name))
-    for name, way in _DEVICE_SIGNALS.items():
-        ours, theirs = getattr(link.device, name), getattr(device, name)
-        m.d.comb += theirs.eq(ours) if way == "to_device" else ours.eq(theirs)
 
 
 def crc16_next(crc, byte):

@@ -6,7 +6,7 @@ import pytest
 
 from fpganet import perf
 from fpganet.config import AcceleratorConfig
-from fpganet.hdl.accelerator import Accelerator, host_layout
+from fpganet.hdl.accelerator import Accelerator, host_write_layout
 from fpganet.isa import HostSpace, Instruction, Opcode, Reg, count_width, encode, pack_param
 from fpganet.isasim import Machine
 from fpganet.sim.rtl_images import host_writes, images_from_machine
@@ -176,7 +176,7 @@ def test_back_pressure_keeps_the_bytes(pattern):
 
 def test_host_port_layout_and_ready():
     config = AcceleratorConfig()
-    layout = host_layout(config)
+    layout = host_write_layout(config)
     assert layout.size == 2 + 15 + 64          # 32768 weight words are the deepest memory
     with pytest.raises(TypeError, match="AcceleratorConfig"):
         Accelerator({"rows": 2})
