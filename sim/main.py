@@ -15,22 +15,9 @@ import tempfile
 import time
 
 import numpy as np
+from tqdm import tqdm
 
 from fpganet.config import ConfigError
-
-
-def _progress_bar(label):
-    interactive = sys.stderr.isatty()
-    start = time.perf_counter()
-
-    def show(done, total):
-        elapsed = time.perf_counter() - start
-        filled = int(30 * done / total)
-        line = (f"  {label} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total} images "
-                f"{elapsed:5.1f} s")
-        print(("\r" if interactive else "") + line, end="" if interactive and done < total else "\n",
-              file=sys.stderr, flush=True)
-    return show
 
 
 def main(argv=None):
@@ -72,8 +59,11 @@ def main(argv=None):
 
     q_in = net.quantize_input(x)
     start = time.perf_counter()
-    q_rtl, cycles = rtl_backend.run_network_rtl(net, q_in, sim=sim, chunk=args.chunk,
-                                                progress=_progress_bar("simulate "))
+    # On stderr, so that stdout holds the report alone.
+    with tqdm(total=len(q_in), desc="  simulate", unit="image", file=sys.stderr,
+              ascii=not sys.stderr.isatty()) as bar:
+        q_rtl, cycles = rtl_backend.run_network_rtl(
+            net, q_in, sim=sim, chunk=args.chunk, progress=lambda done, _: bar.update(done - bar.n))
     wall = time.perf_counter() - start
     golden = run_network(net, x, backend="golden")
     mismatched = np.flatnonzero((q_rtl.reshape(len(x), -1) != golden.q.reshape(len(x), -1)).any(axis=1))

@@ -53,6 +53,7 @@ def now_ps():
     return Fraction(get_sim_time("ps"))
 
 
+# Not cocotbext-uart (0.1.4 runs on cocotb 2.1): no bad stop bits, glitches or stop-bit check; whole-ns bits.
 class UartSource:
     """Drives a UART line, 8N1, one bit at a time, at exactly ``baud`` on average."""
 

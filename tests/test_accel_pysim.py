@@ -185,8 +185,9 @@ def test_host_port_layout_and_ready():
     assert host_writes(config, {"activations": np.array([0, 3, 0, -1], np.int8)}) == \
         [(HostSpace.ACTIVATIONS, 1, 3), (HostSpace.ACTIVATIONS, 3, 255)]
     loop = encode(Instruction(Opcode.LOOP, target=3)) | 7        # above 2^63: no float rounding
+    # Whatever the dictionary's order, the writes come in the load order: the program last.
     assert host_writes(config, {"program": [loop, 0, 5], HostSpace.WEIGHTS: [[0, 0], [1, -1]]}) == \
-        [(HostSpace.PROGRAM, 0, loop), (HostSpace.PROGRAM, 2, 5), (HostSpace.WEIGHTS, 1, 0xFF01)]
+        [(HostSpace.WEIGHTS, 1, 0xFF01), (HostSpace.PROGRAM, 0, loop), (HostSpace.PROGRAM, 2, 5)]
 
 
 def test_off_by_one_window_is_caught():

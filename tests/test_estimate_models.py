@@ -130,7 +130,7 @@ def test_board_report_is_read_and_checked(tmp_path):
     path = tmp_path / "report.json"
     path.write_text(json.dumps(good))
     report = load_board_report(path)
-    assert (report.fmax_mhz, report.family, report.used()) == (42.5, "ice40up5k",
+    assert (report.fmax_mhz, report.family, report.used()) == (42.5, "ice40",
                                                                {"ICESTORM_LC": 3000})
     # As boards/build.py writes it: the board clock (PLL) below the routed Fmax is the clock;
     # nextpnr's raw utilization table is preferred to the renamed resources.

@@ -112,7 +112,7 @@ def test_accelerator_power_uses_the_engine_duty():
 
     def at(duty):
         perf = {"duty": Quantity(duty, None, "estimated", "test")}
-        return accelerator_power(workload, cycles, clock, perf, "ice40up5k",
+        return accelerator_power(workload, cycles, clock, perf, "ice40",
                                  oscillator_hz=12e6)
 
     idle, busy = at(0.0), at(1.0)
@@ -130,7 +130,7 @@ def _lenet_power(activity, duty=1.0):
     cycles = Quantity(workload.tiled_cycles, "cycles", "estimated", "test")
     clock = Quantity(40e6, "Hz", "estimated", "test")
     perf = {"duty": Quantity(duty, None, "estimated", "test")}
-    return accelerator_power(workload, cycles, clock, perf, "ice40up5k", oscillator_hz=12e6,
+    return accelerator_power(workload, cycles, clock, perf, "ice40", oscillator_hz=12e6,
                              activity=activity)
 
 

@@ -21,17 +21,121 @@ from .plan import beat_extra_cycles, capacity_error, plan_network
 from .program import generate, param_image, weight_image
 
 __all__ = ["MemoryImages", "StreamLayout", "build_images", "read_images", "engine_conflicts",
-           "STAMP_BYTES", "FILES", "pack_weight_word"]
+           "STAMP_BYTES", "FILES", "LOAD_ORDER", "pack_weight_word", "memory_words", "host_writes",
+           "memory_depth", "machine_memories"]
 
+#: Bytes of the cycle stamp that follows each image's outputs (``STAMP``).
 STAMP_BYTES = 4
 #: Files :meth:`MemoryImages.save` writes into a compiled directory.
 FILES = ("program.hex", "weights.hex", "params.hex", "memories.npz")
 FORMAT = "fpganet-accelerator/1"
 
 
+# Host words ----------------------------------------------------------------------------------
+#
+# What the host write port takes, one word per (space, address), for every loader: the ISA
+# simulator (MemoryImages.load), the RTL simulations (fpganet.sim.rtl_images), the board
+# driver (fpganet.board.driver.run_images) and the compiled directory's .hex files.
+
+#: The order every loader writes the memories in: the program last, so that a loader that
+#: started the accelerator as soon as its program arrived would find everything else in
+#: place. Every loader today starts it explicitly (the start pulse, START) after the whole
+#: load, so this keeps the loaders alike rather than meeting a hardware requirement.
+LOAD_ORDER = (HostSpace.WEIGHTS, HostSpace.PARAMS, HostSpace.ACTIVATIONS, HostSpace.PROGRAM)
+
+#: Bits of a word of each memory but the weights (``8 * rows`` bits: :func:`pack_weight_word`).
+_WORD_BITS = {HostSpace.PROGRAM: INSTRUCTION_BITS, HostSpace.PARAMS: 64, HostSpace.ACTIVATIONS: 8}
+
+
 def pack_weight_word(row_bytes):
-    """A weight word as an integer: byte ``i`` (array row ``i``) at bits ``[8i+7:8i]``."""
-    return int.from_bytes(np.asarray(row_bytes, dtype=np.int8).tobytes(), "little")
+    """A weight word as an integer: byte ``i`` (array row ``i``) at bits ``[8i+7:8i]``.
+
+    ``row_bytes`` holds the word's signed bytes; any integers are taken modulo 256.
+    """
+    if isinstance(row_bytes, np.ndarray) and row_bytes.dtype in (np.int8, np.uint8):
+        data = row_bytes.tobytes()
+    else:
+        data = bytes(int(value) & 0xFF for value in row_bytes)
+    return int.from_bytes(data, "little")
+
+
+def memory_words(space, image, rows=None):
+    """The words of one memory image as the host write port takes them, address 0 first.
+
+    Parameters
+    ----------
+    space : fpganet.isa.HostSpace or int
+    image : array-like, bytes or None
+        Program words (uint64, :func:`fpganet.isa.encode`), weights (int8 ``[words, rows]``),
+        parameter entries (uint64, :func:`fpganet.isa.pack_param`) or activation bytes (int8,
+        uint8 or ``bytes``); any sequence of integers works. None: no words.
+    rows : int, optional
+        Bytes per weight word, to split a flat weight image.
+
+    Returns
+    -------
+    list of int
+    """
+    space = HostSpace(space)
+    if image is None:
+        return []
+    if isinstance(image, (bytes, bytearray, memoryview)):
+        image = np.frombuffer(bytes(image), dtype=np.uint8)
+    if space is HostSpace.WEIGHTS:
+        image = np.asarray(image)
+        if rows is not None:
+            image = image.reshape(-1, rows)
+        return [pack_weight_word(row) for row in image]
+    # Python integers: a list mixing words above 2**63 with small ones would become float64.
+    flat = image.reshape(-1) if isinstance(image, np.ndarray) else \
+        np.asarray(image, dtype=object).reshape(-1)
+    mask = (1 << _WORD_BITS[space]) - 1
+    return [int(value) & mask for value in flat]
+
+
+def memory_depth(config, space):
+    """Words in memory ``space`` of an accelerator of ``config``."""
+    return {HostSpace.PROGRAM: config.program_words, HostSpace.WEIGHTS: config.weight_buffer_words,
+            HostSpace.PARAMS: config.bias_buffer_words,
+            HostSpace.ACTIVATIONS: config.act_buffer_bytes}[HostSpace(space)]
+
+
+def host_writes(memories, config=None, *, skip_zeros=False):
+    """The ``(space, address, word)`` writes that load ``memories``, in :data:`LOAD_ORDER`.
+
+    Parameters
+    ----------
+    memories : dict
+        ``{space: image}``: a :class:`~fpganet.isa.HostSpace` (or its name, any case) to what
+        :func:`memory_words` takes; None images are left out.
+    config : fpganet.config.AcceleratorConfig, optional
+        Splits flat weight images into words of ``rows`` bytes, and refuses an image larger
+        than its memory (ValueError).
+    skip_zeros : bool
+        Leave out zero words (for a loader whose memories start zeroed, as in a simulation
+        from reset).
+
+    Returns
+    -------
+    list of (HostSpace, int, int)
+    """
+    images = {(HostSpace[key.upper()] if isinstance(key, str) else HostSpace(key)): image
+              for key, image in memories.items()}
+    writes = []
+    for space in LOAD_ORDER:
+        words = memory_words(space, images.get(space), None if config is None else config.rows)
+        if config is not None and len(words) > memory_depth(config, space):
+            raise ValueError(f"{space.name.lower()} image of {len(words)} words exceeds the "
+                             f"{memory_depth(config, space)} of its memory")
+        writes += [(space, address, word) for address, word in enumerate(words)
+                   if word or not skip_zeros]
+    return writes
+
+
+def machine_memories(machine):
+    """``{HostSpace: array}``: the memories of an :class:`fpganet.isasim.Machine` (not copies)."""
+    return {HostSpace.PROGRAM: machine.program, HostSpace.WEIGHTS: machine.weights,
+            HostSpace.PARAMS: machine.params, HostSpace.ACTIVATIONS: machine.act}
 
 
 @dataclass(frozen=True)
@@ -192,30 +296,24 @@ class MemoryImages:
                 HostSpace.PARAMS: self.params}
 
     def words(self, space):
-        """The words of one memory as Python ints, address 0 first (weights: byte i at bits
-        [8i+7:8i], see :func:`pack_weight_word`)."""
-        space = HostSpace(space)
-        if space is HostSpace.WEIGHTS:
-            data = np.ascontiguousarray(self.weights).view(np.uint8).reshape(len(self.weights), -1)
-            return [int.from_bytes(row.tobytes(), "little") for row in data]
-        if space is HostSpace.ACTIVATIONS:
-            return []
-        return [int(word) for word in self.memories[space]]
+        """The words of one memory as Python ints, address 0 first (:func:`memory_words`;
+        activations: none)."""
+        return memory_words(space, self.memories.get(HostSpace(space)))
 
     def host_writes(self):
-        """``(space, address, word)`` for every word to load, program last (so that a loader
-        that starts the controller when the program arrives sees everything else in place)."""
-        for space in (HostSpace.WEIGHTS, HostSpace.PARAMS, HostSpace.PROGRAM):
-            for address, word in enumerate(self.words(space)):
-                yield space, address, word
+        """``(space, address, word)`` for every word to load, in :data:`LOAD_ORDER`
+        (:func:`host_writes`)."""
+        yield from host_writes(self.memories)
 
     def load(self, machine):
-        """Copy the memories into a :class:`fpganet.isasim.Machine`."""
-        program = self.program
-        machine.program[:] = 0
-        machine.program[:len(program)] = program
-        machine.weights[:len(self.weights)] = self.weights
-        machine.params[:len(self.params)] = self.params
+        """Copy the memories into a :class:`fpganet.isasim.Machine`, in :data:`LOAD_ORDER`
+        (its program memory cleared first: no word of an older program is left behind)."""
+        targets = machine_memories(machine)
+        targets[HostSpace.PROGRAM][:] = 0
+        memories = self.memories
+        for space in LOAD_ORDER:
+            if space in memories:
+                targets[space][:len(memories[space])] = memories[space]
 
     # Streams ---------------------------------------------------------------------------------
 
@@ -244,14 +342,11 @@ class MemoryImages:
         """Write ``program.hex``, ``weights.hex``, ``params.hex`` (``$readmemh``: one word per
         line, most significant digit first) and ``memories.npz`` into ``directory``."""
         directory = os.fspath(directory)
-        digits = INSTRUCTION_BITS // 4
-        with open(os.path.join(directory, "program.hex"), "w") as handle:
-            handle.writelines(f"{int(word):0{digits}x}\n" for word in self.program)
-        weight_digits = 2 * self.config.weight_word_bytes
-        with open(os.path.join(directory, "weights.hex"), "w") as handle:
-            handle.writelines(f"{word:0{weight_digits}x}\n" for word in self.words(HostSpace.WEIGHTS))
-        with open(os.path.join(directory, "params.hex"), "w") as handle:
-            handle.writelines(f"{int(word):016x}\n" for word in self.params)
+        for name, space, bits in (("program.hex", HostSpace.PROGRAM, _WORD_BITS[HostSpace.PROGRAM]),
+                                  ("weights.hex", HostSpace.WEIGHTS, 8 * self.config.weight_word_bytes),
+                                  ("params.hex", HostSpace.PARAMS, _WORD_BITS[HostSpace.PARAMS])):
+            with open(os.path.join(directory, name), "w") as handle:
+                handle.writelines(f"{word:0{bits // 4}x}\n" for word in self.words(space))
         with open(os.path.join(directory, "memories.npz"), "wb") as handle:
             np.savez(handle, program=self.program, prologue=self.prologue, body=self.body,
                      weights=self.weights, params=self.params)

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..argtypes import positive_int
+from ..backend.images import LOAD_ORDER, STAMP_BYTES
 from ..errors import FpganetError
 from ..isa import HostSpace
 from . import protocol
@@ -41,10 +42,6 @@ __all__ = ["BoardLink", "LinkError", "DeviceError", "BoardRun", "run_images", "o
 DEFAULT_BAUD = 3_000_000
 #: The device's inter-byte timeout assumed before PING has told it.
 ASSUMED_DEVICE_TIMEOUT_S = 0.05
-#: Bytes of the cycle stamp that follows each image's output (``STAMP``).
-STAMP_BYTES = 4
-#: Order of the memory loads: the program last, as the compiler's ``host_writes``.
-LOAD_ORDER = (HostSpace.WEIGHTS, HostSpace.PARAMS, HostSpace.ACTIVATIONS, HostSpace.PROGRAM)
 IDEMPOTENT = frozenset({Command.PING, Command.STATUS, Command.WRITE, Command.FLUSH})
 
 
@@ -563,8 +560,7 @@ def load_compiled_job(out_dir):
         raise FpganetError(f"'{out_dir}' was compiled with --batch {images.batch}; the board "
                            f"driver runs one image per START: compile it with --batch 1")
     images = images.for_images(1)
-    memories = {space: images.words(space)
-                for space in (HostSpace.PROGRAM, HostSpace.WEIGHTS, HostSpace.PARAMS)}
+    memories = {space: images.words(space) for space in images.memories}
     return CompiledJob(config=images.config, memories=memories,
                        input_bytes=images.streams.input_bytes,
                        output_bytes=images.streams.output_bytes,

@@ -15,6 +15,7 @@ type, length and payload. Sent most significant byte first, it makes the CRC
 of type..CRC zero, which is what the receiver checks.
 """
 
+import binascii
 import enum
 import struct
 from dataclasses import dataclass, field, fields
@@ -66,24 +67,13 @@ def reply_type(command):
 
 # CRC-16/CCITT-FALSE ------------------------------------------------------------------------
 
-def _crc_table():
-    table = []
-    for byte in range(256):
-        crc = byte << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
-        table.append(crc & 0xFFFF)
-    return tuple(table)
-
-
-_CRC_TABLE = _crc_table()
-
-
 def crc16(data, crc=0xFFFF):
-    """CRC-16/CCITT-FALSE of ``data`` (continuing from ``crc``)."""
-    for byte in bytes(data):
-        crc = ((crc << 8) & 0xFFFF) ^ _CRC_TABLE[(crc >> 8) ^ byte]
-    return crc
+    """CRC-16/CCITT-FALSE of ``data`` (continuing from ``crc``).
+
+    The standard library's ``binascii.crc_hqx`` is this CRC (polynomial 0x1021, MSB first,
+    no final XOR) from the initial value it is given.
+    """
+    return binascii.crc_hqx(bytes(data), crc)
 
 
 def encode_frame(frame_type, payload=b""):

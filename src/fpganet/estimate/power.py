@@ -301,8 +301,10 @@ def ecp5_power(clock_hz, *, lcs=0, multipliers=0, dsp_utilization=1.0, ebr_activ
 
 
 def fpga_power(family, clock_hz, **kwargs):
-    """:func:`ice40_power` or :func:`ecp5_power` by device family (``"ice40up5k"``, ``"ecp5"``)."""
-    if family == "ice40up5k":
+    """:func:`ice40_power` or :func:`ecp5_power` by device family, as the board registry
+    (:data:`fpganet.boards.build.BOARDS`) names it: ``"ice40"`` (the iCE40UP5K's figures, the
+    registry's iCE40 device) or ``"ecp5"``."""
+    if family == "ice40":
         return ice40_power(clock_hz, **kwargs)
     if family == "ecp5":
         return ecp5_power(clock_hz, **kwargs)
@@ -343,7 +345,7 @@ def estimate_resources(config, family):
     pes = config.rows * config.cols
     lc = (round(pes * _LC_PER_PE + _LC_CONTROL[0]), round(pes * _LC_PER_PE + _LC_CONTROL[1]))
     act_bank_bytes = config.act_buffer_bytes // config.act_banks
-    if family == "ice40up5k":
+    if family == "ice40":
         ebr_bytes = 512
         spram = math.ceil(config.weight_buffer_bytes / 32768)
         dsp = math.ceil(pes / 2)
@@ -354,14 +356,14 @@ def estimate_resources(config, family):
     ebr = (config.act_banks * math.ceil(act_bank_bytes / ebr_bytes)
            + math.ceil(config.program_words * 8 / ebr_bytes)
            + math.ceil(config.bias_buffer_words * 8 / ebr_bytes))
-    if family != "ice40up5k":
+    if family != "ice40":
         ebr += math.ceil(config.weight_buffer_bytes / ebr_bytes)
     basis = (f"estimated from the configuration, not a routed design: LCs = {pes} PEs x "
              f"{_LC_PER_PE:.0f} (a 2x4 array used 534 LCs with synth_ice40 -dsp) + "
              f"{_LC_CONTROL[0]:,}-{_LC_CONTROL[1]:,} assumed for control, address generation, "
              f"requantization and the host port; "
              + ("two 8x8 products per SB_MAC16; weights in 32 KB SPRAMs, activations, program "
-                "and parameters in 512 B EBRs" if family == "ice40up5k" else
+                "and parameters in 512 B EBRs" if family == "ice40" else
                 "one 8x8 product per MULT18X18D; all memories in 2 KB DP16KD blocks"))
     return {"lc": lc, "dsp": dsp, "ebr": ebr, "spram": spram}, basis
 
@@ -378,7 +380,7 @@ def accelerator_power(workload, cycles, clock, performance, family, *, resources
     performance : dict
         From :func:`fpganet.estimate.throughput.fpga_performance` (its ``duty``).
     family : str
-        ``"ice40up5k"`` or ``"ecp5"``.
+        ``"ice40"`` or ``"ecp5"`` (the board registry's family names).
     resources : dict, optional
         Canonical counts (:func:`canonical_resources`); default :func:`estimate_resources`.
     oscillator_hz : float, optional
@@ -392,14 +394,14 @@ def accelerator_power(workload, cycles, clock, performance, family, *, resources
     notes = []
     if resources is None:
         resources, resources_basis = estimate_resources(config, family)
-    if family == "ice40up5k" and isinstance(resources.get("ebr"), int) and resources["ebr"] > 30:
+    if family == "ice40" and isinstance(resources.get("ebr"), int) and resources["ebr"] > 30:
         notes.append(f"the estimated {resources['ebr']} EBRs exceed the UP5K's 30: the boards "
                      f"build will place some memories elsewhere (SPRAM, LUTs)")
     busy_cycles = cycles.value
     utilization = min(1.0, workload.macs / (busy_cycles * config.macs_per_cycle))
     memory_rate = min(1.0, workload.beats / busy_cycles)
     duty = performance["duty"].value
-    if family == "ice40up5k":
+    if family == "ice40":
         weight_blocks = math.ceil(8 * config.weight_word_bytes / 16)
         spram_active = weight_blocks if resources.get("spram") else 0
         ebr_active = config.act_banks + (0 if spram_active else weight_blocks)

@@ -19,6 +19,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
+from ..boards.build import BOARDS as BOARD_REGISTRY
 from ..errors import FpganetError
 from .figures import HOST_LINK
 from .quantity import Quantity, missing
@@ -26,13 +27,16 @@ from .quantity import Quantity, missing
 __all__ = ["BOARDS", "BoardReport", "load_board_report", "HostLink", "clock_quantity",
            "fpga_performance", "device_family", "REPORT_KEYS"]
 
-#: Boards the project targets: device, on-board oscillator (a different clock needs the PLL).
-BOARDS = {
-    "icebreaker": {"device": "iCE40UP5K", "family": "ice40up5k", "oscillator_hz": 12e6,
-                   "name": "1BitSquared iCEBreaker (iCE40UP5K-SG48)"},
-    "ulx3s": {"device": "LFE5U-85F", "family": "ecp5", "oscillator_hz": 25e6,
-              "name": "Radiona ULX3S (ECP5 LFE5U-85F)"},
-}
+#: The names the estimator's reports print for the boards of the registry.
+_BOARD_NAMES = {"icebreaker": "1BitSquared iCEBreaker (iCE40UP5K-SG48)",
+                "ulx3s": "Radiona ULX3S (ECP5 LFE5U-85F)"}
+#: Boards the project targets, from the board registry (:data:`fpganet.boards.build.BOARDS`):
+#: ``device``, ``family``, the on-board oscillator ``oscillator_hz`` (its platform's default
+#: clock; a different clock needs the PLL) and ``name``.
+BOARDS = {name: {"device": board.device, "family": board.family,
+                 "oscillator_hz": float(board.platform().default_clk_frequency),
+                 "name": _BOARD_NAMES.get(name, board.description)}
+          for name, board in BOARD_REGISTRY.items()}
 
 REPORT_KEYS = ("board", "device", "fmax_mhz", "macs_per_cycle", "resources", "toolchain")
 
@@ -74,13 +78,24 @@ class BoardReport:
 
 
 def device_family(device):
-    """``"ice40up5k"`` or ``"ecp5"`` from a device name (``iCE40UP5K``, ``LFE5U-85F``, ``ECP5-85F``)."""
-    text = str(device).lower().replace("-", "").replace("_", "")
-    if "up5k" in text or "ice40up" in text:
-        return "ice40up5k"
-    if "lfe5" in text or "ecp5" in text:
-        return "ecp5"
-    raise FpganetError(f"no power model for device '{device}' (known: iCE40UP5K, ECP5 LFE5U-85F)")
+    """The family (``"ice40"``, ``"ecp5"``) of a board in the registry with ``device``.
+
+    The power models are those of the registered boards' devices (``iCE40UP5K``,
+    ``LFE5U-85F``); case, ``-`` and ``_`` are ignored.
+
+    Raises
+    ------
+    fpganet.errors.FpganetError
+        No registered board has that device.
+    """
+    def plain(name):
+        return str(name).lower().replace("-", "").replace("_", "")
+
+    for board in BOARD_REGISTRY.values():
+        if plain(board.device) == plain(device):
+            return board.family
+    known = ", ".join(sorted({board.device for board in BOARD_REGISTRY.values()}))
+    raise FpganetError(f"no power model for device '{device}' (known: {known})")
 
 
 def load_board_report(path):
