@@ -22,10 +22,10 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from fpganet.config import AcceleratorConfig
-from fpganet.isa import INSTRUCTION_BITS, Opcode, Reg
+from fpganet.isa import INSTRUCTION_LAYOUT, Opcode, Reg
 
 from .region import RegionMode
-from .registers import program_addr_width, register_layout, register_widths
+from .registers import register_layout, register_widths
 
 __all__ = ["Controller"]
 
@@ -47,10 +47,10 @@ class Controller(wiring.Component):
         Rises with the cycle after ``END``; stays high until the next ``start``.
     cycles : Out(32)
         Cycles of the current (or last) run so far.
-    prog_addr : Out(program_addr_width)
+    prog_addr : Out(config.program_addr_width)
     prog_en : Out(1)
-    prog_data : In(64)
-        The program memory's read port.
+    prog_data : In(INSTRUCTION_LAYOUT)
+        The program memory's read port: the instruction word, read by field name.
     regs : Out(register_layout(config))
         The register file (``SET``).
     engine_start, engine_pool : Out(1)
@@ -76,9 +76,9 @@ class Controller(wiring.Component):
             "busy": Out(1),
             "done": Out(1),
             "cycles": Out(32),
-            "prog_addr": Out(program_addr_width(config)),
+            "prog_addr": Out(config.program_addr_width),
             "prog_en": Out(1),
-            "prog_data": In(INSTRUCTION_BITS),
+            "prog_data": In(INSTRUCTION_LAYOUT),
             "regs": Out(register_layout(config)),
             "engine_start": Out(1),
             "engine_pool": Out(1),
@@ -94,14 +94,11 @@ class Controller(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         regs = self.regs
-        word = self.prog_data
-        opcode = word[60:64]
-        reg_index = word[54:60]
-        value = word[0:32]
-        target = word[32:48]
+        opcode = self.prog_data.opcode
+        set_op, loop_op = self.prog_data.operand.set, self.prog_data.operand.loop
 
-        pc = Signal(program_addr_width(self.config))
-        first = Signal()      # first cycle of the instruction in `word`
+        pc = Signal(self.config.program_addr_width)
+        first = Signal()      # first cycle of the instruction in `prog_data`
         advance = Signal()
         next_pc = Signal.like(pc)
         m.d.comb += next_pc.eq(pc + 1)
@@ -133,18 +130,18 @@ class Controller(wiring.Component):
                     m.d.sync += [self.busy.eq(0), self.done.eq(1)]
                 with m.Case(Opcode.SET):
                     m.d.comb += advance.eq(1)
-                    with m.Switch(reg_index):
+                    with m.Switch(set_op.reg):
                         for reg in Reg:
                             with m.Case(reg):
                                 field = getattr(regs, reg.name.lower())
-                                m.d.sync += field.eq(value[:widths[reg]])
+                                m.d.sync += field.eq(set_op.value[:widths[reg]])
                                 if reg in nonzero:
-                                    m.d.sync += nonzero[reg].eq(value[:widths[reg]].any())
+                                    m.d.sync += nonzero[reg].eq(set_op.value[:widths[reg]].any())
                 with m.Case(Opcode.LOOP):
                     m.d.comb += advance.eq(1)
                     with m.If(regs.loop_count != 0):
                         m.d.sync += regs.loop_count.eq(regs.loop_count - 1)
-                        m.d.comb += next_pc.eq(target)
+                        m.d.comb += next_pc.eq(loop_op.target)
                 with m.Case(Opcode.CONV, Opcode.POOL):
                     m.d.comb += [
                         self.engine_active.eq(1),

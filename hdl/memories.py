@@ -23,9 +23,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from fpganet.config import AcceleratorConfig
-from fpganet.isa import PARAM_FIELDS
-
-from .registers import act_addr_width, bank_bits, bank_word_width, weight_addr_width
+from fpganet.isa import PARAM_LAYOUT
 
 __all__ = ["param_layout", "ActivationBuffer", "WeightBuffer", "BankArbiter",
            "falling_edge_write_domain"]
@@ -51,18 +49,19 @@ def falling_edge_write_domain(m, name):
 
 
 def param_layout():
-    """One output channel's parameter entry: ``bias`` (int32), ``mult`` (15 bits), ``shift`` (6 bits).
-
-    The host writes the 64-bit word of :func:`fpganet.isa.pack_param`; only these 53
-    bits are kept.
+    """One output channel's parameter entry as the memory stores it: the fields of
+    :data:`fpganet.isa.PARAM_LAYOUT` (``bias`` int32, ``mult`` 15 bits, ``shift`` 6 bits)
+    packed into 53 bits, the unused bits of the host's 64-bit word left out.
     """
-    return data.StructLayout({name: signed(width) if is_signed else unsigned(width)
-                              for name, _, width, is_signed in PARAM_FIELDS})
+    return data.StructLayout({name: field.shape for name, field in PARAM_LAYOUT})
 
 
-def param_from_word(word):
-    """The :func:`param_layout` bits of a 64-bit host word (an Amaranth value)."""
-    return Cat(*(word[lsb:lsb + width] for _, lsb, width, _ in PARAM_FIELDS))
+def param_from_word(host_data):
+    """The :func:`param_layout` bits of a host write (an Amaranth value whose low bits are a
+    :data:`fpganet.isa.PARAM_LAYOUT` word)."""
+    entry = data.View(PARAM_LAYOUT, Value.cast(host_data)[:PARAM_LAYOUT.size])
+    # A StructLayout places its fields one after another in this order.
+    return Cat(*(entry[name] for name, _ in param_layout()))
 
 
 class ActivationBuffer(wiring.Component):
@@ -102,7 +101,7 @@ class ActivationBuffer(wiring.Component):
             raise ValueError(f"init of {len(init)} bytes exceeds act_buffer_bytes {config.act_buffer_bytes}")
         self.config = config
         self._init = init
-        banks, word = config.act_banks, bank_word_width(config)
+        banks, word = config.act_banks, config.bank_word_width
         super().__init__({
             "rd_addr": In(data.ArrayLayout(word, banks)),
             "rd_en": In(1),
@@ -184,7 +183,7 @@ class BankArbiter(wiring.Component):
 
 def bank_hits(config, addresses, served):
     """``hits[b][j]``: lane ``j`` is served this cycle and wants bank ``b``."""
-    bb = bank_bits(config)
+    bb = config.bank_bits
     return [[served[j] & (addresses[j][:bb] == b if bb else Const(1)) for j in range(len(addresses))]
             for b in range(config.act_banks)]
 
@@ -199,7 +198,7 @@ def route_to_banks(m, config, addresses, served, values=None, hits=None):
     zeros); with one lane, every bank sees that lane's word and value and only
     the enables differ.
     """
-    bb, aw = bank_bits(config), act_addr_width(config)
+    bb, aw = config.bank_bits, config.act_addr_width
     hits = hits if hits is not None else bank_hits(config, addresses, served)
     if len(addresses) == 1:
         words = [addresses[0][bb:aw]] * config.act_banks
@@ -252,7 +251,7 @@ class WeightBuffer(wiring.Component):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         self.config = config
-        width = weight_addr_width(config)
+        width = config.weight_addr_width
         super().__init__({
             "rd_addr": In(width), "rd_en": In(1), "rd_data": Out(8 * config.rows),
             "wr_addr": In(width), "wr_data": In(8 * config.rows), "wr_en": In(1),

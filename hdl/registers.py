@@ -1,4 +1,5 @@
-"""The engine registers as the hardware holds them, and address widths shared by the blocks.
+"""The engine registers as the hardware holds them, and the register idioms the blocks share
+(:func:`update`, :func:`registered_wrap`).
 
 ``SET`` writes a 32-bit value; the hardware keeps only the bits it uses:
 
@@ -23,14 +24,31 @@ A program whose values do not fit (a count of ``2**count_width`` or more, a ``LO
 runs; :func:`fpganet.perf.check_registers` reports it (the ISA simulator too, but for ``LANES``).
 """
 
+from amaranth.hdl import Value
 from amaranth.lib import data
-from amaranth.utils import ceil_log2
 
 from fpganet.isa import COUNT_WIDTH, LOOP_COUNT_WIDTH, Reg, count_width
 
 __all__ = ["COUNT_WIDTH", "LOOP_COUNT_WIDTH", "count_width", "act_addr_width", "weight_addr_width",
            "param_addr_width", "program_addr_width", "bank_bits", "bank_word_width", "register_widths",
-           "register_layout", "registered_wrap"]
+           "register_layout", "registered_wrap", "update"]
+
+
+def update(m, register, value, *, enable, reset=None):
+    """``register <= 0`` on ``reset``, else ``value`` when ``enable``.
+
+    Written this way, a register maps onto flip-flops with synchronous reset and enable
+    instead of a chain of multiplexers. ``register`` and ``value`` may be views.
+    """
+    register, value = Value.cast(register), Value.cast(value)
+    if reset is not None:
+        with m.If(reset):
+            m.d.sync += register.eq(0)
+        with m.Elif(enable):
+            m.d.sync += register.eq(value)
+    else:
+        with m.If(enable):
+            m.d.sync += register.eq(value)
 
 
 def registered_wrap(m, wrap, count, limit, *, restart, step):
@@ -48,50 +66,48 @@ def registered_wrap(m, wrap, count, limit, *, restart, step):
         m.d.sync += wrap.eq(count + 2 == limit)
 
 
+# The widths are properties of the configuration; these are their names for the blocks that
+# take them as functions.
+
 def act_addr_width(config):
-    """Bits of an activation byte address."""
-    return max(1, ceil_log2(config.act_buffer_bytes))
+    """:attr:`~fpganet.config.AcceleratorConfig.act_addr_width`."""
+    return config.act_addr_width
 
 
 def weight_addr_width(config):
-    """Bits of a weight word address."""
-    return max(1, ceil_log2(config.weight_buffer_words))
+    """:attr:`~fpganet.config.AcceleratorConfig.weight_addr_width`."""
+    return config.weight_addr_width
 
 
 def param_addr_width(config):
-    """Bits of a parameter entry address."""
-    return max(1, ceil_log2(config.bias_buffer_words))
+    """:attr:`~fpganet.config.AcceleratorConfig.param_addr_width`."""
+    return config.param_addr_width
 
 
 def program_addr_width(config):
-    """Bits of an instruction address."""
-    return max(1, ceil_log2(config.program_words))
+    """:attr:`~fpganet.config.AcceleratorConfig.program_addr_width`."""
+    return config.program_addr_width
 
 
 def bank_bits(config):
-    """Low address bits that select the activation bank (``act_banks`` is a power of two)."""
-    return ceil_log2(config.act_banks)
+    """:attr:`~fpganet.config.AcceleratorConfig.bank_bits`."""
+    return config.bank_bits
 
 
 def bank_word_width(config):
-    """Bits of a word address inside one activation bank."""
-    return max(1, act_addr_width(config) - bank_bits(config))
-
-
-def lanes_width(config):
-    """Bits of ``LANES`` (``1..cols``)."""
-    return config.cols.bit_length()
+    """:attr:`~fpganet.config.AcceleratorConfig.bank_word_width`."""
+    return config.bank_word_width
 
 
 def register_widths(config):
     """``{Reg: bits}``: how many low bits of each register the hardware keeps."""
-    aw, ww, pw = act_addr_width(config), weight_addr_width(config), param_addr_width(config)
-    cw = count_width(config)
+    aw, ww, pw = config.act_addr_width, config.weight_addr_width, config.param_addr_width
+    cw = config.count_width
     widths = {
         Reg.IN_BASE: aw, Reg.IN_PITCH: aw, Reg.IN_CSTRIDE: aw, Reg.IN_GSTEP: aw,
         Reg.K_C: cw, Reg.K_H: cw, Reg.K_W: cw,
         Reg.STRIDE_Y: aw, Reg.STRIDE_X: aw,
-        Reg.OUT_W: cw, Reg.NPIX: cw, Reg.LANES: lanes_width(config),
+        Reg.OUT_W: cw, Reg.NPIX: cw, Reg.LANES: config.lanes_width,
         Reg.TILES: cw, Reg.GROUPS: cw, Reg.M: cw,
         Reg.OUT_BASE: aw, Reg.OUT_PITCH: aw, Reg.OUT_CSTRIDE: aw, Reg.OUT_GSTEP: aw,
         Reg.W_BASE: ww, Reg.W_GSTEP: ww, Reg.P_BASE: pw, Reg.QUANT: 24,

@@ -37,8 +37,7 @@ from fpganet.config import AcceleratorConfig
 
 from .memories import BankArbiter, param_layout, route_to_banks
 from .postproc import MULTIPLIERS, Requantizer
-from .registers import (act_addr_width, bank_bits, bank_word_width, count_width, param_addr_width,
-                        register_layout, registered_wrap)
+from .registers import register_layout, registered_wrap, update
 from .systolic import result_layout
 
 __all__ = ["ResultWriter"]
@@ -94,10 +93,10 @@ class ResultWriter(wiring.Component):
             "pool": In(1),
             "regs": In(register_layout(config)),
             "results": In(stream.Signature(result_layout(config))),
-            "param_addr": Out(param_addr_width(config)),
+            "param_addr": Out(config.param_addr_width),
             "param_en": Out(1),
             "param_data": In(param_layout()),
-            "wr_addr": Out(data.ArrayLayout(bank_word_width(config), banks)),
+            "wr_addr": Out(data.ArrayLayout(config.bank_word_width, banks)),
             "wr_data": Out(data.ArrayLayout(8, banks)),
             "wr_en": Out(banks),
             "done": Out(1),
@@ -112,8 +111,8 @@ class ResultWriter(wiring.Component):
         m = Module()
         config = self.config
         regs = self.regs
-        aw, cols, R = act_addr_width(config), config.cols, config.requant_lanes
-        rows, cw = config.rows, count_width(config)
+        aw, cols, R = config.act_addr_width, config.cols, config.requant_lanes
+        rows, cw = config.rows, config.count_width
         groups_per_row = cols // R
 
         def count_up(value, amount):
@@ -168,7 +167,7 @@ class ResultWriter(wiring.Component):
                 writable[l].eq(live & (group_lane + l < regs.lanes) & (chain[l].n < regs.npix)),
             ]
         m.submodules.arbiter = arbiter = BankArbiter(R, config.act_banks)
-        bb = bank_bits(config)
+        bb = config.bank_bits
         for l in range(R):
             if bb:
                 m.d.comb += arbiter.bank[l].eq(addresses[l][:bb])
@@ -205,20 +204,6 @@ class ResultWriter(wiring.Component):
                     with m.Case(count):
                         m.d.comb += tile_end.eq(chain[count])
 
-        def update(register, value, *, enable, reset=None):
-            """``register <= 0`` on ``reset``, else ``value`` when ``enable``: flip-flops with
-            synchronous reset and enable rather than multiplexer chains."""
-            register = register.as_value() if isinstance(register, data.View) else register
-            value = value.as_value() if isinstance(value, data.View) else value
-            if reset is not None:
-                with m.If(reset):
-                    m.d.sync += register.eq(0)
-                with m.Elif(enable):
-                    m.d.sync += register.eq(value)
-            else:
-                with m.If(enable):
-                    m.d.sync += register.eq(value)
-
         # The writer's first row arrives many cycles after the instruction starts (the
         # window's set-up and a whole tile of beats come first), so it takes its start a
         # cycle late: the start pulse is decoded from the instruction word straight out of
@@ -229,25 +214,25 @@ class ResultWriter(wiring.Component):
         next_chan = Signal(cw + 1)
         m.d.comb += next_chan.eq(Mux(~last_row, count_up(chan, 1),
                                      Mux(tile_wrap, next_first_chan, first_chan)))
-        update(group_started, ~group_done, enable=active, reset=start)
-        update(group_pend, arbiter.remaining, enable=active & ~group_done)
+        update(m, group_started, ~group_done, enable=active, reset=start)
+        update(m, group_pend, arbiter.remaining, enable=active & ~group_done)
         with m.If(start | take):
             m.d.sync += group.eq(1)
         with m.Elif(group_done):
             m.d.sync += group.eq(group << 1)
-        update(group_lane, group_lane + R, enable=group_done, reset=start | take)
-        update(cursor, Mux(last_group, Mux(last_row, tile_end.as_value(), tile_start.as_value()),
+        update(m, group_lane, group_lane + R, enable=group_done, reset=start | take)
+        update(m, cursor, Mux(last_group, Mux(last_row, tile_end.as_value(), tile_start.as_value()),
                            chain[R].as_value()),
                enable=group_done, reset=start | group_end)
-        update(tile_start, tile_end, enable=row_end, reset=start | group_end)
-        update(row, row + 1, enable=take, reset=start | row_end)
-        update(tile, tile + 1, enable=row_end, reset=start | group_end)
+        update(m, tile_start, tile_end, enable=row_end, reset=start | group_end)
+        update(m, row, row + 1, enable=take, reset=start | row_end)
+        update(m, tile, tile + 1, enable=row_end, reset=start | group_end)
         # In a flip-flop: the parameter memory's read address hangs on it, and the comparison
         # was in front of its adder.
         registered_wrap(m, tile_wrap, tile, regs.tiles, restart=start, step=row_end)
-        update(grp, grp + 1, enable=group_end, reset=start)
-        update(first_chan, next_first_chan, enable=group_end, reset=start)
-        update(chan, next_chan, enable=take, reset=start)
+        update(m, grp, grp + 1, enable=group_end, reset=start)
+        update(m, first_chan, next_first_chan, enable=group_end, reset=start)
+        update(m, chan, next_chan, enable=take, reset=start)
         next_gbase = gbase + regs.out_gstep
         with m.If(start):
             m.d.sync += [gbase.eq(regs.out_base), rowbase.eq(regs.out_base)]

@@ -35,6 +35,8 @@ the lane walker included, and the memory read ports hold their data. Timing is
 therefore a pure function of the registers: see :mod:`fpganet.perf`.
 """
 
+from typing import NamedTuple
+
 from amaranth import *
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -42,11 +44,38 @@ from amaranth.lib.wiring import In, Out
 from fpganet.config import AcceleratorConfig
 
 from .memories import BankArbiter, bank_hits, route_to_banks
-from .registers import (act_addr_width, bank_bits, bank_word_width, count_width, register_layout,
-                        registered_wrap, weight_addr_width)
+from .registers import register_layout, registered_wrap, update
 from .systolic import operand_layout
 
 __all__ = ["WindowGenerator"]
+
+
+class _Tile(NamedTuple):
+    """The tile the lane walker has walked, for its first beat to load."""
+    addr: list         # lane j: IN_BASE + g*IN_GSTEP + in_off[j]
+    valid: Value       # bit j: pixel t*LANES + j < NPIX
+    group_end: Value   # the tile is its group's last
+    final: Value       # ...and the instruction's last
+
+
+class _Beat(NamedTuple):
+    """The beat the sequencer offers to the gather stage."""
+    koff: Value        # c*IN_CSTRIDE + ky*IN_PITCH + kx
+    waddr: Value       # its weight word
+    last: Value        # it closes its tile
+
+
+class _Gather(NamedTuple):
+    """The gather stage's beat and what its lanes read this cycle."""
+    base: list         # lane j's address at kernel offset 0 (the tile's)
+    tvalid: Value      # the tile's valid lanes
+    koff: Value        # the beat's kernel offset
+    pend: Value        # lanes still to read
+    waddr: Value       # the beat's weight word
+    last: Value        # the beat closes its tile
+    remaining: Value   # lanes left after this cycle
+    hits: list         # hits[bank][lane]: lane reads bank this cycle
+    done: Value        # every lane of the held beat is read by the end of this cycle
 
 
 class WindowGenerator(wiring.Component):
@@ -88,10 +117,10 @@ class WindowGenerator(wiring.Component):
             "start": In(1),
             "regs": In(register_layout(config)),
             "operands": Out(stream.Signature(operand_layout(config))),
-            "bank_addr": Out(data.ArrayLayout(bank_word_width(config), banks)),
+            "bank_addr": Out(data.ArrayLayout(config.bank_word_width, banks)),
             "bank_en": Out(1),
             "bank_data": In(data.ArrayLayout(8, banks)),
-            "w_addr": Out(weight_addr_width(config)),
+            "w_addr": Out(config.weight_addr_width),
             "w_en": Out(1),
             "w_data": In(8 * config.rows),
             "busy": Out(1),
@@ -104,89 +133,24 @@ class WindowGenerator(wiring.Component):
         (``lanes`` cycles), one to load the beat: ``AW + lanes + 2``. A beat that
         enters at cycle ``e`` and needs ``c`` gather cycles is offered at ``e + c``.
         """
-        return act_addr_width(self.config) + lanes + 2
+        return self.config.act_addr_width + lanes + 2
 
     def elaborate(self, platform):
         m = Module()
-        config = self.config
         regs = self.regs
-        aw, ww = act_addr_width(config), weight_addr_width(config)
-        cols, bb, cw = config.cols, bank_bits(config), count_width(config)
 
-        stall = Signal()
-
-        # Setup: rowstep = STRIDE_Y * IN_PITCH mod 2^aw, serially.
-        mul_a = Signal(aw)
-        mul_b = Signal(aw)
-        rowstep = Signal(aw)
-        mul_count = Signal(range(aw + 1))
+        # Between the stages. The helpers are called, and emit their logic, in pipeline order.
+        stall = Signal()       # the offered beat is not taken: every stage holds
         running = Signal()     # between start and the final beat leaving
-        with m.If(self.start):
-            m.d.sync += [mul_a.eq(regs.in_pitch), mul_b.eq(regs.stride_y), rowstep.eq(0),
-                         mul_count.eq(aw)]
-        with m.Elif(mul_count != 0):
-            m.d.sync += [mul_a.eq(mul_a << 1), mul_b.eq(mul_b >> 1), mul_count.eq(mul_count - 1)]
-            with m.If(mul_b[0]):
-                m.d.sync += rowstep.eq(rowstep + mul_a)
+        s_finished = Signal()  # every beat has entered the gather stage
+        s1_full = Signal()     # the gather stage holds a beat
+        o_valid = Signal()     # the output stage offers a beat
+        load = Signal()        # a beat enters the gather stage...
+        first = Signal()       # ...the first of its tile
+        start_walk = Signal()  # ...and a tile follows it: walk that one now
+        w_ready = Signal()     # the walked tile waits for its first beat to load
 
-        # Lane walker: fills lane_next (addresses and validity of the next tile). Every
-        # register below is written as "reset, else load when enabled" so that it maps onto
-        # flip-flops with synchronous reset and enable instead of multiplexer chains.
-        lane_next_addr = [Signal(aw, name=f"lane_next_addr{j}") for j in range(cols)]
-        lane_next_valid = Signal(cols)
-        next_group_end = Signal()    # the walked tile is its group's last
-        next_final = Signal()        # ...and the instruction's last
-        w_busy = Signal()
-        w_ready = Signal()
-        w_lane = Signal(range(cols + 1))
-        w_n = Signal(cw + 1)     # pixel n; it stops at 2**cw, beyond any NPIX, so valid stays exact
-        w_ox = Signal(cw)
-        w_inrow = Signal(aw)
-        w_inoff = Signal(aw)
-        w_gbase = Signal(aw)
-        w_tile = Signal(cw)
-        w_group = Signal(cw)
-        start_walk = Signal()
-
-        # Beat sequencer (S0): the next beat to enter the gather stage.
-        kx = Signal(cw)
-        ky = Signal(cw)
-        kc = Signal(cw)
-        koff = Signal(aw)
-        krow = Signal(aw)
-        kchan = Signal(aw)
-        waddr = Signal(ww)
-        wbase = Signal(ww)
-        s_group_end = Signal()  # flags of the tile being sequenced
-        s_final = Signal()
-        s_mid = Signal()        # the next beat is not the first of its tile
-        s_finished = Signal()   # every beat has entered the gather stage
-
-        # Gather stage (S1).
-        s1_full = Signal()
-        s1_base = [Signal(aw, name=f"s1_base{j}") for j in range(cols)]
-        s1_tvalid = Signal(cols)
-        s1_koff = Signal(aw)
-        s1_pend = Signal(cols)
-        s1_waddr = Signal(ww)
-        s1_last = Signal()
-
-        # Output stage (S2).
-        o_valid = Signal()
-        o_last = Signal()
-        hit_d = [Signal(config.act_banks, name=f"hit_d{j}") for j in range(cols)]   # lane j read bank b
-        b_hold = [Signal(8, name=f"b_hold{j}") for j in range(cols)]
-
-        def update(register, value, *, enable, reset=None):
-            """``register <= 0`` on ``reset``, else ``value`` when ``enable``."""
-            if reset is not None:
-                with m.If(reset):
-                    m.d.sync += register.eq(0)
-                with m.Elif(enable):
-                    m.d.sync += register.eq(value)
-            else:
-                with m.If(enable):
-                    m.d.sync += register.eq(value)
+        rowstep, mul_count = self._rowstep(m)
 
         start = self.start
         with m.If(start):
@@ -195,7 +159,82 @@ class WindowGenerator(wiring.Component):
             m.d.sync += running.eq(0)
         m.d.comb += self.busy.eq(running)
 
-        # --- lane walker ------------------------------------------------------------
+        tile, lane_end, w_group = self._lane_walker(m, stall=stall, running=running, rowstep=rowstep,
+                                                    mul_count=mul_count, start_walk=start_walk)
+        gather = self._gather(m, stall=stall, s1_full=s1_full)
+
+        # A beat loads when the gather stage is free (or frees now) and the sequencer has one:
+        # the next of the tile, or the first of a tile the walker has finished.
+        has_beat = Signal()
+        s_mid = Signal()       # the next beat is not the first of its tile
+        m.d.comb += [
+            has_beat.eq(running & ~s_finished & (s_mid | w_ready)),
+            load.eq(~stall & (~s1_full | gather.done) & has_beat),
+            first.eq(~s_mid),
+            start_walk.eq(load & first & (w_group != regs.groups)),
+        ]
+        with m.If(start):
+            m.d.sync += w_ready.eq(0)
+        with m.Elif(lane_end):
+            m.d.sync += w_ready.eq(1)
+        with m.Elif(load & first):
+            m.d.sync += w_ready.eq(0)
+
+        beat = self._beat_sequencer(m, load=load, first=first, tile=tile, mid=s_mid,
+                                    finished=s_finished)
+        self._gather_load(m, gather, stall=stall, s1_full=s1_full, load=load, first=first, tile=tile,
+                          beat=beat)
+        self._output(m, stall=stall, o_valid=o_valid, gather=gather)
+        return m
+
+    def _rowstep(self, m):
+        """Setup: ``rowstep = STRIDE_Y * IN_PITCH`` mod ``2**act_addr_width``, by a serial
+        shift-and-add multiplier, one bit a cycle.
+
+        Returns ``(rowstep, mul_count)``: the product is complete once ``mul_count`` is 0.
+        """
+        aw, regs = self.config.act_addr_width, self.regs
+        mul_a = Signal(aw)
+        mul_b = Signal(aw)
+        rowstep = Signal(aw)
+        mul_count = Signal(range(aw + 1))
+        with m.If(self.start):
+            m.d.sync += [mul_a.eq(regs.in_pitch), mul_b.eq(regs.stride_y), rowstep.eq(0),
+                         mul_count.eq(aw)]
+        with m.Elif(mul_count != 0):
+            m.d.sync += [mul_a.eq(mul_a << 1), mul_b.eq(mul_b >> 1), mul_count.eq(mul_count - 1)]
+            with m.If(mul_b[0]):
+                m.d.sync += rowstep.eq(rowstep + mul_a)
+        return rowstep, mul_count
+
+    def _lane_walker(self, m, *, stall, running, rowstep, mul_count, start_walk):
+        """The lane walker: the lane addresses and validity of the next tile, one lane a cycle.
+
+        It walks the first tile as the setup ends and each further one on ``start_walk``.
+        Every register is written as "reset, else load when enabled" so that it maps onto
+        flip-flops with synchronous reset and enable instead of multiplexer chains.
+
+        Returns ``(tile, lane_end, w_group)``: the walked :class:`_Tile`, the pulse of its last
+        lane, and the group of the tile the walker is at.
+        """
+        config, regs = self.config, self.regs
+        aw, cols, cw = config.act_addr_width, config.cols, config.count_width
+        start = self.start
+
+        lane_next_addr = [Signal(aw, name=f"lane_next_addr{j}") for j in range(cols)]
+        lane_next_valid = Signal(cols)
+        next_group_end = Signal()    # the walked tile is its group's last
+        next_final = Signal()        # ...and the instruction's last
+        w_busy = Signal()
+        w_lane = Signal(range(cols + 1))
+        w_n = Signal(cw + 1)     # pixel n; it stops at 2**cw, beyond any NPIX, so valid stays exact
+        w_ox = Signal(cw)
+        w_inrow = Signal(aw)
+        w_inoff = Signal(aw)
+        w_gbase = Signal(aw)
+        w_tile = Signal(cw)
+        w_group = Signal(cw)
+
         walk = Signal()
         lane = Signal(range(cols + 1))
         lane_end = Signal()
@@ -212,24 +251,25 @@ class WindowGenerator(wiring.Component):
         ]
         restart = start | group_end
         for j in range(cols):
-            update(lane_next_addr[j], w_gbase + w_inoff, enable=walk & (lane == j))
-            update(lane_next_valid[j], w_n < regs.npix, enable=walk & (lane == j), reset=start)
-        update(next_group_end, tile_wrap, enable=lane_end)
-        update(next_final, tile_wrap & (w_group + 1 == regs.groups), enable=lane_end)
-        update(w_n, w_n + 1, enable=walk & ~w_n[cw], reset=restart)
-        update(w_ox, w_ox + 1, enable=walk, reset=restart | (walk & ox_wrap))
-        update(w_inrow, w_inrow + rowstep, enable=walk & ox_wrap, reset=restart)
-        update(w_inoff, Mux(ox_wrap, w_inrow + rowstep, w_inoff + regs.stride_x), enable=walk, reset=restart)
+            update(m, lane_next_addr[j], w_gbase + w_inoff, enable=walk & (lane == j))
+            update(m, lane_next_valid[j], w_n < regs.npix, enable=walk & (lane == j), reset=start)
+        update(m, next_group_end, tile_wrap, enable=lane_end)
+        update(m, next_final, tile_wrap & (w_group + 1 == regs.groups), enable=lane_end)
+        update(m, w_n, w_n + 1, enable=walk & ~w_n[cw], reset=restart)
+        update(m, w_ox, w_ox + 1, enable=walk, reset=restart | (walk & ox_wrap))
+        update(m, w_inrow, w_inrow + rowstep, enable=walk & ox_wrap, reset=restart)
+        update(m, w_inoff, Mux(ox_wrap, w_inrow + rowstep, w_inoff + regs.stride_x), enable=walk,
+               reset=restart)
         with m.If(start):
             m.d.sync += w_gbase.eq(regs.in_base)
         with m.Elif(group_end):
             m.d.sync += w_gbase.eq(w_gbase + regs.in_gstep)
-        update(w_tile, w_tile + 1, enable=lane_end, reset=restart)
+        update(m, w_tile, w_tile + 1, enable=lane_end, reset=restart)
         # In flip-flops: the comparisons were in front of the walker's resets and enables.
         registered_wrap(m, ox_wrap, w_ox, regs.out_w, restart=restart, step=walk)
         registered_wrap(m, tile_wrap, w_tile, regs.tiles, restart=restart, step=lane_end)
-        update(w_group, w_group + 1, enable=group_end, reset=start)
-        update(w_lane, lane + 1, enable=walk, reset=start | walker_first | lane_end)
+        update(m, w_group, w_group + 1, enable=group_end, reset=start)
+        update(m, w_lane, lane + 1, enable=walk, reset=start | walker_first | lane_end)
         # A walk starts in the cycle after the load that needs it, from a flip-flop: started by
         # the load itself, the bank arbitration, the load and the walker's counters and resets
         # made one path, the longest of the iCE40 build.
@@ -239,8 +279,80 @@ class WindowGenerator(wiring.Component):
             m.d.sync += w_busy.eq(1)
         with m.Elif(lane_end):
             m.d.sync += w_busy.eq(0)
+        return _Tile(lane_next_addr, lane_next_valid, next_group_end, next_final), lane_end, w_group
 
-        # --- gather stage -------------------------------------------------------------
+    def _beat_sequencer(self, m, *, load, first, tile, mid, finished):
+        """The beat sequencer (S0): the kernel walk ``(c, ky, kx)`` of the next beat to enter the
+        gather stage, its offset and weight address, as running sums.
+
+        Drives ``mid`` (the next beat is not the first of its tile) and ``finished`` (every
+        beat has entered the gather stage). Returns a :class:`_Beat`.
+        """
+        config, regs = self.config, self.regs
+        aw, ww, cw = config.act_addr_width, config.weight_addr_width, config.count_width
+        start = self.start
+
+        kx = Signal(cw)
+        ky = Signal(cw)
+        kc = Signal(cw)
+        koff = Signal(aw)
+        krow = Signal(aw)
+        kchan = Signal(aw)
+        waddr = Signal(ww)
+        wbase = Signal(ww)
+        s_group_end = Signal()  # flags of the tile being sequenced
+        s_final = Signal()
+
+        kx_wrap, ky_wrap, kc_wrap = Signal(), Signal(), Signal()
+        beat_last = Signal()
+        tile_done = Signal()
+        group_done = Signal()
+        m.d.comb += [
+            kx_wrap.eq(kx + 1 == regs.k_w), ky_wrap.eq(ky + 1 == regs.k_h), kc_wrap.eq(kc + 1 == regs.k_c),
+            beat_last.eq(kx_wrap & ky_wrap & kc_wrap),
+            tile_done.eq(load & beat_last),
+            group_done.eq(Mux(first, tile.group_end, s_group_end)),
+        ]
+        update(m, s_group_end, tile.group_end, enable=load & first)
+        update(m, s_final, tile.final, enable=load & first)
+        update(m, kx, kx + 1, enable=load, reset=start | (load & kx_wrap))
+        update(m, ky, ky + 1, enable=load & kx_wrap, reset=start | (load & kx_wrap & ky_wrap))
+        update(m, kc, kc + 1, enable=load & kx_wrap & ky_wrap, reset=start | tile_done)
+        next_chan = kchan + regs.in_cstride
+        next_row = Mux(ky_wrap, next_chan, krow + regs.in_pitch)
+        update(m, koff, Mux(kx_wrap, next_row, koff + 1), enable=load, reset=start | tile_done)
+        update(m, krow, next_row, enable=load & kx_wrap, reset=start | tile_done)
+        update(m, kchan, next_chan, enable=load & kx_wrap & ky_wrap, reset=start | tile_done)
+        next_wbase = wbase + regs.w_gstep
+        with m.If(start):
+            m.d.sync += [waddr.eq(regs.w_base), wbase.eq(regs.w_base)]
+        with m.Elif(load):
+            m.d.sync += waddr.eq(Mux(beat_last, Mux(group_done, next_wbase, wbase), waddr + 1))
+            with m.If(beat_last & group_done):
+                m.d.sync += wbase.eq(next_wbase)
+        with m.If(start):
+            m.d.sync += [mid.eq(0), finished.eq(0)]
+        with m.Elif(load):
+            m.d.sync += mid.eq(~beat_last)
+            with m.If(beat_last & Mux(first, tile.final, s_final)):
+                m.d.sync += finished.eq(1)
+        return _Beat(koff, waddr, beat_last)
+
+    def _gather(self, m, *, stall, s1_full):
+        """The gather stage (S1), its reads: while the stage holds a beat (``s1_full``), a
+        :class:`BankArbiter` serves one pending lane per bank a cycle, and the beat's weight
+        word is read. Returns a :class:`_Gather` (:meth:`_gather_load` loads its registers).
+        """
+        config = self.config
+        aw, ww, cols, bb = config.act_addr_width, config.weight_addr_width, config.cols, config.bank_bits
+
+        s1_base = [Signal(aw, name=f"s1_base{j}") for j in range(cols)]
+        s1_tvalid = Signal(cols)
+        s1_koff = Signal(aw)
+        s1_pend = Signal(cols)
+        s1_waddr = Signal(ww)
+        s1_last = Signal()
+
         m.submodules.arbiter = arbiter = BankArbiter(cols, config.act_banks)
         addresses = [Signal(aw, name=f"lane_addr{j}") for j in range(cols)]
         for j in range(cols):
@@ -256,85 +368,51 @@ class WindowGenerator(wiring.Component):
 
         beat_done = Signal()
         m.d.comb += beat_done.eq(s1_full & (arbiter.remaining == 0))
-        has_beat = Signal()
-        load = Signal()
-        first = Signal()
-        m.d.comb += [
-            has_beat.eq(running & ~s_finished & (s_mid | w_ready)),
-            load.eq(~stall & (~s1_full | beat_done) & has_beat),
-            first.eq(~s_mid),
-            start_walk.eq(load & first & (w_group != regs.groups)),
-        ]
-        with m.If(start):
-            m.d.sync += w_ready.eq(0)
-        with m.Elif(lane_end):
-            m.d.sync += w_ready.eq(1)
-        with m.Elif(load & first):
-            m.d.sync += w_ready.eq(0)
+        return _Gather(s1_base, s1_tvalid, s1_koff, s1_pend, s1_waddr, s1_last, arbiter.remaining, hits,
+                       beat_done)
 
-        kx_wrap, ky_wrap, kc_wrap = Signal(), Signal(), Signal()
-        beat_last = Signal()
-        tile_done = Signal()
-        group_done = Signal()
-        m.d.comb += [
-            kx_wrap.eq(kx + 1 == regs.k_w), ky_wrap.eq(ky + 1 == regs.k_h), kc_wrap.eq(kc + 1 == regs.k_c),
-            beat_last.eq(kx_wrap & ky_wrap & kc_wrap),
-            tile_done.eq(load & beat_last),
-            group_done.eq(Mux(first, next_group_end, s_group_end)),
-        ]
-        update(s_group_end, next_group_end, enable=load & first)
-        update(s_final, next_final, enable=load & first)
-        update(kx, kx + 1, enable=load, reset=start | (load & kx_wrap))
-        update(ky, ky + 1, enable=load & kx_wrap, reset=start | (load & kx_wrap & ky_wrap))
-        update(kc, kc + 1, enable=load & kx_wrap & ky_wrap, reset=start | tile_done)
-        next_chan = kchan + regs.in_cstride
-        next_row = Mux(ky_wrap, next_chan, krow + regs.in_pitch)
-        update(koff, Mux(kx_wrap, next_row, koff + 1), enable=load, reset=start | tile_done)
-        update(krow, next_row, enable=load & kx_wrap, reset=start | tile_done)
-        update(kchan, next_chan, enable=load & kx_wrap & ky_wrap, reset=start | tile_done)
-        next_wbase = wbase + regs.w_gstep
-        with m.If(start):
-            m.d.sync += [waddr.eq(regs.w_base), wbase.eq(regs.w_base)]
-        with m.Elif(load):
-            m.d.sync += waddr.eq(Mux(beat_last, Mux(group_done, next_wbase, wbase), waddr + 1))
-            with m.If(beat_last & group_done):
-                m.d.sync += wbase.eq(next_wbase)
-        with m.If(start):
-            m.d.sync += [s_mid.eq(0), s_finished.eq(0)]
-        with m.Elif(load):
-            m.d.sync += s_mid.eq(~beat_last)
-            with m.If(beat_last & Mux(first, next_final, s_final)):
-                m.d.sync += s_finished.eq(1)
-
-        with m.If(start):
+    def _gather_load(self, m, gather, *, stall, s1_full, load, first, tile, beat):
+        """The gather stage (S1), its registers: a beat enters on ``load`` (with its tile's lanes
+        on ``first``), and leaves when its lanes are all read (``gather.done``)."""
+        with m.If(self.start):
             m.d.sync += s1_full.eq(0)
         with m.Elif(~stall):
-            m.d.sync += s1_full.eq(load | (s1_full & ~beat_done))
-        update(s1_pend, Mux(load, Mux(first, lane_next_valid, s1_tvalid), arbiter.remaining),
+            m.d.sync += s1_full.eq(load | (s1_full & ~gather.done))
+        update(m, gather.pend, Mux(load, Mux(first, tile.valid, gather.tvalid), gather.remaining),
                enable=~stall & (load | s1_full))
-        update(s1_tvalid, lane_next_valid, enable=load & first)
-        for j in range(cols):
-            update(s1_base[j], lane_next_addr[j], enable=load & first)
-        update(s1_koff, koff, enable=load)
-        update(s1_waddr, waddr, enable=load)
-        update(s1_last, beat_last, enable=load)
+        update(m, gather.tvalid, tile.valid, enable=load & first)
+        for j in range(self.config.cols):
+            update(m, gather.base[j], tile.addr[j], enable=load & first)
+        update(m, gather.koff, beat.koff, enable=load)
+        update(m, gather.waddr, beat.waddr, enable=load)
+        update(m, gather.last, beat.last, enable=load)
 
-        # --- output stage ---------------------------------------------------------------
+    def _output(self, m, *, stall, o_valid, gather):
+        """The output stage (S2): the bytes read in the beat's gather cycles, offered on
+        ``operands`` (``o_valid``); drives ``stall``."""
+        config = self.config
+        cols, banks = config.cols, config.act_banks
+        hits = gather.hits
+
+        o_last = Signal()
+        hit_d = [Signal(banks, name=f"hit_d{j}") for j in range(cols)]   # lane j read bank b
+        b_hold = [Signal(8, name=f"b_hold{j}") for j in range(cols)]
+
         # One-hot AND-OR selection of the byte each lane read last cycle (or its held byte).
         b_cur = [Signal(8, name=f"b_cur{j}") for j in range(cols)]
         for j in range(cols):
             selected = Mux(hit_d[j].any(), 0, b_hold[j])
-            for b in range(config.act_banks):
+            for b in range(banks):
                 selected = selected | Mux(hit_d[j][b], self.bank_data[b], 0)
             m.d.comb += b_cur[j].eq(selected)
-        with m.If(start):
+        with m.If(self.start):
             m.d.sync += o_valid.eq(0)
         with m.Elif(~stall):
-            m.d.sync += o_valid.eq(beat_done)
+            m.d.sync += o_valid.eq(gather.done)
         with m.If(~stall):
-            m.d.sync += o_last.eq(s1_last)
+            m.d.sync += o_last.eq(gather.last)
             m.d.sync += [b_hold[j].eq(b_cur[j]) for j in range(cols)]
-            m.d.sync += [hit_d[j].eq(Cat(hits[b][j] for b in range(config.act_banks))) for j in range(cols)]
+            m.d.sync += [hit_d[j].eq(Cat(hits[b][j] for b in range(banks))) for j in range(cols)]
         m.d.comb += [
             self.operands.valid.eq(o_valid),
             self.operands.payload.last.eq(o_last),
@@ -344,4 +422,3 @@ class WindowGenerator(wiring.Component):
             m.d.comb += self.operands.payload.b[j].eq(b_cur[j])
         for i in range(config.rows):
             m.d.comb += self.operands.payload.a[i].eq(self.w_data[8 * i:8 * i + 8])
-        return m

@@ -4,20 +4,20 @@ writer (addresses, values, write conflicts, timing)."""
 
 import numpy as np
 import pytest
-from amaranth import Module
+from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.sim import Simulator
 
 from fpganet import perf
 from fpganet.config import AcceleratorConfig
-from fpganet.hdl.memories import ActivationBuffer, BankArbiter
+from fpganet.hdl.memories import ActivationBuffer, BankArbiter, param_from_word, param_layout
 from fpganet.hdl.pool import MaxPool
 from fpganet.hdl.postproc import Requantizer
 from fpganet.hdl.registers import COUNT_WIDTH, act_addr_width, count_width, register_widths
 from fpganet.hdl.scatter import ResultWriter
 from fpganet.hdl.window import WindowGenerator
-from fpganet.isa import ENGINE_COUNTS, REGION_COUNTS, Reg, unpack_param
+from fpganet.isa import ENGINE_COUNTS, REGION_COUNTS, Reg, pack_param, unpack_param
 from fpganet.isasim import engine_lanes, engine_read_addresses
 from fpganet.quantize.fixed_point import requantize
 from fpganet.sim.rtl_images import weight_word
@@ -48,6 +48,23 @@ def test_count_registers_are_as_wide_as_the_activation_buffer_needs(act_bytes, w
     assert count_width(config) == min(COUNT_WIDTH, act_addr_width(config) + 1) == width
     assert {widths[reg] for reg in ENGINE_COUNTS + REGION_COUNTS} == {width}
     assert widths[Reg.LOOP_COUNT] == 16
+
+
+def test_parameter_entry_from_the_host_word():
+    """The parameter memory keeps the fields of the host's word (wider than 64 bits on a wide
+    weight port), by name."""
+    m = Module()
+    host_data = Signal(96)
+    entry = Signal(param_layout())
+    m.d.comb += entry.eq(param_from_word(host_data))
+    assert param_layout().size == 53
+
+    async def testbench(ctx):
+        for bias, mult, shift in [(-5, 1 << 14, 62), (2**31 - 1, 2**15 - 1, 1), (-2**31, 20000, 31)]:
+            ctx.set(host_data, pack_param(bias, mult, shift) | (0xABCDEF << 64))
+            assert (ctx.get(entry.bias), ctx.get(entry.mult), ctx.get(entry.shift)) == (bias, mult, shift)
+
+    simulate(m, testbench)
 
 
 # Bank arbiter ------------------------------------------------------------------------------

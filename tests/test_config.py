@@ -19,6 +19,20 @@ def test_derived_values():
     assert config.name == "4x8"
 
 
+def test_hardware_widths():
+    config = AcceleratorConfig(rows=4, cols=6, act_buffer_bytes=6000, weight_buffer_bytes=4096,
+                               bias_buffer_words=300, program_words=1024)
+    assert config.act_addr_width == 13          # 6,000 bytes: addresses up to 8 KiB
+    assert config.weight_addr_width == 10       # 1,024 words of 4 bytes
+    assert config.param_addr_width == 9
+    assert config.program_addr_width == 10
+    assert config.act_banks == 8 and config.bank_bits == 3 and config.bank_word_width == 10
+    assert config.lanes_width == 3              # LANES up to 6
+    assert config.count_width == 14
+    assert AcceleratorConfig(act_buffer_bytes=1 << 17).count_width == 16    # COUNT_WIDTH at most
+    assert AcceleratorConfig(cols=1, act_buffer_bytes=1, program_words=1).bank_word_width == 1
+
+
 def test_json_round_trip():
     config = AcceleratorConfig(rows=3, cols=5, acc_width=24, clock_hz=48e6)
     text = config.to_json()

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from fpganet.config import AcceleratorConfig
-from fpganet.isa import Instruction, Opcode, Reg, decode, encode, pack_param, unpack_param
+from fpganet.isa import (INSTRUCTION_BITS, INSTRUCTION_LAYOUT, PARAM_LAYOUT, Instruction, Opcode, Reg, decode,
+                         encode, pack_param, unpack_param)
 from fpganet.isasim import IsaError, Machine
 
 
@@ -80,6 +81,36 @@ def test_encoding_round_trips():
                         Instruction(Opcode.CONV), Instruction(Opcode.END)]:
         assert decode(encode(instruction)) == instruction
     assert unpack_param(pack_param(-5, 1 << 14, 62)) == (-5, 1 << 14, 62)
+
+
+def test_encoding_is_the_layouts():
+    """encode, decode, pack_param and unpack_param agree with the amaranth.lib.data layouts
+    that the gateware reads."""
+    assert INSTRUCTION_BITS == INSTRUCTION_LAYOUT.size == 64
+    cases = [
+        (Instruction(Opcode.SET, Reg.LOOP_COUNT, -5), {"set": {"reg": Reg.LOOP_COUNT, "value": 2**32 - 5}}),
+        (Instruction(Opcode.SET, Reg.QUANT, 0xFF80FF), {"set": {"reg": Reg.QUANT, "value": 0xFF80FF}}),
+        (Instruction(Opcode.LOOP, target=0xFFFF), {"loop": {"target": 0xFFFF}}),
+        (Instruction(Opcode.STAMP), {}),
+    ]
+    for instruction, operand in cases:
+        word = encode(instruction)
+        assert word == INSTRUCTION_LAYOUT.const({"opcode": instruction.opcode, "operand": operand}).as_value().value
+        fields = INSTRUCTION_LAYOUT.from_bits(word)
+        assert fields.opcode == instruction.opcode
+        if instruction.opcode is Opcode.SET:
+            assert (fields.operand.set.reg, fields.operand.set.value) == (instruction.reg, instruction.value % 2**32)
+        if instruction.opcode is Opcode.LOOP:
+            assert fields.operand.loop.target == instruction.target
+    for bias, mult, shift in [(-5, 1 << 14, 62), (2**31 - 1, 2**15 - 1, 1), (-2**31, 20000, 31)]:
+        word = pack_param(bias, mult, shift)
+        assert word == PARAM_LAYOUT.const({"bias": bias, "mult": mult, "shift": shift}).as_value().value
+        entry = PARAM_LAYOUT.from_bits(word)
+        assert unpack_param(word) == (entry.bias, entry.mult, entry.shift) == (bias, mult, shift)
+    with pytest.raises(ValueError, match="does not fit 32 bits"):
+        encode(Instruction(Opcode.SET, Reg.IN_BASE, 1 << 32))
+    with pytest.raises(ValueError, match="does not fit 16 bits"):
+        encode(Instruction(Opcode.LOOP, target=1 << 16))
 
 
 def test_program_errors_are_reported():

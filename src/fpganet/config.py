@@ -12,6 +12,10 @@ import dataclasses
 import json
 from dataclasses import dataclass
 
+from amaranth.utils import ceil_log2
+
+from .isa import COUNT_WIDTH
+
 __all__ = ["AcceleratorConfig", "ConfigError", "DEFAULT_CONFIG"]
 
 
@@ -187,6 +191,57 @@ class AcceleratorConfig:
     @property
     def weight_buffer_words(self):
         return self.weight_buffer_bytes // self.weight_word_bytes
+
+    # Widths the hardware derives (its address and register widths) -----------------------
+
+    @property
+    def act_addr_width(self):
+        """Bits of an activation byte address."""
+        return max(1, ceil_log2(self.act_buffer_bytes))
+
+    @property
+    def weight_addr_width(self):
+        """Bits of a weight word address."""
+        return max(1, ceil_log2(self.weight_buffer_words))
+
+    @property
+    def param_addr_width(self):
+        """Bits of a parameter entry address."""
+        return max(1, ceil_log2(self.bias_buffer_words))
+
+    @property
+    def program_addr_width(self):
+        """Bits of an instruction address."""
+        return max(1, ceil_log2(self.program_words))
+
+    @property
+    def bank_bits(self):
+        """Low activation address bits that select the bank (:attr:`act_banks` is a power of two)."""
+        return ceil_log2(self.act_banks)
+
+    @property
+    def bank_word_width(self):
+        """Bits of a word address inside one activation bank."""
+        return max(1, self.act_addr_width - self.bank_bits)
+
+    @property
+    def lanes_width(self):
+        """Bits of the ``LANES`` register (``1..cols``)."""
+        return self.cols.bit_length()
+
+    @property
+    def count_width(self):
+        """Bits of every count register (:data:`fpganet.isa.ENGINE_COUNTS`,
+        :data:`fpganet.isa.REGION_COUNTS`).
+
+        Each count walks data that lives in the activation buffer (a map's channels, rows or
+        columns, a kernel no larger than its padded input map, output pixels and channels, the
+        bytes of a region), so none exceeds ``act_buffer_bytes <= 2**act_addr_width``: one bit
+        more than an activation address holds them all, and every bit beyond that would cost a
+        flip-flop per register and per counter that walks it. :data:`fpganet.isa.COUNT_WIDTH`
+        at most.
+        """
+        return min(COUNT_WIDTH, self.act_addr_width + 1)
 
     @property
     def act_buffer_words(self):

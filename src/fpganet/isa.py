@@ -2,9 +2,12 @@
 
 This module is the contract between the compiler back end, the controller
 gateware (``fpganet.hdl``) and the performance model. docs/ARCHITECTURE.md
-("Instruction set") gives the semantics; the encodings live only here.
+("Instruction set") gives the semantics; the encodings live only here, as
+``amaranth.lib.data`` layouts that the gateware reads by field name and from which
+:func:`encode`, :func:`decode`, :func:`pack_param` and :func:`unpack_param` take
+every field's offset and width.
 
-An instruction is one 64-bit word::
+An instruction is one 64-bit word (:data:`INSTRUCTION_LAYOUT`)::
 
     [63:60] opcode
     SET     [59:54] register index, [31:0] value
@@ -19,11 +22,71 @@ for ``LOOP_COUNT``, ``fpganet.hdl.registers.register_widths`` for all).
 import enum
 from dataclasses import dataclass
 
-__all__ = ["Opcode", "Reg", "Instruction", "encode", "decode", "INSTRUCTION_BITS",
-           "ENGINE_COUNTS", "REGION_COUNTS", "COUNT_WIDTH", "LOOP_COUNT_WIDTH", "count_width",
-           "register_overflow", "HostSpace", "PARAM_FIELDS", "pack_param", "unpack_param"]
+from amaranth.hdl import Shape, signed, unsigned
+from amaranth.lib import data
 
-INSTRUCTION_BITS = 64
+__all__ = ["Opcode", "Reg", "Instruction", "encode", "decode", "INSTRUCTION_BITS", "INSTRUCTION_LAYOUT",
+           "SET_LAYOUT", "LOOP_LAYOUT", "ENGINE_COUNTS", "REGION_COUNTS", "COUNT_WIDTH", "LOOP_COUNT_WIDTH",
+           "count_width", "register_overflow", "HostSpace", "PARAM_LAYOUT", "pack_param", "unpack_param"]
+
+#: Bits below the opcode: the operand fields of the instructions that have any.
+OPERAND_BITS = 60
+
+#: ``SET``: ``value`` goes to the register numbered ``reg``.
+SET_LAYOUT = data.FlexibleLayout(OPERAND_BITS, {
+    "value": data.Field(unsigned(32), 0),
+    "reg": data.Field(unsigned(6), 54),
+})
+
+#: ``LOOP``: the instruction address it jumps to.
+LOOP_LAYOUT = data.FlexibleLayout(OPERAND_BITS, {
+    "target": data.Field(unsigned(16), 32),
+})
+
+#: One instruction word: the operand fields as the opcode reads them, the opcode on top.
+INSTRUCTION_LAYOUT = data.StructLayout({
+    "operand": data.UnionLayout({"set": SET_LAYOUT, "loop": LOOP_LAYOUT}),
+    "opcode": unsigned(4),
+})
+
+INSTRUCTION_BITS = INSTRUCTION_LAYOUT.size
+
+
+class _Bits:
+    """Where one field of a layout lies in the word, for encoders and decoders in plain Python
+    (a :class:`amaranth.lib.data.Const` per word would be a hundred times slower, and the
+    performance model decodes every instruction it steps through).
+
+    Parameters
+    ----------
+    layout : amaranth.lib.data.Layout
+    *path : str
+        Field names from ``layout`` down to the field.
+    """
+
+    def __init__(self, layout, *path):
+        offset, shape = 0, layout
+        for name in path:
+            field = data.Layout.cast(shape)[name]
+            offset, shape = offset + field.offset, field.shape
+        shape = Shape.cast(shape)
+        self.offset, self.width, self.signed = offset, shape.width, shape.signed
+        self.mask = (1 << shape.width) - 1
+
+    def get(self, word):
+        """The field's value in ``word`` (negative for a signed field with its top bit set)."""
+        value = (word >> self.offset) & self.mask
+        return value - (self.mask + 1) if self.signed and value >> (self.width - 1) else value
+
+    def put(self, value):
+        """``value`` (its low ``width`` bits) at the field's place, the other bits zero."""
+        return (value & self.mask) << self.offset
+
+
+_OPCODE = _Bits(INSTRUCTION_LAYOUT, "opcode")
+_SET_REG = _Bits(INSTRUCTION_LAYOUT, "operand", "set", "reg")
+_SET_VALUE = _Bits(INSTRUCTION_LAYOUT, "operand", "set", "value")
+_LOOP_TARGET = _Bits(INSTRUCTION_LAYOUT, "operand", "loop", "target")
 
 
 class Opcode(enum.IntEnum):
@@ -90,16 +153,9 @@ LOOP_COUNT_WIDTH = 16
 
 
 def count_width(config):
-    """Bits of every count register (:data:`ENGINE_COUNTS`, :data:`REGION_COUNTS`) on ``config``.
-
-    Each count walks data that lives in the activation buffer (a map's channels, rows or
-    columns, a kernel no larger than its padded input map, output pixels and channels, the
-    bytes of a region), so none exceeds ``act_buffer_bytes <= 2**act_addr_width``: one bit
-    more than an activation address holds them all, and every bit beyond that would cost a
-    flip-flop per register and per counter that walks it. :data:`COUNT_WIDTH` at most.
-    """
-    act_addr_width = max(1, (config.act_buffer_bytes - 1).bit_length())
-    return min(COUNT_WIDTH, act_addr_width + 1)
+    """Bits of every count register (:data:`ENGINE_COUNTS`, :data:`REGION_COUNTS`) on ``config``:
+    :attr:`fpganet.config.AcceleratorConfig.count_width`, :data:`COUNT_WIDTH` at most."""
+    return config.count_width
 
 
 def register_overflow(regs, config, opcode):
@@ -148,27 +204,28 @@ class Instruction:
 
 
 def encode(instruction):
-    """The 64-bit word of an :class:`Instruction`."""
-    word = int(instruction.opcode) << 60
+    """The 64-bit word of an :class:`Instruction` (:data:`INSTRUCTION_LAYOUT`)."""
+    word = _OPCODE.put(int(instruction.opcode))
     if instruction.opcode is Opcode.SET:
-        if not 0 <= instruction.value < 1 << 32 and not -(1 << 31) <= instruction.value < 0:
-            raise ValueError(f"SET {instruction.reg.name}: value {instruction.value} does not fit 32 bits")
-        word |= int(instruction.reg) << 54 | (instruction.value & 0xFFFF_FFFF)
+        width = _SET_VALUE.width
+        if not 0 <= instruction.value < 1 << width and not -(1 << (width - 1)) <= instruction.value < 0:
+            raise ValueError(f"SET {instruction.reg.name}: value {instruction.value} does not fit {width} bits")
+        word |= _SET_REG.put(int(instruction.reg)) | _SET_VALUE.put(instruction.value)
     elif instruction.opcode is Opcode.LOOP:
-        if not 0 <= instruction.target < 1 << 16:
-            raise ValueError(f"LOOP target {instruction.target} does not fit 16 bits")
-        word |= instruction.target << 32
+        if not 0 <= instruction.target < 1 << _LOOP_TARGET.width:
+            raise ValueError(f"LOOP target {instruction.target} does not fit {_LOOP_TARGET.width} bits")
+        word |= _LOOP_TARGET.put(instruction.target)
     return word
 
 
 def decode(word):
     """The :class:`Instruction` of a 64-bit word (register values come back unsigned)."""
     word = int(word)
-    opcode = Opcode(word >> 60)
+    opcode = Opcode(word >> _OPCODE.offset)
     if opcode is Opcode.SET:
-        return Instruction(opcode, Reg((word >> 54) & 0x3F), word & 0xFFFF_FFFF)
+        return Instruction(opcode, Reg(_SET_REG.get(word)), _SET_VALUE.get(word))
     if opcode is Opcode.LOOP:
-        return Instruction(opcode, target=(word >> 32) & 0xFFFF)
+        return Instruction(opcode, target=_LOOP_TARGET.get(word))
     return Instruction(opcode)
 
 
@@ -180,20 +237,24 @@ class HostSpace(enum.IntEnum):
     ACTIVATIONS = 3  # bytes
 
 
-#: Parameter entry of one output channel: (name, lsb, width, signed).
-PARAM_FIELDS = (("bias", 0, 32, True), ("mult", 32, 15, False), ("shift", 48, 6, False))
+#: Parameter entry of one output channel, a 64-bit word; the hardware keeps only its fields.
+PARAM_LAYOUT = data.FlexibleLayout(64, {
+    "bias": data.Field(signed(32), 0),
+    "mult": data.Field(unsigned(15), 32),
+    "shift": data.Field(unsigned(6), 48),
+})
+
+_PARAM = {name: _Bits(PARAM_LAYOUT, name) for name, _ in PARAM_LAYOUT}
 
 
 def pack_param(bias, mult, shift):
-    """The 64-bit parameter entry of one output channel."""
+    """The 64-bit parameter entry of one output channel (:data:`PARAM_LAYOUT`)."""
     if not 1 << 14 <= mult < 1 << 15 or not 1 <= shift <= 62:
         raise ValueError(f"mult {mult} or shift {shift} outside the contract")
-    return (bias & 0xFFFF_FFFF) | mult << 32 | shift << 48
+    return _PARAM["bias"].put(bias) | _PARAM["mult"].put(mult) | _PARAM["shift"].put(shift)
 
 
 def unpack_param(word):
     """``(bias, mult, shift)`` of a 64-bit parameter entry."""
     word = int(word)
-    bias = word & 0xFFFF_FFFF
-    bias -= (1 << 32) if bias >> 31 else 0
-    return bias, (word >> 32) & 0x7FFF, (word >> 48) & 0x3F
+    return tuple(_PARAM[name].get(word) for name in ("bias", "mult", "shift"))

@@ -51,7 +51,6 @@ For a conv layer whose reads and writes are conflict-free this is, per tile,
 on 2x8 takes ``max(25, 9, 10 + 16) = 26`` cycles per 25-beat tile (96 %).
 """
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -69,10 +68,6 @@ MAX_STEPS = 50_000_000
 
 class ProgramError(ValueError):
     """A program outside what the hardware runs (a count too large, ``LANES`` out of range...)."""
-
-
-def _act_addr_width(config):
-    return max(1, math.ceil(math.log2(config.act_buffer_bytes)))
 
 
 def _engine_counts(regs):
@@ -145,7 +140,7 @@ def engine_cycles(regs, config, pool=False):
     B, W = engine_tile_costs(regs, config, pool)
     lanes = regs[Reg.LANES]
     lat = 1 if pool else config.array_latency
-    E = _act_addr_width(config) + lanes + 2
+    E = config.act_addr_width + lanes + 2
     D = 0
     X = None
     for b, w in zip(B.reshape(-1).tolist(), W.reshape(-1).tolist()):
