@@ -1,7 +1,7 @@
 """cocotb testbench of the generated HostLink Verilog, driven bit by bit on its UART pins.
 
 The design under test is :class:`fpganet.hdl.hostlink.HostLinkSystem`: the host link and
-its device (the :class:`~fpganet.hdl.hostlink.StandInDevice` until the accelerator is
+its device (the :class:`~fpganet.sim.standin_device.StandInDevice` until the accelerator is
 done). Its only ports are ``clk``, ``rst``, ``rx``, ``tx`` and ``status``.
 
 :class:`UartSource` drives ``rx`` one bit at a time, :class:`UartSink` decodes ``tx``, and

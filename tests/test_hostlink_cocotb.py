@@ -8,8 +8,9 @@ from unittest import mock
 import pytest
 
 from fpganet.config import AcceleratorConfig
-from fpganet.hdl.hostlink import HostLinkSystem, StandInDevice
+from fpganet.hdl.hostlink import HostLinkSystem
 from fpganet.sim import runner
+from fpganet.sim.standin_device import StandInDevice
 
 TB_MODULE = "fpganet.sim.tb_hostlink"
 CONFIG = AcceleratorConfig(rows=2, cols=8)

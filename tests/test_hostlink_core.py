@@ -10,8 +10,8 @@ from amaranth.sim import Simulator
 from fpganet.board import protocol
 from fpganet.board.protocol import Command, DeviceInfo, ErrorCode, Status, encode_frame
 from fpganet.config import AcceleratorConfig
-from fpganet.hdl.hostlink import (HostLink, HostLinkCore, PacketFIFO, StandInDevice,
-                                  connect_device, host_addr_width)
+from fpganet.hdl.hostlink import HostLink, HostLinkCore, PacketFIFO, connect_device, host_addr_width
+from fpganet.sim.standin_device import StandInDevice
 from fpganet.isa import HostSpace
 
 CONFIG = AcceleratorConfig(rows=2, cols=8)
@@ -414,12 +414,12 @@ def test_output_fifo_behaves_as_amaranths_buffered_fifo(depth):
     every cycle, under random write and read rates (the link relies on the same timing)."""
     from amaranth import Signal
     from amaranth.lib.fifo import SyncFIFOBuffered
-    from fpganet.hdl.hostlink import _OutputFIFO
+    from fpganet.hdl.linkfifo import OutputFIFO
 
     rnd = random.Random(depth)
     m = Module()
     m.submodules.ref = ref = SyncFIFOBuffered(width=8, depth=depth)
-    m.submodules.dut = dut = _OutputFIFO(depth)
+    m.submodules.dut = dut = OutputFIFO(depth)
     w_data, w_en, r_en = Signal(8), Signal(), Signal()
     for fifo in (ref, dut):
         m.d.comb += [fifo.w_data.eq(w_data), fifo.w_en.eq(w_en), fifo.r_en.eq(r_en)]

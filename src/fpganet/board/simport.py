@@ -25,7 +25,7 @@ class SimulatedPort:
         Default: ``AcceleratorConfig()``.
     device : callable
         ``device(config, addr_width)`` returns the device (default
-        :class:`~fpganet.hdl.hostlink.StandInDevice`).
+        :class:`~fpganet.sim.standin_device.StandInDevice`).
     clock_hz, baud
         Reported by PING; ``clock_hz`` also sets the simulated clock, which turns the
         driver's waits (:meth:`idle`) into cycles: the default 1 MHz keeps them short.
@@ -43,7 +43,8 @@ class SimulatedPort:
     def __init__(self, config=None, *, device=None, clock_hz=1e6, baud=3_000_000,
                  quiet_cycles=5000, tamper=None, **options):
         from fpganet.config import AcceleratorConfig
-        from fpganet.hdl.hostlink import HostLinkCore, StandInDevice, connect_device
+        from fpganet.hdl.hostlink import HostLinkCore, connect_device
+        from fpganet.sim.standin_device import StandInDevice
 
         config = config or AcceleratorConfig()
         options.setdefault("timeout_cycles", 2000)

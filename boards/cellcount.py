@@ -1,0 +1,113 @@
+"""iCE40 logic-cell cost of one component synthesized alone.
+
+An iCE40 logic cell holds one LUT4, one carry and one flip-flop; nextpnr packs a
+flip-flop with a LUT only when that LUT feeds nothing else. So a block's cell count is
+about its LUT4s plus its "lonely" flip-flops (fed by another flip-flop, a block RAM, a
+port, or a LUT with other loads). This module synthesizes a component with
+``synth_ice40`` (flattened: the whole block is one module, which also keeps clear of
+yosys 0.70's ABC9 assertion under ``-noflatten``) and counts those from the netlist.
+
+``python -m fpganet.boards.cellcount`` prints the host link's blocks in the iCEBreaker's
+configuration (the figures in boards/README.md and docs/hostlink.md).
+"""
+
+import json
+import subprocess
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from amaranth.back import rtlil
+
+from .build import toolchain_env
+
+__all__ = ["ice40_cells", "count_cells"]
+
+_FLIP_FLOP_PREFIX = "SB_DFF"
+
+
+def count_cells(netlist):
+    """Counts of module ``top`` of a yosys JSON netlist: ``lut4``, ``carry``, ``ff``,
+    ``lonely_ff``, ``ram`` (SB_RAM40_4K of any clocking), ``cells`` (LUT4 + lonely flip-flops)."""
+    module = netlist["modules"]["top"]
+    cells = module["cells"].values()
+    loads = Counter()           # net bit -> cell inputs it feeds
+    lut_of = {}                 # net bit -> the LUT4 driving it
+    for name, cell in module["cells"].items():
+        for port, bits in cell["connections"].items():
+            if cell["port_directions"].get(port) == "input":
+                loads.update(b for b in bits if isinstance(b, int))
+        if cell["type"] == "SB_LUT4":
+            lut_of[cell["connections"]["O"][0]] = name
+    for port in module["ports"].values():
+        if port["direction"] == "output":
+            loads.update(b for b in port["bits"] if isinstance(b, int))
+    types = Counter(cell["type"] for cell in cells)
+    ff = lonely = 0
+    for cell in cells:
+        if not cell["type"].startswith(_FLIP_FLOP_PREFIX):
+            continue
+        ff += 1
+        d = cell["connections"]["D"][0]
+        if not (isinstance(d, int) and d in lut_of and loads[d] == 1):
+            lonely += 1
+    ram = sum(n for name, n in types.items() if name.startswith("SB_RAM40_4K"))
+    return {"lut4": types["SB_LUT4"], "carry": types["SB_CARRY"], "ff": ff,
+            "lonely_ff": lonely, "ram": ram,
+            "cells": types["SB_LUT4"] + lonely}
+
+
+def ice40_cells(component, *, script="synth_ice40 -top top"):
+    """Synthesize ``component`` alone for iCE40 and return :func:`count_cells`'s counts."""
+    text = rtlil.convert(component, name="top")
+    with tempfile.TemporaryDirectory() as folder:
+        folder = Path(folder)
+        (folder / "top.il").write_text(text)
+        env = toolchain_env()
+        subprocess.run([env["YOSYS"], "-q", "-p",
+                        f"read_rtlil top.il; {script}; write_json top.json"],
+                       cwd=folder, check=True, env=env, stdout=subprocess.DEVNULL)
+        return count_cells(json.loads((folder / "top.json").read_text()))
+
+
+def host_link_blocks():
+    """The host link and each of its blocks, fresh, in the iCEBreaker's configuration
+    (18 MHz, 3 Mbaud)."""
+    from fpganet.boards.icebreaker import BAUD, DEFAULT_CONFIG as config
+    from fpganet.hdl.deframer import Deframer
+    from fpganet.hdl.executor import CommandExecutor
+    from fpganet.hdl.hostlink import HostLink, HostLinkCore
+    from fpganet.hdl.linkfifo import OutputFIFO, PacketFIFO
+    from fpganet.hdl.replier import Replier
+    from fpganet.hdl.uart import UARTReceiver, UARTTransmitter
+
+    def core():
+        return HostLinkCore(config, config.clock_hz, BAUD)
+    c = core()
+    return {
+        "HostLink (UART included)": lambda: HostLink(config, config.clock_hz, BAUD),
+        "HostLinkCore": core,
+        "Deframer": lambda: Deframer(max_payload=c.max_payload, timeout_cycles=c.timeout_cycles),
+        "CommandExecutor (staging buffer included)": lambda: CommandExecutor(
+            config, addr_width=c.addr_width, input_depth=c.input_depth,
+            output_depth=c.output_depth, max_write_bytes=c.max_write_bytes),
+        "Replier": lambda: Replier(c.info.pack(), output_depth=c.output_depth),
+        "PacketFIFO (input)": lambda: PacketFIFO(c.input_depth),
+        "OutputFIFO": lambda: OutputFIFO(c.output_depth),
+        "UARTReceiver": lambda: UARTReceiver(HostLink(config, config.clock_hz, BAUD).divisor),
+        "UARTTransmitter": lambda: UARTTransmitter(HostLink(config, config.clock_hz, BAUD).divisor),
+    }
+
+
+def main():
+    print("| block | LUT4 | SB_CARRY | FF | lonely FF | ~cells | EBR |")
+    print("|---|---|---|---|---|---|---|")
+    for name, factory in host_link_blocks().items():
+        c = ice40_cells(factory())
+        row = (name, c["lut4"], c["carry"], c["ff"], c["lonely_ff"], c["cells"], c["ram"])
+        print("| " + " | ".join(f"{v:,}" if isinstance(v, int) else v for v in row) + " |",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
