@@ -109,9 +109,12 @@ class Deframer(wiring.Component):
         A byte other than the sync byte arrived between frames (one cycle).
 
     Latency: ``end``, ``abort``, ``header``, ``payload_valid`` come in the cycle of the byte
-    that causes them (combinationally from ``rx``); the fields are registered. Throughput:
-    one byte per cycle.
+    that causes them (combinationally from ``rx``; :attr:`latency` 0); the fields are
+    registered. Throughput: one byte per cycle.
     """
+
+    #: Cycles from a frame's last byte to ``end``.
+    latency = 0
 
     def __init__(self, *, max_payload, timeout_cycles):
         check_int("Deframer max_payload", max_payload, 1, (1 << 16) - 1)

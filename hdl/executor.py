@@ -106,6 +106,10 @@ class CommandExecutor(wiring.Component):
     cycle: no back-pressure towards the deframer.
     """
 
+    #: Cycles from ``end`` to ``reply.valid`` for a request that replies at once (an ERROR,
+    #: PING, STATUS, START, SEND_INPUT).
+    latency = 2
+
     def __init__(self, config, *, addr_width, input_depth, output_depth, max_write_bytes):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")

@@ -65,10 +65,13 @@ class PacketFIFO(wiring.Component):
     level : Out(range(depth + 1))
         Committed bytes not yet read.
 
-    Latency: a committed byte is readable one cycle after the commit. Throughput: one byte
-    in and one out per cycle. Back-pressure: none on the write side (the writer checks
-    ``free``); ``r.ready`` on the read side.
+    Latency: a committed byte is readable one cycle after the commit (:attr:`latency`).
+    Throughput: one byte in and one out per cycle. Back-pressure: none on the write side
+    (the writer checks ``free``); ``r.ready`` on the read side.
     """
+
+    #: Cycles from ``commit`` to ``r.valid``.
+    latency = 1
 
     def __init__(self, depth):
         check_int("PacketFIFO depth", depth, 2, MAX_BUFFER)
@@ -156,9 +159,12 @@ class OutputFIFO(wiring.Component):
         Bytes held, the output register's included.
 
     Latency: a byte written into an empty FIFO is readable two cycles later (one for the
-    memory, one for the output register), as ``SyncFIFOBuffered``'s. Throughput: one byte
-    in and one out per cycle.
+    memory, one for the output register; :attr:`latency`), as ``SyncFIFOBuffered``'s.
+    Throughput: one byte in and one out per cycle.
     """
+
+    #: Cycles from ``w_en`` (into an empty FIFO) to ``r_rdy``.
+    latency = 2
 
     def __init__(self, depth):
         check_int("OutputFIFO depth", depth, 2, MAX_BUFFER)

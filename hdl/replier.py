@@ -58,10 +58,14 @@ class Replier(wiring.Component):
     error : Out(1)
         The last reply was an ERROR (from when its descriptor was taken).
 
-    Latency: the sync byte is offered in the cycle after the descriptor is taken; each
-    byte after the one before is taken, but for a STATUS counter, which waits up to 11
-    cycles for its turn in the counter ring. Throughput: one byte per cycle.
+    Latency: the sync byte is offered in the cycle after the descriptor is taken
+    (:attr:`latency` 1); each byte after the one before is taken, but for a STATUS
+    counter, which waits up to 11 cycles for its turn in the counter ring. Throughput: one
+    byte per cycle.
     """
+
+    #: Cycles from the descriptor taken to the sync byte offered on ``tx``.
+    latency = 1
 
     def __init__(self, info, *, output_depth):
         if not isinstance(info, (bytes, bytearray)) or not 1 <= len(info) <= 255:

@@ -441,3 +441,59 @@ def test_output_fifo_behaves_as_amaranths_buffered_fifo(depth):
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
+
+
+def test_reply_latency_is_the_sum_of_the_blocks():
+    """A PING's reply offers its sync byte deframer + executor + replier latencies after the
+    last CRC byte (the "three cycles" of docs/hostlink.md)."""
+    harness = CoreHarness()
+    core = harness.core
+    expected = core.deframer.latency + core.executor.latency + core.replier.latency
+    assert expected == 3
+    seen = {}
+
+    async def scenario(ctx, h):
+        frame = encode_frame(Command.PING)
+        await h.send(ctx, frame[:-1])
+        ctx.set(core.rx.payload, frame[-1])
+        ctx.set(core.rx.valid, 1)
+        await ctx.tick()
+        ctx.set(core.rx.valid, 0)
+        for cycle in range(1, 10):
+            if ctx.get(core.tx.valid):
+                seen["cycles"] = cycle
+                break
+            await ctx.tick()
+        await h.reply(ctx)
+
+    harness.run(scenario)
+    assert seen["cycles"] == expected
+
+
+def test_fifo_latencies():
+    """Each FIFO's ``latency`` is what it does: commit to readable, write to readable."""
+    from fpganet.hdl.linkfifo import OutputFIFO
+
+    for dut, write, readable in ((PacketFIFO(8), "commit", lambda d: d.r.valid),
+                                 (OutputFIFO(8), "w_en", lambda d: d.r_rdy)):
+        seen = {}
+
+        async def testbench(ctx, dut=dut, write=write, readable=readable, seen=seen):
+            if write == "commit":
+                ctx.set(dut.w_en, 1)
+                await ctx.tick()
+                ctx.set(dut.w_en, 0)
+            ctx.set(getattr(dut, write), 1)
+            await ctx.tick()
+            ctx.set(getattr(dut, write), 0)
+            for cycle in range(1, 6):
+                if ctx.get(readable(dut)):
+                    seen["cycles"] = cycle
+                    break
+                await ctx.tick()
+
+        sim = Simulator(dut)
+        sim.add_clock(1e-6)
+        sim.add_testbench(testbench)
+        sim.run()
+        assert seen["cycles"] == dut.latency, type(dut).__name__
