@@ -31,7 +31,7 @@ help:
 	@echo "make test      run the test suite"
 	@echo "make verilog   write the generated Verilog under $(BUILD)/"
 	@echo "make bench     simulation-speed benchmark, JSON under $(BUILD)/bench/"
-	@echo "make fuzz      random networks compiled and checked against the golden model (ISA sim and RTL)"
+	@echo "make fuzz      random networks checked against the golden model (ISA sim and RTL); random bad input on every command"
 	@echo "make synth     bitstream and report.json for BOARD=icebreaker|ulx3s under $(BUILD)/synth/"
 	@echo "make estimate  LeNet-5 on iCEBreaker and ULX3S against an ASIC and GPUs: $(BUILD)/estimate/"
 	@echo "make setup     only create $(VENV)/ and install the toolchain"
@@ -77,6 +77,9 @@ FUZZ_RTL_NETWORKS ?= 200
 fuzz: $(STAMP)
 	$(BIN)/python -m fpganet.backend.fuzz --cases $(FUZZ_CASES) --seed $(FUZZ_SEED)
 	$(BIN)/python -m fpganet.sim.fuzz_rtl --networks $(FUZZ_RTL_NETWORKS) --seed $(FUZZ_SEED)
+	FPGANET_PROPERTY_RANDOM=1 FPGANET_PROPERTY_EXAMPLES=$(FUZZ_CASES) \
+	  FPGANET_PROPERTY_MODEL_EXAMPLES=$$(( 10 * $(FUZZ_CASES) )) \
+	  $(BIN)/python -m pytest -q tests/test_property_cli.py --hypothesis-show-statistics
 
 clean:
 	rm -rf $(BUILD) .pytest_cache sim_build

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from fpganet.config import AcceleratorConfig, ConfigError
 from fpganet.errors import FpganetError
+from fpganet.files import staged_directory
 
 from . import report as _report
 from .icebreaker import BOARD as ICEBREAKER
@@ -131,10 +132,23 @@ def build(board, config=None, output="build/synth", *, core=None, seed=1, pll=Tr
     config = board.default_config if config is None else config
     core = board.default_core if core is None else core
     output = Path(output)
-    output.mkdir(parents=True, exist_ok=True)
-    for stale in ("report.json", "nextpnr.json", f"{NAME}.{board.bitstream}", f"{NAME}.tim"):
-        (output / stale).unlink(missing_ok=True)
+    failure = None
+    # Built aside and renamed into place; a build the tools refuse still lands, since its
+    # logs (named by the error) are what the user needs, but without report.json.
+    with staged_directory(output, what="build folder") as staging:
+        try:
+            result = _build_in(board, config, staging, output, core=core, seed=seed, pll=pll,
+                               synth_opts=synth_opts, nextpnr_opts=nextpnr_opts, verbose=verbose)
+        except (DoesNotFit, BuildError) as error:
+            failure = error
+    if failure is not None:
+        raise failure
+    return result
 
+
+def _build_in(board, config, output, shown, *, core, seed, pll, synth_opts, nextpnr_opts,
+              verbose):
+    """The build of :func:`build` in the folder ``output``; messages name ``shown`` instead."""
     synth_opts = [*board.synth_opts, *synth_opts]
     if board.family == "ice40" and "-dsp" in " ".join(synth_opts).split():
         raise FpganetError("synth option -dsp is refused on iCE40: synth_ice40 -dsp re-packs the "
@@ -173,11 +187,12 @@ def build(board, config=None, output="build/synth", *, core=None, seed=1, pll=Tr
         over = _report.overflows(utilization)
         if over:
             resource, used, available = over[0]
-            raise DoesNotFit(board, resource, used, available, output / f"{NAME}.tim")
+            raise DoesNotFit(board, resource, used, available, shown / f"{NAME}.tim")
         errors = _report.parse_errors(nextpnr_log) or _report.parse_errors(yosys_log)
-        tool_log = (output / f"{NAME}.tim") if nextpnr_log else (output / f"{NAME}.rpt")
+        tool_log = (shown / f"{NAME}.tim") if nextpnr_log else (shown / f"{NAME}.rpt")
         first = errors[0] if errors else f"build script exited with status {result.returncode}"
-        raise BuildError(f"{board.name} build failed: {first} (see {tool_log}, {log_path})")
+        raise BuildError(f"{board.name} build failed: {first} (see {tool_log}, "
+                         f"{shown / log_path.name})")
 
     nextpnr_report = json.loads((output / "nextpnr.json").read_text())
     utilization = nextpnr_report.get("utilization") or _report.parse_utilization(nextpnr_log)

@@ -122,7 +122,7 @@ def test_host_writes_match_the_memories(lenet):
 def test_compiled_directory_holds_the_program(compiled, lenet, capfd, tmp_path):
     names = sorted(p.name for p in compiled.iterdir())
     assert names == sorted(["manifest.json", "network.npz", "program.hex", "weights.hex",
-                            "params.hex", "memories.npz"])
+                            "params.hex", "memories.npz", "SHA256SUMS"])
     manifest = json.loads((compiled / "manifest.json").read_text())
     section = manifest["accelerator"]
     assert section["n_images"] == 1 and section["program"]["words"] == len(
@@ -174,7 +174,7 @@ def test_capacity_errors_leave_no_output(flags, message, capfd, tmp_path):
 def test_no_program_quantizes_only(capfd, tmp_path):
     out = tmp_path / "OUT"
     assert main(["compile", "-o", str(out), "--act-buffer-bytes", "4096", "--no-program"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "network.npz"]
+    assert sorted(p.name for p in out.iterdir()) == ["SHA256SUMS", "manifest.json", "network.npz"]
     with pytest.raises(FpganetError, match="no accelerator program"):
         read_images(out)
     capfd.readouterr()

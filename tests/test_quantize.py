@@ -10,6 +10,7 @@ import pytest
 from fpganet.compiler import compile_model
 from fpganet.datasets import LENET5_ONNX, mnist
 from fpganet.errors import FpganetError
+from fpganet.files import write_sums
 from fpganet.golden import accumulate, run_golden, run_layer
 from fpganet.model import Conv, Dense, load_onnx, run_float
 from fpganet.qnet import QConv, load_network
@@ -196,5 +197,9 @@ def test_tampered_manifest_is_refused(tmp_path):
     manifest = json.loads(path.read_text())
     manifest["layers"][2]["zp_in"] = 5  # no longer chains with the layer before
     path.write_text(json.dumps(manifest))
+    with pytest.raises(FpganetError, match="manifest.json' does not match its SHA-256"):
+        load_network(tmp_path / "out")
+    # Even with its digests written again, the edit is caught by the network's own checks.
+    write_sums(tmp_path / "out")
     with pytest.raises(FpganetError, match="zero point"):
         load_network(tmp_path / "out")

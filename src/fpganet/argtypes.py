@@ -1,8 +1,9 @@
 """argparse value types shared by the command lines (``type=`` callables with one-line errors)."""
 
 import argparse
+import math
 
-__all__ = ["positive_int", "positive_float"]
+__all__ = ["positive_int", "positive_float", "finite_float"]
 
 
 def positive_int(text):
@@ -17,11 +18,19 @@ def positive_int(text):
 
 
 def positive_float(text):
-    """A number greater than 0."""
+    """A finite number greater than 0."""
+    value = finite_float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, not {text}")
+    return value
+
+
+def finite_float(text):
+    """A finite number (not inf, not nan)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, not {text}")
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, not {text}")
     return value

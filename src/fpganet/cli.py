@@ -14,13 +14,14 @@ import argparse
 import dataclasses
 import os
 import sys
-import tempfile
+import warnings
 
 import numpy as np
 
 from .config import AcceleratorConfig, ConfigError
-from .argtypes import positive_int
-from .errors import FpganetError
+from .argtypes import positive_float, positive_int
+from .errors import FpganetError, FpganetWarning, one_line
+from .files import check_output_file, write_npz
 
 __all__ = ["main", "build_parser", "command", "COMMANDS", "add_config_arguments",
            "config_from_args"]
@@ -68,10 +69,10 @@ def add_config_arguments(parser):
             group.add_argument(flag, dest=f"config_{field.name}", type=_yes_no, metavar="yes|no",
                                help=f"default {'yes' if field.default else 'no'}")
             continue
-        kind = float if field.type in (float, "float") else int
+        kind = positive_float if field.type in (float, "float") else positive_int
         group.add_argument(flag, dest=f"config_{field.name}", type=kind, metavar="N",
                            help=f"default {field.default}")
-    group.add_argument("--clock-mhz", dest="config_clock_mhz", type=float, metavar="F",
+    group.add_argument("--clock-mhz", dest="config_clock_mhz", type=positive_float, metavar="F",
                        help="the clock in MHz (instead of --clock-hz)")
 
 
@@ -228,23 +229,6 @@ def _load_inputs(args, net):
     return x, y, where
 
 
-def _write_npz(path, **arrays):
-    """Write a .npz atomically (temporary file in the same directory, then rename)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        handle, staging = tempfile.mkstemp(prefix=".fpganet-", suffix=".npz", dir=directory)
-    except OSError as error:
-        raise FpganetError(f"cannot write '{path}': {error.strerror}") from None
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            np.savez(stream, **arrays)
-        os.chmod(staging, 0o644)
-        os.replace(staging, path)
-    except OSError as error:
-        os.unlink(staging)
-        raise FpganetError(f"cannot write '{path}': {error.strerror}") from None
-
-
 def _configure_run(parser):
     from .backends import BACKENDS
 
@@ -266,10 +250,13 @@ def _run_run(args):
     from .compiler import load_compiled
 
     net = load_compiled(args.compiled)
+    if args.out:
+        check_output_file(args.out, inputs=(args.inputs, args.compiled))
     x, y, where = _load_inputs(args, net)
     result = run_network(net, x, backend=args.backend, compiled=args.compiled)
     if args.out:
-        _write_npz(args.out, logits=result.logits, q=result.q, **result.extras)
+        write_npz(args.out, "run", inputs=(args.inputs, args.compiled), logits=result.logits,
+                  q=result.q, **result.extras)
     count = x.shape[0]
     if y is not None:
         correct = int(np.sum(result.predictions == y))
@@ -300,11 +287,11 @@ def _run_run(args):
 
 def _compiled_batch(compiled):
     """The ``--batch`` a compiled directory was made with (1 without a program)."""
-    from .backend import read_images
+    from .backend.images import NoProgramError, read_images
 
     try:
         return read_images(compiled).batch
-    except FpganetError:
+    except NoProgramError:
         return 1
 
 
@@ -329,7 +316,11 @@ def _run_check(args):
     from .qdq_export import compare_layers, run_onnx, run_source_model, to_onnx
 
     net = load_compiled(args.compiled)
+    if args.model is not None and not os.path.isfile(args.model):
+        raise FpganetError(f"--model '{args.model}' does not exist or is not a file")
     x, y, where = _load_inputs(args, net)
+    if args.model is not None:
+        _check_source_model(args.model, net, x[:1])
     q_in = net.quantize_input(x)
     q_out, outputs = run_golden(net, q_in, layer_outputs=True)
     print(f"golden model vs onnxruntime on {x.shape[0]} inputs of {where}, each layer fed the "
@@ -359,6 +350,16 @@ def _run_check(args):
     return 0 if ok else EXIT_CHECK_FAILED
 
 
+def _check_source_model(model, net, x):
+    """Refuse, before any work, a float model that cannot be the compiled network's source."""
+    from .qdq_export import run_source_model
+
+    outputs = run_source_model(model, x)
+    if outputs.size != int(np.prod(net.output_shape)):
+        raise FpganetError(f"--model '{model}' gives {list(outputs.shape[1:])} outputs per input, "
+                           f"the compiled network {list(net.output_shape)}: is it another model?")
+
+
 # mnist -------------------------------------------------------------------------------------
 
 def _configure_mnist(parser):
@@ -377,7 +378,7 @@ def _run_mnist(args):
     from .datasets import mnist
 
     x, y = mnist(args.split, args.limit)
-    _write_npz(args.output, x=x, y=y)
+    write_npz(args.output, "mnist", x=x, y=y)
     print(f"wrote {args.output}: {x.shape[0]} images of the {args.split} split")
     return 0
 
@@ -454,8 +455,23 @@ def build_parser():
     return parser
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """Warnings about the user's input as one line each; any other as Python shows it."""
+    if issubclass(category, FpganetWarning):
+        print(f"{PROG}: warning: {one_line(message)}", file=sys.stderr)
+    else:
+        warnings._showwarning_orig(message, category, filename, lineno, file, line)
+
+
 def main(argv=None):
     """Run the command line; returns the exit status (0, 1 for a failed check, 2 for an error)."""
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        warnings.simplefilter("always", FpganetWarning)
+        return _main(argv)
+
+
+def _main(argv):
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command][2](args)
@@ -469,6 +485,12 @@ def main(argv=None):
         # The reader went away (``fpganet ... | head``): stop quietly, as Python's docs advise.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except OSError as error:
+        # The file system refused a path the user gave (too long, no permission, a full disk);
+        # every writer builds its output aside, so nothing is left half-written.
+        where = f"'{error.filename}': " if error.filename else ""
+        print(f"{PROG}: error: {where}{error.strerror or one_line(error)}", file=sys.stderr)
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

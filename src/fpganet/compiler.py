@@ -4,22 +4,21 @@
 inputs, and (optionally) writes ``OUT/manifest.json`` and ``OUT/network.npz``,
 with the accelerator program and memory images of :mod:`fpganet.backend`
 (``program.hex``, ``weights.hex``, ``params.hex``, ``memories.npz``; see
-docs/backend.md), atomically: everything is computed in memory, written into a temporary
-directory beside ``OUT`` and renamed into place, so a failure leaves no
-partial ``OUT``. :func:`load_compiled` reads it back. The command line
+docs/backend.md), and ``SHA256SUMS``: everything is computed in memory, written into a
+temporary directory beside ``OUT`` and renamed into place, so a failure leaves no
+partial ``OUT`` (:mod:`fpganet.files`). :func:`load_compiled` reads it back. The command line
 (:mod:`fpganet.cli`) is a thin layer over these.
 """
 
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from .config import DEFAULT_CONFIG
 from .errors import FpganetError
-from .qnet import MANIFEST, load_network
+from .files import staged_directory
+from .qnet import load_network
 
 __all__ = ["compile_model", "load_compiled", "read_npz", "read_inputs", "write_compiled"]
 
@@ -178,57 +177,34 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     net = quantize_graph(graph, calib_x, method=method, config=config, source=source,
                          calibration=calibration)
     if out_dir is not None:
-        write_compiled(net, out_dir, program=program, n_images=n_images, batch=batch)
+        write_compiled(net, out_dir, program=program, n_images=n_images, batch=batch,
+                       inputs=(model_path, calib if isinstance(calib, (str, os.PathLike)) else None))
     return net
 
 
-def write_compiled(net, out_dir, program=True, n_images=1, batch=1):
-    """Write ``net`` into ``out_dir`` atomically (temporary sibling, then rename).
+def write_compiled(net, out_dir, program=True, n_images=1, batch=1, inputs=()):
+    """Write ``net`` into ``out_dir``, built aside and renamed into place.
 
     With ``program`` the accelerator program and memory images for ``n_images``
     are built first (a network that does not fit is refused before anything is
-    written; ``batch``: images per group of the dense layers, stored in the manifest) and saved beside the network (``program.hex``, ``weights.hex``,
-    ``params.hex``, ``memories.npz``, the manifest's ``accelerator`` section).
+    written; ``batch``: images per group of the dense layers, stored in the manifest)
+    and saved beside the network (``program.hex``, ``weights.hex``, ``params.hex``,
+    ``memories.npz``, the manifest's ``accelerator`` section).
 
-    An existing ``out_dir`` is replaced only if it is empty or an earlier
-    compiled output (it has a ``manifest.json``), so a mistyped ``-o`` cannot
-    delete an unrelated directory.
+    The directory also holds ``SHA256SUMS`` (:mod:`fpganet.files`), which readers
+    verify. An existing ``out_dir`` is replaced only when every file in it is one
+    fpganet wrote, unchanged; ``out_dir`` never holds one of ``inputs`` (the model
+    and calibration files).
     """
     images = None
     if program:
         from .backend import build_images
         images = build_images(net, n_images, batch=batch)
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise FpganetError(f"output '{out}' exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST).is_file():
-        raise FpganetError(f"output directory '{out}' is not empty and holds no compiled network; "
-                           f"refusing to replace it")
-    parent = out.absolute().parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=parent))
-    except OSError as error:
-        raise FpganetError(f"cannot create the output directory '{out}': {error.strerror}") from None
-    try:
-        os.chmod(staging, 0o755)
+    with staged_directory(out_dir, inputs=inputs) as staging:
         net.save(staging, extra=None if images is None else {"accelerator": images.layout})
         if images is not None:
             images.save(staging)
-        if out.exists():
-            retired = staging.with_suffix(".old")
-            os.rename(out, retired)
-            os.rename(staging, out)
-            shutil.rmtree(retired, ignore_errors=True)
-        else:
-            os.rename(staging, out)
-    except OSError as error:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise FpganetError(f"cannot write the output directory '{out}': {error}") from None
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return out
+    return Path(out_dir)
 
 
 def load_compiled(out_dir):

@@ -10,6 +10,7 @@ compiled for.
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 
 from amaranth.utils import ceil_log2
@@ -118,8 +119,9 @@ class AcceleratorConfig:
                               f"post-processing unit), not {self.requant_latency!r}")
         if self.program_words > 1 << 16:
             raise ConfigError(f"program_words {self.program_words} exceeds the 16-bit LOOP target")
-        if not isinstance(self.clock_hz, (int, float)) or not self.clock_hz > 0:
-            raise ConfigError(f"clock_hz must be a positive number, not {self.clock_hz!r}")
+        if (not isinstance(self.clock_hz, (int, float)) or isinstance(self.clock_hz, bool)
+                or not math.isfinite(self.clock_hz) or not self.clock_hz > 0):
+            raise ConfigError(f"clock_hz must be a positive number of Hz, finite, not {self.clock_hz!r}")
 
     # Derived values ------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ op, the missing key, the shape that was expected. The command line prints it as
 A traceback therefore always means a bug in fpganet, not bad input.
 """
 
-__all__ = ["FpganetError", "one_line"]
+__all__ = ["FpganetError", "FpganetWarning", "one_line"]
 
 
 def one_line(text):
@@ -21,3 +21,9 @@ class FpganetError(Exception):
 
     def __init__(self, message):
         super().__init__(one_line(message))
+
+
+class FpganetWarning(UserWarning):
+    """Something the user gave is accepted but looks wrong (degenerate calibration data,
+    inputs outside the calibrated range); the command line prints it as one line,
+    ``fpganet: warning: <message>``, on stderr and goes on."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import FpganetError
+from .errors import FpganetError, one_line
 from .golden import run_golden
 from .qnet import QConv, QMaxPool, QReshape
 
@@ -246,15 +246,26 @@ def run_source_model(path, x, input_name=None):
     try:
         session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as error:
-        raise FpganetError(f"onnxruntime cannot load '{path}': {type(error).__name__}") from None
+        raise FpganetError(f"onnxruntime cannot load '{path}': {type(error).__name__}: "
+                           f"{one_line(error)[:200]}") from None
     info = session.get_inputs()[0]
-    batch = info.shape[0] if isinstance(info.shape[0], int) and info.shape[0] > 0 else 256
     x = np.asarray(x, dtype=np.float32)
+    declared = list(info.shape[1:])
+    if len(session.get_inputs()) != 1 or len(declared) != x.ndim - 1 or any(
+            isinstance(d, int) and d != n for d, n in zip(declared, x.shape[1:])):
+        raise FpganetError(f"'{path}' takes input '{info.name}' of shape {list(info.shape)}, not "
+                           f"the [N, {', '.join(map(str, x.shape[1:]))}] of this network: is it "
+                           f"another model?")
+    batch = info.shape[0] if isinstance(info.shape[0], int) and info.shape[0] > 0 else 256
     outputs = []
     for start in range(0, x.shape[0], batch):
         part = x[start:start + batch]
         count = part.shape[0]
         if count < batch and isinstance(info.shape[0], int):
             part = np.concatenate([part, np.repeat(part[-1:], batch - count, axis=0)])
-        outputs.append(session.run(None, {input_name or info.name: part})[0][:count])
+        try:
+            outputs.append(session.run(None, {input_name or info.name: part})[0][:count])
+        except Exception as error:
+            raise FpganetError(f"onnxruntime cannot run '{path}' on these inputs: "
+                               f"{type(error).__name__}: {str(error)[:200]}") from None
     return np.concatenate(outputs)

@@ -18,12 +18,14 @@ authoritative): :meth:`QNetwork.save` and :func:`load_network`.
 import json
 import os
 import re
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .config import AcceleratorConfig, ConfigError
-from .errors import FpganetError
+from .errors import FpganetError, FpganetWarning
+from .files import verify_directory
 
 __all__ = ["QConv", "QMaxPool", "QReshape", "QNetwork", "load_network", "quantize_input",
            "MULT_BITS", "MULT_MIN", "MULT_MAX", "SHIFT_MIN", "SHIFT_MAX", "FORMAT"]
@@ -38,6 +40,10 @@ MULT_MIN = 1 << (MULT_BITS - 1)
 MULT_MAX = (1 << MULT_BITS) - 1
 SHIFT_MIN = 1
 SHIFT_MAX = 62
+#: Share of input values beyond the calibrated range (by more than a step) that gets a warning.
+CLIPPED_INPUTS_WARNING = 0.01
+#: Inputs that vary but quantize to fewer int8 levels than this get a warning.
+FEW_INPUT_LEVELS = 8
 INT8_MIN, INT8_MAX = -128, 127
 
 
@@ -316,6 +322,17 @@ class QNetwork:
         if not np.all(np.isfinite(x)):
             raise FpganetError("inputs contain NaN or Inf")
         q = quantize_input(x, self.input_scale, self.input_zp)
+        low, high = (self.input_scale * (bound - self.input_zp) for bound in (INT8_MIN, INT8_MAX))
+        outside = float(np.mean((x < low - self.input_scale) | (x > high + self.input_scale)))
+        if outside > CLIPPED_INPUTS_WARNING:
+            warnings.warn(f"{100 * outside:.1f} % of the input values lie outside the calibrated "
+                          f"input range [{low:.4g}, {high:.4g}] and are clipped: were the inputs "
+                          f"preprocessed like the calibration data?", FpganetWarning, stacklevel=2)
+        levels = int(q.max()) - int(q.min()) + 1
+        if levels < FEW_INPUT_LEVELS and float(x.max()) > float(x.min()):
+            warnings.warn(f"the inputs take only {levels} of the 256 int8 levels of the calibrated "
+                          f"input range [{low:.4g}, {high:.4g}]: were the calibration data "
+                          f"preprocessed like these inputs?", FpganetWarning, stacklevel=2)
         return q.reshape(x.shape[0], *self.input_chw)
 
     def dequantize_output(self, q):
@@ -441,17 +458,20 @@ def load_network(directory):
     Raises
     ------
     fpganet.errors.FpganetError
-        The directory, a file or a key is missing or inconsistent.
+        The directory, a file or a key is missing or inconsistent, or a file differs from
+        its SHA-256 in ``SHA256SUMS`` (:func:`fpganet.files.verify_directory`).
     """
     directory = os.fspath(directory)
     manifest_path = os.path.join(directory, MANIFEST)
     arrays_path = os.path.join(directory, ARRAYS)
     if not os.path.isdir(directory):
-        raise FpganetError(f"compiled network directory '{directory}' does not exist")
+        state = "is not a directory" if os.path.exists(directory) else "does not exist"
+        raise FpganetError(f"compiled network directory '{directory}' {state}")
     for path in (manifest_path, arrays_path):
         if not os.path.isfile(path):
             raise FpganetError(f"'{directory}' is not a compiled network: '{os.path.basename(path)}' "
                                f"is missing (run fpganet compile)")
+    verify_directory(directory)
     try:
         with open(manifest_path) as handle:
             manifest = json.load(handle)

@@ -20,7 +20,7 @@ from ..isasim import engine_read_addresses
 from .plan import beat_extra_cycles, capacity_error, plan_network
 from .program import generate, param_image, weight_image
 
-__all__ = ["MemoryImages", "StreamLayout", "build_images", "read_images", "engine_conflicts",
+__all__ = ["MemoryImages", "StreamLayout", "build_images", "read_images", "NoProgramError", "engine_conflicts",
            "STAMP_BYTES", "FILES", "LOAD_ORDER", "pack_weight_word", "memory_words", "host_writes",
            "memory_depth", "machine_memories"]
 
@@ -501,6 +501,10 @@ def _describe(plan, code, images):
     }
 
 
+class NoProgramError(FpganetError):
+    """A compiled directory written with ``--no-program``: a network, no memory images."""
+
+
 def read_images(directory):
     """The :class:`MemoryImages` a compiled directory holds (``plan`` is None).
 
@@ -519,8 +523,8 @@ def read_images(directory):
         raise FpganetError(f"cannot read '{manifest_path}': {error}") from None
     section = manifest.get("accelerator")
     if not isinstance(section, dict) or section.get("format") != FORMAT:
-        raise FpganetError(f"'{directory}' holds no accelerator program (compiled with "
-                           f"--no-program, or by an older fpganet): compile it again")
+        raise NoProgramError(f"'{directory}' holds no accelerator program (compiled with "
+                             f"--no-program, or by an older fpganet): compile it again")
     try:
         with np.load(arrays_path, allow_pickle=False) as data:
             arrays = {key: data[key] for key in data.files}

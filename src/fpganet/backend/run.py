@@ -2,9 +2,8 @@
 
 import numpy as np
 
-from ..errors import FpganetError
 from ..isasim import Machine
-from .images import build_images, read_images
+from .images import NoProgramError, build_images, read_images
 
 __all__ = ["run_isa", "backend"]
 
@@ -51,7 +50,7 @@ def backend(net, q_in, **options):
     if images is None and compiled is not None and options.get("config") is None:
         try:
             images = read_images(compiled)
-        except FpganetError:
+        except NoProgramError:
             images = None      # compiled with --no-program: build the program here
     q, _ = run_isa(net, q_in, images=images, config=options.get("config"))
     return q

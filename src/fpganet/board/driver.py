@@ -28,9 +28,10 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from ..argtypes import positive_int
+from ..argtypes import positive_float, positive_int
 from ..backend.images import LOAD_ORDER, STAMP_BYTES
 from ..errors import FpganetError
+from ..files import check_output_file, write_npz
 from ..isa import HostSpace
 from . import protocol
 from .protocol import Command, DeviceInfo, ErrorCode, FrameError, Status
@@ -572,23 +573,6 @@ def load_compiled_job(out_dir):
 
 # Command line --------------------------------------------------------------------------------
 
-def _write_npz(path, **arrays):
-    """Write a .npz atomically (a temporary file beside it, then rename)."""
-    import tempfile
-
-    import numpy as np
-
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        handle, staging = tempfile.mkstemp(prefix=".fpganet-", suffix=".npz", dir=directory)
-        with os.fdopen(handle, "wb") as stream:
-            np.savez(stream, **arrays)
-        os.chmod(staging, 0o644)
-        os.replace(staging, path)
-    except OSError as error:
-        raise LinkError(f"cannot write '{path}': {error.strerror}") from None
-
-
 def add_arguments(parser):
     """Add the ``board`` subcommands (``run``, ``ping``, ``status``) to ``parser``."""
     subparsers = parser.add_subparsers(dest="board_command", metavar="ACTION", required=True)
@@ -596,9 +580,9 @@ def add_arguments(parser):
     def common(sub):
         sub.add_argument("--port", required=True, metavar="PORT",
                          help="serial device of the board's UART (/dev/ttyUSB1, COM5...)")
-        sub.add_argument("--baud", type=int, default=DEFAULT_BAUD,
+        sub.add_argument("--baud", type=positive_int, default=DEFAULT_BAUD,
                          help=f"line rate of the bitstream (default {DEFAULT_BAUD:,})")
-        sub.add_argument("--timeout", type=float, default=2.0, metavar="S",
+        sub.add_argument("--timeout", type=positive_float, default=2.0, metavar="S",
                          help="seconds to wait for a reply or an image (default 2)")
 
     run = subparsers.add_parser("run", help="run a compiled network on the board")
@@ -639,6 +623,8 @@ def _run_network_command(args):
     import numpy as np
 
     job = load_compiled_job(args.compiled)
+    if args.out:
+        check_output_file(args.out, inputs=(args.inputs, args.compiled))
     if args.inputs is not None:
         from ..compiler import read_inputs
         x, y = read_inputs(args.inputs, job.input_shape, input_name=job.input_name)
@@ -663,7 +649,8 @@ def _run_network_command(args):
     logits = job.dequantize(q)
     cycles = np.array(run.cycles, dtype=np.uint32)
     if args.out:
-        _write_npz(args.out, logits=logits, q=q, cycles=cycles)
+        write_npz(args.out, "board run", inputs=(args.inputs, args.compiled), logits=logits, q=q,
+                  cycles=cycles)
     count = len(images)
     per_image = sum(run.image_seconds) / count
     info = run.info

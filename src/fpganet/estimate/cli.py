@@ -107,10 +107,10 @@ def _run(args):
 
     net = load_compiled(args.compiled)
     link = HostLink(baud=args.baud) if args.baud else None
+    from ..backend.images import NoProgramError, read_images
     try:
-        from ..backend import read_images
         program_batch = read_images(args.compiled).batch
-    except FpganetError:
+    except NoProgramError:
         program_batch = 1        # quantized only (--no-program): no program to batch
     try:
         return estimate(net, board=args.board, board_report=args.board_report,
@@ -141,10 +141,15 @@ def run_estimate(args):
 
 def run_report(args):
     """``fpganet report``: write report.md, estimate.json and plots; returns the exit status."""
+    from ..files import check_not_input, check_replaceable
     from .comparison import report
 
+    # Refused before the estimate's minutes of work, and checked again when written.
+    inputs = (args.compiled, args.board_report)
+    check_not_input(args.output, inputs, "report folder")
+    check_replaceable(args.output, "report folder")
     result = _run(args)
-    for path in report(result, args.output):
+    for path in report(result, args.output, inputs=inputs):
         print(f"wrote {path}")
     return 0
 

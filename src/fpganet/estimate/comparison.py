@@ -7,10 +7,12 @@ its value, unit, source and basis; :meth:`Estimate.table` a plain-text table;
 """
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import FpganetError
+from ..files import staged_directory
 from . import figures
 from .activity import resolve_activity
 from .asic import NODES, asic_projection, synthesize, synthesize_design
@@ -87,8 +89,9 @@ class Estimate:
         return quantity_dict(data)
 
     def to_json(self, **kwargs):
+        """Standard JSON: a figure that is not finite (none there to give) becomes null."""
         kwargs.setdefault("indent", 1)
-        return json.dumps(self.to_dict(), **kwargs)
+        return json.dumps(_finite(self.to_dict()), allow_nan=False, **kwargs)
 
     def report(self, out_dir):
         """Write report.md, estimate.json and the plots into ``out_dir`` (see :func:`report`)."""
@@ -126,6 +129,16 @@ class Estimate:
         for reason in self.measured.get("skipped", []):
             out.append(f"not measured: {reason}")
         return "\n".join(out)
+
+
+def _finite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
 def _row_dict(row):
@@ -382,8 +395,12 @@ def estimate(net, *, board="icebreaker", board_report=None, clock_hz=None, link=
 
 # Markdown + plots ----------------------------------------------------------------------------
 
-def report(result, out_dir):
+def report(result, out_dir, inputs=()):
     """Write ``report.md``, ``estimate.json`` and the plots (PNG) of an :class:`Estimate`.
+
+    The folder is built aside and renamed into place (:func:`fpganet.files.staged_directory`):
+    an existing ``out_dir`` is replaced only when fpganet wrote all of it, and it never
+    holds one of ``inputs`` (the compiled directory, the board report).
 
     Plots: ``efficiency.png`` (images/s/W on a log scale, every platform with a power
     figure), ``roofline.png`` (the GPUs' INT8 rooflines, the FPGA's host-link roofline and
@@ -395,32 +412,25 @@ def report(result, out_dir):
         The files written.
     """
     out = Path(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise FpganetError(f"cannot create the report folder '{out}': {error.strerror}") from None
-    written = []
-    json_path = out / "estimate.json"
-    json_path.write_text(result.to_json() + "\n")
-    written.append(json_path)
-    plots = []
-    try:
-        import matplotlib
-    except ImportError:
-        plot_note = "matplotlib is not installed: no plots"
-    else:
-        matplotlib.use("Agg", force=True)
-        plot_note = None
-        for name, function in (("efficiency.png", _plot_efficiency), ("roofline.png", _plot_roofline),
-                               ("layers.png", _plot_layers)):
-            path = out / name
-            if function(result, path):
-                plots.append(path)
-    written.extend(plots)
-    md_path = out / "report.md"
-    md_path.write_text(_markdown(result, [p.name for p in plots], plot_note))
-    written.append(md_path)
-    return written
+    with staged_directory(out, inputs=inputs, what="report folder") as staging:
+        names = ["estimate.json"]
+        (staging / "estimate.json").write_text(result.to_json() + "\n")
+        plots = []
+        try:
+            import matplotlib
+        except ImportError:
+            plot_note = "matplotlib is not installed: no plots"
+        else:
+            matplotlib.use("Agg", force=True)
+            plot_note = None
+            for name, function in (("efficiency.png", _plot_efficiency),
+                                   ("roofline.png", _plot_roofline), ("layers.png", _plot_layers)):
+                if function(result, staging / name):
+                    plots.append(name)
+        names.extend(plots)
+        (staging / "report.md").write_text(_markdown(result, plots, plot_note))
+        names.append("report.md")
+    return [out / name for name in names]
 
 
 def _md_table(rows):

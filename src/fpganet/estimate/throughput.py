@@ -16,6 +16,7 @@ a boards ``report.json``, a clock given by the user, or the configuration's
 """
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -99,20 +100,31 @@ def device_family(device):
 
 
 def load_board_report(path):
-    """Read and check a boards ``report.json``.
+    """Read and check a boards ``report.json`` (as ``fpganet synth`` writes it).
+
+    Every field the estimator reads is checked for type, finiteness and range:
+    ``board`` and ``device`` strings (a device with a power model), ``fmax_mhz`` null or a
+    positive number, ``macs_per_cycle`` a positive integer, ``resources`` (and
+    ``utilization`` when present) mapping names to ``{"used": N, "available": N}`` with
+    non-negative integers, ``clock.pll_mhz``/``clock.target_mhz`` null or positive.
+    JSON's non-standard ``NaN``/``Infinity`` are refused.
 
     Raises
     ------
     fpganet.errors.FpganetError
-        Missing file, bad JSON, or a missing key (named).
+        Missing file, bad JSON, or a key missing or out of range (named).
     """
     path = os.fspath(path)
+
+    def refuse_constant(name):
+        raise ValueError(f"{name} is not a JSON number")
+
     try:
         with open(path) as handle:
-            data = json.load(handle)
+            data = json.load(handle, parse_constant=refuse_constant)
     except OSError as error:
         raise FpganetError(f"cannot read the board report '{path}': {error.strerror}") from None
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:
         raise FpganetError(f"the board report '{path}' is not valid JSON: {error}") from None
     if not isinstance(data, dict):
         raise FpganetError(f"the board report '{path}' is not a JSON object")
@@ -120,23 +132,53 @@ def load_board_report(path):
     if absent:
         raise FpganetError(f"the board report '{path}' lacks the key(s) {', '.join(absent)} "
                            f"(expected {', '.join(REPORT_KEYS)})")
-    resources = data["resources"]
-    if not isinstance(resources, dict) or not all(
-            isinstance(v, dict) and "used" in v for v in resources.values()):
-        raise FpganetError(f"the board report '{path}': 'resources' must map each resource name "
-                           f"to {{'used': N, 'available': N}}")
-    try:
-        fmax = None if data["fmax_mhz"] is None else float(data["fmax_mhz"])
-        macs = int(data["macs_per_cycle"])
-    except (TypeError, ValueError):
-        raise FpganetError(f"the board report '{path}': fmax_mhz and macs_per_cycle must be "
-                           f"numbers") from None
-    if fmax is not None and not fmax > 0:
-        raise FpganetError(f"the board report '{path}': fmax_mhz must be positive, not {fmax}")
+
+    def bad(key, expected):
+        value = json.dumps(data.get(key) if "." not in key else None)
+        return FpganetError(f"the board report '{path}': '{key}' must be {expected}"
+                            + ("" if "." in key else f", not {value[:40]}"))
+
+    for key in ("board", "device"):
+        if not isinstance(data[key], str) or not data[key]:
+            raise bad(key, "a non-empty string")
+    fmax = data["fmax_mhz"]
+    if fmax is not None and not _positive_number(fmax):
+        raise bad("fmax_mhz", "null or a positive finite number of MHz")
+    macs = data["macs_per_cycle"]
+    if not isinstance(macs, int) or isinstance(macs, bool) or macs < 1:
+        raise bad("macs_per_cycle", "a positive integer")
+    for key in ("resources", "utilization"):
+        if key == "utilization" and key not in data:
+            continue
+        table = data[key]
+        if not isinstance(table, dict):
+            raise bad(key, 'an object mapping each resource to {"used": N, "available": N}')
+        for name, entry in table.items():
+            if not isinstance(entry, dict) or "used" not in entry:
+                raise bad(f"{key}.{name}", 'an object {"used": N, "available": N}')
+            for field_name in ("used", "available"):
+                value = entry.get(field_name)
+                if field_name == "available" and value is None:
+                    continue
+                if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                    raise bad(f"{key}.{name}.{field_name}", "a non-negative integer")
+    clock = data.get("clock")
+    if clock is not None:
+        if not isinstance(clock, dict):
+            raise bad("clock", "an object")
+        for key in ("pll_mhz", "target_mhz"):
+            if clock.get(key) is not None and not _positive_number(clock[key]):
+                raise bad(f"clock.{key}", "null or a positive finite number of MHz")
     device_family(data["device"])
-    return BoardReport(board=str(data["board"]), device=str(data["device"]), fmax_mhz=fmax,
-                       macs_per_cycle=macs, resources=resources, toolchain=data["toolchain"],
+    return BoardReport(board=data["board"], device=data["device"],
+                       fmax_mhz=None if fmax is None else float(fmax), macs_per_cycle=macs,
+                       resources=data["resources"], toolchain=data["toolchain"],
                        path=path, extra={k: v for k, v in data.items() if k not in REPORT_KEYS})
+
+
+def _positive_number(value):
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0)
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,12 @@ is ignored, and the ``x.view(x.size(0), -1)`` pattern (Shape, Gather, Unsqueeze,
 Concat) is folded symbolically.
 """
 
-import hashlib
 import os
 
 import numpy as np
 
 from ..errors import FpganetError, one_line
+from ..files import file_sha256
 from .ir import (LINEAR_LAYERS, Conv, Dense, Graph, MaxPool, Relu, Reshape, canonical_shape,
                  fuse_relu)
 
@@ -54,15 +54,6 @@ SUPPORTED_OPS = {
 _SHAPE_READERS = {"Shape", "Size"}
 
 _BATCH = "N"  # the symbolic batch size inside folded shape expressions
-
-
-def file_sha256(path):
-    """Hex SHA-256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def load_onnx(path):
@@ -116,6 +107,38 @@ def import_model(model):
     return fuse_relu(graph)
 
 
+def _check_acyclic(graph):
+    """Refuse a graph whose nodes feed one another in a cycle (Kahn's algorithm)."""
+    producers = {name: index for index, node in enumerate(graph.node)
+                 for name in node.output if name}
+    waiting = {}
+    users = {}
+    for index, node in enumerate(graph.node):
+        sources = {producers[name] for name in node.input if name in producers}
+        waiting[index] = len(sources)
+        for source in sources:
+            users.setdefault(source, []).append(index)
+    ready = [index for index, count in waiting.items() if count == 0]
+    done = 0
+    while ready:
+        index = ready.pop()
+        done += 1
+        for user in users.get(index, []):
+            waiting[user] -= 1
+            if waiting[user] == 0:
+                ready.append(user)
+    if done < len(graph.node):
+        # Walk back through unfinished producers until a node repeats: it is on the cycle.
+        index = min(index for index, count in waiting.items() if count > 0)
+        seen = set()
+        while index not in seen:
+            seen.add(index)
+            index = next(producers[name] for name in graph.node[index].input
+                         if name in producers and waiting[producers[name]] > 0)
+        raise FpganetError(f"the graph has a cycle: {_describe(graph.node[index], index)} "
+                           f"depends on its own output")
+
+
 def _describe(node, index):
     if node.name:
         return f"{node.op_type} node '{node.name}'"
@@ -145,6 +168,12 @@ class _Importer:
                           if entry.domain in ("", "ai.onnx")), default=0)
         if self.opset == 0:
             raise FpganetError("the ONNX model imports no version of the default operator set")
+        known = onnx.defs.onnx_opset_version()
+        if self.opset > known:
+            # onnxruntime refuses such a model too; its ops' meaning is not known here.
+            raise FpganetError(f"the model uses opset {self.opset} of the default operator set; "
+                               f"the installed onnx {onnx.__version__} knows opsets up to {known}")
+        _check_acyclic(model.graph)
         try:
             inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
         except Exception:  # inference is advisory: the importer computes shapes itself
@@ -323,11 +352,22 @@ class _Importer:
         self.canon = canonical_shape(view)
         self.view_of[current] = (view, orientation)
         self.dropped = None
+        visited = set()
         while current != output_name:
             index, node = self._next_node(current)
-            view, orientation, current = self._convert(node, index, current, view, orientation)
+            if index in visited:
+                raise FpganetError(f"{_describe(node, index)} is reached twice on the data path "
+                                   f"(the graph has a cycle)")
+            visited.add(index)
+            layers_before = len(self.layers)
+            with np.errstate(all="ignore"):  # folding overflow is reported below, by layer
+                view, orientation, current = self._convert(node, index, current, view, orientation)
+            if any(int(d) < 1 for d in view):
+                raise FpganetError(f"{_describe(node, index)} produces an empty tensor "
+                                   f"{_shape_text(view)} (a dimension of size 0)")
             self.view_of[current] = (view, orientation)
             self._check_inferred(current, view, orientation, node, index)
+            self._check_finite(layers_before, node, index)
         if orientation != 0:
             raise FpganetError(f"the output '{output_name}' has the batch on axis 1 "
                                f"(a transposed 2-D tensor); add a Transpose [1, 0] before it")
@@ -337,6 +377,23 @@ class _Importer:
                      input_shape=tuple(self.input_view), output_name=final_name,
                      output_shape=tuple(view), layers=self.layers, notes=self.notes,
                      dropped_output_op=self.dropped)
+
+    def _check_finite(self, first, node, index):
+        """Refuse a layer whose weights or bias stopped being finite float32 when ``node`` was
+        converted or folded into it (a BatchNormalization with a huge gamma, Gemm alpha=inf)."""
+        for layer in self.layers[max(first - 1, 0):]:
+            for role in ("weight", "bias"):
+                values = getattr(layer, role, None)
+                if values is None:
+                    continue
+                values = np.asarray(values)
+                if values.size == 0:
+                    raise FpganetError(f"{_describe(node, index)}: layer '{layer.name}' has an "
+                                       f"empty {role} tensor")
+                if not np.all(np.isfinite(values.astype(np.float32))):
+                    raise FpganetError(f"{_describe(node, index)}: the {role} of layer "
+                                       f"'{layer.name}' is not finite in float32 after this node "
+                                       f"is applied (its scale or offset overflows)")
 
     def _input_view(self, info):
         from onnx import TensorProto
@@ -431,7 +488,32 @@ class _Importer:
         handler = getattr(self, f"_op_{op}", None)
         if handler is None:
             raise self._unsupported(node, index)
-        return handler(node, index, current, view, orientation)
+        self._check_arity(node, index)
+        try:
+            return handler(node, index, current, view, orientation)
+        except FpganetError:
+            raise
+        except (ArithmeticError, IndexError, KeyError, TypeError, ValueError) as error:
+            # A node malformed in a way no check above names (an attribute of the wrong
+            # length or type): still one line, naming the node.
+            raise FpganetError(f"{_describe(node, index)} is malformed: {type(error).__name__}: "
+                               f"{one_line(error)[:160]}") from None
+
+    def _check_arity(self, node, index):
+        """Refuse a node with fewer or more inputs than its op's ONNX schema allows."""
+        import onnx
+
+        try:
+            schema = onnx.defs.get_schema(node.op_type, self.opset, node.domain or "")
+        except Exception:
+            raise FpganetError(f"{_describe(node, index)}: op {node.op_type} does not exist in "
+                               f"opset {self.opset}") from None
+        given = len(node.input)
+        if not schema.min_input <= given <= schema.max_input:
+            expected = (str(schema.min_input) if schema.min_input == schema.max_input
+                        else f"{schema.min_input} to {schema.max_input}")
+            raise FpganetError(f"{_describe(node, index)} has {given} input(s); {node.op_type} "
+                               f"takes {expected} in opset {self.opset}")
 
     # Pass-through ops ----------------------------------------------------------------------
 

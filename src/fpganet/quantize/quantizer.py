@@ -11,17 +11,20 @@ The scheme (fixed by the numerics contract, ``docs/numerics.md``):
   lower clamp bound.
 """
 
+import warnings
+
 import numpy as np
 
 from ..config import DEFAULT_CONFIG
-from ..errors import FpganetError
+from ..errors import FpganetError, FpganetWarning
 from ..model.ir import Conv, Dense, MaxPool, Reshape
 from ..model.reference import run_float
 from ..qnet import QConv, QMaxPool, QNetwork, QReshape
 from .calibrate import DEFAULT_METHOD, parse_method, tensor_range
 from .fixed_point import activation_qparams, quantize_multiplier, weight_qparams
 
-__all__ = ["quantize_graph", "quantize_linear_layer"]
+__all__ = ["quantize_graph", "quantize_linear_layer", "check_calibration", "warn_degenerate",
+           "MIN_CALIBRATION_SAMPLES", "LARGE_INPUT"]
 
 
 def quantize_graph(graph, calib_x, method=DEFAULT_METHOD, config=DEFAULT_CONFIG, source=None,
@@ -56,13 +59,17 @@ def quantize_graph(graph, calib_x, method=DEFAULT_METHOD, config=DEFAULT_CONFIG,
         raise FpganetError(f"the quantizer produces int8 networks; operand_width must be 8, "
                            f"not {config.operand_width}")
     calib_x = np.asarray(calib_x, dtype=np.float32)
-    _, outputs = run_float(graph, calib_x, layer_outputs=True)
+    with np.errstate(all="ignore"):   # non-finite activations are refused below, by tensor
+        _, outputs = run_float(graph, calib_x, layer_outputs=True)
+    check_calibration(graph, calib_x, outputs)
     s_act, zp_act = activation_qparams(*tensor_range(calib_x, method))
+    warn_degenerate(f"the input '{graph.input_name}'", calib_x, s_act)
     input_scale, input_zp = s_act, zp_act
     layers = []
     for layer, values in zip(graph.layers, outputs):
         if isinstance(layer, (Conv, Dense)):
             s_out, zp_out = activation_qparams(*tensor_range(values, method))
+            warn_degenerate(f"the output of layer '{layer.name}'", values, s_out)
             qlayer = quantize_linear_layer(layer, s_act, zp_act, s_out, zp_out, config.acc_width)
             s_act, zp_act = s_out, zp_out
         elif isinstance(layer, MaxPool):
@@ -84,6 +91,44 @@ def quantize_graph(graph, calib_x, method=DEFAULT_METHOD, config=DEFAULT_CONFIG,
     net.calibration.setdefault("samples", int(calib_x.shape[0]))
     net.validate()
     return net
+
+
+#: Fewer calibration samples than this get a warning: the ranges then rest on too few images
+#: (TFLite's converter documentation asks for a hundred or more representative samples).
+MIN_CALIBRATION_SAMPLES = 32
+#: Calibration inputs beyond this magnitude get a warning: a preprocessed input domain is
+#: rarely wider (images in [0, 1], [-1, 1] or standardized, audio features in tens).
+LARGE_INPUT = 1e4
+
+
+def check_calibration(graph, calib_x, outputs):
+    """Refuse calibration data that drives the float model to Inf/NaN; warn on too few
+    samples or inputs of unusual magnitude (:class:`~fpganet.errors.FpganetWarning`)."""
+    for layer, values in zip(graph.layers, outputs):
+        if not np.all(np.isfinite(values)):
+            raise FpganetError(f"the calibration data drive the output of layer '{layer.name}' "
+                               f"to Inf or NaN in float32: are they in the model's input domain?")
+    count = calib_x.shape[0]
+    if count < MIN_CALIBRATION_SAMPLES:
+        warnings.warn(f"calibration on {count} sample(s) only; activation ranges want "
+                      f"{MIN_CALIBRATION_SAMPLES} or more representative inputs",
+                      FpganetWarning, stacklevel=3)
+    peak = float(np.max(np.abs(calib_x)))
+    if peak > LARGE_INPUT:
+        warnings.warn(f"calibration inputs reach {peak:.3g} in magnitude; is the data "
+                      f"preprocessed into the model's input domain?", FpganetWarning, stacklevel=3)
+
+
+def warn_degenerate(what, values, scale):
+    """Warn when a tensor spans fewer than two int8 steps over the calibration set."""
+    values = np.asarray(values)
+    spread = float(values.max() - values.min()) if values.size else 0.0
+    if spread < 2 * scale:
+        kind = "constant" if spread == 0 else "nearly constant"
+        warnings.warn(f"{what} is {kind} over the calibration data (it spans "
+                      f"{spread:.3g}, under two int8 steps of {scale:.3g}); its quantization "
+                      f"rests on no real range: calibrate on representative inputs",
+                      FpganetWarning, stacklevel=3)
 
 
 def quantize_linear_layer(layer, s_in, zp_in, s_out, zp_out, acc_width=32):
