@@ -75,7 +75,7 @@ FUZZ_CASES ?= 2000
 FUZZ_SEED ?= 1
 FUZZ_RTL_NETWORKS ?= 200
 fuzz: $(STAMP)
-	$(BIN)/python -m fpganet.backend.fuzz --cases $(FUZZ_CASES) --seed $(FUZZ_SEED)
+	$(BIN)/python -m fpganet.codegen.fuzz --cases $(FUZZ_CASES) --seed $(FUZZ_SEED)
 	$(BIN)/python -m fpganet.sim.fuzz_rtl --networks $(FUZZ_RTL_NETWORKS) --seed $(FUZZ_SEED)
 	FPGANET_PROPERTY_RANDOM=1 FPGANET_PROPERTY_EXAMPLES=$(FUZZ_CASES) \
 	  FPGANET_PROPERTY_MODEL_EXAMPLES=$$(( 10 * $(FUZZ_CASES) )) \

@@ -500,7 +500,7 @@ def measure_activity(net, q_in=None, *, data=None, config=None, n_images=2, buil
     build_root : path, optional
         Where the Verilator build is kept (default ``build/``).
     """
-    from fpganet.backend import build_images
+    from fpganet.codegen import build_images
 
     config = config or net.config
     if q_in is None:
@@ -528,7 +528,7 @@ def measure_activity(net, q_in=None, *, data=None, config=None, n_images=2, buil
 # Cached measurements of a compiled network ----------------------------------------------------
 
 def _result_key(net, config, n_images):
-    from fpganet.backend import build_images
+    from fpganet.codegen import build_images
 
     q_in, data = default_inputs(net, n_images)
     images = build_images(net, len(q_in), config)

@@ -11,8 +11,8 @@ import time
 
 import numpy as np
 
-from fpganet.backend import build_images
-from fpganet.backend.fuzz import random_network
+from fpganet.codegen import build_images
+from fpganet.codegen.fuzz import random_network
 from fpganet.config import AcceleratorConfig
 from fpganet.errors import FpganetError
 from fpganet.golden import run_golden

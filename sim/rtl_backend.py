@@ -480,7 +480,7 @@ def run_network_rtl(net, q_in, *, compiled=None, sim=None, driver="cocotb", chun
     accelerator's own counter (STAMP): the first image of a chunk also carries the
     program's prologue.
     """
-    from fpganet.backend import build_images, read_images
+    from fpganet.codegen import build_images, read_images
 
     config = net.config
     build = build_harness(config, sim=sim, driver=driver)

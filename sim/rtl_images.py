@@ -3,12 +3,12 @@
 Used by the RTL simulation harness (:mod:`fpganet.sim.rtl_backend`) and the
 amaranth.sim tests: a run loads its memories through the host write port, one
 word per transfer. The words, their packing and the load order are those of
-every loader (:mod:`fpganet.backend.images`, "Host words"); a simulation starts
+every loader (:mod:`fpganet.codegen.images`, "Host words"); a simulation starts
 from zeroed memories, so it leaves the zero words out.
 """
 
-from fpganet.backend.images import host_writes as _host_writes
-from fpganet.backend.images import machine_memories, pack_weight_word
+from fpganet.codegen.images import host_writes as _host_writes
+from fpganet.codegen.images import machine_memories, pack_weight_word
 
 __all__ = ["images_from_machine", "host_writes", "weight_word"]
 
@@ -25,7 +25,7 @@ def host_writes(config, images, *, skip_zeros=True):
     program words (uint64), weights (int8 ``[words, rows]``), parameter entries
     (uint64, :func:`fpganet.isa.pack_param`), activation bytes (int8, uint8 or ``bytes``);
     any sequence of integers works. The transfers come in
-    :data:`fpganet.backend.images.LOAD_ORDER`. With ``skip_zeros`` (the memories of
+    :data:`fpganet.codegen.images.LOAD_ORDER`. With ``skip_zeros`` (the memories of
     a reset simulation are zero) zero words are not written. An image larger than
     its memory raises ValueError.
     """

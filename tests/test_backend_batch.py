@@ -12,9 +12,9 @@ import json
 import numpy as np
 import pytest
 
-from fpganet.backend import build_images, plan_network, read_images, run_isa
-from fpganet.backend.fuzz import random_network
-from fpganet.backend.plan import smallest_act_bytes
+from fpganet.codegen import build_images, plan_network, read_images, run_isa
+from fpganet.codegen.fuzz import random_network
+from fpganet.codegen.plan import smallest_act_bytes
 from fpganet.config import AcceleratorConfig
 from fpganet.errors import FpganetError
 from fpganet.golden import run_golden
@@ -76,7 +76,7 @@ def _cycles_per_image(images, config):
 # Batch 1 is today's compiler ---------------------------------------------------------------
 
 def test_batch_1_is_byte_identical_to_the_unbatched_compiler(lenet):
-    from fpganet.backend.fuzz import random_case
+    from fpganet.codegen.fuzz import random_case
 
     for name, config in CONFIGS.items():
         assert _digest(build_images(lenet, 1, config)) == LENET_DIGESTS[name], name
@@ -139,7 +139,7 @@ def test_random_batched_networks_on_isa_match_golden(array):
         assert plan.group_steps and all(step.lanes == batch for step in plan.group_steps)
         if plan.pitches == "searched":
             # An odd image stride and interleaved outputs: the batched lanes never share a bank.
-            from fpganet.backend import engine_conflicts
+            from fpganet.codegen import engine_conflicts
 
             conflicts = engine_conflicts(images.program_for(batch), config)
             pcs = [images.layout["layers"][s.layer_index]["steps"][0]["instructions"][1] - 1
@@ -287,7 +287,7 @@ def test_lenet_batch_cols_on_rtl(lenet, mnist_q):
 
 def test_mlp_whose_input_is_the_batch_slot():
     """No conv layer: INPUT writes image j's copy of the slot directly."""
-    from fpganet.backend.fuzz import _conv
+    from fpganet.codegen.fuzz import _conv
     from fpganet.qnet import QNetwork, QReshape
 
     rng = np.random.default_rng(11)

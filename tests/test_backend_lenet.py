@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from fpganet.backend import (STAMP_BYTES, build_images, engine_conflicts, pack_weight_word,
+from fpganet.codegen import (STAMP_BYTES, build_images, engine_conflicts, pack_weight_word,
                              read_images, run_isa)
 from fpganet.cli import main
 from fpganet.compiler import compile_model, load_compiled

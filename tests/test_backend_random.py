@@ -1,14 +1,14 @@
 """Random networks compiled for several array shapes, run on the ISA simulator, bit-exact
-against the golden model (the generator lives in fpganet.backend.fuzz; ``python -m
-fpganet.backend.fuzz --cases N --seed S`` runs more)."""
+against the golden model (the generator lives in fpganet.codegen.fuzz; ``python -m
+fpganet.codegen.fuzz --cases N --seed S`` runs more)."""
 
 import numpy as np
 import pytest
 from onnx_builders import save, small_cnn
 
-from fpganet.backend import build_images, engine_conflicts, plan_network, run_isa
-from fpganet.backend.fuzz import ARRAYS, check_case, random_case
-from fpganet.backend.plan import smallest_act_bytes
+from fpganet.codegen import build_images, engine_conflicts, plan_network, run_isa
+from fpganet.codegen.fuzz import ARRAYS, check_case, random_case
+from fpganet.codegen.plan import smallest_act_bytes
 from fpganet.compiler import compile_model
 from fpganet.config import AcceleratorConfig
 from fpganet.errors import FpganetError
@@ -149,7 +149,7 @@ def test_programs_are_accepted_by_the_performance_model():
 
 
 def test_region_runs_cover_the_same_bytes_in_order():
-    from fpganet.backend.program import COUNT_LIMIT, region_runs
+    from fpganet.codegen.program import COUNT_LIMIT, region_runs
     from fpganet.isa import Reg
     from fpganet.isasim import region_addresses
 

@@ -7,7 +7,7 @@ quickest (under a minute on two cores the first time, then kept under build/sim/
 import numpy as np
 import pytest
 
-from fpganet.backend import build_images
+from fpganet.codegen import build_images
 from fpganet.estimate import estimate
 from fpganet.estimate.activity import Activity, resolve_activity
 from fpganet.perf import program_cycles

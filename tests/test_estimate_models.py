@@ -61,7 +61,7 @@ def test_cycles_fallbacks_are_labelled(workload, lenet):
 
 def test_simulated_cycles_come_from_the_backend_program(workload, lenet):
     from fpganet import perf
-    from fpganet.backend import build_images
+    from fpganet.codegen import build_images
 
     total, per_layer, source = cycles_per_image(workload, lenet)
     assert total.source == "simulated" and source.startswith("simulated")
@@ -83,7 +83,7 @@ def test_simulated_cycles_come_from_the_backend_program(workload, lenet):
 
 
 def test_simulated_cycles_are_the_performance_model_s(workload, lenet):
-    from fpganet.backend import build_images
+    from fpganet.codegen import build_images
     from fpganet.estimate.workload import simulated_cycles
     from fpganet.perf import program_cycles
 

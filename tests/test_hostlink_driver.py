@@ -174,7 +174,7 @@ def test_protocol_reference_values():
 def test_board_run_reads_the_compiled_directory(tmp_path, capsys):
     """`fpganet board run`: the compiled LeNet-5 becomes memory words and input bytes (the
     compiler API in one function); a missing port is a one-line error."""
-    from fpganet.backend.images import read_images
+    from fpganet.codegen.images import read_images
     from fpganet.board.driver import load_compiled_job
     from fpganet.cli import main as cli_main
 

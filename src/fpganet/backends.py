@@ -14,7 +14,7 @@ Entries may be ``"module:attribute"`` strings, imported on first use, so that
 
 ``fpganet run OUT`` passes the option ``compiled=OUT`` (the compiled directory),
 so that a backend can run the program and memory images written there
-(:func:`fpganet.backend.read_images`); ``isa`` and ``rtl`` do. A program compiled
+(:func:`fpganet.codegen.read_images`); ``isa`` and ``rtl`` do. A program compiled
 with ``--batch B`` runs any number of images there: its images pad the last group
 of B and drop the padding's outputs, so a backend sees per-image streams as at
 batch 1. Backends ignore options they do not know.
@@ -32,7 +32,7 @@ __all__ = ["BACKENDS", "register_backend", "get_backend", "run_network", "RunRes
 #: Backend name -> callable or "module:attribute"; with a one-line description.
 BACKENDS = {
     "golden": ("fpganet.golden:backend", "numpy integer model, the definition of the numerics"),
-    "isa": ("fpganet.backend.run:backend", "the compiled program on the functional ISA simulator "
+    "isa": ("fpganet.codegen.run:backend", "the compiled program on the functional ISA simulator "
                                            "(fpganet.isasim)"),
     "rtl": ("fpganet.sim.rtl_backend:backend", "the compiled program on the accelerator's generated "
                                                "Verilog (Verilator through cocotb; SIM=icarus)"),

@@ -119,7 +119,7 @@ def _configure_compile(parser):
                         help="use only the first N calibration samples")
     parser.add_argument("--images", type=positive_int, default=1, metavar="N",
                         help="images the accelerator program processes per run (default 1; "
-                             "fpganet.backend.read_images(OUT).for_images(N) changes it)")
+                             "fpganet.codegen.read_images(OUT).for_images(N) changes it)")
     parser.add_argument("--batch", type=positive_int, default=1, metavar="B",
                         help="run the dense layers once for groups of B images, one array column "
                              "each (1..cols; default 1). The streams stay per image; the activation "
@@ -188,7 +188,7 @@ def _run_compile(args):
 
 def _print_program(out_dir):
     """Summary of the accelerator section of a compiled directory's manifest."""
-    from .backend import read_images
+    from .codegen import read_images
 
     layout = read_images(out_dir).layout
     act, weights, params, program = (layout[key] for key in ("activations", "weights", "params",
@@ -287,7 +287,7 @@ def _run_run(args):
 
 def _compiled_batch(compiled):
     """The ``--batch`` a compiled directory was made with (1 without a program)."""
-    from .backend.images import NoProgramError, read_images
+    from .codegen.images import NoProgramError, read_images
 
     try:
         return read_images(compiled).batch

@@ -2,7 +2,7 @@
 
 :func:`compile_model` imports the ONNX model, quantizes it with calibration
 inputs, and (optionally) writes ``OUT/manifest.json`` and ``OUT/network.npz``,
-with the accelerator program and memory images of :mod:`fpganet.backend`
+with the accelerator program and memory images of :mod:`fpganet.codegen`
 (``program.hex``, ``weights.hex``, ``params.hex``, ``memories.npz``; see
 docs/backend.md), and ``SHA256SUMS``: everything is computed in memory, written into a
 temporary directory beside ``OUT`` and renamed into place, so a failure leaves no
@@ -126,7 +126,7 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
         Use only the first ``calib_limit`` calibration samples.
     program : bool
         With ``out_dir``: also generate the accelerator program and memory images
-        (:func:`fpganet.backend.build_images`); a network that does not fit the
+        (:func:`fpganet.codegen.build_images`); a network that does not fit the
         configuration is refused and nothing is written. False: quantize only.
     n_images : int
         Images the written program processes (the host sends that many).
@@ -198,7 +198,7 @@ def write_compiled(net, out_dir, program=True, n_images=1, batch=1, inputs=()):
     """
     images = None
     if program:
-        from .backend import build_images
+        from .codegen import build_images
         images = build_images(net, n_images, batch=batch)
     with staged_directory(out_dir, inputs=inputs) as staging:
         net.save(staging, extra=None if images is None else {"accelerator": images.layout})

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..argtypes import positive_float, positive_int
-from ..backend.images import LOAD_ORDER, STAMP_BYTES
+from ..codegen.images import LOAD_ORDER, STAMP_BYTES
 from ..errors import FpganetError
 from ..files import check_output_file, write_npz
 from ..isa import HostSpace
@@ -546,11 +546,11 @@ def load_compiled_job(out_dir):
 
     Reads ``out_dir`` (written by ``fpganet compile``) through
     :func:`fpganet.compiler.load_compiled` and
-    :func:`fpganet.backend.images.read_images`, and returns a :class:`CompiledJob` of
+    :func:`fpganet.codegen.images.read_images`, and returns a :class:`CompiledJob` of
     simple types. The program is the one-image variant (``for_images(1)``): one START per
     image. If the compiled-images API changes, only this function changes.
     """
-    from ..backend.images import read_images
+    from ..codegen.images import read_images
     from ..compiler import load_compiled
 
     net = load_compiled(out_dir)

@@ -107,7 +107,7 @@ def _run(args):
 
     net = load_compiled(args.compiled)
     link = HostLink(baud=args.baud) if args.baud else None
-    from ..backend.images import NoProgramError, read_images
+    from ..codegen.images import NoProgramError, read_images
     try:
         program_batch = read_images(args.compiled).batch
     except NoProgramError:

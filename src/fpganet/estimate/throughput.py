@@ -239,7 +239,7 @@ def protocol_overhead():
     protocol modules are not there.
     """
     try:
-        from ..backend.images import STAMP_BYTES
+        from ..codegen.images import STAMP_BYTES
         from ..board.protocol import FRAME_OVERHEAD
     except ImportError:
         return 0, 0, "raw bytes only (no host-link protocol module found)"

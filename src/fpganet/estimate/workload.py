@@ -224,7 +224,7 @@ def _layer_work(layer, config):
 def simulated_cycles(net, config=None):
     """Cycles per image from the project's performance model (equal to the RTL's by test).
 
-    The compiler back end's program (``fpganet.backend.build_images``) timed by
+    The compiler back end's program (``fpganet.codegen.build_images``) timed by
     ``fpganet.perf.program_cycles``: cycles per image = (program for 2 images) -
     (program for 1 image), the steady state of the per-image loop; per-layer cycles
     from the first image's CONV/POOL instructions mapped to layers through the
@@ -253,7 +253,7 @@ simulated_cycles.last_reason = None
 
 
 def _program_cycles(net, config, perf):
-    from ..backend import build_images
+    from ..codegen import build_images
 
     images = build_images(net, n_images=1, config=config)
     one = perf.program_cycles(images.program_for(1), config)
@@ -271,7 +271,7 @@ def _program_cycles(net, config, perf):
         for step, record in zip(steps, engine):
             per_layer[step.layer_index] += int(record.cycles)
     other = total - sum(per_layer or [])
-    basis = (f"fpganet.perf.program_cycles on the fpganet.backend program (equal to the RTL "
+    basis = (f"fpganet.perf.program_cycles on the fpganet.codegen program (equal to the RTL "
              f"cycle counter by test): steady-state cycles per image = program for 2 images - "
              f"program for 1; {other:,} of them outside the engine (SET, INPUT, OUTPUT, STAMP, "
              f"LOOP), of which INPUT and OUTPUT at one byte per cycle {io:,}")

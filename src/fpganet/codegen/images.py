@@ -214,7 +214,7 @@ class MemoryImages:
     streams : StreamLayout
     layout : dict
         The manifest's ``accelerator`` section (maps, steps, instruction ranges, conflicts).
-    plan : fpganet.backend.plan.Plan or None
+    plan : fpganet.codegen.plan.Plan or None
         None when read back from a directory.
     batch : int
         Images per pass of the program's loop (``--batch``; 1: one image per pass). The program

@@ -4,7 +4,7 @@ docs/ARCHITECTURE.md ("The accelerator") is the contract; this package produces
 programs for it. The API a runner (the ISA simulator, the RTL simulator, a board
 loader) needs::
 
-    from fpganet.backend import build_images
+    from fpganet.codegen import build_images
 
     images = build_images(net, n_images=len(q_in))       # MemoryImages (raises FpganetError
                                                            # if the network does not fit)
@@ -18,10 +18,10 @@ loader) needs::
 ``images.program_for(n)`` the program for another image count, and
 :func:`read_images` reads what ``fpganet compile`` wrote into ``OUT/``.
 
-Modules: :mod:`~fpganet.backend.plan` (layouts, pitches, allocation, capacity),
-:mod:`~fpganet.backend.program` (code generation, weight and parameter images),
-:mod:`~fpganet.backend.images` (memory images, streams, files),
-:mod:`~fpganet.backend.run` (the ``isa`` backend), :mod:`~fpganet.backend.fuzz`
+Modules: :mod:`~fpganet.codegen.plan` (layouts, pitches, allocation, capacity),
+:mod:`~fpganet.codegen.program` (code generation, weight and parameter images),
+:mod:`~fpganet.codegen.images` (memory images, streams, files),
+:mod:`~fpganet.codegen.run` (the ``isa`` backend), :mod:`~fpganet.codegen.fuzz`
 (random networks checked against the golden model).
 """
 

@@ -16,7 +16,7 @@ def run_isa(net, q_in, images=None, config=None):
     net : fpganet.qnet.QNetwork
     q_in : numpy.ndarray
         int8 [N, *net.input_chw].
-    images : fpganet.backend.MemoryImages, optional
+    images : fpganet.codegen.MemoryImages, optional
         Run these (any ``n_images``: it is set to N) instead of building them from ``net``.
         A batched program (``images.batch`` > 1) runs N images too: the last group is padded
         with zero images whose outputs are dropped (:meth:`MemoryImages.pack_inputs`).

@@ -7,12 +7,12 @@ padding, reshapes that are free and reshapes that need a copy, dense layers of
 odd sizes), a configuration (array shape, and sometimes an activation buffer
 just large enough, so that maps share bytes and borders are re-filled per
 image) and int8 inputs; :func:`check_case` compiles it
-(:func:`fpganet.backend.build_images`), runs it on :class:`fpganet.isasim.Machine`
+(:func:`fpganet.codegen.build_images`), runs it on :class:`fpganet.isasim.Machine`
 and compares every output byte with :func:`fpganet.golden.run_golden`.
 
 Command line (for ``make fuzz``)::
 
-    python -m fpganet.backend.fuzz --cases 500 --seed 1 [--arrays 2x8,3x5,4x4,1x1]
+    python -m fpganet.codegen.fuzz --cases 500 --seed 1 [--arrays 2x8,3x5,4x4,1x1]
 """
 
 import argparse
@@ -204,7 +204,7 @@ def check_case(case):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m fpganet.backend.fuzz", description=__doc__.split(
+    parser = argparse.ArgumentParser(prog="python -m fpganet.codegen.fuzz", description=__doc__.split(
         "\n\n")[0])
     parser.add_argument("--cases", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)

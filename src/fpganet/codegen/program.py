@@ -1,4 +1,4 @@
-"""Code generation: a :class:`~fpganet.backend.plan.Plan` into a program and memory images.
+"""Code generation: a :class:`~fpganet.codegen.plan.Plan` into a program and memory images.
 
 The program (docs/ARCHITECTURE.md, "Instruction set")::
 
@@ -13,7 +13,7 @@ The program (docs/ARCHITECTURE.md, "Instruction set")::
 A SET whose register is known to hold the value already is left out (the state at
 the loop head is what the prologue and the end of the loop body agree on).
 
-At batch B > 1 (:func:`fpganet.backend.plan.plan_network`) one pass of the loop is a
+At batch B > 1 (:func:`fpganet.codegen.plan.plan_network`) one pass of the loop is a
 group of B images::
 
     loop:      per image j: INPUT, the layers before the dense ones (the last of them
@@ -175,7 +175,7 @@ class Program:
 
     The whole program for ``n`` images is ``prologue`` (its instruction ``loop_count_index``
     being ``SET LOOP_COUNT n-1``), ``body``, ``LOOP len(prologue)``, ``END``; for 0 images the
-    prologue up to that SET, then ``END`` (see :meth:`fpganet.backend.MemoryImages.program_for`).
+    prologue up to that SET, then ``END`` (see :meth:`fpganet.codegen.MemoryImages.program_for`).
     """
 
     def __init__(self, prologue, body, layer_ranges, loop_count_index):
