@@ -393,6 +393,44 @@ def test_parameter_checks():
     assert HostLink(CONFIG, 40e6, 3_000_000).info.timeout_cycles == 400_000
 
 
+def test_block_parameter_checks():
+    """Each block checks its own parameters, with messages that name them."""
+    import re
+
+    from fpganet.hdl.deframer import Deframer
+    from fpganet.hdl.executor import CommandExecutor
+    from fpganet.hdl.hostlink import HostLinkSystem
+    from fpganet.hdl.linkfifo import OutputFIFO
+    from fpganet.hdl.replier import Replier
+
+    def refused(error, message, factory):
+        with pytest.raises(error, match=re.escape(message)):
+            factory()
+
+    refused(ValueError, "Deframer max_payload must be 1..65535, not 0",
+            lambda: Deframer(max_payload=0, timeout_cycles=100))
+    refused(ValueError, "Deframer timeout_cycles must be 16..4294967295, not 15",
+            lambda: Deframer(max_payload=10, timeout_cycles=15))
+    refused(TypeError, "Deframer max_payload must be an integer, not 10.0",
+            lambda: Deframer(max_payload=10.0, timeout_cycles=100))
+    refused(TypeError, "config must be an AcceleratorConfig, not None",
+            lambda: CommandExecutor(None, addr_width=15, input_depth=64, output_depth=32,
+                                    max_write_bytes=64))
+    refused(ValueError, "output_depth must be 2..32768, not 1",
+            lambda: CommandExecutor(CONFIG, addr_width=15, input_depth=64, output_depth=1,
+                                    max_write_bytes=64))
+    refused(TypeError, "Replier info must be 1..255 bytes, not b''",
+            lambda: Replier(b"", output_depth=32))
+    refused(ValueError, "Replier output_depth must be 2..32768, not 65536",
+            lambda: Replier(b"x", output_depth=65536))
+    refused(ValueError, "PacketFIFO depth must be a power of two, not 12", lambda: PacketFIFO(12))
+    refused(ValueError, "OutputFIFO depth must be 2..32768, not 1", lambda: OutputFIFO(1))
+    refused(ValueError, "StandInDevice depth must be 1..65536, not 0",
+            lambda: StandInDevice(CONFIG, depth=0))
+    refused(TypeError, "device must be a callable taking the configuration, not 3",
+            lambda: HostLinkSystem(CONFIG, 12e6, 3e6, device=3))
+
+
 def test_lengths_with_small_buffers():
     """With 16-byte buffers the longest payload is 16: a length whose low byte looks small
     (0x0105) is still too long, and the next frame is served."""
