@@ -45,16 +45,16 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 sim: $(STAMP)
-	$(BIN)/python -m fpganet.sim.main
+	$(BIN)/fpganet sim
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 verilog: $(STAMP)
-	$(BIN)/python -m fpganet.hdl.export -o $(BUILD)/verilog
+	$(BIN)/fpganet verilog -o $(BUILD)/verilog
 
 bench: $(STAMP)
-	$(BIN)/python -m fpganet.sim.bench -o $(BUILD)/bench
+	$(BIN)/fpganet bench -o $(BUILD)/bench
 
 synth: $(STAMP)
 	$(BIN)/fpganet synth --board $(BOARD) -o $(BUILD)/synth/$(BOARD)
@@ -75,8 +75,7 @@ FUZZ_CASES ?= 2000
 FUZZ_SEED ?= 1
 FUZZ_RTL_NETWORKS ?= 200
 fuzz: $(STAMP)
-	$(BIN)/python -m fpganet.codegen.fuzz --cases $(FUZZ_CASES) --seed $(FUZZ_SEED)
-	$(BIN)/python -m fpganet.sim.fuzz_rtl --networks $(FUZZ_RTL_NETWORKS) --seed $(FUZZ_SEED)
+	$(BIN)/fpganet fuzz --cases $(FUZZ_CASES) --networks $(FUZZ_RTL_NETWORKS) --seed $(FUZZ_SEED)
 	FPGANET_PROPERTY_RANDOM=1 FPGANET_PROPERTY_EXAMPLES=$(FUZZ_CASES) \
 	  FPGANET_PROPERTY_MODEL_EXAMPLES=$$(( 10 * $(FUZZ_CASES) )) \
 	  $(BIN)/python -m pytest -q tests/test_property_cli.py --hypothesis-show-statistics

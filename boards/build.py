@@ -1,7 +1,7 @@
 """Synthesize, place and route a board design; write the bitstream and ``report.json``.
 
-``python -m fpganet.boards.build --board icebreaker [config flags] -o BUILD/``
-(to be ``fpganet synth`` and ``make synth BOARD=...``). The flow is
+``fpganet synth --board icebreaker [config flags] -o BUILD/`` (``make synth BOARD=...``).
+The flow is
 amaranth-boards' own (yosys ``synth_ice40``/``synth_ecp5``, nextpnr, icepack/
 ecppack), run on the YoWASP tools from PyPI, from the build folder with
 relative paths (the YoWASP sandbox cannot open absolute paths everywhere).
@@ -14,10 +14,10 @@ lower of Fmax and the PLL clock), ``resources`` (``{name: {used, available}}``),
 ``config`` (:meth:`AcceleratorConfig.to_dict`), ``core`` and ``bitstream``.
 
 A design that does not fit raises :class:`DoesNotFit`, whose one-line message
-names the resource (``main`` prints it and exits with status 2).
+names the resource (``fpganet synth`` prints it and exits with status 2). The build
+folder is built aside and renamed into place (:func:`fpganet.files.staged_directory`).
 """
 
-import argparse
 import dataclasses
 import importlib.metadata
 import json
@@ -41,7 +41,6 @@ __all__ = ["BOARDS", "BuildError", "DoesNotFit", "board_config", "build", "confi
 BOARDS = {board.name: board for board in (ICEBREAKER, ULX3S)}
 
 NAME = "top"
-EXIT_ERROR = 2
 EXIT_TIMING = 1
 
 
@@ -339,19 +338,9 @@ def run(args):
 
 
 def main(argv=None):
-    """``python -m fpganet.boards.build``; returns the exit status."""
-    from fpganet.cli import add_config_arguments
-
-    parser = argparse.ArgumentParser(prog="python -m fpganet.boards.build",
-                                     description=__doc__.splitlines()[0])
-    configure(parser)
-    add_config_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except FpganetError as error:
-        print(f"fpganet: error: {error}", file=sys.stderr)
-        return EXIT_ERROR
+    """``python -m fpganet.boards.build``: the same as ``fpganet synth``."""
+    from fpganet.cli import main as cli_main
+    return cli_main(["synth", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

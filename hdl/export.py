@@ -1,18 +1,18 @@
 """Write the generated Verilog of the gateware, with the configuration it was built from.
 
-``python -m fpganet.hdl.export -o build/verilog [--array 2x8]`` (``make verilog``).
+``fpganet verilog -o build/verilog [--array 2x8]`` (``make verilog``).
 """
 
-import argparse
 import sys
 from pathlib import Path
 
 from amaranth.back import verilog
 
-from fpganet.config import AcceleratorConfig, ConfigError
+from fpganet.config import AcceleratorConfig
+from fpganet.files import staged_directory
 from fpganet.hdl.systolic import SystolicArray
 
-__all__ = ["DESIGNS", "export"]
+__all__ = ["DESIGNS", "export", "configure", "run"]
 
 #: Top-level name -> factory taking an AcceleratorConfig.
 DESIGNS = {
@@ -21,33 +21,42 @@ DESIGNS = {
 
 
 def export(config, directory):
-    """Write ``<top>.v`` for every design and ``config.json``; return the paths written."""
+    """Write ``<top>.v`` for every design and ``config.json``; return the paths written.
+
+    The folder is built aside and renamed into place (:func:`fpganet.files.staged_directory`).
+    """
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, factory in DESIGNS.items():
-        path = directory / f"{name}.v"
-        path.write_text(verilog.convert(factory(config), name=name, emit_src=False))
-        written.append(path)
-    config_path = directory / "config.json"
-    config_path.write_text(config.to_json(indent=2) + "\n")
-    written.append(config_path)
-    return written
+    names = []
+    with staged_directory(directory, what="Verilog folder") as staging:
+        for name, factory in DESIGNS.items():
+            (staging / f"{name}.v").write_text(verilog.convert(factory(config), name=name,
+                                                              emit_src=False))
+            names.append(f"{name}.v")
+        (staging / "config.json").write_text(config.to_json(indent=2) + "\n")
+        names.append("config.json")
+    return [directory / name for name in names]
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m fpganet.hdl.export", description=__doc__.splitlines()[0])
-    parser.add_argument("-o", "--output", default="build/verilog", help="folder to write (default: %(default)s)")
-    parser.add_argument("--array", default=None, help="array size ROWSxCOLS (default: the default configuration)")
-    args = parser.parse_args(argv)
-    try:
-        config = AcceleratorConfig.parse_array(args.array) if args.array else AcceleratorConfig()
-    except ConfigError as error:
-        print(f"fpganet: error: {error}", file=sys.stderr)
-        return 2
+def configure(parser):
+    """Arguments of ``fpganet verilog``."""
+    parser.add_argument("-o", "--output", default="build/verilog",
+                        help="folder to write (default: %(default)s)")
+    parser.add_argument("--array", default=None,
+                        help="array size ROWSxCOLS (default: the default configuration)")
+
+
+def run(args):
+    """``fpganet verilog``; returns the exit status (errors propagate as FpganetError)."""
+    config = AcceleratorConfig.parse_array(args.array) if args.array else AcceleratorConfig()
     for path in export(config, args.output):
         print(f"wrote {path}")
     return 0
+
+
+def main(argv=None):
+    """``python -m fpganet.hdl.export``: the same as ``fpganet verilog``."""
+    from fpganet.cli import main as cli_main
+    return cli_main(["verilog", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

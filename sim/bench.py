@@ -18,7 +18,6 @@ of wall time, measured on this machine:
 Every run checks its results. The report goes to ``<output>/sim_speed.json``.
 """
 
-import argparse
 import hashlib
 import json
 import os
@@ -201,14 +200,31 @@ def bench_lenet_rtl(images, chunk=100, sim="verilator"):
     }
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m fpganet.sim.bench", description=__doc__.splitlines()[0])
-    parser.add_argument("-o", "--output", default="build/bench", help="report folder (default: %(default)s)")
+def configure(parser):
+    """Arguments of ``fpganet bench``."""
+    from fpganet.argtypes import non_negative_int
+
+    parser.add_argument("-o", "--output", default="build/bench",
+                        help="report folder (default: %(default)s)")
     parser.add_argument("--array", default="4x4", help="array size ROWSxCOLS (default: %(default)s)")
-    parser.add_argument("--quick", action="store_true", help="short runs (for tests of the benchmark itself)")
-    parser.add_argument("--lenet-images", type=int, default=1000,
+    parser.add_argument("--quick", action="store_true",
+                        help="short runs (for tests of the benchmark itself)")
+    parser.add_argument("--lenet-images", type=non_negative_int, default=1000,
                         help="MNIST images for the LeNet-5 RTL run (default %(default)s; 0 skips it)")
-    args = parser.parse_args(argv)
+
+
+def main(argv=None):
+    """``python -m fpganet.sim.bench``: the same as ``fpganet bench``."""
+    from fpganet.cli import main as cli_main
+    return cli_main(["bench", *(sys.argv[1:] if argv is None else argv)])
+
+
+def run(args):
+    """``fpganet bench``: 0 when every run checked its results, 1 otherwise."""
+    from fpganet.files import check_replaceable, staged_directory
+
+    # The report folder is refused before minutes of benchmarking, and written whole at the end.
+    check_replaceable(args.output, "report folder")
     config = AcceleratorConfig.parse_array(args.array)
     scale = 0.05 if args.quick else 1.0
     simulators = ["verilator"] + (["icarus"] if shutil.which("iverilog") else [])
@@ -245,18 +261,20 @@ def main(argv=None):
         "runs": runs,
     }
     output = Path(args.output)
-    output.mkdir(parents=True, exist_ok=True)
-    (output / "sim_speed.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {output / 'sim_speed.json'}")
+    reports = {"sim_speed.json": report}
     checked = all(run["checked"] for run in runs)
     if args.lenet_images:
         lenet = bench_lenet_rtl(args.lenet_images if not args.quick else 20)
         lenet["machine"] = report["machine"]
-        (output / "lenet_rtl.json").write_text(json.dumps(lenet, indent=2) + "\n")
+        reports["lenet_rtl.json"] = lenet
         print(f"cocotb / native: {lenet['cocotb_vs_native']:.0%}; conv-layer utilization "
               f"{lenet['conv_utilization']:.1%}, whole network {lenet['network_utilization']:.1%}")
-        print(f"wrote {output / 'lenet_rtl.json'}")
         checked = checked and all(run["checked"] for run in lenet["runs"])
+    with staged_directory(output, what="report folder") as staging:
+        for name, data in reports.items():
+            (staging / name).write_text(json.dumps(data, indent=2) + "\n")
+    for name in reports:
+        print(f"wrote {output / name}")
     return 0 if checked else 1
 
 

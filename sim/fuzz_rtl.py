@@ -1,11 +1,10 @@
-"""``make fuzz`` (RTL part): random networks on the accelerator's Verilog against the golden model.
+"""``fpganet fuzz`` (RTL part): random networks on the accelerator's Verilog against the golden model.
 
 Every network is data for the same simulator build, so each hardware
 configuration is built once. A failure prints the seed and index that
 regenerate the network.
 """
 
-import argparse
 import sys
 import time
 
@@ -63,29 +62,24 @@ def check_network(build, net, q_in):
     return result
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m fpganet.sim.fuzz_rtl", description=__doc__.splitlines()[0])
-    parser.add_argument("--networks", type=int, default=40, help="random networks per configuration")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--sim", default="verilator", choices=["verilator", "icarus"])
-    args = parser.parse_args(argv)
+def fuzz_rtl(networks, seed=1, sim="verilator", out=None):
+    """Check ``networks`` random networks per configuration of :data:`CONFIGS` on the RTL;
+    returns the failures (each printed)."""
+    out = out or sys.stdout
     failures = 0
     for name, config in CONFIGS.items():
-        build = build_harness(config, sim=args.sim)
+        build = build_harness(config, sim=sim)
         start, cycles = time.perf_counter(), 0
-        for index in range(args.networks):
-            rng = np.random.default_rng([args.seed, index, sum(map(ord, name))])
+        for index in range(networks):
+            rng = np.random.default_rng([seed, index, sum(map(ord, name))])
             net = random_fitting_network(rng, config)
             q_in = rng.integers(-128, 128, (int(rng.integers(1, 4)), *net.input_chw)).astype(np.int8)
             try:
                 cycles += check_network(build, net, q_in).cycles
             except AssertionError as error:
                 failures += 1
-                print(f"FAIL {name} seed={args.seed} index={index}: {error}", flush=True)
-        print(f"{name}: {args.networks} random networks on the RTL ({args.sim}), {cycles:,} cycles, "
-              f"{time.perf_counter() - start:.1f} s, {failures} failures so far", flush=True)
-    return 1 if failures else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+                print(f"FAIL rtl {name} seed={seed} index={index}: {error}", file=out, flush=True)
+        print(f"rtl {name}: {networks} random networks on the RTL ({sim}), {cycles:,} cycles, "
+              f"{time.perf_counter() - start:.1f} s, {failures} failures so far", file=out,
+              flush=True)
+    return failures

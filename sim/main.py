@@ -9,7 +9,6 @@ the accuracy, the cycles per image, the per-layer utilization and the images/s
 at the configured clock.
 """
 
-import argparse
 import sys
 import tempfile
 import time
@@ -17,34 +16,41 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from fpganet.config import ConfigError
+
+def configure(parser):
+    """Arguments of ``fpganet sim``."""
+    from fpganet.argtypes import positive_int
+
+    parser.add_argument("--images", type=positive_int, default=300,
+                        help="MNIST test images to run (default %(default)s)")
+    parser.add_argument("--array", default=None,
+                        help="array size ROWSxCOLS (default: the default configuration)")
+    parser.add_argument("--chunk", type=positive_int, default=50,
+                        help="images per simulation run (default %(default)s)")
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m fpganet.sim.main", description=__doc__.splitlines()[0])
-    parser.add_argument("--images", type=int, default=300, help="MNIST test images to run (default %(default)s)")
-    parser.add_argument("--array", default=None, help="array size ROWSxCOLS (default: the default configuration)")
-    parser.add_argument("--chunk", type=int, default=50, help="images per simulation run (default %(default)s)")
-    args = parser.parse_args(argv)
+    """``python -m fpganet.sim.main``: the same as ``fpganet sim``."""
+    from fpganet.cli import main as cli_main
+    return cli_main(["sim", *(sys.argv[1:] if argv is None else argv)])
 
+
+def run(args):
+    """``fpganet sim``: 0 when every output equals the golden model and the RTL's cycles equal
+    the performance model's, 1 otherwise (errors propagate as FpganetError)."""
     from fpganet.backends import run_network
     from fpganet.compiler import compile_model
+    from fpganet.config import AcceleratorConfig
     from fpganet.datasets import mnist
-    from fpganet.errors import FpganetError
     from fpganet.estimate.workload import simulated_cycles
     from fpganet.golden import layer_macs
     from fpganet.sim import rtl_backend
     from fpganet.sim.runner import default_simulator
 
-    try:
-        from fpganet.config import AcceleratorConfig
-        config = AcceleratorConfig.parse_array(args.array) if args.array else AcceleratorConfig()
-        with tempfile.TemporaryDirectory() as scratch:
-            net = compile_model(out_dir=f"{scratch}/lenet5", config=config)
-            x, y = mnist("eval", args.images)
-    except (FpganetError, ConfigError) as error:
-        print(f"fpganet: error: {error}", file=sys.stderr)
-        return 2
+    config = AcceleratorConfig.parse_array(args.array) if args.array else AcceleratorConfig()
+    with tempfile.TemporaryDirectory() as scratch:
+        net = compile_model(out_dir=f"{scratch}/lenet5", config=config)
+    x, y = mnist("eval", args.images)
 
     sim = default_simulator()
     macs = layer_macs(net)

@@ -172,7 +172,13 @@ BOARD = st.tuples(st.just(["board"]), st.sampled_from([["ping"], ["status"], ["r
                   flags({"--timeout": number(0.2), "--baud": number(115200),
                          "--out": path("b.npz")}))
 
-COMMAND_LINES = st.one_of(COMPILE, RUN, CHECK, ESTIMATE, REPORT, MNIST, BOARD).map(
+VERILOG = st.tuples(st.just(["verilog", "-o"]), one(path("v", "OUT/v")),
+                   flags({"--array": CONFIG_FLAGS["--array"]}))
+FUZZ = st.tuples(st.just(["fuzz", "--networks", "0"]),
+                 flags({"--cases": number(1, 2), "--seed": number(3),
+                        "--arrays": mostly(["2x8", "1x1,3x5"], ["2x8,zz", ""])}))
+
+COMMAND_LINES = st.one_of(COMPILE, RUN, CHECK, ESTIMATE, REPORT, MNIST, BOARD, VERILOG, FUZZ).map(
     lambda parts: [item for part in parts for item in part])
 
 
@@ -226,7 +232,7 @@ def test_command_lines_keep_the_contract(sandbox, argv):
             assert target is not None and (name.rstrip("/") == target
                                            or name.startswith(target + os.sep)
                                            or target.startswith(name)), (argv, name)
-        if argv[0] in ("compile", "report"):
+        if argv[0] in ("compile", "report", "verilog"):
             verify_directory(os.path.join(work, target))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -3,17 +3,26 @@
 import argparse
 import math
 
-__all__ = ["positive_int", "positive_float", "finite_float"]
+__all__ = ["positive_int", "non_negative_int", "positive_float", "finite_float"]
 
 
 def positive_int(text):
     """An integer of at least 1."""
+    return _int_at_least(text, 1)
+
+
+def non_negative_int(text):
+    """An integer of at least 0."""
+    return _int_at_least(text, 0)
+
+
+def _int_at_least(text, minimum):
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
     return value
 
 

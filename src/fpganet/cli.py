@@ -7,7 +7,9 @@ function each; accelerator parameters are added to any subcommand with
 
 User errors (:class:`~fpganet.errors.FpganetError`, a bad flag, a bad
 configuration) print one line, ``fpganet: error: <message>``, on stderr and
-exit with status 2. ``fpganet check`` exits with 1 when the comparison fails.
+exit with status 2 (docs/errors.md); this is the one place that prints them.
+``fpganet check``, ``sim``, ``bench`` and ``fuzz`` exit with 1 when what they
+check fails.
 """
 
 import argparse
@@ -436,6 +438,67 @@ def _configure_board(parser):
 def _run_board(args):
     from .board.driver import run_command
     return run_command(args)
+
+
+# sim / verilog / bench / fuzz: the Makefile's targets --------------------------------------
+
+@command("sim", help="the main job: LeNet-5 on MNIST through the accelerator's generated Verilog, "
+                     "checked against the golden model")
+@arguments(lambda parser: _module("fpganet.sim.main").configure(parser))
+def _run_sim(args):
+    return _module("fpganet.sim.main").run(args)
+
+
+@command("verilog", help="write the generated Verilog and its configuration into a folder")
+@arguments(lambda parser: _module("fpganet.hdl.export").configure(parser))
+def _run_verilog(args):
+    return _module("fpganet.hdl.export").run(args)
+
+
+@command("bench", help="simulation-speed and LeNet-5 RTL benchmarks, as JSON reports")
+@arguments(lambda parser: _module("fpganet.sim.bench").configure(parser))
+def _run_bench(args):
+    return _module("fpganet.sim.bench").run(args)
+
+
+def _configure_fuzz(parser):
+    from .argtypes import non_negative_int
+    from .codegen.fuzz import ARRAYS
+
+    parser.add_argument("--cases", type=non_negative_int, default=200, metavar="N",
+                        help="random networks on the ISA simulator (default 200; 0 skips them)")
+    parser.add_argument("--networks", type=non_negative_int, default=40, metavar="N",
+                        help="random networks per configuration on the RTL (default 40; 0 skips)")
+    parser.add_argument("--seed", type=non_negative_int, default=1, help="(default 1)")
+    parser.add_argument("--first", type=non_negative_int, default=0, metavar="I",
+                        help="index of the first ISA case (to replay a failure)")
+    parser.add_argument("--arrays", default=",".join(ARRAYS), metavar="RxC,...",
+                        help="ISA cases' array shapes (default %(default)s)")
+    parser.add_argument("--sim", choices=("verilator", "icarus"), default="verilator",
+                        help="RTL simulator (default verilator)")
+
+
+@command("fuzz", help="random networks compiled and run on the ISA simulator and the RTL, "
+                      "each against the golden model (and the RTL against the cycle model)")
+@arguments(_configure_fuzz)
+def _run_fuzz(args):
+    from .config import AcceleratorConfig
+
+    arrays = tuple(args.arrays.split(","))
+    for array in arrays:
+        AcceleratorConfig.parse_array(array)        # one line for a bad shape, before any work
+    failures = 0
+    if args.cases:
+        failures += _module("fpganet.codegen.fuzz").fuzz_isa(args.cases, args.seed, args.first,
+                                                             arrays)
+    if args.networks:
+        failures += _module("fpganet.sim.fuzz_rtl").fuzz_rtl(args.networks, args.seed, args.sim)
+    return EXIT_CHECK_FAILED if failures else 0
+
+
+def _module(name):
+    import importlib
+    return importlib.import_module(name)
 
 
 # Entry point -------------------------------------------------------------------------------

@@ -22,7 +22,6 @@ is harmless); START, SEND_INPUT and READ_OUTPUT are not, and the error says the
 board's state is unknown.
 """
 
-import argparse
 import os
 import sys
 import time
@@ -668,21 +667,9 @@ def _run_network_command(args):
 
 
 def main(argv=None):
-    """``fpganet board ACTION ...`` on its own: returns the exit status (2 on an error, with
-    a one-line message on stderr)."""
-    parser = argparse.ArgumentParser(prog="fpganet board",
-                                     description="run a compiled network on a board over "
-                                                 "its UART host link")
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run_command(args)
-    except FpganetError as error:
-        print(f"fpganet: error: {error}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("fpganet: interrupted", file=sys.stderr)
-        return 130
+    """``python -m fpganet.board.driver``: the same as ``fpganet board``."""
+    from ..cli import main as cli_main
+    return cli_main(["board", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

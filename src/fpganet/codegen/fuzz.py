@@ -10,12 +10,10 @@ image) and int8 inputs; :func:`check_case` compiles it
 (:func:`fpganet.codegen.build_images`), runs it on :class:`fpganet.isasim.Machine`
 and compares every output byte with :func:`fpganet.golden.run_golden`.
 
-Command line (for ``make fuzz``)::
-
-    python -m fpganet.codegen.fuzz --cases 500 --seed 1 [--arrays 2x8,3x5,4x4,1x1]
+Command line (``make fuzz``): ``fpganet fuzz --cases 500 --seed 1 [--arrays 2x8,3x5,4x4,1x1]``
+(:func:`fuzz_isa`).
 """
 
-import argparse
 import sys
 import time
 from dataclasses import dataclass
@@ -203,26 +201,16 @@ def check_case(case):
     return images
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m fpganet.codegen.fuzz", description=__doc__.split(
-        "\n\n")[0])
-    parser.add_argument("--cases", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--first", type=int, default=0, help="index of the first case")
-    parser.add_argument("--arrays", default=",".join(ARRAYS))
-    args = parser.parse_args(argv)
-    arrays = tuple(args.arrays.split(","))
+def fuzz_isa(cases, seed=0, first=0, arrays=ARRAYS, out=None):
+    """Check ``cases`` random networks on the ISA simulator; returns the failures (each printed)."""
+    out = out or sys.stdout
     start, failures = time.time(), 0
-    for index in range(args.first, args.first + args.cases):
+    for index in range(first, first + cases):
         try:
-            check_case(random_case(args.seed, index, arrays))
+            check_case(random_case(seed, index, tuple(arrays)))
         except (AssertionError, FpganetError) as error:
             failures += 1
-            print(f"FAIL {error}", file=sys.stderr)
-    print(f"{args.cases - failures} of {args.cases} cases bit-exact (seed {args.seed}, "
-          f"{time.time() - start:.1f} s)")
-    return 1 if failures else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+            print(f"FAIL isa seed={seed} index={index}: {error}", file=out, flush=True)
+    print(f"isa: {cases - failures} of {cases} random networks bit-exact on the ISA simulator "
+          f"(seed {seed}, {time.time() - start:.1f} s)", file=out, flush=True)
+    return failures

@@ -1,15 +1,15 @@
 """Command-line entry points: ``fpganet estimate OUT/ --board B [--json]`` and
 ``fpganet report OUT/ -o DIR/``.
 
-Each comes as ``configure_*(parser)`` + ``run_*(args)`` (for the ``fpganet``
-command registry in :mod:`fpganet.cli`) and as a standalone ``*_main(argv)``.
+Each comes as ``configure_*(parser)`` + ``run_*(args)`` for the ``fpganet`` command
+registry in :mod:`fpganet.cli`, which prints the errors; ``*_main(argv)`` runs the same
+through :func:`fpganet.cli.main`.
 """
 
 import argparse
 import sys
 
 from ..argtypes import positive_float, positive_int
-from ..config import ConfigError
 from ..errors import FpganetError
 
 __all__ = ["configure_estimate_parser", "run_estimate", "estimate_main",
@@ -154,32 +154,16 @@ def run_report(args):
     return 0
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise FpganetError(f"{message} (see '{self.prog} --help')")
-
-
-def _main(argv, name, configure, run, description):
-    parser = _Parser(prog=f"{PROG} {name}", description=description)
-    configure(parser)
-    try:
-        return run(parser.parse_args(argv))
-    except (FpganetError, ConfigError) as error:
-        print(f"{PROG}: error: {' '.join(str(error).split())}", file=sys.stderr)
-        return 2
-
-
 def estimate_main(argv=None):
     """``fpganet estimate OUT/ --board B [--json]`` as a standalone entry point."""
-    return _main(argv, "estimate", configure_estimate_parser, run_estimate,
-                 "images/s, latency, watts and images/s/W of a compiled network on an FPGA, as an "
-                 "ASIC and on GPUs")
+    from ..cli import main
+    return main(["estimate", *(sys.argv[1:] if argv is None else argv)])
 
 
 def report_main(argv=None):
     """``fpganet report OUT/ -o DIR/`` as a standalone entry point."""
-    return _main(argv, "report", configure_report_parser, run_report,
-                 "write a Markdown report with plots comparing FPGA, ASIC and GPUs")
+    from ..cli import main
+    return main(["report", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
