@@ -9,7 +9,7 @@ runs without ``-dsp``: the hand-instantiated SB_MAC16s must not be re-packed (se
 :mod:`fpganet.hdl.ice40_dsp`).
 
 The 16-MAC 8x2 array the device's eight SB_MAC16 allow does not fit with the rest
-of the accelerator (5,811 LCs against 5,280; boards/README.md has the
+of the accelerator (5,984 LCs against 5,280; boards/README.md has the
 per-block measurement); ``--rows 8 --weight-buffer-bytes 131072`` builds it, and
 the ``stand-in`` core (the array fed from ROMs) shows its clock alone.
 """
@@ -40,10 +40,10 @@ BAUD = 3_000_000
 #: activations in 16 EBR (8 KiB); program and parameters 256 entries each (LeNet-5 needs
 #: 142 and 236); 24-bit accumulators (LeNet-5 reaches |acc| = 3.7 M < 2^23). Of the
 #: shapes with two columns it is the largest whose whole accelerator fits the UP5K:
-#: 4,701 of 5,280 LCs, where 6x2 needs 5,026 (95 %; it routes at 16.8 MHz) and 8x2
-#: 5,811. The operands are broadcast to the array's rows and columns instead of passed
+#: 4,972 of 5,280 LCs, where 6x2 needs 5,199 (98 %; it did not route) and 8x2 5,984.
+#: The operands are broadcast to the array's rows and columns instead of passed
 #: from PE to PE (a flip-flop costs a whole logic cell here). The clock is 18 MHz: the
-#: routed design reaches 20-24 MHz (nextpnr router2; router1 does not converge on it),
+#: routed design reaches 20-27 MHz (nextpnr router2; router1 does not converge on it),
 #: its longest paths limited by routing at this fill (boards/README.md).
 DEFAULT_CONFIG = AcceleratorConfig(rows=4, cols=2, acc_width=24, weight_buffer_bytes=64 * 1024,
                                    act_buffer_bytes=8 * 1024, bias_buffer_words=256,
