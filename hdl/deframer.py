@@ -15,7 +15,7 @@ from amaranth.lib import crc, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from fpganet.board import protocol
+from fpganet.link import protocol
 
 from .linkfifo import check_int
 

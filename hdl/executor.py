@@ -14,8 +14,8 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from fpganet.board import protocol
-from fpganet.board.protocol import Command, ErrorCode
+from fpganet.link import protocol
+from fpganet.link.protocol import Command, ErrorCode
 from fpganet.config import AcceleratorConfig
 from fpganet.isa import HostSpace
 
@@ -28,7 +28,7 @@ __all__ = ["CommandExecutor", "reply_layout", "snapshot_layout"]
 
 
 def reply_layout(output_depth):
-    """A reply descriptor: ``code`` (the :class:`~fpganet.board.protocol.ErrorCode` of an ERROR
+    """A reply descriptor: ``code`` (the :class:`~fpganet.link.protocol.ErrorCode` of an ERROR
     reply, 0 for an ACK), ``request`` (the request's type byte, 0 when the frame ended before
     it), ``length`` (READ_OUTPUT's payload bytes, at most ``output_depth``)."""
     return data.StructLayout({"code": range(len(ErrorCode) + 1), "request": 8,

@@ -1,10 +1,10 @@
 """The host link: the accelerator's ports driven over a UART by a small frame protocol.
 
 :class:`HostLink` sits between the UART pins and the accelerator. The host
-(:mod:`fpganet.board.driver`) sends request frames; every request gets exactly
+(:mod:`fpganet.link`) sends request frames; every request gets exactly
 one reply frame, an ACK (with data) or an ERROR with a code, and an ERROR
 means the request had no effect. The protocol (frame format, CRC, commands,
-error codes) is defined in :mod:`fpganet.board.protocol` and described in
+error codes) is defined in :mod:`fpganet.link.protocol` and described in
 docs/hostlink.md.
 
 Blocks, each a ``wiring.Component`` of its own module::
@@ -43,8 +43,8 @@ from amaranth import *
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fpganet.board import protocol
-from fpganet.board.protocol import DeviceInfo
+from fpganet.link import protocol
+from fpganet.link.protocol import DeviceInfo
 from fpganet.config import AcceleratorConfig
 
 from .deframer import Deframer
@@ -288,7 +288,7 @@ class HostLink(wiring.Component):
 
     @property
     def info(self):
-        """The :class:`~fpganet.board.protocol.DeviceInfo` this link answers PING with."""
+        """The :class:`~fpganet.link.protocol.DeviceInfo` this link answers PING with."""
         return self.core.info
 
     def elaborate(self, platform):

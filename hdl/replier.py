@@ -13,8 +13,8 @@ from amaranth.lib import crc, data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from fpganet.board import protocol
-from fpganet.board.protocol import Command, ErrorCode, Status
+from fpganet.link import protocol
+from fpganet.link.protocol import Command, ErrorCode, Status
 
 from .deframer import at_most
 from .executor import reply_layout, snapshot_layout
@@ -33,7 +33,7 @@ class Replier(wiring.Component):
     Parameters
     ----------
     info : bytes
-        PING's ACK payload (:meth:`~fpganet.board.protocol.DeviceInfo.pack`), 1..255 bytes.
+        PING's ACK payload (:meth:`~fpganet.link.protocol.DeviceInfo.pack`), 1..255 bytes.
     output_depth : int
         Bytes of the output FIFO (2..32768): READ_OUTPUT's longest payload.
 

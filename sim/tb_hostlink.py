@@ -6,7 +6,7 @@ done). Its only ports are ``clk``, ``rst``, ``rx``, ``tx`` and ``status``.
 
 :class:`UartSource` drives ``rx`` one bit at a time, :class:`UartSink` decodes ``tx``, and
 :class:`CocotbPort` puts both behind ``read``/``write`` so that the real host driver
-(:class:`fpganet.board.driver.BoardLink`) runs in a thread against the simulated board
+(:class:`fpganet.link.BoardLink`) runs in a thread against the simulated board
 (``cocotb.task.bridge`` / ``resume``).
 
 Parameters come from the environment variable ``FPGANET_TB`` (JSON), written by
@@ -38,9 +38,9 @@ from cocotb.task import bridge, resume
 from cocotb.triggers import FallingEdge, RisingEdge, Timer
 from cocotb.utils import get_sim_time
 
-from fpganet.board import protocol
-from fpganet.board.driver import BoardLink, run_images
-from fpganet.board.protocol import Command, DeviceInfo, ErrorCode, Status, encode_frame
+from fpganet.link import protocol
+from fpganet.link import BoardLink, run_images
+from fpganet.link.protocol import Command, DeviceInfo, ErrorCode, Status, encode_frame
 from fpganet.config import AcceleratorConfig
 from fpganet.isa import HostSpace
 

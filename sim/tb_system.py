@@ -6,9 +6,9 @@ The design under test is :class:`fpganet.hdl.hostlink.HostLinkSystem` with the r
 free-running harness of :func:`fpganet.sim.runner.clock_harness` (the simulator makes the
 clock and the reset; the testbench touches only ``rx``, ``tx`` and ``status``).
 
-The host is :class:`fpganet.board.driver.BoardLink` and :func:`~fpganet.board.driver.run_images`
+The host is :class:`fpganet.link.BoardLink` and :func:`~fpganet.link.run_images`
 in a ``cocotb.task.bridge`` thread, reading the compiled directory with
-:func:`~fpganet.board.driver.load_compiled_job` exactly as ``fpganet board run`` does. Its
+:func:`~fpganet.link.load_compiled_job` exactly as ``fpganet board run`` does. Its
 bytes reach the ``rx`` pin through :class:`LineSource`, which puts every bit of every 8N1
 character on the pin at its bit time; :class:`~fpganet.sim.tb_hostlink.UartSink` decodes
 ``tx``.
@@ -52,9 +52,10 @@ from cocotb.task import bridge
 from cocotb.triggers import Timer
 
 from fpganet import perf
-from fpganet.board import protocol
-from fpganet.board.driver import STAMP_BYTES, BoardLink, load_compiled_job, run_images
-from fpganet.board.protocol import Command, DeviceInfo, ErrorCode, encode_frame
+from fpganet.link import protocol
+from fpganet.codegen.images import STAMP_BYTES
+from fpganet.link import BoardLink, load_compiled_job, run_images
+from fpganet.link.protocol import Command, DeviceInfo, ErrorCode, encode_frame
 from fpganet.compiler import load_compiled
 from fpganet.datasets import mnist
 from fpganet.golden import run_golden

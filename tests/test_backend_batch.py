@@ -216,7 +216,7 @@ def test_lenet_cycles_per_image(lenet):
 
 def test_compile_batch_and_the_consumers(lenet, tmp_path, mnist_q):
     from fpganet.backends import run_network
-    from fpganet.board.driver import load_compiled_job
+    from fpganet.link import load_compiled_job
     from fpganet.cli import main
     from fpganet.datasets import mnist
 

@@ -7,8 +7,8 @@ import pytest
 from amaranth import Module
 from amaranth.sim import Simulator
 
-from fpganet.board import protocol
-from fpganet.board.protocol import Command, DeviceInfo, ErrorCode, Status, encode_frame
+from fpganet.link import protocol
+from fpganet.link.protocol import Command, DeviceInfo, ErrorCode, Status, encode_frame
 from fpganet.config import AcceleratorConfig
 from fpganet.hdl.hostlink import HostLink, HostLinkCore, PacketFIFO, connect_device, host_addr_width
 from fpganet.sim.standin_device import StandInDevice

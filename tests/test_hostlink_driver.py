@@ -5,10 +5,11 @@ import random
 
 import pytest
 
-from fpganet.board import protocol
-from fpganet.board.driver import (BoardLink, DeviceError, LinkError, main, run_images)
-from fpganet.board.protocol import ErrorCode
-from fpganet.board.simport import SimulatedPort
+from fpganet.link import protocol
+from fpganet.link import BoardLink, DeviceError, LinkError, run_images
+from fpganet.link.cli import main
+from fpganet.link.protocol import ErrorCode
+from fpganet.link.simport import SimulatedPort
 from fpganet.config import AcceleratorConfig
 from fpganet.isa import HostSpace
 
@@ -175,7 +176,7 @@ def test_board_run_reads_the_compiled_directory(tmp_path, capsys):
     """`fpganet board run`: the compiled LeNet-5 becomes memory words and input bytes (the
     compiler API in one function); a missing port is a one-line error."""
     from fpganet.codegen.images import read_images
-    from fpganet.board.driver import load_compiled_job
+    from fpganet.link import load_compiled_job
     from fpganet.cli import main as cli_main
 
     out = tmp_path / "lenet"

@@ -429,14 +429,14 @@ def _run_synth(args):
 # board -------------------------------------------------------------------------------------
 
 def _configure_board(parser):
-    from .board.driver import add_arguments
+    from .link.cli import add_arguments
     add_arguments(parser)
 
 
 @command("board", help="run a compiled network on an FPGA board over its UART (run, ping, status)")
 @arguments(_configure_board)
 def _run_board(args):
-    from .board.driver import run_command
+    from .link.cli import run_command
     return run_command(args)
 
 

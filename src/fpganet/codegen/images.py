@@ -35,7 +35,7 @@ FORMAT = "fpganet-accelerator/1"
 #
 # What the host write port takes, one word per (space, address), for every loader: the ISA
 # simulator (MemoryImages.load), the RTL simulations (fpganet.sim.rtl_images), the board
-# driver (fpganet.board.driver.run_images) and the compiled directory's .hex files.
+# driver (fpganet.link.run_images) and the compiled directory's .hex files.
 
 #: The order every loader writes the memories in: the program last, so that a loader that
 #: started the accelerator as soon as its program arrived would find everything else in

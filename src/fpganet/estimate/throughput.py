@@ -235,16 +235,13 @@ def protocol_overhead():
 
     Host to board: a SEND_INPUT frame around the image and a READ_OUTPUT request (max,
     wait_for); board to host: the SEND_INPUT ACK, the READ_OUTPUT reply's framing and the
-    4-byte cycle stamp the program sends after each image's output. Zero if the
-    protocol modules are not there.
+    4-byte cycle stamp the program sends after each image's output.
     """
-    try:
-        from ..codegen.images import STAMP_BYTES
-        from ..board.protocol import FRAME_OVERHEAD
-    except ImportError:
-        return 0, 0, "raw bytes only (no host-link protocol module found)"
+    from ..codegen.images import STAMP_BYTES
+    from ..link.protocol import FRAME_OVERHEAD
+
     return (2 * FRAME_OVERHEAD + 4, 2 * FRAME_OVERHEAD + STAMP_BYTES,
-            f"fpganet.board.protocol frames ({FRAME_OVERHEAD} bytes each): SEND_INPUT + READ_OUTPUT "
+            f"fpganet.link.protocol frames ({FRAME_OVERHEAD} bytes each): SEND_INPUT + READ_OUTPUT "
             f"request (4-byte payload) to the board; SEND_INPUT ACK + READ_OUTPUT reply + the "
             f"{STAMP_BYTES}-byte cycle stamp to the host, per image")
 

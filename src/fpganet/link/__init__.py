@@ -1,11 +1,19 @@
-"""The host side of a board: the UART host-link protocol and its driver.
+"""The host side of a board's UART host link (docs/hostlink.md).
 
-- :mod:`fpganet.board.protocol` frames, CRC, commands, error codes, reply payloads
+- :mod:`fpganet.link.protocol` frames, CRC, commands, error codes, reply payloads
   (shared with the gateware, :mod:`fpganet.hdl.hostlink`);
-- :mod:`fpganet.board.driver` :class:`~fpganet.board.driver.BoardLink` (pyserial or any
-  port object), :func:`~fpganet.board.driver.run_images`, ``fpganet board`` (``main``);
-- :mod:`fpganet.board.simport` a port whose other end is the HostLink gateware in
-  amaranth.sim.
-
-See docs/hostlink.md.
+- :mod:`fpganet.link.transport` the serial port (pyserial, 8N1) and :class:`LinkError`;
+- :mod:`fpganet.link.client` :class:`BoardLink`, the protocol client over any port object;
+- :mod:`fpganet.link.runner` :func:`run_images`: load once, then image after image;
+- :mod:`fpganet.link.job` :func:`load_compiled_job`: what a run needs from a compiled directory;
+- :mod:`fpganet.link.cli` ``fpganet board run | ping | status``;
+- :mod:`fpganet.link.simport` a port whose other end is the HostLink gateware in a simulator.
 """
+
+from .client import BoardLink, DeviceError, LinkStats
+from .job import CompiledJob, load_compiled_job
+from .runner import BoardRun, run_images
+from .transport import DEFAULT_BAUD, LinkError, open_serial
+
+__all__ = ["BoardLink", "DeviceError", "LinkStats", "CompiledJob", "load_compiled_job",
+           "BoardRun", "run_images", "DEFAULT_BAUD", "LinkError", "open_serial"]

@@ -1,7 +1,7 @@
 """The host-link frame protocol: constants, CRC, frame packing and the reply payloads.
 
 This module is the one definition of the protocol that the gateware
-(:mod:`fpganet.hdl.hostlink`) and the host driver (:mod:`fpganet.board.driver`)
+(:mod:`fpganet.hdl.hostlink`) and the host driver (:mod:`fpganet.link`)
 both import; docs/hostlink.md describes it for people. It needs nothing but
 the standard library.
 

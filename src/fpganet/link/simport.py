@@ -1,7 +1,7 @@
 """A serial port whose other end is the HostLink gateware, simulated with amaranth.sim.
 
 :class:`SimulatedPort` has the part of pyserial's ``Serial`` that
-:class:`~fpganet.board.driver.BoardLink` uses (``read``, ``write``, ``in_waiting``,
+:class:`~fpganet.link.BoardLink` uses (``read``, ``write``, ``in_waiting``,
 ``reset_input_buffer``, ``close``) plus ``idle(seconds)``. Bytes written go into the
 frame engine's receive stream (one per cycle when it is ready: the byte-stream level,
 without the UART's bit times); ``read`` advances the simulation until the bytes

@@ -1,0 +1,117 @@
+"""``fpganet board run | ping | status``: the command line of the host link."""
+
+import sys
+
+from ..argtypes import positive_float, positive_int
+from ..errors import FpganetError
+from ..files import check_output_file, write_npz
+from .client import BoardLink
+from .job import load_compiled_job
+from .runner import run_images
+from .transport import DEFAULT_BAUD, LinkError
+
+__all__ = ["add_arguments", "run_command", "main"]
+
+
+def add_arguments(parser):
+    """Add the ``board`` subcommands (``run``, ``ping``, ``status``) to ``parser``."""
+    subparsers = parser.add_subparsers(dest="board_command", metavar="ACTION", required=True)
+
+    def common(sub):
+        sub.add_argument("--port", required=True, metavar="PORT",
+                         help="serial device of the board's UART (/dev/ttyUSB1, COM5...)")
+        sub.add_argument("--baud", type=positive_int, default=DEFAULT_BAUD,
+                         help=f"line rate of the bitstream (default {DEFAULT_BAUD:,})")
+        sub.add_argument("--timeout", type=positive_float, default=2.0, metavar="S",
+                         help="seconds to wait for a reply or an image (default 2)")
+
+    run = subparsers.add_parser("run", help="run a compiled network on the board")
+    run.add_argument("compiled", metavar="OUT", help="directory written by fpganet compile")
+    common(run)
+    run.add_argument("--inputs", metavar="X.npz",
+                     help="array 'x' float32 [N, C, H, W], optional labels 'y' [N]; default "
+                          "for the embedded LeNet-5: MNIST eval split")
+    run.add_argument("--limit", type=positive_int, metavar="N", help="only the first N inputs")
+    run.add_argument("--out", metavar="R.npz",
+                     help="write 'logits', 'q' and 'cycles' (uint32 stamp per image)")
+    common(subparsers.add_parser("ping", help="print the board's accelerator configuration"))
+    common(subparsers.add_parser("status", help="print the board's state and error counters"))
+
+
+def run_command(args):
+    """Run a parsed ``board`` command; returns the exit status. Raises FpganetError."""
+    if args.board_command == "run":
+        return _run_network_command(args)
+    with BoardLink(args.port, args.baud, args.timeout) as link:
+        if args.board_command == "ping":
+            info = link.ping()
+            for name, value in info.__dict__.items():
+                print(f"{name:20s} {value:,}" if isinstance(value, int) else f"{name:20s} {value}")
+            return 0
+        if args.board_command == "status":
+            status = link.status()
+            print(f"busy {status.busy}, done {status.done}, done since START "
+                  f"{status.done_seen}, cycles {status.cycles:,}")
+            for name, value in status.__dict__.items():
+                if name not in ("flags", "cycles"):
+                    print(f"{name:16s} {value:,}")
+            return 0
+    raise LinkError(f"unknown board action '{args.board_command}'")
+
+
+def _run_network_command(args):
+    import numpy as np
+
+    job = load_compiled_job(args.compiled)
+    if args.out:
+        check_output_file(args.out, inputs=(args.inputs, args.compiled))
+    if args.inputs is not None:
+        from ..compiler import read_inputs
+        x, y = read_inputs(args.inputs, job.input_shape, input_name=job.input_name)
+        where = f"'{args.inputs}'"
+    elif job.embedded:
+        from ..datasets import mnist
+        x, y = mnist("eval")
+        where = "the embedded MNIST eval split"
+    else:
+        raise LinkError("--inputs X.npz is required (the network is not the embedded LeNet-5)")
+    if args.limit is not None:
+        x = x[:args.limit]
+        y = None if y is None else y[:args.limit]
+    q_in = job.quantize(x)
+    images = [np.ascontiguousarray(q_in[i]).tobytes() for i in range(len(q_in))]
+    assert all(len(image) == job.input_bytes for image in images)
+
+    with BoardLink(args.port, args.baud, args.timeout) as link:
+        run = run_images(link, job.memories, images, output_bytes=job.output_bytes,
+                         config=job.config, timeout=args.timeout)
+    q = np.frombuffer(b"".join(run.outputs), dtype=np.int8).reshape(len(images), *job.output_shape)
+    logits = job.dequantize(q)
+    cycles = np.array(run.cycles, dtype=np.uint32)
+    if args.out:
+        write_npz(args.out, "board run", inputs=(args.inputs, args.compiled), logits=logits, q=q,
+                  cycles=cycles)
+    count = len(images)
+    per_image = sum(run.image_seconds) / count
+    info = run.info
+    print(f"loaded {run.stats.bytes_sent:,} bytes in {run.load_seconds:.2f} s; {count} images of "
+          f"{where}: {per_image * 1e3:.2f} ms per image over the link, "
+          f"{float(np.mean(cycles)):,.0f} accelerator cycles per image "
+          f"({float(np.mean(cycles)) / info.clock_hz * 1e6:.1f} us at {info.clock_hz / 1e6:g} MHz)")
+    if y is not None:
+        correct = int(np.sum(q.reshape(count, -1).argmax(axis=1) == y))
+        print(f"top-1 accuracy {100 * correct / count:.2f} % ({correct} of {count} correct), "
+              f"measured on the board")
+    if args.out:
+        print(f"wrote {args.out} (logits, q, cycles)")
+    return 0
+
+
+def main(argv=None):
+    """``python -m fpganet.link.cli``: the same as ``fpganet board``."""
+    from ..cli import main as cli_main
+    return cli_main(["board", *(sys.argv[1:] if argv is None else argv)])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
