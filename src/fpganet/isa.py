@@ -27,7 +27,8 @@ from amaranth.lib import data
 
 __all__ = ["Opcode", "Reg", "Instruction", "encode", "decode", "INSTRUCTION_BITS", "INSTRUCTION_LAYOUT",
            "SET_LAYOUT", "LOOP_LAYOUT", "ENGINE_COUNTS", "REGION_COUNTS", "COUNT_WIDTH", "LOOP_COUNT_WIDTH",
-           "count_width", "register_overflow", "HostSpace", "PARAM_LAYOUT", "pack_param", "unpack_param"]
+           "count_width", "register_overflow", "HostSpace", "STAMP_BYTES", "host_word_bytes",
+           "host_memory_words", "PARAM_LAYOUT", "pack_param", "unpack_param"]
 
 #: Bits below the opcode: the operand fields of the instructions that have any.
 OPERAND_BITS = 60
@@ -235,6 +236,29 @@ class HostSpace(enum.IntEnum):
     WEIGHTS = 1     # words of `rows` signed bytes, byte i = array row i
     PARAMS = 2      # 64-bit parameter entries (below)
     ACTIVATIONS = 3  # bytes
+
+
+#: Bytes STAMP sends: the 32-bit cycle counter, little-endian.
+STAMP_BYTES = 4
+
+
+def host_word_bytes(space, weight_word_bytes):
+    """Bytes of one word the host writes into memory ``space``: an instruction, a
+    parameter entry, a weight word (``weight_word_bytes``: one byte per array row at int8)
+    or an activation byte. The host write port takes it zero-extended."""
+    return {HostSpace.PROGRAM: INSTRUCTION_BITS // 8, HostSpace.WEIGHTS: weight_word_bytes,
+            HostSpace.PARAMS: PARAM_LAYOUT.size // 8, HostSpace.ACTIVATIONS: 1}[HostSpace(space)]
+
+
+def host_memory_words(space, hardware):
+    """Words in memory ``space`` of ``hardware``: an :class:`~fpganet.config.AcceleratorConfig`
+    or a board's :class:`~fpganet.link.protocol.DeviceInfo` (both have ``program_words``,
+    ``weight_buffer_bytes``, ``weight_word_bytes``, ``bias_buffer_words`` and
+    ``act_buffer_bytes``)."""
+    return {HostSpace.PROGRAM: hardware.program_words,
+            HostSpace.WEIGHTS: hardware.weight_buffer_bytes // hardware.weight_word_bytes,
+            HostSpace.PARAMS: hardware.bias_buffer_words,
+            HostSpace.ACTIVATIONS: hardware.act_buffer_bytes}[HostSpace(space)]
 
 
 #: Parameter entry of one output channel, a 64-bit word; the hardware keeps only its fields.

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fpganet.config import AcceleratorConfig
-from fpganet.isa import Opcode, Reg, decode, register_overflow, unpack_param
+from fpganet.isa import STAMP_BYTES, Opcode, Reg, decode, register_overflow, unpack_param
 
 __all__ = ["Machine", "IsaError", "engine_lanes", "engine_read_addresses", "region_addresses"]
 
@@ -96,7 +96,7 @@ class Machine:
     def run(self, input_bytes=b"", max_steps=MAX_STEPS):
         """Run from instruction 0 to END; return the bytes sent to the output stream.
 
-        ``input_bytes`` feeds INPUT. STAMP sends four zero bytes (no timing here).
+        ``input_bytes`` feeds INPUT. STAMP sends ``STAMP_BYTES`` zero bytes (no timing here).
         """
         stream_in = np.frombuffer(bytes(input_bytes), dtype=np.int8)
         consumed = 0
@@ -137,7 +137,7 @@ class Machine:
             elif op is Opcode.OUTPUT:
                 out += self.act[region_addresses(self.regs, len(self.act))].tobytes()
             elif op is Opcode.STAMP:
-                out += bytes(4)
+                out += bytes(STAMP_BYTES)
         raise IsaError(f"program did not reach END in {max_steps} instructions")
 
     def _quant(self):

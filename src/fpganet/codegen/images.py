@@ -14,18 +14,16 @@ import numpy as np
 
 from ..config import AcceleratorConfig
 from ..errors import FpganetError
-from ..isa import (INSTRUCTION_BITS, LOOP_COUNT_WIDTH, HostSpace, Instruction, Opcode, Reg, decode,
-                   encode)
+from ..isa import (INSTRUCTION_BITS, LOOP_COUNT_WIDTH, PARAM_LAYOUT, STAMP_BYTES, HostSpace,
+                   Instruction, Opcode, Reg, decode, encode, host_memory_words, host_word_bytes)
 from ..isasim import engine_read_addresses
 from .plan import beat_extra_cycles, capacity_error, plan_network
 from .program import generate, param_image, weight_image
 
 __all__ = ["MemoryImages", "StreamLayout", "build_images", "read_images", "NoProgramError", "engine_conflicts",
            "STAMP_BYTES", "FILES", "LOAD_ORDER", "pack_weight_word", "memory_words", "host_writes",
-           "memory_depth", "machine_memories"]
+           "machine_memories"]
 
-#: Bytes of the cycle stamp that follows each image's outputs (``STAMP``).
-STAMP_BYTES = 4
 #: Files :meth:`MemoryImages.save` writes into a compiled directory.
 FILES = ("program.hex", "weights.hex", "params.hex", "memories.npz")
 FORMAT = "fpganet-accelerator/1"
@@ -43,8 +41,6 @@ FORMAT = "fpganet-accelerator/1"
 #: load, so this keeps the loaders alike rather than meeting a hardware requirement.
 LOAD_ORDER = (HostSpace.WEIGHTS, HostSpace.PARAMS, HostSpace.ACTIVATIONS, HostSpace.PROGRAM)
 
-#: Bits of a word of each memory but the weights (``8 * rows`` bits: :func:`pack_weight_word`).
-_WORD_BITS = {HostSpace.PROGRAM: INSTRUCTION_BITS, HostSpace.PARAMS: 64, HostSpace.ACTIVATIONS: 8}
 
 
 def pack_weight_word(row_bytes):
@@ -89,15 +85,8 @@ def memory_words(space, image, rows=None):
     # Python integers: a list mixing words above 2**63 with small ones would become float64.
     flat = image.reshape(-1) if isinstance(image, np.ndarray) else \
         np.asarray(image, dtype=object).reshape(-1)
-    mask = (1 << _WORD_BITS[space]) - 1
+    mask = (1 << 8 * host_word_bytes(space, rows or 1)) - 1
     return [int(value) & mask for value in flat]
-
-
-def memory_depth(config, space):
-    """Words in memory ``space`` of an accelerator of ``config``."""
-    return {HostSpace.PROGRAM: config.program_words, HostSpace.WEIGHTS: config.weight_buffer_words,
-            HostSpace.PARAMS: config.bias_buffer_words,
-            HostSpace.ACTIVATIONS: config.act_buffer_bytes}[HostSpace(space)]
 
 
 def host_writes(memories, config=None, *, skip_zeros=False):
@@ -124,9 +113,9 @@ def host_writes(memories, config=None, *, skip_zeros=False):
     writes = []
     for space in LOAD_ORDER:
         words = memory_words(space, images.get(space), None if config is None else config.rows)
-        if config is not None and len(words) > memory_depth(config, space):
+        if config is not None and len(words) > host_memory_words(space, config):
             raise ValueError(f"{space.name.lower()} image of {len(words)} words exceeds the "
-                             f"{memory_depth(config, space)} of its memory")
+                             f"{host_memory_words(space, config)} of its memory")
         writes += [(space, address, word) for address, word in enumerate(words)
                    if word or not skip_zeros]
     return writes
@@ -342,9 +331,9 @@ class MemoryImages:
         """Write ``program.hex``, ``weights.hex``, ``params.hex`` (``$readmemh``: one word per
         line, most significant digit first) and ``memories.npz`` into ``directory``."""
         directory = os.fspath(directory)
-        for name, space, bits in (("program.hex", HostSpace.PROGRAM, _WORD_BITS[HostSpace.PROGRAM]),
+        for name, space, bits in (("program.hex", HostSpace.PROGRAM, INSTRUCTION_BITS),
                                   ("weights.hex", HostSpace.WEIGHTS, 8 * self.config.weight_word_bytes),
-                                  ("params.hex", HostSpace.PARAMS, _WORD_BITS[HostSpace.PARAMS])):
+                                  ("params.hex", HostSpace.PARAMS, PARAM_LAYOUT.size)):
             with open(os.path.join(directory, name), "w") as handle:
                 handle.writelines(f"{word:0{bits // 4}x}\n" for word in self.words(space))
         with open(os.path.join(directory, "memories.npz"), "wb") as handle:

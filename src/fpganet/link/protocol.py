@@ -20,6 +20,8 @@ import enum
 import struct
 from dataclasses import dataclass, field, fields
 
+from ..isa import host_memory_words, host_word_bytes
+
 __all__ = ["SYNC", "PROTOCOL_VERSION", "HEADER_BYTES", "CRC_BYTES", "FRAME_OVERHEAD",
            "ERROR_TYPE", "ACK_FLAG", "Command", "ErrorCode", "crc16", "encode_frame",
            "reply_type", "word_bytes", "DeviceInfo", "Status", "write_payload",
@@ -113,10 +115,9 @@ def split_frame(data):
 # Payloads -----------------------------------------------------------------------------------
 
 def word_bytes(space, weight_word_bytes):
-    """Bytes per word of a WRITE to ``space`` (an ``isa.HostSpace`` value): program and
-    parameter words 8, weight words ``weight_word_bytes`` (``rows`` bytes for int8),
-    activations 1. The word goes to the host write port zero-extended."""
-    return {0: 8, 1: weight_word_bytes, 2: 8, 3: 1}[int(space)]
+    """Bytes per word of a WRITE to ``space`` (an ``isa.HostSpace`` value): see
+    :func:`fpganet.isa.host_word_bytes`."""
+    return host_word_bytes(space, weight_word_bytes)
 
 
 def write_payload(space, address, words, weight_word_bytes):
@@ -209,9 +210,8 @@ class DeviceInfo(_Packed):
         return word_bytes(space, self.weight_word_bytes)
 
     def memory_words(self, space):
-        """Words of memory ``space`` (the WRITE bound)."""
-        return {0: self.program_words, 1: self.weight_buffer_bytes // self.weight_word_bytes,
-                2: self.bias_buffer_words, 3: self.act_buffer_bytes}[int(space)]
+        """Words of memory ``space`` (the WRITE bound): :func:`fpganet.isa.host_memory_words`."""
+        return host_memory_words(space, self)
 
     def mismatches(self, config):
         """``[(field, board value, config value)]`` where ``config`` (an AcceleratorConfig)
