@@ -216,7 +216,7 @@ def test_unnamed_node_is_described_by_its_output():
     assert "output 'out_9'" in refusal(make([sigmoid], in_shape=("N", 4)))
 
 
-@pytest.mark.parametrize("attrs, words", [({"group": 3}, "group 3"),
+@pytest.mark.parametrize("attrs, words", [({"group": 2}, "group 2"),
                                           ({"dilations": [2, 2]}, "dilations [2, 2]")])
 def test_grouped_or_dilated_conv_is_refused(attrs, words):
     model = make([node("Conv", ["x", "w"], ["y"], name="cv", **attrs)],
@@ -247,10 +247,12 @@ def test_nan_or_inf_weights_name_the_initializer(bad, word):
     assert "initializer 'conv.w'" in message and word in message
 
 
-def test_branching_graph_is_refused():
+def test_a_join_other_than_add_is_refused():
+    # Branches are imported (a residual Add); only Add may join them.
     model = make([node("Relu", ["x"], ["a"]), node("Relu", ["a"], ["b"]),
-                  node("Add", ["a", "b"], ["y"], name="skip")], in_shape=("N", 4))
-    assert "only chain networks" in refusal(model)
+                  node("Concat", ["a", "b"], ["y"], name="join", axis=1)], in_shape=("N", 4))
+    message = refusal(model)
+    assert "'join'" in message and "only Add may join" in message
 
 
 def test_softmax_before_the_end_is_refused():

@@ -8,8 +8,14 @@ For each :class:`~fpganet.qnet.QConv`::
     acc[m, n] = bias[m] + sum_k weight[m, k] * x[k, n]        (exact, |acc| < 2**31)
     y[m, n]   = clamp(zp_out + ((acc * mult[m] + (1 << (shift[m] - 1))) >> shift[m]), lo, hi)
 
-where ``x`` is the im2col matrix of the input padded with ``zp_in``. Max
-pooling works on int8 (padding never wins); reshapes keep NCHW order.
+where ``x`` is the im2col matrix of the input padded with ``zp_in`` (grouped
+and depthwise convolutions: each output channel's own group of input channels).
+Max pooling works on int8 (padding never wins); reshapes keep NCHW order. A
+residual add (:class:`~fpganet.qnet.QAdd`) brings each input to a common
+fixed-point scale and requantizes the sum; an average pool
+(:class:`~fpganet.qnet.QAvgPool`) sums each window's offset codes and
+requantizes. Layers read the outputs their ``inputs`` name (a DAG in
+topological order).
 
 The dot products run through a floating-point BLAS matrix product, which is
 *exact* here: every operand is an integer, every product has magnitude at most
@@ -22,8 +28,8 @@ when its bound is below 2**24. The bias is then added in int64.
 
 import numpy as np
 
-from .ops import im2col, maxpool
-from .qnet import QConv, QMaxPool, QReshape
+from .ops import avgpool, grouped_matmul, im2col, maxpool
+from .qnet import ADD_LEFT_SHIFT, NETWORK_INPUT, QAdd, QAvgPool, QConv, QMaxPool, QReshape, rescale
 from .quantize.fixed_point import requantize
 
 __all__ = ["run_golden", "run_layer", "accumulate", "layer_macs", "backend", "DEFAULT_CHUNK"]
@@ -56,13 +62,14 @@ def accumulate(layer, q):
     n = q.shape[0]
     m = layer.out_shape[0]
     cols, (ho, wo) = im2col(q, layer.kernel, layer.stride, layer.pads, layer.zp_in)
-    products = cols.astype(dtype) @ layer.weight_matrix.T.astype(dtype)  # [N, Ho*Wo, M]
+    products = grouped_matmul(cols.astype(dtype), layer.weight_matrix.astype(dtype),
+                              layer.groups)  # [N, Ho*Wo, M]
     acc = products.astype(np.int64) + layer.bias.astype(np.int64)
     return acc.transpose(0, 2, 1).reshape(n, m, ho, wo)
 
 
-def run_layer(layer, q):
-    """One integer layer on an int8 batch [N, C, H, W]; returns int8 [N, *layer.out_shape]."""
+def run_layer(layer, q, *others):
+    """One integer layer on an int8 batch [N, C, H, W] (a QAdd: two); returns int8 [N, *out_shape]."""
     if isinstance(layer, QConv):
         acc = accumulate(layer, q)
         n, m = acc.shape[:2]
@@ -73,6 +80,18 @@ def run_layer(layer, q):
         return maxpool(q, layer.kernel, layer.stride, layer.pads, np.int8(-128))
     if isinstance(layer, QReshape):
         return q.reshape(q.shape[0], *layer.out_shape)
+    if isinstance(layer, QAdd):
+        a = rescale(np.left_shift(q.astype(np.int64) - layer.zp_a, ADD_LEFT_SHIFT),
+                    layer.mult_a, layer.shift_a)
+        b = rescale(np.left_shift(others[0].astype(np.int64) - layer.zp_b, ADD_LEFT_SHIFT),
+                    layer.mult_b, layer.shift_b)
+        y = layer.zp_out + rescale(a + b, layer.mult, layer.shift)
+        return np.clip(y, layer.lo, layer.hi).astype(np.int8)
+    if isinstance(layer, QAvgPool):
+        # Padding holds zp_in: it adds nothing to the sum of offset codes and counts in the divisor.
+        acc = avgpool(q.astype(np.int64) - layer.zp_in, layer.kernel, layer.stride, layer.pads)
+        y = layer.zp_out + rescale(acc, layer.mult, layer.shift)
+        return np.clip(y, layer.lo, layer.hi).astype(np.int8)
     raise TypeError(f"unknown layer {layer!r}")
 
 
@@ -103,10 +122,20 @@ def run_golden(net, q_in, layer_outputs=False, chunk=DEFAULT_CHUNK):
     q_in = q_in.reshape(n, *net.input_chw)
     outputs = [[] for _ in net.layers] if layer_outputs else None
     results = []
+    sources = [net.layer_inputs(index) for index in range(len(net.layers))]
+    last_use = {}
+    for index, reads in enumerate(sources):
+        for source in reads:
+            last_use[source] = index
     for start in range(0, max(n, 1), chunk):
         y = q_in[start:start + chunk]
+        values = {NETWORK_INPUT: y}
         for index, layer in enumerate(net.layers):
-            y = run_layer(layer, y)
+            y = run_layer(layer, *(values[source] for source in sources[index]))
+            values[index] = y
+            for source in set(sources[index]):   # free what no later layer reads
+                if last_use.get(source) == index:
+                    del values[source]
             if layer_outputs:
                 outputs[index].append(y)
         results.append(y.reshape(y.shape[0], *net.output_shape))
@@ -117,7 +146,7 @@ def run_golden(net, q_in, layer_outputs=False, chunk=DEFAULT_CHUNK):
 
 
 def layer_macs(net):
-    """Multiply-accumulates per image of each layer (0 for pooling and reshapes)."""
+    """Multiply-accumulates per image of each layer (0 for pooling, adds and reshapes)."""
     return [layer.macs for layer in net.layers]
 
 

@@ -8,7 +8,7 @@ cannot disagree about padding or window order.
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-__all__ = ["conv_output_size", "pad_nchw", "im2col", "maxpool"]
+__all__ = ["conv_output_size", "pad_nchw", "im2col", "maxpool", "avgpool", "grouped_matmul"]
 
 
 def conv_output_size(size, kernel, stride, pad_begin, pad_end):
@@ -88,3 +88,47 @@ def maxpool(x, kernel, stride, pads, pad_value):
     xp = pad_nchw(x, pads, pad_value)
     windows = sliding_window_view(xp, tuple(kernel), axis=(2, 3))[:, :, ::stride[0], ::stride[1]]
     return windows.max(axis=(4, 5))
+
+
+def grouped_matmul(cols, weight, groups=1):
+    """The convolution's matrix product, group by group.
+
+    Parameters
+    ----------
+    cols : numpy.ndarray
+        [N, P, C*kh*kw] from :func:`im2col` (K ordered (c, i, j), so group g's
+        columns are the contiguous block g).
+    weight : numpy.ndarray
+        [M, C/groups*kh*kw]; output channels of group g are the contiguous block g.
+    groups : int
+
+    Returns
+    -------
+    numpy.ndarray
+        [N, P, M], in the dtype of the operands. (The float reference keeps its own
+        stacked product for group 1, so that the float results of chains, and with them
+        their calibrated scales, stay bit for bit what they were.)
+    """
+    n, p, k = cols.shape
+    if groups == 1:
+        # One [N*P, K] x [K, M] product: several times faster than the stacked one.
+        return (cols.reshape(n * p, k) @ weight.T).reshape(n, p, -1)
+    m = weight.shape[0]
+    kg, mg = k // groups, m // groups
+    # [G, N*P, Kg] @ [G, Kg, Mg] -> [G, N*P, Mg] -> [N, P, M] (m = g*Mg + j).
+    a = cols.reshape(n * p, groups, kg).transpose(1, 0, 2)
+    b = weight.reshape(groups, mg, kg).transpose(0, 2, 1)
+    return (a @ b).transpose(1, 0, 2).reshape(n, p, m)
+
+
+def avgpool(x, kernel, stride, pads):
+    """Sum (not mean) of each pooling window of ``x`` [N, C, H, W]; padding holds zeros.
+
+    Returns
+    -------
+    numpy.ndarray
+        [N, C, Ho, Wo], same dtype as ``x`` (callers widen integers first).
+    """
+    xp = pad_nchw(x, pads, 0)
+    windows = sliding_window_view(xp, tuple(kernel), axis=(2, 3))[:, :, ::stride[0], ::stride[1]]
+    return windows.sum(axis=(4, 5))

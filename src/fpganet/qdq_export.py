@@ -3,8 +3,12 @@
 :func:`to_onnx` writes the integer network with standard ONNX quantized ops:
 ``QuantizeLinear`` (the host's input quantization), ``QLinearConv`` for every
 conv and dense layer (a dense layer is a 1x1 convolution on a ``[N, K, 1, 1]``
-tensor, exactly as in our IR), ``Clip`` for a folded ReLU, int8 ``MaxPool``
-and ``Reshape``, and ``DequantizeLinear`` for the logits.
+tensor, exactly as in our IR; grouped and depthwise convolutions with its
+``group``), ``Clip`` for a folded ReLU, int8 ``MaxPool`` and ``Reshape``, and
+``DequantizeLinear`` for the logits. A residual add and an average pool are
+written in QDQ form: ``DequantizeLinear`` of the int8 inputs, the float
+``Add`` / ``AveragePool``, ``QuantizeLinear`` to the output scale (and
+``Clip`` for a folded ReLU), which is what they compute in real numbers.
 
 onnxruntime computes the same exact int32 accumulators (its QLinearConv takes
 the unfolded bias and subtracts the input zero point itself) but requantizes
@@ -22,7 +26,7 @@ import numpy as np
 
 from .errors import FpganetError, one_line
 from .golden import run_golden
-from .qnet import QConv, QMaxPool, QReshape
+from .qnet import NETWORK_INPUT, QAdd, QAvgPool, QConv, QMaxPool, QReshape
 
 __all__ = ["to_onnx", "layer_to_onnx", "ort_session", "run_onnx", "compare_layers",
            "LayerAgreement", "run_source_model", "OPSET"]
@@ -39,13 +43,51 @@ def _helpers():
 
 
 def _layer_nodes(layer, index, source, target, initializers):
-    """ONNX nodes computing one integer layer from tensor ``source`` into ``target``."""
+    """ONNX nodes computing one integer layer from tensor ``source`` (a QAdd: a list of two)
+    into ``target``."""
     _, _, helper, numpy_helper = _helpers()
     prefix = f"l{index:02d}"
 
     def constant(name, value):
         initializers.append(numpy_helper.from_array(np.asarray(value), f"{prefix}.{name}"))
         return f"{prefix}.{name}"
+
+    def requantize_to_target(real, s_out, zp_out, lo, hi):
+        """QuantizeLinear of float tensor ``real`` into ``target``, then the clamp if any."""
+        quantized = target if lo == -128 and hi == 127 else f"{prefix}.q"
+        nodes = [helper.make_node("QuantizeLinear", [real, constant("y_scale", np.float32(s_out)),
+                                                     constant("y_zero_point", np.int8(zp_out))],
+                                  [quantized], name=f"{prefix}.quantize")]
+        if quantized != target:
+            nodes.append(helper.make_node("Clip", [quantized, constant("lo", np.int8(lo)),
+                                                   constant("hi", np.int8(hi))], [target],
+                                          name=f"{prefix}.clip"))
+        return nodes
+
+    if isinstance(layer, QAdd):
+        dequantized = []
+        nodes = []
+        for tag, name, scale, zp in (("a", source[0], layer.s_a, layer.zp_a),
+                                     ("b", source[1], layer.s_b, layer.zp_b)):
+            dequantized.append(f"{prefix}.{tag}")
+            nodes.append(helper.make_node(
+                "DequantizeLinear", [name, constant(f"{tag}_scale", np.float32(scale)),
+                                     constant(f"{tag}_zero_point", np.int8(zp))],
+                [dequantized[-1]], name=f"{prefix}.dequantize_{tag}"))
+        nodes.append(helper.make_node("Add", dequantized, [f"{prefix}.sum"],
+                                      name=f"{prefix}.{layer.name}"))
+        return nodes + requantize_to_target(f"{prefix}.sum", layer.s_out, layer.zp_out, layer.lo,
+                                            layer.hi)
+    if isinstance(layer, QAvgPool):
+        nodes = [helper.make_node("DequantizeLinear", [source, constant("x_scale", np.float32(layer.s_in)),
+                                                       constant("x_zero_point", np.int8(layer.zp_in))],
+                                  [f"{prefix}.x"], name=f"{prefix}.dequantize"),
+                 helper.make_node("AveragePool", [f"{prefix}.x"], [f"{prefix}.mean"],
+                                  name=f"{prefix}.{layer.name}", kernel_shape=list(layer.kernel),
+                                  strides=list(layer.stride), pads=list(layer.pads),
+                                  count_include_pad=1)]
+        return nodes + requantize_to_target(f"{prefix}.mean", layer.s_out, layer.zp_out, layer.lo,
+                                            layer.hi)
 
     if isinstance(layer, QConv):
         m = layer.out_shape[0]
@@ -59,7 +101,7 @@ def _layer_nodes(layer, index, source, target, initializers):
                   constant("bias", layer.bias_unfolded.astype(np.int32))]
         nodes = [helper.make_node("QLinearConv", inputs, [conv_out], name=f"{prefix}.{layer.name}",
                                   kernel_shape=list(layer.kernel), strides=list(layer.stride),
-                                  pads=list(layer.pads), dilations=[1, 1], group=1)]
+                                  pads=list(layer.pads), dilations=[1, 1], group=layer.groups)]
         if conv_out != target:
             nodes.append(helper.make_node("Clip", [conv_out, constant("lo", np.int8(layer.lo)),
                                                    constant("hi", np.int8(layer.hi))], [target],
@@ -112,7 +154,9 @@ def to_onnx(net):
     current = "t_input"
     for index, layer in enumerate(net.layers):
         target = f"t{index:02d}"
-        nodes += _layer_nodes(layer, index, current, target, initializers)
+        sources = ["t_input" if s == NETWORK_INPUT else f"t{s:02d}" for s in net.layer_inputs(index)]
+        nodes += _layer_nodes(layer, index, sources if isinstance(layer, QAdd) else sources[0],
+                              target, initializers)
         current = target
     nodes += [helper.make_node("Reshape", [current, "output_dims"], ["q"], name="output_shape"),
               helper.make_node("DequantizeLinear", ["q", "output_scale", "output_zero_point"],
@@ -124,11 +168,14 @@ def to_onnx(net):
 
 
 def layer_to_onnx(layer, index=0):
-    """One integer layer as an ONNX model: int8 ``x`` [N, *in_shape] -> int8 ``y`` [N, *out_shape]."""
+    """One integer layer as an ONNX model: int8 ``x`` [N, *in_shape] (a QAdd also ``x1``) ->
+    int8 ``y`` [N, *out_shape]."""
     _, TensorProto, helper, _ = _helpers()
     initializers = []
-    nodes = _layer_nodes(layer, index, "x", "y", initializers)
-    inputs = [helper.make_tensor_value_info("x", TensorProto.INT8, ["N", *layer.in_shape])]
+    names = ["x", "x1"] if isinstance(layer, QAdd) else ["x"]
+    nodes = _layer_nodes(layer, index, names if isinstance(layer, QAdd) else "x", "y", initializers)
+    inputs = [helper.make_tensor_value_info(name, TensorProto.INT8, ["N", *layer.in_shape])
+              for name in names]
     outputs = [helper.make_tensor_value_info("y", TensorProto.INT8, ["N", *layer.out_shape])]
     return _model(nodes, inputs, outputs, initializers, f"fpganet_layer_{index}")
 
@@ -158,7 +205,7 @@ class LayerAgreement:
     index : int
     name : str
     type : str
-        "conv", "dense", "maxpool" or "reshape".
+        "conv", "dense", "maxpool", "reshape", "add" or "avgpool".
     elements : int
         Output values compared.
     equal : int
@@ -207,9 +254,11 @@ def compare_layers(net, q_in, golden_outputs=None):
     if golden_outputs is None:
         _, golden_outputs = run_golden(net, q_in, layer_outputs=True)
     results = []
-    layer_input = q_in.reshape(q_in.shape[0], *net.input_chw)
+    network_input = q_in.reshape(q_in.shape[0], *net.input_chw)
     for index, (layer, expected) in enumerate(zip(net.layers, golden_outputs)):
-        (actual,) = run_onnx(layer_to_onnx(layer, index), {"x": layer_input})
+        feeds = {name: network_input if source == NETWORK_INPUT else golden_outputs[source]
+                 for name, source in zip(("x", "x1"), net.layer_inputs(index))}
+        (actual,) = run_onnx(layer_to_onnx(layer, index), feeds)
         diff = expected.astype(np.int16) - actual.astype(np.int16)
         values, counts = np.unique(diff[diff != 0], return_counts=True)
         results.append(LayerAgreement(
@@ -218,7 +267,6 @@ def compare_layers(net, q_in, golden_outputs=None):
             equal=int(np.count_nonzero(diff == 0)),
             max_abs_diff=int(np.abs(diff).max(initial=0)),
             diff_counts={int(v): int(c) for v, c in zip(values, counts)}))
-        layer_input = expected
     return results
 
 

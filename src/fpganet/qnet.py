@@ -1,8 +1,11 @@
 """The integer network: what the golden model executes and the hardware back end consumes.
 
 A :class:`QNetwork` is a list of integer layers (:class:`QConv`,
-:class:`QMaxPool`, :class:`QReshape`) plus the host-side quantization of the
-input and dequantization of the output. Every field the accelerator needs is
+:class:`QMaxPool`, :class:`QReshape`, and for graphs that are not chains
+:class:`QAdd` and :class:`QAvgPool`) in topological order, plus the host-side
+quantization of the input and dequantization of the output. A layer reads the
+layer before it unless its ``inputs`` name others (layer indices, ``-1`` the
+network input); the last layer's output is the network output. Every field the accelerator needs is
 here, as plain ints, tuples and numpy arrays; the float scales ride along only
 to document the mapping and to dequantize the output. The arithmetic itself
 is defined in :mod:`fpganet.golden` and in ``docs/numerics.md``.
@@ -27,8 +30,9 @@ from .config import AcceleratorConfig, ConfigError
 from .errors import FpganetError, FpganetWarning
 from .files import verify_directory
 
-__all__ = ["QConv", "QMaxPool", "QReshape", "QNetwork", "load_network", "quantize_input",
-           "MULT_BITS", "MULT_MIN", "MULT_MAX", "SHIFT_MIN", "SHIFT_MAX", "FORMAT"]
+__all__ = ["QConv", "QMaxPool", "QReshape", "QAdd", "QAvgPool", "QNetwork", "load_network",
+           "quantize_input", "MULT_BITS", "MULT_MIN", "MULT_MAX", "SHIFT_MIN", "SHIFT_MAX",
+           "ADD_LEFT_SHIFT", "FORMAT", "NETWORK_INPUT"]
 
 FORMAT = "fpganet-compiled/1"
 MANIFEST = "manifest.json"
@@ -45,6 +49,11 @@ CLIPPED_INPUTS_WARNING = 0.01
 #: Inputs that vary but quantize to fewer int8 levels than this get a warning.
 FEW_INPUT_LEVELS = 8
 INT8_MIN, INT8_MAX = -128, 127
+#: ``inputs`` entry naming the network input.
+NETWORK_INPUT = -1
+#: QAdd: each input's offset code is scaled by 2**ADD_LEFT_SHIFT before its multiplier
+#: (TFLite's choice: 20 bits of headroom keep the rescaled inputs exact to 2**-20 of an LSB).
+ADD_LEFT_SHIFT = 20
 
 
 @dataclass
@@ -83,6 +92,11 @@ class QConv:
         Scales of input and output (float32 values), for documentation.
     s_w : numpy.ndarray
         float32 [M] weight scales, for documentation.
+    groups : int
+        Channel groups (``groups == C == M``: depthwise): output channel ``m`` reads only
+        the ``C / groups`` input channels of its group; weight [M, C / groups, kh, kw].
+    inputs : tuple of int or None
+        The layer it reads (None: the layer before it).
     """
 
     name: str
@@ -104,12 +118,14 @@ class QConv:
     s_in: float
     s_out: float
     s_w: np.ndarray
+    groups: int = 1
+    inputs: tuple = None
 
     type = "conv"
 
     @property
     def k(self):
-        """Length of one dot product: ``C * kh * kw``."""
+        """Length of one dot product: ``C / groups * kh * kw``."""
         return int(np.prod(self.weight.shape[1:]))
 
     @property
@@ -145,7 +161,9 @@ class QConv:
         m, c, kh, kw = self.weight.shape
         if self.weight.dtype != np.int8 or self.bias.dtype != np.int32:
             fail(f"weight must be int8 and bias int32, not {self.weight.dtype}/{self.bias.dtype}")
-        if (c, kh, kw) != (self.in_shape[0], *self.kernel) or m != self.out_shape[0]:
+        groups = self.groups
+        if not isinstance(groups, int) or groups < 1 or m % groups \
+                or (c * groups, kh, kw) != (self.in_shape[0], *self.kernel) or m != self.out_shape[0]:
             fail(f"weight {list(self.weight.shape)} does not match in_shape {list(self.in_shape)}, "
                  f"kernel {list(self.kernel)}, out_shape {list(self.out_shape)}")
         for name in ("bias", "mult", "shift", "s_w"):
@@ -173,6 +191,15 @@ class QConv:
                  f"{acc_width}-bit accumulator could overflow (|bias| + 128 * sum |w| too large)")
 
 
+def _check_window(layer):
+    """A pooling layer's output shape follows from its input, kernel, stride and pads."""
+    expected_hw = tuple((size + layer.pads[a] + layer.pads[a + 2] - layer.kernel[a]) // layer.stride[a] + 1
+                        for a, size in enumerate(layer.in_shape[1:]))
+    if expected_hw != tuple(layer.out_shape[1:]) or layer.in_shape[0] != layer.out_shape[0]:
+        raise FpganetError(f"layer '{layer.name}': out_shape {list(layer.out_shape)} does not follow "
+                           f"from in_shape, kernel, stride, pads")
+
+
 @dataclass
 class QMaxPool:
     """Max pooling on int8; padding positions never win. Scale and zero point pass through."""
@@ -185,6 +212,7 @@ class QMaxPool:
     pads: tuple
     zp: int
     s: float
+    inputs: tuple = None
 
     type = "maxpool"
     macs = 0
@@ -194,11 +222,7 @@ class QMaxPool:
         return self.s, self.zp
 
     def validate(self, acc_width=32):
-        expected_hw = tuple((size + self.pads[a] + self.pads[a + 2] - self.kernel[a]) // self.stride[a] + 1
-                            for a, size in enumerate(self.in_shape[1:]))
-        if expected_hw != tuple(self.out_shape[1:]) or self.in_shape[0] != self.out_shape[0]:
-            raise FpganetError(f"layer '{self.name}': out_shape {list(self.out_shape)} does not follow "
-                               f"from in_shape, kernel, stride, pads")
+        _check_window(self)
         if any(p >= k for p, k in zip(self.pads, self.kernel + self.kernel)):
             raise FpganetError(f"layer '{self.name}': pads {list(self.pads)} must be smaller than the kernel")
 
@@ -212,6 +236,7 @@ class QReshape:
     out_shape: tuple
     zp: int
     s: float
+    inputs: tuple = None
 
     type = "reshape"
     macs = 0
@@ -226,8 +251,155 @@ class QReshape:
                                f"{list(self.out_shape)} changes the number of elements")
 
 
-_LAYER_TYPES = {cls.type: cls for cls in (QConv, QMaxPool, QReshape)}
+def rescale(x, mult, shift):
+    """``(x * mult + (1 << (shift - 1))) >> shift`` exactly in int64: round half toward +inf."""
+    x = np.asarray(x, dtype=np.int64)
+    return np.right_shift(x * np.int64(mult) + np.left_shift(np.int64(1), np.int64(shift) - 1),
+                          np.int64(shift))
+
+
+def _check_multiplier(layer, label, mult, shift):
+    if not (MULT_MIN <= int(mult) <= MULT_MAX and SHIFT_MIN <= int(shift) <= SHIFT_MAX):
+        raise FpganetError(f"layer '{layer.name}': {label} ({mult}, {shift}) is outside "
+                           f"[{MULT_MIN}, {MULT_MAX}] x [{SHIFT_MIN}, {SHIFT_MAX}]")
+
+
+def _check_clamp(layer, names):
+    for name in names:
+        if not INT8_MIN <= getattr(layer, name) <= INT8_MAX:
+            raise FpganetError(f"layer '{layer.name}': {name} {getattr(layer, name)} is outside "
+                               f"-128..127")
+    if layer.lo > layer.hi:
+        raise FpganetError(f"layer '{layer.name}': clamp lo {layer.lo} > hi {layer.hi}")
+
+
+@dataclass
+class QAdd:
+    """Element-wise sum of two int8 feature maps of one shape, requantized (TFLite's method).
+
+    With ``L = ADD_LEFT_SHIFT`` and ``rescale(x, m, s) = (x * m + (1 << (s - 1))) >> s``::
+
+        a = rescale((q_a - zp_a) << L, mult_a, shift_a)      # ~ (q_a - zp_a) * 2**L * s_a / (2 max(s_a, s_b))
+        b = rescale((q_b - zp_b) << L, mult_b, shift_b)
+        y = clamp(zp_out + rescale(a + b, mult, shift), lo, hi)   # mult * 2**-shift ~ 2 max(s_a, s_b) / (2**L s_out)
+
+    A following ReLU is folded into ``lo`` as for :class:`QConv`.
+    """
+
+    name: str
+    in_shape: tuple
+    zp_a: int
+    zp_b: int
+    mult_a: int
+    shift_a: int
+    mult_b: int
+    shift_b: int
+    mult: int
+    shift: int
+    zp_out: int
+    lo: int
+    hi: int
+    relu: bool
+    s_a: float
+    s_b: float
+    s_out: float
+    inputs: tuple = None
+
+    type = "add"
+    macs = 0
+
+    @property
+    def out_shape(self):
+        return tuple(self.in_shape)
+
+    @property
+    def scale(self):
+        return self.s_out, self.zp_out
+
+    def validate(self, acc_width=32):
+        _check_clamp(self, ("zp_a", "zp_b", "zp_out", "lo", "hi"))
+        for label in ("", "_a", "_b"):
+            _check_multiplier(self, f"multiplier{label}", getattr(self, f"mult{label}"),
+                              getattr(self, f"shift{label}"))
+
+
+@dataclass
+class QAvgPool:
+    """Average pooling on int8, requantized to its own output scale.
+
+    ``acc = sum over the kh x kw window of (q - zp_in)`` (padding holds ``zp_in``, so it
+    adds 0 and still counts in the divisor), then
+    ``y = clamp(zp_out + ((acc * mult + (1 << (shift - 1))) >> shift), lo, hi)`` with
+    ``mult * 2**-shift ~ s_in / (s_out * kh * kw)``.
+    """
+
+    name: str
+    in_shape: tuple
+    out_shape: tuple
+    kernel: tuple
+    stride: tuple
+    pads: tuple
+    zp_in: int
+    zp_out: int
+    lo: int
+    hi: int
+    relu: bool
+    mult: int
+    shift: int
+    s_in: float
+    s_out: float
+    inputs: tuple = None
+
+    type = "avgpool"
+    macs = 0
+
+    @property
+    def scale(self):
+        return self.s_out, self.zp_out
+
+    def validate(self, acc_width=32):
+        _check_window(self)
+        _check_clamp(self, ("zp_in", "zp_out", "lo", "hi"))
+        _check_multiplier(self, "multiplier", self.mult, self.shift)
+        if 255 * self.kernel[0] * self.kernel[1] >= 1 << (acc_width - 1):
+            raise FpganetError(f"layer '{self.name}': a {self.kernel[0]}x{self.kernel[1]} window "
+                               f"sum could overflow the {acc_width}-bit accumulator")
+
+
+def input_zero_points(layer):
+    """Zero points ``layer`` expects on its inputs, one per input."""
+    if isinstance(layer, QAdd):
+        return (layer.zp_a, layer.zp_b)
+    if isinstance(layer, (QConv, QAvgPool)):
+        return (layer.zp_in,)
+    return (layer.zp,)
+
+
+def output_zero_point(layer):
+    """Zero point of ``layer``'s output."""
+    return layer.zp_out if isinstance(layer, (QConv, QAvgPool, QAdd)) else layer.zp
+
+
+_LAYER_TYPES = {cls.type: cls for cls in (QConv, QMaxPool, QReshape, QAdd, QAvgPool)}
 _ARRAY_FIELDS = ("weight", "bias", "mult", "shift", "s_w")
+#: Manifest fields of the layers without arrays (beside name, shapes, inputs).
+_SCALAR_FIELDS = {
+    "add": ("zp_a", "zp_b", "s_a", "s_b", "mult_a", "shift_a", "mult_b", "shift_b", "mult", "shift",
+            "zp_out", "s_out", "lo", "hi", "relu"),
+    "avgpool": ("kernel", "stride", "pads", "zp_in", "zp_out", "s_in", "s_out", "mult", "shift",
+                "lo", "hi", "relu"),
+}
+
+
+def _plain(value):
+    """A JSON-able copy: tuples as lists, numpy scalars as Python numbers."""
+    if isinstance(value, (tuple, list)):
+        return [int(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value)
+    return int(value)
 _ARRAY_DTYPES = {"weight": np.int8, "bias": np.int32, "mult": np.int32, "shift": np.int32,
                  "s_w": np.float32}
 
@@ -264,7 +436,8 @@ class QNetwork:
     Attributes
     ----------
     layers : list
-        :class:`QConv`, :class:`QMaxPool`, :class:`QReshape` in execution order.
+        :class:`QConv`, :class:`QMaxPool`, :class:`QReshape`, :class:`QAdd`,
+        :class:`QAvgPool` in execution order (topological); the last gives the output.
     input_name : str
     input_shape : tuple of int
         Per-sample shape of the float input as the source model declares it,
@@ -299,10 +472,20 @@ class QNetwork:
 
     @property
     def input_chw(self):
-        if self.layers:
-            return tuple(self.layers[0].in_shape)
         from .model.ir import canonical_shape
+        if self.layers and self.is_chain:
+            return tuple(self.layers[0].in_shape)
         return canonical_shape(self.input_shape)
+
+    def layer_inputs(self, index):
+        """Indices of the layers layer ``index`` reads (``-1``: the network input)."""
+        inputs = getattr(self.layers[index], "inputs", None)
+        return (index - 1,) if inputs is None else tuple(int(i) for i in inputs)
+
+    @property
+    def is_chain(self):
+        """Whether every layer reads only the layer before it (what the accelerator runs today)."""
+        return all(self.layer_inputs(i) == (i - 1,) for i in range(len(self.layers)))
 
     @property
     def macs(self):
@@ -342,19 +525,31 @@ class QNetwork:
         return values.reshape(q.shape[0], *self.output_shape)
 
     def validate(self):
-        """Check every layer and the chaining of shapes and zero points."""
+        """Check every layer and the connection of shapes and zero points."""
         shape, zp = self.input_chw, self.input_zp
-        for layer in self.layers:
-            if tuple(layer.in_shape) != tuple(shape):
-                raise FpganetError(f"layer '{layer.name}' expects input {list(layer.in_shape)}, "
-                                   f"the previous layer gives {list(shape)}")
-            layer_zp = layer.zp_in if isinstance(layer, QConv) else layer.zp
-            if layer_zp != zp:
-                raise FpganetError(f"layer '{layer.name}' expects input zero point {layer_zp}, "
-                                   f"the previous layer gives {zp}")
+        for index, layer in enumerate(self.layers):
+            sources = self.layer_inputs(index)
+            expected = input_zero_points(layer)
+            if len(sources) != len(expected) or any(not -1 <= s < index for s in sources):
+                raise FpganetError(f"layer '{layer.name}' reads layers {list(sources)}; it takes "
+                                   f"{len(expected)} input(s) from earlier layers (-1: the input)")
+            for source, layer_zp in zip(sources, expected):
+                if source == NETWORK_INPUT:
+                    shape, zp, what = self.input_chw, self.input_zp, "the input"
+                else:
+                    earlier = self.layers[source]
+                    shape, zp = tuple(earlier.out_shape), output_zero_point(earlier)
+                    what = ("the previous layer" if source == index - 1
+                            else f"layer '{earlier.name}'")
+                if tuple(layer.in_shape) != tuple(shape):
+                    raise FpganetError(f"layer '{layer.name}' expects input {list(layer.in_shape)}, "
+                                       f"{what} gives {list(shape)}")
+                if layer_zp != zp:
+                    raise FpganetError(f"layer '{layer.name}' expects input zero point {layer_zp}, "
+                                       f"{what} gives {zp}")
             layer.validate(self.config.acc_width)
             shape = tuple(layer.out_shape)
-            zp = layer.zp_out if isinstance(layer, QConv) else layer.zp
+            zp = output_zero_point(layer)
         if int(np.prod(shape)) != int(np.prod(self.output_shape)) or zp != self.output_zp:
             raise FpganetError(f"the last layer gives {list(shape)} with zero point {zp}, the output "
                                f"is declared {list(self.output_shape)} with zero point {self.output_zp}")
@@ -367,7 +562,11 @@ class QNetwork:
         for index, layer in enumerate(self.layers):
             entry = {"index": index, "type": layer.type, "name": layer.name,
                      "in_shape": list(layer.in_shape), "out_shape": list(layer.out_shape)}
+            if layer.inputs is not None and tuple(layer.inputs) != (index - 1,):
+                entry["inputs"] = [int(i) for i in layer.inputs]   # a chain's manifest has none
             if isinstance(layer, QConv):
+                if layer.groups != 1:
+                    entry["groups"] = int(layer.groups)
                 entry.update(kind=layer.kind, kernel=list(layer.kernel), stride=list(layer.stride),
                              pads=list(layer.pads), zp_in=layer.zp_in, zp_out=layer.zp_out,
                              s_in=float(layer.s_in), s_out=float(layer.s_out), lo=layer.lo,
@@ -376,6 +575,8 @@ class QNetwork:
                              s_w=[float(v) for v in layer.s_w], mult=layer.mult.tolist(),
                              shift=layer.shift.tolist(),
                              arrays={name: f"{index:02d}.{name}" for name in _ARRAY_FIELDS})
+            elif isinstance(layer, (QAdd, QAvgPool)):
+                entry.update({name: _plain(getattr(layer, name)) for name in _SCALAR_FIELDS[layer.type]})
             else:
                 entry.update(zp=layer.zp, s=float(layer.s))
                 if isinstance(layer, QMaxPool):
@@ -508,8 +709,25 @@ def _layer_from_manifest(entry, arrays, arrays_path):
     kind = entry["type"]
     if kind not in _LAYER_TYPES:
         raise ValueError(f"unknown layer type {kind!r}")
+    inputs = tuple(int(i) for i in entry["inputs"]) if "inputs" in entry else None
+    if kind in _SCALAR_FIELDS:
+        fields = {}
+        for name in _SCALAR_FIELDS[kind]:
+            value = entry[name]
+            if name in ("kernel", "stride", "pads"):
+                fields[name] = tuple(int(v) for v in value)
+            elif name.startswith("s_"):
+                fields[name] = float(value)
+            elif name == "relu":
+                fields[name] = bool(value)
+            else:
+                fields[name] = int(value)
+        shapes = dict(in_shape=tuple(entry["in_shape"]))
+        if kind == "avgpool":
+            shapes["out_shape"] = tuple(entry["out_shape"])
+        return _LAYER_TYPES[kind](name=entry["name"], inputs=inputs, **shapes, **fields)
     common = dict(name=entry["name"], in_shape=tuple(entry["in_shape"]),
-                  out_shape=tuple(entry["out_shape"]))
+                  out_shape=tuple(entry["out_shape"]), inputs=inputs)
     if kind == "reshape":
         return QReshape(zp=int(entry["zp"]), s=float(entry["s"]), **common)
     if kind == "maxpool":
@@ -523,4 +741,5 @@ def _layer_from_manifest(entry, arrays, arrays_path):
     return QConv(kind=entry["kind"], kernel=tuple(entry["kernel"]), stride=tuple(entry["stride"]),
                  pads=tuple(entry["pads"]), zp_in=int(entry["zp_in"]), zp_out=int(entry["zp_out"]),
                  lo=int(entry["lo"]), hi=int(entry["hi"]), relu=bool(entry["relu"]),
-                 s_in=float(entry["s_in"]), s_out=float(entry["s_out"]), **values, **common)
+                 s_in=float(entry["s_in"]), s_out=float(entry["s_out"]),
+                 groups=int(entry.get("groups", 1)), **values, **common)

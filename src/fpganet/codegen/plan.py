@@ -34,10 +34,11 @@ from ..config import AcceleratorConfig
 from ..errors import FpganetError
 from ..isa import Reg
 from ..isasim import engine_read_addresses
-from ..qnet import QConv, QMaxPool, QReshape
+from ..qnet import QAdd, QAvgPool, QConv, QMaxPool, QReshape
 
 __all__ = ["FeatureMap", "Step", "Plan", "plan_network", "smallest_act_bytes", "ATTEMPTS",
-           "beat_extra_cycles", "write_extra_cycles", "capacity_error", "POOL_PAD_VALUE", "COUNT_LIMIT"]
+           "beat_extra_cycles", "write_extra_cycles", "capacity_error", "POOL_PAD_VALUE", "COUNT_LIMIT",
+           "accelerator_refusal"]
 
 #: Border value before a padded max-pool: the int8 minimum never wins a window (pads < kernel).
 POOL_PAD_VALUE = -128
@@ -354,8 +355,36 @@ def _dense_like(layer):
             and tuple(layer.kernel) == (1, 1) and not any(layer.pads))
 
 
+def accelerator_refusal(net):
+    """Why the accelerator cannot run ``net`` yet (the first layer it has no means for), or None.
+
+    The golden model runs these layers; the hardware for them (an element-wise add and
+    average pooling in post-processing, a depthwise mode, branches in the activation
+    memory) is not built yet.
+    """
+    for index, layer in enumerate(net.layers):
+        what = None
+        if isinstance(layer, QAdd):
+            what = "a residual add"
+        elif isinstance(layer, QAvgPool):
+            what = "average pooling"
+        elif isinstance(layer, QConv) and layer.groups != 1:
+            what = ("a depthwise convolution" if layer.groups == layer.in_shape[0]
+                    else f"a grouped convolution (group {layer.groups})")
+        elif net.layer_inputs(index) != (index - 1,):
+            what = "a branch (it reads a layer other than the one before it)"
+        if what is not None:
+            return (f"layer {index} '{layer.name}' is {what}, which the accelerator cannot run "
+                    f"yet; compile with --no-program to quantize only (fpganet run --backend "
+                    f"golden runs it)")
+    return None
+
+
 def _lower(net, config):
     """Steps and maps, layouts not yet chosen (``role`` says who decides each)."""
+    refusal = accelerator_refusal(net)
+    if refusal is not None:
+        raise FpganetError(refusal)
     layers = list(net.layers)
     steps, maps = [], []
     input_map = FeatureMap("input", tuple(net.input_chw), producer=0)

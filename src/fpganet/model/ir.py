@@ -1,4 +1,4 @@
-"""A small float graph IR: a chain of layers over one activation per sample.
+"""A small float graph IR: layers over one activation per sample, in topological order.
 
 The importer (:mod:`fpganet.model.onnx_import`) turns an ONNX graph into a
 :class:`Graph`; the quantizer turns that into the integer network of
@@ -7,25 +7,34 @@ The importer (:mod:`fpganet.model.onnx_import`) turns an ONNX graph into a
 dense layer is a 1x1 convolution on a 1x1 image and a flatten is a change of
 shape metadata only (data stay in NCHW order). The batch axis is never part of
 the IR; it is free.
+
+A layer reads the outputs of earlier layers named by index in ``inputs``
+(``-1``: the graph input); ``inputs = None`` means the layer before it (the
+graph input for the first layer), so a chain needs no ``inputs`` at all. The
+last layer's output is the graph output.
 """
 
 from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Conv", "Dense", "Relu", "MaxPool", "Reshape", "Graph", "LINEAR_LAYERS"]
+__all__ = ["Conv", "Dense", "Relu", "MaxPool", "AvgPool", "Add", "Reshape", "Graph",
+           "LINEAR_LAYERS", "REQUANTIZING_LAYERS", "layer_inputs", "fuse_relu"]
+
+#: Index in ``inputs`` that names the graph input.
+GRAPH_INPUT = -1
 
 
 @dataclass
 class Conv:
-    """2-D convolution, group 1, dilation 1.
+    """2-D convolution, dilation 1, optionally grouped (``groups == C``: depthwise).
 
     Attributes
     ----------
     name : str
         Name of the ONNX node it came from (or a synthesized one).
     weight : numpy.ndarray
-        float32 [M, C, kh, kw].
+        float32 [M, C / groups, kh, kw].
     bias : numpy.ndarray
         float32 [M].
     stride : tuple of int
@@ -36,6 +45,12 @@ class Conv:
         ``(C, H, W)`` and ``(M, Ho, Wo)``.
     relu : bool
         A ReLU follows (set by :func:`fuse_relu`).
+    groups : int
+        Input and output channels split into this many independent groups.
+    clip_max : float or None
+        With ``relu``: the output is also clipped at this value (ReLU6: 6.0).
+    inputs : tuple of int or None
+        See the module docstring.
     """
 
     name: str
@@ -46,6 +61,9 @@ class Conv:
     in_shape: tuple
     out_shape: tuple
     relu: bool = False
+    groups: int = 1
+    clip_max: float = None
+    inputs: tuple = None
 
     @property
     def kernel(self):
@@ -80,6 +98,8 @@ class Dense:
     in_shape: tuple
     out_shape: tuple
     relu: bool = False
+    clip_max: float = None
+    inputs: tuple = None
 
     @property
     def macs(self):
@@ -88,8 +108,12 @@ class Dense:
 
 @dataclass
 class Relu:
+    """``max(x, 0)``, or ``min(max(x, 0), clip_max)`` (Clip(0, 6) is ReLU6); always fused away."""
+
     name: str
     in_shape: tuple
+    clip_max: float = None
+    inputs: tuple = None
 
     @property
     def out_shape(self):
@@ -114,6 +138,46 @@ class MaxPool:
     pads: tuple
     in_shape: tuple
     out_shape: tuple
+    inputs: tuple = None
+
+
+@dataclass
+class AvgPool:
+    """Average pooling over ``kernel`` windows; padding positions count as zeros.
+
+    The importer accepts padding only where ONNX counts the padding in the divisor
+    (``count_include_pad = 1``), so every window divides by ``kh * kw``.
+    GlobalAveragePool and ReduceMean over H and W are an AvgPool whose kernel is the map.
+    """
+
+    name: str
+    kernel: tuple
+    stride: tuple
+    pads: tuple
+    in_shape: tuple
+    out_shape: tuple
+    relu: bool = False
+    clip_max: float = None
+    inputs: tuple = None
+
+    macs = 0
+
+
+@dataclass
+class Add:
+    """Element-wise sum of two feature maps of the same shape (a residual connection)."""
+
+    name: str
+    in_shape: tuple
+    relu: bool = False
+    clip_max: float = None
+    inputs: tuple = None
+
+    macs = 0
+
+    @property
+    def out_shape(self):
+        return self.in_shape
 
 
 @dataclass
@@ -123,14 +187,17 @@ class Reshape:
     name: str
     in_shape: tuple
     out_shape: tuple
+    inputs: tuple = None
 
 
 LINEAR_LAYERS = (Conv, Dense)
+#: Layers that compute new values (and so can fold a following ReLU into their output clamp).
+REQUANTIZING_LAYERS = (Conv, Dense, AvgPool, Add)
 
 
 @dataclass
 class Graph:
-    """An imported network: a chain of layers from one input to one output.
+    """An imported network: layers in topological order from one input to one output.
 
     Attributes
     ----------
@@ -147,7 +214,8 @@ class Graph:
         Per-sample shape of that tensor in ONNX terms, e.g. ``(10,)``.
     layers : list
         :class:`Conv`, :class:`Dense`, :class:`Relu`, :class:`MaxPool`,
-        :class:`Reshape` in execution order.
+        :class:`AvgPool`, :class:`Add`, :class:`Reshape` in execution order; the
+        last one's output is the graph output.
     notes : list of str
         What the importer folded or dropped (BatchNorm, Dropout, a final Softmax).
     dropped_output_op : str or None
@@ -174,6 +242,17 @@ class Graph:
         """Multiply-accumulates per sample."""
         return sum(layer.macs for layer in self.layers if isinstance(layer, LINEAR_LAYERS))
 
+    @property
+    def is_chain(self):
+        """Whether every layer reads only the layer before it."""
+        return all(layer_inputs(self.layers, i) == (i - 1,) for i in range(len(self.layers)))
+
+
+def layer_inputs(layers, index):
+    """The indices layer ``index`` reads (``-1``: the graph input), ``inputs = None`` resolved."""
+    inputs = getattr(layers[index], "inputs", None)
+    return (index - 1,) if inputs is None else tuple(int(i) for i in inputs)
+
 
 def canonical_shape(shape):
     """The IR's ``(C, H, W)`` for a per-sample ONNX shape (data order unchanged).
@@ -188,38 +267,79 @@ def canonical_shape(shape):
 
 
 def fuse_relu(graph):
-    """Move every ReLU into the Conv/Dense before it (``relu=True``) and drop it.
+    """Move every ReLU into the layer that computes its input (``relu=True``) and drop it.
 
-    A ReLU commutes with max pooling and with reshapes (both are monotone and
-    work element-wise on the order), so a ReLU separated from its linear layer
-    by those is fused too. This is what lets the integer network fold ReLU into
-    the requantization clamp.
+    The target is the Conv, Dense, Add or AvgPool before the ReLU; a ReLU commutes
+    with max pooling and with reshapes (both are monotone and work element-wise on
+    the order), so a ReLU separated from that layer by those is fused too. This is
+    what lets the integer network fold ReLU into the requantization clamp. Every
+    layer on the way must feed only the next one (its unrectified output is used
+    nowhere else).
 
     Parameters
     ----------
     graph : Graph
-        Modified in place and returned.
+        Modified in place and returned; ``inputs`` are renumbered.
 
     Raises
     ------
     fpganet.errors.FpganetError
-        A ReLU with no Conv/Dense before it (only MaxPool/Reshape between).
+        A ReLU with no such layer before it, or whose input is also used elsewhere.
     """
     from ..errors import FpganetError
 
-    layers = []
-    for layer in graph.layers:
-        if isinstance(layer, Relu):
-            for earlier in reversed(layers):
-                if isinstance(earlier, LINEAR_LAYERS):
-                    earlier.relu = True
-                    break
-                if not isinstance(earlier, (MaxPool, Reshape)):
-                    raise AssertionError(f"unexpected layer {earlier!r}")
-            else:
+    layers = graph.layers
+    inputs = [layer_inputs(layers, i) for i in range(len(layers))]
+    users = {}
+    for index, sources in enumerate(inputs):
+        for source in sources:
+            users.setdefault(source, []).append(index)
+    last = len(layers) - 1
+    replaced = {}   # index of a dropped ReLU -> index of the layer whose output replaces it
+
+    def resolve(index):
+        while index in replaced:
+            index = replaced[index]
+        return index
+
+    for index, layer in enumerate(layers):
+        if not isinstance(layer, Relu):
+            continue
+        source = resolve(inputs[index][0])
+        walk = source
+        while True:
+            if walk == GRAPH_INPUT:
                 raise FpganetError(f"Relu '{layer.name}' has no Conv or Gemm before it; a ReLU "
                                    f"is only supported folded into the layer it follows")
-            continue
-        layers.append(layer)
-    graph.layers = layers
+            earlier = layers[walk]
+            if walk == last or len(users.get(walk, [])) > 1:
+                raise FpganetError(f"Relu '{layer.name}': the unrectified output of "
+                                   f"'{earlier.name}' is also used elsewhere; a ReLU is only "
+                                   f"supported folded into the layer it follows")
+            if isinstance(earlier, REQUANTIZING_LAYERS):
+                earlier.relu = True
+                if layer.clip_max is not None:
+                    earlier.clip_max = (layer.clip_max if earlier.clip_max is None
+                                        else min(earlier.clip_max, layer.clip_max))
+                break
+            if not isinstance(earlier, (MaxPool, Reshape, Relu)):
+                raise FpganetError(f"Relu '{layer.name}' follows '{earlier.name}' "
+                                   f"({type(earlier).__name__}); a ReLU is only supported folded "
+                                   f"into a Conv, Gemm, Add or AveragePool")
+            walk = resolve(layer_inputs(layers, walk)[0])
+        replaced[index] = source
+        # The ReLU's users now read its source: their use of the ReLU moves to it.
+        users[source] = [u for u in users.get(source, []) if u != index] + users.get(index, [])
+        if index == last:
+            last = source
+    keep = [index for index, layer in enumerate(layers) if not isinstance(layer, Relu)]
+    if keep and last != keep[-1]:
+        # Only a ReLU can end the graph on an earlier layer (its source); reordering would
+        # be needed, which a topological order never asks for here.
+        raise AssertionError("fused graph does not end on its last layer")
+    renumber = {old: new for new, old in enumerate(keep)}
+    renumber[GRAPH_INPUT] = GRAPH_INPUT
+    for new, old in enumerate(keep):
+        layers[old].inputs = tuple(renumber[resolve(source)] for source in inputs[old])
+    graph.layers = [layers[old] for old in keep]
     return graph

@@ -1,49 +1,59 @@
-"""ONNX import: a chain CNN in ONNX into the float IR of :mod:`fpganet.model.ir`.
+"""ONNX import: a CNN in ONNX (a chain or a DAG) into the float IR of :mod:`fpganet.model.ir`.
 
-The importer walks the data path from the graph input to the graph output, one
-node at a time, and keeps two things about the current tensor: its per-sample
-*view* (the ONNX shape without the batch axis, e.g. ``(400,)``) and its
-*orientation* (0 when the batch is axis 0, 1 when a 2-D tensor has been
-transposed so that the batch is axis 1; only Transpose/Gemm/MatMul may touch
-that). Layers are emitted in canonical ``(C, H, W)`` shapes; a
+The importer visits the nodes on the data path (computed from the graph input,
+and needed for the graph output) in topological order and keeps, for every data
+tensor, its per-sample *view* (the ONNX shape without the batch axis, e.g.
+``(400,)``), its *orientation* (0 when the batch is axis 0, 1 when a 2-D tensor
+has been transposed so that the batch is axis 1; only Transpose/Gemm/MatMul may
+touch that), the IR layer whose output holds its data and that layer's canonical
+shape. Layers are emitted in canonical ``(C, H, W)`` shapes; a
 :class:`~fpganet.model.ir.Reshape` is emitted only when a layer needs a
-different canonical shape than the one the previous layer produced, so
-Unsqueeze/Squeeze pairs around a 1-D BatchNorm leave no trace.
+different canonical shape than the one its input layer produced, so
+Unsqueeze/Squeeze pairs around a 1-D BatchNorm leave no trace. An Add of two
+data tensors is a residual :class:`~fpganet.model.ir.Add`; a tensor may feed
+several nodes.
 
-Folded at import: BatchNormalization into the Conv/Gemm before it, an Add of a
-per-channel constant into the bias before it (MatMul+Add becomes a dense
-layer). Removed: Dropout, Identity, a final Softmax/LogSoftmax (the arg-max is
+Folded at import: BatchNormalization into the Conv/Gemm before it, or, where it
+follows something else (a ReLU), forward into the Conv/Gemm after it; an Add of
+a per-channel constant likewise (MatMul+Add becomes a dense layer); a Transpose
+to NHWC before a flatten into the columns of the Gemm after it (the heads TF
+converters emit). Removed: Dropout, Identity, a final Softmax/LogSoftmax (the arg-max is
 unchanged; :attr:`Graph.dropped_output_op` says so). The batch is free: a fixed
 batch in the input declaration, or baked into a Reshape constant (``[10, 400]``),
 is ignored, and the ``x.view(x.size(0), -1)`` pattern (Shape, Gather, Unsqueeze,
 Concat) is folded symbolically.
 """
 
+import heapq
 import os
 
 import numpy as np
 
 from ..errors import FpganetError, one_line
 from ..files import file_sha256
-from .ir import (LINEAR_LAYERS, Conv, Dense, Graph, MaxPool, Relu, Reshape, canonical_shape,
-                 fuse_relu)
+from .ir import (GRAPH_INPUT, LINEAR_LAYERS, Add, AvgPool, Conv, Dense, Graph, MaxPool, Relu,
+                 Reshape, canonical_shape, fuse_relu)
 
 __all__ = ["load_onnx", "import_model", "SUPPORTED_OPS", "file_sha256"]
 
 #: Ops the importer accepts on the data path, with the restrictions it checks.
 SUPPORTED_OPS = {
-    "Conv": "2-D, group 1, dilation 1",
+    "Conv": "2-D, dilation 1, any group (depthwise)",
     "Relu": "",
+    "Clip": "min 0 (ReLU, ReLU6)",
     "MaxPool": "2-D, dilation 1",
+    "AveragePool": "2-D, padding only with count_include_pad 1",
+    "GlobalAveragePool": "",
+    "ReduceMean": "over H and W",
     "Gemm": "one constant operand",
     "MatMul": "one constant 2-D operand, followed by Add as dense",
-    "Add": "per-channel constant after Conv/Gemm/MatMul",
-    "BatchNormalization": "after Conv/Gemm, folded",
+    "Add": "two feature maps of one shape (residual), or a per-channel constant, folded",
+    "BatchNormalization": "folded into the Conv/Gemm before or after it",
     "Flatten": "axis 1",
     "Reshape": "batch stays axis 0",
     "Unsqueeze": "",
     "Squeeze": "",
-    "Transpose": "perm [1, 0] on 2-D, around Gemm/MatMul",
+    "Transpose": "perm [1, 0] on 2-D around Gemm/MatMul; batch-first perms before a Gemm",
     "Dropout": "removed",
     "Identity": "removed",
     "Softmax": "final node, dropped",
@@ -54,6 +64,32 @@ SUPPORTED_OPS = {
 _SHAPE_READERS = {"Shape", "Size"}
 
 _BATCH = "N"  # the symbolic batch size inside folded shape expressions
+
+#: Ops that only move or relabel data: a pending fold (BatchNorm forward, a transposed
+#: order) passes through them to the Conv/Gemm that absorbs it.
+_PASS_THROUGH = {"Identity", "Dropout", "Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose"}
+
+
+class _Value:
+    """What the importer knows about one data tensor.
+
+    ``layer``: the IR layer whose output holds its data (None: the graph input);
+    ``canon``: that data's canonical shape (a Reshape still to emit when a layer wants
+    another); ``exclusive``: no other node reads the data between ``layer`` and here (so a
+    BatchNorm may be folded back into it); ``affine``: a per-element ``(scale, shift)`` over
+    the stored data, still to fold forward, and ``affine_node`` the node that made it;
+    ``order``: logical flat index -> stored flat index after a Transpose (None: NCHW), and
+    ``order_node`` that Transpose.
+    """
+
+    __slots__ = ("view", "orientation", "layer", "canon", "exclusive", "affine", "affine_node",
+                 "order", "order_node")
+
+    def __init__(self, view, orientation, layer, canon, exclusive=True, affine=None,
+                 affine_node=None, order=None, order_node=None):
+        self.view, self.orientation, self.layer, self.canon = tuple(view), orientation, layer, canon
+        self.exclusive, self.affine, self.affine_node = exclusive, affine, affine_node
+        self.order, self.order_node = order, order_node
 
 
 def load_onnx(path):
@@ -119,14 +155,17 @@ def _check_acyclic(graph):
         for source in sources:
             users.setdefault(source, []).append(index)
     ready = [index for index, count in waiting.items() if count == 0]
+    heapq.heapify(ready)
     done = 0
+    order = []
     while ready:
-        index = ready.pop()
+        index = heapq.heappop(ready)  # the file's order wherever the dependencies allow it
+        order.append(index)
         done += 1
         for user in users.get(index, []):
             waiting[user] -= 1
             if waiting[user] == 0:
-                ready.append(user)
+                heapq.heappush(ready, user)
     if done < len(graph.node):
         # Walk back through unfinished producers until a node repeats: it is on the cycle.
         index = min(index for index, count in waiting.items() if count > 0)
@@ -137,6 +176,7 @@ def _check_acyclic(graph):
                          if name in producers and waiting[producers[name]] > 0)
         raise FpganetError(f"the graph has a cycle: {_describe(graph.node[index], index)} "
                            f"depends on its own output")
+    return order
 
 
 def _describe(node, index):
@@ -173,7 +213,7 @@ class _Importer:
             # onnxruntime refuses such a model too; its ops' meaning is not known here.
             raise FpganetError(f"the model uses opset {self.opset} of the default operator set; "
                                f"the installed onnx {onnx.__version__} knows opsets up to {known}")
-        _check_acyclic(model.graph)
+        self.topological = _check_acyclic(model.graph)
         try:
             inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
         except Exception:  # inference is advisory: the importer computes shapes itself
@@ -347,41 +387,143 @@ class _Importer:
         output_name = graph.output[0].name
         view, self.export_batch = self._input_view(input_info)
         self.input_view = view
-        current = input_info.name
-        orientation = 0
-        self.canon = canonical_shape(view)
-        self.view_of[current] = (view, orientation)
         self.dropped = None
-        visited = set()
-        while current != output_name:
-            index, node = self._next_node(current)
-            if index in visited:
-                raise FpganetError(f"{_describe(node, index)} is reached twice on the data path "
-                                   f"(the graph has a cycle)")
-            visited.add(index)
-            layers_before = len(self.layers)
+        self.output_name = output_name
+        data_nodes = self._data_nodes(input_info.name)
+        self.values = {input_info.name: _Value(view, 0, None, canonical_shape(view),
+                                               exclusive=self._uses(input_info.name) <= 1)}
+        self.view_of[input_info.name] = (view, 0)
+        for index in data_nodes:
+            node = graph.node[index]
+            if node.domain not in ("", "ai.onnx"):
+                raise self._unsupported(node, index)
+            self.touched = []
             with np.errstate(all="ignore"):  # folding overflow is reported below, by layer
-                view, orientation, current = self._convert(node, index, current, view, orientation)
-            if any(int(d) < 1 for d in view):
+                value = self._visit(node, index)
+            if any(int(d) < 1 for d in value.view):
                 raise FpganetError(f"{_describe(node, index)} produces an empty tensor "
-                                   f"{_shape_text(view)} (a dimension of size 0)")
-            self.view_of[current] = (view, orientation)
-            self._check_inferred(current, view, orientation, node, index)
-            self._check_finite(layers_before, node, index)
-        if orientation != 0:
+                                   f"{_shape_text(value.view)} (a dimension of size 0)")
+            out = node.output[0]
+            value.exclusive = value.exclusive and self._uses(out) <= 1
+            self.values[out] = value
+            self.view_of[out] = (value.view, value.orientation)
+            self._check_inferred(out, value.view, value.orientation, node, index)
+            self._check_finite(node, index)
+        if output_name not in self.values:
+            raise FpganetError(f"the graph output '{output_name}' is not computed from the input "
+                               f"'{input_info.name}'; the data path is broken")
+        value = self.values[output_name]
+        self._refuse_pending(value, f"the graph output '{output_name}'")
+        if value.orientation != 0:
             raise FpganetError(f"the output '{output_name}' has the batch on axis 1 "
                                f"(a transposed 2-D tensor); add a Transpose [1, 0] before it")
         final_name = self.logits_name if self.dropped else output_name
-        self._ensure_canonical(canonical_shape(view), "output")
+        self._enter(value)
+        self._ensure_canonical(canonical_shape(value.view), "output")
+        layers = self._live_layers(self.src)
         return Graph(name=graph.name or "model", input_name=input_info.name,
                      input_shape=tuple(self.input_view), output_name=final_name,
-                     output_shape=tuple(view), layers=self.layers, notes=self.notes,
+                     output_shape=tuple(value.view), layers=layers, notes=self.notes,
                      dropped_output_op=self.dropped)
 
-    def _check_finite(self, first, node, index):
+    def _data_nodes(self, input_name):
+        """Indices of the nodes on the data path, in topological order.
+
+        A node is on it when it reads a data tensor (the input, or an output of such a
+        node) other than through a shape reader. Every one is converted (so an unsupported
+        op is refused wherever it is); layers the output does not depend on are dropped.
+        """
+        graph = self.graph
+        data, on_path = {input_name}, []
+        for index in self.topological:
+            node = graph.node[index]
+            if node.op_type in _SHAPE_READERS or not any(name in data for name in node.input):
+                continue
+            on_path.append(index)
+            data.update(name for name in node.output if name)
+        self.data_consumers = {}
+        for index in on_path:
+            for name in set(graph.node[index].input):
+                if name in data:
+                    self.data_consumers[name] = self.data_consumers.get(name, 0) + 1
+        return on_path
+
+    def _uses(self, name):
+        """Nodes on the data path reading tensor ``name`` (the graph output counts as one)."""
+        return self.data_consumers.get(name, 0) + (name == self.output_name)
+
+    def _visit(self, node, index):
+        """Convert one data-path node; returns the :class:`_Value` of its first output."""
+        sources = [name for name in dict.fromkeys(node.input) if name in self.values]
+        data_inputs = [name for name in node.input if name in self.values]
+        if node.op_type == "Add" and len(data_inputs) == 2:
+            self._check_arity(node, index)
+            return self._residual_add(node, index, data_inputs)
+        if len(sources) != 1:
+            raise FpganetError(f"{_describe(node, index)} reads {len(sources)} data tensors "
+                               f"({', '.join(repr(s) for s in sources)}); only Add may join two "
+                               f"branches")
+        value = self.values[sources[0]]
+        op = node.op_type
+        if op not in _PASS_THROUGH and op not in ("Conv", "Gemm", "MatMul", "BatchNormalization",
+                                                  "Add"):
+            self._refuse_pending(value, _describe(node, index))
+        elif op in ("BatchNormalization", "Add", "Conv") and value.order is not None:
+            self._refuse_pending(value, _describe(node, index))
+        self._enter(value)
+        view, orientation, _ = self._convert(node, index, sources[0], value.view, value.orientation)
+        result = _Value(view, orientation, self.src, self.canon,
+                        exclusive=self.exclusive, affine=self.affine,
+                        affine_node=self.affine_node, order=self.order, order_node=self.order_node)
+        return result
+
+    def _enter(self, value):
+        """Make ``value`` the walk's current tensor (the state the op handlers read and update)."""
+        self.src, self.canon, self.exclusive = value.layer, value.canon, value.exclusive
+        self.affine, self.affine_node = value.affine, value.affine_node
+        self.order, self.order_node = value.order, value.order_node
+
+    def _refuse_pending(self, value, what):
+        if value.affine is not None:
+            node, index = value.affine_node
+            raise FpganetError(f"{_describe(node, index)} is neither after nor before a Conv, Gemm "
+                               f"or MatMul it could be folded into ({what} reads it)")
+        if value.order is not None:
+            node, index = value.order_node
+            raise FpganetError(f"{_describe(node, index)} reorders the data for {what}; a "
+                               f"transpose is only supported before a flatten into a Gemm or "
+                               f"MatMul")
+
+    def _emit(self, layer, sources=None):
+        """Append ``layer`` reading the current tensor (or ``sources``: layers, None = input)."""
+        layer.inputs = (self.src,) if sources is None else tuple(sources)
+        self.layers.append(layer)
+        self.touched.append(layer)
+        self.src = layer
+        self.exclusive = True
+
+    def _live_layers(self, last):
+        """The layers the output layer ``last`` depends on, ``inputs`` turned into indices."""
+        if last is None:
+            return []
+        live, stack = set(), [last]
+        while stack:
+            layer = stack.pop()
+            if layer is None or id(layer) in live:
+                continue
+            live.add(id(layer))
+            stack.extend(layer.inputs)
+        layers = [layer for layer in self.layers if id(layer) in live]
+        position = {id(layer): i for i, layer in enumerate(layers)}
+        for layer in layers:
+            layer.inputs = tuple(GRAPH_INPUT if source is None else position[id(source)]
+                                 for source in layer.inputs)
+        return layers
+
+    def _check_finite(self, node, index):
         """Refuse a layer whose weights or bias stopped being finite float32 when ``node`` was
         converted or folded into it (a BatchNormalization with a huge gamma, Gemm alpha=inf)."""
-        for layer in self.layers[max(first - 1, 0):]:
+        for layer in self.touched:
             for role in ("weight", "bias"):
                 values = getattr(layer, role, None)
                 if values is None:
@@ -423,21 +565,6 @@ class _Importer:
         batch = dims[0].dim_value if dims[0].HasField("dim_value") and dims[0].dim_value > 0 else None
         return tuple(view), batch
 
-    def _next_node(self, current):
-        users = [(index, node) for index, node in self.consumers.get(current, [])
-                 if node.op_type not in _SHAPE_READERS]
-        if not users:
-            raise FpganetError(f"tensor '{current}' is used by no node and is not the graph "
-                               f"output; the data path is broken")
-        if len(users) > 1:
-            names = ", ".join(_describe(node, index) for index, node in users)
-            raise FpganetError(f"tensor '{current}' feeds {len(users)} nodes ({names}); only "
-                               f"chain networks are supported (no branches or skip connections)")
-        index, node = users[0]
-        if node.domain not in ("", "ai.onnx"):
-            raise self._unsupported(node, index)
-        return index, node
-
     def _unsupported(self, node, index):
         supported = ", ".join(sorted(SUPPORTED_OPS))
         domain = f" (domain '{node.domain}')" if node.domain not in ("", "ai.onnx") else ""
@@ -459,16 +586,20 @@ class _Importer:
                                    f"{_shape_text(expected)}")
 
     def _ensure_canonical(self, shape, name):
-        """Emit a Reshape if the canonical shape changed since the last emitted layer."""
+        """Emit a Reshape if the canonical shape differs from the current data's."""
         shape = tuple(shape)
         if shape != self.canon:
-            if self.layers and isinstance(self.layers[-1], Reshape):
-                previous = self.layers.pop()
-                start = previous.in_shape
+            if isinstance(self.src, Reshape):
+                # Reshape the reshape's own input instead; the earlier Reshape is dropped at
+                # the end unless another layer reads it.
+                start_layer, start = self.src.inputs[0], self.src.in_shape
             else:
-                start = self.canon
+                start_layer, start = self.src, self.canon
+            self.src = start_layer
             if start != shape:
-                self.layers.append(Reshape(name=f"reshape_{name}", in_shape=start, out_shape=shape))
+                exclusive = self.exclusive
+                self._emit(Reshape(name=f"reshape_{name}", in_shape=start, out_shape=shape))
+                self.exclusive = exclusive
             self.canon = shape
 
     def _data_index(self, node, index, current, allowed):
@@ -654,8 +785,20 @@ class _Importer:
         perm = list(self.attrs(node).get("perm", reversed(range(len(view) + 1))))
         if perm == list(range(len(view) + 1)):
             return view, orientation, node.output[0]
+        if len(view) >= 2 and orientation == 0 and sorted(perm) == list(range(len(view) + 1)) \
+                and perm[0] == 0:
+            # The batch stays first: the data are reordered, which only a Gemm/MatMul after a
+            # flatten can absorb (its weight columns are permuted); tracked until then.
+            axes = [p - 1 for p in perm[1:]]
+            base = np.arange(int(np.prod(view))) if self.order is None else self.order
+            order = base.reshape(view).transpose(axes).ravel()
+            identity = np.array_equal(order, np.arange(order.size))
+            self.order = None if identity else order
+            self.order_node = None if identity else (node, index)
+            return tuple(view[a] for a in axes), orientation, node.output[0]
         self._require(len(view) == 1 and perm == [1, 0], node, index,
-                      f"Transpose with perm {perm} is not supported; only [1, 0] on a 2-D tensor")
+                      f"Transpose with perm {perm} is not supported; only [1, 0] on a 2-D tensor, "
+                      f"or one that keeps the batch first")
         return view, 1 - orientation, node.output[0]
 
     # Layers --------------------------------------------------------------------------------
@@ -686,16 +829,18 @@ class _Importer:
         weight = self.const(node.input[1], node, index, "weight").astype(np.float32)
         self._require(weight.ndim == 4, node, index, f"only 2-D convolution is supported (weight "
                       f"{_shape_text(weight.shape)})")
-        self._require(attrs.get("group", 1) == 1, node, index, f"group {attrs.get('group')} is not "
-                      f"supported (only group 1)")
+        groups = attrs.get("group", 1)
         dilations = list(attrs.get("dilations", (1, 1)))
         self._require(dilations == [1, 1], node, index, f"dilations {dilations} are not supported "
                       f"(only 1)")
         m, c, kh, kw = weight.shape
         self._require(orientation == 0 and len(view) == 3, node, index, f"needs an [N, C, H, W] input, "
                       f"got {_shape_text(['N', *view])}")
-        self._require(view[0] == c, node, index, f"weight {_shape_text(weight.shape)} needs {c} input "
-                      f"channels, the input has {view[0]}")
+        self._require(isinstance(groups, int) and groups >= 1 and view[0] == c * groups
+                      and m % groups == 0, node, index,
+                      f"group {groups} with weight {_shape_text(weight.shape)} does not fit the "
+                      f"{view[0]} input channels (needs input channels = group x {c}, output "
+                      f"channels a multiple of the group)")
         kernel = tuple(attrs.get("kernel_shape", (kh, kw)))
         self._require(kernel == (kh, kw), node, index, f"kernel_shape {list(kernel)} does not match "
                       f"the weight {_shape_text(weight.shape)}")
@@ -712,9 +857,12 @@ class _Importer:
         self._require(ho >= 1 and wo >= 1, node, index, f"the kernel {kh}x{kw} does not fit the "
                       f"padded input {_shape_text(view)}")
         self._ensure_canonical(tuple(view), _layer_name(node, index))
+        if self.affine is not None:
+            weight, bias = self._fold_forward_conv(node, index, weight, bias, groups, pads, view)
         out = (m, ho, wo)
-        self.layers.append(Conv(name=_layer_name(node, index), weight=weight, bias=bias,
-                                stride=stride, pads=pads, in_shape=tuple(view), out_shape=out))
+        self._emit(Conv(name=_layer_name(node, index), weight=weight, bias=bias,
+                        stride=stride, pads=pads, in_shape=tuple(view), out_shape=out,
+                        groups=int(groups)))
         self.canon = out
         return out, 0, node.output[0]
 
@@ -749,8 +897,8 @@ class _Importer:
             out_hw.append(out)
         self._ensure_canonical(tuple(view), _layer_name(node, index))
         out = (view[0], *out_hw)
-        self.layers.append(MaxPool(name=_layer_name(node, index), kernel=kernel, stride=stride,
-                                   pads=tuple(pads), in_shape=tuple(view), out_shape=out))
+        self._emit(MaxPool(name=_layer_name(node, index), kernel=kernel, stride=stride,
+                           pads=tuple(pads), in_shape=tuple(view), out_shape=out))
         self.canon = out
         return out, 0, node.output[0]
 
@@ -758,17 +906,127 @@ class _Importer:
         self._data_index(node, index, current, (0,))
         shape = canonical_shape(view)
         self._ensure_canonical(shape, _layer_name(node, index))
-        self.layers.append(Relu(name=_layer_name(node, index), in_shape=shape))
+        self._emit(Relu(name=_layer_name(node, index), in_shape=shape))
         return view, orientation, node.output[0]
+
+    def _op_Clip(self, node, index, current, view, orientation):
+        self._data_index(node, index, current, (0,))
+        attrs = self.attrs(node)
+        if "min" in attrs or "max" in attrs:   # before opset 11: attributes
+            low, high = attrs.get("min"), attrs.get("max")
+        else:
+            low, high = (float(np.asarray(self.const(node.input[i], node, index, role)).reshape(-1)[0])
+                         if len(node.input) > i and node.input[i] else None
+                         for i, role in ((1, "min"), (2, "max")))
+        self._require(low is not None and float(low) == 0.0, node, index,
+                      f"Clip with min {low} is not supported; only min 0 (ReLU, ReLU6)")
+        self._require(high is None or (np.isfinite(high) and high > 0), node, index,
+                      f"Clip with max {high} is not supported; the max must be positive")
+        shape = canonical_shape(view)
+        self._ensure_canonical(shape, _layer_name(node, index))
+        self._emit(Relu(name=_layer_name(node, index), in_shape=shape,
+                        clip_max=None if high is None or np.isinf(high) else float(high)))
+        return view, orientation, node.output[0]
+
+    def _pool_window(self, node, index, view, orientation, kernel, stride, pads):
+        self._require(orientation == 0 and len(view) == 3, node, index, f"needs an [N, C, H, W] "
+                      f"input, got {_shape_text(['N', *view])}")
+        self._require(len(kernel) == 2 and min(kernel) >= 1, node, index,
+                      f"kernel_shape {list(kernel)} is not 2-D")
+        self._require(len(stride) == 2 and min(stride) >= 1, node, index, f"strides {list(stride)}")
+        self._require(all(p < k for p, k in zip(pads, kernel + kernel)), node, index,
+                      f"pads {list(pads)} must be smaller than the kernel {list(kernel)}")
+        out_hw = tuple((view[1 + a] + pads[a] + pads[a + 2] - kernel[a]) // stride[a] + 1
+                       for a in range(2))
+        self._require(min(out_hw) >= 1, node, index, f"the kernel {list(kernel)} does not fit the "
+                      f"input {_shape_text(view)}")
+        self._ensure_canonical(tuple(view), _layer_name(node, index))
+        out = (view[0], *out_hw)
+        self._emit(AvgPool(name=_layer_name(node, index), kernel=tuple(kernel), stride=tuple(stride),
+                           pads=tuple(pads), in_shape=tuple(view), out_shape=out))
+        self.canon = out
+        return out
+
+    def _op_AveragePool(self, node, index, current, view, orientation):
+        self._data_index(node, index, current, (0,))
+        attrs = self.attrs(node)
+        kernel = tuple(attrs.get("kernel_shape", ()))
+        self._require(len(kernel) == 2, node, index, f"kernel_shape {list(kernel)} is not 2-D")
+        dilations = list(attrs.get("dilations", (1, 1)))
+        self._require(dilations == [1, 1], node, index, f"dilations {dilations} are not supported")
+        self._require(not attrs.get("ceil_mode", 0), node, index, "ceil_mode 1 is not supported")
+        stride = tuple(attrs.get("strides", (1, 1)))
+        self._require(len(view) == 3, node, index, f"needs an [N, C, H, W] input, got "
+                      f"{_shape_text(['N', *view])}")
+        pads = tuple(self._spatial_pads(node, index, attrs, view[1:], kernel, stride))
+        self._require(not any(pads) or attrs.get("count_include_pad", 0), node, index,
+                      f"pads {list(pads)} with count_include_pad 0 are not supported (border "
+                      f"windows would divide by fewer elements)")
+        out = self._pool_window(node, index, view, orientation, kernel, stride, pads)
+        return out, 0, node.output[0]
+
+    def _op_GlobalAveragePool(self, node, index, current, view, orientation):
+        self._data_index(node, index, current, (0,))
+        self._require(len(view) == 3, node, index, f"needs an [N, C, H, W] input, got "
+                      f"{_shape_text(['N', *view])}")
+        out = self._pool_window(node, index, view, orientation, tuple(view[1:]), (1, 1), (0, 0, 0, 0))
+        return out, 0, node.output[0]
+
+    def _op_ReduceMean(self, node, index, current, view, orientation):
+        self._data_index(node, index, current, (0,))
+        attrs = self.attrs(node)
+        axes = self._axes(node, index, len(view) + 1)
+        self._require(len(view) == 3 and axes == [2, 3], node, index,
+                      f"ReduceMean over axes {axes} of {_shape_text(['N', *view])} is not "
+                      f"supported; only over H and W (axes [2, 3]) of [N, C, H, W]")
+        out = self._pool_window(node, index, view, orientation, tuple(view[1:]), (1, 1), (0, 0, 0, 0))
+        return (out if attrs.get("keepdims", 1) else (out[0],)), 0, node.output[0]
+
+    def _residual_add(self, node, index, names):
+        """An Add of two data tensors: a residual :class:`~fpganet.model.ir.Add`."""
+        values = [self.values[name] for name in names]
+        for name, value in zip(names, values):
+            self._refuse_pending(value, _describe(node, index))
+            self._require(value.orientation == 0, node, index, f"input '{name}' has the batch on "
+                          f"axis 1 (a transposed 2-D tensor)")
+        view = values[0].view
+        self._require(values[1].view == view, node, index,
+                      f"adds {_shape_text(['N', *values[0].view])} and "
+                      f"{_shape_text(['N', *values[1].view])}; only two tensors of one shape "
+                      f"(no broadcasting) are supported")
+        shape = canonical_shape(view)
+        sources = []
+        for value in values:
+            self._enter(value)
+            self._ensure_canonical(shape, _layer_name(node, index))
+            sources.append(self.src)
+        self._emit(Add(name=_layer_name(node, index), in_shape=shape), sources=sources)
+        self.canon = shape
+        return _Value(view, 0, self.src, shape)
 
     def _dense(self, node, index, view, weight, bias):
         """Emit a Dense layer ``W [M, K]`` on the current (K,) view."""
         m, k = weight.shape
         name = _layer_name(node, index)
         self._ensure_canonical((k, 1, 1), name)
-        self.layers.append(Dense(name=name, weight=weight.astype(np.float32),
-                                 bias=bias.astype(np.float32), in_shape=(k, 1, 1),
-                                 out_shape=(m, 1, 1)))
+        weight = np.asarray(weight, np.float64)
+        bias = np.asarray(bias, np.float64)
+        if self.order is not None:
+            # The data are stored in NCHW order; logical feature j lies at stored order[j].
+            stored = np.empty_like(weight)
+            stored[:, self.order] = weight
+            weight = stored
+            self.notes.append(f"folded the transpose '{_layer_name(*self.order_node)}' "
+                              f"into the columns of '{name}'")
+            self.order = self.order_node = None
+        if self.affine is not None:
+            scale, shift = self.affine
+            bias = bias + weight @ shift
+            weight = weight * scale[None, :]
+            self._note_forward(name)
+        self._emit(Dense(name=name, weight=weight.astype(np.float32),
+                         bias=bias.astype(np.float32), in_shape=(k, 1, 1),
+                         out_shape=(m, 1, 1)))
         self.canon = (m, 1, 1)
 
     def _op_Gemm(self, node, index, current, view, orientation):
@@ -823,11 +1081,11 @@ class _Importer:
 
     def _last_linear(self, node, index, view):
         """The Conv/Dense whose output the current tensor is (through shape-only ops)."""
-        layer = self.layers[-1] if self.layers else None
-        fits = isinstance(layer, LINEAR_LAYERS) and self.canon == layer.out_shape
+        layer = self.src
+        fits = (isinstance(layer, LINEAR_LAYERS) and self.canon == layer.out_shape
+                and self.exclusive and self.affine is None and self.order is None)
         if not fits:
-            raise FpganetError(f"{_describe(node, index)} does not directly follow a Conv, Gemm or "
-                               f"MatMul; {node.op_type} is only supported folded into one")
+            return None
         m = layer.out_shape[0]
         self._require(view and view[0] in (m, 1) and int(np.prod(view)) == int(np.prod(layer.out_shape)),
                       node, index, f"its channel axis (size {view[0] if view else '?'}) is not the "
@@ -857,6 +1115,11 @@ class _Importer:
         data = self._data_index(node, index, current, (0, 1))
         layer = self._last_linear(node, index, view)
         const = self.const(node.input[1 - data], node, index, "addend").astype(np.float64)
+        if layer is None:
+            self._require(orientation == 0 and view, node, index, "needs the batch on axis 0")
+            shift = self._per_channel(node, index, const, view, orientation, view[0])
+            self._pend_affine(node, index, view, np.ones_like(shift), shift)
+            return view, orientation, node.output[0]
         m = layer.out_shape[0]
         layer.bias = (layer.bias.astype(np.float64)
                       + self._per_channel(node, index, const, view, orientation, m)).astype(np.float32)
@@ -881,11 +1144,60 @@ class _Importer:
                           f"{values.size} values for {channels} channels")
         epsilon = float(attrs.get("epsilon", 1e-5))
         self._require(np.all(var + epsilon > 0), node, index, "var + epsilon is not positive")
+        if layer is None:
+            scale = gamma / np.sqrt(var + epsilon)
+            self._pend_affine(node, index, view, scale, beta - mean * scale)
+            return view, orientation, node.output[0]
         m = layer.out_shape[0]
         scale = np.broadcast_to(gamma / np.sqrt(var + epsilon), (m,))
         shift = np.broadcast_to(beta - mean * gamma / np.sqrt(var + epsilon), (m,))
         weight = layer.weight.astype(np.float64)
         layer.weight = (weight * scale.reshape((m,) + (1,) * (weight.ndim - 1))).astype(np.float32)
         layer.bias = (layer.bias.astype(np.float64) * scale + shift).astype(np.float32)
+        self.touched.append(layer)
         self.notes.append(f"folded BatchNormalization '{_layer_name(node, index)}' into '{layer.name}'")
         return view, orientation, node.output[0]
+
+    # Folding forward -----------------------------------------------------------------------
+
+    def _pend_affine(self, node, index, view, scale, shift):
+        """Record ``x -> scale[c] * x + shift[c]`` (per channel, axis 1) on the current tensor, to
+        fold into the Conv/Gemm that reads it."""
+        size = int(np.prod(view))
+        per = size // view[0]
+        scale = np.repeat(np.asarray(scale, np.float64), per)
+        shift = np.repeat(np.asarray(shift, np.float64), per)
+        if self.order is not None:   # stored position order[j] holds logical element j
+            stored_scale, stored_shift = np.empty(size), np.empty(size)
+            stored_scale[self.order], stored_shift[self.order] = scale, shift
+            scale, shift = stored_scale, stored_shift
+        if self.affine is not None:
+            scale, shift = scale * self.affine[0], scale * self.affine[1] + shift
+        self.affine = (scale, shift)
+        self.affine_node = (node, index)
+
+    def _note_forward(self, name):
+        node, index = self.affine_node
+        self.notes.append(f"folded {node.op_type} '{_layer_name(node, index)}' forward into '{name}'")
+        self.affine = self.affine_node = None
+
+    def _fold_forward_conv(self, node, index, weight, bias, groups, pads, view):
+        """Fold the pending per-channel affine of the input into a Conv's weight and bias."""
+        scale, shift = (a.reshape(view[0], -1) for a in self.affine)
+        bn_node, bn_index = self.affine_node
+        if not (np.all(scale == scale[:, :1]) and np.all(shift == shift[:, :1])):
+            raise FpganetError(f"{_describe(bn_node, bn_index)} is not per channel where "
+                               f"{_describe(node, index)} reads it; it cannot be folded")
+        scale, shift = scale[:, 0], shift[:, 0]
+        if any(pads) and np.any(shift != 0):
+            raise FpganetError(f"{_describe(bn_node, bn_index)} cannot be folded forward into the "
+                               f"padded {_describe(node, index)}: its offset would reach the "
+                               f"padding")
+        m, cg = weight.shape[:2]
+        group_of = np.arange(m) // (m // groups)
+        channels = group_of[:, None] * cg + np.arange(cg)[None, :]   # [M, C/g] input channel
+        w = weight.astype(np.float64)
+        bias = bias.astype(np.float64) + np.einsum("mcij,mc->m", w, shift[channels])
+        weight = w * scale[channels][:, :, None, None]
+        self._note_forward(_layer_name(node, index))
+        return weight.astype(np.float32), bias.astype(np.float32)

@@ -2,29 +2,45 @@
 
 import numpy as np
 
-from ..ops import im2col, maxpool
-from .ir import Conv, Dense, MaxPool, Relu, Reshape
+from ..ops import avgpool, grouped_matmul, im2col, maxpool
+from .ir import GRAPH_INPUT, Add, AvgPool, Conv, Dense, MaxPool, Relu, Reshape, layer_inputs
 
 __all__ = ["run_float"]
 
 
-def _layer(layer, x):
+def _activation(layer, y):
+    if not getattr(layer, "relu", False):
+        return y
+    y = np.maximum(y, 0)
+    return y if layer.clip_max is None else np.minimum(y, np.float32(layer.clip_max))
+
+
+def _layer(layer, x, *others):
     if isinstance(layer, Conv):
         m = layer.weight.shape[0]
         cols, (ho, wo) = im2col(x, layer.kernel, layer.stride, layer.pads, 0.0)
-        y = cols @ layer.weight.reshape(m, -1).T + layer.bias  # [N, Ho*Wo, M]
-        y = y.transpose(0, 2, 1).reshape(x.shape[0], m, ho, wo)
+        if layer.groups == 1:
+            y = cols @ layer.weight.reshape(m, -1).T + layer.bias
+        else:
+            y = grouped_matmul(cols, layer.weight.reshape(m, -1), layer.groups) + layer.bias
+        y = y.transpose(0, 2, 1).reshape(x.shape[0], m, ho, wo)  # [N, Ho*Wo, M] -> NCHW
     elif isinstance(layer, Dense):
         y = (x.reshape(x.shape[0], -1) @ layer.weight.T + layer.bias).reshape(x.shape[0], -1, 1, 1)
     elif isinstance(layer, MaxPool):
         return maxpool(x, layer.kernel, layer.stride, layer.pads, -np.inf)
+    elif isinstance(layer, AvgPool):
+        y = avgpool(x.astype(np.float64), layer.kernel, layer.stride, layer.pads) \
+            / (layer.kernel[0] * layer.kernel[1])
+    elif isinstance(layer, Add):
+        y = x + others[0]
     elif isinstance(layer, Relu):
-        return np.maximum(x, 0)
+        y = np.maximum(x, 0)
+        return y if layer.clip_max is None else np.minimum(y, np.float32(layer.clip_max))
     elif isinstance(layer, Reshape):
         return x.reshape(x.shape[0], *layer.out_shape)
     else:
         raise TypeError(f"unknown layer {layer!r}")
-    return np.maximum(y, 0) if layer.relu else y
+    return _activation(layer, y)
 
 
 def run_float(graph, x, layer_outputs=False):
@@ -47,10 +63,13 @@ def run_float(graph, x, layer_outputs=False):
     """
     x = np.asarray(x, dtype=np.float32)
     n = x.shape[0]
-    y = x.reshape(n, *graph.input_chw)
+    values = {GRAPH_INPUT: x.reshape(n, *graph.input_chw)}
+    y = values[GRAPH_INPUT]
     outputs = []
-    for layer in graph.layers:
-        y = _layer(layer, y).astype(np.float32, copy=False)
+    for index, layer in enumerate(graph.layers):
+        y = _layer(layer, *(values[i] for i in layer_inputs(graph.layers, index)))
+        y = y.astype(np.float32, copy=False)
+        values[index] = y
         if layer_outputs:
             outputs.append(y)
     y = y.reshape(n, *graph.output_shape)

@@ -7,7 +7,12 @@ import numpy as np
 from ..errors import FpganetError
 from ..qnet import MULT_BITS, MULT_MAX, MULT_MIN, SHIFT_MAX, SHIFT_MIN
 
-__all__ = ["activation_qparams", "weight_qparams", "quantize_multiplier", "requantize"]
+__all__ = ["activation_qparams", "weight_qparams", "quantize_multiplier", "requantize",
+           "NEGLIGIBLE_WEIGHT"]
+
+#: A weight channel whose largest magnitude is below this fraction of the layer's largest is
+#: quantized as zero (float32 keeps 24 bits: such a channel adds nothing a float32 sum keeps).
+NEGLIGIBLE_WEIGHT = 2.0 ** -24
 
 
 def activation_qparams(rmin, rmax):
@@ -48,11 +53,18 @@ def weight_qparams(weight):
         int8, same shape, in -127..127 (-128 unused, so the range is symmetric).
     scale : numpy.ndarray
         float32 [M], ``max|w[m]| / 127``. An all-zero channel gets the median
-        scale of the others, so that its bias keeps a useful resolution.
+        scale of the others, so that its bias keeps a useful resolution; so does a
+        channel whose weights are all below 2**-24 of the layer's largest (a
+        BatchNorm with gamma ~ 0 folded in leaves weights of 1e-30: at their own
+        scale the bias would overflow int32), whose codes are then all 0.
     """
     weight = np.asarray(weight, dtype=np.float64)
     m = weight.shape[0]
     peak = np.abs(weight.reshape(m, -1)).max(axis=1)
+    negligible = peak < peak.max(initial=0) * NEGLIGIBLE_WEIGHT
+    if np.any(negligible):
+        weight = np.where(negligible.reshape((m,) + (1,) * (weight.ndim - 1)), 0.0, weight)
+        peak = np.where(negligible, 0.0, peak)
     scale = peak / 127.0
     if np.any(scale == 0):
         fallback = np.median(scale[scale > 0]) if np.any(scale > 0) else 1.0 / 127.0

@@ -8,7 +8,9 @@ The scheme (fixed by the numerics contract, ``docs/numerics.md``):
   reshapes pass them through unchanged;
 * bias int32 at scale ``s_in * s_w[m]`` with ``-zp_in * sum_k w[m, k]`` folded in;
 * requantization by a 15-bit multiplier and a shift; a ReLU is folded into the
-  lower clamp bound.
+  lower clamp bound (ReLU6 also into the upper one);
+* a residual add and an average pool requantize to their own calibrated output
+  scale (``docs/numerics.md``).
 """
 
 import warnings
@@ -17,13 +19,14 @@ import numpy as np
 
 from ..config import DEFAULT_CONFIG
 from ..errors import FpganetError, FpganetWarning
-from ..model.ir import Conv, Dense, MaxPool, Reshape
+from ..model.ir import Add, AvgPool, Conv, Dense, MaxPool, Reshape, layer_inputs
 from ..model.reference import run_float
-from ..qnet import QConv, QMaxPool, QNetwork, QReshape
+from ..qnet import ADD_LEFT_SHIFT, QAdd, QAvgPool, QConv, QMaxPool, QNetwork, QReshape
 from .calibrate import DEFAULT_METHOD, parse_method, tensor_range
 from .fixed_point import activation_qparams, quantize_multiplier, weight_qparams
 
-__all__ = ["quantize_graph", "quantize_linear_layer", "check_calibration", "warn_degenerate",
+__all__ = ["quantize_graph", "quantize_linear_layer", "quantize_add", "quantize_avgpool",
+           "check_calibration", "warn_degenerate",
            "MIN_CALIBRATION_SAMPLES", "LARGE_INPUT"]
 
 
@@ -65,13 +68,21 @@ def quantize_graph(graph, calib_x, method=DEFAULT_METHOD, config=DEFAULT_CONFIG,
     s_act, zp_act = activation_qparams(*tensor_range(calib_x, method))
     warn_degenerate(f"the input '{graph.input_name}'", calib_x, s_act)
     input_scale, input_zp = s_act, zp_act
+    # (scale, zero point) of every layer's output; -1 is the network input.
+    act = {-1: (s_act, zp_act)}
     layers = []
-    for layer, values in zip(graph.layers, outputs):
-        if isinstance(layer, (Conv, Dense)):
+    for index, (layer, values) in enumerate(zip(graph.layers, outputs)):
+        sources = layer_inputs(graph.layers, index)
+        s_act, zp_act = act[sources[0]]
+        if isinstance(layer, (Conv, Dense, Add, AvgPool)):
             s_out, zp_out = activation_qparams(*tensor_range(values, method))
             warn_degenerate(f"the output of layer '{layer.name}'", values, s_out)
+        if isinstance(layer, (Conv, Dense)):
             qlayer = quantize_linear_layer(layer, s_act, zp_act, s_out, zp_out, config.acc_width)
-            s_act, zp_act = s_out, zp_out
+        elif isinstance(layer, Add):
+            qlayer = quantize_add(layer, act[sources[0]], act[sources[1]], (s_out, zp_out))
+        elif isinstance(layer, AvgPool):
+            qlayer = quantize_avgpool(layer, s_act, zp_act, s_out, zp_out)
         elif isinstance(layer, MaxPool):
             qlayer = QMaxPool(name=layer.name, in_shape=layer.in_shape, out_shape=layer.out_shape,
                               kernel=tuple(layer.kernel), stride=tuple(layer.stride),
@@ -82,6 +93,10 @@ def quantize_graph(graph, calib_x, method=DEFAULT_METHOD, config=DEFAULT_CONFIG,
         else:
             raise FpganetError(f"layer '{layer.name}' ({type(layer).__name__}) cannot be quantized "
                                f"on its own")
+        # A chain stays without explicit inputs (its manifest is unchanged).
+        qlayer.inputs = None if sources == (index - 1,) else tuple(sources)
+        act[index] = qlayer.scale
+        s_act, zp_act = qlayer.scale
         layers.append(qlayer)
     net = QNetwork(layers=layers, input_name=graph.input_name, input_shape=tuple(graph.input_shape),
                    input_scale=input_scale, input_zp=input_zp, output_name=graph.output_name,
@@ -173,9 +188,60 @@ def quantize_linear_layer(layer, s_in, zp_in, s_out, zp_out, acc_width=32):
     for channel in range(m):
         real = float(np.float64(s_in) * np.float64(s_w[channel]) / np.float64(s_out))
         mult[channel], shift[channel] = quantize_multiplier(real, layer.name)
-    lo = max(-128, zp_out) if layer.relu else -128
+    lo, hi = _clamp(layer, s_out, zp_out)
     return QConv(name=layer.name, kind=kind, in_shape=tuple(layer.in_shape),
                  out_shape=tuple(layer.out_shape), kernel=tuple(q_w.shape[2:]), stride=stride,
-                 pads=pads, zp_in=int(zp_in), zp_out=int(zp_out), lo=int(lo), hi=127,
+                 pads=pads, zp_in=int(zp_in), zp_out=int(zp_out), lo=int(lo), hi=int(hi),
                  relu=bool(layer.relu), weight=q_w, bias=bias.astype(np.int32), mult=mult,
-                 shift=shift, s_in=float(s_in), s_out=float(s_out), s_w=s_w)
+                 shift=shift, s_in=float(s_in), s_out=float(s_out), s_w=s_w,
+                 groups=int(getattr(layer, "groups", 1)))
+
+
+def _clamp(layer, s_out, zp_out):
+    """``(lo, hi)``: a folded ReLU raises ``lo`` to the zero point, a ReLU6 (``clip_max``)
+    lowers ``hi`` to the code of its maximum."""
+    if not layer.relu:
+        return -128, 127
+    lo, hi = max(-128, zp_out), 127
+    clip_max = getattr(layer, "clip_max", None)
+    if clip_max is not None:
+        hi = int(np.clip(zp_out + np.rint(np.float64(clip_max) / np.float64(s_out)), lo, 127))
+    return lo, hi
+
+
+def quantize_add(layer, a, b, out):
+    """Quantize a residual :class:`~fpganet.model.ir.Add` (the arithmetic of :class:`~fpganet.qnet.QAdd`).
+
+    Parameters
+    ----------
+    layer : fpganet.model.ir.Add
+    a, b, out : tuple
+        ``(scale, zero_point)`` of the two inputs and of the output.
+
+    Returns
+    -------
+    fpganet.qnet.QAdd
+    """
+    (s_a, zp_a), (s_b, zp_b), (s_out, zp_out) = a, b, out
+    twice_max = 2.0 * max(float(s_a), float(s_b))
+    mult_a, shift_a = quantize_multiplier(float(s_a) / twice_max, layer.name)
+    mult_b, shift_b = quantize_multiplier(float(s_b) / twice_max, layer.name)
+    mult, shift = quantize_multiplier(twice_max / ((1 << ADD_LEFT_SHIFT) * float(s_out)), layer.name)
+    lo, hi = _clamp(layer, s_out, zp_out)
+    return QAdd(name=layer.name, in_shape=tuple(layer.in_shape), zp_a=int(zp_a), zp_b=int(zp_b),
+                mult_a=mult_a, shift_a=shift_a, mult_b=mult_b, shift_b=shift_b, mult=mult,
+                shift=shift, zp_out=int(zp_out), lo=int(lo), hi=int(hi), relu=bool(layer.relu),
+                s_a=float(s_a), s_b=float(s_b), s_out=float(s_out))
+
+
+def quantize_avgpool(layer, s_in, zp_in, s_out, zp_out):
+    """Quantize an :class:`~fpganet.model.ir.AvgPool` (the arithmetic of :class:`~fpganet.qnet.QAvgPool`)."""
+    count = int(layer.kernel[0]) * int(layer.kernel[1])
+    mult, shift = quantize_multiplier(float(np.float64(s_in) / (np.float64(s_out) * count)),
+                                      layer.name)
+    lo, hi = _clamp(layer, s_out, zp_out)
+    return QAvgPool(name=layer.name, in_shape=tuple(layer.in_shape),
+                    out_shape=tuple(layer.out_shape), kernel=tuple(layer.kernel),
+                    stride=tuple(layer.stride), pads=tuple(layer.pads), zp_in=int(zp_in),
+                    zp_out=int(zp_out), lo=int(lo), hi=int(hi), relu=bool(layer.relu), mult=mult,
+                    shift=shift, s_in=float(s_in), s_out=float(s_out))
