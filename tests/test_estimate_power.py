@@ -3,6 +3,7 @@
 import pytest
 
 from fpganet.estimate import figures
+from fpganet.estimate.figures import ECP5_FLIP_FLOP, FF_PER_LUT
 from fpganet.estimate.power import (COEFFICIENTS, accelerator_power, canonical_resources,
                                     ecp5_power, ice40_power, marlann_check,
                                     reproduce_ice40_measurements)
@@ -88,14 +89,31 @@ def test_ecp5_static_from_the_data_sheet_and_dynamic_placeholders_are_marked():
     # LFE5U-85F typical standby: ICC 212 mA x 1.1 V + ICCAUX 26 mA x 2.5 V; 7 banks x 0.5 mA x 3.3 V.
     assert estimate.components["static"] == pytest.approx((0.2982, 0.2982))
     assert estimate.components["static_io"] == pytest.approx((0.01155, 0.01155))
-    assert "unverified" in estimate.bases["static"] and "PLACEHOLDER" in estimate.bases["clock"]
+    assert "unverified" in estimate.bases["static"] and "PLACEHOLDER" in estimate.bases["logic"]
     assert 0 < estimate.low < estimate.high
+
+
+def test_ecp5_flip_flops_and_clock_tree_follow_the_ulx3s_measurement():
+    # 83,640 toggling flip-flops: +176.9 mW at 10 MHz, +2,102 mW at 100 MHz (whole board).
+    low, high = ECP5_FLIP_FLOP["w_per_mhz"]
+    assert 176.9e-3 / (83_640 * 10) == pytest.approx(low, rel=0.01)
+    assert 2102e-3 / (83_640 * 100) == pytest.approx(high, rel=0.01)
+    estimate = ecp5_power(30e6, lcs=11_059, ffs=8_210, logic_activity=(0.2, 0.3), duty=0.5)
+    # High end: every flip-flop's measured figure every cycle; low end: data toggles only.
+    assert estimate.components["clock"] == pytest.approx((8_210 * low * 30 * 0.2 * 0.5,
+                                                          8_210 * high * 30))
+    assert "measured on a ULX3S" in estimate.bases["clock"]
+    assert "8,210 flip-flops" in estimate.bases["clock"]
+    # Without a flip-flop count, the routed builds' flip-flops per LUT stand in.
+    guessed = ecp5_power(30e6, lcs=10_000)
+    assert guessed.components["clock"][1] == pytest.approx(10_000 * FF_PER_LUT[1] * high * 30)
+    assert canonical_resources({"TRELLIS_COMB": 11_059, "TRELLIS_FF": 8_210})["ff"] == 8_210
 
 
 def test_nextpnr_resource_names_are_understood():
     assert canonical_resources({"ICESTORM_LC": 3000, "ICESTORM_DSP": 8, "ICESTORM_RAM": 20,
                                 "ICESTORM_SPRAM": 2, "SB_IO": 6, "ICESTORM_PLL": 1}) == \
-        {"lc": 3000, "dsp": 8, "ebr": 20, "spram": 2, "pll": 1}
+        {"lc": 3000, "ff": 0, "dsp": 8, "ebr": 20, "spram": 2, "pll": 1}
     assert canonical_resources({"TRELLIS_COMB": 4000, "MULT18X18D": 16, "DP16KD": 40,
                                 "TRELLIS_FF": 3000})["lc"] == 4000
     assert canonical_resources({"TRELLIS_SLICE": 100})["lc"] == 200

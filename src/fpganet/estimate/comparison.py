@@ -152,6 +152,7 @@ def _sources():
             "gpu_datasheets": figures.GPUS[0].source,
             "mlperf": sorted({r.source for r in figures.MLPERF_OFFLINE.values()}),
             "ecp5": {"static": figures.ECP5_STATIC["source"],
+                     "flip_flops": figures.ECP5_FLIP_FLOP["source"],
                      "dynamic": figures.ECP5_PLACEHOLDER["basis"]},
             "activity": {"default": figures.ACTIVITY["logic_basis"],
                          "simulated": "RTL toggle counts: fpganet.sim.activity (Verilator "

@@ -24,7 +24,7 @@ __all__ = [
     "LOGIC_SCALING_45_TO_7", "SRAM_SCALING_45_TO_7", "HOROWITZ", "TPUV4I",
     "ICE40_MEASUREMENTS", "ICE40_RAILS_V", "Ice40Measurement", "ice40_coefficients",
     "ICE40_STANDBY", "ICE40_MEMORY_ESTIMATES", "MARLANN", "ECP5_PLACEHOLDER", "ECP5_STATIC",
-    "ECP5_SEARCH",
+    "ECP5_SEARCH", "ECP5_FLIP_FLOP", "FF_PER_LUT",
     "ACTIVITY", "CELL_LIBRARIES", "GATE_ENERGY_CALIBRATION", "GPU_KERNEL_OVERHEAD",
     "HOST_LINK", "COMPARABLE_ACCELERATORS", "REFERENCE_NOTES",
 ]
@@ -460,15 +460,31 @@ ECP5_STATIC["io_basis"] = (
     f"{ECP5_STATIC['io_w'][0] * 1e3:.1f} mW")
 ECP5_STATIC["basis"] = (f"ECP5 static power: {ECP5_STATIC['source']}")
 
+#: Measured on a ULX3S: flip-flops, their routing and the clock tree, per toggling flip-flop.
+ECP5_FLIP_FLOP = {
+    "w_per_mhz": (0.21e-6, 0.25e-6),
+    "source": "measured: public repository targeted/fpga-reg-power, docs/power_data.ods (as "
+              "transcribed in the project's shared reference figures): a ULX3S "
+              "(LFE5U-85F-6BG381C) filled with a chain of 83,640 flip-flops each toggling every "
+              "cycle; power at the USB 5 V input minus the same design held in reset (idle "
+              "0.202 W): +176.9 mW at 10 MHz, +461.1 mW at 25 MHz, +2,102 mW at 100 MHz, i.e. "
+              "2.1 / 5.5 / 25.1 uW per flip-flop, 0.21-0.25 uW per toggling flip-flop per MHz",
+    "boundary": "whole board (regulator losses included): an upper bound on the chip's share",
+    "idle_board_w": 0.202,
+}
+#: Flip-flops per LUT4 of the routed accelerators (ULX3S 8x8: 8,210 / 11,059 = 0.74; iCEBreaker
+#: 4x2: 2,248 / 4,701 = 0.48), for an estimate without a routed report.
+FF_PER_LUT = (0.45, 0.8)
+
 ECP5_PLACEHOLDER = {
-    "basis": "PLACEHOLDER, unverified: no ECP5 dynamic-power figure could be found "
-             "(what was searched: figures.ECP5_SEARCH, docs/estimator.md). The dynamic coefficients are by analogy with the measured "
-             "iCE40 (both 40 nm; ECP5 core at 1.1 V, larger routing: 1-2x per LUT); replace them "
-             "with the Lattice Power Calculator's per-resource figures (TN1266) or a ULX3S "
-             "measurement. Static power is the data sheet's (DS1044 Table 3.8, quoted "
-             "second-hand).",
+    "basis": "PLACEHOLDER, unverified: no ECP5 per-LUT, per-multiplier, per-EBR or PLL power "
+             "figure could be found (what was searched: figures.ECP5_SEARCH, docs/estimator.md). "
+             "Those coefficients are by analogy with the measured iCE40 (both 40 nm; ECP5 core "
+             "at 1.1 V, larger routing: 1-2x per LUT); replace them with the Lattice Power "
+             "Calculator's per-resource figures (TN1266) or a ULX3S measurement. The flip-flop "
+             "and clock-tree term is measured on a ULX3S (figures.ECP5_FLIP_FLOP). Static power "
+             "is the data sheet's (DS1044 Table 3.8, quoted second-hand).",
     "core_v": 1.1,
-    "clock_w_per_mhz": (50e-6, 200e-6),
     "lut_w_per_mhz": (14.5e-9, 29e-9),
     "mult_w_per_mhz": (24e-6, 48e-6),       # one 8x8 product in a MULT18X18D
     "ebr_j_per_access": (5e-12, 20e-12),    # DP16KD, 18 Kbit

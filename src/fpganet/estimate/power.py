@@ -37,8 +37,8 @@ import math
 from dataclasses import dataclass, field
 
 from .activity import Activity, default_activity, given_activity
-from .figures import (ACTIVITY, ECP5_PLACEHOLDER, ECP5_STATIC, ICE40_MEASUREMENTS,
-                      ICE40_MEMORY_ESTIMATES, MARLANN, ice40_coefficients)
+from .figures import (ACTIVITY, ECP5_FLIP_FLOP, ECP5_PLACEHOLDER, ECP5_STATIC, FF_PER_LUT,
+                      ICE40_MEASUREMENTS, ICE40_MEMORY_ESTIMATES, MARLANN, ice40_coefficients)
 from .quantity import Quantity
 
 __all__ = ["PowerEstimate", "ice40_power", "ecp5_power", "fpga_power", "accelerator_power",
@@ -57,6 +57,7 @@ _ICE40_SOURCE = "tinyvision-ai-inc/ice40_power (Joulescope measurements, iCE40UP
 RESOURCE_ALIASES = {
     "lc": ("ICESTORM_LC", "SB_LUT4", "TRELLIS_COMB", "LUT4", "LUT", "LC", "LUTS", "LCS"),
     "lc_pairs": ("TRELLIS_SLICE",),     # one ECP5 slice = two LUT4s
+    "ff": ("TRELLIS_FF", "FF", "FFS"),
     "dsp": ("ICESTORM_DSP", "SB_MAC16", "MULT18X18D", "MULT18", "DSP"),
     "ebr": ("ICESTORM_RAM", "SB_RAM40_4K", "DP16KD", "EBR", "BRAM"),
     "spram": ("ICESTORM_SPRAM", "SB_SPRAM256KA", "SPRAM"),
@@ -156,7 +157,7 @@ def ice40_power(clock_hz, *, lcs=0, multipliers=0, lut_multipliers=0, dsp_utiliz
                 spram_active=0,
                 ebr_active=0, memory_rate=1.0, duty=1.0, pll=False, reference="external",
                 logic_activity=None, data_activity=None, activity_basis=None,
-                device="iCE40UP5K"):
+                device="iCE40UP5K", ffs=None):
     """iCE40UP5K chip power at ``clock_hz``.
 
     Parameters
@@ -190,6 +191,8 @@ def ice40_power(clock_hz, *, lcs=0, multipliers=0, lut_multipliers=0, dsp_utiliz
         Activity of the multiplier operands (default figures.ACTIVITY["data"]).
     activity_basis : str, optional
         Where the activities come from, for the bases (e.g. "simulated: RTL toggle counts").
+    ffs : int or (low, high), optional
+        Not used: the measured per-LC figure holds each cell's flip-flop.
     """
     f = clock_hz / 1e6
     lc_lo, lc_hi = _rng(lcs)
@@ -253,19 +256,31 @@ def ice40_power(clock_hz, *, lcs=0, multipliers=0, lut_multipliers=0, dsp_utiliz
     return estimate
 
 
-def ecp5_power(clock_hz, *, lcs=0, multipliers=0, dsp_utilization=1.0, ebr_active=0,
+def ecp5_power(clock_hz, *, lcs=0, ffs=None, multipliers=0, dsp_utilization=1.0, ebr_active=0,
                memory_rate=1.0, duty=1.0, pll=False, logic_activity=None, data_activity=None,
                activity_basis=None, device="LFE5U-85F", **_ignored):
     """ECP5 chip power: static from the data sheet's typical standby currents (cited second-hand,
-    unverified), dynamic terms by the iCE40 model's structure with PLACEHOLDER coefficients.
+    unverified); flip-flops and clock tree from a ULX3S measurement; the other dynamic terms by
+    the iCE40 model's structure with PLACEHOLDER coefficients.
 
-    See figures.ECP5_STATIC and figures.ECP5_PLACEHOLDER; the arguments are those of
-    :func:`ice40_power`.
+    See figures.ECP5_STATIC, figures.ECP5_FLIP_FLOP and figures.ECP5_PLACEHOLDER; ``ffs`` is
+    the flip-flop count (a number or a range; default: ``lcs`` x figures.FF_PER_LUT); the other
+    arguments are those of :func:`ice40_power`.
     """
     ph = ECP5_PLACEHOLDER
     static = ECP5_STATIC
     f = clock_hz / 1e6
     lc_lo, lc_hi = _rng(lcs)
+    if ffs is None:
+        ff_lo, ff_hi = lc_lo * FF_PER_LUT[0], lc_hi * FF_PER_LUT[1]
+        ff_text = (f"{ff_lo:,.0f}-{ff_hi:,.0f} flip-flops ({FF_PER_LUT[0]}-{FF_PER_LUT[1]} per "
+                   f"LUT, the routed builds' ratio)")
+    else:
+        ff_lo, ff_hi = _rng(ffs)
+        ff_text = f"{ff_lo:,.0f} flip-flops" if ff_lo == ff_hi else \
+            f"{ff_lo:,.0f}-{ff_hi:,.0f} flip-flops"
+    af_lo = (logic_activity or ACTIVITY["logic_range"])[0]
+    ff_w = ECP5_FLIP_FLOP["w_per_mhz"]
     d_lo, d_hi = data_activity or ACTIVITY["data"]
     data_ref = ACTIVITY["data"][0]
     logic_lo, logic_hi, logic_text = _logic_factors(logic_activity, duty)
@@ -274,7 +289,9 @@ def ecp5_power(clock_hz, *, lcs=0, multipliers=0, dsp_utilization=1.0, ebr_activ
     comps = {
         "static": static["core_aux_w"],
         "static_io": static["io_w"],
-        "clock": (ph["clock_w_per_mhz"][0] * f, ph["clock_w_per_mhz"][1] * f),
+        # Low: only data toggles cost, at the logic's activity while computing; high: the whole
+        # measured figure every cycle, as if it were all clock tree (which never idles).
+        "clock": (ff_lo * ff_w[0] * f * af_lo * duty, ff_hi * ff_w[1] * f),
         "logic": (lc_lo * ph["lut_w_per_mhz"][0] * f * logic_lo,
                   lc_hi * ph["lut_w_per_mhz"][1] * f * logic_hi),
         "dsp": tuple(m * f * multipliers * dsp_utilization * duty * d / data_ref
@@ -285,6 +302,11 @@ def ecp5_power(clock_hz, *, lcs=0, multipliers=0, dsp_utilization=1.0, ebr_activ
     if pll:
         comps["pll"] = ph["pll_w"]
     bases = {name: f"{tag}: {name}" for name in comps}
+    bases["clock"] = (f"measured on a ULX3S, whole board ({ECP5_FLIP_FLOP['boundary']}): "
+                      f"{ff_w[0] * 1e6:g}-{ff_w[1] * 1e6:g} uW per toggling flip-flop per MHz "
+                      f"(flip-flop, routing and clock tree) x {ff_text}; low end: toggles at "
+                      f"activity {af_lo:.3f} while computing (duty {duty:.2f}), high end: every "
+                      f"cycle [{ECP5_FLIP_FLOP['source']}]")
     bases["static"] = static["core_aux_basis"]
     bases["static_io"] = static["io_basis"]
     bases["logic"] = (f"{tag}: {ph['lut_w_per_mhz'][0] * 1e9:g}-{ph['lut_w_per_mhz'][1] * 1e9:g} "
@@ -314,8 +336,9 @@ def fpga_power(family, clock_hz, **kwargs):
 # Resources ----------------------------------------------------------------------------------
 
 def canonical_resources(used):
-    """``{"lc", "dsp", "ebr", "spram", "pll"}`` counts from nextpnr/yosys cell names."""
-    result = {kind: 0 for kind in ("lc", "dsp", "ebr", "spram", "pll")}
+    """``{"lc", "ff", "dsp", "ebr", "spram", "pll"}`` counts from nextpnr/yosys cell names
+    (``ff`` 0 when the table has none)."""
+    result = {kind: 0 for kind in ("lc", "ff", "dsp", "ebr", "spram", "pll")}
     for name, count in used.items():
         key = str(name).upper()
         for kind, aliases in RESOURCE_ALIASES.items():
@@ -416,7 +439,7 @@ def accelerator_power(workload, cycles, clock, performance, family, *, resources
     # Operand toggles counted over every busy cycle already hold the idle beats.
     dsp_utilization = 1.0 if activity.data_includes_utilization else utilization
     basis = None if activity.source == "published" else f"{activity.source}, {activity.origin}"
-    estimate = fpga_power(family, clock.value, lcs=resources["lc"],
+    estimate = fpga_power(family, clock.value, lcs=resources["lc"], ffs=resources.get("ff") or None,
                           multipliers=config.macs_per_cycle, dsp_utilization=dsp_utilization,
                           spram_active=spram_active, ebr_active=ebr_active,
                           memory_rate=memory_rate, duty=duty, pll=pll,
