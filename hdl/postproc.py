@@ -13,7 +13,26 @@ docs/ARCHITECTURE.md. The rounding uses ``(x >> (shift-1)) + 1 >> 1``, which equ
 :data:`SATURATE_BITS`). ``acc + bias`` is kept in ``acc_width`` bits: the contract's no-overflow rule
 (``|bias| + 128 * sum|w| < 2^(acc_width-1)``) makes it exact. ``lo > hi`` gives
 ``hi`` (as numpy's ``clip``).
+
+The requantizer comes in five components, one per way of building the ``(acc + bias) *
+mult`` product, each with its own :attr:`~Requantizer.latency`; the same ports and the same
+bytes:
+
+=================================  ==========  =======  ==========================================
+component                          multiplier  latency  the product
+=================================  ==========  =======  ==========================================
+:class:`GenericRequantizer`        generic     4        a ``*`` left to the synthesis tool
+:class:`SplitProductRequantizer`   generic     5        two ``*`` of 17-bit parts, then their sum
+:class:`BoothRequantizer`          booth       4        radix-4 partial products in logic cells
+:class:`PipelinedBoothRequantizer` booth       5        the same, the adder tree over two stages
+:class:`Ice40DSPRequantizer`       ice40_dsp   5        two iCE40 SB_MAC16 per lane
+=================================  ==========  =======  ==========================================
+
+:func:`requantizer` picks the one for ``config.requant_latency`` and a ``multiplier`` name
+(:data:`MULTIPLIERS`): the only place the choice is made.
 """
+
+from types import SimpleNamespace
 
 from amaranth import *
 from amaranth.lib import data, wiring
@@ -23,52 +42,31 @@ from fpganet.config import AcceleratorConfig
 
 from .ice40_dsp import Multiply16, MultiplyAdd16
 
-__all__ = ["Requantizer"]
+__all__ = ["Requantizer", "GenericRequantizer", "SplitProductRequantizer", "BoothRequantizer",
+           "PipelinedBoothRequantizer", "Ice40DSPRequantizer", "requantizer", "MULTIPLIERS",
+           "VARIANTS"]
 
 #: ``product >> (shift - 1)`` is saturated to this many signed bits before rounding: any value
 #: beyond makes ``zp_out + round`` leave the int8 range for every ``zp_out``, so the clamp gives
 #: the same byte, and the rounding, offset and clamp work on 11 bits instead of ~48.
 SATURATE_BITS = 11
 
-#: With ``requant_latency`` 5, ``acc + bias`` is multiplied in two parts split at this bit:
-#: 17 unsigned bits are what an 18x18 signed DSP multiplier (ECP5 MULT18X18D) takes.
+#: In :class:`SplitProductRequantizer`, ``acc + bias`` is multiplied in two parts split at this
+#: bit: 17 unsigned bits are what an 18x18 signed DSP multiplier (ECP5 MULT18X18D) takes.
 SPLIT_BITS = 17
 
-#: Radix-4 digits of the 15-bit unsigned ``mult`` for ``multiplier="booth"``.
+#: Radix-4 digits of the 15-bit unsigned ``mult`` for the Booth requantizers.
 DIGITS = 8
 
-#: ``multiplier`` values: how the ``(acc + bias) * mult`` product is built.
+#: ``multiplier`` names of :func:`requantizer`: how the ``(acc + bias) * mult`` product is built.
 MULTIPLIERS = ("generic", "booth", "ice40_dsp")
 
-#: With ``multiplier="ice40_dsp"``, the bits of the signed high part of ``acc + bias`` that
+#: In :class:`Ice40DSPRequantizer`, the bits of the signed high part of ``acc + bias`` that
 #: one SB_MAC16 multiplies (a second multiplies the unsigned bits below).
 DSP_BITS = 16
 
-
-class Requantizer(wiring.Component):
-    """A fixed pipeline of ``lanes`` requantizers sharing one channel's parameters.
-
-    Parameters
-    ----------
-    config : AcceleratorConfig
-        ``acc_width``.
-    lanes : int
-        Results per cycle (``config.requant_lanes`` in the accelerator): one
-        ``acc_width x 15``-bit multiplier each.
-    multiplier : str
-        ``"generic"`` (default): the product is a ``*`` left to the synthesis tool (DSP
-        blocks where there are some free). ``"booth"``: radix-4 recoded partial products
-        summed by a tree of explicit two-operand adders, one logic cell per adder bit on
-        an iCE40 (see :func:`booth_product`); for FPGAs without a free multiplier.
-        ``"ice40_dsp"`` (``requant_latency`` 5, ``acc_width`` up to 31): per lane, one
-        iCE40 SB_MAC16 (:class:`~fpganet.hdl.ice40_dsp.MultiplyAdd16`) multiplies the
-        top :data:`DSP_BITS` bits of ``acc + bias`` and adds, in its accumulator, the
-        product of the bits below from a second one
-        (:class:`~fpganet.hdl.ice40_dsp.Multiply16`; none for ``acc_width`` <= 16).
-        Same numerics, latency and ports.
-    dsp_model : bool
-        With ``"ice40_dsp"``: describe the SB_MAC16 in Amaranth (for ``amaranth.sim``).
-
+# The members every variant has, for their docstrings.
+_MEMBERS = """
     Members
     -------
     i_valid : In(1)
@@ -86,44 +84,44 @@ class Requantizer(wiring.Component):
     o_valid : Out(1)
     y : Out(ArrayLayout(signed(8), lanes))
         The results, :attr:`latency` cycles after the inputs.
+"""
 
-    Latency: ``config.requant_latency`` cycles. At 4 the stages are bias add,
-    product, shift, round/offset/clamp. At 5 the product takes two: the
-    ``acc_width``-bit factor is split at :data:`SPLIT_BITS` into an unsigned low
-    part and a signed high part, each multiplied by ``mult`` (each fits one
-    18x18 DSP multiplier), and the next stage adds the two partial products.
-    With ``multiplier="booth"`` (built for the iCE40's logic cells): the bias stage
-    also recodes ``mult`` and selects the eight partial products (registered); at
-    latency 5 the next stage adds them into two half-sums (two adder levels) and
-    the one after adds the half-sums and shifts by the multiple of 16 in
-    ``shift - 1``; at latency 4 the tree is one stage. The shift stage then shifts
-    by the rest and saturates (overflow from a mask registered a stage early, beside
-    the shifter), and the last stage adds ``zp`` and the rounding in one adder and
-    compares with ``lo`` and ``hi`` side by side. With ``multiplier="ice40_dsp"``
-    one SB_MAC16 registers the product of the top 16 bits and another the low bits'
-    (stage 2), and the first adds the second's in its accumulator (stage 3); the shift,
-    saturation and last stage are the Booth variant's, the whole shift in stage 4.
-    Same numerics, latency and ports.
-    No back-pressure: one set per cycle, always.
-    """
 
-    def __init__(self, config, lanes=1, *, multiplier="generic", dsp_model=False):
+class Requantizer(wiring.Component):
+    __doc__ = """What the requantizer variants share: ports, checks, the pipelines beside the product.
+
+    ``lanes`` requantizers sharing one channel's parameters, in a fixed pipeline. Not a
+    component of its own: a variant (the module's table) adds the product and the stages
+    around it, and states its :attr:`latency`; :func:`requantizer` picks one.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+        ``acc_width``; ``requant_latency`` must equal the variant's :attr:`latency`.
+    lanes : int
+        Results per cycle (``config.requant_lanes`` in the accelerator): one
+        ``acc_width x 15``-bit product each.
+    {members}
+    Latency: :attr:`latency` cycles, the variant's. Throughput: one set per cycle, always;
+    no back-pressure.
+    """.format(members=_MEMBERS)
+
+    #: Cycles from the inputs to ``y``; each variant states its own.
+    latency = None
+
+    def __init__(self, config, lanes=1):
+        name = type(self).__name__
+        if self.latency is None:
+            raise TypeError("Requantizer is the variants' base: use a variant, or requantizer()")
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
-        if not isinstance(lanes, int) or lanes < 1:
+        if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 1:
             raise ValueError(f"lanes must be a positive integer, not {lanes!r}")
-        if multiplier not in MULTIPLIERS:
-            raise ValueError(f"multiplier must be one of {MULTIPLIERS}, not {multiplier!r}")
-        if multiplier == "ice40_dsp" and config.requant_latency != 5:
-            raise ValueError(f"multiplier 'ice40_dsp' needs requant_latency 5, not "
-                             f"{config.requant_latency}")
-        if multiplier == "ice40_dsp" and config.acc_width > 2 * DSP_BITS - 1:
-            raise ValueError(f"multiplier 'ice40_dsp' takes acc_width up to {2 * DSP_BITS - 1}, "
-                             f"not {config.acc_width}")
-        self.dsp_model = bool(dsp_model)
+        if config.requant_latency != self.latency:
+            raise ValueError(f"{name} has latency {self.latency}: it needs requant_latency "
+                             f"{self.latency}, not {config.requant_latency}")
         self.config = config
         self.lanes = lanes
-        self.multiplier = multiplier
         acc = signed(config.acc_width)
         super().__init__({
             "i_valid": In(1),
@@ -139,152 +137,379 @@ class Requantizer(wiring.Component):
             "y": Out(data.ArrayLayout(signed(8), lanes)),
         })
 
-    @property
-    def latency(self):
-        """Cycles from the inputs to ``y`` (``config.requant_latency``)."""
-        return self.config.requant_latency
+    #: Bits of the product register beyond ``acc_width``.
+    _product_extra = 15
 
     def elaborate(self, platform):
         m = Module()
-        width = self.config.acc_width
         stages = self.latency
-        split = stages == 5 and width > SPLIT_BITS
         valid = [Signal(name=f"valid{s}") for s in range(1, stages + 1)]
         m.d.sync += [valid[0].eq(self.i_valid)] + [valid[s].eq(valid[s - 1]) for s in range(1, stages)]
         m.d.comb += self.o_valid.eq(valid[-1])
-        mult1 = Signal(15)
-        shifts = [Signal(6, name=f"shift{s}") for s in range(1, stages - 1)]
-        m.d.sync += [mult1.eq(self.mult), shifts[0].eq(self.shift)]
-        m.d.sync += [shifts[s].eq(shifts[s - 1]) for s in range(1, len(shifts))]
-        shift = shifts[-1]      # with the product
-        booth = self.multiplier == "booth"
-        dsp = self.multiplier == "ice40_dsp"
-        # The shift, saturation and rounding built for logic cells (booth, ice40_dsp).
-        fabric_tail = booth or dsp
-        if booth:
-            # Stage 1 also recodes mult and selects the partial products behind the bias
-            # adder (one LUT level), so stage 2 holds only adders.
-            digits = []
-            for k, values in enumerate(booth_digits(self.mult)):
-                # Kept as nets: the LUT mapper would otherwise fold the recoding into each
-                # row LUT (more LUTs, deeper).
-                digit = [Signal(name=f"digit{k}_{n}", attrs={"keep": 1}) for n in ("sel0", "sel1")]
-                m.d.comb += [signal.eq(value) for signal, value in zip(digit, values)]
-                digits.append((*digit, values[2]))
-            negs = [Signal(name=f"digit{k}_neg") for k in range(DIGITS)]
-            m.d.sync += [neg.eq(digit[2]) for neg, digit in zip(negs, digits)]
-        if fabric_tail:
-            # shift - 1, pipelined from the input, up to the product's register (no
-            # decrement in front of the shifter's selects).
-            less = [Signal(6, name=f"shift_less{s}") for s in range(1, stages - 1)]
-            m.d.sync += [less[0].eq((self.shift - 1)[:6])]
-            m.d.sync += [less[s].eq(less[s - 1]) for s in range(1, len(less))]
-        # |acc + bias| <= 2^(width-1) and mult < 2^15: the product fits width + 15 signed bits,
-        # which the Booth tree keeps (the generic product keeps one more).
-        product_width = width + 15 if fabric_tail else width + 16
+        self._mult1 = mult1 = Signal(15, name="mult1")
+        m.d.sync += mult1.eq(self.mult)
+        self._prepare(m)
+        product_width = self.config.acc_width + self._product_extra
         for lane in range(self.lanes):
-            biased = Signal(signed(width), name=f"biased{lane}")
-            product = Signal(signed(product_width), name=f"product{lane}")
-            halved = Signal(signed(product_width), name=f"halved{lane}")    # product >> (shift - 1)
-            saturated = Signal(signed(SATURATE_BITS), name=f"saturated{lane}")
-            raw = [Signal(signed(8), name=f"raw{lane}_{s}") for s in range(stages - 1)]
-            if not fabric_tail:
-                m.d.comb += halved.eq(product >> (shift - 1)[:6])
-                upper = halved[SATURATE_BITS - 1:]
-                high = ~halved[-1] & (upper != 0)
-                low = halved[-1] & ~upper.all()
-                m.d.sync += [
-                    biased.eq(self.acc[lane] + self.bias),
-                    raw[0].eq(self.acc[lane][:8]),
-                    saturated.eq(Mux(high, (1 << (SATURATE_BITS - 1)) - 1,
-                                     Mux(low, -(1 << (SATURATE_BITS - 1)), halved[:SATURATE_BITS]))),
-                ]
-            else:
-                m.d.sync += raw[0].eq(self.acc[lane][:8])
-            m.d.sync += [raw[s].eq(raw[s - 1]) for s in range(1, len(raw))]
-            if fabric_tail:
-                # The shift by shift - 1 in two steps, a coarse one by a multiple of 16 and a
-                # fine one by 0..15. With the Booth tree at latency 5 the coarse step follows
-                # the last adder (``product`` holds it already shifted); otherwise it precedes
-                # the fine one. The saturation test reads a mask of the bits above the 11
-                # kept, registered from the shift a stage early, so it runs beside the
-                # shifter, not after it.
-                if dsp:
-                    # Stage 2: the DSP's product register and the low part's product;
-                    # stage 3: the DSP's accumulator register, where the low part's upper
-                    # bits join the product.
-                    low_bits = max(0, width - DSP_BITS)
-                    m.submodules[f"multiply_add{lane}"] = mac = MultiplyAdd16(model=self.dsp_model)
-                    m.d.sync += biased.eq(self.acc[lane] + self.bias)
-                    m.d.comb += [mac.a.eq(biased[low_bits:].as_signed()), mac.b.eq(mult1)]
-                    if low_bits:
-                        # The low bits are unsigned and fewer than 16: positive as signed.
-                        m.submodules[f"multiply_low{lane}"] = low = Multiply16(model=self.dsp_model)
-                        low_keep = Signal(low_bits, name=f"product_low{lane}_kept")
-                        m.d.comb += [low.a.eq(biased[:low_bits]), low.b.eq(mult1),
-                                     mac.addend.eq(low.o[low_bits:])]
-                        m.d.sync += low_keep.eq(low.o[:low_bits])
-                        m.d.comb += product.eq(Cat(low_keep, mac.o))
-                    else:
-                        m.d.comb += product.eq(mac.o)
-                    coarse = Signal(signed(product_width), name=f"coarse{lane}")
-                    m.d.comb += coarse.eq(coarse_shift(product, less[-1][4:]))
-                else:
-                    sum_in = Signal(signed(width), name=f"sum_in{lane}")   # acc + bias, unregistered
-                    m.d.comb += sum_in.eq(self.acc[lane] + self.bias)
-                    rows = [Signal(signed(width + 1), name=f"row{lane}_{k}") for k in range(DIGITS)]
-                    m.d.sync += [row.eq(value) for row, value in zip(rows, booth_rows(sum_in, digits))]
-                    total = booth_product(m, rows, negs, product_width,
-                                          pipelined=stages == 5, name=f"booth{lane}")
-                    if stages == 5:
-                        m.d.sync += product.eq(coarse_shift(total, less[-2][4:]))
-                        coarse = product
-                    else:
-                        m.d.sync += product.eq(total)
-                        coarse = Signal(signed(product_width), name=f"coarse{lane}")
-                        m.d.comb += coarse.eq(coarse_shift(product, less[-1][4:]))
-                m.d.comb += halved.eq(coarse >> less[-1][:4])
-                sign = coarse[-1]
-                mask = Signal(product_width - SATURATE_BITS, name=f"mask{lane}")
-                m.d.sync += [mask[k].eq(less[-2][:4] <= k) for k in range(len(mask))]
-                above = coarse[SATURATE_BITS - 1:-1]
-                # Over the 11 bits: a one above them when positive, a zero when negative.
-                # Two reductions of two bits per LUT, then one LUT per result bit.
-                ones = Signal(name=f"ones{lane}")
-                all_ones = Signal(name=f"all_ones{lane}")
-                m.d.comb += [ones.eq((above & mask).any()), all_ones.eq((above | ~mask).all())]
-                over = Mux(sign, ~all_ones, ones)
-                m.d.sync += saturated.eq(Mux(over, Cat((~sign).replicate(SATURATE_BITS - 1), sign),
-                                             halved[:SATURATE_BITS]))
-            elif stages == 4:
-                m.d.sync += product.eq(biased * mult1)
-            elif split:
-                low_part = Signal(SPLIT_BITS + 15, name=f"product_low{lane}")
-                high_part = Signal(signed(width - SPLIT_BITS + 15), name=f"product_high{lane}")
-                m.d.sync += [
-                    low_part.eq(biased[:SPLIT_BITS] * mult1),
-                    high_part.eq(biased[SPLIT_BITS:].as_signed() * mult1),
-                    product.eq((high_part << SPLIT_BITS) + low_part),
-                ]
-            else:
-                whole = Signal(signed(width + 16), name=f"product_whole{lane}")
-                m.d.sync += [whole.eq(biased * mult1), product.eq(whole)]
-            if fabric_tail:
-                # The same bytes from fewer chained carry chains (the iCE40's last stage):
-                # zp + round(saturated / 2) = (saturated + 2 zp + 1) >> 1 is one adder, and
-                # both bounds compare against it side by side; lo > hi gives hi as below.
-                offset = Signal(signed(SATURATE_BITS), name=f"offset{lane}")
-                m.d.comb += offset.eq((saturated + Cat(C(1, 1), self.zp).as_signed()) >> 1)
-                clamped = Mux((offset > self.hi) | (self.lo > self.hi), self.hi,
-                              Mux(offset < self.lo, self.lo, offset[:8]))
-            else:
-                rounded = Signal(signed(SATURATE_BITS), name=f"rounded{lane}")
-                offset = Signal(signed(SATURATE_BITS + 1), name=f"offset{lane}")
-                m.d.comb += [rounded.eq((saturated + 1) >> 1), offset.eq(rounded + self.zp)]
-                floor = Mux(offset < self.lo, self.lo, offset)
-                clamped = Mux(floor > self.hi, self.hi, floor)
-            m.d.sync += self.y[lane].eq(Mux(self.bypass, raw[-1], clamped[:8]))
+            self._lane(m, SimpleNamespace(
+                index=lane,
+                biased=Signal(signed(self.config.acc_width), name=f"biased{lane}"),
+                product=Signal(signed(product_width), name=f"product{lane}"),
+                # product >> (shift - 1)
+                halved=Signal(signed(product_width), name=f"halved{lane}"),
+                saturated=Signal(signed(SATURATE_BITS), name=f"saturated{lane}"),
+                raw=[Signal(signed(8), name=f"raw{lane}_{s}") for s in range(stages - 1)]))
         return m
+
+    def _prepare(self, m):
+        """Logic the lanes share (parameters' pipelines, recoding), after ``mult``'s register."""
+
+    def _lane(self, m, lane):
+        """One lane's stages. The variants keep the statement order of the single
+        ``elaborate()`` they came from: the RTLIL, and so Yosys's mapping, stay the same."""
+        raise NotImplementedError
+
+    def _bypass_delay(self, m, lane):
+        """``raw``: the rest of ``acc``'s low byte's delay line (its first register is set
+        beside the first stage)."""
+        raw = lane.raw
+        m.d.sync += [raw[s].eq(raw[s - 1]) for s in range(1, len(raw))]
+
+    def _output(self, m, lane, clamped):
+        """The last stage's register: the clamped byte, or ``acc``'s low byte in bypass."""
+        m.d.sync += self.y[lane.index].eq(Mux(self.bypass, lane.raw[-1], clamped[:8]))
+
+
+class _WideTailRequantizer(Requantizer):
+    """The generic variants' stages around the product: the shift and saturation after a
+    registered ``product`` of ``acc_width + 16`` bits, then the rounding, offset and clamp
+    each on its own adder or compare."""
+
+    _product_extra = 16
+
+    def _prepare(self, m):
+        shifts = [Signal(6, name=f"shift{s}") for s in range(1, self.latency - 1)]
+        m.d.sync += shifts[0].eq(self.shift)
+        m.d.sync += [shifts[s].eq(shifts[s - 1]) for s in range(1, len(shifts))]
+        self._shift = shifts[-1]        # with the product
+
+    def _lane(self, m, lane):
+        halved, saturated, raw = lane.halved, lane.saturated, lane.raw
+        m.d.comb += halved.eq(lane.product >> (self._shift - 1)[:6])
+        upper = halved[SATURATE_BITS - 1:]
+        high = ~halved[-1] & (upper != 0)
+        low = halved[-1] & ~upper.all()
+        m.d.sync += [
+            lane.biased.eq(self.acc[lane.index] + self.bias),
+            raw[0].eq(self.acc[lane.index][:8]),
+            saturated.eq(Mux(high, (1 << (SATURATE_BITS - 1)) - 1,
+                             Mux(low, -(1 << (SATURATE_BITS - 1)), halved[:SATURATE_BITS]))),
+        ]
+        self._bypass_delay(m, lane)
+        self._product(m, lane)
+        rounded = Signal(signed(SATURATE_BITS), name=f"rounded{lane.index}")
+        offset = Signal(signed(SATURATE_BITS + 1), name=f"offset{lane.index}")
+        m.d.comb += [rounded.eq((saturated + 1) >> 1), offset.eq(rounded + self.zp)]
+        floor = Mux(offset < self.lo, self.lo, offset)
+        clamped = Mux(floor > self.hi, self.hi, floor)
+        self._output(m, lane, clamped)
+
+    def _product(self, m, lane):
+        """``product``, registered, from ``biased`` and the registered ``mult``."""
+        raise NotImplementedError
+
+
+class GenericRequantizer(_WideTailRequantizer):
+    __doc__ = """The requantizer with its product a ``*`` left to the synthesis tool (DSP
+    blocks where there are some free); four stages.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+        ``acc_width``; ``requant_latency`` 4.
+    lanes : int
+        Results per cycle: one ``acc_width x 15``-bit multiplier each.
+    {members}
+    Latency: 4 cycles (:attr:`latency`): bias add, product, shift and saturation, round,
+    offset and clamp. Throughput: one set per cycle, always; no back-pressure.
+    """.format(members=_MEMBERS)
+
+    latency = 4
+
+    def _product(self, m, lane):
+        m.d.sync += lane.product.eq(lane.biased * self._mult1)
+
+
+class SplitProductRequantizer(_WideTailRequantizer):
+    __doc__ = """The requantizer with its product over two stages, for 18x18 DSP multipliers.
+
+    The ``acc_width``-bit factor is split at :data:`SPLIT_BITS` into an unsigned low part
+    and a signed high part, each multiplied by ``mult`` (each fits one 18x18 DSP
+    multiplier, ECP5 MULT18X18D), and the next stage adds the two partial products. With
+    ``acc_width`` up to :data:`SPLIT_BITS` the product is one ``*``, registered twice.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+        ``acc_width``; ``requant_latency`` 5.
+    lanes : int
+        Results per cycle: two partial products each.
+    {members}
+    Latency: 5 cycles (:attr:`latency`): bias add, partial products, their sum, shift and
+    saturation, round, offset and clamp. Throughput: one set per cycle, always; no
+    back-pressure.
+    """.format(members=_MEMBERS)
+
+    latency = 5
+
+    def _product(self, m, lane):
+        width, biased, mult1 = self.config.acc_width, lane.biased, self._mult1
+        if width > SPLIT_BITS:
+            low_part = Signal(SPLIT_BITS + 15, name=f"product_low{lane.index}")
+            high_part = Signal(signed(width - SPLIT_BITS + 15), name=f"product_high{lane.index}")
+            m.d.sync += [
+                low_part.eq(biased[:SPLIT_BITS] * mult1),
+                high_part.eq(biased[SPLIT_BITS:].as_signed() * mult1),
+                lane.product.eq((high_part << SPLIT_BITS) + low_part),
+            ]
+        else:
+            whole = Signal(signed(width + 16), name=f"product_whole{lane.index}")
+            m.d.sync += [whole.eq(biased * mult1), lane.product.eq(whole)]
+
+
+class _FabricTailRequantizer(Requantizer):
+    """The stages around the product built for the iCE40's logic cells (the Booth and
+    SB_MAC16 variants), after a product of ``acc_width + 15`` bits.
+
+    The shift by ``shift - 1`` takes two steps, a coarse one by a multiple of 16 and a fine
+    one by 0..15; ``shift - 1`` is pipelined from the input (no decrement in front of the
+    shifter's selects). The saturation test reads a mask of the bits above the 11 kept,
+    registered from the shift a stage early, so it runs beside the shifter, not after it.
+    The last stage adds ``zp`` and the rounding in one adder and compares with ``lo`` and
+    ``hi`` side by side.
+    """
+
+    def _prepare(self, m):
+        self._less = less = [Signal(6, name=f"shift_less{s}") for s in range(1, self.latency - 1)]
+        m.d.sync += [less[0].eq((self.shift - 1)[:6])]
+        m.d.sync += [less[s].eq(less[s - 1]) for s in range(1, len(less))]
+
+    def _lane(self, m, lane):
+        index, saturated, less = lane.index, lane.saturated, self._less
+        m.d.sync += lane.raw[0].eq(self.acc[index][:8])
+        self._bypass_delay(m, lane)
+        coarse = self._coarse_product(m, lane)
+        m.d.comb += lane.halved.eq(coarse >> less[-1][:4])
+        sign = coarse[-1]
+        mask = Signal(len(lane.product) - SATURATE_BITS, name=f"mask{index}")
+        m.d.sync += [mask[k].eq(less[-2][:4] <= k) for k in range(len(mask))]
+        above = coarse[SATURATE_BITS - 1:-1]
+        # Over the 11 bits: a one above them when positive, a zero when negative.
+        # Two reductions of two bits per LUT, then one LUT per result bit.
+        ones = Signal(name=f"ones{index}")
+        all_ones = Signal(name=f"all_ones{index}")
+        m.d.comb += [ones.eq((above & mask).any()), all_ones.eq((above | ~mask).all())]
+        over = Mux(sign, ~all_ones, ones)
+        m.d.sync += saturated.eq(Mux(over, Cat((~sign).replicate(SATURATE_BITS - 1), sign),
+                                     lane.halved[:SATURATE_BITS]))
+        # The same bytes from fewer chained carry chains: zp + round(saturated / 2) =
+        # (saturated + 2 zp + 1) >> 1 is one adder, and both bounds compare against it side
+        # by side; lo > hi gives hi as the generic variants' clamp does.
+        offset = Signal(signed(SATURATE_BITS), name=f"offset{index}")
+        m.d.comb += offset.eq((saturated + Cat(C(1, 1), self.zp).as_signed()) >> 1)
+        clamped = Mux((offset > self.hi) | (self.lo > self.hi), self.hi,
+                      Mux(offset < self.lo, self.lo, offset[:8]))
+        self._output(m, lane, clamped)
+
+    def _coarse_product(self, m, lane):
+        """Drive ``product``; return it shifted by the multiple of 16 in ``shift - 1``,
+        registered in the stage before the fine shift."""
+        raise NotImplementedError
+
+    def _coarse(self, m, lane):
+        """``product`` shifted by the multiple of 16 in ``shift - 1``, combinationally in
+        front of the fine shift."""
+        coarse = Signal(signed(len(lane.product)), name=f"coarse{lane.index}")
+        m.d.comb += coarse.eq(coarse_shift(lane.product, self._less[-1][4:]))
+        return coarse
+
+
+class BoothRequantizer(_FabricTailRequantizer):
+    __doc__ = """The requantizer with its product from radix-4 Booth partial products in
+    logic cells (for an FPGA without a free multiplier: the iCE40 whose DSPs are the
+    array's); four stages.
+
+    The bias stage also recodes ``mult`` and selects the eight partial products behind
+    the bias adder (:func:`booth_digits`, :func:`booth_rows`; registered); the product
+    stage sums them with a tree of explicit two-operand adders, one logic cell per adder
+    bit on an iCE40 (:func:`booth_product`). The shift stage shifts by the multiple of 16
+    in ``shift - 1``, then by the rest, and saturates; the last stage rounds, offsets and
+    clamps.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+        ``acc_width``; ``requant_latency`` 4.
+    lanes : int
+        Results per cycle: one partial-product tree each.
+    {members}
+    Latency: 4 cycles (:attr:`latency`): bias add and partial products, adder tree, shift
+    and saturation, round, offset and clamp. Throughput: one set per cycle, always; no
+    back-pressure.
+    """.format(members=_MEMBERS)
+
+    latency = 4
+
+    def _prepare(self, m):
+        # Stage 1 recodes mult and selects the partial products behind the bias adder (one
+        # LUT level), so the next stage holds only adders.
+        self._digits = digits = []
+        for k, values in enumerate(booth_digits(self.mult)):
+            # Kept as nets: the LUT mapper would otherwise fold the recoding into each
+            # row LUT (more LUTs, deeper).
+            digit = [Signal(name=f"digit{k}_{n}", attrs={"keep": 1}) for n in ("sel0", "sel1")]
+            m.d.comb += [signal.eq(value) for signal, value in zip(digit, values)]
+            digits.append((*digit, values[2]))
+        self._negs = negs = [Signal(name=f"digit{k}_neg") for k in range(DIGITS)]
+        m.d.sync += [neg.eq(digit[2]) for neg, digit in zip(negs, digits)]
+        super()._prepare(m)
+
+    def _booth_total(self, m, lane, *, pipelined):
+        """The partial products, registered, and their sum (:func:`booth_product`)."""
+        index, width = lane.index, self.config.acc_width
+        sum_in = Signal(signed(width), name=f"sum_in{index}")   # acc + bias, unregistered
+        m.d.comb += sum_in.eq(self.acc[index] + self.bias)
+        rows = [Signal(signed(width + 1), name=f"row{index}_{k}") for k in range(DIGITS)]
+        m.d.sync += [row.eq(value) for row, value in zip(rows, booth_rows(sum_in, self._digits))]
+        return booth_product(m, rows, self._negs, len(lane.product),
+                             pipelined=pipelined, name=f"booth{index}")
+
+    def _coarse_product(self, m, lane):
+        m.d.sync += lane.product.eq(self._booth_total(m, lane, pipelined=False))
+        return self._coarse(m, lane)
+
+
+class PipelinedBoothRequantizer(BoothRequantizer):
+    __doc__ = """:class:`BoothRequantizer` with its adder tree over two stages; five stages.
+
+    The first product stage adds the eight partial products into two half-sums (two adder
+    levels), the second adds the half-sums and shifts by the multiple of 16 in
+    ``shift - 1``; the shift stage then shifts by the rest.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+        ``acc_width``; ``requant_latency`` 5.
+    lanes : int
+        Results per cycle: one partial-product tree each.
+    {members}
+    Latency: 5 cycles (:attr:`latency`): bias add and partial products, two half-sums,
+    their sum and the coarse shift, fine shift and saturation, round, offset and clamp.
+    Throughput: one set per cycle, always; no back-pressure.
+    """.format(members=_MEMBERS)
+
+    latency = 5
+
+    def _coarse_product(self, m, lane):
+        total = self._booth_total(m, lane, pipelined=True)
+        m.d.sync += lane.product.eq(coarse_shift(total, self._less[-2][4:]))
+        return lane.product
+
+
+class Ice40DSPRequantizer(_FabricTailRequantizer):
+    __doc__ = """The requantizer with its product in two iCE40 SB_MAC16 per lane; five stages.
+
+    One SB_MAC16 (:class:`~fpganet.hdl.ice40_dsp.MultiplyAdd16`) multiplies the top
+    :data:`DSP_BITS` bits of ``acc + bias`` and adds, in its accumulator, the product of
+    the bits below from a second one (:class:`~fpganet.hdl.ice40_dsp.Multiply16`; none
+    for ``acc_width`` <= 16). The stages after the product are
+    :class:`BoothRequantizer`'s, the whole shift in the shift stage.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+        ``acc_width`` up to ``2 * DSP_BITS - 1``; ``requant_latency`` 5.
+    lanes : int
+        Results per cycle: two SB_MAC16 each (one with ``acc_width`` <= 16).
+    model : bool
+        Describe the SB_MAC16 in Amaranth (for ``amaranth.sim``).
+    {members}
+    Latency: 5 cycles (:attr:`latency`): bias add, the DSPs' product registers, the first
+    DSP's accumulator register, shift and saturation, round, offset and clamp.
+    Throughput: one set per cycle, always; no back-pressure.
+    """.format(members=_MEMBERS)
+
+    latency = 5
+
+    def __init__(self, config, lanes=1, *, model=False):
+        super().__init__(config, lanes)
+        if config.acc_width > 2 * DSP_BITS - 1:
+            raise ValueError(f"Ice40DSPRequantizer takes acc_width up to {2 * DSP_BITS - 1}, "
+                             f"not {config.acc_width}")
+        self.model = bool(model)
+
+    def _coarse_product(self, m, lane):
+        # Stage 2: the DSP's product register and the low part's product; stage 3: the
+        # DSP's accumulator register, where the low part's upper bits join the product.
+        index, biased, product, mult1 = lane.index, lane.biased, lane.product, self._mult1
+        low_bits = max(0, self.config.acc_width - DSP_BITS)
+        m.submodules[f"multiply_add{index}"] = mac = MultiplyAdd16(model=self.model)
+        m.d.sync += biased.eq(self.acc[index] + self.bias)
+        m.d.comb += [mac.a.eq(biased[low_bits:].as_signed()), mac.b.eq(mult1)]
+        if low_bits:
+            # The low bits are unsigned and fewer than 16: positive as signed.
+            m.submodules[f"multiply_low{index}"] = low = Multiply16(model=self.model)
+            low_keep = Signal(low_bits, name=f"product_low{index}_kept")
+            m.d.comb += [low.a.eq(biased[:low_bits]), low.b.eq(mult1),
+                         mac.addend.eq(low.o[low_bits:])]
+            m.d.sync += low_keep.eq(low.o[:low_bits])
+            m.d.comb += product.eq(Cat(low_keep, mac.o))
+        else:
+            m.d.comb += product.eq(mac.o)
+        return self._coarse(m, lane)
+
+
+#: The requantizer for each ``(multiplier, requant_latency)``.
+VARIANTS = {
+    ("generic", 4): GenericRequantizer,
+    ("generic", 5): SplitProductRequantizer,
+    ("booth", 4): BoothRequantizer,
+    ("booth", 5): PipelinedBoothRequantizer,
+    ("ice40_dsp", 5): Ice40DSPRequantizer,
+}
+
+
+def requantizer(config, lanes=1, *, multiplier="generic", dsp_model=False):
+    """The requantizer variant for ``config.requant_latency`` and ``multiplier``.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+    lanes : int
+        Results per cycle.
+    multiplier : str
+        One of :data:`MULTIPLIERS`: ``"generic"`` (a ``*``), ``"booth"`` (logic cells),
+        ``"ice40_dsp"`` (two SB_MAC16 per lane; ``requant_latency`` 5 only).
+    dsp_model : bool
+        With ``"ice40_dsp"``: the SB_MAC16 described in Amaranth (for ``amaranth.sim``).
+
+    Returns
+    -------
+    Requantizer
+        One of :data:`VARIANTS`, whose :attr:`~Requantizer.latency` is
+        ``config.requant_latency``.
+    """
+    if not isinstance(config, AcceleratorConfig):
+        raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
+    if multiplier not in MULTIPLIERS:
+        raise ValueError(f"multiplier must be one of {MULTIPLIERS}, not {multiplier!r}")
+    variant = VARIANTS.get((multiplier, config.requant_latency))
+    if variant is None:
+        raise ValueError(f"multiplier {multiplier!r} needs requant_latency 5, not "
+                         f"{config.requant_latency}")
+    if variant is Ice40DSPRequantizer:
+        return variant(config, lanes, model=dsp_model)
+    return variant(config, lanes)
 
 
 def coarse_shift(value, amount):

@@ -36,7 +36,7 @@ from amaranth.lib.wiring import In, Out
 from fpganet.config import AcceleratorConfig
 
 from .memories import BankArbiter, param_layout, route_to_banks
-from .postproc import MULTIPLIERS, Requantizer
+from .postproc import MULTIPLIERS, requantizer
 from .registers import register_layout, registered_wrap, update
 from .systolic import result_layout
 
@@ -51,7 +51,7 @@ class ResultWriter(wiring.Component):
     config : AcceleratorConfig
         ``rows``, ``cols``, ``requant_lanes``, the activation buffer's banks.
     requant_multiplier : str
-        The requantizer's ``multiplier`` (:class:`~fpganet.hdl.postproc.Requantizer`):
+        The requantizer's ``multiplier`` (:func:`~fpganet.hdl.postproc.requantizer`):
         ``"generic"``, ``"booth"`` (logic cells, for an iCE40 whose DSPs are the array's)
         or ``"ice40_dsp"`` (two SB_MAC16 per lane).
     requant_dsp_model : bool
@@ -249,8 +249,8 @@ class ResultWriter(wiring.Component):
         ]
 
         # Post-processing pipeline, with the lane addresses alongside.
-        m.submodules.requant = requant = Requantizer(config, R, multiplier=self.requant_multiplier,
-                                                       dsp_model=self.requant_dsp_model)
+        m.submodules.requant = requant = requantizer(config, R, multiplier=self.requant_multiplier,
+                                                     dsp_model=self.requant_dsp_model)
         group_sums = Signal(config.acc_width * R)
         selected = 0
         for g in range(groups_per_row):

@@ -13,7 +13,7 @@ from fpganet import perf
 from fpganet.config import AcceleratorConfig
 from fpganet.hdl.memories import ActivationBuffer, BankArbiter, param_from_word, param_layout
 from fpganet.hdl.pool import MaxPool
-from fpganet.hdl.postproc import Requantizer
+from fpganet.hdl.postproc import requantizer
 from fpganet.hdl.registers import COUNT_WIDTH, act_addr_width, count_width, register_widths
 from fpganet.hdl.scatter import ResultWriter
 from fpganet.hdl.window import WindowGenerator
@@ -138,7 +138,8 @@ REQUANT_CASES = [
 @pytest.mark.parametrize("lanes,latency", [(1, 4), (3, 4), (2, 5), (1, 5)])
 def test_requantizer_matches_the_contract(lanes, latency, multiplier):
     config = AcceleratorConfig(requant_latency=latency)
-    dut = Requantizer(config, lanes, multiplier=multiplier)
+    dut = requantizer(config, lanes, multiplier=multiplier)
+    assert dut.latency == latency
     rng = np.random.default_rng(lanes)
     cases = list(REQUANT_CASES)
     for _ in range(60):
@@ -165,7 +166,7 @@ def test_requantizer_matches_the_contract(lanes, latency, multiplier):
             ctx.set(dut.hi, hi)
             await ctx.tick()
             ctx.set(dut.i_valid, 0)
-            await ctx.tick().repeat(latency - 1)
+            await ctx.tick().repeat(dut.latency - 1)
             assert ctx.get(dut.o_valid) == 1
             results.append([ctx.get(dut.y[l]) for l in range(lanes)])
 
@@ -179,7 +180,7 @@ def test_requantizer_matches_the_contract(lanes, latency, multiplier):
 @pytest.mark.parametrize("latency", [4, 5])
 def test_requantizer_latency_throughput_and_bypass(latency, multiplier):
     config = AcceleratorConfig(requant_latency=latency)
-    dut = Requantizer(config, 2, multiplier=multiplier)
+    dut = requantizer(config, 2, multiplier=multiplier)
     assert dut.latency == latency
     rng = np.random.default_rng(7)
     inputs = [[int(v) for v in rng.integers(-(1 << 22), 1 << 22, 2)] for _ in range(20)]
@@ -199,14 +200,14 @@ def test_requantizer_latency_throughput_and_bypass(latency, multiplier):
             ctx.set(dut.shift, shift)
             await ctx.tick()
         ctx.set(dut.i_valid, 0)
-        await ctx.tick().repeat(latency + 2)
+        await ctx.tick().repeat(dut.latency + 2)
         # Bypass: the low byte of acc, whatever the parameters.
         ctx.set(dut.bypass, 1)
         ctx.set(dut.acc, [-77 & 0xFF | 0x1200, 45])
         ctx.set(dut.i_valid, 1)
         await ctx.tick()
         ctx.set(dut.i_valid, 0)
-        await ctx.tick().repeat(latency - 1)
+        await ctx.tick().repeat(dut.latency - 1)
         assert ctx.get(dut.o_valid) == 1
         assert [ctx.get(dut.y[0]), ctx.get(dut.y[1])] == [-77, 45]
 

@@ -10,7 +10,9 @@ from amaranth import Module, Signal, signed
 from amaranth.sim import Simulator
 
 from fpganet.config import AcceleratorConfig
-from fpganet.hdl.postproc import Requantizer, booth_digits, booth_product, booth_rows
+from fpganet.hdl.postproc import (VARIANTS, BoothRequantizer, GenericRequantizer, Ice40DSPRequantizer,
+                                  PipelinedBoothRequantizer, Requantizer, SplitProductRequantizer,
+                                  booth_digits, booth_product, booth_rows, requantizer)
 from fpganet.quantize.fixed_point import requantize
 
 LANES = 2
@@ -49,8 +51,9 @@ def random_sets(rng, width, count):
     (16, 5, "ice40_dsp"), (24, 5, "ice40_dsp"), (31, 5, "ice40_dsp"),
 ])
 def test_requantizer_streams_the_contract(width, latency, multiplier):
-    dut = Requantizer(AcceleratorConfig(acc_width=width, requant_latency=latency), LANES,
+    dut = requantizer(AcceleratorConfig(acc_width=width, requant_latency=latency), LANES,
                       multiplier=multiplier, dsp_model=True)
+    assert type(dut) is VARIANTS[multiplier, latency] and dut.latency == latency
     rng = np.random.default_rng(width)
     # zp/lo/hi/bypass are held per instruction: one batch each, drained in between.
     batches = [(zp, lo, hi, bypass, random_sets(rng, width, 150))
@@ -65,7 +68,7 @@ def test_requantizer_streams_the_contract(width, latency, multiplier):
             ctx.set(dut.hi, hi)
             ctx.set(dut.bypass, bypass)
             outputs = []
-            for cycle in range(len(sets) + latency):
+            for cycle in range(len(sets) + dut.latency):
                 if cycle < len(sets):
                     accs, bias, mult, shift = sets[cycle]
                     ctx.set(dut.i_valid, 1)
@@ -132,3 +135,33 @@ def test_booth_product_is_exact(width, pipelined):
     sim.add_testbench(driver)
     sim.run()
     assert got[:len(pairs)] == [a * b for a, b in pairs]
+
+
+def test_requantizer_variants_state_their_latency():
+    """One component per product, each with its latency; requantizer() picks the one the
+    configuration asks for, and the checks name what is wrong."""
+    assert [(cls.__name__, cls.latency) for cls in VARIANTS.values()] == [
+        ("GenericRequantizer", 4), ("SplitProductRequantizer", 5), ("BoothRequantizer", 4),
+        ("PipelinedBoothRequantizer", 5), ("Ice40DSPRequantizer", 5)]
+    for (multiplier, latency), cls in VARIANTS.items():
+        config = AcceleratorConfig(acc_width=24, requant_latency=latency)
+        assert type(requantizer(config, 2, multiplier=multiplier)) is cls
+        assert cls(config, 2).latency == latency
+    assert requantizer(AcceleratorConfig(acc_width=24, requant_latency=5), multiplier="ice40_dsp",
+                       dsp_model=True).model
+    with pytest.raises(ValueError, match=r"^multiplier must be one of \('generic', 'booth', "
+                                         r"'ice40_dsp'\), not 'dsp'$"):
+        requantizer(AcceleratorConfig(), multiplier="dsp")
+    with pytest.raises(ValueError, match="^multiplier 'ice40_dsp' needs requant_latency 5, not 4$"):
+        requantizer(AcceleratorConfig(), multiplier="ice40_dsp")
+    with pytest.raises(TypeError, match="^config must be an AcceleratorConfig, not None$"):
+        requantizer(None)
+    with pytest.raises(ValueError, match="^BoothRequantizer has latency 4: it needs "
+                                         "requant_latency 4, not 5$"):
+        BoothRequantizer(AcceleratorConfig(requant_latency=5))
+    with pytest.raises(ValueError, match="^lanes must be a positive integer, not 0$"):
+        GenericRequantizer(AcceleratorConfig(), 0)
+    with pytest.raises(ValueError, match="^Ice40DSPRequantizer takes acc_width up to 31, not 32$"):
+        Ice40DSPRequantizer(AcceleratorConfig(requant_latency=5))
+    with pytest.raises(TypeError, match="^Requantizer is the variants' base"):
+        Requantizer(AcceleratorConfig())
