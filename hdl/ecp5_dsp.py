@@ -55,60 +55,33 @@ class ECP5ProcessingElement(ProcessingElement):
                               f"not operand_width {config.operand_width}")
         self.model = model
 
-    def elaborate(self, platform):
-        m = Module()
-        config = self.config
-
-        m.d.sync += [
-            self.a_out.eq(self.a_in),
-            self.b_out.eq(self.b_in),
-            self.valid_out.eq(self.valid_in),
-            self.last_out.eq(self.last_in),
-        ]
-
-        product = Signal(signed(config.product_width))
+    def _product(self, m):
+        # The base class's forwarding registers, flags and accumulator; only the product
+        # register moves into the MULT18X18D (or, with ``model``, stays the base's).
         if self.model:
-            m.d.sync += product.eq(self.a_in * self.b_in)
-        else:
-            a18 = Signal(signed(18))
-            b18 = Signal(signed(18))
-            p36 = Signal(36)
-            m.d.comb += [a18.eq(self.a_in), b18.eq(self.b_in),
-                         product.eq(p36[:config.product_width])]
-            ports = {}
-            for k in range(18):
-                ports[f"i_A{k}"] = a18[k]
-                ports[f"i_B{k}"] = b18[k]
-                ports[f"i_C{k}"] = Const(0)
-            for k in range(36):
-                ports[f"o_P{k}"] = p36[k]
-            m.submodules.mult = Instance(
-                "MULT18X18D",
-                **{f"p_{name}": value for name, value in mult18x18d_parameters().items()},
-                i_SIGNEDA=Const(1), i_SIGNEDB=Const(1),
-                i_SOURCEA=Const(0), i_SOURCEB=Const(0),
-                i_CLK0=ClockSignal(), i_CLK1=Const(0), i_CLK2=Const(0), i_CLK3=Const(0),
-                i_CE0=Const(1), i_CE1=Const(0), i_CE2=Const(0), i_CE3=Const(0),
-                i_RST0=Const(0), i_RST1=Const(0), i_RST2=Const(0), i_RST3=Const(0),
-                **ports,
-            )
-
-        product_valid = Signal()
-        product_last = Signal()
-        m.d.sync += [
-            product_valid.eq(self.valid_in),
-            product_last.eq(self.valid_in & self.last_in),
-        ]
-
-        accumulator = Signal(signed(config.acc_width))
-        total = Signal(signed(config.acc_width))
-        m.d.comb += total.eq(accumulator + product)
-        m.d.sync += self.done.eq(product_last)
-        with m.If(product_last):
-            m.d.sync += [
-                self.result.eq(total),
-                accumulator.eq(0),
-            ]
-        with m.Elif(product_valid):
-            m.d.sync += accumulator.eq(total)
-        return m
+            return super()._product(m)
+        config = self.config
+        product = Signal(signed(config.product_width))
+        a18 = Signal(signed(18))
+        b18 = Signal(signed(18))
+        p36 = Signal(36)
+        m.d.comb += [a18.eq(self.a_in), b18.eq(self.b_in),
+                     product.eq(p36[:config.product_width])]
+        ports = {}
+        for k in range(18):
+            ports[f"i_A{k}"] = a18[k]
+            ports[f"i_B{k}"] = b18[k]
+            ports[f"i_C{k}"] = Const(0)
+        for k in range(36):
+            ports[f"o_P{k}"] = p36[k]
+        m.submodules.mult = Instance(
+            "MULT18X18D",
+            **{f"p_{name}": value for name, value in mult18x18d_parameters().items()},
+            i_SIGNEDA=Const(1), i_SIGNEDB=Const(1),
+            i_SOURCEA=Const(0), i_SOURCEB=Const(0),
+            i_CLK0=ClockSignal(), i_CLK1=Const(0), i_CLK2=Const(0), i_CLK3=Const(0),
+            i_CE0=Const(1), i_CE1=Const(0), i_CE2=Const(0), i_CE3=Const(0),
+            i_RST0=Const(0), i_RST1=Const(0), i_RST2=Const(0), i_RST3=Const(0),
+            **ports,
+        )
+        return product

@@ -262,16 +262,11 @@ class DSPProcessingElement(ProcessingElement):
         self._elaborated = True
         if self._pairing is not None:
             self._pairing._close(self)
-        m = Module()
-        config = self.config
+        return super().elaborate(platform)
 
-        m.d.sync += [
-            self.a_out.eq(self.a_in),
-            self.b_out.eq(self.b_in),
-            self.valid_out.eq(self.valid_in),
-            self.last_out.eq(self.last_in),
-        ]
-
+    def _product(self, m):
+        # The base class's forwarding registers, flags and accumulator around half an
+        # SB_MAC16: the owner drives both halves' products, a partner's comes from its owner.
         if self.owns_dsp:
             m.submodules.mac = mac = Mac8x8Pair(model=self.model)
             m.d.comb += [mac.a_top.eq(self.a_in), mac.b_top.eq(self.b_in),
@@ -280,17 +275,7 @@ class DSPProcessingElement(ProcessingElement):
                 partner = self._partner
                 m.d.comb += [mac.a_bot.eq(partner.a_in), mac.b_bot.eq(partner.b_in),
                              partner.product.eq(mac.p_bot)]
-
-        # As in ProcessingElement: the flags follow the product register.
-        product_valid = Signal()
-        product_last = Signal()
-        m.d.sync += [
-            product_valid.eq(self.valid_in),
-            product_last.eq(self.valid_in & self.last_in),
-        ]
-
-        self._accumulate(m, self.product, product_valid, product_last)
-        return m
+        return self.product
 
 
 class DSPPairing:

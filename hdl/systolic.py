@@ -111,8 +111,17 @@ class ProcessingElement(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        config = self.config
+        self._forward(m)
+        # The product is registered before the accumulator so that the multiplier
+        # maps onto a DSP's registered output (SB_MAC16, MULT18X18D) and the adder
+        # chain starts from a flop.
+        product = self._product(m)
+        product_valid, product_last = self._product_flags(m)
+        self._accumulate(m, product, product_valid, product_last)
+        return m
 
+    def _forward(self, m):
+        """The forwarding registers: operands and flags to the east and south neighbours."""
         m.d.sync += [
             self.a_out.eq(self.a_in),
             self.b_out.eq(self.b_in),
@@ -120,20 +129,22 @@ class ProcessingElement(wiring.Component):
             self.last_out.eq(self.last_in),
         ]
 
-        # The product is registered before the accumulator so that the multiplier
-        # maps onto a DSP's registered output (SB_MAC16, MULT18X18D) and the adder
-        # chain starts from a flop.
-        product = Signal(signed(config.product_width))
+    def _product(self, m):
+        """The product of ``a_in`` and ``b_in``, registered once (one cycle of
+        :attr:`latency`); the DSP subclasses override it with their DSP block."""
+        product = Signal(signed(self.config.product_width))
+        m.d.sync += product.eq(self.a_in * self.b_in)
+        return product
+
+    def _product_flags(self, m):
+        """``valid`` and ``last`` of the beat, registered beside the product."""
         product_valid = Signal()
         product_last = Signal()
         m.d.sync += [
-            product.eq(self.a_in * self.b_in),
             product_valid.eq(self.valid_in),
             product_last.eq(self.valid_in & self.last_in),
         ]
-
-        self._accumulate(m, product, product_valid, product_last)
-        return m
+        return product_valid, product_last
 
     def _accumulate(self, m, product, product_valid, product_last):
         """The accumulator and the result register behind the registered product."""
