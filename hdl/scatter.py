@@ -29,6 +29,8 @@ first). ``start`` is registered on entry: the first row can come no earlier than
 the window generator's set-up plus one tile of beats after it.
 """
 
+from types import SimpleNamespace
+
 from amaranth import *
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -109,38 +111,54 @@ class ResultWriter(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        config = self.config
+        # The helpers emit their logic in pipeline order, which is also the statement order
+        # of the single elaborate() they came from: the same RTLIL, the same Yosys mapping.
+        walk = self._walk_state()
+        chain, addresses, arbiter = self._lane_group(m, walk)
+        flags = self._group_flags(m, walk, arbiter)
+        tile_end = self._tile_end(m, walk, chain)
+        start, next_chan = self._bookkeeping(m, walk, flags, chain, tile_end, arbiter)
+        self._parameter_read(m, start, flags.take, next_chan)
+        requant = self._postprocess(m, walk.group, flags.active)
+        self._write(m, requant, addresses, arbiter.served, flags.active, flags.final)
+        return m
+
+    def _count_up(self, value, amount):
+        """``value + amount`` in ``count_width + 1`` bits, the top one sticky: past
+        ``2**count_width`` a pixel or channel index is beyond every ``NPIX`` and ``M``, so it
+        only has to stay there; its low bits then no longer matter (nothing of that pixel or
+        channel is written, and the parameters read for such a channel are not used)."""
+        cw = self.config.count_width
+        total = value + amount
+        return Cat(total[:cw], total[cw:].any())
+
+    def _position_layout(self):
+        """A position in the output map: pixel index n, column ox, offset of its row, offset."""
+        aw, cw = self.config.act_addr_width, self.config.count_width
+        return data.StructLayout({"n": cw + 1, "ox": cw, "rowoff": aw, "off": aw})
+
+    def _step(self, m, pos):
+        """The position of the next pixel."""
         regs = self.regs
+        nxt = Signal(self._position_layout())
+        wrap = pos.ox + 1 == regs.out_w
+        m.d.comb += [
+            nxt.n.eq(self._count_up(pos.n, 1)),
+            nxt.ox.eq(Mux(wrap, 0, pos.ox + 1)),
+            nxt.rowoff.eq(Mux(wrap, pos.rowoff + regs.out_pitch, pos.rowoff)),
+            nxt.off.eq(Mux(wrap, pos.rowoff + regs.out_pitch, pos.off + 1)),
+        ]
+        return nxt
+
+    def _walk_state(self):
+        """The walk's registers: where the current lane group, row, tile and engine group are."""
+        config = self.config
         aw, cols, R = config.act_addr_width, config.cols, config.requant_lanes
         rows, cw = config.rows, config.count_width
-        groups_per_row = cols // R
-
-        def count_up(value, amount):
-            """``value + amount`` in ``cw + 1`` bits, the top one sticky: past ``2**cw`` a pixel
-            or channel index is beyond every ``NPIX`` and ``M``, so it only has to stay there;
-            its low bits then no longer matter (nothing of that pixel or channel is written,
-            and the parameters read for such a channel are not used)."""
-            total = value + amount
-            return Cat(total[:cw], total[cw:].any())
-
-        # A position in the output map: pixel index n, column ox, offset of its row, offset.
-        position = data.StructLayout({"n": cw + 1, "ox": cw, "rowoff": aw, "off": aw})
-
-        def step(pos):
-            """The position of the next pixel."""
-            nxt = Signal(position)
-            wrap = pos.ox + 1 == regs.out_w
-            m.d.comb += [
-                nxt.n.eq(count_up(pos.n, 1)),
-                nxt.ox.eq(Mux(wrap, 0, pos.ox + 1)),
-                nxt.rowoff.eq(Mux(wrap, pos.rowoff + regs.out_pitch, pos.rowoff)),
-                nxt.off.eq(Mux(wrap, pos.rowoff + regs.out_pitch, pos.off + 1)),
-            ]
-            return nxt
-
+        position = self._position_layout()
         cursor = Signal(position)     # pixel of the group's first lane
         tile_start = Signal(position)
-        group = Signal(groups_per_row, init=1)      # lane group within the row, one-hot
+        group = Signal(cols // R, init=1)           # lane group within the row, one-hot
         group_lane = Signal(range(cols + R + 1))    # its first lane, group * R
         group_started = Signal()
         group_pend = Signal(R)
@@ -151,28 +169,41 @@ class ResultWriter(wiring.Component):
         chan = Signal(cw + 1)                       # g*rows + row
         gbase = Signal(aw)                          # OUT_BASE + g*OUT_GSTEP
         rowbase = Signal(aw)                        # gbase + row*OUT_CSTRIDE
+        return SimpleNamespace(cursor=cursor, tile_start=tile_start, group=group,
+                               group_lane=group_lane, group_started=group_started,
+                               group_pend=group_pend, row=row, tile=tile, grp=grp,
+                               first_chan=first_chan, chan=chan, gbase=gbase, rowbase=rowbase)
 
-        chain = [cursor]
+    def _lane_group(self, m, walk):
+        """The lanes of this group: positions (``chain``), addresses, which are written, and
+        the bank arbiter that sends those sharing a bank in successive cycles."""
+        config, regs = self.config, self.regs
+        aw, R = config.act_addr_width, config.requant_lanes
+        chain = [walk.cursor]
         for _ in range(R):
-            chain.append(step(chain[-1]))
+            chain.append(self._step(m, chain[-1]))
 
         # Lanes of this group: address, validity, pending mask.
         live = Signal()
-        m.d.comb += live.eq(self.pool | (chan < regs.m))
+        m.d.comb += live.eq(self.pool | (walk.chan < regs.m))
         addresses = [Signal(aw, name=f"out_addr{l}") for l in range(R)]
         writable = Signal(R)
         for l in range(R):
             m.d.comb += [
-                addresses[l].eq(rowbase + chain[l].off),
-                writable[l].eq(live & (group_lane + l < regs.lanes) & (chain[l].n < regs.npix)),
+                addresses[l].eq(walk.rowbase + chain[l].off),
+                writable[l].eq(live & (walk.group_lane + l < regs.lanes) & (chain[l].n < regs.npix)),
             ]
         m.submodules.arbiter = arbiter = BankArbiter(R, config.act_banks)
         bb = config.bank_bits
         for l in range(R):
             if bb:
                 m.d.comb += arbiter.bank[l].eq(addresses[l][:bb])
-        m.d.comb += arbiter.pending.eq(Mux(group_started, group_pend, writable))
+        m.d.comb += arbiter.pending.eq(Mux(walk.group_started, walk.group_pend, writable))
+        return chain, addresses, arbiter
 
+    def _group_flags(self, m, walk, arbiter):
+        """When the group, row, tile, engine group and instruction end."""
+        regs, R, rows = self.regs, self.config.requant_lanes, self.config.rows
         active = Signal()
         group_done = Signal()
         last_group = Signal()
@@ -185,75 +216,93 @@ class ResultWriter(wiring.Component):
         m.d.comb += [
             active.eq(self.results.valid),
             group_done.eq(active & (arbiter.remaining == 0)),
-            last_group.eq(group_lane + R >= regs.lanes),
+            last_group.eq(walk.group_lane + R >= regs.lanes),
             take.eq(group_done & last_group),
             self.results.ready.eq(take),
-            last_row.eq(self.pool | (row + 1 == rows)),
+            last_row.eq(self.pool | (walk.row + 1 == rows)),
             row_end.eq(take & last_row),
             group_end.eq(row_end & tile_wrap),
-            final.eq(group_end & (grp + 1 == regs.groups)),
+            final.eq(group_end & (walk.grp + 1 == regs.groups)),
         ]
+        return SimpleNamespace(active=active, group_done=group_done, last_group=last_group,
+                               take=take, last_row=last_row, tile_wrap=tile_wrap,
+                               row_end=row_end, group_end=group_end, final=final)
 
-        # The position after the tile's last lane: chain[LANES - group_lane] in the last group.
+    def _tile_end(self, m, walk, chain):
+        """The position after the tile's last lane: chain[LANES - group_lane] in the last group."""
+        R = self.config.requant_lanes
         if R == 1:
-            tile_end = chain[1]
-        else:
-            tile_end = Signal(position)
-            with m.Switch(regs.lanes - group_lane):
-                for count in range(1, R + 1):
-                    with m.Case(count):
-                        m.d.comb += tile_end.eq(chain[count])
+            return chain[1]
+        tile_end = Signal(self._position_layout())
+        with m.Switch(self.regs.lanes - walk.group_lane):
+            for count in range(1, R + 1):
+                with m.Case(count):
+                    m.d.comb += tile_end.eq(chain[count])
+        return tile_end
 
+    def _bookkeeping(self, m, walk, flags, chain, tile_end, arbiter):
+        """The walk's registers from group to group, row to row, tile to tile.
+
+        Returns ``(start, next_chan)``: the registered start and the next row's channel.
+        """
+        config, regs, w, f = self.config, self.regs, walk, flags
+        R, rows, cw = config.requant_lanes, config.rows, config.count_width
         # The writer's first row arrives many cycles after the instruction starts (the
         # window's set-up and a whole tile of beats come first), so it takes its start a
         # cycle late: the start pulse is decoded from the instruction word straight out of
         # the program memory, and this register keeps that path out of the writer's logic.
         start = Signal()
         m.d.sync += start.eq(self.start)
-        next_first_chan = count_up(first_chan, rows)
+        next_first_chan = self._count_up(w.first_chan, rows)
         next_chan = Signal(cw + 1)
-        m.d.comb += next_chan.eq(Mux(~last_row, count_up(chan, 1),
-                                     Mux(tile_wrap, next_first_chan, first_chan)))
-        update(m, group_started, ~group_done, enable=active, reset=start)
-        update(m, group_pend, arbiter.remaining, enable=active & ~group_done)
-        with m.If(start | take):
-            m.d.sync += group.eq(1)
-        with m.Elif(group_done):
-            m.d.sync += group.eq(group << 1)
-        update(m, group_lane, group_lane + R, enable=group_done, reset=start | take)
-        update(m, cursor, Mux(last_group, Mux(last_row, tile_end.as_value(), tile_start.as_value()),
-                           chain[R].as_value()),
-               enable=group_done, reset=start | group_end)
-        update(m, tile_start, tile_end, enable=row_end, reset=start | group_end)
-        update(m, row, row + 1, enable=take, reset=start | row_end)
-        update(m, tile, tile + 1, enable=row_end, reset=start | group_end)
+        m.d.comb += next_chan.eq(Mux(~f.last_row, self._count_up(w.chan, 1),
+                                     Mux(f.tile_wrap, next_first_chan, w.first_chan)))
+        update(m, w.group_started, ~f.group_done, enable=f.active, reset=start)
+        update(m, w.group_pend, arbiter.remaining, enable=f.active & ~f.group_done)
+        with m.If(start | f.take):
+            m.d.sync += w.group.eq(1)
+        with m.Elif(f.group_done):
+            m.d.sync += w.group.eq(w.group << 1)
+        update(m, w.group_lane, w.group_lane + R, enable=f.group_done, reset=start | f.take)
+        update(m, w.cursor, Mux(f.last_group, Mux(f.last_row, tile_end.as_value(),
+                                                  w.tile_start.as_value()),
+                                chain[R].as_value()),
+               enable=f.group_done, reset=start | f.group_end)
+        update(m, w.tile_start, tile_end, enable=f.row_end, reset=start | f.group_end)
+        update(m, w.row, w.row + 1, enable=f.take, reset=start | f.row_end)
+        update(m, w.tile, w.tile + 1, enable=f.row_end, reset=start | f.group_end)
         # In a flip-flop: the parameter memory's read address hangs on it, and the comparison
         # was in front of its adder.
-        registered_wrap(m, tile_wrap, tile, regs.tiles, restart=start, step=row_end)
-        update(m, grp, grp + 1, enable=group_end, reset=start)
-        update(m, first_chan, next_first_chan, enable=group_end, reset=start)
-        update(m, chan, next_chan, enable=take, reset=start)
-        next_gbase = gbase + regs.out_gstep
+        registered_wrap(m, f.tile_wrap, w.tile, regs.tiles, restart=start, step=f.row_end)
+        update(m, w.grp, w.grp + 1, enable=f.group_end, reset=start)
+        update(m, w.first_chan, next_first_chan, enable=f.group_end, reset=start)
+        update(m, w.chan, next_chan, enable=f.take, reset=start)
+        next_gbase = w.gbase + regs.out_gstep
         with m.If(start):
-            m.d.sync += [gbase.eq(regs.out_base), rowbase.eq(regs.out_base)]
-        with m.Elif(take):
-            m.d.sync += rowbase.eq(Mux(~last_row, rowbase + regs.out_cstride,
-                                       Mux(tile_wrap, next_gbase, gbase)))
-            with m.If(group_end):
-                m.d.sync += gbase.eq(next_gbase)
+            m.d.sync += [w.gbase.eq(regs.out_base), w.rowbase.eq(regs.out_base)]
+        with m.Elif(f.take):
+            m.d.sync += w.rowbase.eq(Mux(~f.last_row, w.rowbase + regs.out_cstride,
+                                         Mux(f.tile_wrap, next_gbase, w.gbase)))
+            with m.If(f.group_end):
+                m.d.sync += w.gbase.eq(next_gbase)
+        return start, next_chan
 
-        # Parameters of the next row, read as this one is taken (and at start for the first).
+    def _parameter_read(self, m, start, take, next_chan):
+        """Parameters of the next row, read as this one is taken (and at start for the first)."""
+        regs = self.regs
         m.d.comb += [
             self.param_en.eq(start | take),
             self.param_addr.eq(Mux(start, regs.p_base, regs.p_base + next_chan)),
         ]
 
-        # Post-processing pipeline, with the lane addresses alongside.
+    def _postprocess(self, m, group, active):
+        """The requantizer, fed the lane group's sums and the channel's parameters."""
+        config, regs, R = self.config, self.regs, self.config.requant_lanes
         m.submodules.requant = requant = requantizer(config, R, multiplier=self.requant_multiplier,
                                                      dsp_model=self.requant_dsp_model)
         group_sums = Signal(config.acc_width * R)
         selected = 0
-        for g in range(groups_per_row):
+        for g in range(config.cols // R):
             sums = Cat(self.results.payload.sums[g * R + l] for l in range(R))
             selected = selected | Mux(group[g], sums, 0)
         m.d.comb += group_sums.eq(selected)
@@ -268,7 +317,13 @@ class ResultWriter(wiring.Component):
             requant.zp.eq(quant[0:8]), requant.lo.eq(quant[8:16]), requant.hi.eq(quant[16:24]),
             requant.bypass.eq(self.pool),
         ]
-        served = arbiter.served
+        return requant
+
+    def _write(self, m, requant, addresses, served, active, final):
+        """The lane addresses delayed beside the requantizer (:attr:`latency`), and the
+        bytes routed to their banks; ``done`` with the final write."""
+        config = self.config
+        aw, R = config.act_addr_width, config.requant_lanes
         addr_d, served_d, final_d = addresses, Mux(active, served, 0), final
         for stage in range(requant.latency):
             addr_q = [Signal(aw, name=f"addr{l}_d{stage}") for l in range(R)]
@@ -283,4 +338,3 @@ class ResultWriter(wiring.Component):
             m.d.comb += [self.wr_addr[b].eq(words[b]), self.wr_data[b].eq(values[b]),
                          self.wr_en[b].eq(enables[b])]
         m.d.comb += self.done.eq(final_d)
-        return m
