@@ -261,3 +261,94 @@ def test_mlperf_tiny_through_the_golden_model(model):
     result = mlperf_tiny.measure(model, "mse", layers=False)
     assert result["golden_top1"] >= TARGETS[model], result
     assert result["agreement"] >= 0.95, result
+
+
+# Malformed graphs: accepted and runnable, or refused in one line -------------------------------
+
+def _mutated_graph(draw):
+    """The residual or the MobileNet block with up to three random mutations of an op, an
+    attribute, an edge (a new branch, a join, a cycle) or an initializer."""
+    from hypothesis import strategies as st
+    from onnx import helper, numpy_helper
+
+    model = draw(st.sampled_from([residual_model, mobilenet_block]))()
+    nodes, inits = model.graph.node, model.graph.initializer
+    ops = ["Conv", "Relu", "Add", "AveragePool", "GlobalAveragePool", "ReduceMean", "Clip",
+           "BatchNormalization", "Transpose", "Reshape", "Flatten", "MaxPool", "Gemm", "Concat"]
+    attributes = {"group": st.integers(-1, 9), "perm": st.permutations([0, 1, 2, 3]),
+                  "pads": st.lists(st.integers(-1, 3), min_size=4, max_size=4),
+                  "count_include_pad": st.integers(0, 1), "keepdims": st.integers(0, 1),
+                  "axes": st.lists(st.integers(-4, 3), min_size=1, max_size=3),
+                  "kernel_shape": st.lists(st.integers(0, 4), min_size=2, max_size=2),
+                  "strides": st.lists(st.integers(0, 3), min_size=2, max_size=2)}
+    for _ in range(draw(st.integers(1, 3))):
+        target = nodes[draw(st.integers(0, len(nodes) - 1))]
+        kind = draw(st.sampled_from(["op", "attribute", "edge", "initializer"]))
+        if kind == "op":
+            target.op_type = draw(st.sampled_from(ops))
+        elif kind == "attribute":
+            key = draw(st.sampled_from(sorted(attributes)))
+            kept = [a for a in target.attribute if a.name != key]
+            del target.attribute[:]
+            target.attribute.extend([*kept, helper.make_attribute(key, draw(attributes[key]))])
+        elif kind == "edge":
+            source = nodes[draw(st.integers(0, len(nodes) - 1))]
+            position = draw(st.integers(0, max(len(target.input) - 1, 0)))
+            if target.input:
+                target.input[position] = source.output[0]
+        else:
+            index = draw(st.integers(0, len(inits) - 1))
+            value = numpy_helper.to_array(inits[index])
+            fill = draw(st.sampled_from([0.0, 1e-30, 3e38, -1.0, 6.0]))
+            inits[index].CopyFrom(numpy_helper.from_array(np.full_like(value, fill), inits[index].name))
+    return model
+
+
+def test_mutated_graphs_import_run_and_quantize_or_refuse_in_one_line():
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=150, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(st.composite(_mutated_graph)())
+    def check(model):
+        try:
+            graph = import_model(model)
+            shape = graph.input_shape
+            x = inputs(shape, 4)
+            with np.errstate(all="ignore"):
+                y = run_float(graph, x)
+            assert y.shape == (4, *graph.output_shape)
+            if np.all(np.isfinite(y)):
+                net = quantize_graph(graph, inputs(shape, 8))
+                run_golden(net, net.quantize_input(x))
+        except FpganetError as error:
+            assert "\n" not in str(error) and str(error)
+
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check()
+
+
+def test_cli_compiles_a_graph_with_no_program_and_refuses_a_program(tmp_path, capfd):
+    from onnx_builders import save
+
+    from fpganet.cli import main
+
+    model = save(residual_model(), tmp_path / "residual.onnx")
+    np.savez(tmp_path / "C.npz", x=inputs((3, 8, 8), 64))
+    np.savez(tmp_path / "X.npz", x=inputs((3, 8, 8), 20), y=np.zeros(20, np.int64))
+    status = main(["compile", str(model), "--calib", str(tmp_path / "C.npz"), "-o",
+                   str(tmp_path / "OUT")])
+    out, err = capfd.readouterr()
+    assert status == 2 and not (tmp_path / "OUT").exists()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fpganet: error: layer 3 'add' is a residual add")
+    assert "--no-program" in lines[0]
+    assert main(["compile", str(model), "--calib", str(tmp_path / "C.npz"), "--no-program", "-o",
+                 str(tmp_path / "OUT")]) == 0
+    assert main(["run", str(tmp_path / "OUT"), "--inputs", str(tmp_path / "X.npz"),
+                 "--backend", "golden"]) == 0
+    out, err = capfd.readouterr()
+    assert "measured by the golden model on 20 images" in out
