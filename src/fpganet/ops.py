@@ -105,9 +105,10 @@ def grouped_matmul(cols, weight, groups=1):
     Returns
     -------
     numpy.ndarray
-        [N, P, M], in the dtype of the operands. (The float reference keeps its own
-        stacked product for group 1, so that the float results of chains, and with them
-        their calibrated scales, stay bit for bit what they were.)
+        [N, P, M], in the dtype of the operands. For group 1 the float32 results are bit
+        for bit those of the stacked product ``cols @ weight.T`` the float reference used
+        before (checked on every conv of LeNet-5, ResNet-8 and VWW: the BLAS sums each
+        output over K in the same order), so calibrated scales did not move.
     """
     n, p, k = cols.shape
     if groups == 1:

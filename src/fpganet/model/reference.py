@@ -19,10 +19,7 @@ def _layer(layer, x, *others):
     if isinstance(layer, Conv):
         m = layer.weight.shape[0]
         cols, (ho, wo) = im2col(x, layer.kernel, layer.stride, layer.pads, 0.0)
-        if layer.groups == 1:
-            y = cols @ layer.weight.reshape(m, -1).T + layer.bias
-        else:
-            y = grouped_matmul(cols, layer.weight.reshape(m, -1), layer.groups) + layer.bias
+        y = grouped_matmul(cols, layer.weight.reshape(m, -1), layer.groups) + layer.bias
         y = y.transpose(0, 2, 1).reshape(x.shape[0], m, ho, wo)  # [N, Ho*Wo, M] -> NCHW
     elif isinstance(layer, Dense):
         y = (x.reshape(x.shape[0], -1) @ layer.weight.T + layer.bias).reshape(x.shape[0], -1, 1, 1)
