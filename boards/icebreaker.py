@@ -40,7 +40,7 @@ BAUD = 3_000_000
 #: activations in 16 EBR (8 KiB); program and parameters 256 entries each (LeNet-5 needs
 #: 142 and 236); 24-bit accumulators (LeNet-5 reaches |acc| = 3.7 M < 2^23). Of the
 #: shapes with two columns it is the largest whose whole accelerator fits the UP5K:
-#: 4,915 of 5,280 LCs, where 6x2 needs about 5,199 (98 %; it did not route) and 8x2 5,984.
+#: 4,930 of 5,280 LCs, where 6x2 needs about 5,199 (98 %; it did not route) and 8x2 5,984.
 #: The operands are broadcast to the array's rows and columns instead of passed
 #: from PE to PE (a flip-flop costs a whole logic cell here). The clock is 18 MHz: the
 #: routed design reaches 20-27 MHz (nextpnr router2; router1 does not converge on it),
