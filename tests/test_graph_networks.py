@@ -256,6 +256,22 @@ TARGETS = {"resnet8": 0.85, "vww": 0.83}
 
 
 @pytest.mark.parametrize("model", ["resnet8", "vww"])
+def test_mlperf_tiny_float_ir_matches_onnxruntime(model):
+    from fpganet.model import load_onnx
+    from fpganet.qdq_export import run_source_model
+
+    mlperf_tiny = _shared()
+    x, _ = mlperf_tiny.load_set(model, "test")
+    x = x[:40]
+    graph = load_onnx(mlperf_tiny.model_path(model))
+    assert not graph.is_chain or model == "vww"
+    logits = run_float(graph, x)
+    softmax = np.exp(logits - logits.max(1, keepdims=True))
+    softmax /= softmax.sum(1, keepdims=True)
+    np.testing.assert_allclose(softmax, run_source_model(mlperf_tiny.model_path(model), x), atol=1e-5)
+
+
+@pytest.mark.parametrize("model", ["resnet8", "vww"])
 def test_mlperf_tiny_through_the_golden_model(model):
     mlperf_tiny = _shared()
     result = mlperf_tiny.measure(model, "mse", layers=False)
@@ -352,3 +368,9 @@ def test_cli_compiles_a_graph_with_no_program_and_refuses_a_program(tmp_path, ca
                  "--backend", "golden"]) == 0
     out, err = capfd.readouterr()
     assert "measured by the golden model on 20 images" in out
+    assert main(["check", str(tmp_path / "OUT"), "--inputs", str(tmp_path / "X.npz")]) == 0
+    out, err = capfd.readouterr()
+    assert " add " in out and " avgpool " in out and "check passed" in out
+    assert main(["estimate", str(tmp_path / "OUT")]) == 2
+    out, err = capfd.readouterr()
+    assert err.count("\n") == 1 and "residual add" in err and "Traceback" not in err

@@ -103,6 +103,12 @@ class Workload:
 
         ``config`` defaults to the configuration the network was compiled for.
         """
+        from ..codegen.plan import accelerator_refusal
+
+        refusal = accelerator_refusal(net)   # a graph layer the accelerator has no timing for
+        if refusal is not None:
+            raise FpganetError(refusal.replace("compile with --no-program to quantize only ",
+                                               "no estimate "))
         config = config or net.config
         layers = [_layer_work(layer, config) for layer in net.layers]
         convs = [layer for layer in net.layers if layer.type == "conv"]
