@@ -250,7 +250,7 @@ def test_nan_or_inf_weights_name_the_initializer(bad, word):
 def test_a_join_other_than_add_is_refused():
     # Branches are imported (a residual Add); only Add may join them.
     model = make([node("Relu", ["x"], ["a"]), node("Relu", ["a"], ["b"]),
-                  node("Concat", ["a", "b"], ["y"], name="join", axis=1)], in_shape=("N", 4))
+                  node("MatMul", ["a", "b"], ["y"], name="join")], in_shape=("N", 4))
     message = refusal(model)
     assert "'join'" in message and "only Add may join" in message
 

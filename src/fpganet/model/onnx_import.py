@@ -456,9 +456,11 @@ class _Importer:
         """Convert one data-path node; returns the :class:`_Value` of its first output."""
         sources = [name for name in dict.fromkeys(node.input) if name in self.values]
         data_inputs = [name for name in node.input if name in self.values]
+        if getattr(self, f"_op_{node.op_type}", None) is None:
+            raise self._unsupported(node, index)
         if node.op_type == "Add" and len(data_inputs) == 2:
             self._check_arity(node, index)
-            return self._residual_add(node, index, data_inputs)
+            return self._guarded(node, index, self._residual_add, node, index, data_inputs)
         if len(sources) != 1:
             raise FpganetError(f"{_describe(node, index)} reads {len(sources)} data tensors "
                                f"({', '.join(repr(s) for s in sources)}); only Add may join two "
@@ -620,8 +622,12 @@ class _Importer:
         if handler is None:
             raise self._unsupported(node, index)
         self._check_arity(node, index)
+        return self._guarded(node, index, handler, node, index, current, view, orientation)
+
+    def _guarded(self, node, index, function, *args):
+        """``function(*args)``, any error it raises turned into one line naming ``node``."""
         try:
-            return handler(node, index, current, view, orientation)
+            return function(*args)
         except FpganetError:
             raise
         except (ArithmeticError, IndexError, KeyError, TypeError, ValueError) as error:
