@@ -322,8 +322,9 @@ class _FabricTailRequantizer(Requantizer):
         self._output(m, lane, clamped)
 
     def _coarse_product(self, m, lane):
-        """Drive ``product``; return it shifted by the multiple of 16 in ``shift - 1``,
-        registered in the stage before the fine shift."""
+        """Drive ``product``; return it shifted by the multiple of 16 in ``shift - 1``: by
+        :meth:`_coarse` in front of the fine shift, or (the pipelined Booth tree) registered
+        with the last adder."""
         raise NotImplementedError
 
     def _coarse(self, m, lane):
