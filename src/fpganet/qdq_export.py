@@ -205,7 +205,8 @@ class LayerAgreement:
     index : int
     name : str
     type : str
-        "conv", "dense", "maxpool", "reshape", "add" or "avgpool".
+        "conv", "dwconv" (depthwise), "gconv" (grouped), "dense", "maxpool", "reshape", "add"
+        or "avgpool".
     elements : int
         Output values compared.
     equal : int
@@ -230,6 +231,14 @@ class LayerAgreement:
 
     def passes(self, min_equal=0.99, max_diff=1):
         return self.equal_fraction >= min_equal and self.max_abs_diff <= max_diff
+
+
+def _kind(layer):
+    """What a layer is, for reports: conv, dwconv (depthwise), gconv (grouped), dense, maxpool,
+    avgpool, add, reshape."""
+    if isinstance(layer, QConv) and layer.groups != 1:
+        return "dwconv" if layer.groups == layer.in_shape[0] else "gconv"
+    return getattr(layer, "kind", layer.type)
 
 
 def compare_layers(net, q_in, golden_outputs=None):
@@ -262,7 +271,7 @@ def compare_layers(net, q_in, golden_outputs=None):
         diff = expected.astype(np.int16) - actual.astype(np.int16)
         values, counts = np.unique(diff[diff != 0], return_counts=True)
         results.append(LayerAgreement(
-            index=index, name=layer.name, type=getattr(layer, "kind", layer.type),
+            index=index, name=layer.name, type=_kind(layer),
             elements=int(diff.size),
             equal=int(np.count_nonzero(diff == 0)),
             max_abs_diff=int(np.abs(diff).max(initial=0)),
