@@ -584,6 +584,27 @@ class QNetwork:
                                  pads=list(layer.pads))
             layers.append(entry)
         convs = self.conv_layers
+        numerics = {
+            "weights": "int8 symmetric per output channel, -127..127, zero point 0",
+            "activations": "int8 asymmetric per tensor (scale, zero point), TFLite convention",
+            "bias": "int32 = round(b / (s_in * s_w[m])) - zp_in * sum_k w[m, k]",
+            "requantize": "y = clamp(zp_out + ((acc * mult[m] + (1 << (shift[m] - 1))) >> shift[m]), lo, hi)",
+            "input": "q = clamp(round_half_to_even(x / input.scale) + input.zero_point, -128, 127)",
+            "output": "logits = output.scale * (q - output.zero_point)",
+            "document": "docs/numerics.md",
+        }
+        # Only networks that have them say so: a chain's manifest stays as it was.
+        types = {layer.type for layer in self.layers}
+        if "add" in types:
+            numerics["add"] = (f"y = clamp(zp_out + rescale(rescale((q_a - zp_a) << {ADD_LEFT_SHIFT}, "
+                               f"mult_a, shift_a) + rescale((q_b - zp_b) << {ADD_LEFT_SHIFT}, mult_b, "
+                               f"shift_b), mult, shift), lo, hi); rescale(x, m, s) = "
+                               f"(x * m + (1 << (s - 1))) >> s")
+        if "avgpool" in types:
+            numerics["avgpool"] = ("y = clamp(zp_out + rescale(sum over the window of (q - zp_in), "
+                                   "mult, shift), lo, hi)")
+        if any(getattr(layer, "groups", 1) != 1 for layer in self.layers):
+            numerics["groups"] = "output channel m reads only the input channels of its group"
         from . import __version__
         return {
             "format": FORMAT,
@@ -591,15 +612,7 @@ class QNetwork:
             "source": self.source,
             "calibration": self.calibration,
             "config": self.config.to_dict(),
-            "numerics": {
-                "weights": "int8 symmetric per output channel, -127..127, zero point 0",
-                "activations": "int8 asymmetric per tensor (scale, zero point), TFLite convention",
-                "bias": "int32 = round(b / (s_in * s_w[m])) - zp_in * sum_k w[m, k]",
-                "requantize": "y = clamp(zp_out + ((acc * mult[m] + (1 << (shift[m] - 1))) >> shift[m]), lo, hi)",
-                "input": "q = clamp(round_half_to_even(x / input.scale) + input.zero_point, -128, 127)",
-                "output": "logits = output.scale * (q - output.zero_point)",
-                "document": "docs/numerics.md",
-            },
+            "numerics": numerics,
             "input": {"name": self.input_name, "shape": list(self.input_shape),
                       "chw": list(self.input_chw), "scale": float(self.input_scale),
                       "zero_point": int(self.input_zp)},
