@@ -285,7 +285,7 @@ def ecp5_power(clock_hz, *, lcs=0, ffs=None, multipliers=0, dsp_utilization=1.0,
     data_ref = ACTIVITY["data"][0]
     logic_lo, logic_hi, logic_text = _logic_factors(logic_activity, duty)
     activity_note = f" [activity: {activity_basis}]" if activity_basis else ""
-    tag = "PLACEHOLDER (unverified: no ECP5 dynamic-power figure found; see docs/estimator.md)"
+    tag = "PLACEHOLDER (unverified: no ECP5 figure for this term found; see docs/estimator.md)"
     comps = {
         "static": static["core_aux_w"],
         "static_io": static["io_w"],
@@ -302,7 +302,7 @@ def ecp5_power(clock_hz, *, lcs=0, ffs=None, multipliers=0, dsp_utilization=1.0,
     if pll:
         comps["pll"] = ph["pll_w"]
     bases = {name: f"{tag}: {name}" for name in comps}
-    bases["clock"] = (f"measured on a ULX3S, whole board ({ECP5_FLIP_FLOP['boundary']}): "
+    bases["clock"] = (f"measured on a ULX3S ({ECP5_FLIP_FLOP['boundary']}): "
                       f"{ff_w[0] * 1e6:g}-{ff_w[1] * 1e6:g} uW per toggling flip-flop per MHz "
                       f"(flip-flop, routing and clock tree) x {ff_text}; low end: toggles at "
                       f"activity {af_lo:.3f} while computing (duty {duty:.2f}), high end: every "
