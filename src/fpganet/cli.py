@@ -426,6 +426,15 @@ def _run_synth(args):
     return run(args)
 
 
+# dse ---------------------------------------------------------------------------------------
+
+@command("dse", help="design-space exploration on Ray: compile, time and estimate every point "
+                     "of a parameter space (--synth: board builds too)")
+@arguments(lambda parser: _module("fpganet.dse").configure(parser))
+def _run_dse(args):
+    return _module("fpganet.dse").run(args)
+
+
 # board -------------------------------------------------------------------------------------
 
 def _configure_board(parser):

@@ -1,0 +1,796 @@
+"""Design-space exploration on Ray: every point of a parameter space, compiled, timed, estimated.
+
+``fpganet dse [MODEL] --board B --space SPACE.toml -o DIR [--synth --seeds N]`` reads a
+``[space]`` table of lists of configuration parameters (their product is the space) and
+optional ``[constraints]``, and runs one Ray task per point: the board's configuration
+with the point's values, the network compiled in memory for it (a network that does not
+fit a buffer is recorded as ``does not fit`` with the compiler's reason), cycles per image
+from the performance model (:func:`fpganet.estimate.workload.simulated_cycles`, equal to
+the RTL by test) and images/s and watts from :func:`fpganet.estimate.comparison.estimate`
+(no GPU measurement, no ASIC synthesis, the stated default switching activity). With
+``--synth`` each point that fits is also built for the board once per seed (one Ray task
+each, ``num_cpus=1``), and its estimate uses the best seed's routed Fmax and resources.
+
+Every result is kept in a cache folder, one JSON file per point (and per seed), written
+atomically and named by the SHA-256 of what it depends on (:func:`point_key`), so a second
+run, or one resumed after the first was killed, computes only what is missing. ``DIR``
+gets ``results.csv``, ``results.json`` and Pareto plots, built aside and renamed into place
+(:func:`fpganet.files.staged_directory`).
+"""
+
+import csv
+import dataclasses
+import hashlib
+import io
+import itertools
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+from .config import AcceleratorConfig, ConfigError
+from .errors import FpganetError
+
+__all__ = ["Space", "load_space", "point_config", "point_key", "run_dse", "configure", "run",
+           "INSTALL_HINT", "DEFAULT_CACHE"]
+
+INSTALL_HINT = ("fpganet dse runs on Ray, which is not installed: pip install 'fpganet[dse]' "
+                "(or ray==2.60.0)")
+DEFAULT_CACHE = Path("~/.cache/fpganet/dse")
+#: Memory a board build task declares to Ray: nextpnr on the UP5K stays under 1 GiB, the
+#: ECP5-85F under 2 GiB (measured peaks on the project's builds, with headroom).
+SYNTH_MEMORY = {"icebreaker": 1 << 30, "ulx3s": 2 << 30}
+#: Constraints a space may state, each on the configuration of a point.
+CONSTRAINTS = {"max_macs": lambda config, limit: config.macs_per_cycle <= limit,
+               "min_macs": lambda config, limit: config.macs_per_cycle >= limit}
+_FIELDS = {field.name: field for field in dataclasses.fields(AcceleratorConfig)}
+
+
+# The space -------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Space:
+    """A parsed SPACE.toml: ``parameters`` (name -> list of values) and ``constraints``."""
+
+    path: str
+    parameters: dict
+    constraints: dict
+
+    def points(self):
+        """Every combination of the parameters' values, as dicts, in the file's order."""
+        names = list(self.parameters)
+        return [dict(zip(names, values))
+                for values in itertools.product(*(self.parameters[name] for name in names))]
+
+
+def _check_value(path, key, value):
+    """One value of ``[space].key``; a wrong type is refused naming the key."""
+    where = f"'{path}': [space] {key}"
+    if key == "array":
+        if not isinstance(value, str):
+            raise FpganetError(f"{where}: {value!r} is not a string of the form ROWSxCOLS")
+        try:
+            AcceleratorConfig.parse_array(value)
+        except ConfigError as error:
+            raise FpganetError(f"{where}: {error}") from None
+        return value
+    if key == "clock_mhz" or (key in _FIELDS and _FIELDS[key].type in (float, "float")):
+        if (not isinstance(value, (int, float)) or isinstance(value, bool)
+                or not math.isfinite(value) or value <= 0):
+            raise FpganetError(f"{where}: {value!r} is not a positive finite number")
+        return float(value)
+    if _FIELDS[key].type in (bool, "bool"):
+        if not isinstance(value, bool):
+            raise FpganetError(f"{where}: {value!r} is not true or false")
+        return value
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise FpganetError(f"{where}: {value!r} is not a positive integer")
+    return value
+
+
+def load_space(path):
+    """Read and check a SPACE.toml (Python's ``tomllib``); every error is one line naming the key.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    Space
+    """
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError:
+        raise FpganetError(f"space file '{path}' does not exist") from None
+    except IsADirectoryError:
+        raise FpganetError(f"space file '{path}' is a directory") from None
+    except tomllib.TOMLDecodeError as error:
+        raise FpganetError(f"space file '{path}' is not valid TOML: {error}") from None
+    except UnicodeDecodeError:
+        raise FpganetError(f"space file '{path}' is not UTF-8 text") from None
+    unknown = sorted(set(data) - {"space", "constraints"})
+    if unknown:
+        raise FpganetError(f"'{path}': unknown table or key '{unknown[0]}' (known: [space], "
+                           f"[constraints])")
+    table = data.get("space")
+    if not isinstance(table, dict) or not table:
+        raise FpganetError(f"'{path}' has no [space] table of parameter lists "
+                           f"(e.g. array = [\"2x8\", \"4x4\"])")
+    known = {"array", "clock_mhz", *_FIELDS}
+    parameters = {}
+    for key, values in table.items():
+        if key not in known:
+            raise FpganetError(f"'{path}': unknown parameter [space] {key} (known: "
+                               f"{', '.join(sorted(known))})")
+        if not isinstance(values, list) or not values:
+            raise FpganetError(f"'{path}': [space] {key} must be a non-empty list of values")
+        checked = [_check_value(path, key, value) for value in values]
+        if len(set(checked)) != len(checked):
+            raise FpganetError(f"'{path}': [space] {key} lists a value twice")
+        parameters[key] = checked
+    if "array" in parameters and ("rows" in parameters or "cols" in parameters):
+        raise FpganetError(f"'{path}': [space] gives array and rows/cols; give one or the other")
+    if "clock_mhz" in parameters and "clock_hz" in parameters:
+        raise FpganetError(f"'{path}': [space] gives clock_mhz and clock_hz; give one")
+    constraints = data.get("constraints", {})
+    if not isinstance(constraints, dict):
+        raise FpganetError(f"'{path}': [constraints] must be a table")
+    for key, value in constraints.items():
+        if key not in CONSTRAINTS:
+            raise FpganetError(f"'{path}': unknown constraint [constraints] {key} (known: "
+                               f"{', '.join(sorted(CONSTRAINTS))})")
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise FpganetError(f"'{path}': [constraints] {key} = {value!r} is not a positive "
+                               f"integer")
+    return Space(path, parameters, dict(constraints))
+
+
+def point_config(board, point):
+    """The board's configuration with a point's values (:func:`fpganet.boards.build.board_config`).
+
+    Raises :class:`~fpganet.config.ConfigError` for a combination that cannot be built.
+    """
+    from .boards.build import board_config
+
+    changes = dict(point)
+    if "clock_mhz" in changes:
+        changes["clock_hz"] = changes.pop("clock_mhz") * 1e6
+    try:
+        return board_config(board, **changes)
+    except FpganetError as error:
+        raise ConfigError(str(error)) from None
+
+
+# Cache keys ------------------------------------------------------------------------------------
+
+def _tree_digest(folders):
+    """SHA-256 of the Python sources below ``folders``: a result depends on the code that made it."""
+    digest = hashlib.sha256()
+    for folder in folders:
+        folder = Path(folder)
+        for path in sorted(folder.rglob("*.py")):
+            if "__pycache__" in path.parts:
+                continue
+            digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def tool_versions():
+    """What a result depends on besides its inputs: versions and source digests.
+
+    ``estimate``: the fpganet package's sources (compiler, performance model, estimator);
+    ``synth``: the gateware and board sources and the toolchain's package versions, so that
+    an edit to the estimator does not throw away the board builds.
+    """
+    import importlib.metadata
+
+    import numpy
+
+    from . import __version__, boards, hdl
+    from .boards.build import toolchain_versions
+
+    package = Path(__file__).resolve().parent
+    gateware = [Path(hdl.__file__).resolve().parent, Path(boards.__file__).resolve().parent]
+    versions = {"fpganet": __version__, "python": sys.version.split()[0],
+                "numpy": numpy.__version__}
+    for name in ("onnx", "onnxruntime"):
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return {"estimate": {**versions, "sources": _tree_digest([package, *gateware])},
+            "synth": {"fpganet": __version__, "toolchain": toolchain_versions(),
+                      "sources": _tree_digest(gateware),
+                      "config_source": hashlib.sha256((package / "config.py").read_bytes())
+                      .hexdigest()}}
+
+
+def point_key(kind, **parts):
+    """The cache key of one result: SHA-256 of ``kind`` and ``parts`` as canonical JSON."""
+    blob = json.dumps({"kind": kind, **parts}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class Cache:
+    """One JSON file per result in a folder; each written to a temporary file and renamed."""
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+
+    def get(self, key):
+        path = self.folder / f"{key}.json"
+        try:
+            return json.loads(path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return None             # a damaged entry is computed again
+
+    def put(self, key, value):
+        self.folder.mkdir(parents=True, exist_ok=True)
+        handle, staging = tempfile.mkstemp(prefix=f".{key}.", suffix=".tmp", dir=self.folder)
+        try:
+            with os.fdopen(handle, "w") as stream:
+                json.dump(value, stream, indent=1)
+                stream.flush()
+                os.fsync(stream.fileno())
+            os.replace(staging, self.folder / f"{key}.json")
+        except BaseException:
+            try:
+                os.unlink(staging)
+            except OSError:
+                pass
+            raise
+
+
+# The work of one task (runs in a Ray worker) ---------------------------------------------------
+
+def evaluate_point(board, config_dict, model_bytes, calib, report=None):
+    """Compile, time and estimate one configuration; returns a plain dict (a task's result).
+
+    Parameters
+    ----------
+    board : str
+    config_dict : dict
+        :meth:`AcceleratorConfig.to_dict`.
+    model_bytes : bytes or None
+        The ONNX file's bytes (None: the embedded LeNet-5), so that a worker on another
+        machine of a cluster needs no shared file system.
+    calib : numpy.ndarray or None
+        Calibration inputs (None: the embedded MNIST split).
+    report : dict, optional
+        A board build's report.json: routed Fmax and resources for the estimate.
+    """
+    from .codegen import build_images
+    from .compiler import compile_model
+    from .estimate.comparison import estimate
+
+    config = AcceleratorConfig.from_dict(config_dict)
+    with tempfile.TemporaryDirectory(prefix="fpganet-dse-") as scratch:
+        model = None
+        if model_bytes is not None:
+            model = Path(scratch) / "model.onnx"
+            model.write_bytes(model_bytes)
+        start = time.monotonic()
+        net = compile_model(model, calib, None, config=config)
+        try:
+            build_images(net, n_images=1, config=config)
+        except FpganetError as error:
+            return {"status": "does not fit", "reason": " ".join(str(error).split())}
+        report_path = None
+        if report is not None:
+            report_path = Path(scratch) / "report.json"
+            report_path.write_text(json.dumps(report))
+        result = estimate(net, board=board, board_report=report_path, measure=False,
+                          synth=False, asic_nodes=(), gpus=(), activity=None)
+    row, extra = result.fpga_row, (result.fpga_extra_rows or [result.fpga_row])[0]
+    value = lambda q: None if q is None or q.value is None else q.value  # noqa: E731
+    return {
+        "status": "ok", "reason": "",
+        "cycles_per_image": value(result.cycles),
+        "cycles_source": result.cycles.source,
+        "clock_mhz": result.clock.value / 1e6,
+        "clock_source": result.clock.source,
+        "images_per_s": value(row["images_per_s"]),
+        "latency_s": value(row["latency_s"]),
+        "watts": value(row["watts"]),
+        "images_per_s_per_w": value(row["images_per_s_per_w"]),
+        "bottleneck": value(row["bottleneck"]),
+        "compute_images_per_s": value(extra["images_per_s"]),
+        "compute_latency_s": value(extra["latency_s"]),
+        "compute_watts": value(extra["watts"]),
+        "compute_images_per_s_per_w": value(extra["images_per_s_per_w"]),
+        "watts_source": row["watts"].source,
+        "seconds": round(time.monotonic() - start, 2),
+    }
+
+
+def synth_point(board, config_dict, seed):
+    """Build one configuration for ``board`` with one nextpnr seed; returns a plain dict."""
+    from .boards.build import BuildError, DoesNotFit, build
+
+    config = AcceleratorConfig.from_dict(config_dict)
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="fpganet-dse-synth-") as scratch:
+        try:
+            report = build(board, config, Path(scratch) / "build", seed=seed)
+        except DoesNotFit as error:
+            return {"status": "does not fit", "reason": " ".join(str(error).split()).split(" (see ")[0],
+                    "seed": seed}
+        except BuildError as error:
+            return {"status": "failed", "reason": " ".join(str(error).split()), "seed": seed}
+    report.pop("utilization", None)
+    return {"status": "ok", "reason": "", "seed": seed, "report": report,
+            "seconds": round(time.monotonic() - start, 1)}
+
+
+# Running on Ray --------------------------------------------------------------------------------
+
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise FpganetError(INSTALL_HINT) from None
+    return ray
+
+
+def _init_ray(ray, address):
+    """Start Ray locally (all cores) or connect to ``address``; quiet, no dashboard."""
+    os.environ.setdefault("RAY_DISABLE_IMPORT_WARNING", "1")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    options = dict(include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+                   configure_logging=False)
+    if address:
+        ray.init(address=address, **options)
+    else:
+        # "local": a new instance of our own, even where another one is running on this machine.
+        ray.init(address="local", num_cpus=os.cpu_count() or 1, **options)
+
+
+class _Scheduler:
+    """Submit tasks, at most ``window`` at a time, so that time since submission is run time.
+
+    ``timeout`` seconds after its submission a task is cancelled (``ray.cancel(force=True)``)
+    and recorded as timed out; a task whose worker died, or that raised, is recorded too.
+    """
+
+    def __init__(self, ray, window, timeout, progress):
+        self.ray, self.window, self.timeout, self.progress = ray, max(1, window), timeout, progress
+        self.queue, self.running = [], {}
+
+    def add(self, submit, done):
+        """``submit()`` returns an ObjectRef; ``done(result_dict)`` receives its outcome."""
+        self.queue.append((submit, done))
+
+    def run(self):
+        ray = self.ray
+        while self.queue or self.running:
+            while self.queue and len(self.running) < self.window:
+                submit, done = self.queue.pop(0)
+                self.running[submit()] = (done, time.monotonic())
+            ready, _ = ray.wait(list(self.running), num_returns=1, timeout=0.5)
+            for ref in ready:
+                done, _ = self.running.pop(ref)
+                done(self._outcome(ref))
+                self.progress.update(1)
+            if self.timeout:
+                now = time.monotonic()
+                for ref, (done, started) in list(self.running.items()):
+                    if now - started > self.timeout:
+                        ray.cancel(ref, force=True)
+                        del self.running[ref]
+                        done({"status": "timed out",
+                              "reason": f"no result after {self.timeout:g} s (--timeout); "
+                                        f"cancelled"})
+                        self.progress.update(1)
+
+    def cancel_all(self):
+        for ref in list(self.running):
+            try:
+                self.ray.cancel(ref, force=True)
+            except Exception:
+                pass
+        self.running.clear()
+
+    def _outcome(self, ref):
+        ray = self.ray
+        try:
+            return ray.get(ref)
+        except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
+                ray.exceptions.OutOfMemoryError) as error:
+            return {"status": "worker lost", "reason": _first_line(error)}
+        except ray.exceptions.TaskCancelledError:
+            return {"status": "timed out", "reason": "cancelled"}
+        except ray.exceptions.RayTaskError as error:
+            cause = getattr(error, "cause", None)
+            if isinstance(cause, (FpganetError, ConfigError)):
+                return {"status": "refused", "reason": " ".join(str(cause).split())}
+            return {"status": "failed", "reason": _first_line(cause or error)}
+        except ray.exceptions.RayError as error:
+            return {"status": "failed", "reason": _first_line(error)}
+
+
+def _first_line(error):
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[-1] if text else ''}"
+
+
+# The command -----------------------------------------------------------------------------------
+
+def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=None,
+            timeout=None, cache_dir=None, log=print):
+    """Explore ``space`` for ``model`` on ``board`` with Ray; write ``out``; return the rows.
+
+    Parameters
+    ----------
+    model, calib : str or None
+        As for :func:`fpganet.compiler.compile_model` (None: the embedded LeNet-5 and its
+        MNIST calibration split).
+    board : str
+        A key of :data:`fpganet.boards.build.BOARDS`.
+    space : Space
+    out : str or os.PathLike
+    synth : bool
+        Build every point that fits for the board, ``seeds`` times (seeds 1..N).
+    address : str, optional
+        A Ray cluster's address (else ``RAY_ADDRESS``, else a local instance on every core).
+    timeout : float, optional
+        Seconds a task may run before it is cancelled and recorded as timed out.
+    cache_dir : str or os.PathLike, optional
+        Default ``~/.cache/fpganet/dse``.
+    """
+    import numpy as np
+
+    from .boards.build import BOARDS
+    from .compiler import read_npz
+    from .files import check_not_input, check_replaceable, file_sha256
+
+    cache_dir = Path(os.path.expanduser(cache_dir or DEFAULT_CACHE))
+    inputs = (model, calib, space.path, cache_dir)
+    check_not_input(out, inputs, "output directory")
+    check_replaceable(out)
+    if model is not None and not os.path.isfile(model):
+        raise FpganetError(f"model '{model}' does not exist or is not a file")
+    if model is not None and calib is None:
+        from . import datasets
+        if file_sha256(model) != file_sha256(datasets.LENET5_ONNX):
+            raise FpganetError("a calibration file is required for a model other than the "
+                               "embedded LeNet-5 (--calib CALIB.npz with an array 'x')")
+    calib_x = None
+    if calib is not None:
+        calib_x = np.asarray(read_npz(calib, "calibration file")["x"])
+    from . import datasets
+    model_bytes = None if model is None else Path(model).read_bytes()
+    model_sha = hashlib.sha256(model_bytes if model_bytes is not None
+                               else Path(datasets.LENET5_ONNX).read_bytes()).hexdigest()
+    calib_sha = "embedded MNIST calibration split" if calib is None else file_sha256(calib)
+
+    points = []
+    for point in space.points():
+        entry = {"point": point, "config": None, "status": None, "reason": ""}
+        try:
+            config = point_config(BOARDS[board], point)
+        except ConfigError as error:
+            entry.update(status="invalid configuration", reason=" ".join(str(error).split()))
+        else:
+            entry["config"] = config
+            failed = [name for name, check in CONSTRAINTS.items()
+                      if name in space.constraints and not check(config, space.constraints[name])]
+            if failed:
+                entry.update(status="excluded",
+                             reason=f"[constraints] {failed[0]} = {space.constraints[failed[0]]}: "
+                                    f"{config.macs_per_cycle} MACs/cycle")
+        points.append(entry)
+    versions = tool_versions()
+    cache = Cache(cache_dir)
+    counts = {"served": 0, "computed": 0}
+
+    def cached_or(key, submit, store):
+        """Serve ``key`` from the cache, or schedule ``submit`` and store what it returns."""
+        found = cache.get(key)
+        if found is not None:
+            counts["served"] += 1
+            progress.update(1)
+            store(found)
+            return
+
+        def done(result):
+            counts["computed"] += 1
+            # Deterministic outcomes are kept; a timeout, a lost worker or a crash is tried again
+            # by the next run.
+            if result.get("status") in ("ok", "does not fit"):
+                cache.put(key, result)
+            store(result)
+        scheduler.add(submit, done)
+
+    ray = _ray()
+    from tqdm import tqdm
+
+    _init_ray(ray, address or os.environ.get("RAY_ADDRESS"))
+    scheduler = None
+    try:
+        resources = ray.cluster_resources()
+        window = int(resources.get("CPU", 1))
+        model_ref = ray.put(model_bytes)
+        calib_ref = ray.put(calib_x)
+        evaluate = ray.remote(num_cpus=1, max_retries=0)(evaluate_point)
+        build = ray.remote(num_cpus=1, memory=SYNTH_MEMORY.get(board, 2 << 30),
+                           max_retries=0)(synth_point)
+        live = [entry for entry in points if entry["status"] is None]
+        total = len(live) * (2 + seeds if synth else 1)
+        progress = tqdm(total=total, desc="dse", unit="task", file=sys.stderr,
+                        dynamic_ncols=True, leave=True, disable=None)
+        scheduler = _Scheduler(ray, window, timeout, progress)
+        with progress:
+            # Phase 1: every point compiled and estimated (seconds each).
+            for entry in live:
+                key = point_key("estimate", model=model_sha, calib=calib_sha, board=board,
+                                config=entry["config"].to_dict(), tools=versions["estimate"])
+                submit = (lambda config=entry["config"]:
+                          evaluate.remote(board, config.to_dict(), model_ref, calib_ref))
+                cached_or(key, submit, lambda result, entry=entry: entry.update(estimate=result))
+            scheduler.run()
+            if synth:
+                # Phase 2: board builds of the points that fit, one task per seed.
+                for entry in live:
+                    entry["builds"] = []
+                    if entry["estimate"].get("status") != "ok":
+                        progress.update(seeds + 1)
+                        continue
+                    for seed in range(1, seeds + 1):
+                        key = point_key("synth", board=board, config=entry["config"].to_dict(),
+                                        seed=seed, tools=versions["synth"])
+                        submit = (lambda config=entry["config"], seed=seed:
+                                  build.remote(board, config.to_dict(), seed))
+                        cached_or(key, submit, lambda result, entry=entry, seed=seed:
+                                  entry["builds"].append(dict(result, seed=seed)))
+                scheduler.run()
+                # Phase 3: the estimate again with the best seed's routed Fmax and resources.
+                for entry in live:
+                    built = [b for b in entry["builds"] if b.get("status") == "ok"]
+                    if not built:
+                        progress.update(1)
+                        continue
+                    best = max(built, key=lambda b: b["report"]["fmax_mhz"] or 0)
+                    entry["best"] = best
+                    key = point_key("estimate", model=model_sha, calib=calib_sha, board=board,
+                                    config=entry["config"].to_dict(), tools=versions["estimate"],
+                                    report=best["report"])
+                    submit = (lambda config=entry["config"], report=best["report"]:
+                              evaluate.remote(board, config.to_dict(), model_ref, calib_ref,
+                                              report))
+                    cached_or(key, submit, lambda result, entry=entry:
+                              entry.update(estimate=result))
+                scheduler.run()
+            where = {"address": address or os.environ.get("RAY_ADDRESS") or "local",
+                     "cluster_resources": {k: v for k, v in resources.items()
+                                           if not k.startswith("node:")},
+                     "nodes": sum(1 for node in ray.nodes() if node.get("Alive"))}
+    except BaseException:
+        if scheduler is not None:
+            scheduler.cancel_all()
+        raise
+    finally:
+        ray.shutdown()
+
+    rows = [_row(entry, synth, seeds) for entry in points]
+    meta = {"format": "fpganet-dse/1", "engine": "ray", "ray_version": ray.__version__,
+            "ray": where, "board": board,
+            "model": {"path": model or "embedded LeNet-5", "sha256": model_sha},
+            "calibration": calib_sha if calib is None else {"path": calib, "sha256": calib_sha},
+            "space": {"path": space.path, "parameters": space.parameters,
+                      "constraints": space.constraints},
+            "synth": {"enabled": synth, "seeds": seeds if synth else 0},
+            "cache": {"folder": str(cache_dir), **counts},
+            "tools": versions,
+            "sources": {"cycles_per_image": "simulated: fpganet.perf on the compiled program "
+                                            "(equal to the RTL cycle counter by test)",
+                        "images_per_s": "estimated: fpganet.estimate, end to end over the "
+                                        "board's host link (UART)",
+                        "compute_images_per_s": "estimated: cycles per image at the clock, "
+                                                "as if the host link kept up",
+                        "watts": "estimated: fpganet.estimate power model, default switching "
+                                 "activity; chip power",
+                        "fmax_mhz": "routed: nextpnr, best of the seeds"},
+            "rows": rows}
+    _write(out, rows, meta, synth, inputs)
+    return rows, meta
+
+
+def _row(entry, synth, seeds):
+    """One flat row of results.csv for a point."""
+    row = dict(entry["point"])
+    config = entry["config"]
+    row["macs_per_cycle"] = config.macs_per_cycle if config else None
+    row["config"] = config.name if config else None
+    result = entry.get("estimate") or {}
+    row["status"] = entry["status"] or result.get("status")
+    row["reason"] = entry["reason"] or result.get("reason", "")
+    for key in ("cycles_per_image", "clock_mhz", "images_per_s", "latency_s", "watts",
+                "images_per_s_per_w", "bottleneck", "compute_images_per_s", "compute_latency_s",
+                "compute_watts", "compute_images_per_s_per_w"):
+        row[key] = result.get(key)
+    if synth:
+        builds = entry.get("builds", [])
+        built = [b for b in builds if b.get("status") == "ok"]
+        fmax = sorted(b["report"]["fmax_mhz"] for b in built if b["report"].get("fmax_mhz"))
+        best = entry.get("best")
+        row["seeds_built"] = f"{len(built)}/{seeds}" if builds else ""
+        row["timing_met_seeds"] = (f"{sum(1 for b in built if b['report']['timing_met'])}/{seeds}"
+                                   if builds else "")
+        row["fmax_mhz"] = fmax[-1] if fmax else None
+        row["fmax_min_mhz"] = fmax[0] if fmax else None
+        row["fmax_spread_mhz"] = round(fmax[-1] - fmax[0], 2) if fmax else None
+        row["best_seed"] = best["seed"] if best else None
+        for name, value in (best["report"]["resources"].items() if best else []):
+            row[f"{name}_used"] = value.get("used")
+        if row["status"] == "ok" and builds and not built:
+            failures = [b for b in builds if b.get("status") != "ok"]
+            row["status"] = failures[0]["status"] if failures[0]["status"] in (
+                "does not fit", "timed out", "worker lost") else "build failed"
+            row["reason"] = failures[0].get("reason", "")
+    return row
+
+
+def pareto(points, better_x, better_y):
+    """Indices of the points no other point beats on both axes (``better_*``: "low"/"high")."""
+    sign = {"low": 1, "high": -1}
+    keyed = [(sign[better_x] * x, sign[better_y] * y) for x, y in points]
+    return [i for i, (x, y) in enumerate(keyed)
+            if not any((ox <= x and oy <= y) and (ox < x or oy < y) for ox, oy in keyed)]
+
+
+def _plot(path, rows, x_key, y_key, better_x, better_y, xlabel, ylabel, title):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    good = [r for r in rows if r["status"] == "ok" and r.get(x_key) is not None
+            and r.get(y_key) is not None]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    if good:
+        xy = [(r[x_key], r[y_key]) for r in good]
+        front = set(pareto(xy, better_x, better_y))
+        ax.scatter([x for x, _ in xy], [y for _, y in xy], color="0.6", label="point")
+        line = sorted(xy[i] for i in front)
+        ax.plot([x for x, _ in line], [y for _, y in line], "o-", color="C0",
+                label="Pareto front")
+        labels = {}
+        for r, (x, y) in zip(good, xy):
+            # Points on the same spot (e.g. two buffer sizes, one figure) share one label.
+            labels.setdefault((round(x, 9), round(y, 3)), []).append(_label(r))
+        for (x, y), names in labels.items():
+            ax.annotate(", ".join(names), (x, y), fontsize=7, xytext=(3, 3),
+                        textcoords="offset points")
+        ax.legend()
+    else:
+        ax.text(0.5, 0.5, "no point with both figures", ha="center", transform=ax.transAxes)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _label(row):
+    parts = [row.get("config") or ""]
+    if "act_buffer_bytes" in row:
+        parts.append(f"{row['act_buffer_bytes'] // 1024} KiB")
+    return " ".join(p for p in parts if p)
+
+
+def _write(out, rows, meta, synth, inputs):
+    from .estimate.comparison import _finite
+    from .files import staged_directory
+
+    columns = []
+    for row in rows:
+        columns.extend(key for key in row if key not in columns)
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({key: "" if row.get(key) is None else row[key] for key in columns})
+    cost = "LC_used" if any("LC_used" in r for r in rows) else (
+        "LUT4_used" if any("LUT4_used" in r for r in rows) else None)
+    with staged_directory(out, inputs=inputs) as staging:
+        (staging / "results.csv").write_text(text.getvalue())
+        (staging / "results.json").write_text(json.dumps(_finite(meta), indent=1,
+                                                         allow_nan=False) + "\n")
+        if synth and cost:
+            x_key, xlabel = cost, f"{cost.split('_')[0]} used (routed, best seed)"
+        else:
+            x_key, xlabel = "macs_per_cycle", "MACs/cycle (array rows x cols)"
+        _plot(staging / "pareto_throughput.png", rows, x_key, "compute_images_per_s", "low",
+              "high", xlabel, "images/s (estimated, compute-bound)",
+              f"{meta['board']}: images/s (simulated cycles x clock) against cost")
+        _plot(staging / "pareto_efficiency.png", rows, "compute_latency_s",
+              "compute_images_per_s_per_w", "low", "high", "latency, s (simulated cycles / clock)",
+              "images/s/W (estimated watts)",
+              f"{meta['board']}: efficiency against latency (compute-bound)")
+
+
+# Command line ----------------------------------------------------------------------------------
+
+def configure(parser):
+    """Add the ``fpganet dse`` arguments to ``parser``."""
+    from .argtypes import positive_float, positive_int
+    from .boards.build import BOARDS
+
+    parser.add_argument("model", nargs="?", metavar="MODEL.onnx",
+                        help="ONNX model; omitted: the embedded LeNet-5 with its MNIST "
+                             "calibration split")
+    parser.add_argument("--calib", metavar="CALIB.npz",
+                        help="calibration inputs, array 'x' (required with MODEL)")
+    parser.add_argument("--board", required=True, choices=sorted(BOARDS),
+                        help="every point starts from this board's configuration")
+    parser.add_argument("--space", required=True, metavar="SPACE.toml",
+                        help="[space] table of parameter lists (array, act_buffer_bytes, "
+                             "requant_lanes, clock_mhz, any configuration field); optional "
+                             "[constraints] max_macs, min_macs")
+    parser.add_argument("-o", "--output", required=True, metavar="DIR",
+                        help="results.csv, results.json, Pareto plots; written atomically")
+    parser.add_argument("--synth", action="store_true",
+                        help="also build every point that fits for the board (minutes each)")
+    parser.add_argument("--seeds", type=positive_int, default=1, metavar="N",
+                        help="with --synth: nextpnr seeds 1..N per point (default 1)")
+    parser.add_argument("--address", metavar="ADDR",
+                        help="Ray cluster to run on (default: RAY_ADDRESS, else a local Ray on "
+                             "every core)")
+    parser.add_argument("--timeout", type=positive_float, metavar="S",
+                        help="seconds a task may run before it is cancelled and recorded")
+    parser.add_argument("--cache", metavar="DIR",
+                        help=f"results kept per point (default {DEFAULT_CACHE})")
+
+
+def run(args):
+    """Run a parsed ``fpganet dse`` command line; return the exit status."""
+    from .boards.build import BOARDS
+
+    space = load_space(args.space)
+    if args.seeds > 1 and not args.synth:
+        raise FpganetError("--seeds needs --synth (seeds are nextpnr placement seeds)")
+    _ray()                                          # one line on how to install it, up front
+    board = BOARDS[args.board]
+    n = len(space.points())
+    print(f"dse: {n} points of '{args.space}' on {board.description}"
+          + (f", each built with {args.seeds} seed(s)" if args.synth else "")
+          + f"; Ray at {args.address or os.environ.get('RAY_ADDRESS') or 'a local instance'}",
+          flush=True)
+    rows, meta = run_dse(model=args.model, calib=args.calib, board=args.board, space=space,
+                         out=args.output, synth=args.synth, seeds=args.seeds,
+                         address=args.address, timeout=args.timeout, cache_dir=args.cache)
+    cache = meta["cache"]
+    print(f"dse: {cache['served']} result(s) served from the cache ({cache['folder']}), "
+          f"{cache['computed']} computed on Ray {meta['ray_version']} "
+          f"({meta['ray']['cluster_resources'].get('CPU', 0):g} CPUs)")
+    width = max([len("point")] + [len(_point_label(row, space)) for row in rows])
+    print(f"  {'point':{width}s} {'status':14s} {'cycles/image':>12s} {'images/s':>9s} "
+          f"{'compute':>9s} {'mW':>6s} {'images/s/W':>10s}")
+    for row in rows:
+        figures = (f"{row['cycles_per_image']:>12,} {row['images_per_s']:>9,.0f} "
+                   f"{row['compute_images_per_s']:>9,.0f} {1e3 * row['watts']:>6.2f} "
+                   f"{row['images_per_s_per_w']:>10,.0f}"
+                   if row["status"] == "ok" else row["reason"][:90])
+        print(f"  {_point_label(row, space):{width}s} {row['status']:14s} {figures}")
+    print("  (cycles/image: simulated by fpganet.perf; images/s: estimated end to end over the "
+          "board's host link, compute: cycles/image at the clock; mW and images/s/W: estimated "
+          "chip power, default switching activity, end to end)")
+    print(f"dse: wrote {args.output}/results.csv, results.json, pareto_throughput.png, "
+          f"pareto_efficiency.png")
+    return 0
+
+
+def _point_label(row, space):
+    return " ".join(f"{key}={row[key]}" for key in space.parameters)
