@@ -342,8 +342,8 @@ def _ray():
     return ray
 
 
-def _init_ray(ray, address):
-    """Start Ray locally (all cores) or connect to ``address``; quiet, no dashboard."""
+def _init_ray(ray, address, cpus=None):
+    """Start Ray locally (``cpus``, default all cores) or connect to ``address``; quiet."""
     os.environ.setdefault("RAY_DISABLE_IMPORT_WARNING", "1")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     options = dict(include_dashboard=False, log_to_driver=False, logging_level="ERROR",
@@ -352,7 +352,7 @@ def _init_ray(ray, address):
         ray.init(address=address, **options)
     else:
         # "local": a new instance of our own, even where another one is running on this machine.
-        ray.init(address="local", num_cpus=os.cpu_count() or 1, **options)
+        ray.init(address="local", num_cpus=cpus or os.cpu_count() or 1, **options)
 
 
 class _Scheduler:
@@ -426,7 +426,7 @@ def _first_line(error):
 # The command -----------------------------------------------------------------------------------
 
 def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=None,
-            timeout=None, cache_dir=None, log=print):
+            timeout=None, cache_dir=None, cpus=None):
     """Explore ``space`` for ``model`` on ``board`` with Ray; write ``out``; return the rows.
 
     Parameters
@@ -446,6 +446,15 @@ def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=No
         Seconds a task may run before it is cancelled and recorded as timed out.
     cache_dir : str or os.PathLike, optional
         Default ``~/.cache/fpganet/dse``.
+    cpus : int, optional
+        CPUs of the local instance (default: every core); ignored with ``address``.
+
+    Returns
+    -------
+    rows : list of dict
+        One per point, as in ``results.csv``.
+    meta : dict
+        ``results.json`` (with the rows).
     """
     import numpy as np
 
@@ -514,7 +523,7 @@ def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=No
     ray = _ray()
     from tqdm import tqdm
 
-    _init_ray(ray, address or os.environ.get("RAY_ADDRESS"))
+    _init_ray(ray, address or os.environ.get("RAY_ADDRESS"), cpus)
     scheduler = None
     try:
         resources = ray.cluster_resources()
@@ -748,6 +757,8 @@ def configure(parser):
     parser.add_argument("--address", metavar="ADDR",
                         help="Ray cluster to run on (default: RAY_ADDRESS, else a local Ray on "
                              "every core)")
+    parser.add_argument("--cpus", type=positive_int, metavar="N",
+                        help="CPUs of the local Ray instance (default: every core)")
     parser.add_argument("--timeout", type=positive_float, metavar="S",
                         help="seconds a task may run before it is cancelled and recorded")
     parser.add_argument("--cache", metavar="DIR",
@@ -770,7 +781,8 @@ def run(args):
           flush=True)
     rows, meta = run_dse(model=args.model, calib=args.calib, board=args.board, space=space,
                          out=args.output, synth=args.synth, seeds=args.seeds,
-                         address=args.address, timeout=args.timeout, cache_dir=args.cache)
+                         address=args.address, timeout=args.timeout, cache_dir=args.cache,
+                         cpus=args.cpus)
     cache = meta["cache"]
     print(f"dse: {cache['served']} result(s) served from the cache ({cache['folder']}), "
           f"{cache['computed']} computed on Ray {meta['ray_version']} "

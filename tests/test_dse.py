@@ -1,0 +1,189 @@
+"""``fpganet dse`` on a real local Ray instance (2 CPUs): results, the cache, a killed run resumed.
+
+Each run is a subprocess, as a user runs it: Ray starts its own processes, and the resumed
+run needs a run that was killed with SIGKILL, Ray's processes and all.
+"""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fpganet.cli import main
+from fpganet.dse import load_space, pareto
+
+pytest.importorskip("ray", reason="fpganet dse needs the optional extra 'dse' (make installs it)")
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "dse_lenet5.toml"
+ENV = dict(os.environ, RAY_DISABLE_IMPORT_WARNING="1", RAY_USAGE_STATS_ENABLED="0",
+           PYTHONUNBUFFERED="1")
+ENV.pop("RAY_ADDRESS", None)            # always a local instance of our own
+
+
+def dse_command(space, out, cache, *extra):
+    return [sys.executable, "-m", "fpganet", "dse", "--board", "icebreaker", "--space",
+            str(space), "-o", str(out), "--cache", str(cache), "--cpus", "2", *extra]
+
+
+def run_dse(space, out, cache, *extra):
+    result = subprocess.run(dse_command(space, out, cache, *extra), env=ENV, capture_output=True,
+                            text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = list(csv.DictReader(open(out / "results.csv")))
+    meta = json.loads((out / "results.json").read_text())
+    return result, rows, meta
+
+
+def test_example_space_then_served_from_the_cache(tmp_path):
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    result, rows, meta = run_dse(EXAMPLE, out, cache)
+    assert [(row["array"], row["act_buffer_bytes"]) for row in rows] == [
+        (array, size) for array in ("2x8", "4x4", "8x2") for size in ("8192", "16384")]
+    assert all(row["status"] == "ok" for row in rows)
+    for row in rows:
+        assert int(row["cycles_per_image"]) > 0
+        assert float(row["images_per_s"]) > 0 and float(row["watts"]) > 0
+        assert float(row["images_per_s_per_w"]) > 0
+    # The 8x2 array needs fewer cycles than the 2x8 on LeNet-5 (README's table: 39,748 vs 55,908
+    # at the default configuration).
+    cycles = {row["array"]: int(row["cycles_per_image"]) for row in rows}
+    assert cycles["8x2"] < cycles["4x4"] < cycles["2x8"]
+    assert meta["engine"] == "ray" and meta["ray_version"]
+    assert meta["ray"]["cluster_resources"]["CPU"] == 2
+    assert meta["cache"] == {"folder": str(cache), "served": 0, "computed": 6}
+    for name in ("pareto_throughput.png", "pareto_efficiency.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "SHA256SUMS" in os.listdir(out)
+    assert "6 computed" in result.stdout
+
+    # Again, into the same (fpganet-written) folder: nothing is computed.
+    result, again, meta = run_dse(EXAMPLE, out, cache)
+    assert meta["cache"] == {"folder": str(cache), "served": 6, "computed": 0}
+    assert "6 result(s) served from the cache" in result.stdout
+    assert again == rows
+
+
+def test_killed_run_resumes_from_the_cache_and_a_point_that_does_not_fit(tmp_path):
+    space = tmp_path / "space.toml"
+    # 2,048 bytes of activations cannot hold LeNet-5's 5,880-byte feature maps on any of them.
+    space.write_text('[space]\narray = ["2x8", "4x4", "8x2"]\n'
+                     'act_buffer_bytes = [2048, 8192, 16384, 32768]\n')
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    process = subprocess.Popen(dse_command(space, out, cache), env=ENV, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and process.poll() is None:
+            if len(list(cache.glob("*.json"))) >= 2:
+                break
+            time.sleep(0.02)
+    finally:
+        # The whole session: the driver and the Ray processes it started.
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    assert process.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+    done = len(list(cache.glob("*.json")))
+    assert 2 <= done < 12
+    assert not out.exists()
+
+    result, rows, meta = run_dse(space, out, cache)
+    assert meta["cache"]["served"] == done
+    assert meta["cache"]["computed"] == 12 - done
+    refused = [row for row in rows if row["act_buffer_bytes"] == "2048"]
+    assert len(refused) == 3
+    for row in refused:
+        assert row["status"] == "does not fit"
+        assert "activation buffer" in row["reason"] and "--act-buffer-bytes" in row["reason"]
+        assert row["cycles_per_image"] == ""
+    assert all(row["status"] == "ok" for row in rows if row["act_buffer_bytes"] != "2048")
+
+
+@pytest.mark.parametrize("text, named", [
+    ('[space]\narray = ["2x8"]\nact_bufer_bytes = [8192]\n', "act_bufer_bytes"),
+    ('[space]\narray = ["2x8", "4by4"]\n', "array"),
+    ('[space]\nact_buffer_bytes = [8192, -1]\n', "act_buffer_bytes"),
+    ('[space]\nact_buffer_bytes = 8192\n', "act_buffer_bytes"),
+    ('[space]\nclock_mhz = [18, "fast"]\n', "clock_mhz"),
+    ('[space]\nbroadcast_operands = [1]\n', "broadcast_operands"),
+    ('[space]\narray = ["2x8"]\n[constraints]\nmax_luts = 5\n', "max_luts"),
+    ('[spaces]\narray = ["2x8"]\n', "spaces"),
+    ('[space]\narray = ["2x8"\n', "not valid TOML"),
+    ('', "[space]"),
+])
+def test_bad_space_file_is_one_line_and_writes_nothing(tmp_path, capsys, text, named):
+    space = tmp_path / "space.toml"
+    space.write_text(text)
+    before = sorted(os.listdir(tmp_path))
+    status = main(["dse", "--board", "icebreaker", "--space", str(space), "-o",
+                   str(tmp_path / "out"), "--cache", str(tmp_path / "cache")])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err.count("\n") == 1 and err.startswith("fpganet: error: ") and named in err
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_space_points_and_pareto_front():
+    space = load_space(EXAMPLE)
+    assert len(space.points()) == 6
+    assert space.points()[0] == {"array": "2x8", "act_buffer_bytes": 8192}
+    # Lower x and higher y are better: (1, 5) and (3, 9) are on the front, (2, 4) is not.
+    assert pareto([(1, 5), (2, 4), (3, 9)], "low", "high") == [0, 2]
+
+
+def test_a_task_past_its_timeout_is_cancelled_and_recorded_not_cached(tmp_path):
+    # 0.3 s is less than one compile of LeNet-5 (about 0.5 s in a warm worker).
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    _, rows, meta = run_dse(EXAMPLE, out, cache, "--timeout", "0.3")
+    timed_out = [row for row in rows if row["status"] == "timed out"]
+    assert timed_out and all(row["status"] in ("timed out", "ok") for row in rows)
+    assert "--timeout" in timed_out[0]["reason"]
+    # Only finished results are kept: the next run tries the others again.
+    assert len(list(cache.glob("*.json"))) == len(rows) - len(timed_out)
+
+
+def _descendants(pid):
+    """Process ids below ``pid`` (Linux /proc): the Ray processes our subprocess started."""
+    found, stack = [], [pid]
+    while stack:
+        parent = stack.pop()
+        try:
+            children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+        except OSError:
+            continue
+        found.extend(int(child) for child in children)
+        stack.extend(int(child) for child in children)
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def test_a_worker_killed_mid_task_is_recorded_and_the_run_goes_on(tmp_path):
+    space = tmp_path / "space.toml"
+    space.write_text('[space]\narray = ["2x8", "4x4", "8x2"]\nact_buffer_bytes = [8192, 16384]\n')
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    process = subprocess.Popen(dse_command(space, out, cache), env=ENV, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True)
+    killed, deadline = None, time.monotonic() + 120
+    while killed is None and time.monotonic() < deadline and process.poll() is None:
+        for pid in _descendants(process.pid):
+            try:
+                title = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if title.startswith(b"ray::evaluate_point"):
+                os.kill(pid, signal.SIGKILL)
+                killed = pid
+                break
+        time.sleep(0.01)
+    stdout, _ = process.communicate(timeout=180)
+    assert killed is not None and process.returncode == 0, stdout
+    rows = list(csv.DictReader(open(out / "results.csv")))
+    lost = [row for row in rows if row["status"] == "worker lost"]
+    assert len(lost) == 1 and "WorkerCrashedError" in lost[0]["reason"]
+    assert sum(row["status"] == "ok" for row in rows) == 5
