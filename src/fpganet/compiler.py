@@ -11,12 +11,13 @@ partial ``OUT`` (:mod:`fpganet.files`). :func:`load_compiled` reads it back. The
 """
 
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 from .config import DEFAULT_CONFIG
-from .errors import FpganetError
+from .errors import FpganetError, FpganetWarning
 from .files import staged_directory
 from .qnet import load_network
 
@@ -114,7 +115,8 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     calib : str, os.PathLike or numpy.ndarray, optional
         ``.npz`` with ``x`` float32 [N, *input_shape], or the array itself.
         None: the embedded MNIST calibration split (only with the embedded LeNet-5 or
-        a byte-identical copy of it).
+        a byte-identical copy of it). A pre-quantized QDQ model needs none; given one anyway,
+        it is ignored with a :class:`~fpganet.errors.FpganetWarning`.
     out_dir : str or os.PathLike, optional
         Directory to write (replaced atomically if it is an earlier output).
     config : fpganet.config.AcceleratorConfig, optional
@@ -150,7 +152,15 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     sha256 = file_sha256(model_path)
     # A byte-identical copy of the embedded LeNet-5 gets its defaults (calibration split, eval inputs).
     embedded = sha256 == file_sha256(datasets.LENET5_ONNX)
-    if calib is None:
+    if graph.quantization is not None:
+        # A QDQ model carries its quantization; calibration data would not change it.
+        if calib is not None:
+            warnings.warn("the model is pre-quantized (QDQ): its own scales and zero points are "
+                          "used and the calibration data are ignored", FpganetWarning, stacklevel=2)
+        calib, calib_x = None, None
+        calibration = {"data": "scales and zero points of the model's QuantizeLinear nodes",
+                       "method": "qdq", "samples": 0}
+    elif calib is None:
         if not embedded:
             raise FpganetError("a calibration file is required for a model other than the "
                                "embedded LeNet-5 (--calib CALIB.npz with an array 'x')")
@@ -165,15 +175,17 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
         calib_x = _check_x(arrays["x"], graph.input_shape,
                            f"array 'x' in calibration file '{os.fspath(calib)}'", graph.input_name)
         calibration = {"data": os.path.abspath(os.fspath(calib)), "sha256": file_sha256(calib)}
-    if calib_limit is not None:
-        if calib_limit < 1:
-            raise FpganetError(f"calibration limit must be at least 1, not {calib_limit}")
+    if calib_limit is not None and calib_limit < 1:
+        raise FpganetError(f"calibration limit must be at least 1, not {calib_limit}")
+    if calib_x is not None:
         calib_x = calib_x[:calib_limit]
-    calibration.update(method=method, samples=int(calib_x.shape[0]))
+        calibration.update(method=method, samples=int(calib_x.shape[0]))
     source = {"path": str(model_path.resolve()), "file": model_path.name,
               "sha256": sha256, "embedded": embedded, "graph": graph.name,
               "dropped_output_op": graph.dropped_output_op, "notes": list(graph.notes),
               "float_macs": int(graph.macs)}
+    if graph.quantization is not None:
+        source["prequantized"] = "QDQ: the model's activation scales and int8 weights"
     net = quantize_graph(graph, calib_x, method=method, config=config, source=source,
                          calibration=calibration)
     if out_dir is not None:

@@ -221,6 +221,10 @@ class Graph:
     dropped_output_op : str or None
         ``"Softmax"`` or ``"LogSoftmax"`` when the final normalization was dropped;
         the IR then outputs the logits before it (same arg-max).
+    quantization : dict or None
+        A pre-quantized (QDQ) model's own quantization (:mod:`fpganet.model.qdq`):
+        ``"activations"``, layer index (-1: the input) -> ``(scale, zero_point)`` int8, and
+        ``"weight_scales"``, linear layer index -> float32 [M]; None for a float model.
     """
 
     name: str
@@ -231,6 +235,7 @@ class Graph:
     layers: list = field(default_factory=list)
     notes: list = field(default_factory=list)
     dropped_output_op: str = None
+    quantization: dict = None
 
     @property
     def input_chw(self):

@@ -139,8 +139,18 @@ def import_model(model):
     Graph
         With ReLUs fused into the layer before them (:func:`~fpganet.model.ir.fuse_relu`).
     """
-    graph = _Importer(model).run()
-    return fuse_relu(graph)
+    from .qdq import attach_quantization, strip_qdq
+
+    model, qdq = strip_qdq(model)
+    importer = _Importer(model)
+    graph = importer.run()
+    tensor_layers = importer.tensor_layers(graph) if qdq is not None else None
+    graph = fuse_relu(graph)
+    if qdq is not None:
+        # The quantization of a dropped final Softmax's output means nothing for the logits.
+        ignored = importer.output_name if graph.dropped_output_op else None
+        attach_quantization(graph, qdq, tensor_layers, importer.node_layers, ignored)
+    return graph
 
 
 def _check_acyclic(graph):
@@ -239,6 +249,7 @@ class _Importer:
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
                 self.constants[node.output[0]] = self._constant_value(node, index)
         self.view_of = {}  # chain tensor -> (view, orientation), for folding Shape nodes
+        self.node_layers = []  # (node, its constant inputs, layers it made or changed)
         self.layers = []
         self.notes = []
 
@@ -409,6 +420,9 @@ class _Importer:
             self.view_of[out] = (value.view, value.orientation)
             self._check_inferred(out, value.view, value.orientation, node, index)
             self._check_finite(node, index)
+            self.node_layers.append((_describe(node, index),
+                                     [name for name in node.input if name in self.initializers],
+                                     list(self.touched)))
         if output_name not in self.values:
             raise FpganetError(f"the graph output '{output_name}' is not computed from the input "
                                f"'{input_info.name}'; the data path is broken")
@@ -425,6 +439,21 @@ class _Importer:
                      input_shape=tuple(self.input_view), output_name=final_name,
                      output_shape=tuple(value.view), layers=layers, notes=self.notes,
                      dropped_output_op=self.dropped)
+
+    def tensor_layers(self, graph):
+        """ONNX tensor name -> the layer object holding its data (None: the graph input), for
+        tensors with no fold pending; a ReLU's tensor maps to the layer it will be fused into
+        (or the pass-through layer before it, which then carries the rectified data)."""
+        result = {}
+        for name, value in self.values.items():
+            if value.affine is not None or value.order is not None:
+                continue
+            layer = value.layer
+            while isinstance(layer, Relu):
+                source = layer.inputs[0]
+                layer = None if source == GRAPH_INPUT else graph.layers[source]
+            result[name] = layer
+        return result
 
     def _data_nodes(self, input_name):
         """Indices of the nodes on the data path, in topological order.

@@ -38,8 +38,10 @@ def quantize_graph(graph, calib_x, method=DEFAULT_METHOD, config=DEFAULT_CONFIG,
     ----------
     graph : fpganet.model.Graph
         ReLUs already fused (as :func:`fpganet.model.load_onnx` returns it).
-    calib_x : numpy.ndarray
-        float32 [N, *graph.input_shape] in the model's input domain.
+    calib_x : numpy.ndarray or None
+        float32 [N, *graph.input_shape] in the model's input domain; unused (None) for a
+        pre-quantized graph (``graph.quantization``, a QDQ model), whose own activation
+        scales, zero points and weight scales are used as given.
     method : str
         Calibration method, see :data:`fpganet.quantize.calibrate.METHODS`.
     config : fpganet.config.AcceleratorConfig
@@ -61,12 +63,18 @@ def quantize_graph(graph, calib_x, method=DEFAULT_METHOD, config=DEFAULT_CONFIG,
     if config.operand_width != 8:
         raise FpganetError(f"the quantizer produces int8 networks; operand_width must be 8, "
                            f"not {config.operand_width}")
-    calib_x = np.asarray(calib_x, dtype=np.float32)
-    with np.errstate(all="ignore"):   # non-finite activations are refused below, by tensor
-        _, outputs = run_float(graph, calib_x, layer_outputs=True)
-    check_calibration(graph, calib_x, outputs)
-    s_act, zp_act = activation_qparams(*tensor_range(calib_x, method))
-    warn_degenerate(f"the input '{graph.input_name}'", calib_x, s_act)
+    given = graph.quantization
+    if given is not None:
+        # A pre-quantized (QDQ) model: its scales, zero points and int8 weights as they are.
+        outputs = [None] * len(graph.layers)
+        s_act, zp_act = given["activations"][-1]
+    else:
+        calib_x = np.asarray(calib_x, dtype=np.float32)
+        with np.errstate(all="ignore"):   # non-finite activations are refused below, by tensor
+            _, outputs = run_float(graph, calib_x, layer_outputs=True)
+        check_calibration(graph, calib_x, outputs)
+        s_act, zp_act = activation_qparams(*tensor_range(calib_x, method))
+        warn_degenerate(f"the input '{graph.input_name}'", calib_x, s_act)
     input_scale, input_zp = s_act, zp_act
     # (scale, zero point) of every layer's output; -1 is the network input.
     act = {-1: (s_act, zp_act)}
@@ -75,10 +83,15 @@ def quantize_graph(graph, calib_x, method=DEFAULT_METHOD, config=DEFAULT_CONFIG,
         sources = layer_inputs(graph.layers, index)
         s_act, zp_act = act[sources[0]]
         if isinstance(layer, (Conv, Dense, Add, AvgPool)):
-            s_out, zp_out = activation_qparams(*tensor_range(values, method))
-            warn_degenerate(f"the output of layer '{layer.name}'", values, s_out)
+            if given is not None:
+                s_out, zp_out = given["activations"][index]
+            else:
+                s_out, zp_out = activation_qparams(*tensor_range(values, method))
+                warn_degenerate(f"the output of layer '{layer.name}'", values, s_out)
         if isinstance(layer, (Conv, Dense)):
-            qlayer = quantize_linear_layer(layer, s_act, zp_act, s_out, zp_out, config.acc_width)
+            s_w = None if given is None else given["weight_scales"][index]
+            qlayer = quantize_linear_layer(layer, s_act, zp_act, s_out, zp_out, config.acc_width,
+                                           s_w=s_w)
         elif isinstance(layer, Add):
             qlayer = quantize_add(layer, act[sources[0]], act[sources[1]], (s_out, zp_out))
         elif isinstance(layer, AvgPool):
@@ -102,8 +115,8 @@ def quantize_graph(graph, calib_x, method=DEFAULT_METHOD, config=DEFAULT_CONFIG,
                    input_scale=input_scale, input_zp=input_zp, output_name=graph.output_name,
                    output_shape=tuple(graph.output_shape), output_scale=s_act, output_zp=zp_act,
                    config=config, source=dict(source or {}), calibration=dict(calibration or {}))
-    net.calibration.setdefault("method", method)
-    net.calibration.setdefault("samples", int(calib_x.shape[0]))
+    net.calibration.setdefault("method", method if given is None else "qdq")
+    net.calibration.setdefault("samples", int(calib_x.shape[0]) if given is None else 0)
     net.validate()
     return net
 
@@ -146,7 +159,7 @@ def warn_degenerate(what, values, scale):
                       FpganetWarning, stacklevel=3)
 
 
-def quantize_linear_layer(layer, s_in, zp_in, s_out, zp_out, acc_width=32):
+def quantize_linear_layer(layer, s_in, zp_in, s_out, zp_out, acc_width=32, s_w=None):
     """Quantize one Conv or Dense given its input and output activation parameters.
 
     Parameters
@@ -155,6 +168,9 @@ def quantize_linear_layer(layer, s_in, zp_in, s_out, zp_out, acc_width=32):
     s_in, zp_in, s_out, zp_out : float, int, float, int
     acc_width : int
         Accumulator bits; the layer is refused if it could overflow.
+    s_w : numpy.ndarray, optional
+        float32 [M]: the model's own per-output-channel weight scales (a QDQ model), under
+        which the float weights are exactly int8 codes; None: chosen from the weights.
 
     Returns
     -------
@@ -165,7 +181,13 @@ def quantize_linear_layer(layer, s_in, zp_in, s_out, zp_out, acc_width=32):
         kind, stride, pads = "dense", (1, 1), (0, 0, 0, 0)
     else:
         weight, kind, stride, pads = layer.weight, "conv", tuple(layer.stride), tuple(layer.pads)
-    q_w, s_w = weight_qparams(weight)
+    if s_w is None:
+        q_w, s_w = weight_qparams(weight)
+    else:
+        s_w = np.asarray(s_w, dtype=np.float32)
+        shape = (-1,) + (1,) * (weight.ndim - 1)
+        q_w = np.rint(weight.astype(np.float64) / s_w.astype(np.float64).reshape(shape))
+        q_w = q_w.astype(np.int8)
     m = q_w.shape[0]
     bias_scale = np.float64(s_in) * s_w.astype(np.float64)
     with np.errstate(over="ignore", invalid="ignore"):

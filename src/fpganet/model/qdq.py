@@ -1,0 +1,406 @@
+"""Pre-quantized QDQ ONNX: the model's own quantization, read before import.
+
+A QDQ model (onnxruntime's ``quantize_static`` with ``QuantFormat.QDQ``) marks every
+quantized activation with a QuantizeLinear -> DequantizeLinear pair and stores its
+weights as int8 (and biases as int32) initializers behind a DequantizeLinear.
+:func:`strip_qdq` removes those nodes, leaving the float model the importer already
+understands (every weight is its int8 value times its scale, exactly, in float32), and
+returns what they said:
+
+* ``activations``: tensor name -> ``(scale, zero_point, node)``, the zero point as int8
+  (a uint8 tensor's zero point less 128: ``q8 = u8 - 128`` is the same real value);
+* ``constants``: float initializer name -> ``(q, scale, node)``, the integer values and
+  their scales (one, or one per slice along the DequantizeLinear's axis).
+
+:func:`attach_quantization` then maps them onto the imported layers
+(:attr:`fpganet.model.ir.Graph.quantization`); the quantizer uses them as given
+(``docs/numerics.md``, "Pre-quantized QDQ models"). What fpganet's integer network cannot
+represent is refused in one line naming the node.
+"""
+
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import FpganetError, one_line
+from .ir import GRAPH_INPUT, LINEAR_LAYERS, REQUANTIZING_LAYERS, layer_inputs
+
+__all__ = ["strip_qdq", "attach_quantization", "QdqInfo", "onnxruntime_qdq"]
+
+_QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
+
+
+class QdqInfo:
+    """The quantization a QDQ model carries (see the module docstring)."""
+
+    def __init__(self):
+        self.activations = {}
+        self.constants = {}
+        self.output_q = None   # node quantizing a dropped final op's output (ignored)
+
+
+def _name(node):
+    output = node.output[0] if node.output else "?"
+    return f"{node.op_type} '{node.name or output}'"
+
+
+def strip_qdq(model):
+    """Remove the QuantizeLinear/DequantizeLinear nodes of a QDQ model.
+
+    Parameters
+    ----------
+    onnx.ModelProto
+
+    Returns
+    -------
+    model : onnx.ModelProto
+        The float model (a copy), or ``model`` itself when it has no QuantizeLinear.
+    info : QdqInfo or None
+        None for a float model.
+
+    Raises
+    ------
+    fpganet.errors.FpganetError
+        A Q/DQ node outside the patterns above, a per-channel activation scale, an
+        integer type other than int8/uint8 for activations, a zero or non-finite scale.
+    """
+    import onnx
+    from onnx import numpy_helper
+
+    graph = model.graph
+    if not any(node.op_type == "QuantizeLinear" and node.domain in ("", "ai.onnx")
+               for node in graph.node):
+        return model, None
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    graph = model.graph
+    info = QdqInfo()
+    initializers = {}
+    for tensor in graph.initializer:
+        try:
+            initializers[tensor.name] = numpy_helper.to_array(tensor)
+        except Exception as error:
+            raise FpganetError(f"initializer '{tensor.name}' cannot be read "
+                               f"({one_line(error)[:200]})") from None
+    for node in graph.node:
+        if node.op_type == "Constant" and node.output:
+            for attribute in node.attribute:
+                if attribute.name == "value":
+                    try:
+                        initializers[node.output[0]] = numpy_helper.to_array(attribute.t)
+                    except Exception:
+                        pass   # the importer refuses it with its own message
+    producers = {name: node for node in graph.node for name in node.output if name}
+    consumers = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    graph_outputs = {info_.name for info_ in graph.output}
+
+    def params(node, per_tensor):
+        if node.domain not in ("", "ai.onnx") or len(node.input) < 2 or len(node.output) != 1:
+            raise FpganetError(f"{_name(node)} has {len(node.input)} input(s) and "
+                               f"{len(node.output)} output(s); expected x, scale[, zero_point]")
+        for name in node.input[1:3]:
+            if name and name not in initializers:
+                raise FpganetError(f"{_name(node)}: its scale or zero point '{name}' is not a "
+                                   f"constant")
+        scale = np.asarray(initializers[node.input[1]])
+        zp_name = node.input[2] if len(node.input) > 2 else ""
+        zero_point = np.asarray(initializers[zp_name]) if zp_name else np.zeros((), np.uint8)
+        if scale.dtype != np.float32 or not scale.size:
+            raise FpganetError(f"{_name(node)}: its scale is {scale.dtype} {list(scale.shape)}; "
+                               f"expected float32")
+        if not np.all(np.isfinite(scale)) or not np.all(scale > 0):
+            raise FpganetError(f"{_name(node)}: its scale must be finite and positive")
+        if per_tensor and (scale.size != 1 or zero_point.size != 1):
+            raise FpganetError(f"{_name(node)} quantizes an activation per channel ({scale.size} "
+                               f"scales); the accelerator has one scale per activation tensor")
+        if zero_point.size not in (1, scale.size):
+            raise FpganetError(f"{_name(node)}: {zero_point.size} zero points for "
+                               f"{scale.size} scales")
+        return scale.astype(np.float32), zero_point
+
+    removed = set()
+    alias = {}         # DequantizeLinear output -> the tensor it stands for
+    for index, node in enumerate(graph.node):
+        if node.op_type != "DequantizeLinear" or not node.input or node.input[0] not in initializers:
+            continue
+        scale, zero_point = params(node, per_tensor=False)
+        q = np.asarray(initializers[node.input[0]])
+        if q.dtype not in (np.int8, np.uint8, np.int32):
+            raise FpganetError(f"{_name(node)} dequantizes {q.dtype}; only int8 weights and "
+                               f"int32 biases are supported")
+        if np.any(zero_point != 0):
+            raise FpganetError(f"{_name(node)}: {q.dtype} constant with a nonzero zero point; "
+                               f"the accelerator's weights are symmetric (zero point 0)")
+        axis = 1
+        for attribute in node.attribute:
+            if attribute.name == "axis":
+                axis = int(attribute.i)
+        if scale.size > 1:
+            if not -q.ndim <= axis < q.ndim or q.shape[axis] != scale.size:
+                raise FpganetError(f"{_name(node)}: {scale.size} scales along axis {axis} of a "
+                                   f"{list(q.shape)} tensor")
+            shape = [1] * q.ndim
+            shape[axis] = scale.size
+            scale_b = scale.reshape(shape)
+        else:
+            scale_b = scale.reshape(())
+        values = (q.astype(np.float32) * scale_b).astype(np.float32)
+        output = node.output[0]
+        info.constants[output] = (q, scale.ravel(), _name(node))
+        graph.initializer.append(numpy_helper.from_array(values, output))
+        initializers[output] = values
+        removed.add(index)
+    for index, node in enumerate(graph.node):
+        if node.op_type != "QuantizeLinear":
+            continue
+        scale, zero_point = params(node, per_tensor=True)
+        if zero_point.dtype not in (np.int8, np.uint8):
+            raise FpganetError(f"{_name(node)} quantizes to {zero_point.dtype}; the accelerator's "
+                               f"activations are int8 (uint8 is shifted by 128)")
+        zp = int(zero_point.ravel()[0]) - (128 if zero_point.dtype == np.uint8 else 0)
+        source, output = node.input[0], node.output[0]
+        readers = consumers.get(output, [])
+        if output in graph_outputs or not readers:
+            raise FpganetError(f"{_name(node)}: its output must feed DequantizeLinear nodes "
+                               f"(a QuantizeLinear -> DequantizeLinear pair)")
+        for reader in readers:
+            if reader.op_type != "DequantizeLinear" or reader.input[0] != output:
+                raise FpganetError(f"{_name(node)} feeds {_name(reader)}; only a DequantizeLinear "
+                                   f"may read a quantized activation")
+            r_scale, r_zero_point = params(reader, per_tensor=True)
+            if (r_scale.ravel()[0] != scale.ravel()[0] or r_zero_point.dtype != zero_point.dtype
+                    or r_zero_point.ravel()[0] != zero_point.ravel()[0]):
+                raise FpganetError(f"{_name(reader)} dequantizes with another scale or zero point "
+                                   f"than {_name(node)}")
+            removed.add(next(i for i, n in enumerate(graph.node) if n is reader))
+            alias[reader.output[0]] = source
+        removed.add(index)
+        previous = info.activations.get(source)
+        value = (float(scale.ravel()[0]), zp, _name(node))
+        if previous is not None and previous[:2] != value[:2]:
+            raise FpganetError(f"{previous[2]} and {value[2]} quantize '{source}' differently")
+        info.activations[source] = value
+    for index, node in enumerate(graph.node):
+        if node.op_type == "DequantizeLinear" and index not in removed:
+            raise FpganetError(f"{_name(node)} reads '{node.input[0] if node.input else ''}', "
+                               f"neither a constant nor the output of a QuantizeLinear")
+    kept = [node for index, node in enumerate(graph.node) if index not in removed]
+
+    def resolve(name):
+        seen = set()
+        while name in alias and name not in seen:
+            seen.add(name)
+            name = alias[name]
+        return name
+
+    # A graph output that a DequantizeLinear produced: its source tensor takes the name.
+    rename = {}
+    for output in graph.output:
+        if output.name in alias:
+            rename[resolve(output.name)] = output.name
+    for name, new in rename.items():
+        if name in info.activations:
+            info.activations[new] = info.activations.pop(name)
+        if name in {i.name for i in graph.input}:
+            raise FpganetError(f"the graph output '{new}' is the quantized graph input")
+    for node in kept:
+        for position, name in enumerate(node.input):
+            target = resolve(name) if name in alias else name
+            node.input[position] = rename.get(target, target)
+        for position, name in enumerate(node.output):
+            node.output[position] = rename.get(name, name)
+    del graph.node[:]
+    graph.node.extend(kept)
+    # Consumers of a dropped node's output are gone; its stale shape annotations would
+    # contradict the renamed tensors.
+    stale = set(alias) | set(rename)
+    keep_info = [v for v in graph.value_info if v.name not in stale]
+    del graph.value_info[:]
+    graph.value_info.extend(keep_info)
+    return model, info
+
+
+def attach_quantization(graph, info, tensor_layers, node_layers, ignored=None):
+    """Map a :class:`QdqInfo` onto the layers of an imported graph.
+
+    Parameters
+    ----------
+    graph : fpganet.model.ir.Graph
+        ReLUs fused; its ``quantization`` is set and it is returned.
+    info : QdqInfo
+    tensor_layers : dict
+        ONNX tensor name -> the layer object holding its data (None: the graph input),
+        for tensors with no fold still pending (a ReLU's already resolved to its source).
+    node_layers : list of tuple
+        ``(node description, constant input names, layers the node created or changed)``.
+    ignored : str, optional
+        A tensor whose quantization does not matter (the output of a dropped final Softmax).
+
+    Returns
+    -------
+    fpganet.model.ir.Graph
+
+    Raises
+    ------
+    fpganet.errors.FpganetError
+        A quantized tensor the accelerator fuses away with another scale, a requantizing
+        layer without an output quantization, weights changed by a fold.
+    """
+    layers = graph.layers
+    index_of = {id(layer): index for index, layer in enumerate(layers)}
+
+    def layer_index(layer):
+        return GRAPH_INPUT if layer is None else index_of.get(id(layer))
+
+    act = {}
+    for tensor, (scale, zp, node) in info.activations.items():
+        if tensor == ignored:
+            continue
+        if tensor not in tensor_layers:
+            raise FpganetError(f"{node} quantizes '{tensor}', a tensor the accelerator does not "
+                               f"hold (a fold is still pending there, or it is off the data path)")
+        index = layer_index(tensor_layers[tensor])
+        if index is None:
+            raise FpganetError(f"{node} quantizes '{tensor}', which the accelerator fuses away")
+        if index in act and act[index][:2] != (scale, zp):
+            raise FpganetError(f"{act[index][2]} and {node} quantize one accelerator tensor "
+                               f"differently ('{tensor}' is fused into the output of "
+                               f"'{_layer_label(layers, index)}')")
+        act[index] = (scale, zp, node, tensor)
+    if GRAPH_INPUT not in act:
+        raise FpganetError(f"the graph input '{graph.input_name}' has no QuantizeLinear; a QDQ "
+                           f"model must quantize its input")
+    # Pass-through layers keep their input's quantization: the model must agree.
+    for index, layer in enumerate(layers):
+        source = layer_inputs(layers, index)[0]
+        if isinstance(layer, REQUANTIZING_LAYERS):
+            if index not in act:
+                raise FpganetError(f"layer '{layer.name}' has no QuantizeLinear on its output; "
+                                   f"every Conv, Gemm, Add and AveragePool output of a QDQ model "
+                                   f"must be quantized")
+            continue
+        if source not in act:
+            continue
+        if index in act and act[index][:2] != act[source][:2]:
+            raise FpganetError(f"{act[index][2]} quantizes the output of '{layer.name}' "
+                               f"({type(layer).__name__}) with another scale or zero point than "
+                               f"its input ({act[source][2]}); the accelerator passes them "
+                               f"through")
+        if index not in act:
+            act[index] = act[source][:3] + (None,)
+    weights = {}
+    for node, inputs, touched in node_layers:
+        quantized = [name for name in inputs if name in info.constants
+                     and info.constants[name][0].dtype != np.int32]
+        if not quantized:
+            continue
+        targets = [layer for layer in touched if isinstance(layer, LINEAR_LAYERS)]
+        index = layer_index(targets[0]) if len(targets) == 1 else None
+        if index is None:
+            raise FpganetError(f"{node} reads the quantized weight '{quantized[0]}' but makes no "
+                               f"single Conv or dense layer of it")
+        weights[index] = (info.constants[quantized[0]], node)
+    scales = {}
+    for index, layer in enumerate(layers):
+        if not isinstance(layer, LINEAR_LAYERS):
+            continue
+        if index not in weights:
+            raise FpganetError(f"layer '{layer.name}' has float weights in a QDQ model; its "
+                               f"weights must come through a DequantizeLinear")
+        (q, scale, dq_node), node = weights[index]
+        scales[index] = _channel_scales(layer, q, scale, dq_node)
+    graph.quantization = {"activations": {index: value[:2] for index, value in act.items()},
+                          "tensors": {index: value[3] for index, value in act.items()
+                                      if value[3] is not None},
+                          "weight_scales": scales}
+    return graph
+
+
+def _layer_label(layers, index):
+    return "the input" if index == GRAPH_INPUT else layers[index].name
+
+
+def _channel_scales(layer, q, scale, node):
+    """Per-output-channel float32 scales under which the layer's float weights are exactly
+    the model's int8 values (a fold that changed them, or scales along another axis, fail)."""
+    weight = layer.weight
+    m = weight.shape[0]
+    if q.dtype != np.int8:
+        raise FpganetError(f"{node} dequantizes {q.dtype} weights; the accelerator's are int8")
+    if scale.size == 1:
+        s_w = np.full(m, scale[0], np.float32)
+    elif scale.size == m:
+        s_w = scale.astype(np.float32)
+    else:
+        raise FpganetError(f"{node}: {scale.size} weight scales for layer '{layer.name}' with "
+                           f"{m} output channels; per-channel scales must be per output channel")
+    shape = (m,) + (1,) * (weight.ndim - 1)
+    with np.errstate(all="ignore"):
+        codes = np.rint(weight.astype(np.float64) / s_w.reshape(shape).astype(np.float64))
+    exact = np.all(np.abs(codes) <= 127) and np.array_equal(
+        (codes.astype(np.float32) * s_w.reshape(shape)).astype(np.float32), weight)
+    if not exact or not np.array_equal(np.sort(codes.ravel()), np.sort(q.ravel().astype(np.float64))):
+        if q.size and q.min() < -127:
+            raise FpganetError(f"{node}: int8 weights reach -128; the accelerator's weights are "
+                               f"symmetric, -127..127")
+        raise FpganetError(f"{node}: the weights of layer '{layer.name}' are not the model's int8 "
+                           f"values times one scale per output channel (something was folded "
+                           f"into them, or the scales run along another axis)")
+    return s_w
+
+
+def onnxruntime_qdq(model, out, calib_x, per_channel=False, activation_type="uint8", batch=None):
+    """Quantize a float ONNX model with onnxruntime's ``quantize_static`` into QDQ format.
+
+    A reference producer of pre-quantized models for tests and benchmarks (onnxruntime
+    is an optional dependency): int8 symmetric weights, activations ``activation_type``.
+
+    Parameters
+    ----------
+    model, out : str or os.PathLike
+        Float model read, QDQ model written.
+    calib_x : numpy.ndarray
+        float32 calibration inputs [N, ...].
+    per_channel : bool
+        Per-output-channel weight scales.
+    activation_type : {"uint8", "int8"}
+        onnxruntime's default for QDQ is uint8.
+    batch : int, optional
+        Inputs per calibration run (a model with a fixed batch size needs it); default 1.
+    """
+    import onnx
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                          quantize_static)
+
+    float_model = onnx.load(str(model))
+    name = float_model.graph.input[0].name
+    opset = max((entry.version for entry in float_model.opset_import
+                 if entry.domain in ("", "ai.onnx")), default=0)
+    if opset < 13:
+        # Per-channel DequantizeLinear (its axis) needs opset 13; quantize_static only
+        # raises an older model to 11.
+        from onnx import version_converter
+
+        float_model = version_converter.convert_version(float_model, 13)
+    source = Path(out).with_suffix(".float.onnx")
+    onnx.save(float_model, str(source))
+    calib_x = np.asarray(calib_x, dtype=np.float32)
+    step = batch or 1
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.feeds = iter([{name: calib_x[i:i + step]}
+                               for i in range(0, len(calib_x) - step + 1, step)])
+
+        def get_next(self):
+            return next(self.feeds, None)
+
+    types = {"uint8": QuantType.QUInt8, "int8": QuantType.QInt8}
+    try:
+        quantize_static(str(source), str(out), Reader(), quant_format=QuantFormat.QDQ,
+                        per_channel=per_channel, activation_type=types[activation_type],
+                        weight_type=QuantType.QInt8)
+    finally:
+        source.unlink()

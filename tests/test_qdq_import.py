@@ -1,0 +1,252 @@
+"""Pre-quantized QDQ ONNX (onnxruntime's quantize_static): compiled without calibration.
+
+The QDQ LeNet-5s are made here from the embedded LeNet-5, calibrated on the MNIST
+calibration split, with per-tensor and per-channel weight scales (uint8 and int8
+activations). fpganet must take their scales, zero points and int8 weights as given and
+agree with onnxruntime running the same QDQ model; models it cannot represent are refused
+in one line. The full-split figures come from ``benchmarks/qdq_lenet5.py``.
+"""
+
+import logging
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from fpganet import datasets
+from fpganet.cli import main
+from fpganet.compiler import compile_model
+from fpganet.errors import FpganetError, FpganetWarning
+from fpganet.golden import run_golden
+from fpganet.model import import_model, load_onnx
+from fpganet.model.qdq import onnxruntime_qdq
+from fpganet.qnet import QConv
+
+pytest.importorskip("onnxruntime")
+
+#: The embedded LeNet-5 fixes its batch at 10.
+BATCH = 10
+EVAL_IMAGES = 300
+KINDS = {"per_tensor": (False, "uint8"), "per_channel": (True, "int8")}
+
+
+@pytest.fixture(scope="module")
+def qdq_models(tmp_path_factory):
+    logging.getLogger().setLevel(logging.ERROR)   # quantize_static's advice on pre-processing
+    root = tmp_path_factory.mktemp("qdq")
+    calib_x, _ = datasets.mnist("calib")
+    paths = {}
+    for kind, (per_channel, activations) in KINDS.items():
+        paths[kind] = root / f"lenet5_qdq_{kind}.onnx"
+        onnxruntime_qdq(datasets.LENET5_ONNX, paths[kind], calib_x, per_channel=per_channel,
+                        activation_type=activations, batch=BATCH)
+    return paths
+
+
+def initializers(path):
+    return {t.name: numpy_helper.to_array(t) for t in onnx.load(str(path)).graph.initializer}
+
+
+def onnxruntime_logits(path, x):
+    """onnxruntime's int8 codes of the logits (the QuantizeLinear before the Softmax)."""
+    import onnxruntime as ort
+
+    model = onnx.load(str(path))
+    softmax = next(n for n in model.graph.node if n.op_type == "Softmax")
+    dq = next(n for n in model.graph.node if n.output[0] == softmax.input[0])
+    model.graph.output.append(onnx.ValueInfoProto(name=dq.input[0]))
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    codes = [session.run([dq.input[0]], {"input_0": x[i:i + BATCH]})[0]
+             for i in range(0, len(x), BATCH)]
+    codes = np.concatenate(codes)
+    return codes.astype(np.int16) - (128 if codes.dtype == np.uint8 else 0)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_qdq_compiles_without_calibration_and_agrees_with_onnxruntime(qdq_models, kind, tmp_path):
+    path = qdq_models[kind]
+    net = compile_model(path, out_dir=tmp_path / "OUT")
+    assert net.calibration["method"] == "qdq" and net.calibration["samples"] == 0
+    assert "prequantized" in net.source
+    params = initializers(path)
+    convs = [layer for layer in net.layers if isinstance(layer, QConv)]
+    names = ["body.conv1", "body.conv2", "head.fc1", "head.fc2", "head.fc3"]
+    for layer, name in zip(convs, names, strict=True):
+        # Exactly the model's int8 weights and scales; its int32 bias with the input zero
+        # point folded in.
+        q = params[f"{name}.weight_quantized"]
+        np.testing.assert_array_equal(layer.weight.reshape(q.shape), q)
+        scale = np.broadcast_to(params[f"{name}.weight_scale"], (q.shape[0],))
+        np.testing.assert_array_equal(layer.s_w, scale)
+        row_sums = q.reshape(q.shape[0], -1).astype(np.int64).sum(axis=1)
+        np.testing.assert_array_equal(layer.bias, params[f"{name}.bias_quantized"]
+                                      - layer.zp_in * row_sums)
+    x, y = datasets.mnist("eval", limit=EVAL_IMAGES)
+    ours = run_golden(net, net.quantize_input(x)).reshape(len(x), -1)
+    theirs = onnxruntime_logits(path, x)
+    agreement = np.mean(ours.argmax(axis=1) == theirs.argmax(axis=1))
+    assert agreement >= 0.99, agreement
+    assert np.mean(np.all(ours == theirs, axis=1)) >= 0.7
+    assert np.mean(ours.argmax(axis=1) == y) >= 0.97
+
+
+def test_cli_compiles_qdq_without_calib_and_ignores_calib_with_a_warning(qdq_models, tmp_path,
+                                                                         capfd):
+    path = qdq_models["per_channel"]
+    assert main(["compile", str(path), "-o", str(tmp_path / "A")]) == 0
+    out, err = capfd.readouterr()
+    assert "qdq" in out and "error" not in err
+    calib = tmp_path / "calib.npz"
+    np.savez(calib, x=datasets.mnist("calib", limit=40)[0])
+    with pytest.warns(FpganetWarning, match="pre-quantized"):
+        net = compile_model(path, calib, out_dir=tmp_path / "B")
+    assert (tmp_path / "A" / "network.npz").read_bytes() == (tmp_path / "B" / "network.npz").read_bytes()
+    assert net.calibration["samples"] == 0
+
+
+def test_float_model_still_needs_calibration(tmp_path):
+    copy = tmp_path / "lenet_copy.onnx"
+    model = onnx.load(str(datasets.LENET5_ONNX))
+    model.graph.name = "renamed"
+    onnx.save(model, str(copy))
+    assert load_onnx(copy).quantization is None
+    with pytest.raises(FpganetError, match="calibration file is required"):
+        compile_model(copy)
+
+
+def _node(model, predicate):
+    return next(n for n in model.graph.node if predicate(n))
+
+
+def _set_init(model, name, value):
+    for index, tensor in enumerate(model.graph.initializer):
+        if tensor.name == name:
+            model.graph.initializer[index].CopyFrom(numpy_helper.from_array(value, name))
+            return
+    raise KeyError(name)
+
+
+def _per_channel_activation(model):
+    _set_init(model, "12_scale", np.full(6, 0.07, np.float32))
+    _set_init(model, "12_zero_point", np.zeros(6, np.uint8))
+
+
+def _dq_other_scale(model):
+    dq = _node(model, lambda n: n.name == "12_DequantizeLinear")
+    model.graph.initializer.append(numpy_helper.from_array(np.float32(0.5), "other_scale"))
+    dq.input[1] = "other_scale"
+
+
+def _maxpool_rescaled(model):
+    model.graph.initializer.append(numpy_helper.from_array(np.float32(0.5), "pool_scale"))
+    for name in ("13_QuantizeLinear", "13_DequantizeLinear"):
+        _node(model, lambda n: n.name == name).input[1] = "pool_scale"
+
+
+def _zero_scale(model):
+    _set_init(model, "15_scale", np.float32(0.0))
+
+
+def _uint8_weights(model):
+    _set_init(model, "body.conv1.weight_quantized",
+              numpy_helper.to_array(_init(model, "body.conv1.weight_quantized")).view(np.uint8))
+    _set_init(model, "body.conv1.weight_zero_point", np.uint8(128))
+
+
+def _int16_activation(model):
+    _set_init(model, "15_zero_point", np.int16(0))
+
+
+def _weight_minus_128(model):
+    q = numpy_helper.to_array(_init(model, "head.fc1.weight_quantized")).copy()
+    q.flat[0] = -128
+    _set_init(model, "head.fc1.weight_quantized", q)
+
+
+def _q_feeds_conv(model):
+    conv = _node(model, lambda n: n.op_type == "Conv")
+    conv.input[0] = "input_0_QuantizeLinear_Output"
+
+
+def _float_weight(model):
+    conv = _node(model, lambda n: n.op_type == "Conv")
+    q = numpy_helper.to_array(_init(model, "body.conv1.weight_quantized")).astype(np.float32)
+    model.graph.initializer.append(numpy_helper.from_array(q * 0.01, "float_w"))
+    conv.input[1] = "float_w"
+
+
+def _no_output_q(model):
+    q = _node(model, lambda n: n.name == "20_QuantizeLinear")
+    dq = _node(model, lambda n: n.name == "20_DequantizeLinear")
+    for n in model.graph.node:
+        for i, name in enumerate(n.input):
+            if name == dq.output[0]:
+                n.input[i] = q.input[0]
+    model.graph.node.remove(q)
+    model.graph.node.remove(dq)
+
+
+def _init(model, name):
+    return next(t for t in model.graph.initializer if t.name == name)
+
+
+MALFORMED = {
+    "per-channel activation scale": (_per_channel_activation, "per channel"),
+    "DequantizeLinear with another scale": (_dq_other_scale, "another scale"),
+    "MaxPool output with its own scale": (_maxpool_rescaled, "passes them through"),
+    "zero scale": (_zero_scale, "finite and positive"),
+    "uint8 weights with zero point 128": (_uint8_weights, "nonzero zero point"),
+    "int16 activation": (_int16_activation, "int16"),
+    "weight -128": (_weight_minus_128, "-128"),
+    "QuantizeLinear feeding a Conv": (_q_feeds_conv, "only a DequantizeLinear"),
+    "float weight in a QDQ model": (_float_weight, "float weights"),
+    "Gemm output not quantized": (_no_output_q, "no QuantizeLinear on its output"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_qdq_is_refused_in_one_line(qdq_models, case, tmp_path, capfd):
+    mutate, message = MALFORMED[case]
+    model = onnx.load(str(qdq_models["per_tensor"]))
+    mutate(model)
+    with pytest.raises(FpganetError, match=message):
+        import_model(model)
+    path = tmp_path / "bad.onnx"
+    onnx.save(model, str(path))
+    before = sorted(os.listdir(tmp_path))
+    assert main(["compile", str(path), "-o", str(tmp_path / "OUT")]) == 2
+    out, err = capfd.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fpganet: error:"), err
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_random_qdq_mutations_fail_cleanly(qdq_models):
+    """Scales, zero points, axes and edges of the QDQ nodes set to random values: every
+    import succeeds or raises FpganetError (never another exception)."""
+    base = onnx.load(str(qdq_models["per_channel"]))
+    rng = np.random.default_rng(0)
+    qdq_nodes = [i for i, n in enumerate(base.graph.node)
+                 if n.op_type in ("QuantizeLinear", "DequantizeLinear")]
+    values = [np.float32(0), np.float32(-1), np.float32(np.nan), np.float32(1e-30),
+              np.zeros(3, np.float32), np.int8(5), np.uint8(3), np.int32(7), np.zeros((2, 2))]
+    for _ in range(60):
+        model = onnx.ModelProto()
+        model.CopyFrom(base)
+        node = model.graph.node[int(rng.choice(qdq_nodes))]
+        action = rng.integers(4)
+        if action == 0 and len(node.input) > 1:
+            name = node.input[int(rng.integers(1, len(node.input)))]
+            _set_init(model, name, values[int(rng.integers(len(values)))])
+        elif action == 1:
+            node.attribute.append(onnx.helper.make_attribute("axis", int(rng.integers(-3, 4))))
+        elif action == 2:
+            del node.input[int(rng.integers(len(node.input))):]
+        else:
+            node.input[0] = model.graph.node[int(rng.choice(qdq_nodes))].output[0]
+        try:
+            import_model(model)
+        except FpganetError as error:
+            assert "\n" not in str(error)
