@@ -773,9 +773,14 @@ def run(args):
     if args.seeds > 1 and not args.synth:
         raise FpganetError("--seeds needs --synth (seeds are nextpnr placement seeds)")
     _ray()                                          # one line on how to install it, up front
+    # Refused before Ray starts, not after minutes of work (run_dse checks again).
+    from .files import check_not_input, check_replaceable
+    cache = os.path.expanduser(args.cache or DEFAULT_CACHE)
+    check_not_input(args.output, (args.model, args.calib, args.space, cache), "output directory")
+    check_replaceable(args.output)
     board = BOARDS[args.board]
     n = len(space.points())
-    print(f"dse: {n} points of '{args.space}' on {board.description}"
+    print(f"dse: {n} point{'' if n == 1 else 's'} of '{args.space}' on {board.description}"
           + (f", each built with {args.seeds} seed(s)" if args.synth else "")
           + f"; Ray at {args.address or os.environ.get('RAY_ADDRESS') or 'a local instance'}",
           flush=True)
