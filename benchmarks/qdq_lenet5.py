@@ -1,0 +1,163 @@
+"""Pre-quantized QDQ LeNet-5: fpganet's integer network against onnxruntime on the same model.
+
+onnxruntime's ``quantize_static`` (QDQ format) quantizes the embedded LeNet-5 on the MNIST
+calibration split, with per-tensor and per-channel weight scales and uint8 and int8
+activations. Each QDQ model is compiled without calibration (its own scales, zero
+points and int8 weights) and run on fpganet's golden model; onnxruntime runs the same QDQ
+model. Measured on the MNIST eval split (9,500 images): arg-max agreement, the share of
+images whose int8 logits are all equal, per-layer element equality, top-1 of both.
+
+Usage::
+
+    .venv/bin/python benchmarks/qdq_lenet5.py [--limit N] [-o build/qdq]
+
+Writes ``OUT/lenet5_qdq_<weights>_<activations>.onnx`` and ``OUT/results.json``.
+"""
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+#: The embedded LeNet-5's ONNX fixes the batch size at 10 (its input and a Reshape constant).
+ORT_BATCH = 10
+
+
+def onnxruntime_codes(path, x, tensors):
+    """Run a QDQ model in onnxruntime; int8 codes of each tensor's QuantizeLinear.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    x : numpy.ndarray
+        float32 inputs, a multiple of :data:`ORT_BATCH` of them.
+    tensors : dict
+        Layer index -> the ONNX tensor a QuantizeLinear quantizes.
+
+    Returns
+    -------
+    dict
+        Layer index -> int8 [N, ...] (uint8 codes shifted by 128).
+    """
+    import onnx
+    import onnxruntime as ort
+
+    model = onnx.load(str(path))
+    q_of = {node.input[0]: node.output[0] for node in model.graph.node
+            if node.op_type == "QuantizeLinear"}
+    names = {index: q_of[tensor] for index, tensor in tensors.items()}
+    existing = {output.name for output in model.graph.output}
+    for name in names.values():
+        if name not in existing:
+            model.graph.output.append(onnx.ValueInfoProto(name=name))
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    input_name = session.get_inputs()[0].name
+    order = list(names)
+    parts = {index: [] for index in order}
+    for start in range(0, len(x), ORT_BATCH):
+        results = session.run([names[index] for index in order],
+                              {input_name: x[start:start + ORT_BATCH]})
+        for index, value in zip(order, results):
+            value = value.astype(np.int16) - (128 if value.dtype == np.uint8 else 0)
+            parts[index].append(value.astype(np.int8))
+    return {index: np.concatenate(parts[index]) for index in order}
+
+
+def layer_in_shapes(net, index):
+    """Per-sample shapes of what layer ``index`` reads."""
+    return [net.input_chw if source < 0 else tuple(net.layers[source].out_shape)
+            for source in net.layer_inputs(index)]
+
+
+def measure(path, x, y):
+    """Compile the QDQ model at ``path`` without calibration and compare it with onnxruntime."""
+    from fpganet.compiler import compile_model
+    from fpganet.golden import run_golden, run_layer
+    from fpganet.model import load_onnx
+    from fpganet.qnet import QReshape
+
+    net = compile_model(path, program=False)
+    tensors = load_onnx(path).quantization["tensors"]
+    golden, layers = run_golden(net, net.quantize_input(x), layer_outputs=True)
+    ort = onnxruntime_codes(path, x, tensors)
+    last = len(net.layers) - 1
+    ort_logits = ort[last].reshape(golden.shape)
+    golden_top = golden.argmax(axis=1)
+    ort_top = ort_logits.argmax(axis=1)
+    # End to end: each layer's codes in the whole int8 network; isolated: the layer alone,
+    # fed onnxruntime's codes of its input.
+    per_layer, isolated = {}, {}
+    for index, codes in sorted(ort.items()):
+        if index < 0:
+            same = np.array_equal(codes.reshape(-1), net.quantize_input(x).reshape(-1))
+            per_layer["input"] = isolated["input"] = 1.0 if same else 0.0
+            continue
+        layer = net.layers[index]
+        ours = layers[index].reshape(codes.shape)
+        per_layer[layer.name] = float(np.mean(ours == codes))
+        # A Reshape's codes are its input's (a Flatten's Q/DQ quantizes the pooled map).
+        sources = [net.layer_inputs(source)[0] if source >= 0 and source not in ort
+                   and isinstance(net.layers[source], QReshape) else source
+                   for source in net.layer_inputs(index)]
+        if all(source in ort for source in sources):
+            fed = [ort[source].reshape(len(x), *shape) for source, shape
+                   in zip(sources, layer_in_shapes(net, index))]
+            alone = run_layer(layer, *fed).reshape(codes.shape)
+            isolated[layer.name] = float(np.mean(alone == codes))
+    return {
+        "images": int(len(x)),
+        "argmax_agreement": float(np.mean(golden_top == ort_top)),
+        "exact_outputs": float(np.mean(np.all(golden == ort_logits, axis=1))),
+        "output_codes_equal": float(np.mean(golden == ort_logits)),
+        "max_output_code_difference": int(np.max(np.abs(golden.astype(int) - ort_logits))),
+        "fpganet_top1": float(np.mean(golden_top == y)),
+        "onnxruntime_top1": float(np.mean(ort_top == y)),
+        "per_layer_codes_equal": per_layer,
+        "isolated_layer_codes_equal": isolated,
+    }
+
+
+def main(argv=None):
+    from fpganet import datasets
+    from fpganet.model.qdq import onnxruntime_qdq
+    import onnxruntime
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, help="first N eval images (a multiple of 10)")
+    parser.add_argument("-o", "--output", default="build/qdq", help="output directory")
+    args = parser.parse_args(argv)
+    logging.getLogger().setLevel(logging.ERROR)   # quantize_static's advice on pre-processing
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    calib_x, _ = datasets.mnist("calib")
+    x, y = datasets.mnist("eval", limit=args.limit)
+    n = len(x) - len(x) % ORT_BATCH
+    x, y = x[:n], y[:n]
+    results = {"onnxruntime": onnxruntime.__version__, "models": {}}
+    for per_channel in (False, True):
+        for activations in ("uint8", "int8"):
+            key = f"{'per_channel' if per_channel else 'per_tensor'}_{activations}"
+            path = out / f"lenet5_qdq_{key}.onnx"
+            onnxruntime_qdq(datasets.LENET5_ONNX, path, calib_x, per_channel=per_channel,
+                            activation_type=activations, batch=ORT_BATCH)
+            start = time.perf_counter()
+            results["models"][key] = row = measure(path, x, y)
+            row["seconds"] = round(time.perf_counter() - start, 1)
+            print(f"{key:22s} arg-max {100 * row['argmax_agreement']:.2f} %  exact outputs "
+                  f"{100 * row['exact_outputs']:.2f} %  codes {100 * row['output_codes_equal']:.2f}"
+                  f" %  top-1 fpganet {100 * row['fpganet_top1']:.2f} % onnxruntime "
+                  f"{100 * row['onnxruntime_top1']:.2f} %")
+            for label, key in (("end to end", "per_layer_codes_equal"),
+                               ("isolated", "isolated_layer_codes_equal")):
+                print(f"    {label}: " + ", ".join(f"{name} {100 * share:.3f} %"
+                                                   for name, share in row[key].items()))
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
