@@ -10,6 +10,8 @@ images whose int8 logits are all equal, per-layer element equality, top-1 of bot
 Usage::
 
     .venv/bin/python benchmarks/qdq_lenet5.py [--limit N] [-o build/qdq]
+    .venv/bin/python benchmarks/mlperf_tiny.py --inputs-only -o build/mlperf-tiny
+    .venv/bin/python benchmarks/qdq_lenet5.py --mlperf-tiny build/mlperf-tiny   # also those
 
 Writes ``OUT/lenet5_qdq_<weights>_<activations>.onnx`` and ``OUT/results.json``.
 """
@@ -27,16 +29,18 @@ import numpy as np
 ORT_BATCH = 10
 
 
-def onnxruntime_codes(path, x, tensors):
+def onnxruntime_codes(path, x, tensors, batch=ORT_BATCH):
     """Run a QDQ model in onnxruntime; int8 codes of each tensor's QuantizeLinear.
 
     Parameters
     ----------
     path : str or os.PathLike
     x : numpy.ndarray
-        float32 inputs, a multiple of :data:`ORT_BATCH` of them.
+        float32 inputs, a multiple of ``batch`` of them.
     tensors : dict
         Layer index -> the ONNX tensor a QuantizeLinear quantizes.
+    batch : int
+        Inputs per run (the model's fixed batch size, if it has one).
 
     Returns
     -------
@@ -58,56 +62,67 @@ def onnxruntime_codes(path, x, tensors):
     input_name = session.get_inputs()[0].name
     order = list(names)
     parts = {index: [] for index in order}
-    for start in range(0, len(x), ORT_BATCH):
+    for start in range(0, len(x), batch):
         results = session.run([names[index] for index in order],
-                              {input_name: x[start:start + ORT_BATCH]})
+                              {input_name: x[start:start + batch]})
         for index, value in zip(order, results):
             value = value.astype(np.int16) - (128 if value.dtype == np.uint8 else 0)
             parts[index].append(value.astype(np.int8))
     return {index: np.concatenate(parts[index]) for index in order}
 
 
-def layer_in_shapes(net, index):
-    """Per-sample shapes of what layer ``index`` reads."""
-    return [net.input_chw if source < 0 else tuple(net.layers[source].out_shape)
-            for source in net.layer_inputs(index)]
+def compare_qdq(net, path, x, batch=ORT_BATCH):
+    """fpganet's integer network ``net`` (compiled from the QDQ model at ``path``) against
+    onnxruntime running that model, layer by layer.
 
-
-def measure(path, x, y):
-    """Compile the QDQ model at ``path`` without calibration and compare it with onnxruntime."""
-    from fpganet.compiler import compile_model
+    Returns
+    -------
+    dict
+        ``golden`` and ``onnxruntime``: int8 outputs [N, ...]; ``end_to_end``: layer name ->
+        share of its codes equal in the whole network; ``isolated``: layer name -> (share
+        equal, largest difference) with the layer fed onnxruntime's codes of its input.
+    """
     from fpganet.golden import run_golden, run_layer
     from fpganet.model import load_onnx
     from fpganet.qnet import QReshape
 
-    net = compile_model(path, program=False)
     tensors = load_onnx(path).quantization["tensors"]
     golden, layers = run_golden(net, net.quantize_input(x), layer_outputs=True)
-    ort = onnxruntime_codes(path, x, tensors)
-    last = len(net.layers) - 1
-    ort_logits = ort[last].reshape(golden.shape)
-    golden_top = golden.argmax(axis=1)
-    ort_top = ort_logits.argmax(axis=1)
-    # End to end: each layer's codes in the whole int8 network; isolated: the layer alone,
-    # fed onnxruntime's codes of its input.
-    per_layer, isolated = {}, {}
+    ort = onnxruntime_codes(path, x, tensors, batch)
+    end_to_end, isolated = {}, {}
     for index, codes in sorted(ort.items()):
         if index < 0:
             same = np.array_equal(codes.reshape(-1), net.quantize_input(x).reshape(-1))
-            per_layer["input"] = isolated["input"] = 1.0 if same else 0.0
+            end_to_end["input"] = 1.0 if same else 0.0
+            isolated["input"] = (end_to_end["input"], 0 if same else None)
             continue
         layer = net.layers[index]
-        ours = layers[index].reshape(codes.shape)
-        per_layer[layer.name] = float(np.mean(ours == codes))
+        end_to_end[layer.name] = float(np.mean(layers[index].reshape(codes.shape) == codes))
         # A Reshape's codes are its input's (a Flatten's Q/DQ quantizes the pooled map).
         sources = [net.layer_inputs(source)[0] if source >= 0 and source not in ort
                    and isinstance(net.layers[source], QReshape) else source
                    for source in net.layer_inputs(index)]
         if all(source in ort for source in sources):
-            fed = [ort[source].reshape(len(x), *shape) for source, shape
-                   in zip(sources, layer_in_shapes(net, index))]
-            alone = run_layer(layer, *fed).reshape(codes.shape)
-            isolated[layer.name] = float(np.mean(alone == codes))
+            shapes = [net.input_chw if source < 0 else tuple(net.layers[source].out_shape)
+                      for source in net.layer_inputs(index)]
+            fed = [ort[source].reshape(len(x), *shape) for source, shape in zip(sources, shapes)]
+            alone = run_layer(layer, *fed).reshape(codes.shape).astype(np.int16)
+            isolated[layer.name] = (float(np.mean(alone == codes)),
+                                    int(np.max(np.abs(alone - codes))))
+    last = len(net.layers) - 1
+    return {"golden": golden, "onnxruntime": ort[last].reshape(golden.shape),
+            "end_to_end": end_to_end, "isolated": isolated}
+
+
+def measure(path, x, y):
+    """Compile the QDQ model at ``path`` without calibration and compare it with onnxruntime."""
+    from fpganet.compiler import compile_model
+
+    net = compile_model(path, program=False)
+    result = compare_qdq(net, path, x)
+    golden, ort_logits = result["golden"], result["onnxruntime"]
+    golden_top = golden.argmax(axis=1)
+    ort_top = ort_logits.argmax(axis=1)
     return {
         "images": int(len(x)),
         "argmax_agreement": float(np.mean(golden_top == ort_top)),
@@ -116,9 +131,53 @@ def measure(path, x, y):
         "max_output_code_difference": int(np.max(np.abs(golden.astype(int) - ort_logits))),
         "fpganet_top1": float(np.mean(golden_top == y)),
         "onnxruntime_top1": float(np.mean(ort_top == y)),
-        "per_layer_codes_equal": per_layer,
-        "isolated_layer_codes_equal": isolated,
+        "per_layer_codes_equal": result["end_to_end"],
+        "isolated_layer_codes_equal": {name: share for name, (share, _) in
+                                       result["isolated"].items()},
+        "isolated_max_difference": {name: diff for name, (_, diff) in
+                                    result["isolated"].items()},
     }
+
+
+def mlperf_tiny(inputs, out):
+    """ResNet-8 and VWW MobileNetV1 through ``quantize_static`` (QDQ) and fpganet, against
+    onnxruntime on their 200 test images (calibration: the shared calibration sets)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import mlperf_tiny as shared
+    from fpganet.compiler import compile_model
+    from fpganet.model.qdq import onnxruntime_qdq
+
+    rows = {}
+    for model in shared.MODELS:
+        calib_x = np.load(inputs / f"{model}_calib.npz")["x"]
+        with np.load(inputs / f"{model}_test.npz") as data:
+            x, y = data["x"], data["y"]
+        for per_channel in (False, True):
+            for activations in ("uint8", "int8"):
+                key = f"{model}_{'per_channel' if per_channel else 'per_tensor'}_{activations}"
+                path = out / f"{key}.onnx"
+                onnxruntime_qdq(shared.model_path(model), path, calib_x, per_channel=per_channel,
+                                activation_type=activations)
+                net = compile_model(path, program=False)
+                result = compare_qdq(net, path, x, batch=1)
+                ours = result["golden"].reshape(len(x), -1)
+                theirs = result["onnxruntime"].reshape(len(x), -1)
+                rows[key] = row = {
+                    "images": int(len(x)),
+                    "argmax_agreement": float(np.mean(ours.argmax(1) == theirs.argmax(1))),
+                    "exact_outputs": float(np.mean(np.all(ours == theirs, axis=1))),
+                    "fpganet_top1": float(np.mean(ours.argmax(1) == y)),
+                    "onnxruntime_top1": float(np.mean(theirs.argmax(1) == y)),
+                    "isolated_min_share": min(share for share, _ in result["isolated"].values()),
+                    "isolated_max_difference": max(d for _, d in result["isolated"].values()),
+                }
+                print(f"{key:30s} arg-max {100 * row['argmax_agreement']:.1f} %  exact outputs "
+                      f"{100 * row['exact_outputs']:.1f} %  top-1 fpganet "
+                      f"{100 * row['fpganet_top1']:.1f} % onnxruntime "
+                      f"{100 * row['onnxruntime_top1']:.1f} %  layers alone >= "
+                      f"{100 * row['isolated_min_share']:.3f} % equal, max "
+                      f"{row['isolated_max_difference']} LSB")
+    return rows
 
 
 def main(argv=None):
@@ -129,6 +188,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, help="first N eval images (a multiple of 10)")
     parser.add_argument("-o", "--output", default="build/qdq", help="output directory")
+    parser.add_argument("--mlperf-tiny", metavar="DIR",
+                        help="also ResNet-8 and VWW from ../shared, with the x/y files "
+                             "benchmarks/mlperf_tiny.py --inputs-only wrote into DIR")
     args = parser.parse_args(argv)
     logging.getLogger().setLevel(logging.ERROR)   # quantize_static's advice on pre-processing
     out = Path(args.output)
@@ -155,6 +217,8 @@ def main(argv=None):
                                ("isolated", "isolated_layer_codes_equal")):
                 print(f"    {label}: " + ", ".join(f"{name} {100 * share:.3f} %"
                                                    for name, share in row[key].items()))
+    if args.mlperf_tiny:
+        results["mlperf_tiny"] = mlperf_tiny(Path(args.mlperf_tiny), out)
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     return 0
 

@@ -9,6 +9,7 @@ in one line. The full-split figures come from ``benchmarks/qdq_lenet5.py``.
 
 import logging
 import os
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -250,3 +251,36 @@ def test_random_qdq_mutations_fail_cleanly(qdq_models):
             import_model(model)
         except FpganetError as error:
             assert "\n" not in str(error)
+
+
+def _benchmark():
+    """``benchmarks/qdq_lenet5.py`` as a module (its layer-by-layer comparison)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "qdq_lenet5.py"
+    spec = importlib.util.spec_from_file_location("qdq_lenet5", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("builder", ["residual_model", "mobilenet_block"])
+def test_qdq_graph_networks_agree_with_onnxruntime(builder, tmp_path):
+    """Residual add, global and plain average pooling, depthwise convs, ReLU6 (onnxruntime
+    removes it into the output range) and an NHWC head, quantized by onnxruntime: every
+    layer, fed onnxruntime's codes of its input, within 1 LSB of onnxruntime's."""
+    import test_graph_networks
+
+    model = getattr(test_graph_networks, builder)()
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim[1:]]
+    x = np.random.default_rng(1).uniform(-1, 1, (64, *shape)).astype(np.float32)
+    float_path, path = tmp_path / "float.onnx", tmp_path / "qdq.onnx"
+    onnx.save(model, str(float_path))
+    onnxruntime_qdq(float_path, path, x, per_channel=True, activation_type="int8", batch=8)
+    net = compile_model(path, program=False)
+    isolated = _benchmark().compare_qdq(net, path, x, batch=8)["isolated"]
+    assert len(isolated) >= 6
+    for name, (share, difference) in isolated.items():
+        # An average pool rounds its ties half up, onnxruntime half to even.
+        assert difference <= 1 and share >= (0.9 if "avg" in name or "gap" in name else 0.99), \
+            (name, share)

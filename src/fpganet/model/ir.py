@@ -224,7 +224,9 @@ class Graph:
     quantization : dict or None
         A pre-quantized (QDQ) model's own quantization (:mod:`fpganet.model.qdq`):
         ``"activations"``, layer index (-1: the input) -> ``(scale, zero_point)`` int8, and
-        ``"weight_scales"``, linear layer index -> float32 [M]; None for a float model.
+        ``"weight_scales"``, linear layer index -> float32 [M], and ``"tensors"``, layer
+        index -> the ONNX tensor whose QuantizeLinear gave its output's parameters (where
+        one did); None for a float model.
     """
 
     name: str

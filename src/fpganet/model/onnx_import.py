@@ -442,11 +442,12 @@ class _Importer:
 
     def tensor_layers(self, graph):
         """ONNX tensor name -> the layer object holding its data (None: the graph input), for
-        tensors with no fold pending; a ReLU's tensor maps to the layer it will be fused into
-        (or the pass-through layer before it, which then carries the rectified data)."""
+        tensors with no affine fold pending (a pending transpose only reorders the data); a
+        ReLU's tensor maps to the layer it will be fused into (or the pass-through layer before
+        it, which then carries the rectified data)."""
         result = {}
         for name, value in self.values.items():
-            if value.affine is not None or value.order is not None:
+            if value.affine is not None:
                 continue
             layer = value.layer
             while isinstance(layer, Relu):

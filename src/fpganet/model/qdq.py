@@ -7,8 +7,9 @@ weights as int8 (and biases as int32) initializers behind a DequantizeLinear.
 understands (every weight is its int8 value times its scale, exactly, in float32), and
 returns what they said:
 
-* ``activations``: tensor name -> ``(scale, zero_point, node)``, the zero point as int8
-  (a uint8 tensor's zero point less 128: ``q8 = u8 - 128`` is the same real value);
+* ``activations``: tensor name -> ``(scale, zero_point, node, name in the model)``, the zero
+  point as int8 (a uint8 tensor's zero point less 128: ``q8 = u8 - 128`` is the same real
+  value); a tensor renamed to the graph output it stood for keeps its model name;
 * ``constants``: float initializer name -> ``(q, scale, node)``, the integer values and
   their scales (one, or one per slice along the DequantizeLinear's axis).
 
@@ -36,7 +37,6 @@ class QdqInfo:
     def __init__(self):
         self.activations = {}
         self.constants = {}
-        self.output_q = None   # node quantizing a dropped final op's output (ignored)
 
 
 def _name(node):
@@ -49,7 +49,7 @@ def strip_qdq(model):
 
     Parameters
     ----------
-    onnx.ModelProto
+    model : onnx.ModelProto
 
     Returns
     -------
@@ -178,7 +178,7 @@ def strip_qdq(model):
             alias[reader.output[0]] = source
         removed.add(index)
         previous = info.activations.get(source)
-        value = (float(scale.ravel()[0]), zp, _name(node))
+        value = (float(scale.ravel()[0]), zp, _name(node), source)
         if previous is not None and previous[:2] != value[:2]:
             raise FpganetError(f"{previous[2]} and {value[2]} quantize '{source}' differently")
         info.activations[source] = value
@@ -255,7 +255,7 @@ def attach_quantization(graph, info, tensor_layers, node_layers, ignored=None):
         return GRAPH_INPUT if layer is None else index_of.get(id(layer))
 
     act = {}
-    for tensor, (scale, zp, node) in info.activations.items():
+    for tensor, (scale, zp, node, original) in info.activations.items():
         if tensor == ignored:
             continue
         if tensor not in tensor_layers:
@@ -268,7 +268,7 @@ def attach_quantization(graph, info, tensor_layers, node_layers, ignored=None):
             raise FpganetError(f"{act[index][2]} and {node} quantize one accelerator tensor "
                                f"differently ('{tensor}' is fused into the output of "
                                f"'{_layer_label(layers, index)}')")
-        act[index] = (scale, zp, node, tensor)
+        act.setdefault(index, (scale, zp, node, original))   # the first: before any reorder
     if GRAPH_INPUT not in act:
         raise FpganetError(f"the graph input '{graph.input_name}' has no QuantizeLinear; a QDQ "
                            f"model must quantize its input")
