@@ -187,3 +187,13 @@ def test_a_worker_killed_mid_task_is_recorded_and_the_run_goes_on(tmp_path):
     lost = [row for row in rows if row["status"] == "worker lost"]
     assert len(lost) == 1 and "WorkerCrashedError" in lost[0]["reason"]
     assert sum(row["status"] == "ok" for row in rows) == 5
+
+
+def test_without_ray_one_line_says_how_to_install_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)         # import ray raises ImportError
+    status = main(["dse", "--board", "icebreaker", "--space", str(EXAMPLE), "-o",
+                   str(tmp_path / "out"), "--cache", str(tmp_path / "cache")])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1
+    assert "pip install 'fpganet[dse]'" in err
+    assert os.listdir(tmp_path) == []
