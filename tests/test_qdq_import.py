@@ -189,6 +189,18 @@ def _no_output_q(model):
     model.graph.node.remove(dq)
 
 
+def _empty_scale_name(model):
+    _node(model, lambda n: n.name == "12_QuantizeLinear").input[1] = ""
+
+
+def _int8_without_zero_point(model):
+    for name in ("12_QuantizeLinear", "12_DequantizeLinear"):
+        node = _node(model, lambda n: n.name == name)
+        del node.input[2:]
+        if node.op_type == "QuantizeLinear":
+            node.attribute.append(onnx.helper.make_attribute("output_dtype", onnx.TensorProto.INT16))
+
+
 def _init(model, name):
     return next(t for t in model.graph.initializer if t.name == name)
 
@@ -204,6 +216,8 @@ MALFORMED = {
     "QuantizeLinear feeding a Conv": (_q_feeds_conv, "only a DequantizeLinear"),
     "float weight in a QDQ model": (_float_weight, "float weights"),
     "Gemm output not quantized": (_no_output_q, "no QuantizeLinear on its output"),
+    "empty scale name": (_empty_scale_name, "is not a constant"),
+    "int16 output_dtype without zero point": (_int8_without_zero_point, "int16"),
 }
 
 

@@ -89,7 +89,6 @@ def strip_qdq(model):
                         initializers[node.output[0]] = numpy_helper.to_array(attribute.t)
                     except Exception:
                         pass   # the importer refuses it with its own message
-    producers = {name: node for node in graph.node for name in node.output if name}
     consumers = {}
     for node in graph.node:
         for name in node.input:
@@ -100,13 +99,24 @@ def strip_qdq(model):
         if node.domain not in ("", "ai.onnx") or len(node.input) < 2 or len(node.output) != 1:
             raise FpganetError(f"{_name(node)} has {len(node.input)} input(s) and "
                                f"{len(node.output)} output(s); expected x, scale[, zero_point]")
-        for name in node.input[1:3]:
-            if name and name not in initializers:
+        for position, name in enumerate(node.input[1:3]):
+            if (name or position == 0) and name not in initializers:
                 raise FpganetError(f"{_name(node)}: its scale or zero point '{name}' is not a "
                                    f"constant")
         scale = np.asarray(initializers[node.input[1]])
         zp_name = node.input[2] if len(node.input) > 2 else ""
-        zero_point = np.asarray(initializers[zp_name]) if zp_name else np.zeros((), np.uint8)
+        if zp_name:
+            zero_point = np.asarray(initializers[zp_name])
+        else:
+            # No zero point: 0 of the type output_dtype names (uint8 by default).
+            from onnx import helper
+
+            to = next((a.i for a in node.attribute if a.name == "output_dtype"), 0)
+            try:
+                dtype = helper.tensor_dtype_to_np_dtype(to) if to else np.uint8
+            except Exception:
+                dtype = np.float32   # refused below as not int8/uint8
+            zero_point = np.zeros((), dtype)
         if scale.dtype != np.float32 or not scale.size:
             raise FpganetError(f"{_name(node)}: its scale is {scale.dtype} {list(scale.shape)}; "
                                f"expected float32")
@@ -170,7 +180,10 @@ def strip_qdq(model):
                 raise FpganetError(f"{_name(node)} feeds {_name(reader)}; only a DequantizeLinear "
                                    f"may read a quantized activation")
             r_scale, r_zero_point = params(reader, per_tensor=True)
-            if (r_scale.ravel()[0] != scale.ravel()[0] or r_zero_point.dtype != zero_point.dtype
+            # Without a zero point a DequantizeLinear takes its input's type (the Q's).
+            typed = len(reader.input) > 2 and reader.input[2]
+            if (r_scale.ravel()[0] != scale.ravel()[0]
+                    or (typed and r_zero_point.dtype != zero_point.dtype)
                     or r_zero_point.ravel()[0] != zero_point.ravel()[0]):
                 raise FpganetError(f"{_name(reader)} dequantizes with another scale or zero point "
                                    f"than {_name(node)}")
