@@ -165,8 +165,11 @@ def _run_compile(args):
     print(f"  {len(net.layers)} layers, {net.macs:,} MACs per sample, "
           f"{sum(l.weight.size for l in net.conv_layers):,} int8 weights, for the "
           f"{net.config.name} array")
-    print(f"  calibration: {net.calibration['method']} on {net.calibration['samples']} samples "
-          f"({net.calibration['data']})")
+    if net.calibration["method"] == "qdq":
+        print(f"  quantization: as given by the model ({net.calibration['data']}); no calibration")
+    else:
+        print(f"  calibration: {net.calibration['method']} on {net.calibration['samples']} "
+              f"samples ({net.calibration['data']})")
     if source.get("dropped_output_op"):
         print(f"  the final {source['dropped_output_op']} was dropped: outputs are logits")
     print(f"  input: scale {net.input_scale:.6g}, zero point {net.input_zp}; "
