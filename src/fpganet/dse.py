@@ -675,11 +675,13 @@ def _plot(path, rows, x_key, y_key, better_x, better_y, xlabel, ylabel, title):
                 label="Pareto front")
         labels = {}
         for r, (x, y) in zip(good, xy):
-            # Points on the same spot (e.g. two buffer sizes, one figure) share one label.
-            labels.setdefault((round(x, 9), round(y, 3)), []).append(_label(r))
-        for (x, y), names in labels.items():
-            ax.annotate(", ".join(names), (x, y), fontsize=7, xytext=(3, 3),
-                        textcoords="offset points")
+            # Points on the same spot to three digits (e.g. two buffer sizes, 7 cycles apart)
+            # share one label.
+            labels.setdefault((f"{x:.3g}", f"{y:.3g}"), []).append((_label(r), x, y))
+        for entries in labels.values():
+            _, x, y = entries[0]
+            ax.annotate(", ".join(name for name, _, _ in entries), (x, y), fontsize=7,
+                        xytext=(3, 3), textcoords="offset points")
         ax.legend()
     else:
         ax.text(0.5, 0.5, "no point with both figures", ha="center", transform=ax.transAxes)
