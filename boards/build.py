@@ -27,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+from fpganet.argtypes import non_negative_int
 from fpganet.config import AcceleratorConfig, ConfigError
 from fpganet.errors import FpganetError
 from fpganet.files import staged_directory
@@ -114,13 +115,14 @@ def _without_overridden(defaults, given):
     return kept
 
 
-def build(board, config=None, output="build/synth", *, core=None, seed=1, pll=True,
+def build(board, config=None, output="build/synth", *, core=None, seed=None, pll=True,
           synth_opts=(), nextpnr_opts=(), verbose=False):
     """Build ``core`` (default: the board's default core) for ``board``; return the report dict.
 
     ``board`` is a :class:`~fpganet.boards.common.Board` or its name. Files go
     to ``output`` (``top.il``, ``top.rpt`` yosys log, ``top.tim`` nextpnr log,
-    ``top.bin``/``top.bit``, ``nextpnr.json``, ``report.json``, ``build.log``).
+    ``top.bin``/``top.bit``, ``nextpnr.json``, ``report.json``, ``build.log``). ``seed``:
+    the nextpnr placement seed, default the board's (:attr:`Board.seed`).
     Raises :class:`DoesNotFit` or :class:`BuildError`.
     """
     if isinstance(board, str):
@@ -130,6 +132,7 @@ def build(board, config=None, output="build/synth", *, core=None, seed=1, pll=Tr
             raise FpganetError(f"unknown board {board!r}: use one of {', '.join(BOARDS)}") from None
     config = board.default_config if config is None else config
     core = board.default_core if core is None else core
+    seed = board.seed if seed is None else seed
     output = Path(output)
     failure = None
     # Built aside and renamed into place; a build the tools refuse still lands, since its
@@ -280,7 +283,9 @@ def configure(parser):
                         help="what the bitstream carries: the accelerator behind the UART host "
                              "link, or the stand-in (the array fed from ROMs); default: the "
                              "board's choice (README.md)")
-    parser.add_argument("--seed", type=int, default=1, help="nextpnr placement seed (default 1)")
+    parser.add_argument("--seed", type=non_negative_int, default=None,
+                        help="nextpnr placement seed (default: the board's, the best of its "
+                             "seed sweep: icebreaker 3, ulx3s 1)")
     parser.add_argument("--no-pll", action="store_true",
                         help="clock the core from the board oscillator instead of a PLL")
     parser.add_argument("--synth-opt", action="append", default=[], metavar="OPT",
@@ -319,7 +324,8 @@ def run(args):
     print(f"synth: {board.description}, {core_name}, array {config.name} "
           f"({config.macs_per_cycle} MACs/cycle), "
           f"target {config.clock_hz / 1e6:g} MHz -> {output}/", flush=True)
-    result = build(board, config, output, core=core, seed=args.seed, pll=not args.no_pll,
+    seed = board.seed if args.seed is None else args.seed
+    result = build(board, config, output, core=core, seed=seed, pll=not args.no_pll,
                    synth_opts=args.synth_opt, nextpnr_opts=args.nextpnr_opt,
                    verbose=args.verbose)
     used = ", ".join(f"{name} {value['used']}/{value['available']}"

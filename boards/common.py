@@ -123,6 +123,9 @@ class Board:
     bitstream: str                 # bitstream file suffix: "bin" or "bit"
     synth_opts: tuple = ()
     nextpnr_opts: tuple = ()
+    #: nextpnr placement seed ``fpganet synth`` uses unless ``--seed`` is given: the best
+    #: one a ``fpganet dse --synth --seeds N`` sweep of the default configuration found.
+    seed: int = 1
     #: Named core factories ``fpganet synth --core NAME`` picks from.
     cores: dict = field(default_factory=dict)
     #: nextpnr cell type -> report name, in report order.
