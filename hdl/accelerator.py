@@ -19,7 +19,6 @@ from .hostport import device_signature, host_addr_width, host_write_layout
 from .memories import ActivationBuffer, WeightBuffer, falling_edge_write_domain, param_from_word, param_layout
 from .pool import MaxPool
 from .region import RegionUnit
-from .registers import act_addr_width, bank_bits
 from .scatter import ResultWriter
 from .systolic import ProcessingElement, SystolicArray
 from .window import WindowGenerator
@@ -87,7 +86,7 @@ class Accelerator(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         config = self.config
-        banks, bb, aw = config.act_banks, bank_bits(config), act_addr_width(config)
+        banks, bb, aw = config.act_banks, config.bank_bits, config.act_addr_width
 
         m.submodules.controller = ctrl = Controller(config)
         m.submodules.window = window = self._window(config)

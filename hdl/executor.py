@@ -17,7 +17,7 @@ from amaranth.utils import ceil_log2
 from fpganet.link import protocol
 from fpganet.link.protocol import Command, ErrorCode
 from fpganet.config import AcceleratorConfig
-from fpganet.isa import HostSpace
+from fpganet.isa import HostSpace, host_word_bytes
 
 from .deframer import at_most
 from .hostport import host_addr_width, host_write_layout
@@ -118,7 +118,7 @@ class CommandExecutor(wiring.Component):
         if input_depth & (input_depth - 1):
             raise ValueError(f"input_depth must be a power of two, not {input_depth}")
         check_int("output_depth", output_depth, 2, MAX_BUFFER)
-        self.word_bytes = {space: protocol.word_bytes(space, config.weight_word_bytes)
+        self.word_bytes = {space: host_word_bytes(space, config.weight_word_bytes)
                            for space in HostSpace}
         check_int("max_write_bytes", max_write_bytes, max(self.word_bytes.values()), MAX_BUFFER)
         self.config = config

@@ -17,15 +17,14 @@ The host link's ``device`` member is ``In(device_signature(...))``: this signatu
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .registers import act_addr_width, param_addr_width, program_addr_width, weight_addr_width
 
 __all__ = ["host_addr_width", "host_write_layout", "device_signature", "connect_device"]
 
 
 def host_addr_width(config):
     """Bits of the host write port's address: enough for the deepest of the four memories."""
-    return max(program_addr_width(config), weight_addr_width(config), param_addr_width(config),
-               act_addr_width(config))
+    return max(config.program_addr_width, config.weight_addr_width, config.param_addr_width,
+               config.act_addr_width)
 
 
 def host_write_layout(config, addr_width=None):

@@ -16,7 +16,6 @@ from amaranth.lib.wiring import In, Out
 
 from fpganet.config import AcceleratorConfig
 
-from .registers import weight_addr_width
 
 __all__ = ["SPRAMWeightBuffer", "SPRAM_WORDS", "SPRAM_BITS", "SPRAM_COUNT"]
 
@@ -63,7 +62,7 @@ class SPRAMWeightBuffer(wiring.Component):
                              f"it needs a multiple of {SPRAM_WORDS} words and at most "
                              f"{SPRAM_COUNT // self.lanes * SPRAM_WORDS} words of this width")
         self.config = config
-        aw = weight_addr_width(config)
+        aw = config.weight_addr_width
         super().__init__({
             "rd_addr": In(aw), "rd_en": In(1), "rd_data": Out(width),
             "wr_addr": In(aw), "wr_data": In(width), "wr_en": In(1),

@@ -17,7 +17,7 @@ from amaranth.lib.wiring import In, Out
 
 from fpganet.config import AcceleratorConfig
 
-from .registers import act_addr_width, bank_bits, count_width, register_layout
+from .registers import register_layout
 
 __all__ = ["RegionMode", "RegionUnit"]
 
@@ -46,11 +46,11 @@ class RegionUnit(wiring.Component):
         ``INPUT``: one byte per transfer, ``ready`` high while bytes are wanted.
     output : Out(stream.Signature(8))
         ``OUTPUT``: one byte per transfer; back-pressure holds the walk.
-    wr_addr : Out(act_addr_width)
+    wr_addr : Out(config.act_addr_width)
     wr_data : Out(8)
     wr_en : Out(1)
         One byte write per cycle (``FILL``, ``INPUT``).
-    rd_addr : Out(act_addr_width)
+    rd_addr : Out(config.act_addr_width)
     rd_en : Out(1)
     bank_data : In(ArrayLayout(8, act_banks))
         ``OUTPUT`` reads: ``rd_addr``'s word in every bank, one cycle later; the
@@ -70,7 +70,7 @@ class RegionUnit(wiring.Component):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         self.config = config
-        aw = act_addr_width(config)
+        aw = config.act_addr_width
         super().__init__({
             "start": In(1),
             "mode": In(RegionMode),
@@ -90,7 +90,7 @@ class RegionUnit(wiring.Component):
         m = Module()
         config = self.config
         regs = self.regs
-        aw, bb, cw = act_addr_width(config), bank_bits(config), count_width(config)
+        aw, bb, cw = config.act_addr_width, config.bank_bits, config.count_width
 
         walking = Signal()        # elements left to visit
         x = Signal(cw)

@@ -11,7 +11,7 @@
 * weight words and parameter entries likewise, in :func:`weight_addr_width` and
   :func:`param_addr_width` bits;
 * counts (``K_C, K_H, K_W, OUT_W, NPIX, TILES, GROUPS, M`` and the region counts
-  ``IO_CHANNELS, IO_ROWS, IO_LEN``): :func:`count_width` bits, ``act_addr_width + 1`` but at
+  ``IO_CHANNELS, IO_ROWS, IO_LEN``): :attr:`~fpganet.config.AcceleratorConfig.count_width` bits, ``act_addr_width + 1`` but at
   most :data:`COUNT_WIDTH` (16): every count walks data held in the activation buffer, so
   none exceeds its size (14 bits for 8 KiB). The units' counters that walk them have as many
   bits (a pixel or channel index one more, to hold it past ``NPIX`` or ``M``); on an iCE40
@@ -27,11 +27,10 @@ runs; :func:`fpganet.perf.check_registers` reports it (the ISA simulator too, bu
 from amaranth.hdl import Value
 from amaranth.lib import data
 
-from fpganet.isa import COUNT_WIDTH, LOOP_COUNT_WIDTH, Reg, count_width
+from fpganet.isa import COUNT_WIDTH, LOOP_COUNT_WIDTH, Reg
 
-__all__ = ["COUNT_WIDTH", "LOOP_COUNT_WIDTH", "count_width", "act_addr_width", "weight_addr_width",
-           "param_addr_width", "program_addr_width", "bank_bits", "bank_word_width", "register_widths",
-           "register_layout", "registered_wrap", "update"]
+__all__ = ["COUNT_WIDTH", "LOOP_COUNT_WIDTH", "register_widths", "register_layout",
+           "registered_wrap", "update"]
 
 
 def update(m, register, value, *, enable, reset=None):
@@ -64,39 +63,6 @@ def registered_wrap(m, wrap, count, limit, *, restart, step):
         m.d.sync += wrap.eq(limit == 1)
     with m.Elif(step):
         m.d.sync += wrap.eq(count + 2 == limit)
-
-
-# The widths are properties of the configuration; these are their names for the blocks that
-# take them as functions.
-
-def act_addr_width(config):
-    """:attr:`~fpganet.config.AcceleratorConfig.act_addr_width`."""
-    return config.act_addr_width
-
-
-def weight_addr_width(config):
-    """:attr:`~fpganet.config.AcceleratorConfig.weight_addr_width`."""
-    return config.weight_addr_width
-
-
-def param_addr_width(config):
-    """:attr:`~fpganet.config.AcceleratorConfig.param_addr_width`."""
-    return config.param_addr_width
-
-
-def program_addr_width(config):
-    """:attr:`~fpganet.config.AcceleratorConfig.program_addr_width`."""
-    return config.program_addr_width
-
-
-def bank_bits(config):
-    """:attr:`~fpganet.config.AcceleratorConfig.bank_bits`."""
-    return config.bank_bits
-
-
-def bank_word_width(config):
-    """:attr:`~fpganet.config.AcceleratorConfig.bank_word_width`."""
-    return config.bank_word_width
 
 
 def register_widths(config):

@@ -221,10 +221,10 @@ def main(argv=None):
 
 def run(args):
     """``fpganet bench``: 0 when every run checked its results, 1 otherwise."""
-    from fpganet.files import check_replaceable, staged_directory
+    from fpganet.files import check_output_directory, staged_directory
 
     # The report folder is refused before minutes of benchmarking, and written whole at the end.
-    check_replaceable(args.output, "report folder")
+    check_output_directory(args.output, what="report folder")
     config = AcceleratorConfig.parse_array(args.array)
     scale = 0.05 if args.quick else 1.0
     simulators = ["verilator"] + (["icarus"] if shutil.which("iverilog") else [])

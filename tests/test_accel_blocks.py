@@ -14,7 +14,7 @@ from fpganet.config import AcceleratorConfig
 from fpganet.hdl.memories import ActivationBuffer, BankArbiter, param_from_word, param_layout
 from fpganet.hdl.pool import MaxPool
 from fpganet.hdl.postproc import requantizer
-from fpganet.hdl.registers import COUNT_WIDTH, act_addr_width, count_width, register_widths
+from fpganet.hdl.registers import COUNT_WIDTH, register_widths
 from fpganet.hdl.scatter import ResultWriter
 from fpganet.hdl.window import WindowGenerator
 from fpganet.isa import ENGINE_COUNTS, REGION_COUNTS, Reg, pack_param, unpack_param
@@ -45,7 +45,7 @@ def hw_regs(config, regs):
 def test_count_registers_are_as_wide_as_the_activation_buffer_needs(act_bytes, width):
     config = AcceleratorConfig(act_buffer_bytes=act_bytes)
     widths = register_widths(config)
-    assert count_width(config) == min(COUNT_WIDTH, act_addr_width(config) + 1) == width
+    assert config.count_width == min(COUNT_WIDTH, config.act_addr_width + 1) == width
     assert {widths[reg] for reg in ENGINE_COUNTS + REGION_COUNTS} == {width}
     assert widths[Reg.LOOP_COUNT] == 16
 

@@ -235,20 +235,14 @@ class Cache:
             return None             # a damaged entry is computed again
 
     def put(self, key, value):
+        from .files import atomic_file
+
         self.folder.mkdir(parents=True, exist_ok=True)
-        handle, staging = tempfile.mkstemp(prefix=f".{key}.", suffix=".tmp", dir=self.folder)
-        try:
-            with os.fdopen(handle, "w") as stream:
-                json.dump(value, stream, indent=1)
-                stream.flush()
-                os.fsync(stream.fileno())
-            os.replace(staging, self.folder / f"{key}.json")
-        except BaseException:
-            try:
-                os.unlink(staging)
-            except OSError:
-                pass
-            raise
+        with atomic_file(self.folder / f"{key}.json") as stream:
+            stream.write(json.dumps(value, indent=1).encode())
+            # On disk before the rename: a run killed just after must find it whole.
+            stream.flush()
+            os.fsync(stream.fileno())
 
 
 # The work of one task (runs in a Ray worker) ---------------------------------------------------
@@ -460,12 +454,14 @@ def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=No
 
     from .boards.build import BOARDS
     from .compiler import read_npz
-    from .files import check_not_input, check_replaceable, file_sha256
+    from .files import check_output_directory, file_sha256
 
     cache_dir = Path(os.path.expanduser(cache_dir or DEFAULT_CACHE))
+    # Refused before Ray starts, not after minutes of work (written aside again at the end).
     inputs = (model, calib, space.path, cache_dir)
-    check_not_input(out, inputs, "output directory")
-    check_replaceable(out)
+    check_output_directory(out, inputs)
+    if cache_dir.exists() and not cache_dir.is_dir():
+        raise FpganetError(f"cache folder '{cache_dir}' exists and is not a directory")
     if model is not None and not os.path.isfile(model):
         raise FpganetError(f"model '{model}' does not exist or is not a file")
     if model is not None and calib is None:
@@ -775,11 +771,6 @@ def run(args):
     if args.seeds > 1 and not args.synth:
         raise FpganetError("--seeds needs --synth (seeds are nextpnr placement seeds)")
     _ray()                                          # one line on how to install it, up front
-    # Refused before Ray starts, not after minutes of work (run_dse checks again).
-    from .files import check_not_input, check_replaceable
-    cache = os.path.expanduser(args.cache or DEFAULT_CACHE)
-    check_not_input(args.output, (args.model, args.calib, args.space, cache), "output directory")
-    check_replaceable(args.output)
     board = BOARDS[args.board]
     n = len(space.points())
     print(f"dse: {n} point{'' if n == 1 else 's'} of '{args.space}' on {board.description}"

@@ -30,7 +30,8 @@ import numpy as np
 from .errors import FpganetError
 
 __all__ = ["SUMS", "MARKER", "file_sha256", "directory_digests", "read_sums", "write_sums",
-           "check_replaceable", "check_not_input", "check_output_file", "staged_directory",
+           "check_replaceable", "check_not_input", "check_output_directory", "check_output_file",
+           "staged_directory", "atomic_file",
            "verify_directory", "write_npz"]
 
 #: The file in every output directory that lists the SHA-256 of the others.
@@ -137,6 +138,14 @@ def check_not_input(out, inputs, what="output"):
                                f"choose another {what}")
 
 
+def check_output_directory(out, inputs=(), what="output directory"):
+    """Refuse an output folder that is or holds one of ``inputs``, or that fpganet did not write
+    (:func:`check_not_input`, :func:`check_replaceable`). Commands with minutes of work call it
+    before starting; :func:`staged_directory` calls it again."""
+    check_not_input(out, inputs, what)
+    check_replaceable(out, what)
+
+
 @contextlib.contextmanager
 def staged_directory(out, inputs=(), what="output directory"):
     """Build an output directory aside, then rename it into place.
@@ -147,8 +156,7 @@ def staged_directory(out, inputs=(), what="output directory"):
     ``out`` is untouched.
     """
     out = Path(out)
-    check_not_input(out, inputs, what)
-    check_replaceable(out, what)
+    check_output_directory(out, inputs, what)
     parent = out.absolute().parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -213,22 +221,22 @@ def check_output_file(path, inputs=()):
         raise FpganetError(f"cannot write '{path}': its folder does not exist")
 
 
-def write_npz(path, command, inputs=(), **arrays):
-    """Write a ``.npz`` atomically, marked as written by ``command``.
+@contextlib.contextmanager
+def atomic_file(path):
+    """Yield a binary stream whose bytes replace ``path`` whole on normal exit.
 
-    Refuses (:func:`check_output_file`) when ``path`` is one of ``inputs``, or when a
-    file is there that fpganet did not write (an ``.npz`` without the :data:`MARKER` array).
+    The stream is a temporary file beside ``path``, renamed over it at the end (mode 0644);
+    on an exception it is removed and ``path`` is untouched. An OS error becomes one line.
     """
     path = Path(path)
-    check_output_file(path, inputs)
-    directory = path.absolute().parent
     try:
-        handle, staging = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        handle, staging = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
+                                           dir=path.absolute().parent)
     except OSError as error:
         raise FpganetError(f"cannot write '{path}': {error.strerror}") from None
     try:
         with os.fdopen(handle, "wb") as stream:
-            np.savez(stream, **arrays, **{MARKER: np.array(f"fpganet {command}")})
+            yield stream
         os.chmod(staging, 0o644)
         os.replace(staging, path)
     except OSError as error:
@@ -237,6 +245,17 @@ def write_npz(path, command, inputs=(), **arrays):
     except BaseException:
         os.unlink(staging)
         raise
+
+
+def write_npz(path, command, inputs=(), **arrays):
+    """Write a ``.npz`` atomically, marked as written by ``command``.
+
+    Refuses (:func:`check_output_file`) when ``path`` is one of ``inputs``, or when a
+    file is there that fpganet did not write (an ``.npz`` without the :data:`MARKER` array).
+    """
+    check_output_file(path, inputs)
+    with atomic_file(path) as stream:
+        np.savez(stream, **arrays, **{MARKER: np.array(f"fpganet {command}")})
 
 
 def _marker(path):

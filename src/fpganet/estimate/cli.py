@@ -141,13 +141,12 @@ def run_estimate(args):
 
 def run_report(args):
     """``fpganet report``: write report.md, estimate.json and plots; returns the exit status."""
-    from ..files import check_not_input, check_replaceable
+    from ..files import check_output_directory
     from .comparison import report
 
     # Refused before the estimate's minutes of work, and checked again when written.
     inputs = (args.compiled, args.board_report)
-    check_not_input(args.output, inputs, "report folder")
-    check_replaceable(args.output, "report folder")
+    check_output_directory(args.output, inputs, "report folder")
     result = _run(args)
     for path in report(result, args.output, inputs=inputs):
         print(f"wrote {path}")

@@ -24,7 +24,7 @@ from ..isa import host_memory_words, host_word_bytes
 
 __all__ = ["SYNC", "PROTOCOL_VERSION", "HEADER_BYTES", "CRC_BYTES", "FRAME_OVERHEAD",
            "ERROR_TYPE", "ACK_FLAG", "Command", "ErrorCode", "crc16", "encode_frame",
-           "reply_type", "word_bytes", "DeviceInfo", "Status", "write_payload",
+           "reply_type", "DeviceInfo", "Status", "write_payload",
            "read_output_payload", "MAX_ADDRESS", "FrameError", "split_frame", "ERROR_COUNTERS"]
 
 SYNC = 0xA5
@@ -114,15 +114,9 @@ def split_frame(data):
 
 # Payloads -----------------------------------------------------------------------------------
 
-def word_bytes(space, weight_word_bytes):
-    """Bytes per word of a WRITE to ``space`` (an ``isa.HostSpace`` value): see
-    :func:`fpganet.isa.host_word_bytes`."""
-    return host_word_bytes(space, weight_word_bytes)
-
-
 def write_payload(space, address, words, weight_word_bytes):
     """The payload of a WRITE of ``words`` (integers) at ``address`` of ``space``."""
-    size = word_bytes(space, weight_word_bytes)
+    size = host_word_bytes(space, weight_word_bytes)
     if not 0 <= address <= MAX_ADDRESS:
         raise ValueError(f"address {address} does not fit 24 bits")
     data = bytearray([int(space)]) + address.to_bytes(3, "little")
@@ -207,7 +201,7 @@ class DeviceInfo(_Packed):
         return self.timeout_cycles / self.clock_hz if self.clock_hz else 0.0
 
     def word_bytes(self, space):
-        return word_bytes(space, self.weight_word_bytes)
+        return host_word_bytes(space, self.weight_word_bytes)
 
     def memory_words(self, space):
         """Words of memory ``space`` (the WRITE bound): :func:`fpganet.isa.host_memory_words`."""
