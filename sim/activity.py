@@ -580,34 +580,34 @@ def measure_network_activity(net, *, cache_dir=None, n_images=2, build_root=None
     return measurement
 
 
-def main(argv=None):
-    """``python -m fpganet.sim.activity [OUT/]``: measure and print the activity of a network."""
-    import argparse
-    import sys
+def configure(parser):
+    """Arguments of ``fpganet activity``."""
+    from fpganet.argtypes import positive_int
 
-    parser = argparse.ArgumentParser(prog="python -m fpganet.sim.activity",
-                                     description=__doc__.splitlines()[0])
     parser.add_argument("compiled", nargs="?", metavar="OUT",
                         help="directory written by fpganet compile (default: the embedded LeNet-5)")
-    parser.add_argument("--images", type=int, default=2, help="images to run (default 2)")
-    args = parser.parse_args(argv)
-    if args.images < 1:
-        print("python -m fpganet.sim.activity: error: --images must be at least 1", file=sys.stderr)
-        return 2
+    parser.add_argument("--images", type=positive_int, default=2, help="images to run (default 2)")
+
+
+def run(args):
+    """``fpganet activity``: measure and print the switching activity of a network as JSON."""
+    from fpganet.compiler import compile_model, load_compiled
+
+    net = load_compiled(args.compiled) if args.compiled else compile_model()
     try:
-        if args.compiled:
-            from fpganet.compiler import load_compiled
-            net = load_compiled(args.compiled)
-        else:
-            from fpganet.compiler import compile_model
-            net = compile_model()
         result = measure_activity(net, n_images=args.images, verbose=True)
-    except (FpganetError, RtlError) as error:
-        print(f"python -m fpganet.sim.activity: error: {' '.join(str(error).split())}",
-              file=sys.stderr)
-        return 2
+    except RtlError as error:
+        raise FpganetError(str(error)) from None
     print(json.dumps(result.to_dict(), indent=1))
     return 0
+
+
+def main(argv=None):
+    """``python -m fpganet.sim.activity``: the same as ``fpganet activity``."""
+    import sys
+
+    from fpganet.cli import main as cli_main
+    return cli_main(["activity", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -473,6 +473,13 @@ def _run_bench(args):
     return _module("fpganet.sim.bench").run(args)
 
 
+@command("activity", help="switching activity of a network on the accelerator's Verilog "
+                          "(toggle counts), as the estimator's --activity rtl measures it")
+@arguments(lambda parser: _module("fpganet.sim.activity").configure(parser))
+def _run_activity(args):
+    return _module("fpganet.sim.activity").run(args)
+
+
 def _configure_fuzz(parser):
     from .argtypes import non_negative_int
     from .codegen.fuzz import ARRAYS
