@@ -12,6 +12,8 @@ BUILD  := build
 SIM ?= verilator
 # Board for `make synth`: icebreaker or ulx3s.
 BOARD ?= icebreaker
+# Network for `make sim`: lenet5 (default, embedded), resnet8 or vww (the shared MLPerf Tiny material).
+NET ?=
 
 export PATH := $(BIN):$(PATH)
 export SIM
@@ -27,7 +29,7 @@ export OPENFPGALOADER ?= true
 .PHONY: setup sim test verilog bench fuzz estimate synth dse clean distclean help
 
 help:
-	@echo "make sim       run the main job (needs nothing but Python, make, a C++ compiler)"
+	@echo "make sim       run the main job (needs nothing but Python, make, a C++ compiler); NET=resnet8|vww: an MLPerf Tiny network of ../shared"
 	@echo "make test      run the test suite"
 	@echo "make verilog   write the generated Verilog under $(BUILD)/"
 	@echo "make bench     simulation-speed benchmark, JSON under $(BUILD)/bench/"
@@ -46,7 +48,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 sim: $(STAMP)
-	$(BIN)/fpganet sim
+	$(BIN)/fpganet sim $(if $(NET),--net $(NET))
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

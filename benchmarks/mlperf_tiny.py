@@ -26,14 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-#: ``../shared`` beside the checkout, where the project's shared test material lives.
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "mlperf-tiny"
+from fpganet.datasets import MLPERF_TINY as MODELS
+from fpganet.datasets import mlperf_tiny, mlperf_tiny_dir
 
-#: Model -> (ONNX file, test set, calibration set, input scale applied to the uint8 pixels).
-MODELS = {
-    "resnet8": ("resnet8.onnx", "cifar10_ic01_200.npz", "cifar10_calib.npz", 1.0),
-    "vww": ("vww_mobilenetv1_025.onnx", "vww01_200.npz", "vww01_calib.npz", 1.0 / 255.0),
-}
+#: ``../shared`` beside the checkout, where the project's shared test material lives.
+SHARED = mlperf_tiny_dir()
 
 
 def model_path(model, shared=SHARED):
@@ -42,23 +39,9 @@ def model_path(model, shared=SHARED):
 
 
 def load_set(model, split, shared=SHARED):
-    """Images of ``model``'s ``split`` ("test" or "calib") in the float model's input domain.
-
-    Returns
-    -------
-    x : numpy.ndarray
-        float32 [N, 3, H, W].
-    y : numpy.ndarray or None
-        int64 labels [N] (the test split only).
-    """
-    _, test, calib, scale = MODELS[model]
-    with np.load(Path(shared) / (test if split == "test" else calib)) as data:
-        pixels = data["x"]
-        labels = data["y"].astype(np.int64) if "y" in data.files else None
-    x = pixels.astype(np.float32).transpose(0, 3, 1, 2)   # NHWC -> NCHW
-    if scale != 1.0:
-        x = x * np.float32(scale)
-    return np.ascontiguousarray(x, dtype=np.float32), labels
+    """Images of ``model``'s ``split`` ("test" or "calib") in the float model's input domain
+    (:func:`fpganet.datasets.mlperf_tiny`)."""
+    return mlperf_tiny(model, split, shared)
 
 
 def write_inputs(model, out_dir, shared=SHARED):

@@ -28,25 +28,23 @@ __all__ = ["ULX3STop", "BOARD", "DEFAULT_CONFIG", "BAUD", "accelerator_core", "e
 #: UART rate of the host link: the ULX3S's FT231X runs up to 3 Mbaud.
 BAUD = 3_000_000
 
-#: 8x8 array (64 MACs/cycle on 64 of 156 MULT18X18D) with two requantizer lanes;
-#: 64 KiB of weights and 16 KiB of activations (LeNet-5 needs 62.5 and 10.3 KiB).
-#: The whole accelerator at 8x16 (128 MACs/cycle, one requantizer lane, 128 KiB
-#: weights, 64 KiB activations) had not finished routing after 25 minutes, nor
-#: had this one with the larger buffers (105 EBR feeding wide read multiplexers):
-#: boards/README.md. LeNet-5 runs faster on this array than on 8x16: 19.5 k cycles
-#: per image against 21.1 k, since at 8x16 the single requantizer lane, not the
-#: array, limits the first conv layer.
+#: 8x8 array (64 MACs/cycle on 64 of 156 MULT18X18D) with two requantizer lanes, sized
+#: for the MLPerf Tiny networks: 288 KiB of weights (VWW MobileNetV1-0.25 needs 281.6 KiB,
+#: its depthwise layers stored block-diagonal; ResNet-8 80.3 KiB; LeNet-5 62.5 KiB), 64 KiB of
+#: activations in 16 banks, two per lane, so that stride-2 layers read without bank
+#: conflicts (VWW needs 55.5 KiB, ResNet-8 54.2 KiB), 4,096 parameter entries (VWW 2,994).
+#: Block RAM: 144 EBR of weights, 32 of activations, 208 on the chip.
 #:
-#: The clock is 30 MHz, not the 100 MHz aimed at: the design routes at 49.8 MHz with
-#: this target (42-50 MHz for netlists one commit apart: the longest path moves with
-#: the placement). With a 40 MHz target one build routed at 47.1 MHz, but router1
-#: did not converge on the next netlist (nor with 45 MHz), so the default stays where it
-#: routes reliably; `--clock-hz 40e6` asks for more. The long paths (boards/README.md):
-#: the result writer's lane addressing into its bank arbitration, and unregistered
-#: block-RAM outputs: the instruction word into the region unit's and writer's
-#: bookkeeping, an activation bank through the window's gather into the max-pool compare.
-DEFAULT_CONFIG = AcceleratorConfig(rows=8, cols=8, requant_lanes=2, weight_buffer_bytes=64 * 1024,
-                                   act_buffer_bytes=16 * 1024, clock_hz=30e6)
+#: The clock is 30 MHz, not the 100 MHz aimed at: the design with 64 KiB of weights and
+#: 16 KiB of activations routed at 49.8-51.8 MHz with this target, and the default stays
+#: where it routes reliably; `--clock-hz 40e6` asks for more. The long paths
+#: (boards/README.md): the result writer's lane addressing into its bank arbitration, and
+#: unregistered block-RAM outputs: the instruction word into the region unit's and
+#: writer's bookkeeping, an activation bank through the window's gather into the max-pool
+#: compare.
+DEFAULT_CONFIG = AcceleratorConfig(rows=8, cols=8, requant_lanes=2, weight_buffer_bytes=288 * 1024,
+                                   act_buffer_bytes=64 * 1024, act_bank_factor=2,
+                                   bias_buffer_words=4096, clock_hz=30e6)
 
 
 def ecp5_array(config):

@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from fpganet.codegen import build_images
-from fpganet.codegen.fuzz import random_network
+from fpganet.codegen.fuzz import random_graph_network, random_network
 from fpganet.config import AcceleratorConfig
 from fpganet.errors import FpganetError
 from fpganet.golden import run_golden
@@ -22,7 +22,8 @@ __all__ = ["CONFIGS", "random_fitting_network", "check_network", "main"]
 
 #: Hardware configurations under test: the default, an odd-sized array whose
 #: requantizer handles all five lanes at once in five pipeline stages (the multiply
-#: split in two), a single PE, and the iCEBreaker's shape with operands broadcast.
+#: split in two), a single PE, the iCEBreaker's shape with operands broadcast, and four
+#: activation banks per lane (the ULX3S has two).
 CONFIGS = {
     "2x8": AcceleratorConfig(),
     "3x5-requant5": AcceleratorConfig(rows=3, cols=5, requant_lanes=5, requant_latency=5,
@@ -30,17 +31,21 @@ CONFIGS = {
     "1x1": AcceleratorConfig(rows=1, cols=1, weight_buffer_bytes=8192, act_buffer_bytes=8192),
     "8x2-broadcast": AcceleratorConfig(rows=8, cols=2, acc_width=24, broadcast_operands=True,
                                        requant_latency=5, weight_buffer_bytes=8 * 8192),
+    "4x4-banks16": AcceleratorConfig(rows=4, cols=4, requant_lanes=2, act_bank_factor=4,
+                                     weight_buffer_bytes=4 * 8192),
 }
 
 
-def random_fitting_network(rng, config):
-    """A random network (kernels 1..5, strides 1..2, padding, pools, dense layers) that fits ``config``.
+def random_fitting_network(rng, config, graph=False):
+    """A random network that fits ``config``: a chain (kernels 1..5, strides 1..2, padding, pools,
+    dense layers) or, with ``graph``, a DAG (residual adds, depthwise and grouped convs, average
+    pools; :func:`fpganet.codegen.fuzz.random_graph_network`).
 
     Whether it fits, every buffer, is the compiler's call: networks it refuses are drawn again.
     """
     while True:
-        net = random_network(rng, config)
         try:
+            net = (random_graph_network if graph else random_network)(rng, config)
             build_images(net, 1, config)
         except FpganetError:
             continue
@@ -72,14 +77,14 @@ def fuzz_rtl(networks, seed=1, sim="verilator", out=None):
         start, cycles = time.perf_counter(), 0
         for index in range(networks):
             rng = np.random.default_rng([seed, index, sum(map(ord, name))])
-            net = random_fitting_network(rng, config)
+            net = random_fitting_network(rng, config, graph=index % 2 == 1)
             q_in = rng.integers(-128, 128, (int(rng.integers(1, 4)), *net.input_chw)).astype(np.int8)
             try:
                 cycles += check_network(build, net, q_in).cycles
             except AssertionError as error:
                 failures += 1
                 print(f"FAIL rtl {name} seed={seed} index={index}: {error}", file=out, flush=True)
-        print(f"rtl {name}: {networks} random networks on the RTL ({sim}), {cycles:,} cycles, "
+        print(f"rtl {name}: {networks} random networks (every other one a graph) on the RTL ({sim}), {cycles:,} cycles, "
               f"{time.perf_counter() - start:.1f} s, {failures} failures so far", file=out,
               flush=True)
     return failures

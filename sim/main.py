@@ -7,6 +7,11 @@ for Icarus; memories loaded up front, Python waiting only for the end of each
 chunk), checks every output against the golden model bit for bit, and prints
 the accuracy, the cycles per image, the per-layer utilization and the images/s
 at the configured clock.
+
+``make sim NET=resnet8`` (or ``vww``) does the same for an MLPerf Tiny network of the
+shared test material (:func:`fpganet.datasets.mlperf_tiny`): the float ONNX model
+calibrated on its calibration images, compiled for the ULX3S configuration (the board
+whose block RAM holds it), run on its 200 labelled test images.
 """
 
 import sys
@@ -17,14 +22,68 @@ import numpy as np
 from tqdm import tqdm
 
 
+#: ``--net``: name -> what it is, as the report says.
+NETS = {"lenet5": "LeNet-5 (trained elsewhere, int8) on {n} MNIST test images",
+        "resnet8": "MLPerf Tiny ResNet-8 (int8, post-training quantization) on {n} CIFAR-10 test images",
+        "vww": "MLPerf Tiny MobileNetV1-0.25 VWW (int8, post-training quantization) on {n} "
+               "Visual Wake Words test images"}
+
+
+def _network(args, scratch):
+    """``(net, config, x, y, first)``: the compiled network, its configuration, the test images
+    and labels, and the index of the first image in its test set."""
+    from fpganet.compiler import compile_model
+    from fpganet.config import AcceleratorConfig
+    from fpganet.datasets import mlperf_tiny, mlperf_tiny_model, mnist
+
+    if args.net == "lenet5":
+        config = AcceleratorConfig()
+        if args.array:
+            config = AcceleratorConfig.parse_array(args.array)
+        net = compile_model(out_dir=f"{scratch}/net", config=config)
+        x, y = mnist("eval", args.images or 300)
+        return net, config, x, y, 500
+    from fpganet.boards.ulx3s import DEFAULT_CONFIG
+
+    config = DEFAULT_CONFIG
+    if args.array:
+        array = AcceleratorConfig.parse_array(args.array)
+        config = config.replace(rows=array.rows, cols=array.cols)
+    calib, _ = mlperf_tiny(args.net, "calib")
+    net = compile_model(mlperf_tiny_model(args.net), calib, out_dir=f"{scratch}/net", config=config)
+    x, y = mlperf_tiny(args.net, "test")
+    limit = args.images or len(x)
+    return net, config, x[:limit], y[:limit], 0
+
+
+def _short(index, name, width=17):
+    """``index name`` that fits the table: of the ``;``-joined names a TFLite converter gives a
+    fused node, the first, without its ``model/`` scope; cut at ``width``."""
+    name = name.split(";")[0].removeprefix("TFLITE2ONNX_FAF_").removeprefix("model/")
+    label = f"{index:>2} {name}"
+    return label if len(label) <= width else label[:width - 1] + "~"
+
+
+def _op(layer):
+    """The layer's kind for the table: conv, dense, dwconv (depthwise), gconv, maxpool, add..."""
+    groups = getattr(layer, "groups", 1)
+    if groups != 1:
+        return "dwconv" if groups == layer.in_shape[0] else "gconv"
+    return getattr(layer, "kind", layer.type)
+
+
 def configure(parser):
     """Arguments of ``fpganet sim``."""
     from fpganet.argtypes import positive_int
 
-    parser.add_argument("--images", type=positive_int, default=300,
-                        help="MNIST test images to run (default %(default)s)")
+    parser.add_argument("--net", choices=NETS, default="lenet5",
+                        help="network: the embedded LeNet-5 on MNIST (default), or an MLPerf Tiny "
+                             "network of the shared test material on the ULX3S configuration")
+    parser.add_argument("--images", type=positive_int, default=None,
+                        help="test images to run (default: 300 for LeNet-5, all 200 for the "
+                             "MLPerf Tiny networks)")
     parser.add_argument("--array", default=None,
-                        help="array size ROWSxCOLS (default: the default configuration)")
+                        help="array size ROWSxCOLS (default: the network's configuration)")
     parser.add_argument("--chunk", type=positive_int, default=50,
                         help="images per simulation run (default %(default)s)")
 
@@ -39,23 +98,18 @@ def run(args):
     """``fpganet sim``: 0 when every output equals the golden model and the RTL's cycles equal
     the performance model's, 1 otherwise (errors propagate as FpganetError)."""
     from fpganet.backends import run_network
-    from fpganet.compiler import compile_model
-    from fpganet.config import AcceleratorConfig
-    from fpganet.datasets import mnist
     from fpganet.estimate.workload import simulated_cycles
     from fpganet.golden import layer_macs
     from fpganet.sim import rtl_backend
     from fpganet.sim.runner import default_simulator
 
-    config = AcceleratorConfig.parse_array(args.array) if args.array else AcceleratorConfig()
     with tempfile.TemporaryDirectory() as scratch:
-        net = compile_model(out_dir=f"{scratch}/lenet5", config=config)
-    x, y = mnist("eval", args.images)
+        net, config, x, y, first = _network(args, scratch)
 
     sim = default_simulator()
     macs = layer_macs(net)
-    print(f"fpganet sim: LeNet-5 (trained elsewhere, int8) on {len(x)} MNIST test images through the "
-          f"accelerator's generated Verilog on {sim}")
+    print(f"fpganet sim: {NETS[args.net].format(n=len(x))} through the accelerator's generated "
+          f"Verilog on {sim}")
     print(f"  compiled  {len(net.layers)} layers, {sum(macs):,} MACs/image, {config.name} array "
           f"({config.macs_per_cycle} MACs/cycle) at {config.clock_hz / 1e6:g} MHz")
     start = time.perf_counter()
@@ -75,7 +129,7 @@ def run(args):
     mismatched = np.flatnonzero((q_rtl.reshape(len(x), -1) != golden.q.reshape(len(x), -1)).any(axis=1))
     if mismatched.size:
         print(f"FAILED: {mismatched.size} of {len(x)} images differ from the golden model "
-              f"(first: image {500 + mismatched[0]} of the MNIST test set)", file=sys.stderr)
+              f"(first: test image {first + mismatched[0]})", file=sys.stderr)
         return 1
     predictions = q_rtl.reshape(len(x), -1).argmax(axis=1)
     accuracy = float(np.mean(predictions == y))
@@ -84,18 +138,18 @@ def run(args):
     per_image = int(np.median(steady if steady.size else cycles))
     print(f"  check     all {q_rtl.size:,} int8 outputs equal the golden model's, bit for bit")
     print(f"  accuracy  {100 * accuracy:.2f} % top-1 ({int(np.sum(predictions == y))} of {len(x)}; "
-          f"MNIST test images 500..{499 + len(x)}; measured on the RTL)")
+          f"test images {first}..{first + len(x) - 1}; measured on the RTL)")
     print(f"  speed     {wall:.1f} s for {int(cycles.sum()):,} simulated cycles "
           f"({cycles.sum() / wall / 1e3:,.0f} k cycles/s of simulation)")
 
     model = simulated_cycles(net, config)
     print()
     print(f"  {'layer':<18}{'op':<9}{'MACs':>10}{'cycles':>10}{'utilization':>13}")
-    for layer, layer_cycles, layer_mac in zip(net.layers, model["per_layer"], macs):
+    for index, (layer, layer_cycles, layer_mac) in enumerate(zip(net.layers, model["per_layer"], macs)):
         if layer_cycles == 0 and layer_mac == 0:
             continue
         utilization = f"{100 * layer_mac / (config.macs_per_cycle * layer_cycles):.1f} %" if layer_mac else "-"
-        print(f"  {layer.name:<18}{getattr(layer, 'kind', layer.type):<9}{layer_mac:>10,}{layer_cycles:>10,}{utilization:>13}")
+        print(f"  {_short(index, layer.name):<18}{_op(layer):<9}{layer_mac:>10,}{layer_cycles:>10,}{utilization:>13}")
     other = per_image - sum(model["per_layer"])
     print(f"  {'input/output, control':<27}{'':>10}{other:>10,}")
     print(f"  {'whole network':<27}{sum(macs):>10,}{per_image:>10,}"

@@ -30,12 +30,13 @@ CONFIGS = {
 }
 
 #: sha256 (first 16 digits) of program (3 images), weights, params and manifest section, computed
-#: with the compiler as it was before batching existed: batch 1 must not change a byte.
+#: with the compiler as it was before batching existed: batch 1 must not change a byte. (Random case
+#: 5, a tight buffer, has the layout of the allocator's best placement order, which came later.)
 LENET_DIGESTS = {"2x8": "2275b63823ff1165", "8x2": "6aab1147b42f0ccf",
                  "8x8-requant2": "754d18dd73dd5638"}
 RANDOM_DIGESTS = [
     "bbaba9213dc964ff", "e516274bd3beaab4", "bbbfe688dc160813", "128a36324d373e95",
-    "d5e3b6aaf5534c43", "c382fa596e11ae7c", "84a5fdf2d66564e1", "fdc14fde7762836b",
+    "d5e3b6aaf5534c43", "0545b9df37a0319e", "84a5fdf2d66564e1", "fdc14fde7762836b",
     "01e0ddd99ea6ab95", "56fa1bb9ddff3a0d", "c93cde6475779a5e", "004b90e9cd5fbb3e",
     "3d50b6614ac3dad0", "a171ae58e25c97be", "f9e558de4e0eb81c", "5acbdbe9ccafc96c",
     "4c803209cc1c6b2e", "a85856c33146522d", "f905a67676b4b230", "dd87fbe4c135d8e6",

@@ -20,6 +20,21 @@ def test_random_networks_on_rtl_match_golden(name):
         check_network(build, net, rng.integers(-128, 128, (2, *net.input_chw)).astype(np.int8))
 
 
+@pytest.mark.parametrize("name", ["2x8", "4x4-banks16"])
+def test_random_graph_networks_on_rtl_match_golden(name):
+    """DAGs: residual adds, depthwise and grouped convs, average pools, as CONVs with
+    block-diagonal weights; and four activation banks per lane."""
+    config = CONFIGS[name]
+    build = build_harness(config, sim="verilator")
+    rng = np.random.default_rng(2027)
+    types = set()
+    for _ in range(NETWORKS_PER_CONFIG):
+        net = random_fitting_network(rng, config, graph=True)
+        types |= {layer.type if getattr(layer, "groups", 1) == 1 else "grouped" for layer in net.layers}
+        check_network(build, net, rng.integers(-128, 128, (2, *net.input_chw)).astype(np.int8))
+    assert {"add", "grouped", "avgpool"} <= types
+
+
 def test_rtl_backend_through_cocotb_on_lenet(tmp_path):
     """`fpganet run --backend rtl`: LeNet-5 on Verilator through cocotb, equal to golden, cycles = model."""
     from fpganet.backends import run_network

@@ -44,6 +44,21 @@ def test_make_sim_runs_lenet_on_the_rtl(capsys):
     assert "DIFFERS" not in out
 
 
+def test_make_sim_runs_resnet8_on_the_ulx3s_rtl(capsys):
+    """`make sim NET=resnet8` on two images of the shared MLPerf Tiny material: residual adds,
+    strided convs, the average pool, on the ULX3S configuration's Verilog, equal to golden."""
+    import pytest
+
+    from fpganet.datasets import mlperf_tiny_dir
+
+    if not (mlperf_tiny_dir() / "resnet8.onnx").is_file():
+        pytest.skip(f"no shared MLPerf Tiny material at {mlperf_tiny_dir()}")
+    assert sim_main.main(["--net", "resnet8", "--images", "2", "--chunk", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "all 20 int8 outputs equal the golden model's, bit for bit" in out
+    assert " add " in out and " avgpool " in out and "8x8 array" in out and "DIFFERS" not in out
+
+
 def test_free_running_pattern_matches_its_model():
     """The checksum model the benchmark relies on agrees with the gateware (amaranth.sim)."""
     config = AcceleratorConfig(rows=3, cols=4)

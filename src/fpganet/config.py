@@ -69,6 +69,10 @@ class AcceleratorConfig:
         clocks the one-stage product misses (on an ECP5 a 32x15-bit product
         spans two MULT18X18D, summed on carry chains). Each ``CONV``/``POOL``
         takes one cycle more at 5; the numerics are the same.
+    act_bank_factor : int
+        1, 2, 4 or 8: activation banks per lane (:attr:`act_banks` is ``cols`` rounded up
+        to a power of two times this). At 2 the lanes of a stride-2 layer, which read every
+        other byte, fall in different banks instead of meeting two to a bank.
     clock_hz : float
         Clock the performance figures assume unless a routed Fmax replaces it.
     """
@@ -84,6 +88,7 @@ class AcceleratorConfig:
     requant_lanes: int = 1
     requant_latency: int = 4
     broadcast_operands: bool = False
+    act_bank_factor: int = 1
     clock_hz: float = 40e6
 
     def __post_init__(self):
@@ -110,6 +115,8 @@ class AcceleratorConfig:
             if getattr(self, name) < word:
                 raise ConfigError(f"{name} {getattr(self, name)} is smaller than one "
                                   f"{word}-byte word of the {self.name} array")
+        if self.act_bank_factor not in (1, 2, 4, 8) or isinstance(self.act_bank_factor, bool):
+            raise ConfigError(f"act_bank_factor must be 1, 2, 4 or 8, not {self.act_bank_factor!r}")
         if self.cols % self.requant_lanes:
             raise ConfigError(f"requant_lanes {self.requant_lanes} does not divide cols {self.cols}")
         if not isinstance(self.broadcast_operands, bool):
@@ -175,11 +182,14 @@ class AcceleratorConfig:
 
     @property
     def act_banks(self):
-        """Byte-wide banks of the activation buffer: ``cols`` rounded up to a power of two.
+        """Byte-wide banks of the activation buffer: ``cols`` rounded up to a power of two, times
+        ``act_bank_factor``.
 
-        Byte address ``a`` lives in bank ``a % act_banks`` at word ``a // act_banks``.
+        Byte address ``a`` lives in bank ``a % act_banks`` at word ``a // act_banks``. More
+        banks than lanes let a stride-2 layer's lanes, which read every other byte, fall in
+        different banks.
         """
-        return 1 << (self.cols - 1).bit_length()
+        return (1 << (self.cols - 1).bit_length()) * self.act_bank_factor
 
     @property
     def act_bank_depth(self):

@@ -1,11 +1,18 @@
-"""The embedded default model and data: LeNet-5 and the MNIST test images.
+"""The embedded default model and data: LeNet-5 and the MNIST test images; and the MLPerf
+Tiny networks and images of the project's shared test material.
 
 ``src/fpganet/data/lenet5-mnist/`` holds the outside LeNet-5 (``lenet.onnx``),
 its licence, and the 10,000 MNIST test images (see ``SOURCE.md`` there). The
 images are split once, for everyone: the first :data:`CALIB_COUNT` are the
 calibration split, the rest the eval split on which accuracy is reported.
+
+The MLPerf Tiny ResNet-8 and MobileNetV1-0.25 (Visual Wake Words), their 200 labelled test
+images and their calibration images are not shipped: they are read where the project keeps
+its shared test material, ``../shared/models/mlperf-tiny/`` beside the checkout (its
+SOURCE.md gives their origin), or under ``$FPGANET_SHARED/models/mlperf-tiny/``.
 """
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +20,8 @@ import numpy as np
 from .errors import FpganetError
 
 __all__ = ["LENET5_DIR", "LENET5_ONNX", "MNIST_NPZ", "CALIB_COUNT", "SPLITS", "MNIST_MEAN",
-           "MNIST_STD", "preprocess_mnist", "mnist", "write_inputs"]
+           "MNIST_STD", "preprocess_mnist", "mnist", "write_inputs", "MLPERF_TINY", "mlperf_tiny_dir",
+           "mlperf_tiny_model", "mlperf_tiny"]
 
 LENET5_DIR = Path(__file__).resolve().parent / "data" / "lenet5-mnist"
 LENET5_ONNX = LENET5_DIR / "lenet.onnx"
@@ -70,3 +78,55 @@ def write_inputs(path, x, y=None):
     with open(path, "wb") as handle:
         np.savez(handle, **arrays)
     return Path(path)
+
+
+#: Model -> (float ONNX file, test set, calibration set, scale of the uint8 pixels the float
+#: model expects: ResNet-8 takes raw 0..255, VWW pixel / 255).
+MLPERF_TINY = {
+    "resnet8": ("resnet8.onnx", "cifar10_ic01_200.npz", "cifar10_calib.npz", 1.0),
+    "vww": ("vww_mobilenetv1_025.onnx", "vww01_200.npz", "vww01_calib.npz", 1.0 / 255.0),
+}
+
+
+def mlperf_tiny_dir():
+    """Where the shared MLPerf Tiny material is: ``$FPGANET_SHARED/models/mlperf-tiny``, else
+    ``shared/models/mlperf-tiny`` beside the checkout this package runs from."""
+    shared = os.environ.get("FPGANET_SHARED") or Path(__file__).resolve().parents[3] / "shared"
+    return Path(shared) / "models" / "mlperf-tiny"
+
+
+def _mlperf_file(name, directory):
+    path = Path(directory or mlperf_tiny_dir()) / name
+    if not path.is_file():
+        raise FpganetError(f"{path}: not found (the MLPerf Tiny test material lives in the "
+                           f"project's shared folder; set FPGANET_SHARED to the folder holding "
+                           f"models/mlperf-tiny/)")
+    return path
+
+
+def mlperf_tiny_model(model, directory=None):
+    """Path of the float ONNX file of ``model`` (a key of :data:`MLPERF_TINY`)."""
+    return _mlperf_file(MLPERF_TINY[model][0], directory)
+
+
+def mlperf_tiny(model, split="test", directory=None):
+    """Images of ``model``'s ``split`` (``"test"`` or ``"calib"``) in the float model's input
+    domain.
+
+    Returns
+    -------
+    x : numpy.ndarray
+        float32 [N, 3, H, W] (the stored NHWC uint8 pixels, transposed and scaled).
+    y : numpy.ndarray or None
+        int64 labels [N] (the test split only).
+    """
+    if model not in MLPERF_TINY:
+        raise FpganetError(f"unknown MLPerf Tiny model '{model}'; choose from {', '.join(MLPERF_TINY)}")
+    _, test, calib, scale = MLPERF_TINY[model]
+    with np.load(_mlperf_file(test if split == "test" else calib, directory)) as data:
+        pixels = data["x"]
+        labels = data["y"].astype(np.int64) if "y" in data.files else None
+    x = pixels.astype(np.float32).transpose(0, 3, 1, 2)   # NHWC -> NCHW
+    if scale != 1.0:
+        x = x * np.float32(scale)
+    return np.ascontiguousarray(x, dtype=np.float32), labels

@@ -29,7 +29,7 @@ when its bound is below 2**24. The bias is then added in int64.
 import numpy as np
 
 from .ops import avgpool, grouped_matmul, im2col, maxpool
-from .qnet import ADD_LEFT_SHIFT, NETWORK_INPUT, QAdd, QAvgPool, QConv, QMaxPool, QReshape, rescale
+from .qnet import NETWORK_INPUT, QAdd, QAvgPool, QConv, QMaxPool, QReshape, rescale
 from .quantize.fixed_point import requantize
 
 __all__ = ["run_golden", "run_layer", "accumulate", "layer_macs", "backend", "DEFAULT_CHUNK"]
@@ -81,11 +81,9 @@ def run_layer(layer, q, *others):
     if isinstance(layer, QReshape):
         return q.reshape(q.shape[0], *layer.out_shape)
     if isinstance(layer, QAdd):
-        a = rescale(np.left_shift(q.astype(np.int64) - layer.zp_a, ADD_LEFT_SHIFT),
-                    layer.mult_a, layer.shift_a)
-        b = rescale(np.left_shift(others[0].astype(np.int64) - layer.zp_b, ADD_LEFT_SHIFT),
-                    layer.mult_b, layer.shift_b)
-        y = layer.zp_out + rescale(a + b, layer.mult, layer.shift)
+        acc = (layer.w_a * (q.astype(np.int64) - layer.zp_a)
+               + layer.w_b * (others[0].astype(np.int64) - layer.zp_b))
+        y = layer.zp_out + rescale(acc, layer.mult, layer.shift)
         return np.clip(y, layer.lo, layer.hi).astype(np.int8)
     if isinstance(layer, QAvgPool):
         # Padding holds zp_in: it adds nothing to the sum of offset codes and counts in the divisor.

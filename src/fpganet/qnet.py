@@ -32,7 +32,7 @@ from .files import verify_directory
 
 __all__ = ["QConv", "QMaxPool", "QReshape", "QAdd", "QAvgPool", "QNetwork", "load_network",
            "quantize_input", "MULT_BITS", "MULT_MIN", "MULT_MAX", "SHIFT_MIN", "SHIFT_MAX",
-           "ADD_LEFT_SHIFT", "FORMAT", "NETWORK_INPUT"]
+           "ADD_WEIGHT_MAX", "FORMAT", "NETWORK_INPUT"]
 
 FORMAT = "fpganet-compiled/1"
 MANIFEST = "manifest.json"
@@ -51,9 +51,8 @@ FEW_INPUT_LEVELS = 8
 INT8_MIN, INT8_MAX = -128, 127
 #: ``inputs`` entry naming the network input.
 NETWORK_INPUT = -1
-#: QAdd: each input's offset code is scaled by 2**ADD_LEFT_SHIFT before its multiplier
-#: (TFLite's choice: 20 bits of headroom keep the rescaled inputs exact to 2**-20 of an LSB).
-ADD_LEFT_SHIFT = 20
+#: QAdd: largest input weight (the weights are int8 operands of the array, 1..127).
+ADD_WEIGHT_MAX = 127
 
 
 @dataclass
@@ -275,25 +274,26 @@ def _check_clamp(layer, names):
 
 @dataclass
 class QAdd:
-    """Element-wise sum of two int8 feature maps of one shape, requantized (TFLite's method).
+    """Element-wise sum of two int8 feature maps of one shape, requantized.
 
-    With ``L = ADD_LEFT_SHIFT`` and ``rescale(x, m, s) = (x * m + (1 << (s - 1))) >> s``::
+    Each input is weighted by a small integer that brings it to a common scale, then the sum is
+    requantized as a conv's accumulator is::
 
-        a = rescale((q_a - zp_a) << L, mult_a, shift_a)      # ~ (q_a - zp_a) * 2**L * s_a / (2 max(s_a, s_b))
-        b = rescale((q_b - zp_b) << L, mult_b, shift_b)
-        y = clamp(zp_out + rescale(a + b, mult, shift), lo, hi)   # mult * 2**-shift ~ 2 max(s_a, s_b) / (2**L s_out)
+        acc = w_a * (q_a - zp_a) + w_b * (q_b - zp_b)            # exact; w_a, w_b in 1..127
+        y   = clamp(zp_out + rescale(acc, mult, shift), lo, hi)   # mult * 2**-shift ~ s / s_out
 
-    A following ReLU is folded into ``lo`` as for :class:`QConv`.
+    with ``w_a * s ~ s_a`` and ``w_b * s ~ s_b`` for one real step ``s`` (the weights are the
+    best pair of int8 integers in the ratio ``s_a : s_b``). It is a two-input 1x1 convolution
+    whose weights are ``w_a`` and ``w_b`` and whose bias is ``-(w_a zp_a + w_b zp_b)``, which is
+    how the accelerator runs it. A following ReLU is folded into ``lo`` as for :class:`QConv`.
     """
 
     name: str
     in_shape: tuple
     zp_a: int
     zp_b: int
-    mult_a: int
-    shift_a: int
-    mult_b: int
-    shift_b: int
+    w_a: int
+    w_b: int
     mult: int
     shift: int
     zp_out: int
@@ -306,11 +306,16 @@ class QAdd:
     inputs: tuple = None
 
     type = "add"
-    macs = 0
+    macs = 0        # the network's MACs are its convolutions' and dense layers', as is usual
 
     @property
     def out_shape(self):
         return tuple(self.in_shape)
+
+    @property
+    def bias(self):
+        """The input zero points folded into one constant: ``acc = w_a q_a + w_b q_b + bias``."""
+        return -(self.w_a * self.zp_a + self.w_b * self.zp_b)
 
     @property
     def scale(self):
@@ -318,9 +323,11 @@ class QAdd:
 
     def validate(self, acc_width=32):
         _check_clamp(self, ("zp_a", "zp_b", "zp_out", "lo", "hi"))
-        for label in ("", "_a", "_b"):
-            _check_multiplier(self, f"multiplier{label}", getattr(self, f"mult{label}"),
-                              getattr(self, f"shift{label}"))
+        for label in ("w_a", "w_b"):
+            if not 1 <= getattr(self, label) <= ADD_WEIGHT_MAX:
+                raise FpganetError(f"layer '{self.name}': input weight {label} "
+                                   f"{getattr(self, label)} is outside 1..{ADD_WEIGHT_MAX}")
+        _check_multiplier(self, "multiplier", self.mult, self.shift)
 
 
 @dataclass
@@ -384,8 +391,8 @@ _LAYER_TYPES = {cls.type: cls for cls in (QConv, QMaxPool, QReshape, QAdd, QAvgP
 _ARRAY_FIELDS = ("weight", "bias", "mult", "shift", "s_w")
 #: Manifest fields of the layers without arrays (beside name, shapes, inputs).
 _SCALAR_FIELDS = {
-    "add": ("zp_a", "zp_b", "s_a", "s_b", "mult_a", "shift_a", "mult_b", "shift_b", "mult", "shift",
-            "zp_out", "s_out", "lo", "hi", "relu"),
+    "add": ("zp_a", "zp_b", "s_a", "s_b", "w_a", "w_b", "mult", "shift", "zp_out", "s_out", "lo",
+            "hi", "relu"),
     "avgpool": ("kernel", "stride", "pads", "zp_in", "zp_out", "s_in", "s_out", "mult", "shift",
                 "lo", "hi", "relu"),
 }
@@ -596,10 +603,8 @@ class QNetwork:
         # Only networks that have them say so: a chain's manifest stays as it was.
         types = {layer.type for layer in self.layers}
         if "add" in types:
-            numerics["add"] = (f"y = clamp(zp_out + rescale(rescale((q_a - zp_a) << {ADD_LEFT_SHIFT}, "
-                               f"mult_a, shift_a) + rescale((q_b - zp_b) << {ADD_LEFT_SHIFT}, mult_b, "
-                               f"shift_b), mult, shift), lo, hi); rescale(x, m, s) = "
-                               f"(x * m + (1 << (s - 1))) >> s")
+            numerics["add"] = ("y = clamp(zp_out + rescale(w_a * (q_a - zp_a) + w_b * (q_b - zp_b), "
+                               "mult, shift), lo, hi); rescale(x, m, s) = (x * m + (1 << (s - 1))) >> s")
         if "avgpool" in types:
             numerics["avgpool"] = ("y = clamp(zp_out + rescale(sum over the window of (q - zp_in), "
                                    "mult, shift), lo, hi)")

@@ -23,12 +23,13 @@ import numpy as np
 from ..config import AcceleratorConfig
 from ..errors import FpganetError
 from ..golden import run_golden
-from ..qnet import QConv, QMaxPool, QNetwork, QReshape
+from ..qnet import (NETWORK_INPUT, QAdd, QAvgPool, QConv, QMaxPool, QNetwork, QReshape,
+                    output_zero_point)
 from .images import build_images
 from .plan import smallest_act_bytes
 from .run import run_isa
 
-__all__ = ["random_network", "random_case", "check_case", "FuzzCase", "ARRAYS", "main"]
+__all__ = ["random_network", "random_graph_network", "random_case", "check_case", "FuzzCase", "ARRAYS", "main"]
 
 ARRAYS = ("2x8", "3x5", "4x4", "1x1")
 MAX_MAP = 1500      # bytes of the largest interior map the generator makes
@@ -39,14 +40,14 @@ def _out(size, kernel, stride, before, after):
 
 
 def _conv(rng, name, in_shape, zp_in, kind="conv", m=None, kernel=None, stride=(1, 1),
-          pads=(0, 0, 0, 0)):
+          pads=(0, 0, 0, 0), groups=1, inputs=None):
     c, h, w = in_shape
     kh, kw = kernel or (1, 1)
     m = m or int(rng.integers(1, 10))
     out_shape = (m, _out(h, kh, stride[0], pads[0], pads[2]), _out(w, kw, stride[1], pads[1], pads[3]))
-    k = c * kh * kw
+    k = c // groups * kh * kw
     spread = int(rng.choice([127, 127, 40, 3]))
-    weight = rng.integers(-spread, spread + 1, (m, c, kh, kw)).astype(np.int8)
+    weight = rng.integers(-spread, spread + 1, (m, c // groups, kh, kw)).astype(np.int8)
     bias = rng.integers(-20000, 20000, m).astype(np.int32)
     mult = rng.integers(1 << 14, 1 << 15, m).astype(np.int32)
     # Typical |acc| ~ sqrt(k) * spread * 74: put the output around +-60 codes, give or take.
@@ -58,7 +59,42 @@ def _conv(rng, name, in_shape, zp_in, kind="conv", m=None, kernel=None, stride=(
                  kernel=(kh, kw), stride=tuple(stride), pads=tuple(pads), zp_in=int(zp_in),
                  zp_out=zp_out, lo=max(-128, zp_out) if relu else -128, hi=127, relu=relu,
                  weight=weight, bias=bias, mult=mult, shift=shift.astype(np.int32), s_in=0.05,
-                 s_out=0.05, s_w=np.full(m, 0.01, np.float32))
+                 s_out=0.05, s_w=np.full(m, 0.01, np.float32), groups=groups, inputs=inputs)
+
+
+def _shift_for(rng, typical):
+    """A shift that brings ``|acc| ~ typical`` to about +-60 codes, give or take."""
+    return int(np.clip(np.round(np.log2(max(typical, 1.0) * 2 ** 14.5 / 60)) + rng.integers(-2, 3),
+                       1, 62))
+
+
+def _add(rng, name, shape, zp_a, zp_b, inputs):
+    zp_out = int(rng.integers(-128, 128))
+    relu = bool(rng.random() < 0.6)
+    w_a, w_b = (int(v) for v in rng.integers(1, 128, 2))
+    return QAdd(name=name, in_shape=tuple(shape), zp_a=int(zp_a), zp_b=int(zp_b), w_a=w_a, w_b=w_b,
+                mult=int(rng.integers(1 << 14, 1 << 15)),
+                shift=_shift_for(rng, 74.0 * np.hypot(w_a, w_b)), zp_out=zp_out,
+                lo=max(-128, zp_out) if relu else -128, hi=127, relu=relu, s_a=0.05, s_b=0.05,
+                s_out=0.05, inputs=tuple(inputs))
+
+
+def _avgpool(rng, name, shape, zp_in, inputs):
+    c, h, w = shape
+    kernel = (int(rng.integers(1, h + 1)), int(rng.integers(1, w + 1)))
+    if rng.random() < 0.4:
+        kernel = (h, w)                                    # global average pooling
+    stride = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+    pads = tuple(int(rng.integers(0, k)) if rng.random() < 0.3 else 0
+                 for k in (kernel[0], kernel[1], kernel[0], kernel[1]))
+    out = (c, _out(h, kernel[0], stride[0], pads[0], pads[2]), _out(w, kernel[1], stride[1], pads[1], pads[3]))
+    zp_out = int(rng.integers(-128, 128))
+    relu = bool(rng.random() < 0.3)
+    return QAvgPool(name=name, in_shape=tuple(shape), out_shape=out, kernel=kernel, stride=stride,
+                    pads=pads, zp_in=int(zp_in), zp_out=zp_out, lo=max(-128, zp_out) if relu else -128,
+                    hi=127, relu=relu, mult=int(rng.integers(1 << 14, 1 << 15)),
+                    shift=_shift_for(rng, 74.0 * np.sqrt(kernel[0] * kernel[1])), s_in=0.05,
+                    s_out=0.05, inputs=tuple(inputs))
 
 
 def _spatial_conv(rng, name, shape, zp):
@@ -146,6 +182,80 @@ def random_network(rng, config=None):
     return net
 
 
+def random_graph_network(rng, config=None):
+    """A random valid DAG :class:`~fpganet.qnet.QNetwork`: residual blocks (a conv branch added
+    to the block's input or to a 1x1 projection of it, stride 1 or 2), depthwise and grouped
+    convs, average pools (global ones too), max pools, and a dense head, in any order."""
+    config = config or AcceleratorConfig()
+    c, h, w = int(rng.integers(1, 10)), int(rng.integers(3, 13)), int(rng.integers(3, 13))
+    input_shape = (c, h, w)
+    layers = []
+    # The value each new layer reads: (layer index or NETWORK_INPUT, shape, zero point).
+    current = (NETWORK_INPUT, input_shape, int(rng.integers(-128, 128)))
+    input_zp = current[2]
+
+    def add_layer(layer):
+        nonlocal current
+        layers.append(layer)
+        current = (len(layers) - 1, tuple(layer.out_shape), int(output_zero_point(layer)))
+        return current
+
+    for index in range(int(rng.integers(1, 5))):
+        source, shape, zp = current
+        c, h, w = shape
+        kind = rng.choice(["residual", "residual", "depthwise", "grouped", "avgpool", "maxpool"])
+        if kind == "residual":
+            m = int(rng.integers(1, 12))
+            stride = 2 if rng.random() < 0.3 and min(h, w) > 2 else 1
+            kernel = int(rng.choice([1, 3]))
+            pad = kernel // 2
+            branch = add_layer(_conv(rng, f"b{index}_conv", shape, zp, m=m, kernel=(kernel, kernel),
+                                     stride=(stride, stride), pads=(pad,) * 4, inputs=(source,)))
+            if rng.random() < 0.5:
+                branch = add_layer(_conv(rng, f"b{index}_conv2", branch[1], branch[2], m=m,
+                                         kernel=(3, 3), pads=(1, 1, 1, 1), inputs=(branch[0],)))
+            shortcut = (source, shape, zp)
+            if m != c or stride != 1 or rng.random() < 0.2:
+                shortcut = add_layer(_conv(rng, f"b{index}_proj", shape, zp, m=m,
+                                           stride=(stride, stride), inputs=(source,)))
+            pair = [branch, shortcut] if rng.random() < 0.5 else [shortcut, branch]
+            add_layer(_add(rng, f"b{index}_add", branch[1], pair[0][2], pair[1][2],
+                           [pair[0][0], pair[1][0]]))
+        elif kind in ("depthwise", "grouped"):
+            groups = c if kind == "depthwise" else int(rng.choice([g for g in range(1, c + 1) if c % g == 0]))
+            m = groups * int(rng.integers(1, 3 if kind == "depthwise" else 4))
+            kernel = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+            stride = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+            pads = tuple(int(rng.integers(0, k)) for k in (*kernel, *kernel))
+            if _out(h, kernel[0], stride[0], pads[0], pads[2]) < 1 or \
+                    _out(w, kernel[1], stride[1], pads[1], pads[3]) < 1:
+                continue
+            add_layer(_conv(rng, f"{kind}{index}", shape, zp, m=m, kernel=kernel, stride=stride,
+                            pads=pads, groups=groups, inputs=(source,)))
+        elif kind == "avgpool":
+            add_layer(_avgpool(rng, f"avgpool{index}", shape, zp, (source,)))
+        else:
+            pool = _pool(rng, f"pool{index}", shape, zp)
+            if pool is not None:
+                pool.inputs = (source,)
+                add_layer(pool)
+    if not layers:
+        add_layer(_conv(rng, "conv", current[1], current[2], inputs=(current[0],)))
+    source, shape, zp = current
+    if rng.random() < 0.5:
+        flat = (int(np.prod(shape)), 1, 1)
+        source, shape, zp = add_layer(QReshape(name="flatten", in_shape=shape, out_shape=flat, zp=zp,
+                                               s=0.05, inputs=(source,)))
+        add_layer(_conv(rng, "dense", shape, zp, kind="dense", m=int(rng.integers(1, 12)),
+                        inputs=(source,)))
+    source, shape, zp = current
+    net = QNetwork(layers=layers, input_name="x", input_shape=input_shape, input_scale=0.05,
+                   input_zp=input_zp, output_name="y", output_shape=shape, output_scale=0.05,
+                   output_zp=zp, config=config)
+    net.validate()
+    return net
+
+
 @dataclass
 class FuzzCase:
     """One reproducible case: ``seed`` and ``index`` regenerate it (:func:`random_case`)."""
@@ -168,15 +278,16 @@ class FuzzCase:
                 f"{len(self.q_in)} images: {layers}")
 
 
-def random_case(seed, index, arrays=ARRAYS):
-    """Case ``index`` of the stream ``seed``: network, configuration, inputs."""
+def random_case(seed, index, arrays=ARRAYS, graph=False):
+    """Case ``index`` of the stream ``seed``: network, configuration, inputs; ``graph``: a DAG
+    (:func:`random_graph_network`) instead of a chain (:func:`random_network`)."""
     rng = np.random.default_rng([seed, index])
     array = arrays[index % len(arrays)]
     config = AcceleratorConfig.parse_array(array, requant_lanes=1)
     if rng.random() < 0.3 and config.cols > 1:
         lanes = [d for d in range(1, config.cols + 1) if config.cols % d == 0]
         config = config.replace(requant_lanes=int(rng.choice(lanes)))
-    net = random_network(rng, config)
+    net = (random_graph_network if graph else random_network)(rng, config)
     tight = bool(rng.random() < 0.35)
     need = smallest_act_bytes(net, config)
     if tight:
@@ -207,10 +318,10 @@ def fuzz_isa(cases, seed=0, first=0, arrays=ARRAYS, out=None):
     start, failures = time.time(), 0
     for index in range(first, first + cases):
         try:
-            check_case(random_case(seed, index, tuple(arrays)))
+            check_case(random_case(seed, index, tuple(arrays), graph=index % 2 == 1))
         except (AssertionError, FpganetError) as error:
             failures += 1
             print(f"FAIL isa seed={seed} index={index}: {error}", file=out, flush=True)
-    print(f"isa: {cases - failures} of {cases} random networks bit-exact on the ISA simulator "
+    print(f"isa: {cases - failures} of {cases} random networks (every other one a graph) bit-exact on the ISA simulator "
           f"(seed {seed}, {time.time() - start:.1f} s)", file=out, flush=True)
     return failures

@@ -34,11 +34,11 @@ from ..config import AcceleratorConfig
 from ..errors import FpganetError
 from ..isa import Reg
 from ..isasim import engine_read_addresses
-from ..qnet import QAdd, QAvgPool, QConv, QMaxPool, QReshape
+from ..qnet import NETWORK_INPUT, QAdd, QAvgPool, QConv, QMaxPool, QReshape, output_zero_point
 
 __all__ = ["FeatureMap", "Step", "Plan", "plan_network", "smallest_act_bytes", "ATTEMPTS",
            "beat_extra_cycles", "write_extra_cycles", "capacity_error", "POOL_PAD_VALUE", "COUNT_LIMIT",
-           "accelerator_refusal"]
+           "channel_tile"]
 
 #: Border value before a padded max-pool: the int8 minimum never wins a window (pads < kernel).
 POOL_PAD_VALUE = -128
@@ -76,6 +76,15 @@ class FeatureMap:
     copies: int = 1
     copy_stride: int = 0
     interleaved: bool = False
+    # The code of real zero: the border value when no reader asks for another.
+    zero_point: int = None
+    # Channels readers may address (a grouped or add step's last channel tile reads past the
+    # map with zero weights): the allocation keeps them clear of what the same step writes.
+    read_channels: int = 0
+    # Maps an add reads and writes element by element in one flat walk: one pitch and padding.
+    tie: list = None
+    # Border values asked for by the readers (a conv's zero point, a max-pool's -128).
+    fill_demands: set = field(default_factory=set)
     # Filled in by the pitch search.
     pitch_costs: dict = field(default_factory=dict)
 
@@ -99,8 +108,10 @@ class FeatureMap:
 
     @property
     def image_span(self):
-        """Bytes from ``base`` to the last byte of one image's padded map."""
-        return (self.shape[0] - 1) * self.cstride + (self.padded_h - 1) * self.pitch + self.padded_w
+        """Bytes from ``base`` to the last byte of one image's padded map (and of the channels
+        past it that a reader addresses)."""
+        channels = max(self.shape[0], self.read_channels)
+        return (channels - 1) * self.cstride + (self.padded_h - 1) * self.pitch + self.padded_w
 
     @property
     def span(self):
@@ -136,8 +147,11 @@ class Step:
     """One engine instruction.
 
     ``kind``: ``conv`` (a QConv over a spatial map), ``dense`` (a QConv whose kernel is
-    the whole stored input map, one output pixel), ``pool`` (QMaxPool) or ``copy``
-    (a POOL with a 1x1 window that moves a reshaped map into a padded layout).
+    the whole stored input map, one output pixel), ``grouped`` (a depthwise or grouped QConv,
+    or a QAvgPool: a ``CONV`` over each tile's own input channels, block-diagonal weights),
+    ``add`` (a QAdd: a ``CONV`` over both maps in one flat walk, each array row weighting its
+    own channel of the two), ``pool`` (QMaxPool) or ``copy`` (a POOL with a 1x1 window that
+    moves a reshaped map into a padded layout).
     """
 
     number: int                     # 1..n (0 is INPUT, n + 1 is OUTPUT)
@@ -155,6 +169,16 @@ class Step:
     folded_reshapes: list = field(default_factory=list)
     # A dense layer run once for a group of images (--batch): image j is "output pixel" j.
     batched: bool = False
+    # The padding the layer reads its source with (None: the map's own, as stored).
+    read_pads: tuple = None
+    # grouped: (K_C, input channels from one group of rows output channels to the next).
+    channel_tile: tuple = None
+    # add: the second input.
+    src_b: FeatureMap = None
+
+    @property
+    def sources(self):
+        return [self.src] if self.src_b is None else [self.src, self.src_b]
 
     @property
     def npix(self):
@@ -166,26 +190,46 @@ class Step:
 
     @property
     def k_c(self):
-        return self.src.shape[0] if self.kind in ("conv", "dense") else 1
+        if self.kind in ("conv", "dense"):
+            return self.src.shape[0]
+        if self.kind == "grouped":
+            return self.channel_tile[0]
+        return 2 if self.kind == "add" else 1
 
     @property
     def k(self):
         return self.k_c * self.kernel[0] * self.kernel[1]
 
+    @property
+    def shares_weights(self):
+        """Every group of rows output channels has the same weights (``W_GSTEP = 0``): an
+        average pool's ones, an add's two input weights."""
+        return self.kind == "add" or isinstance(self.layer, QAvgPool)
+
     def groups(self, rows):
-        if self.kind in ("conv", "dense"):
+        if self.kind in ("conv", "dense", "grouped", "add"):
             return -(-self.layer.out_shape[0] // rows)
         return self.dst.shape[0]
 
     def weight_words(self, rows):
-        return self.groups(rows) * self.k if self.kind in ("conv", "dense") else 0
+        if self.kind not in ("conv", "dense", "grouped", "add"):
+            return 0
+        return self.k if self.shares_weights else self.groups(rows) * self.k
 
     def param_entries(self):
-        return self.layer.out_shape[0] if self.kind in ("conv", "dense") else 0
+        return self.layer.out_shape[0] if self.kind in ("conv", "dense", "grouped", "add") else 0
+
+    def read_base(self):
+        """``IN_BASE``: element (0, 0, 0) of the source as the layer pads it."""
+        src = self.src
+        if self.read_pads is None:
+            return src.base
+        return src.origin - self.read_pads[0] * src.pitch - self.read_pads[1]
 
     def read_regs(self, pitch, base=0, cstride=0):
         """Engine registers that determine the read addresses, for a source map of ``pitch``."""
-        return {Reg.IN_BASE: base, Reg.IN_PITCH: pitch, Reg.IN_CSTRIDE: cstride, Reg.IN_GSTEP: 0,
+        gstep = self.channel_tile[1] * cstride if self.kind == "grouped" else 0
+        return {Reg.IN_BASE: base, Reg.IN_PITCH: pitch, Reg.IN_CSTRIDE: cstride, Reg.IN_GSTEP: gstep,
                 Reg.K_C: self.k_c, Reg.K_H: self.kernel[0], Reg.K_W: self.kernel[1],
                 Reg.STRIDE_Y: self.stride[0], Reg.STRIDE_X: self.stride[1],
                 Reg.OUT_W: self.out_hw[1], Reg.NPIX: self.npix, Reg.LANES: self.lanes,
@@ -355,51 +399,72 @@ def _dense_like(layer):
             and tuple(layer.kernel) == (1, 1) and not any(layer.pads))
 
 
-def accelerator_refusal(net):
-    """Why the accelerator cannot run ``net`` yet (the first layer it has no means for), or None.
+def channel_tile(layer, rows):
+    """``(K_C, channel step)`` of a grouped step: the input channels one group of ``rows``
+    output channels reads, and how far the next group's start is. When the output channels of
+    a tile span whole channel groups, each tile reads only theirs; otherwise every tile walks
+    all input channels (zero weights outside the group)."""
+    c, m = layer.in_shape[0], layer.out_shape[0]
+    groups = getattr(layer, "groups", c)          # an average pool is depthwise
+    per_in, per_out = c // groups, m // groups
+    if m <= rows or rows % per_out:
+        return c, 0
+    return rows // per_out * per_in, rows // per_out * per_in
 
-    The golden model runs these layers; the hardware for them (an element-wise add and
-    average pooling in post-processing, a depthwise mode, branches in the activation
-    memory) is not built yet.
+
+def _merge_ties(*maps):
+    tie = []
+    for m in maps:
+        for member in m.tie or [m]:
+            if member not in tie:
+                tie.append(member)
+    for member in tie:
+        member.tie = tie
+
+
+def _settle_borders(maps):
+    """Padding and border value of every stored map, once all its readers are known.
+
+    Maps an add ties together take the largest padding of the group (the flat walk needs one
+    geometry). A border holds what its padded readers ask for: a conv's zero point, a max
+    pool's -128, or the zero point when only the tie pads it.
     """
-    for index, layer in enumerate(net.layers):
-        what = None
-        if isinstance(layer, QAdd):
-            what = "a residual add"
-        elif isinstance(layer, QAvgPool):
-            what = "average pooling"
-        elif isinstance(layer, QConv) and layer.groups != 1:
-            what = ("a depthwise convolution" if layer.groups == layer.in_shape[0]
-                    else f"a grouped convolution (group {layer.groups})")
-        elif net.layer_inputs(index) != (index - 1,):
-            what = "a branch (it reads a layer other than the one before it)"
-        if what is not None:
-            return (f"layer {index} '{layer.name}' is {what}, which the accelerator cannot run "
-                    f"yet; compile with --no-program to quantize only (fpganet run --backend "
-                    f"golden runs it)")
-    return None
+    for m in maps:
+        if m.tie:
+            m.pads = tuple(max(member.pads[i] for member in m.tie) for i in range(4))
+    for m in maps:
+        if not m.padded:
+            m.fill = None
+            continue
+        if len(m.fill_demands) > 1:
+            raise FpganetError(f"map '{m.name}' is read by a padded max-pool and a padded conv, "
+                               f"whose borders differ (-128 and the zero point {m.zero_point}); "
+                               f"the accelerator stores one border per map")
+        m.fill = next(iter(m.fill_demands), m.zero_point)
 
 
 def _lower(net, config):
     """Steps and maps, layouts not yet chosen (``role`` says who decides each)."""
-    refusal = accelerator_refusal(net)
-    if refusal is not None:
-        raise FpganetError(refusal)
     layers = list(net.layers)
     steps, maps = [], []
-    input_map = FeatureMap("input", tuple(net.input_chw), producer=0)
+    input_map = FeatureMap("input", tuple(net.input_chw), producer=0, zero_point=int(net.input_zp))
     maps.append(input_map)
-    current, view, pending = input_map, None, []
+    # Per layer output: (stored map, reshaped view of it or None, reshape layers folded so far).
+    values = {NETWORK_INPUT: (input_map, None, [])}
 
     def require(stored, layer):
-        """``layer`` reads ``stored`` directly: it decides the padding and border value."""
-        stored.pads = tuple(int(p) for p in layer.pads)
-        if isinstance(layer, QConv):
-            stored.fill, stored.role = int(layer.zp_in), "conv"
-        else:
-            stored.fill, stored.role = POOL_PAD_VALUE, "pool"
-        if not any(stored.pads):
-            stored.fill = None
+        """``layer`` reads ``stored`` directly: its padding (the largest of the readers) and
+        border value."""
+        pads = tuple(int(p) for p in layer.pads)
+        stored.pads = tuple(max(old, new) for old, new in zip(stored.pads, pads))
+        pool = isinstance(layer, QMaxPool)
+        if any(pads):
+            stored.fill_demands.add(POOL_PAD_VALUE if pool else int(layer.zp_in))
+        if stored.role in ("compact", "add") or pool:
+            stored.role = "pool" if pool else "conv"
+
+    def read(stored, number):
+        stored.storage.last_use = max(stored.storage.last_use or 0, number)
 
     def alias_of(stored, shape):
         alias = FeatureMap(f"{stored.name} as {'x'.join(map(str, shape))}", tuple(shape),
@@ -408,55 +473,96 @@ def _lower(net, config):
         return alias
 
     for index, layer in enumerate(layers):
+        sources = net.layer_inputs(index)
         if isinstance(layer, QReshape):
-            view = tuple(layer.out_shape)
-            pending.append(index)
+            stored, _, pending = values[sources[0]]
+            values[index] = (stored, tuple(layer.out_shape), pending + [index])
             continue
-        if not isinstance(layer, (QConv, QMaxPool)):
+        number = len(steps) + 1
+        dst = FeatureMap(layer.name, tuple(layer.out_shape), producer=number,
+                         zero_point=int(output_zero_point(layer)))
+        if isinstance(layer, QAdd):
+            pair, folded = [], []
+            for source in sources:
+                stored, view, pending = values[source]
+                if view is not None and view != stored.shape or stored.parent is not None:
+                    raise FpganetError(f"layer '{layer.name}': an add of a reshaped map, which "
+                                       f"the accelerator cannot lay out for its flat walk")
+                read(stored, number)
+                stored.read_channels = max(stored.read_channels,
+                                           -(-stored.shape[0] // config.rows) * config.rows)
+                if stored.role == "compact":
+                    stored.role = "add"
+                pair.append(stored)
+                folded += pending
+            _merge_ties(*pair, dst)
+            maps.append(dst)
+            steps.append(Step(number, "add", index, layer, pair[0], dst, (config.rows, 1), (1, 1),
+                              (1, 1), folded_reshapes=folded, src_b=pair[1]))
+            values[index] = (dst, None, [])
+            continue
+        if not isinstance(layer, (QConv, QMaxPool, QAvgPool)):
             raise FpganetError(f"layer '{getattr(layer, 'name', index)}': the accelerator has no "
                                f"instruction for a {type(layer).__name__}")
-        kind = "pool" if isinstance(layer, QMaxPool) else ("dense" if layer.kind == "dense" else "conv")
+        if isinstance(layer, QMaxPool):
+            kind = "pool"
+        elif isinstance(layer, QAvgPool) or layer.groups != 1:
+            kind = "grouped"
+        else:
+            kind = "dense" if layer.kind == "dense" else "conv"
         kernel, stride, out_hw = tuple(layer.kernel), tuple(layer.stride), tuple(layer.out_shape[1:])
+        current, view, pending = values[sources[0]]
         src = current
+        read_pads = tuple(int(p) for p in layer.pads)
         reshaped = view is not None and view != current.shape
-        if _dense_like(layer) and (reshaped or max(current.shape) >= COUNT_LIMIT):
+        if kind != "grouped" and _dense_like(layer) and (reshaped or max(current.shape) >= COUNT_LIMIT):
             # The dense layer reads the stored map in place: its kernel is the whole map, the
             # k walk (c, y, x) is the NCHW flatten. The map stays compact, so any (C, H, W) with
             # the same product walks it in the same order: one within the 16-bit counts if needed.
             if max(current.shape) >= COUNT_LIMIT:
                 src = alias_of(current, _factor3(_prod(current.shape)) or current.shape)
             kind, kernel, stride, out_hw = "dense", tuple(src.shape[1:]), (1, 1), (1, 1)
+            read_pads = None
         elif not reshaped:
             require(current, layer)
         elif current is input_map:
             current.shape = view      # INPUT writes the image in the shape its consumer reads
             require(current, layer)
         elif not any(layer.pads):
-            src = alias_of(current, view)
+            src, read_pads = alias_of(current, view), None
         else:
             # A reshape into a padded conv/pool: copy the compact view into a padded map.
-            number = len(steps) + 1
-            copy_out = FeatureMap(f"{layers[pending[-1]].name} (copy)", view, producer=number)
+            copy_out = FeatureMap(f"{layers[pending[-1]].name} (copy)", view, producer=number,
+                                  zero_point=current.zero_point)
             require(copy_out, layer)
             maps.append(copy_out)
-            current.last_use = number
+            read(current, number)
             steps.append(Step(number, "copy", pending[-1], None, alias_of(current, view), copy_out,
                               (1, 1), (1, 1), tuple(view[1:]), folded_reshapes=list(pending)))
             pending = []
             src = current = copy_out
-        number = len(steps) + 1
-        src.storage.last_use = number
-        dst = FeatureMap(layer.name, tuple(layer.out_shape), producer=number)
+            number = len(steps) + 1
+            dst.producer = number
+        read(src, number)
+        tile = channel_tile(layer, config.rows) if kind == "grouped" else None
+        if tile is not None:
+            groups = -(-layer.out_shape[0] // config.rows)
+            src.storage.read_channels = max(src.storage.read_channels,
+                                            (groups - 1) * tile[1] + tile[0])
         maps.append(dst)
         steps.append(Step(number, kind, index, layer, src, dst, kernel, stride, out_hw,
-                          folded_reshapes=list(pending)))
-        pending = []
-        current, view = dst, None
-    output_map = current
+                          folded_reshapes=list(pending), read_pads=read_pads,
+                          channel_tile=tile))
+        values[index] = (dst, None, [])
+    output_map, _, trailing = values[len(layers) - 1]
     output_map.last_use = len(steps) + 1
+    for m in maps:
+        if m.last_use is None:
+            m.last_use = m.producer        # read by nothing: live only while written
+    _settle_borders(maps)
     for step in steps:
         step.lanes = 1 if step.kind == "dense" else max(1, min(config.cols, step.npix))
-    return steps, maps, input_map, output_map, pending
+    return steps, maps, input_map, output_map, trailing
 
 
 def _batch_steps(steps, batch):
@@ -493,8 +599,9 @@ def _batch_steps(steps, batch):
 
 def _read_cost(step, pitch, config):
     """Bank-conflict cycles of ``step``'s reads from a source map of ``pitch`` (all groups)."""
-    if step.lanes == 1 or step.batched:
-        # A batched dense layer's lanes are images: they differ by the image stride, not the pitch.
+    if step.lanes == 1 or step.batched or step.kind == "add":
+        # A batched dense layer's lanes are images: they differ by the image stride, not the
+        # pitch; an add's lanes read consecutive bytes.
         return 0
     regs = step.read_regs(pitch)
     regs[Reg.K_C] = 1                # every channel repeats channel 0's bank pattern, shifted
@@ -505,35 +612,59 @@ def _read_cost(step, pitch, config):
 
 def _write_cost(step, pitch, config):
     """Bank-conflict cycles of ``step``'s result writes into a destination map of ``pitch``."""
+    if step.kind == "add":
+        return 0                     # consecutive bytes
     per_row = write_extra_cycles(step.out_hw[1], step.npix, step.lanes, pitch, config.act_banks,
                                  config.requant_lanes)
     return per_row * step.dst.shape[0]
 
 
 def _choose_pitches(steps, maps, config, search):
-    """Pitch of every stored map: the consumer's reads plus the producer's writes, fewest
-    conflict cycles, then the smallest pitch; ``search=False``: the smallest pitch."""
-    consumers = {id(step.src): step for step in steps}
-    producers = {id(step.dst): step for step in steps}
+    """Pitch of every stored map: its direct readers' reads plus the producer's writes, fewest
+    conflict cycles, then the smallest pitch; ``search=False``: the smallest pitch. Maps an add
+    ties together get one pitch, chosen for all of them."""
+    readers, producers = {}, {id(step.dst): step for step in steps}
+    for step in steps:
+        for source in step.sources:
+            readers.setdefault(id(source), []).append(step)
+    done = set()
     for stored in maps:
-        smallest = stored.padded_w
-        stored.pitch_costs = {}
-        consumer = consumers.get(id(stored))
-        if not search or consumer is None or stored.role not in ("conv", "pool"):
-            stored.set_pitch(smallest)
+        if id(stored) in done:
             continue
-        producer = producers.get(id(stored))
+        group = stored.tie or [stored]
+        done.update(id(member) for member in group)
+        smallest = max(member.padded_w for member in group)
+        for member in group:
+            member.pitch_costs = {}
+        costed = [member for member in group if member.role in ("conv", "pool")
+                  and readers.get(id(member))]
+        if not search or not costed:
+            for member in group:
+                member.set_pitch(smallest)
+            continue
         best = None
         for pitch in range(smallest, smallest + config.act_banks):
-            cost = _read_cost(consumer, pitch, config)
-            if producer is not None:
-                cost += _write_cost(producer, pitch, config)
-            stored.pitch_costs[pitch] = cost
+            cost = 0
+            for member in group:
+                cost += sum(_read_cost(step, pitch, config) for step in readers.get(id(member), []))
+                producer = producers.get(id(member))
+                if producer is not None:
+                    cost += _write_cost(producer, pitch, config)
+            for member in costed:
+                member.pitch_costs[pitch] = cost
             if best is None or cost < best[0]:
                 best = (cost, pitch)
             if cost == 0:
                 break
-        stored.set_pitch(best[1])
+        for member in group:
+            member.set_pitch(best[1])
+    for step in steps:
+        if step.kind == "add":
+            # The flat walk: rows pt .. pt+H-1 of the padded maps, all pitch bytes of each but
+            # the last, whose walk ends at the right border.
+            dst = step.dst
+            step.out_hw = (1, (dst.shape[1] - 1) * dst.pitch + dst.padded_w)
+            step.lanes = max(1, min(config.cols, step.npix))
     for stored in maps:
         if stored.interleaved:
             # Image j's channel c at origin + c*B + j: a batched dense layer writes, and the next
@@ -566,21 +697,19 @@ def _image_stride(slot, reader, config, search):
 
 # Allocation --------------------------------------------------------------------------------
 
-def _allocate(maps, mode):
-    """Base addresses by first fit; returns the bytes used. ``mode``: disjoint, pinned-borders,
-    liveness."""
-    end = max(m.last_use for m in maps) + 1
+#: Orders in which the first fit places maps; the one that needs the fewest bytes wins (ties:
+#: the first). Largest first packs chains well; in production order, maps of a residual network
+#: that live side by side stack the way they are born.
+PLACEMENT_ORDERS = {
+    "largest first": lambda m: (-m.span, m.producer),
+    "production order": lambda m: (m.producer, -m.span),
+    "longest lived first": lambda m: (m.producer - m.last_use, -m.span, m.producer),
+}
 
-    def interval(m):
-        if mode == "disjoint" or (mode == "pinned-borders" and m.padded):
-            return (-1, end)
-        if m.copies > 1 and not m.interleaved:
-            # The batch slot: image j's copy must survive the next images' layers, from INPUT on.
-            return (0, m.last_use)
-        return (m.producer, m.last_use)
 
+def _first_fit(maps, interval, order):
     placed = []
-    for m in sorted(maps, key=lambda m: (-m.span, m.producer)):
+    for m in sorted(maps, key=order):
         start, stop = interval(m)
         busy = sorted((p.base, p.base + p.span) for p in placed
                       if interval(p)[0] <= stop and start <= interval(p)[1])
@@ -591,12 +720,31 @@ def _allocate(maps, mode):
             offset = max(offset, hi)
         m.base = offset
         placed.append(m)
-    used = max((m.base + m.span for m in maps), default=0)
+    return max((m.base + m.span for m in maps), default=0)
+
+
+def _allocate(maps, mode):
+    """Base addresses by first fit in the best of :data:`PLACEMENT_ORDERS`; returns the bytes
+    used. ``mode``: disjoint, pinned-borders, liveness."""
+    end = max(m.last_use for m in maps) + 1
+
+    def interval(m):
+        if mode == "disjoint" or (mode == "pinned-borders" and m.padded):
+            return (-1, end)
+        if m.copies > 1 and not m.interleaved:
+            # The batch slot: image j's copy must survive the next images' layers, from INPUT on.
+            return (0, m.last_use)
+        return (m.producer, m.last_use)
+
+    used = {name: _first_fit(maps, interval, order) for name, order in PLACEMENT_ORDERS.items()}
+    best = min(used, key=used.get)
+    if best != list(used)[-1]:
+        _first_fit(maps, interval, PLACEMENT_ORDERS[best])
     for m in maps:
         m.fill_per_image = m.padded and any(
             other is not m and other.base < m.base + m.span and m.base < other.base + other.span
             for other in maps)
-    return used
+    return used[best]
 
 
 # The plan ----------------------------------------------------------------------------------
@@ -665,10 +813,13 @@ def plan_network(net, config=None, explore=False, batch=1):
                             ("searched" if a[0] else "compact") == plan.pitches)
         _choose_pitches(steps, maps, config, search)
         _allocate(maps, mode)
+    # Every buffer that is too small, in one line: a board that cannot hold a network says
+    # all it lacks.
+    shortfalls = []
     if not plan.allocation:
-        raise capacity_error("activation buffer", best, config.act_buffer_bytes, config,
-                             "--act-buffer-bytes" if batch == 1 else
-                             f"--act-buffer-bytes, or a --batch below {batch}")
+        shortfalls.append(capacity_error("activation buffer", best, config.act_buffer_bytes, config,
+                                         "--act-buffer-bytes" if batch == 1 else
+                                         f"--act-buffer-bytes, or a --batch below {batch}"))
     for step in steps:
         if step.src.parent is not None:
             step.src.base = step.src.parent.base
@@ -682,13 +833,16 @@ def plan_network(net, config=None, explore=False, batch=1):
         entries += step.param_entries()
     plan.weight_words, plan.param_entries = words, entries
     if words > config.weight_buffer_words:
-        raise capacity_error("weight buffer", words * config.weight_word_bytes,
-                             config.weight_buffer_words * config.weight_word_bytes, config,
-                             "--weight-buffer-bytes",
-                             f"{words:,} words of {config.weight_word_bytes} bytes",
-                             f"{config.weight_buffer_words:,} words")
+        shortfalls.append(capacity_error("weight buffer", words * config.weight_word_bytes,
+                                         config.weight_buffer_words * config.weight_word_bytes,
+                                         config, "--weight-buffer-bytes",
+                                         f"{words:,} words of {config.weight_word_bytes} bytes",
+                                         f"{config.weight_buffer_words:,} words"))
     if entries > config.bias_buffer_words:
-        raise capacity_error("parameter buffer", entries * 8, config.bias_buffer_words * 8, config,
-                             "--bias-buffer-words", f"{entries:,} entries of 8 bytes",
-                             f"{config.bias_buffer_words:,} entries")
+        shortfalls.append(capacity_error("parameter buffer", entries * 8,
+                                         config.bias_buffer_words * 8, config, "--bias-buffer-words",
+                                         f"{entries:,} entries of 8 bytes",
+                                         f"{config.bias_buffer_words:,} entries"))
+    if shortfalls:
+        raise FpganetError("; ".join(str(error) for error in shortfalls))
     return plan

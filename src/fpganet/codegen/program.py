@@ -27,6 +27,7 @@ import numpy as np
 
 from ..errors import FpganetError
 from ..isa import Instruction, Opcode, Reg, pack_param
+from ..qnet import QAdd, QAvgPool, QConv
 from .plan import COUNT_LIMIT
 
 __all__ = ["Emitter", "generate", "Program", "weight_image", "param_image", "quant_word",
@@ -144,30 +145,57 @@ def _interior(emit, opcode, m, what, image=0):
             m.pitch, m.shape[2], what)
 
 
+def add_order(step):
+    """An add's two inputs in the order its walk reads them, lower address first (``IN_CSTRIDE``,
+    the distance between them, is then not negative), each with its weight."""
+    layer = step.layer
+    pair = [(step.src, layer.w_a), (step.src_b, layer.w_b)]
+    return sorted(pair, key=lambda entry: entry[0].base)
+
+
+def _add_regs(step, config):
+    """An add as a ``CONV``: the flat walk over rows pt .. pt+H-1 of the tied maps (one pixel
+    per byte, ``OUT_W = NPIX``), beat ``(t, i)`` reading input t's channel ``g*rows + i``
+    (``IN_CSTRIDE`` the distance between the inputs, ``IN_PITCH`` their channel stride)."""
+    (first, _), (second, _) = add_order(step)
+    dst = step.dst
+    top = dst.pads[0] * dst.pitch
+    return {Reg.IN_BASE: first.base + top, Reg.IN_PITCH: first.cstride,
+            Reg.IN_CSTRIDE: second.base - first.base, Reg.IN_GSTEP: config.rows * first.cstride,
+            Reg.K_C: 2, Reg.K_H: config.rows, Reg.K_W: 1, Reg.STRIDE_Y: 1, Reg.STRIDE_X: 1,
+            Reg.OUT_W: step.npix, Reg.NPIX: step.npix, Reg.LANES: step.lanes, Reg.TILES: step.tiles,
+            Reg.OUT_BASE: dst.base + top, Reg.OUT_PITCH: dst.pitch}
+
+
 def _engine(emit, step, config, image=0):
     """``step``'s SETs and CONV/POOL; ``image``: which copy of a batch slot it writes."""
     src, dst = step.src, step.dst
     what = f"layer '{step.layer.name if step.layer is not None else step.dst.name}'"
-    # A dense layer over a whole stored map reads a compact map: base and origin coincide.
-    regs = step.read_regs(src.pitch, base=src.base, cstride=src.cstride)
-    out_base = dst.origin + image * dst.copy_stride
-    if step.kind in ("conv", "dense"):
+    if step.kind == "add":
+        regs = _add_regs(step, config)
+        out = {Reg.OUT_BASE: regs.pop(Reg.OUT_BASE), Reg.OUT_PITCH: regs.pop(Reg.OUT_PITCH)}
+    else:
+        regs = step.read_regs(src.pitch, base=step.read_base(), cstride=src.cstride)
+        out = {Reg.OUT_BASE: dst.origin + image * dst.copy_stride, Reg.OUT_PITCH: dst.pitch}
+    if step.kind in ("conv", "dense", "grouped", "add"):
         layer = step.layer
-        groups = step.groups(config.rows)
-        regs.update({Reg.GROUPS: groups, Reg.M: layer.out_shape[0], Reg.OUT_BASE: out_base,
-                     Reg.OUT_PITCH: dst.pitch, Reg.OUT_CSTRIDE: dst.cstride,
-                     Reg.OUT_GSTEP: config.rows * dst.cstride, Reg.W_BASE: step.w_base,
-                     Reg.W_GSTEP: step.k, Reg.P_BASE: step.p_base,
+        regs.update({Reg.GROUPS: step.groups(config.rows), Reg.M: layer.out_shape[0], **out,
+                     Reg.OUT_CSTRIDE: dst.cstride, Reg.OUT_GSTEP: config.rows * dst.cstride,
+                     Reg.W_BASE: step.w_base, Reg.W_GSTEP: 0 if step.shares_weights else step.k,
+                     Reg.P_BASE: step.p_base,
                      Reg.QUANT: quant_word(layer.zp_out, layer.lo, layer.hi)})
         opcode = Opcode.CONV
     else:
         del regs[Reg.IN_CSTRIDE]       # K_C = 1: POOL never uses it
-        regs.update({Reg.IN_GSTEP: src.cstride, Reg.K_C: 1, Reg.GROUPS: dst.shape[0],
-                     Reg.OUT_BASE: out_base, Reg.OUT_PITCH: dst.pitch,
+        regs.update({Reg.IN_GSTEP: src.cstride, Reg.K_C: 1, Reg.GROUPS: dst.shape[0], **out,
                      Reg.OUT_GSTEP: dst.cstride})
         opcode = Opcode.POOL
     emit.sets(regs, what)
     emit.op(opcode)
+    if step.kind == "add" and dst.padded and any(m.fill != m.zero_point for m in (dst, *step.sources)):
+        # The walk wrote the left and right borders with the weighted sum of the inputs' borders:
+        # real zero, unless a border holds something else (a max-pool's -128).
+        _fill_border(emit, dst)
 
 
 class Program:
@@ -234,30 +262,75 @@ def generate(plan):
     return Program(prologue.instructions, body.instructions, ranges, loop_count_index)
 
 
+def _step_weights(step, rows):
+    """int8 ``[words, rows]`` of one engine step: per group g of ``rows`` output channels, per
+    beat k (order c, ky, kx of the walk), byte i the weight of output channel ``g*rows + i``
+    (one group only when every group has the same weights)."""
+    layer = step.layer
+    groups, k = step.groups(rows), step.k
+    if step.kind == "add":
+        # Beat (t, i): input t's channel g*rows + i, weighted for array row i only.
+        words = np.zeros((2, rows, rows), dtype=np.int8)
+        for t, (_, weight) in enumerate(add_order(step)):
+            words[t] = np.diag(np.full(rows, weight))
+        return words.reshape(2 * rows, rows)
+    if step.kind in ("conv", "dense"):
+        matrix = layer.weight_matrix
+        m = matrix.shape[0]
+        padded = np.zeros((groups * rows, k), dtype=np.int8)
+        padded[:m] = matrix
+        return padded.reshape(groups, rows, k).transpose(0, 2, 1).reshape(groups * k, rows)
+    # grouped: block-diagonal, each tile over its K_C input channels from g * channel step.
+    k_c, channel_step = step.channel_tile
+    kh, kw = step.kernel
+    if isinstance(layer, QAvgPool):
+        weight, per_in, per_out, groups = np.ones((layer.in_shape[0], 1, kh, kw), np.int8), 1, 1, 1
+    else:
+        weight = layer.weight
+        per_in = layer.in_shape[0] // layer.groups
+        per_out = layer.out_shape[0] // layer.groups
+    tiles = np.zeros((groups, k_c, kh, kw, rows), dtype=np.int8)
+    for g in range(groups):
+        for i in range(rows):
+            m = g * rows + i
+            if m >= weight.shape[0] or (isinstance(layer, QAvgPool) and i >= k_c):
+                continue
+            first = m // per_out * per_in            # the input channels of m's group
+            for c in range(per_in):
+                local = first + c - g * channel_step
+                if 0 <= local < k_c:
+                    tiles[g, local, :, :, i] = weight[m, c]
+    return tiles.reshape(groups * k, rows)
+
+
 def weight_image(plan):
-    """int8 ``[words, rows]``: per layer, per group g, beat k, byte i = weight[g*rows + i, k]."""
+    """int8 ``[words, rows]``: the steps' weight words (:func:`_step_weights`), each at its
+    ``w_base``."""
     rows = plan.config.rows
     image = np.zeros((plan.weight_words, rows), dtype=np.int8)
     for step in plan.steps:
-        if step.kind not in ("conv", "dense"):
-            continue
-        matrix = step.layer.weight_matrix
-        m, k = matrix.shape
-        groups = step.groups(rows)
-        padded = np.zeros((groups * rows, k), dtype=np.int8)
-        padded[:m] = matrix
-        image[step.w_base:step.w_base + groups * k] = \
-            padded.reshape(groups, rows, k).transpose(0, 2, 1).reshape(groups * k, rows)
+        words = step.weight_words(rows)
+        if words:
+            image[step.w_base:step.w_base + words] = _step_weights(step, rows)
     return image
 
 
 def param_image(plan):
-    """uint64 parameter entries: per layer, per output channel, ``pack_param(bias, mult, shift)``."""
+    """uint64 parameter entries: per layer, per output channel, ``pack_param(bias, mult, shift)``
+    (an add's and an average pool's are the same for every channel)."""
     image = np.zeros(plan.param_entries, dtype=np.uint64)
     for step in plan.steps:
-        if step.kind not in ("conv", "dense"):
+        entries = step.param_entries()
+        if not entries:
             continue
         layer = step.layer
-        image[step.p_base:step.p_base + layer.out_shape[0]] = [
-            pack_param(int(b), int(m), int(s)) for b, m, s in zip(layer.bias, layer.mult, layer.shift)]
+        if isinstance(layer, QConv):
+            bias, mult, shift = layer.bias, layer.mult, layer.shift
+        else:
+            # The zero points folded in: an average pool sums q, not q - zp_in.
+            constant = layer.bias if isinstance(layer, QAdd) else \
+                -layer.zp_in * layer.kernel[0] * layer.kernel[1]
+            bias, mult, shift = ([value] * entries for value in (constant, layer.mult, layer.shift))
+        image[step.p_base:step.p_base + entries] = [
+            pack_param(int(b), int(m), int(s)) for b, m, s in zip(bias, mult, shift)]
     return image

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..codegen.plan import channel_tile
 from ..config import AcceleratorConfig
 from ..errors import FpganetError
 from .quantity import Quantity
@@ -103,12 +104,6 @@ class Workload:
 
         ``config`` defaults to the configuration the network was compiled for.
         """
-        from ..codegen.plan import accelerator_refusal
-
-        refusal = accelerator_refusal(net)   # a graph layer the accelerator has no timing for
-        if refusal is not None:
-            raise FpganetError(refusal.replace("compile with --no-program to quantize only ",
-                                               "no estimate "))
         config = config or net.config
         layers = [_layer_work(layer, config) for layer in net.layers]
         convs = [layer for layer in net.layers if layer.type == "conv"]
@@ -200,14 +195,24 @@ def _layer_work(layer, config):
     if layer.type == "reshape":
         work.act_in_bytes = work.act_out_bytes = 0
         return work
+    if layer.type == "add":
+        # One flat walk over both maps (the row pitch's slack ignored), 2 beats per channel.
+        out_h, out_w = 1, npix
     lanes = min(cols, npix)
     tiles = math.ceil(npix / lanes)
-    if layer.type == "conv":
-        k = layer.k
+    if layer.type in ("conv", "add", "avgpool"):
+        # Grouped, depthwise, average pool and add run block-diagonal: each group of rows
+        # output channels walks its own input channels (fpganet.codegen.plan).
         groups = math.ceil(out_c / rows)
+        if layer.type == "add":
+            k = 2 * rows
+        elif layer.type == "avgpool" or layer.groups != 1:
+            k = channel_tile(layer, rows)[0] * layer.kernel[0] * layer.kernel[1]
+        else:
+            k = layer.k
         post = math.ceil(rows * lanes / config.requant_lanes)
         work.macs = int(layer.macs)
-        work.weight_bytes = int(layer.weight.size)
+        work.weight_bytes = int(layer.weight.size) if layer.type == "conv" else 0
         work.weight_word_reads = groups * tiles * k
         work.act_reads = groups * k * npix
         work.act_writes = out_c * npix

@@ -21,7 +21,7 @@ from ..config import DEFAULT_CONFIG
 from ..errors import FpganetError, FpganetWarning
 from ..model.ir import Add, AvgPool, Conv, Dense, MaxPool, Reshape, layer_inputs
 from ..model.reference import run_float
-from ..qnet import ADD_LEFT_SHIFT, QAdd, QAvgPool, QConv, QMaxPool, QNetwork, QReshape
+from ..qnet import ADD_WEIGHT_MAX, QAdd, QAvgPool, QConv, QMaxPool, QNetwork, QReshape
 from .calibrate import DEFAULT_METHOD, parse_method, tensor_range
 from .fixed_point import activation_qparams, quantize_multiplier, weight_qparams
 
@@ -231,6 +231,27 @@ def _clamp(layer, s_out, zp_out):
     return lo, hi
 
 
+def add_weights(s_a, s_b):
+    """The int8 input weights ``(w_a, w_b)`` of a :class:`~fpganet.qnet.QAdd` and their common
+    real step ``s`` (``w_a * s ~ s_a``, ``w_b * s ~ s_b``).
+
+    Of all pairs in 1..:data:`~fpganet.qnet.ADD_WEIGHT_MAX`, the one whose best common step
+    (least squares) leaves the smallest error ``|w_a s - s_a| + |w_b s - s_b|``, then the larger
+    weights: a ratio of small integers (1:2, 3:4) is exact.
+    """
+    s_a, s_b = float(s_a), float(s_b)
+    big, small, swapped = (s_a, s_b, False) if s_a >= s_b else (s_b, s_a, True)
+    best = None
+    for w_big in range(1, ADD_WEIGHT_MAX + 1):
+        for w_small in {max(1, int(w_big * small / big)), min(w_big, int(w_big * small / big) + 1)}:
+            step = (big * w_big + small * w_small) / (w_big * w_big + w_small * w_small)
+            error = abs(w_big * step - big) + abs(w_small * step - small)
+            if best is None or error <= best[0] * (1 + 1e-12):
+                best = (error, w_big, w_small, step)
+    _, w_big, w_small, step = best
+    return (w_small, w_big, step) if swapped else (w_big, w_small, step)
+
+
 def quantize_add(layer, a, b, out):
     """Quantize a residual :class:`~fpganet.model.ir.Add` (the arithmetic of :class:`~fpganet.qnet.QAdd`).
 
@@ -245,15 +266,13 @@ def quantize_add(layer, a, b, out):
     fpganet.qnet.QAdd
     """
     (s_a, zp_a), (s_b, zp_b), (s_out, zp_out) = a, b, out
-    twice_max = 2.0 * max(float(s_a), float(s_b))
-    mult_a, shift_a = quantize_multiplier(float(s_a) / twice_max, layer.name)
-    mult_b, shift_b = quantize_multiplier(float(s_b) / twice_max, layer.name)
-    mult, shift = quantize_multiplier(twice_max / ((1 << ADD_LEFT_SHIFT) * float(s_out)), layer.name)
+    w_a, w_b, step = add_weights(s_a, s_b)
+    mult, shift = quantize_multiplier(step / float(s_out), layer.name)
     lo, hi = _clamp(layer, s_out, zp_out)
     return QAdd(name=layer.name, in_shape=tuple(layer.in_shape), zp_a=int(zp_a), zp_b=int(zp_b),
-                mult_a=mult_a, shift_a=shift_a, mult_b=mult_b, shift_b=shift_b, mult=mult,
-                shift=shift, zp_out=int(zp_out), lo=int(lo), hi=int(hi), relu=bool(layer.relu),
-                s_a=float(s_a), s_b=float(s_b), s_out=float(s_out))
+                w_a=w_a, w_b=w_b, mult=mult, shift=shift, zp_out=int(zp_out), lo=int(lo),
+                hi=int(hi), relu=bool(layer.relu), s_a=float(s_a), s_b=float(s_b),
+                s_out=float(s_out))
 
 
 def quantize_avgpool(layer, s_in, zp_in, s_out, zp_out):
