@@ -48,6 +48,9 @@ class SPRAMWeightBuffer(wiring.Component):
         When the buffer does not map onto the SPRAMs.
     """
 
+    #: The word is in the SPRAM at the end of the write's cycle.
+    write_latency = 0
+
     def __init__(self, config):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")

@@ -238,14 +238,23 @@ class WeightBuffer(wiring.Component):
     wr_addr : In(weight_addr_width)
     wr_data : In(8 * rows)
     wr_en : In(1)
-        Writes ``wr_data`` at the end of the cycle. The accelerator writes only
-        while idle and reads only while running, never both in one cycle: a
-        single-port memory may implement the buffer (:class:`fpganet.hdl.ice40_spram.SPRAMWeightBuffer`),
-        and ``rd_data`` is undefined after a write until the next read.
+        Writes ``wr_data`` by the end of the next cycle (:attr:`write_latency`). The
+        accelerator writes only while idle and reads only while running, never both in one
+        cycle, and it starts only after the program, which the host loads after the
+        weights: a single-port memory may implement the buffer
+        (:class:`fpganet.hdl.ice40_spram.SPRAMWeightBuffer`), and ``rd_data`` is undefined
+        after a write until the next read.
 
     This implementation is a :class:`amaranth.lib.memory.Memory` (block RAM), written on
-    the falling edge (:func:`falling_edge_write_domain`): reads and writes never meet.
+    the falling edge (:func:`falling_edge_write_domain`): reads and writes never meet. The
+    write goes through a register stage on the falling edge first, so that the block RAMs'
+    write-enable decode and the routing to them have a whole cycle, not half of one: a
+    large buffer spreads over many block RAMs (144 on the ULX3S, whose farthest took
+    6.7 ns of routing alone, the critical path of the build without the stage).
     """
+
+    #: Cycles after a write's cycle by whose end the word is in the memory.
+    write_latency = 1
 
     def __init__(self, config):
         if not isinstance(config, AcceleratorConfig):
@@ -262,9 +271,8 @@ class WeightBuffer(wiring.Component):
         m.submodules.memory = memory = Memory(shape=8 * self.config.rows,
                                               depth=self.config.weight_buffer_words, init=[])
         rd = memory.read_port()
-        wr = memory.write_port(domain=falling_edge_write_domain(m, "weight_write"))
-        m.d.comb += [
-            rd.addr.eq(self.rd_addr), rd.en.eq(self.rd_en), self.rd_data.eq(rd.data),
-            wr.addr.eq(self.wr_addr), wr.data.eq(self.wr_data), wr.en.eq(self.wr_en),
-        ]
+        write = falling_edge_write_domain(m, "weight_write")
+        wr = memory.write_port(domain=write)
+        m.d.comb += [rd.addr.eq(self.rd_addr), rd.en.eq(self.rd_en), self.rd_data.eq(rd.data)]
+        m.d[write] += [wr.addr.eq(self.wr_addr), wr.data.eq(self.wr_data), wr.en.eq(self.wr_en)]
         return m

@@ -58,6 +58,8 @@ class WeightBufferTB:
             self.contents[address] = value
             await RisingEdge(dut.clk)
         dut.wr_en.value = 0
+        # The last word may land at the end of the next cycle (a buffer's write_latency).
+        await RisingEdge(dut.clk)
         self.expected = None
 
     async def read(self, count):
