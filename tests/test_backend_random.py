@@ -177,3 +177,22 @@ def test_region_runs_cover_the_same_bytes_in_order():
         runs = region_runs(*region)
         assert all(max(r[1], r[3], r[5]) < COUNT_LIMIT for r in runs), region
         np.testing.assert_array_equal(np.concatenate([addresses(*r) for r in runs]), addresses(*region))
+
+
+def test_a_map_read_through_a_reshape_and_by_a_padded_layer_is_refused_in_one_line():
+    from fpganet.codegen.fuzz import _conv
+
+    rng = np.random.default_rng(5)
+    first = _conv(rng, "first", (3, 4, 4), 0, m=2)
+    padded = _conv(rng, "padded", (2, 4, 4), first.zp_out, m=2, kernel=(3, 3), pads=(1, 1, 1, 1),
+                   inputs=(0,))
+    view = QReshape(name="view", in_shape=(2, 4, 4), out_shape=(8, 4, 1), zp=first.zp_out, s=0.05,
+                    inputs=(0,))
+    viewer = _conv(rng, "viewer", (8, 4, 1), first.zp_out, m=2, inputs=(2,))
+    net = QNetwork(layers=[first, padded, view, viewer], input_name="x", input_shape=(3, 4, 4),
+                   input_scale=0.05, input_zp=0, output_name="y", output_shape=(2, 4, 1),
+                   output_scale=0.05, output_zp=viewer.zp_out, config=AcceleratorConfig())
+    net.validate()
+    with pytest.raises(FpganetError, match="read through a reshape and by a padded layer") as error:
+        build_images(net)
+    assert "\n" not in str(error.value)

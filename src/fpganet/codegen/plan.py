@@ -85,6 +85,8 @@ class FeatureMap:
     tie: list = None
     # Border values asked for by the readers (a conv's zero point, a max-pool's -128).
     fill_demands: set = field(default_factory=set)
+    # Read through another shape's view (a reshape): must stay compact.
+    viewed: bool = False
     # Filled in by the pitch search.
     pitch_costs: dict = field(default_factory=dict)
 
@@ -433,6 +435,10 @@ def _settle_borders(maps):
         if m.tie:
             m.pads = tuple(max(member.pads[i] for member in m.tie) for i in range(4))
     for m in maps:
+        if m.viewed and m.padded:
+            raise FpganetError(f"map '{m.name}' is read through a reshape and by a padded layer "
+                               f"(or an add), which need different layouts; the accelerator "
+                               f"stores one layout per map")
         if not m.padded:
             m.fill = None
             continue
@@ -467,6 +473,7 @@ def _lower(net, config):
         stored.storage.last_use = max(stored.storage.last_use or 0, number)
 
     def alias_of(stored, shape):
+        stored.viewed = True
         alias = FeatureMap(f"{stored.name} as {'x'.join(map(str, shape))}", tuple(shape),
                            parent=stored, role="view")
         alias.set_pitch(shape[2])
@@ -522,7 +529,7 @@ def _lower(net, config):
             if max(current.shape) >= COUNT_LIMIT:
                 src = alias_of(current, _factor3(_prod(current.shape)) or current.shape)
             kind, kernel, stride, out_hw = "dense", tuple(src.shape[1:]), (1, 1), (1, 1)
-            read_pads = None
+            read_pads = (0, 0, 0, 0)
         elif not reshaped:
             require(current, layer)
         elif current is input_map:
@@ -638,7 +645,7 @@ def _choose_pitches(steps, maps, config, search):
             member.pitch_costs = {}
         costed = [member for member in group if member.role in ("conv", "pool")
                   and readers.get(id(member))]
-        if not search or not costed:
+        if not search or not costed or any(member.viewed for member in group):
             for member in group:
                 member.set_pitch(smallest)
             continue
