@@ -32,7 +32,7 @@ from .files import verify_directory
 
 __all__ = ["QConv", "QMaxPool", "QReshape", "QAdd", "QAvgPool", "QNetwork", "load_network",
            "quantize_input", "MULT_BITS", "MULT_MIN", "MULT_MAX", "SHIFT_MIN", "SHIFT_MAX",
-           "ADD_WEIGHT_MAX", "FORMAT", "NETWORK_INPUT"]
+           "ADD_WEIGHT_MAX", "short_name", "FORMAT", "NETWORK_INPUT"]
 
 FORMAT = "fpganet-compiled/1"
 MANIFEST = "manifest.json"
@@ -371,6 +371,14 @@ class QAvgPool:
         if 255 * self.kernel[0] * self.kernel[1] >= 1 << (acc_width - 1):
             raise FpganetError(f"layer '{self.name}': a {self.kernel[0]}x{self.kernel[1]} window "
                                f"sum could overflow the {acc_width}-bit accumulator")
+
+
+def short_name(index, name, width=17):
+    """``"index name"`` cut to ``width`` characters, for tables and plots: of the ``;``-joined
+    names a TFLite converter gives a fused node, the first, without its ``model/`` scope."""
+    name = name.split(";")[0].removeprefix("TFLITE2ONNX_FAF_").removeprefix("model/")
+    label = f"{index} {name}"
+    return label if len(label) <= width else label[:width - 1] + "~"
 
 
 def input_zero_points(layer):

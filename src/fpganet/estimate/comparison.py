@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..errors import FpganetError
 from ..files import staged_directory
+from ..qnet import short_name
 from . import figures
 from .activity import resolve_activity
 from .asic import NODES, asic_projection, synthesize, synthesize_design
@@ -626,10 +627,12 @@ def _plot_layers(result, path):
     if not cycles:
         return False
     layers = result.workload.layers
-    pairs = [(layer, c) for layer, c in zip(layers, cycles) if layer.type != "reshape"]
+    pairs = [(index, layer, c) for index, (layer, c) in enumerate(zip(layers, cycles))
+             if layer.type != "reshape"]
     if not pairs:
         return False
-    names = [f"{layer.name}\n({layer.type})" for layer, _ in pairs]
+    names = [f"{short_name(index, layer.name)} ({layer.type})" for index, layer, _ in pairs]
+    pairs = [(layer, c) for _, layer, c in pairs]
     counts = [c for _, c in pairs]
     mpc = result.workload.config.macs_per_cycle
     util = [layer.macs / (c * mpc) if c and layer.macs else 0.0 for layer, c in pairs]
@@ -641,7 +644,8 @@ def _plot_layers(result, path):
     bottom.bar(range(len(pairs)), [100 * u for u in util], color="#7570b3")
     bottom.set_ylabel("useful MACs / (cycles x rows x cols), %")
     bottom.set_ylim(0, 105)
-    bottom.set_xticks(range(len(pairs)), names, fontsize=7)
+    bottom.set_xticks(range(len(pairs)), names, fontsize=7, rotation=50, ha="right",
+                      rotation_mode="anchor")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
