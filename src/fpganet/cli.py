@@ -107,8 +107,9 @@ def _configure_compile(parser):
     from .quantize import DEFAULT_METHOD, METHODS
 
     parser.add_argument("model", nargs="?", metavar="MODEL.onnx",
-                        help="ONNX model; omitted: the embedded LeNet-5 with its MNIST "
-                             "calibration split")
+                        help="ONNX model, or a fully-int8 TFLite model (MODEL.tflite: its own "
+                             "scales and zero points, no --calib); omitted: the embedded "
+                             "LeNet-5 with its MNIST calibration split")
     parser.add_argument("--calib", metavar="CALIB.npz",
                         help="calibration inputs: array 'x', float32 [N, C, H, W] in the model's "
                              "input domain (required with MODEL)")
@@ -150,7 +151,8 @@ def _compile_config(args):
     return config_from_args(args)
 
 
-@command("compile", help="quantize an ONNX model into an int8 network for the accelerator")
+@command("compile", help="quantize an ONNX model (or take a fully-int8 TFLite model) into an int8 "
+                         "network for the accelerator")
 @arguments(_configure_compile)
 def _run_compile(args):
     from .compiler import compile_model
@@ -165,7 +167,7 @@ def _run_compile(args):
     print(f"  {len(net.layers)} layers, {net.macs:,} MACs per sample, "
           f"{sum(l.weight.size for l in net.conv_layers):,} int8 weights, for the "
           f"{net.config.name} array")
-    if net.calibration["method"] == "qdq":
+    if net.calibration["method"] in ("qdq", "tflite"):
         print(f"  quantization: as given by the model ({net.calibration['data']}); no calibration")
     else:
         print(f"  calibration: {net.calibration['method']} on {net.calibration['samples']} "

@@ -1,4 +1,5 @@
-"""The compile flow as a Python API: ONNX + calibration data -> a compiled directory.
+"""The compile flow as a Python API: ONNX + calibration data (or a fully-int8 TFLite model)
+-> a compiled directory.
 
 :func:`compile_model` imports the ONNX model, quantizes it with calibration
 inputs, and (optionally) writes ``OUT/manifest.json`` and ``OUT/network.npz``,
@@ -111,7 +112,9 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     Parameters
     ----------
     model : str or os.PathLike, optional
-        ONNX file. None: the embedded LeNet-5 (:data:`fpganet.datasets.LENET5_ONNX`).
+        ONNX file, or a fully-int8 TFLite model (suffix ``.tflite`` or the flatbuffer's
+        ``TFL3`` identifier; its own quantization, :mod:`fpganet.model.tflite_import`).
+        None: the embedded LeNet-5 (:data:`fpganet.datasets.LENET5_ONNX`).
     calib : str, os.PathLike or numpy.ndarray, optional
         ``.npz`` with ``x`` float32 [N, *input_shape], or the array itself.
         None: the embedded MNIST calibration split (only with the embedded LeNet-5 or
@@ -142,12 +145,19 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     """
     from . import datasets
     from .model import file_sha256, load_onnx
+    from .model.tflite_import import is_tflite
     from .quantize import DEFAULT_METHOD, parse_method, quantize_graph
 
     config = config or DEFAULT_CONFIG
     method = method or DEFAULT_METHOD
     parse_method(method)
     model_path = Path(datasets.LENET5_ONNX if model is None else model)
+    if model is not None and is_tflite(model_path):
+        net = _load_tflite(model_path, calib, config)
+        if out_dir is not None:
+            write_compiled(net, out_dir, program=program, n_images=n_images, batch=batch,
+                           inputs=(model_path,))
+        return net
     graph = load_onnx(model_path)
     sha256 = file_sha256(model_path)
     # A byte-identical copy of the embedded LeNet-5 gets its defaults (calibration split, eval inputs).
@@ -191,6 +201,26 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     if out_dir is not None:
         write_compiled(net, out_dir, program=program, n_images=n_images, batch=batch,
                        inputs=(model_path, calib if isinstance(calib, (str, os.PathLike)) else None))
+    return net
+
+
+def _load_tflite(model_path, calib, config):
+    """A fully-int8 TFLite model with its own quantization (:mod:`fpganet.model.tflite_import`)."""
+    from .model import file_sha256
+    from .model.tflite_import import load_tflite
+
+    if calib is not None:
+        warnings.warn("the model is a fully-int8 TFLite model: its own scales and zero points are "
+                      "used and the calibration data are ignored", FpganetWarning, stacklevel=3)
+    # The digest sits under 'tflite_sha256', not 'sha256': check and estimate rerun a float
+    # source model (ONNX, in onnxruntime) whose 'sha256' still matches, and this one is not.
+    source = {"path": str(model_path.resolve()), "file": model_path.name, "embedded": False,
+              "tflite_sha256": file_sha256(model_path),
+              "prequantized": "TFLite: the model's int8 tensors' scales and zero points, its "
+                              "int8 weights and int32 biases"}
+    net = load_tflite(model_path, config=config, source=source)
+    net.source.setdefault("graph", model_path.stem)
+    net.source["float_macs"] = int(net.macs)
     return net
 
 

@@ -1,0 +1,176 @@
+"""Fully-int8 TFLite models compiled with their own quantization, against LiteRT.
+
+The two MLPerf Tiny reference int8 models (../shared, SOURCE.md) compile without
+calibration; fpganet's golden int8 logits agree with LiteRT's reference kernels
+(``OpResolverType.BUILTIN_REF``) on the 200 test images at least as often as measured
+(``benchmarks/tflite_mlperf.py``, docs/tflite.md: fpganet's 15-bit requantization is not
+TFLite's 31-bit one); the accelerator program (ISA simulator) equals the golden model; what
+the importer cannot take is refused in one line.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from fpganet.cli import main
+from fpganet.compiler import compile_model
+from fpganet.datasets import mlperf_tiny, mlperf_tiny_dir
+from fpganet.errors import FpganetError, FpganetWarning
+from fpganet.golden import run_golden
+
+SHARED = mlperf_tiny_dir()
+MODELS = {"resnet8": "resnet8_int8.tflite", "vww": "vww_mobilenetv1_025_int8.tflite"}
+#: Top-1 agreement with LiteRT BUILTIN_REF measured on the 200 test images (what the test
+#: holds, minus nothing): ResNet-8 8 of 200 differ, VWW none.
+AGREEMENT = {"resnet8": 0.96, "vww": 1.0}
+
+needs_shared = pytest.mark.skipif(not all((SHARED / f).is_file() for f in MODELS.values()),
+                                  reason="MLPerf Tiny material (../shared) absent")
+
+
+def litert_logits(path, q_nchw):
+    """LiteRT reference-kernel int8 logits (the input of the final SOFTMAX)."""
+    litert = pytest.importorskip("ai_edge_litert.interpreter")
+    interpreter = litert.Interpreter(model_path=str(path),
+                                     experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
+    interpreter.allocate_tensors()
+    output = interpreter.get_output_details()[0]["index"]
+    softmax = next(op for op in interpreter._get_ops_details() if op["op_name"] == "SOFTMAX")
+    assert list(softmax["outputs"]) == [output]
+    logits = int(softmax["inputs"][0])
+    source = interpreter.get_input_details()[0]["index"]
+    result = []
+    for image in q_nchw:
+        interpreter.set_tensor(source, image.transpose(1, 2, 0)[None])
+        interpreter.invoke()
+        result.append(interpreter.get_tensor(logits)[0].copy())
+    return np.stack(result)
+
+
+@needs_shared
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_mlperf_tiny_int8_agrees_with_litert_reference(model):
+    path = SHARED / MODELS[model]
+    net = compile_model(path)
+    assert net.calibration["method"] == "tflite" and net.calibration["samples"] == 0
+    assert net.source["format"] == "tflite" and net.source["dropped_output_op"] == "SOFTMAX"
+    x, y = mlperf_tiny(model, "test")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FpganetWarning)
+        q_in = net.quantize_input(x)
+    # Both models' int8 input is pixel - 128 (ResNet-8: scale 1; VWW: scale 1/255).
+    pixels = np.rint(x / (1.0 if model == "resnet8" else np.float32(1 / 255))).astype(np.int16)
+    np.testing.assert_array_equal(q_in, pixels - 128)
+    ours = run_golden(net, q_in).reshape(len(x), -1)
+    theirs = litert_logits(path, q_in)
+    agreement = np.mean(ours.argmax(1) == theirs.argmax(1))
+    assert agreement >= AGREEMENT[model], agreement
+    assert np.abs(ours.astype(int) - theirs).max() <= 10
+    assert np.mean(ours.argmax(1) == y) >= 0.8
+
+
+@needs_shared
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_isa_program_equals_golden_on_the_ulx3s(model, tmp_path):
+    from fpganet.boards.ulx3s import DEFAULT_CONFIG
+    from fpganet.codegen import run_isa
+
+    net = compile_model(SHARED / MODELS[model], out_dir=tmp_path / "OUT", config=DEFAULT_CONFIG)
+    x, _ = mlperf_tiny(model, "test")
+    q_in = net.quantize_input(x[:2])
+    isa, _ = run_isa(net, q_in, config=DEFAULT_CONFIG)
+    np.testing.assert_array_equal(isa.reshape(2, -1),
+                                  run_golden(net, q_in).reshape(2, -1))
+
+
+@needs_shared
+def test_cli_compiles_tflite_and_ignores_calib_with_a_warning(tmp_path, capfd):
+    path = SHARED / MODELS["resnet8"]
+    assert main(["compile", str(path), "--board", "ulx3s", "-o", str(tmp_path / "A")]) == 0
+    out, err = capfd.readouterr()
+    assert "tflite" in out.lower() and "error" not in err
+    calib = tmp_path / "calib.npz"
+    np.savez(calib, x=mlperf_tiny("resnet8", "calib")[0][:4])
+    with pytest.warns(FpganetWarning, match="TFLite"):
+        compile_model(path, calib, out_dir=tmp_path / "B", program=False)
+    inputs = tmp_path / "x.npz"
+    np.savez(inputs, x=mlperf_tiny("resnet8", "test")[0][:3])
+    assert main(["run", str(tmp_path / "A"), "--inputs", str(inputs)]) == 0
+
+
+def _table_field(buf, table_pos, slot):
+    """Absolute position of a scalar field of a flatbuffer table (slot: the vtable offset)."""
+    import flatbuffers
+
+    tab = flatbuffers.table.Table(buf, table_pos)
+    offset = tab.Offset(slot)
+    assert offset, "field absent"
+    return table_pos + offset
+
+
+def _mutated(tmp_path, name, mutate):
+    import tflite
+
+    buf = bytearray((SHARED / MODELS["resnet8"]).read_bytes())
+    model = tflite.Model.GetRootAs(bytes(buf), 0)
+    mutate(buf, model)
+    path = tmp_path / name
+    path.write_bytes(bytes(buf))
+    return path
+
+
+def _set_opcode(code):
+    def mutate(buf, model):
+        # The AVERAGE_POOL_2D's operator code (1): builtin_code (int32, slot 10) and the
+        # deprecated int8 one (slot 4), where stored.
+        import flatbuffers
+
+        for index in range(model.OperatorCodesLength()):
+            entry = model.OperatorCodes(index)
+            if max(entry.BuiltinCode(), entry.DeprecatedBuiltinCode()) == 1:
+                tab = flatbuffers.table.Table(bytes(buf), entry._tab.Pos)
+                for slot, size in ((4, 1), (10, 4)):
+                    if tab.Offset(slot):
+                        pos = entry._tab.Pos + tab.Offset(slot)
+                        buf[pos:pos + size] = code.to_bytes(size, "little")
+    return mutate
+
+
+def _set_input_type(type_code):
+    def mutate(buf, model):
+        graph = model.Subgraphs(0)
+        tensor = graph.Tensors(int(graph.InputsAsNumpy()[0]))
+        buf[_table_field(buf, tensor._tab.Pos, 6)] = type_code   # Tensor.type
+    return mutate
+
+
+@needs_shared
+@pytest.mark.parametrize("case, expected", [
+    ("op", "unsupported op MUL"),
+    ("float", "float32: the model is not fully int8"),
+    ("int16", "int16; the accelerator's activations are int8"),
+    ("truncated", "not a readable TFLite model"),
+    ("text", "not a TFLite model"),
+])
+def test_refusals_are_one_line(case, expected, tmp_path, capfd):
+    if case == "op":
+        path = _mutated(tmp_path, "mul.tflite", _set_opcode(18))          # MUL
+    elif case == "float":
+        path = _mutated(tmp_path, "float.tflite", _set_input_type(0))      # FLOAT32
+    elif case == "int16":
+        path = _mutated(tmp_path, "int16.tflite", _set_input_type(7))      # INT16
+    elif case == "truncated":
+        path = tmp_path / "cut.tflite"
+        path.write_bytes((SHARED / MODELS["resnet8"]).read_bytes()[:20000])
+    else:
+        path = tmp_path / "notes.tflite"
+        path.write_text("this is not a model\n")
+    with pytest.raises(FpganetError, match=expected):
+        compile_model(path)
+    out_dir = tmp_path / "OUT"
+    assert main(["compile", str(path), "-o", str(out_dir)]) == 2
+    err = capfd.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("fpganet: error:") and expected in lines[0]
+    assert "Traceback" not in err and not out_dir.exists()
