@@ -148,11 +148,32 @@ class Machine:
         if np.intersect1d(reads, writes).size:
             raise IsaError(f"{what} writes activation bytes it also reads")
 
+    def _check_order(self, reads, read_tiles, writes, write_tiles, what):
+        """Raise unless each byte the instruction writes is read, if at all, no later than in the
+        tile that writes it. The engine reads a tile's bytes before it writes the tile's results,
+        but reads the next tiles while it is still writing, so a byte read after its tile's write
+        would hold the old or the new value depending on timing. (A byte read and written in the
+        same tile is how a residual add runs in place.)"""
+        common = np.intersect1d(reads, writes)
+        if not common.size:
+            return
+        last_read = np.full(common.size, -1)
+        np.maximum.at(last_read, np.searchsorted(common, reads[np.isin(reads, common)]),
+                      read_tiles[np.isin(reads, common)])
+        first_write = np.full(common.size, np.iinfo(np.int64).max)
+        np.minimum.at(first_write, np.searchsorted(common, writes[np.isin(writes, common)]),
+                      write_tiles[np.isin(writes, common)])
+        if np.any(last_read > first_write):
+            raise IsaError(f"{what} reads activation bytes after a tile before has written them")
+
     def _conv(self):
         regs, rows = self.regs, self.config.rows
         zp_out, lo, hi = self._quant()
         k_total = regs[Reg.K_C] * regs[Reg.K_H] * regs[Reg.K_W]
         act_bytes = len(self.act)
+        tiles = regs[Reg.TILES]
+        reads, read_tiles, writes, write_tiles, values = [], [], [], [], []
+        # Every read sees the activations as they were before the instruction (_check_order).
         for group in range(regs[Reg.GROUPS]):
             addresses, valid = engine_read_addresses(regs, group, act_bytes)
             b = self.act[addresses].astype(np.int64)                                  # [T, K, L]
@@ -170,13 +191,21 @@ class Machine:
                           >> shift[None, :, None])
             y = np.clip(y, lo, hi).astype(np.int8)
             out_base = regs[Reg.OUT_BASE] + group * regs[Reg.OUT_GSTEP]
-            out_off = np.stack([engine_lanes(regs, t)[2] for t in range(regs[Reg.TILES])])  # [T, L]
+            out_off = np.stack([engine_lanes(regs, t)[2] for t in range(tiles)])       # [T, L]
             targets = (out_base + np.arange(rows)[live][None, :, None] * regs[Reg.OUT_CSTRIDE]
                        + out_off[:, None, :]) % act_bytes                                 # [T, rows, L]
+            tile_of = group * tiles + np.arange(tiles)
+            read_mask = np.broadcast_to(valid[:, None, :], addresses.shape)
+            reads.append(addresses[read_mask])
+            read_tiles.append(np.broadcast_to(tile_of[:, None, None], addresses.shape)[read_mask])
             mask = np.broadcast_to(valid[:, None, :], targets.shape)
-            self._check_disjoint(addresses[np.broadcast_to(valid[:, None, :], addresses.shape)],
-                                 targets[mask], "CONV")
-            self.act[targets[mask]] = y[mask]
+            writes.append(targets[mask])
+            write_tiles.append(np.broadcast_to(tile_of[:, None, None], targets.shape)[mask])
+            values.append(y[mask])
+        if writes:
+            self._check_order(np.concatenate(reads), np.concatenate(read_tiles),
+                              np.concatenate(writes), np.concatenate(write_tiles), "CONV")
+            self.act[np.concatenate(writes)] = np.concatenate(values)
 
     def _pool(self):
         regs = self.regs

@@ -445,7 +445,9 @@ def _describe(plan, code, images):
                 f"copy (POOL 1x1, instruction {code.layer_ranges[how.number][1] - 1})"
         for step in steps_by_layer.get(index, []):
             first, end = code.layer_ranges[step.number]
-            measured = conflicts.get(end - 1, {})
+            # The step's CONV/POOL: the last engine instruction of its range (a FILL may follow).
+            measured = next((conflicts[pc] for pc in range(end - 1, first - 1, -1) if pc in conflicts),
+                            {})
             entry.setdefault("steps", []).append({
                 "kind": step.kind, "instructions": [first, end],
                 "lanes": step.lanes, "tiles": step.tiles, "groups": step.groups(config.rows),

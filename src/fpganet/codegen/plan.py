@@ -87,6 +87,8 @@ class FeatureMap:
     fill_demands: set = field(default_factory=set)
     # Read through another shape's view (a reshape): must stay compact.
     viewed: bool = False
+    # An add's output written over one of its inputs, which dies there (same layout, same bytes).
+    in_place_of: "FeatureMap" = None
     # Filled in by the pitch search.
     pitch_costs: dict = field(default_factory=dict)
 
@@ -138,6 +140,8 @@ class FeatureMap:
                          image_layout="interleaved" if self.interleaved else "side by side")
         if self.parent is not None:
             entry["view_of"] = self.parent.name
+        elif self.in_place_of is not None:
+            entry["in_place_of"] = self.in_place_of.name
         else:
             entry.update(fill=self.fill, fill_per_image=self.fill_per_image if self.padded else None,
                          layout=self.role, live=[self.producer, self.last_use])
@@ -568,6 +572,13 @@ def _lower(net, config):
             m.last_use = m.producer        # read by nothing: live only while written
     _settle_borders(maps)
     for step in steps:
+        if step.kind == "add":
+            # Element (c, y, x) of the output is written in the tile that reads it from both
+            # inputs, so the output may take the bytes of an input that dies at the add.
+            step.dst.in_place_of = next(
+                (source for source in step.sources if source.last_use == step.number
+                 and source.copies == 1 and source is not step.dst), None)
+    for step in steps:
         step.lanes = 1 if step.kind == "dense" else max(1, min(config.cols, step.npix))
     return steps, maps, input_map, output_map, trailing
 
@@ -730,10 +741,23 @@ def _first_fit(maps, interval, order):
     return max((m.base + m.span for m in maps), default=0)
 
 
+def _host(m):
+    """The map whose bytes ``m`` occupies: itself, or what it was written over in place."""
+    while m.in_place_of is not None:
+        m = m.in_place_of
+    return m
+
+
 def _allocate(maps, mode):
     """Base addresses by first fit in the best of :data:`PLACEMENT_ORDERS`; returns the bytes
-    used. ``mode``: disjoint, pinned-borders, liveness."""
+    used. ``mode``: disjoint, pinned-borders, liveness. A map written in place takes its
+    host's bytes, which stay busy until the last of them dies."""
     end = max(m.last_use for m in maps) + 1
+    last_use = {}
+    for m in maps:
+        host = _host(m)
+        last_use[id(host)] = max(last_use.get(id(host), 0), m.last_use)
+    hosts = [m for m in maps if m.in_place_of is None]
 
     def interval(m):
         if mode == "disjoint" or (mode == "pinned-borders" and m.padded):
@@ -741,12 +765,14 @@ def _allocate(maps, mode):
         if m.copies > 1 and not m.interleaved:
             # The batch slot: image j's copy must survive the next images' layers, from INPUT on.
             return (0, m.last_use)
-        return (m.producer, m.last_use)
+        return (m.producer, last_use[id(m)])
 
-    used = {name: _first_fit(maps, interval, order) for name, order in PLACEMENT_ORDERS.items()}
+    used = {name: _first_fit(hosts, interval, order) for name, order in PLACEMENT_ORDERS.items()}
     best = min(used, key=used.get)
     if best != list(used)[-1]:
-        _first_fit(maps, interval, PLACEMENT_ORDERS[best])
+        _first_fit(hosts, interval, PLACEMENT_ORDERS[best])
+    for m in maps:
+        m.base = _host(m).base
     for m in maps:
         m.fill_per_image = m.padded and any(
             other is not m and other.base < m.base + m.span and m.base < other.base + other.span

@@ -192,9 +192,11 @@ def _engine(emit, step, config, image=0):
         opcode = Opcode.POOL
     emit.sets(regs, what)
     emit.op(opcode)
-    if step.kind == "add" and dst.padded and any(m.fill != m.zero_point for m in (dst, *step.sources)):
+    if step.kind == "add" and dst.padded and (dst.in_place_of is not None or any(
+            m.fill != m.zero_point for m in (dst, *step.sources))):
         # The walk wrote the left and right borders with the weighted sum of the inputs' borders:
-        # real zero, unless a border holds something else (a max-pool's -128).
+        # real zero, unless a border holds something else (a max-pool's -128); an output
+        # written in place still has its input's top and bottom borders.
         _fill_border(emit, dst)
 
 
@@ -227,7 +229,7 @@ def _body(plan, known, origin):
         ranges.setdefault(0, (first, emit.pc))
         for step in plan.image_steps:
             first = emit.pc
-            if step.dst.fill_per_image:
+            if step.dst.fill_per_image and step.dst.in_place_of is None:
                 _fill_border(emit, step.dst)
             _engine(emit, step, config, image)
             ranges.setdefault(step.number, (first, emit.pc))
