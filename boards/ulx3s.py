@@ -4,7 +4,7 @@ The default core is the accelerator behind the UART host link
 (:func:`accelerator_core`) on an 8x8 array (64 int8 MACs per cycle) with two
 requantizer lanes, one MULT18X18D per processing element with the product
 register inside the DSP (:class:`~fpganet.hdl.ecp5_dsp.ECP5ProcessingElement`),
-and a 30 MHz clock from an EHXPLLL (what the design meets today; the aim is
+and a 40 MHz clock from an EHXPLLL (what the design meets today; the aim is
 100 MHz). nextpnr-ecp5 routes with router1: router2 oscillated on this
 design. ``--core stand-in`` builds
 the array alone, fed from ROMs.
@@ -35,16 +35,14 @@ BAUD = 3_000_000
 #: conflicts (VWW needs 55.5 KiB, ResNet-8 54.2 KiB), 4,096 parameter entries (VWW 2,994).
 #: Block RAM: 144 EBR of weights, 32 of activations, 208 on the chip.
 #:
-#: The clock is 30 MHz, not the 100 MHz aimed at: the design with 64 KiB of weights and
-#: 16 KiB of activations routed at 49.8-51.8 MHz with this target, and the default stays
-#: where it routes reliably; `--clock-hz 40e6` asks for more. The long paths
-#: (boards/README.md): the result writer's lane addressing into its bank arbitration, and
-#: unregistered block-RAM outputs: the instruction word into the region unit's and
-#: writer's bookkeeping, an activation bank through the window's gather into the max-pool
-#: compare.
+#: The clock is 40 MHz, not the 100 MHz aimed at: this design routes at 45.2 MHz with that
+#: target (42.3 MHz at a 30 MHz target before the weight buffer's write stage; earlier
+#: netlists with smaller memories 42-52 MHz, and one of them did not converge at 40 MHz in
+#: router1). The long path (boards/README.md): an activation bank's unregistered block-RAM
+#: output through the window's gather into the max-pool compare.
 DEFAULT_CONFIG = AcceleratorConfig(rows=8, cols=8, requant_lanes=2, weight_buffer_bytes=288 * 1024,
                                    act_buffer_bytes=64 * 1024, act_bank_factor=2,
-                                   bias_buffer_words=4096, clock_hz=30e6)
+                                   bias_buffer_words=4096, clock_hz=40e6)
 
 
 def ecp5_array(config):
