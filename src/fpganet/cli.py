@@ -284,8 +284,8 @@ def _run_run(args):
         else:
             steady = cycles[1:] if len(cycles) > 1 else cycles
             print(f"cycles per image {int(np.median(steady)):,} (median; simulated by the "
-                  f"{args.backend} backend; the first image also carries the program's prologue: "
-                  f"{int(cycles[0]):,})")
+                  f"{args.backend} backend; the first image, whose count includes the program's "
+                  f"prologue: {int(cycles[0]):,})")
     if args.out:
         extra = "".join(f", {name}" for name in result.extras)
         print(f"wrote {args.out} (logits float32 {list(result.logits.shape)}, q int8{extra})")
