@@ -513,7 +513,7 @@ class _Importer:
     def linear(self, op, value, tensor, out_chw, s_out, zp_out, weight, axis, kind, stride, pads,
                groups):
         from ..qnet import QConv
-        from ..quantize.fixed_point import quantize_multiplier
+        from ..quantize.quantizer import channel_multipliers
 
         name = tensor.name
         m = weight.shape[0]
@@ -549,10 +549,7 @@ class _Importer:
             channel = int(np.argmax(np.abs(bias64)))
             raise FpganetError(f"{self.label(op)}: the bias of output channel {channel} with the "
                                f"input zero point folded in, {int(bias64[channel])}, is not int32")
-        mult, shift = np.zeros(m, np.int32), np.zeros(m, np.int32)
-        for channel in range(m):
-            real = float(np.float64(value.scale) * np.float64(s_w[channel]) / np.float64(s_out))
-            mult[channel], shift[channel] = quantize_multiplier(real, name)
+        mult, shift = channel_multipliers(value.scale, s_w, s_out, name)
         activation = self.activation(op)
         lo, hi = _clamp(activation, s_out, zp_out)
         layer = QConv(name=name, kind=kind, in_shape=tuple(value.chw), out_shape=tuple(out_chw),

@@ -26,6 +26,7 @@ from .calibrate import DEFAULT_METHOD, parse_method, tensor_range
 from .fixed_point import activation_qparams, quantize_multiplier, weight_qparams
 
 __all__ = ["quantize_graph", "quantize_linear_layer", "quantize_add", "quantize_avgpool",
+           "channel_multipliers",
            "check_calibration", "warn_degenerate",
            "MIN_CALIBRATION_SAMPLES", "LARGE_INPUT"]
 
@@ -159,6 +160,17 @@ def warn_degenerate(what, values, scale):
                       FpganetWarning, stacklevel=3)
 
 
+def channel_multipliers(s_in, s_w, s_out, name):
+    """int32 ``(mult, shift)`` per output channel: ``mult * 2**-shift ~ s_in * s_w[m] / s_out``
+    (:func:`~fpganet.quantize.fixed_point.quantize_multiplier`, the ratio in float64)."""
+    m = len(s_w)
+    mult, shift = np.zeros(m, np.int32), np.zeros(m, np.int32)
+    for channel in range(m):
+        real = float(np.float64(s_in) * np.float64(s_w[channel]) / np.float64(s_out))
+        mult[channel], shift[channel] = quantize_multiplier(real, name)
+    return mult, shift
+
+
 def quantize_linear_layer(layer, s_in, zp_in, s_out, zp_out, acc_width=32, s_w=None):
     """Quantize one Conv or Dense given its input and output activation parameters.
 
@@ -206,10 +218,7 @@ def quantize_linear_layer(layer, s_in, zp_in, s_out, zp_out, acc_width=32, s_w=N
         raise FpganetError(f"layer '{layer.name}': output channel {channel} can reach |acc| = "
                            f"{int(bound[channel])} >= 2**{acc_width - 1}; the accumulator could "
                            f"overflow (|bias| + 128 * sum |w| too large)")
-    mult, shift = np.zeros(m, np.int32), np.zeros(m, np.int32)
-    for channel in range(m):
-        real = float(np.float64(s_in) * np.float64(s_w[channel]) / np.float64(s_out))
-        mult[channel], shift[channel] = quantize_multiplier(real, layer.name)
+    mult, shift = channel_multipliers(s_in, s_w, s_out, layer.name)
     lo, hi = _clamp(layer, s_out, zp_out)
     return QConv(name=layer.name, kind=kind, in_shape=tuple(layer.in_shape),
                  out_shape=tuple(layer.out_shape), kernel=tuple(q_w.shape[2:]), stride=stride,
