@@ -369,3 +369,21 @@ def test_cli_compiles_runs_checks_and_estimates_a_graph(tmp_path, capfd):
     assert main(["estimate", str(tmp_path / "OUT")]) == 0
     out, err = capfd.readouterr()
     assert "simulated" in out and "Traceback" not in err
+
+
+def test_check_counts_average_pool_rounding_ties_as_agreeing():
+    """With s_in = s_out (TFLite's average pools) a 2x2 mean lands exactly halfway between two
+    codes whenever the window's sum is 2 mod 4: fpganet rounds it up, onnxruntime to even."""
+    from fpganet.qnet import QNetwork
+
+    pool = QAvgPool(name="pool", in_shape=(1, 4, 4), out_shape=(1, 2, 2), kernel=(2, 2),
+                    stride=(2, 2), pads=(0, 0, 0, 0), zp_in=0, zp_out=0, lo=-128, hi=127,
+                    relu=False, mult=1 << 14, shift=16, s_in=0.5, s_out=0.5)
+    net = QNetwork(layers=[pool], input_name="x", input_shape=(1, 4, 4), input_scale=0.5,
+                   input_zp=0, output_name="y", output_shape=(1, 2, 2), output_scale=0.5,
+                   output_zp=0)
+    q = np.zeros((8, 1, 4, 4), np.int8)
+    q[:, 0, 0, 0] = np.arange(8) * 4 + 2          # window sums 2, 6, 10, ...: halves 0.5, 1.5, ...
+    (result,) = compare_layers(net, q)
+    assert result.equal_fraction < 0.99 and result.max_abs_diff == 1
+    assert result.ties == result.elements - result.equal and result.passes()
