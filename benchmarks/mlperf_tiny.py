@@ -27,21 +27,12 @@ from pathlib import Path
 import numpy as np
 
 from fpganet.datasets import MLPERF_TINY as MODELS
-from fpganet.datasets import mlperf_tiny, mlperf_tiny_dir
+from fpganet.datasets import mlperf_tiny as load_set         # (model, split, shared): x, y
+from fpganet.datasets import mlperf_tiny_dir
+from fpganet.datasets import mlperf_tiny_model as model_path  # (model, shared): the float ONNX
 
 #: ``../shared`` beside the checkout, where the project's shared test material lives.
 SHARED = mlperf_tiny_dir()
-
-
-def model_path(model, shared=SHARED):
-    """Path of the float ONNX file of ``model`` (a key of :data:`MODELS`)."""
-    return Path(shared) / MODELS[model][0]
-
-
-def load_set(model, split, shared=SHARED):
-    """Images of ``model``'s ``split`` ("test" or "calib") in the float model's input domain
-    (:func:`fpganet.datasets.mlperf_tiny`)."""
-    return mlperf_tiny(model, split, shared)
 
 
 def write_inputs(model, out_dir, shared=SHARED):

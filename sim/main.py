@@ -56,14 +56,6 @@ def _network(args, scratch):
     return net, config, x[:limit], y[:limit], 0
 
 
-def _op(layer):
-    """The layer's kind for the table: conv, dense, dwconv (depthwise), gconv, maxpool, add..."""
-    groups = getattr(layer, "groups", 1)
-    if groups != 1:
-        return "dwconv" if groups == layer.in_shape[0] else "gconv"
-    return getattr(layer, "kind", layer.type)
-
-
 def configure(parser):
     """Arguments of ``fpganet sim``."""
     from fpganet.argtypes import positive_int
@@ -92,7 +84,7 @@ def run(args):
     from fpganet.backends import run_network
     from fpganet.estimate.workload import simulated_cycles
     from fpganet.golden import layer_macs
-    from fpganet.qnet import short_name
+    from fpganet.qnet import layer_kind, short_name
     from fpganet.sim import rtl_backend
     from fpganet.sim.runner import default_simulator
 
@@ -142,7 +134,7 @@ def run(args):
         if layer_cycles == 0 and layer_mac == 0:
             continue
         utilization = f"{100 * layer_mac / (config.macs_per_cycle * layer_cycles):.1f} %" if layer_mac else "-"
-        print(f"  {short_name(f'{index:>2}', layer.name):<18}{_op(layer):<9}{layer_mac:>10,}{layer_cycles:>10,}{utilization:>13}")
+        print(f"  {short_name(f'{index:>2}', layer.name):<18}{layer_kind(layer):<9}{layer_mac:>10,}{layer_cycles:>10,}{utilization:>13}")
     other = per_image - sum(model["per_layer"])
     print(f"  {'input/output, control':<27}{'':>10}{other:>10,}")
     print(f"  {'whole network':<27}{sum(macs):>10,}{per_image:>10,}"

@@ -157,12 +157,11 @@ class Machine:
         common = np.intersect1d(reads, writes)
         if not common.size:
             return
+        read, written = np.isin(reads, common), np.isin(writes, common)
         last_read = np.full(common.size, -1)
-        np.maximum.at(last_read, np.searchsorted(common, reads[np.isin(reads, common)]),
-                      read_tiles[np.isin(reads, common)])
+        np.maximum.at(last_read, np.searchsorted(common, reads[read]), read_tiles[read])
         first_write = np.full(common.size, np.iinfo(np.int64).max)
-        np.minimum.at(first_write, np.searchsorted(common, writes[np.isin(writes, common)]),
-                      write_tiles[np.isin(writes, common)])
+        np.minimum.at(first_write, np.searchsorted(common, writes[written]), write_tiles[written])
         if np.any(last_read > first_write):
             raise IsaError(f"{what} reads activation bytes after a tile before has written them")
 

@@ -27,7 +27,7 @@ import numpy as np
 from .errors import FpganetError, one_line
 from .golden import run_golden
 from .ops import avgpool
-from .qnet import NETWORK_INPUT, QAdd, QAvgPool, QConv, QMaxPool, QReshape
+from .qnet import NETWORK_INPUT, QAdd, QAvgPool, QConv, QMaxPool, QReshape, layer_kind
 
 __all__ = ["to_onnx", "layer_to_onnx", "ort_session", "run_onnx", "compare_layers",
            "LayerAgreement", "run_source_model", "OPSET"]
@@ -252,14 +252,6 @@ def _rounding_ties(layer, q):
     return real - np.floor(real) == 0.5
 
 
-def _kind(layer):
-    """What a layer is, for reports: conv, dwconv (depthwise), gconv (grouped), dense, maxpool,
-    avgpool, add, reshape."""
-    if isinstance(layer, QConv) and layer.groups != 1:
-        return "dwconv" if layer.groups == layer.in_shape[0] else "gconv"
-    return getattr(layer, "kind", layer.type)
-
-
 def compare_layers(net, q_in, golden_outputs=None):
     """Layer-by-layer comparison of the golden model with onnxruntime on the same int8 inputs.
 
@@ -292,7 +284,7 @@ def compare_layers(net, q_in, golden_outputs=None):
         ties = _rounding_ties(layer, feeds["x"])
         ties = 0 if ties is None else int(np.count_nonzero(ties.reshape(diff.shape) & (np.abs(diff) == 1)))
         results.append(LayerAgreement(
-            index=index, name=layer.name, type=_kind(layer),
+            index=index, name=layer.name, type=layer_kind(layer),
             elements=int(diff.size),
             equal=int(np.count_nonzero(diff == 0)),
             max_abs_diff=int(np.abs(diff).max(initial=0)),

@@ -32,7 +32,7 @@ from .files import verify_directory
 
 __all__ = ["QConv", "QMaxPool", "QReshape", "QAdd", "QAvgPool", "QNetwork", "load_network",
            "quantize_input", "MULT_BITS", "MULT_MIN", "MULT_MAX", "SHIFT_MIN", "SHIFT_MAX",
-           "ADD_WEIGHT_MAX", "short_name", "FORMAT", "NETWORK_INPUT"]
+           "ADD_WEIGHT_MAX", "short_name", "layer_kind", "FORMAT", "NETWORK_INPUT"]
 
 FORMAT = "fpganet-compiled/1"
 MANIFEST = "manifest.json"
@@ -371,6 +371,14 @@ class QAvgPool:
         if 255 * self.kernel[0] * self.kernel[1] >= 1 << (acc_width - 1):
             raise FpganetError(f"layer '{self.name}': a {self.kernel[0]}x{self.kernel[1]} window "
                                f"sum could overflow the {acc_width}-bit accumulator")
+
+
+def layer_kind(layer):
+    """What a layer is, for reports: conv, dwconv (depthwise), gconv (grouped), dense, maxpool,
+    avgpool, add, reshape."""
+    if isinstance(layer, QConv) and layer.groups != 1:
+        return "dwconv" if layer.groups == layer.in_shape[0] else "gconv"
+    return getattr(layer, "kind", layer.type)
 
 
 def short_name(index, name, width=17):

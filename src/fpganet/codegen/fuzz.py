@@ -52,7 +52,7 @@ def _conv(rng, name, in_shape, zp_in, kind="conv", m=None, kernel=None, stride=(
     mult = rng.integers(1 << 14, 1 << 15, m).astype(np.int32)
     # Typical |acc| ~ sqrt(k) * spread * 74: put the output around +-60 codes, give or take.
     typical = max(1.0, np.sqrt(k) * max(spread, 1) * 74.0)
-    shift = np.clip(np.round(np.log2(typical * 2 ** 14.5 / 60)) + rng.integers(-2, 3, m), 1, 62)
+    shift = _shift_for(rng, typical, m)
     zp_out = int(rng.integers(-128, 128))
     relu = bool(rng.random() < 0.5)
     return QConv(name=name, kind=kind, in_shape=tuple(in_shape), out_shape=out_shape,
@@ -62,10 +62,12 @@ def _conv(rng, name, in_shape, zp_in, kind="conv", m=None, kernel=None, stride=(
                  s_out=0.05, s_w=np.full(m, 0.01, np.float32), groups=groups, inputs=inputs)
 
 
-def _shift_for(rng, typical):
-    """A shift that brings ``|acc| ~ typical`` to about +-60 codes, give or take."""
-    return int(np.clip(np.round(np.log2(max(typical, 1.0) * 2 ** 14.5 / 60)) + rng.integers(-2, 3),
-                       1, 62))
+def _shift_for(rng, typical, size=None):
+    """A shift (``size`` of them: an int32 array) that brings ``|acc| ~ typical`` to about
+    +-60 codes, give or take."""
+    shift = np.clip(np.round(np.log2(max(typical, 1.0) * 2 ** 14.5 / 60)) + rng.integers(-2, 3, size),
+                    1, 62)
+    return int(shift) if size is None else shift.astype(np.int32)
 
 
 def _add(rng, name, shape, zp_a, zp_b, inputs):

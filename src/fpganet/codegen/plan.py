@@ -207,23 +207,29 @@ class Step:
         return self.k_c * self.kernel[0] * self.kernel[1]
 
     @property
+    def is_conv(self):
+        """The step is a ``CONV`` (the array multiplies: weights and parameter entries), not a
+        ``POOL`` (max pooling, a copy)."""
+        return self.kind in ("conv", "dense", "grouped", "add")
+
+    @property
     def shares_weights(self):
         """Every group of rows output channels has the same weights (``W_GSTEP = 0``): an
         average pool's ones, an add's two input weights."""
         return self.kind == "add" or isinstance(self.layer, QAvgPool)
 
     def groups(self, rows):
-        if self.kind in ("conv", "dense", "grouped", "add"):
+        if self.is_conv:
             return -(-self.layer.out_shape[0] // rows)
         return self.dst.shape[0]
 
     def weight_words(self, rows):
-        if self.kind not in ("conv", "dense", "grouped", "add"):
+        if not self.is_conv:
             return 0
         return self.k if self.shares_weights else self.groups(rows) * self.k
 
     def param_entries(self):
-        return self.layer.out_shape[0] if self.kind in ("conv", "dense", "grouped", "add") else 0
+        return self.layer.out_shape[0] if self.is_conv else 0
 
     def read_base(self):
         """``IN_BASE``: element (0, 0, 0) of the source as the layer pads it."""

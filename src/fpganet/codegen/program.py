@@ -153,18 +153,19 @@ def add_order(step):
     return sorted(pair, key=lambda entry: entry[0].base)
 
 
-def _add_regs(step, config):
+def _add_walk(step, config):
     """An add as a ``CONV``: the flat walk over rows pt .. pt+H-1 of the tied maps (one pixel
     per byte, ``OUT_W = NPIX``), beat ``(t, i)`` reading input t's channel ``g*rows + i``
-    (``IN_CSTRIDE`` the distance between the inputs, ``IN_PITCH`` their channel stride)."""
+    (``IN_CSTRIDE`` the distance between the inputs, ``IN_PITCH`` their channel stride).
+    Returns the read registers and ``OUT_BASE``, the output's row pt."""
     (first, _), (second, _) = add_order(step)
-    dst = step.dst
-    top = dst.pads[0] * dst.pitch
-    return {Reg.IN_BASE: first.base + top, Reg.IN_PITCH: first.cstride,
-            Reg.IN_CSTRIDE: second.base - first.base, Reg.IN_GSTEP: config.rows * first.cstride,
-            Reg.K_C: 2, Reg.K_H: config.rows, Reg.K_W: 1, Reg.STRIDE_Y: 1, Reg.STRIDE_X: 1,
-            Reg.OUT_W: step.npix, Reg.NPIX: step.npix, Reg.LANES: step.lanes, Reg.TILES: step.tiles,
-            Reg.OUT_BASE: dst.base + top, Reg.OUT_PITCH: dst.pitch}
+    top = step.dst.pads[0] * step.dst.pitch
+    reads = {Reg.IN_BASE: first.base + top, Reg.IN_PITCH: first.cstride,
+             Reg.IN_CSTRIDE: second.base - first.base, Reg.IN_GSTEP: config.rows * first.cstride,
+             Reg.K_C: 2, Reg.K_H: config.rows, Reg.K_W: 1, Reg.STRIDE_Y: 1, Reg.STRIDE_X: 1,
+             Reg.OUT_W: step.npix, Reg.NPIX: step.npix, Reg.LANES: step.lanes,
+             Reg.TILES: step.tiles}
+    return reads, step.dst.base + top
 
 
 def _engine(emit, step, config, image=0):
@@ -172,12 +173,12 @@ def _engine(emit, step, config, image=0):
     src, dst = step.src, step.dst
     what = f"layer '{step.layer.name if step.layer is not None else step.dst.name}'"
     if step.kind == "add":
-        regs = _add_regs(step, config)
-        out = {Reg.OUT_BASE: regs.pop(Reg.OUT_BASE), Reg.OUT_PITCH: regs.pop(Reg.OUT_PITCH)}
+        regs, out_base = _add_walk(step, config)
     else:
         regs = step.read_regs(src.pitch, base=step.read_base(), cstride=src.cstride)
-        out = {Reg.OUT_BASE: dst.origin + image * dst.copy_stride, Reg.OUT_PITCH: dst.pitch}
-    if step.kind in ("conv", "dense", "grouped", "add"):
+        out_base = dst.origin + image * dst.copy_stride
+    out = {Reg.OUT_BASE: out_base, Reg.OUT_PITCH: dst.pitch}
+    if step.is_conv:
         layer = step.layer
         regs.update({Reg.GROUPS: step.groups(config.rows), Reg.M: layer.out_shape[0], **out,
                      Reg.OUT_CSTRIDE: dst.cstride, Reg.OUT_GSTEP: config.rows * dst.cstride,

@@ -195,9 +195,6 @@ def _layer_work(layer, config):
     if layer.type == "reshape":
         work.act_in_bytes = work.act_out_bytes = 0
         return work
-    if layer.type == "add":
-        # One flat walk over both maps (the row pitch's slack ignored), 2 beats per channel.
-        out_h, out_w = 1, npix
     lanes = min(cols, npix)
     tiles = math.ceil(npix / lanes)
     if layer.type in ("conv", "add", "avgpool"):
@@ -205,7 +202,7 @@ def _layer_work(layer, config):
         # output channels walks its own input channels (fpganet.codegen.plan).
         groups = math.ceil(out_c / rows)
         if layer.type == "add":
-            k = 2 * rows
+            k = 2 * rows        # one flat walk over both maps (the pitch's slack ignored)
         elif layer.type == "avgpool" or layer.groups != 1:
             k = channel_tile(layer, rows)[0] * layer.kernel[0] * layer.kernel[1]
         else:

@@ -616,16 +616,11 @@ class _Importer:
 
 
 def _clamp(activation, s_out, zp_out):
-    """``(lo, hi)`` of a fused activation, as :func:`fpganet.quantize.quantizer._clamp` folds
-    a ReLU / ReLU6."""
-    from types import SimpleNamespace
+    """``(lo, hi)`` of a fused activation (None, ``"RELU"``, ``"RELU6"``), folded as the
+    quantizer folds a ReLU / ReLU6 (:func:`fpganet.quantize.quantizer.clamp_codes`)."""
+    from ..quantize.quantizer import clamp_codes
 
-    from ..quantize.quantizer import _clamp as fold
-
-    layer = SimpleNamespace(relu=activation is not None,
-                            clip_max=6.0 if activation == "RELU6" else None)
-    lo, hi = fold(layer, s_out, zp_out)
-    return int(lo), int(hi)
+    return clamp_codes(activation is not None, 6.0 if activation == "RELU6" else None, s_out, zp_out)
 
 
 def load_tflite(path, config=None, source=None):

@@ -26,7 +26,7 @@ from .calibrate import DEFAULT_METHOD, parse_method, tensor_range
 from .fixed_point import activation_qparams, quantize_multiplier, weight_qparams
 
 __all__ = ["quantize_graph", "quantize_linear_layer", "quantize_add", "quantize_avgpool",
-           "channel_multipliers",
+           "channel_multipliers", "clamp_codes",
            "check_calibration", "warn_degenerate",
            "MIN_CALIBRATION_SAMPLES", "LARGE_INPUT"]
 
@@ -228,16 +228,20 @@ def quantize_linear_layer(layer, s_in, zp_in, s_out, zp_out, acc_width=32, s_w=N
                  groups=int(getattr(layer, "groups", 1)))
 
 
-def _clamp(layer, s_out, zp_out):
+def clamp_codes(relu, clip_max, s_out, zp_out):
     """``(lo, hi)``: a folded ReLU raises ``lo`` to the zero point, a ReLU6 (``clip_max``)
     lowers ``hi`` to the code of its maximum."""
-    if not layer.relu:
+    if not relu:
         return -128, 127
-    lo, hi = max(-128, zp_out), 127
-    clip_max = getattr(layer, "clip_max", None)
+    lo, hi = max(-128, int(zp_out)), 127
     if clip_max is not None:
         hi = int(np.clip(zp_out + np.rint(np.float64(clip_max) / np.float64(s_out)), lo, 127))
     return lo, hi
+
+
+def _clamp(layer, s_out, zp_out):
+    """:func:`clamp_codes` of an IR layer's folded activation."""
+    return clamp_codes(layer.relu, getattr(layer, "clip_max", None), s_out, zp_out)
 
 
 def add_weights(s_a, s_b):
