@@ -98,7 +98,7 @@ class Accelerator(wiring.Component):
 
         m.submodules.program = program = Memory(shape=INSTRUCTION_BITS, depth=config.program_words, init=[])
         m.submodules.weights = weights = self._weights(config)
-        m.submodules.params = params = Memory(shape=param_layout(), depth=config.bias_buffer_words, init=[])
+        m.submodules.params = params = Memory(shape=param_layout(config.requant_mode), depth=config.bias_buffer_words, init=[])
         # The host writes the program and the parameters only while the controller is idle,
         # and the controller and the writer read them only while it runs: a read never meets a
         # write. Written on the falling edge, they need no read-during-write logic around their
@@ -172,7 +172,7 @@ class Accelerator(wiring.Component):
             prog_wr.en.eq(host_write & (host.space == HostSpace.PROGRAM)),
             weights.wr_addr.eq(host.addr), weights.wr_data.eq(host.data[:8 * config.rows]),
             weights.wr_en.eq(host_write & (host.space == HostSpace.WEIGHTS)),
-            p_wr.addr.eq(host.addr), p_wr.data.eq(param_from_word(host.data)),
+            p_wr.addr.eq(host.addr), p_wr.data.eq(param_from_word(host.data, config.requant_mode)),
             p_wr.en.eq(host_write & (host.space == HostSpace.PARAMS)),
         ]
 

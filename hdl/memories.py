@@ -23,7 +23,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from fpganet.config import AcceleratorConfig
-from fpganet.isa import PARAM_LAYOUT
+from fpganet.isa import PARAM_LAYOUTS
 
 __all__ = ["param_layout", "ActivationBuffer", "WeightBuffer", "BankArbiter",
            "falling_edge_write_domain"]
@@ -48,20 +48,22 @@ def falling_edge_write_domain(m, name):
     return name
 
 
-def param_layout():
+def param_layout(mode="fpganet"):
     """One output channel's parameter entry as the memory stores it: the fields of
-    :data:`fpganet.isa.PARAM_LAYOUT` (``bias`` int32, ``mult`` 15 bits, ``shift`` 6 bits)
-    packed into 53 bits, the unused bits of the host's 64-bit word left out.
+    :data:`fpganet.isa.PARAM_LAYOUTS` for requantization mode ``mode`` packed one after
+    another, the unused bits of the host's 64-bit word left out (53 bits for ``fpganet``,
+    64 for ``tflite``).
     """
-    return data.StructLayout({name: field.shape for name, field in PARAM_LAYOUT})
+    return data.StructLayout({name: field.shape for name, field in PARAM_LAYOUTS[mode]})
 
 
-def param_from_word(host_data):
+def param_from_word(host_data, mode="fpganet"):
     """The :func:`param_layout` bits of a host write (an Amaranth value whose low bits are a
-    :data:`fpganet.isa.PARAM_LAYOUT` word)."""
-    entry = data.View(PARAM_LAYOUT, Value.cast(host_data)[:PARAM_LAYOUT.size])
+    :data:`fpganet.isa.PARAM_LAYOUTS` word)."""
+    layout = PARAM_LAYOUTS[mode]
+    entry = data.View(layout, Value.cast(host_data)[:layout.size])
     # A StructLayout places its fields one after another in this order.
-    return Cat(*(entry[name] for name, _ in param_layout()))
+    return Cat(*(entry[name] for name, _ in param_layout(mode)))
 
 
 class ActivationBuffer(wiring.Component):

@@ -97,7 +97,7 @@ class ResultWriter(wiring.Component):
             "results": In(stream.Signature(result_layout(config))),
             "param_addr": Out(config.param_addr_width),
             "param_en": Out(1),
-            "param_data": In(param_layout()),
+            "param_data": In(param_layout(config.requant_mode)),
             "wr_addr": Out(data.ArrayLayout(config.bank_word_width, banks)),
             "wr_data": Out(data.ArrayLayout(8, banks)),
             "wr_en": Out(banks),

@@ -58,11 +58,18 @@ def test_parameter_entry_from_the_host_word():
     entry = Signal(param_layout())
     m.d.comb += entry.eq(param_from_word(host_data))
     assert param_layout().size == 53
+    tflite = Signal(param_layout("tflite"))
+    m.d.comb += tflite.eq(param_from_word(host_data, "tflite"))
+    assert param_layout("tflite").size == 64
 
     async def testbench(ctx):
         for bias, mult, shift in [(-5, 1 << 14, 62), (2**31 - 1, 2**15 - 1, 1), (-2**31, 20000, 31)]:
             ctx.set(host_data, pack_param(bias, mult, shift) | (0xABCDEF << 64))
             assert (ctx.get(entry.bias), ctx.get(entry.mult), ctx.get(entry.shift)) == (bias, mult, shift)
+        for bias, mult, shift in [(-5, (1 << 30) + 7, -31), (2**27 - 1, 2**31 - 1, 30)]:
+            ctx.set(host_data, pack_param(bias, mult, shift, "tflite") | (0xABCDEF << 64))
+            assert (ctx.get(tflite.bias), ctx.get(tflite.mult) + (1 << 30), ctx.get(tflite.shift)) \
+                == (bias, mult, shift)
 
     simulate(m, testbench)
 

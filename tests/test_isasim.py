@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from fpganet.config import AcceleratorConfig
-from fpganet.isa import (INSTRUCTION_BITS, INSTRUCTION_LAYOUT, PARAM_LAYOUT, Instruction, Opcode, Reg, decode,
+from fpganet.isa import (INSTRUCTION_BITS, INSTRUCTION_LAYOUT, PARAM_LAYOUTS, TFLITE_MULT_TOP, Instruction, Opcode, Reg, decode,
                          encode, pack_param, unpack_param)
 from fpganet.isasim import IsaError, Machine
 
@@ -102,11 +102,21 @@ def test_encoding_is_the_layouts():
             assert (fields.operand.set.reg, fields.operand.set.value) == (instruction.reg, instruction.value % 2**32)
         if instruction.opcode is Opcode.LOOP:
             assert fields.operand.loop.target == instruction.target
-    for bias, mult, shift in [(-5, 1 << 14, 62), (2**31 - 1, 2**15 - 1, 1), (-2**31, 20000, 31)]:
-        word = pack_param(bias, mult, shift)
-        assert word == PARAM_LAYOUT.const({"bias": bias, "mult": mult, "shift": shift}).as_value().value
-        entry = PARAM_LAYOUT.from_bits(word)
-        assert unpack_param(word) == (entry.bias, entry.mult, entry.shift) == (bias, mult, shift)
+    params = {"fpganet": [(-5, 1 << 14, 62), (2**31 - 1, 2**15 - 1, 1), (-2**31, 20000, 31)],
+              "tflite": [(-5, 1 << 30, -31), (2**27 - 1, 2**31 - 1, 30), (-2**27, 1234567890, 0)]}
+    for mode, cases in params.items():
+        layout, top = PARAM_LAYOUTS[mode], TFLITE_MULT_TOP if mode == "tflite" else 0
+        for bias, mult, shift in cases:
+            word = pack_param(bias, mult, shift, mode)
+            stored = {"bias": bias, "mult": mult - top, "shift": shift}
+            assert word == layout.const(stored).as_value().value
+            entry = layout.from_bits(word)
+            assert (entry.bias, entry.mult + top, entry.shift) == (bias, mult, shift)
+            assert unpack_param(word, mode) == (bias, mult, shift)
+    for mode, (bias, mult, shift) in [("tflite", (2**27, 1 << 30, 0)), ("tflite", (0, 1 << 31, 0)),
+                                      ("tflite", (0, 1 << 30, 31)), ("fpganet", (0, 1 << 15, 1))]:
+        with pytest.raises(ValueError, match=f"outside the {mode} parameter entry"):
+            pack_param(bias, mult, shift, mode)
     with pytest.raises(ValueError, match="does not fit 32 bits"):
         encode(Instruction(Opcode.SET, Reg.IN_BASE, 1 << 32))
     with pytest.raises(ValueError, match="does not fit 16 bits"):

@@ -20,7 +20,8 @@ import warnings
 
 import numpy as np
 
-from .config import AcceleratorConfig, ConfigError
+from .config import AcceleratorConfig, ConfigError, fit_requant_latency
+from .isa import REQUANT_MODES
 from .argtypes import positive_float, positive_int
 from .errors import FpganetError, FpganetWarning, one_line
 from .files import check_output_file, write_npz
@@ -67,6 +68,10 @@ def add_config_arguments(parser):
     group.add_argument("--array", metavar="RxC", help="systolic array rows x columns, e.g. 2x8")
     for field in dataclasses.fields(AcceleratorConfig):
         flag = "--" + field.name.replace("_", "-")
+        if field.type in (str, "str"):
+            group.add_argument(flag, dest=f"config_{field.name}", choices=REQUANT_MODES,
+                               help=f"default {field.default}")
+            continue
         if field.type in (bool, "bool"):
             group.add_argument(flag, dest=f"config_{field.name}", type=_yes_no, metavar="yes|no",
                                help=f"default {'yes' if field.default else 'no'}")
@@ -94,6 +99,7 @@ def config_from_args(args):
         if "clock_hz" in values:
             raise FpganetError("give either --clock-hz or --clock-mhz, not both")
         values["clock_hz"] = args.config_clock_mhz * 1e6
+    values = fit_requant_latency(values, AcceleratorConfig.requant_latency)
     if getattr(args, "array", None):
         if "rows" in values or "cols" in values:
             raise FpganetError("give either --array or --rows/--cols, not both")

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 from amaranth.utils import ceil_log2
 
-from .isa import COUNT_WIDTH
+from .isa import COUNT_WIDTH, REQUANT_MODES
 
-__all__ = ["AcceleratorConfig", "ConfigError", "DEFAULT_CONFIG"]
+__all__ = ["AcceleratorConfig", "ConfigError", "DEFAULT_CONFIG", "REQUANT_LATENCIES",
+           "fit_requant_latency"]
 
 
 class ConfigError(ValueError):
@@ -26,6 +27,10 @@ class ConfigError(ValueError):
 
 def _is_power_of_two(value):
     return value > 0 and value & (value - 1) == 0
+
+
+#: Pipeline stages each requantization mode's post-processing unit can have.
+REQUANT_LATENCIES = {"fpganet": (4, 5), "tflite": (6,)}
 
 
 @dataclass(frozen=True)
@@ -68,7 +73,14 @@ class AcceleratorConfig:
         5 splits the multiply into two partial products and their sum, for
         clocks the one-stage product misses (on an ECP5 a 32x15-bit product
         spans two MULT18X18D, summed on carry chains). Each ``CONV``/``POOL``
-        takes one cycle more at 5; the numerics are the same.
+        takes one cycle more at 5; the numerics are the same. The ``tflite``
+        requantization mode has 6 (:data:`REQUANT_LATENCIES`).
+    requant_mode : str
+        The requantization arithmetic (docs/numerics.md): ``"fpganet"`` (a 15-bit
+        multiplier and one rounding shift) or ``"tflite"`` (TFLite's 31-bit rounding
+        doubling high multiply and rounding divide by a power of two, bit-exact with
+        LiteRT's reference kernels; one 32x31-bit product per lane). A compiled network
+        carries the mode its multipliers are in.
     act_bank_factor : int
         1, 2, 4 or 8: activation banks per lane (:attr:`act_banks` is ``cols`` rounded up
         to a power of two times this). At 2 the lanes of a stride-2 layer, which read every
@@ -87,6 +99,7 @@ class AcceleratorConfig:
     program_words: int = 1024
     requant_lanes: int = 1
     requant_latency: int = 4
+    requant_mode: str = "fpganet"
     broadcast_operands: bool = False
     act_bank_factor: int = 1
     clock_hz: float = 40e6
@@ -121,9 +134,15 @@ class AcceleratorConfig:
             raise ConfigError(f"requant_lanes {self.requant_lanes} does not divide cols {self.cols}")
         if not isinstance(self.broadcast_operands, bool):
             raise ConfigError(f"broadcast_operands must be true or false, not {self.broadcast_operands!r}")
-        if not isinstance(self.requant_latency, int) or self.requant_latency not in (4, 5):
-            raise ConfigError(f"requant_latency must be 4 or 5 (pipeline stages of the "
-                              f"post-processing unit), not {self.requant_latency!r}")
+        if self.requant_mode not in REQUANT_MODES:
+            raise ConfigError(f"requant_mode must be one of {', '.join(REQUANT_MODES)}, "
+                              f"not {self.requant_mode!r}")
+        latencies = REQUANT_LATENCIES[self.requant_mode]
+        if (not isinstance(self.requant_latency, int) or isinstance(self.requant_latency, bool)
+                or self.requant_latency not in latencies):
+            raise ConfigError(f"requant_latency must be {' or '.join(map(str, latencies))} "
+                              f"(pipeline stages of the {self.requant_mode} post-processing "
+                              f"unit), not {self.requant_latency!r}")
         if self.program_words > 1 << 16:
             raise ConfigError(f"program_words {self.program_words} exceeds the 16-bit LOOP target")
         if (not isinstance(self.clock_hz, (int, float)) or isinstance(self.clock_hz, bool)
@@ -303,8 +322,10 @@ class AcceleratorConfig:
         return cls.from_dict(data)
 
     def replace(self, **changes):
-        """A copy with some parameters changed (checked again)."""
-        return dataclasses.replace(self, **changes)
+        """A copy with some parameters changed (checked again). A new ``requant_mode`` without a
+        ``requant_latency`` brings the mode's first latency if the present one is not the
+        mode's."""
+        return dataclasses.replace(self, **fit_requant_latency(changes, self.requant_latency))
 
     @classmethod
     def parse_array(cls, text, **others):
@@ -314,6 +335,17 @@ class AcceleratorConfig:
         except ValueError:
             raise ConfigError(f"array size {text!r} is not of the form ROWSxCOLS, e.g. 2x8") from None
         return cls(rows=rows, cols=cols, **others)
+
+
+def fit_requant_latency(changes, latency):
+    """``changes`` (configuration fields) with ``requant_latency`` set to the first of
+    :data:`REQUANT_LATENCIES` of a ``requant_mode`` they name, unless they give a latency
+    or ``latency`` (the one they would keep) is already the mode's."""
+    mode = changes.get("requant_mode")
+    if mode in REQUANT_LATENCIES and "requant_latency" not in changes \
+            and latency not in REQUANT_LATENCIES[mode]:
+        return {**changes, "requant_latency": REQUANT_LATENCIES[mode][0]}
+    return changes
 
 
 DEFAULT_CONFIG = AcceleratorConfig()

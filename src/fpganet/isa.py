@@ -28,7 +28,8 @@ from amaranth.lib import data
 __all__ = ["Opcode", "Reg", "Instruction", "encode", "decode", "INSTRUCTION_BITS", "INSTRUCTION_LAYOUT",
            "SET_LAYOUT", "LOOP_LAYOUT", "ENGINE_COUNTS", "REGION_COUNTS", "COUNT_WIDTH", "LOOP_COUNT_WIDTH",
            "count_width", "register_overflow", "HostSpace", "STAMP_BYTES", "host_word_bytes",
-           "host_memory_words", "PARAM_LAYOUT", "pack_param", "unpack_param"]
+           "host_memory_words", "PARAM_BITS", "PARAM_LAYOUTS", "REQUANT_MODES", "TFLITE_MULT_TOP",
+           "param_ranges", "pack_param", "unpack_param"]
 
 #: Bits below the opcode: the operand fields of the instructions that have any.
 OPERAND_BITS = 60
@@ -247,7 +248,7 @@ def host_word_bytes(space, weight_word_bytes):
     parameter entry, a weight word (``weight_word_bytes``: one byte per array row at int8)
     or an activation byte. The host write port takes it zero-extended."""
     return {HostSpace.PROGRAM: INSTRUCTION_BITS // 8, HostSpace.WEIGHTS: weight_word_bytes,
-            HostSpace.PARAMS: PARAM_LAYOUT.size // 8, HostSpace.ACTIVATIONS: 1}[HostSpace(space)]
+            HostSpace.PARAMS: PARAM_BITS // 8, HostSpace.ACTIVATIONS: 1}[HostSpace(space)]
 
 
 def host_memory_words(space, hardware):
@@ -261,24 +262,65 @@ def host_memory_words(space, hardware):
             HostSpace.ACTIVATIONS: hardware.act_buffer_bytes}[HostSpace(space)]
 
 
-#: Parameter entry of one output channel, a 64-bit word; the hardware keeps only its fields.
-PARAM_LAYOUT = data.FlexibleLayout(64, {
-    "bias": data.Field(signed(32), 0),
-    "mult": data.Field(unsigned(15), 32),
-    "shift": data.Field(unsigned(6), 48),
-})
+#: Bits of one parameter entry as the host writes it.
+PARAM_BITS = 64
 
-_PARAM = {name: _Bits(PARAM_LAYOUT, name) for name, _ in PARAM_LAYOUT}
+#: Requantization arithmetics (``AcceleratorConfig.requant_mode``, docs/numerics.md), each
+#: with its parameter entry of one output channel (:data:`PARAM_LAYOUTS`).
+REQUANT_MODES = ("fpganet", "tflite")
+
+#: The parameter entry of one output channel for each requantization mode; the hardware
+#: keeps only the fields.
+#:
+#: ``fpganet``: ``mult`` in [2**14, 2**15) and ``shift`` (a right shift) in 1..62.
+#: ``tflite``: TFLite's multiplier ``M`` in [2**30, 2**31) stored as ``mult = M - 2**30``
+#: (its top bit is always set), ``shift`` TFLite's exponent in -31..30 (left when
+#: positive), and ``bias`` in 28 bits so that the entry stays one 64-bit word.
+PARAM_LAYOUTS = {
+    "fpganet": data.FlexibleLayout(PARAM_BITS, {
+        "bias": data.Field(signed(32), 0),
+        "mult": data.Field(unsigned(15), 32),
+        "shift": data.Field(unsigned(6), 48),
+    }),
+    "tflite": data.FlexibleLayout(PARAM_BITS, {
+        "bias": data.Field(signed(28), 0),
+        "mult": data.Field(unsigned(30), 28),
+        "shift": data.Field(signed(6), 58),
+    }),
+}
+
+_PARAM = {mode: {name: _Bits(layout, name) for name, _ in layout}
+          for mode, layout in PARAM_LAYOUTS.items()}
+
+#: TFLite's multipliers have their top bit, 2**30, set; the entry stores the bits below.
+TFLITE_MULT_TOP = 1 << 30
 
 
-def pack_param(bias, mult, shift):
-    """The 64-bit parameter entry of one output channel (:data:`PARAM_LAYOUT`)."""
-    if not 1 << 14 <= mult < 1 << 15 or not 1 <= shift <= 62:
-        raise ValueError(f"mult {mult} or shift {shift} outside the contract")
-    return _PARAM["bias"].put(bias) | _PARAM["mult"].put(mult) | _PARAM["shift"].put(shift)
+def param_ranges(mode):
+    """``{field: (lo, hi)}``: what :func:`pack_param` takes in requantization mode ``mode``
+    (``mult`` the whole multiplier)."""
+    bias_bits = PARAM_LAYOUTS[mode]["bias"].shape.width
+    bias = (-(1 << (bias_bits - 1)), (1 << (bias_bits - 1)) - 1)
+    if mode == "fpganet":
+        return {"bias": bias, "mult": (1 << 14, (1 << 15) - 1), "shift": (1, 62)}
+    return {"bias": bias, "mult": (TFLITE_MULT_TOP, 2 * TFLITE_MULT_TOP - 1), "shift": (-31, 30)}
 
 
-def unpack_param(word):
-    """``(bias, mult, shift)`` of a 64-bit parameter entry."""
+def pack_param(bias, mult, shift, mode="fpganet"):
+    """The 64-bit parameter entry of one output channel (:data:`PARAM_LAYOUTS`)."""
+    ranges = param_ranges(mode)
+    for name, value in (("bias", bias), ("mult", mult), ("shift", shift)):
+        lo, hi = ranges[name]
+        if not lo <= value <= hi:
+            raise ValueError(f"{name} {value} outside the {mode} parameter entry's {lo}..{hi}")
+    if mode == "tflite":
+        mult -= TFLITE_MULT_TOP
+    fields = _PARAM[mode]
+    return fields["bias"].put(bias) | fields["mult"].put(mult) | fields["shift"].put(shift)
+
+
+def unpack_param(word, mode="fpganet"):
+    """``(bias, mult, shift)`` of a 64-bit parameter entry (``mult`` the whole multiplier)."""
     word = int(word)
-    return tuple(_PARAM[name].get(word) for name in ("bias", "mult", "shift"))
+    bias, mult, shift = (_PARAM[mode][name].get(word) for name in ("bias", "mult", "shift"))
+    return bias, mult + (TFLITE_MULT_TOP if mode == "tflite" else 0), shift

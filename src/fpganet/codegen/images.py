@@ -14,7 +14,7 @@ import numpy as np
 
 from ..config import AcceleratorConfig
 from ..errors import FpganetError
-from ..isa import (INSTRUCTION_BITS, LOOP_COUNT_WIDTH, PARAM_LAYOUT, STAMP_BYTES, HostSpace,
+from ..isa import (INSTRUCTION_BITS, LOOP_COUNT_WIDTH, PARAM_BITS, STAMP_BYTES, HostSpace,
                    Instruction, Opcode, Reg, decode, encode, host_memory_words, host_word_bytes)
 from ..isasim import engine_read_addresses
 from .plan import beat_extra_cycles, capacity_error, plan_network
@@ -333,7 +333,7 @@ class MemoryImages:
         directory = os.fspath(directory)
         for name, space, bits in (("program.hex", HostSpace.PROGRAM, INSTRUCTION_BITS),
                                   ("weights.hex", HostSpace.WEIGHTS, 8 * self.config.weight_word_bytes),
-                                  ("params.hex", HostSpace.PARAMS, PARAM_LAYOUT.size)):
+                                  ("params.hex", HostSpace.PARAMS, PARAM_BITS)):
             with open(os.path.join(directory, name), "w") as handle:
                 handle.writelines(f"{word:0{bits // 4}x}\n" for word in self.words(space))
         with open(os.path.join(directory, "memories.npz"), "wb") as handle:

@@ -8,7 +8,8 @@ from ..errors import FpganetError
 from ..qnet import MULT_BITS, MULT_MAX, MULT_MIN, SHIFT_MAX, SHIFT_MIN
 
 __all__ = ["activation_qparams", "weight_qparams", "quantize_multiplier", "requantize",
-           "NEGLIGIBLE_WEIGHT"]
+           "quantize_multiplier_tflite", "multiply_tflite", "requantize_tflite", "rescale_mode",
+           "requantize_mode", "NEGLIGIBLE_WEIGHT"]
 
 #: A weight channel whose largest magnitude is below this fraction of the layer's largest is
 #: quantized as zero (float32 keeps 24 bits: such a channel adds nothing a float32 sum keeps).
@@ -133,3 +134,76 @@ def requantize(acc, mult, shift, zp_out, lo, hi):
     rounding = np.left_shift(np.int64(1), shift - 1)
     scaled = np.right_shift(acc.astype(np.int64) * mult + rounding, shift)
     return np.clip(scaled + zp_out, lo, hi).astype(np.int8)
+
+
+def quantize_multiplier_tflite(real, layer_name):
+    """TFLite's ``QuantizeMultiplier``: ``(M, shift)`` with ``M * 2**(shift - 31)`` closest to
+    ``real``, ``M`` in [2**30, 2**31) and ``shift`` in -31..30 (left when positive).
+
+    The same steps as TFLite (``frexp``, the fraction times 2**31 rounded half away from zero,
+    renormalized at 2**31), so that a multiplier LiteRT derives from a model's scales comes out
+    equal. TFLite turns a multiplier below 2**-32 into zero, which :func:`multiply_tflite`
+    would take as ``M = 0``; the ``tflite`` parameter entry has no such value, so it is refused.
+
+    Raises
+    ------
+    fpganet.errors.FpganetError
+        ``real`` is not positive, below 2**-32 or 2**30 or more.
+    """
+    if not real > 0 or not math.isfinite(real):
+        raise FpganetError(f"layer '{layer_name}': requantization multiplier {real!r} is not "
+                           f"a positive number")
+    fraction, shift = math.frexp(real)
+    mult = math.floor(fraction * (1 << 31) + 0.5)      # exact: fraction * 2**31 < 2**31
+    if mult == 1 << 31:
+        mult, shift = mult // 2, shift + 1
+    if not -31 <= shift <= 30:
+        raise FpganetError(f"layer '{layer_name}': requantization multiplier {real:.3g} is "
+                           f"outside TFLite's range (2**-32 to 2**30)")
+    return mult, shift
+
+
+def multiply_tflite(x, mult, shift):
+    """TFLite's ``MultiplyByQuantizedMultiplier`` on int64 arrays of int32 values.
+
+    ``RoundingDivideByPOT(SaturatingRoundingDoublingHighMul(x << left, M), right)`` with
+    ``left = max(shift, 0)``, ``right = max(-shift, 0)``. The high multiply's nudge rounds
+    ``x * M / 2**31`` half toward +inf, which ``(x * M + 2**30) >> 31`` computes exactly (its
+    one saturating case, both operands -2**31, cannot occur: ``M < 2**31``); the divide by
+    ``2**right`` rounds half away from zero: ``(v + 2**(right-1) - (v < 0)) >> right``.
+    ``x << left`` must fit int32, as in TFLite.
+    """
+    x = np.asarray(x, dtype=np.int64)
+    mult = np.asarray(mult, dtype=np.int64)
+    shift = np.asarray(shift, dtype=np.int64)
+    left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
+    high = np.right_shift(np.left_shift(x, left) * mult + (1 << 30), 31)
+    nudge = np.where(right > 0, np.left_shift(np.int64(1), np.maximum(right - 1, 0)) - (high < 0), 0)
+    return np.right_shift(high + nudge, right)
+
+
+def requantize_tflite(acc, mult, shift, zp_out, lo, hi):
+    """The ``tflite`` requantization: ``clamp(zp_out + multiply_tflite(acc, M, shift), lo, hi)``
+    per channel (axis 1 of ``acc`` [N, M, P]), as LiteRT's reference kernels requantize a
+    convolution's accumulator.
+    """
+    mult = np.asarray(mult, dtype=np.int64).reshape(1, -1, 1)
+    shift = np.asarray(shift, dtype=np.int64).reshape(1, -1, 1)
+    return np.clip(multiply_tflite(acc, mult, shift) + zp_out, lo, hi).astype(np.int8)
+
+
+def rescale_mode(x, mult, shift, mode):
+    """``x`` times ``mult``, rounded, in requantization mode ``mode`` (no offset or clamp):
+    :func:`fpganet.qnet.rescale` for ``fpganet``, :func:`multiply_tflite` for ``tflite``."""
+    if mode == "tflite":
+        return multiply_tflite(x, mult, shift)
+    x = np.asarray(x, dtype=np.int64)
+    return np.right_shift(x * np.int64(mult) + np.left_shift(np.int64(1), np.int64(shift) - 1),
+                          np.int64(shift))
+
+
+def requantize_mode(acc, mult, shift, zp_out, lo, hi, mode):
+    """:func:`requantize` or :func:`requantize_tflite`, as requantization mode ``mode`` says."""
+    if mode == "tflite":
+        return requantize_tflite(acc, mult, shift, zp_out, lo, hi)
+    return requantize(acc, mult, shift, zp_out, lo, hi)
