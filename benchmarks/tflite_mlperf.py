@@ -108,7 +108,7 @@ def compare_layers(net, interpreter, q_in):
             continue
         inputs = [source_of[s].reshape(len(q_in), *net.layers[s].out_shape) if s >= 0
                   else source_of[s] for s in net.layer_inputs(index)]
-        mine = run_layer(layer, *inputs).astype(np.int64)
+        mine = run_layer(layer, *inputs, mode=net.config.requant_mode).astype(np.int64)
         theirs = source_of[index].astype(np.int64)
         diff = np.abs(mine - theirs)
         rows.append({"index": index, "type": layer.type, "name": layer.name, "compared": True,
@@ -117,8 +117,9 @@ def compare_layers(net, interpreter, q_in):
     return sorted(rows, key=lambda row: row["index"])
 
 
-def measure(model, limit=None, shared=None, layers=True):
+def measure(model, limit=None, shared=None, layers=True, mode="fpganet"):
     from fpganet.compiler import compile_model
+    from fpganet.config import DEFAULT_CONFIG
     from fpganet.golden import run_golden
 
     path = tflite_path(model, shared)
@@ -128,7 +129,7 @@ def measure(model, limit=None, shared=None, layers=True):
     if limit:
         x, y, pixels = x[:limit], y[:limit], pixels[:limit]
     start = time.time()
-    net = compile_model(path)
+    net = compile_model(path, config=DEFAULT_CONFIG.replace(requant_mode=mode))
     compile_s = time.time() - start
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -149,7 +150,7 @@ def measure(model, limit=None, shared=None, layers=True):
     diff_opt = np.abs(optimized.astype(np.int64) - reference.astype(np.int64))
     g_top, r_top = golden.argmax(1), reference.argmax(1)
     result = {
-        "model": model, "tflite": str(path), "images": int(len(x)),
+        "model": model, "tflite": str(path), "images": int(len(x)), "requant_mode": mode,
         "input_equals_pixel_minus_128": input_exact,
         "input": {"scale": net.input_scale, "zero_point": net.input_zp},
         "top1_agreement": float(np.mean(g_top == r_top)),
@@ -175,13 +176,15 @@ def main(argv=None):
     parser.add_argument("--models", default="resnet8,vww")
     parser.add_argument("--limit", type=int, help="only the first N test images")
     parser.add_argument("--no-layers", action="store_true", help="skip the per-layer comparison")
+    parser.add_argument("--requant-mode", default="fpganet", choices=("fpganet", "tflite"),
+                        help="the requantization the network is compiled for (default fpganet)")
     parser.add_argument("-o", "--output", default="build/tflite-mlperf")
     args = parser.parse_args(argv)
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     results = []
     for model in args.models.split(","):
-        r = measure(model, args.limit, layers=not args.no_layers)
+        r = measure(model, args.limit, layers=not args.no_layers, mode=args.requant_mode)
         results.append(r)
         print(f"{model}: {r['images']} images, input == pixel - 128: "
               f"{r['input_equals_pixel_minus_128']}; top-1 agreement with LiteRT BUILTIN_REF "

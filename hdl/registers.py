@@ -17,7 +17,7 @@
   bits (a pixel or channel index one more, to hold it past ``NPIX`` or ``M``); on an iCE40
   each bit is a logic cell;
 * ``LANES``: enough bits for ``cols``;
-* ``QUANT`` 24 bits, ``FILL_VALUE`` 8 bits, ``LOOP_COUNT`` :data:`LOOP_COUNT_WIDTH` (16).
+* ``QUANT`` 24 bits (25 in the ``tflite`` requantization mode), ``FILL_VALUE`` 8 bits, ``LOOP_COUNT`` :data:`LOOP_COUNT_WIDTH` (16).
 
 A program whose values do not fit (a count of ``2**count_width`` or more, a ``LOOP`` with
 ``LOOP_COUNT`` of 65,536 or more, ``LANES`` outside ``1..cols``) is outside what the hardware
@@ -76,7 +76,8 @@ def register_widths(config):
         Reg.OUT_W: cw, Reg.NPIX: cw, Reg.LANES: config.lanes_width,
         Reg.TILES: cw, Reg.GROUPS: cw, Reg.M: cw,
         Reg.OUT_BASE: aw, Reg.OUT_PITCH: aw, Reg.OUT_CSTRIDE: aw, Reg.OUT_GSTEP: aw,
-        Reg.W_BASE: ww, Reg.W_GSTEP: ww, Reg.P_BASE: pw, Reg.QUANT: 24,
+        Reg.W_BASE: ww, Reg.W_GSTEP: ww, Reg.P_BASE: pw,
+        Reg.QUANT: 25 if config.requant_mode == "tflite" else 24,    # [24]: round once
         Reg.IO_BASE: aw, Reg.IO_CHANNELS: cw, Reg.IO_CSTRIDE: aw,
         Reg.IO_ROWS: cw, Reg.IO_PITCH: aw, Reg.IO_LEN: cw,
         Reg.FILL_VALUE: 8, Reg.LOOP_COUNT: LOOP_COUNT_WIDTH,

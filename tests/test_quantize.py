@@ -52,6 +52,73 @@ def test_requantize_rounds_half_up_exactly():
     assert ties.tolist() == [3, -2, 2, -1]  # half toward +infinity, not to even
 
 
+def _tflite_multiply(x, mult, shift):
+    """TFLite's C++ MultiplyByQuantizedMultiplier (double rounding), transcribed line by line
+    with C++'s truncating division (an independent scalar reading of the numpy version)."""
+    left, right = max(shift, 0), max(-shift, 0)
+    a, b = x * (1 << left), mult
+    if a == b == -2**31:
+        high = 2**31 - 1
+    else:
+        ab = a * b
+        nudge = (1 << 30) if ab >= 0 else 1 - (1 << 30)
+        total = ab + nudge
+        high = abs(total) // (1 << 31) * (1 if total >= 0 else -1)
+    mask = (1 << right) - 1
+    remainder = high & mask
+    threshold = (mask >> 1) + (1 if high < 0 else 0)
+    return (high >> right) + (1 if remainder > threshold else 0)
+
+
+def test_tflite_multiply_is_tflites_arithmetic():
+    from fpganet.quantize.fixed_point import multiply_tflite
+
+    rng = np.random.default_rng(3)
+    cases = []
+    for _ in range(20000):
+        mult, shift = int(rng.integers(0, 2**31)), int(rng.integers(-31, 8))
+        bound = 2**31 >> max(shift, 0)
+        x = int(rng.integers(-bound, bound)) if rng.random() < 0.5 else int(rng.integers(-999, 999))
+        cases.append((x, mult, shift))
+    # Exact ties at both roundings, both signs.
+    cases += [(x, 1 << 30, s) for x in (-3, -2, -1, 1, 2, 3) for s in (-1, -2, 0)]
+    x, mult, shift = (np.array(column, dtype=np.int64) for column in zip(*cases))
+    np.testing.assert_array_equal(multiply_tflite(x, mult, shift),
+                                  [_tflite_multiply(*case) for case in cases])
+    # Single rounding: (x * M + 2**(30 - shift)) >> (31 - shift), ties toward +inf.
+    assert multiply_tflite(-3, 1 << 30, -1, single=True) == -1       # -0.75 -> -1
+    assert multiply_tflite(-2, 1 << 30, -1, single=True) == 0        # -0.5 -> 0
+    assert _tflite_multiply(-2, 1 << 30, -1) == -1                   # double: away from zero
+
+
+def test_tflite_multiplier_is_tflites_quantize_multiplier():
+    from fpganet.quantize.fixed_point import quantize_multiplier_tflite
+
+    for real in (1e-9, 3.7e-5, 0.00123, 0.25, 0.5, 0.999999, 1.0, 7.3, 16383.0):
+        mult, shift = quantize_multiplier_tflite(real, "layer")
+        assert 2**30 <= mult < 2**31 and -31 <= shift <= 30
+        assert abs(mult * 2.0**(shift - 31) - real) <= real * 2.0**-31
+    # Rounded half away from zero, then renormalized at 2**31, as TFLite's std::round.
+    assert quantize_multiplier_tflite(1 - 2**-33, "layer") == (2**30, 1)
+    assert quantize_multiplier_tflite(2**-40, "layer") == (0, 0)
+    with pytest.raises(FpganetError, match="layer 'big'"):
+        quantize_multiplier_tflite(2.0**31, "big")
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 4, 6, 9, 49, 64, 2895, 5000])
+def test_average_multiplier_divides_as_tflite_average_pool(count):
+    """TFLite's AVERAGE_POOL_2D: (sum + count/2) / count for sum > 0, (sum - count/2) / count
+    otherwise, C++ division truncating; every int8 sum of ``count`` codes."""
+    from fpganet.quantize.fixed_point import average_multiplier, multiply_tflite
+
+    total = np.arange(-128 * count, 127 * count + 1, dtype=np.int64)
+    half = count // 2
+    expected = np.where(total > 0, (total + half) // count, -((half - total) // count))
+    mult, shift = average_multiplier(count)
+    assert 2**30 <= mult < 2**31
+    np.testing.assert_array_equal(multiply_tflite(total, mult, shift, single=True), expected)
+
+
 def test_activation_qparams_represent_zero_exactly():
     for rmin, rmax in [(-1.3, 4.1), (0.0, 6.0), (0.5, 2.0), (-3.0, -1.0), (-0.42, 2.82)]:
         scale, zp = activation_qparams(rmin, rmax)

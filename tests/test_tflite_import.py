@@ -3,9 +3,10 @@
 The two MLPerf Tiny reference int8 models (../shared, SOURCE.md) compile without
 calibration; fpganet's golden int8 logits agree with LiteRT's reference kernels
 (``OpResolverType.BUILTIN_REF``) on the 200 test images at least as often as measured
-(``benchmarks/tflite_mlperf.py``, docs/tflite.md: fpganet's 15-bit requantization is not
-TFLite's 31-bit one); the accelerator program (ISA simulator) equals the golden model; what
-the importer cannot take is refused in one line.
+(``benchmarks/tflite_mlperf.py``, docs/tflite.md): with fpganet's 15-bit requantization
+within a few LSB; with the ``tflite`` requantization mode every layer but the residual add
+bit for bit (VWW's logits all equal). The accelerator program (ISA simulator) equals the
+golden model; what the importer cannot take is refused in one line.
 """
 
 import warnings
@@ -70,16 +71,77 @@ def test_mlperf_tiny_int8_agrees_with_litert_reference(model):
     assert np.mean(ours.argmax(1) == y) >= 0.8
 
 
+def litert_tensors(path, q_nchw, names):
+    """LiteRT reference-kernel int8 tensors ``names`` (NCHW, or [N, K, 1, 1]) of every image."""
+    litert = pytest.importorskip("ai_edge_litert.interpreter")
+    interpreter = litert.Interpreter(model_path=str(path), experimental_preserve_all_tensors=True,
+                                     experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
+    interpreter.allocate_tensors()
+    index = {detail["name"]: detail["index"] for detail in interpreter.get_tensor_details()}
+    source = interpreter.get_input_details()[0]["index"]
+    result = {name: [] for name in names}
+    for image in q_nchw:
+        interpreter.set_tensor(source, image.transpose(1, 2, 0)[None])
+        interpreter.invoke()
+        for name in names:
+            value = interpreter.get_tensor(index[name])
+            result[name].append(value[0].transpose(2, 0, 1) if value.ndim == 4 else value[0])
+    return {name: np.stack(values) for name, values in result.items()}
+
+
 @needs_shared
+def test_tflite_requantization_is_litert_bit_exact_but_for_the_residual_adds():
+    """In the ``tflite`` requantization mode each ResNet-8 layer, fed LiteRT's own int8 inputs,
+    gives LiteRT's int8 outputs exactly (convolutions, the fully connected layer, the average
+    pool), the residual adds within 1 LSB (TFLite's ADD rescales each input on its own, which
+    the accelerator's two-input convolution does not); VWW, without adds, is bit-exact end to
+    end."""
+    from fpganet.config import DEFAULT_CONFIG
+    from fpganet.golden import run_layer
+    from fpganet.qnet import NETWORK_INPUT
+
+    config = DEFAULT_CONFIG.replace(requant_mode="tflite")
+    x_vww, _ = mlperf_tiny("vww", "test")
+    net = compile_model(SHARED / MODELS["vww"], config=config)
+    q_in = net.quantize_input(x_vww)
+    np.testing.assert_array_equal(run_golden(net, q_in).reshape(len(x_vww), -1),
+                                  litert_logits(SHARED / MODELS["vww"], q_in))
+
+    path = SHARED / MODELS["resnet8"]
+    net = compile_model(path, config=config)
+    x, _ = mlperf_tiny("resnet8", "test")
+    q_in = net.quantize_input(x[:60])
+    names = [layer.name for layer in net.layers if layer.type != "reshape"]
+    theirs = litert_tensors(path, q_in, names)
+    kinds = set()
+    for index, layer in enumerate(net.layers):
+        if layer.type == "reshape":
+            continue
+        inputs = [q_in if source == NETWORK_INPUT else
+                  theirs[net.layers[source].name].reshape(len(q_in), *net.layers[source].out_shape)
+                  for source in (s if net.layers[s].type != "reshape" else s - 1
+                                 for s in net.layer_inputs(index))]
+        ours = run_layer(layer, *inputs, mode="tflite").astype(int)
+        diff = np.abs(ours - theirs[layer.name].reshape(ours.shape))
+        assert diff.max() <= (1 if layer.type == "add" else 0), (layer.name, diff.max())
+        kinds.add(layer.type if layer.type != "conv" else layer.kind)
+    assert kinds == {"conv", "dense", "add", "avgpool"}
+    logits = run_golden(net, q_in).reshape(len(q_in), -1)
+    assert np.mean(logits.argmax(1) == litert_logits(path, q_in).argmax(1)) >= 0.95
+
+
+@needs_shared
+@pytest.mark.parametrize("mode", ["fpganet", "tflite"])
 @pytest.mark.parametrize("model", sorted(MODELS))
-def test_isa_program_equals_golden_on_the_ulx3s(model, tmp_path):
+def test_isa_program_equals_golden_on_the_ulx3s(model, mode, tmp_path):
     from fpganet.boards.ulx3s import DEFAULT_CONFIG
     from fpganet.codegen import run_isa
 
-    net = compile_model(SHARED / MODELS[model], out_dir=tmp_path / "OUT", config=DEFAULT_CONFIG)
+    config = DEFAULT_CONFIG.replace(requant_mode=mode)
+    net = compile_model(SHARED / MODELS[model], out_dir=tmp_path / "OUT", config=config)
     x, _ = mlperf_tiny(model, "test")
     q_in = net.quantize_input(x[:2])
-    isa, _ = run_isa(net, q_in, config=DEFAULT_CONFIG)
+    isa, _ = run_isa(net, q_in, config=config)
     np.testing.assert_array_equal(isa.reshape(2, -1),
                                   run_golden(net, q_in).reshape(2, -1))
 

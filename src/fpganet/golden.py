@@ -8,6 +8,10 @@ For each :class:`~fpganet.qnet.QConv`::
     acc[m, n] = bias[m] + sum_k weight[m, k] * x[k, n]        (exact, |acc| < 2**31)
     y[m, n]   = clamp(zp_out + ((acc * mult[m] + (1 << (shift[m] - 1))) >> shift[m]), lo, hi)
 
+in the ``fpganet`` requantization mode; in the ``tflite`` mode the rescale is TFLite's
+``MultiplyByQuantizedMultiplier`` (:func:`~fpganet.quantize.fixed_point.multiply_tflite`),
+the network's ``config.requant_mode`` says which.
+
 where ``x`` is the im2col matrix of the input padded with ``zp_in`` (grouped
 and depthwise convolutions: each output channel's own group of input channels).
 Max pooling works on int8 (padding never wins); reshapes keep NCHW order. A
@@ -29,8 +33,8 @@ when its bound is below 2**24. The bias is then added in int64.
 import numpy as np
 
 from .ops import avgpool, grouped_matmul, im2col, maxpool
-from .qnet import NETWORK_INPUT, QAdd, QAvgPool, QConv, QMaxPool, QReshape, rescale
-from .quantize.fixed_point import requantize
+from .qnet import NETWORK_INPUT, QAdd, QAvgPool, QConv, QMaxPool, QReshape
+from .quantize.fixed_point import requantize_mode, rescale_mode
 
 __all__ = ["run_golden", "run_layer", "accumulate", "layer_macs", "backend", "DEFAULT_CHUNK"]
 
@@ -68,12 +72,14 @@ def accumulate(layer, q):
     return acc.transpose(0, 2, 1).reshape(n, m, ho, wo)
 
 
-def run_layer(layer, q, *others):
-    """One integer layer on an int8 batch [N, C, H, W] (a QAdd: two); returns int8 [N, *out_shape]."""
+def run_layer(layer, q, *others, mode="fpganet"):
+    """One integer layer on an int8 batch [N, C, H, W] (a QAdd: two); returns int8 [N, *out_shape].
+    ``mode``: the requantization mode (the network's ``config.requant_mode``)."""
     if isinstance(layer, QConv):
         acc = accumulate(layer, q)
         n, m = acc.shape[:2]
-        y = requantize(acc.reshape(n, m, -1), layer.mult, layer.shift, layer.zp_out, layer.lo, layer.hi)
+        y = requantize_mode(acc.reshape(n, m, -1), layer.mult, layer.shift, layer.zp_out,
+                            layer.lo, layer.hi, mode, layer.single_rounding)
         return y.reshape(n, *layer.out_shape)
     if isinstance(layer, QMaxPool):
         # int8 minimum as padding equals -inf: every window holds a real element (pads < kernel).
@@ -83,12 +89,13 @@ def run_layer(layer, q, *others):
     if isinstance(layer, QAdd):
         acc = (layer.w_a * (q.astype(np.int64) - layer.zp_a)
                + layer.w_b * (others[0].astype(np.int64) - layer.zp_b))
-        y = layer.zp_out + rescale(acc, layer.mult, layer.shift)
+        y = layer.zp_out + rescale_mode(acc, layer.mult, layer.shift, mode)
         return np.clip(y, layer.lo, layer.hi).astype(np.int8)
     if isinstance(layer, QAvgPool):
         # Padding holds zp_in: it adds nothing to the sum of offset codes and counts in the divisor.
         acc = avgpool(q.astype(np.int64) - layer.zp_in, layer.kernel, layer.stride, layer.pads)
-        y = layer.zp_out + rescale(acc, layer.mult, layer.shift)
+        acc = acc + (layer.zp_in * layer.count + layer.bias)      # the sum of q with sum_codes
+        y = layer.requant_zp + rescale_mode(acc, layer.mult, layer.shift, mode, layer.sum_codes)
         return np.clip(y, layer.lo, layer.hi).astype(np.int8)
     raise TypeError(f"unknown layer {layer!r}")
 
@@ -129,7 +136,8 @@ def run_golden(net, q_in, layer_outputs=False, chunk=DEFAULT_CHUNK):
         y = q_in[start:start + chunk]
         values = {NETWORK_INPUT: y}
         for index, layer in enumerate(net.layers):
-            y = run_layer(layer, *(values[source] for source in sources[index]))
+            y = run_layer(layer, *(values[source] for source in sources[index]),
+                          mode=net.config.requant_mode)
             values[index] = y
             for source in set(sources[index]):   # free what no later layer reads
                 if last_use.get(source) == index:

@@ -130,7 +130,7 @@ class Reg(enum.IntEnum):
     W_BASE = 19        # weight word of beat 0 of group 0
     W_GSTEP = 20       # weight words per group (conv: K)
     P_BASE = 21        # parameter entry of output channel 0
-    QUANT = 22         # [7:0] zp_out, [15:8] lo, [23:16] hi, each a signed byte
+    QUANT = 22         # [7:0] zp_out, [15:8] lo, [23:16] hi, signed bytes; [24] round once (tflite)
     # Region instructions (FILL, INPUT, OUTPUT): a 3-D pattern.
     IO_BASE = 23
     IO_CHANNELS = 24

@@ -13,6 +13,7 @@ import numpy as np
 
 from fpganet.config import AcceleratorConfig
 from fpganet.isa import STAMP_BYTES, Opcode, Reg, decode, register_overflow, unpack_param
+from fpganet.quantize.fixed_point import multiply_tflite
 
 __all__ = ["Machine", "IsaError", "engine_lanes", "engine_read_addresses", "region_addresses"]
 
@@ -144,6 +145,10 @@ class Machine:
         value = self.regs[Reg.QUANT]
         return _signed8(value), _signed8(value >> 8), _signed8(value >> 16)
 
+    def _single_rounding(self):
+        """QUANT's bit 24, kept only in the ``tflite`` requantization mode."""
+        return self.config.requant_mode == "tflite" and bool(self.regs[Reg.QUANT] >> 24 & 1)
+
     def _check_disjoint(self, reads, writes, what):
         if np.intersect1d(reads, writes).size:
             raise IsaError(f"{what} writes activation bytes it also reads")
@@ -184,10 +189,14 @@ class Machine:
             if not live.any():
                 continue                # a group past M: its reads and sums change nothing
             entries = self.params[(regs[Reg.P_BASE] + channels[live]) % len(self.params)]
-            bias, mult, shift = (np.array(field, dtype=np.int64) for field in zip(*map(unpack_param, entries)))
-            acc = acc[:, live, :] + bias[None, :, None]
-            y = zp_out + ((acc * mult[None, :, None] + (1 << (shift - 1))[None, :, None])
-                          >> shift[None, :, None])
+            mode = self.config.requant_mode
+            bias, mult, shift = (np.array(field, dtype=np.int64)[None, :, None] for field in
+                                 zip(*(unpack_param(entry, mode) for entry in entries)))
+            acc = acc[:, live, :] + bias
+            if mode == "tflite":
+                y = zp_out + multiply_tflite(acc, mult, shift, self._single_rounding())
+            else:
+                y = zp_out + ((acc * mult + (1 << (shift - 1))) >> shift)
             y = np.clip(y, lo, hi).astype(np.int8)
             out_base = regs[Reg.OUT_BASE] + group * regs[Reg.OUT_GSTEP]
             out_off = np.stack([engine_lanes(regs, t)[2] for t in range(tiles)])       # [T, L]

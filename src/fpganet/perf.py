@@ -44,7 +44,7 @@ cycles the front end has been stalled so far::
     A_t = max(P_t, X_{t-1} + 1);   D += A_t - P_t
     X_t = A_t + LAT + W_t - 1
     E_{t+1} = E_t + max(B_t, LANES + 1)
-    cycles = X_last + requant_latency (4 or 5) + 1
+    cycles = X_last + requant_latency (4, 5 or 6) + 1
 
 For a conv layer whose reads and writes are conflict-free this is, per tile,
 ``max(K, LANES + 1, LAT + rows * LANES / requant_lanes)`` cycles: LeNet-5's conv1

@@ -29,6 +29,7 @@ import numpy as np
 from .config import AcceleratorConfig, ConfigError
 from .errors import FpganetError, FpganetWarning
 from .files import verify_directory
+from .isa import param_ranges
 
 __all__ = ["QConv", "QMaxPool", "QReshape", "QAdd", "QAvgPool", "QNetwork", "load_network",
            "quantize_input", "MULT_BITS", "MULT_MIN", "MULT_MAX", "SHIFT_MIN", "SHIFT_MAX",
@@ -96,6 +97,9 @@ class QConv:
         the ``C / groups`` input channels of its group; weight [M, C / groups, kh, kw].
     inputs : tuple of int or None
         The layer it reads (None: the layer before it).
+    single_rounding : bool
+        ``tflite`` requantization only: TFLite's single-rounding multiply (LiteRT's
+        FULLY_CONNECTED) instead of its double rounding (its convolutions).
     """
 
     name: str
@@ -119,6 +123,7 @@ class QConv:
     s_w: np.ndarray
     groups: int = 1
     inputs: tuple = None
+    single_rounding: bool = False
 
     type = "conv"
 
@@ -152,8 +157,9 @@ class QConv:
         """``(s_out, zp_out)`` of the output feature map."""
         return self.s_out, self.zp_out
 
-    def validate(self, acc_width=32):
-        """Check shapes, ranges and the no-overflow rule; raise FpganetError naming the layer."""
+    def validate(self, acc_width=32, mode="fpganet"):
+        """Check shapes, ranges and the no-overflow rule for requantization mode ``mode``; raise
+        FpganetError naming the layer."""
         def fail(message):
             raise FpganetError(f"layer '{self.name}': {message}")
 
@@ -170,10 +176,13 @@ class QConv:
                 fail(f"{name} has shape {list(getattr(self, name).shape)}, expected [{m}]")
         if self.weight.min(initial=0) < -127:
             fail("weights must lie in -127..127 (symmetric)")
-        if np.any(self.mult < MULT_MIN) or np.any(self.mult > MULT_MAX):
-            fail(f"multipliers must lie in [{MULT_MIN}, {MULT_MAX}]")
-        if np.any(self.shift < SHIFT_MIN) or np.any(self.shift > SHIFT_MAX):
-            fail(f"shifts must lie in [{SHIFT_MIN}, {SHIFT_MAX}]")
+        ranges = param_ranges(mode)
+        for name in ("mult", "shift", "bias"):
+            lo, hi = ranges[name]
+            values = getattr(self, name)
+            if np.any(values < lo) or np.any(values > hi):
+                fail(f"{name} must lie in [{lo}, {hi}] ({mode} requantization), not "
+                     f"{int(values.min())}..{int(values.max())}")
         for name in ("zp_in", "zp_out", "lo", "hi"):
             if not INT8_MIN <= getattr(self, name) <= INT8_MAX:
                 fail(f"{name} {getattr(self, name)} is outside -128..127")
@@ -188,6 +197,10 @@ class QConv:
             channel = int(self.acc_bound.argmax())
             fail(f"output channel {channel} can reach |acc| = {bound} >= 2**{acc_width - 1}; the "
                  f"{acc_width}-bit accumulator could overflow (|bias| + 128 * sum |w| too large)")
+        if not self.single_rounding:
+            _check_left_shift(self, self.acc_bound, self.shift, mode)
+        if self.single_rounding and mode != "tflite":
+            fail(f"single rounding is a tflite requantization; this network is {mode}")
 
 
 def _check_window(layer):
@@ -220,7 +233,7 @@ class QMaxPool:
     def scale(self):
         return self.s, self.zp
 
-    def validate(self, acc_width=32):
+    def validate(self, acc_width=32, mode="fpganet"):
         _check_window(self)
         if any(p >= k for p, k in zip(self.pads, self.kernel + self.kernel)):
             raise FpganetError(f"layer '{self.name}': pads {list(self.pads)} must be smaller than the kernel")
@@ -244,10 +257,23 @@ class QReshape:
     def scale(self):
         return self.s, self.zp
 
-    def validate(self, acc_width=32):
+    def validate(self, acc_width=32, mode="fpganet"):
         if int(np.prod(self.in_shape)) != int(np.prod(self.out_shape)):
             raise FpganetError(f"layer '{self.name}': reshape {list(self.in_shape)} -> "
                                f"{list(self.out_shape)} changes the number of elements")
+
+
+#: The manifest's statement of the requantization, per mode.
+REQUANTIZE_TEXT = {
+    "fpganet": "y = clamp(zp_out + ((acc * mult[m] + (1 << (shift[m] - 1))) >> shift[m]), lo, hi)",
+    "tflite": "y = clamp(zp_out + MultiplyByQuantizedMultiplier(acc, mult[m], shift[m]), lo, hi) "
+              "(TFLite: RoundingDivideByPOT(SaturatingRoundingDoublingHighMul(acc << max(shift, 0), "
+              "mult), max(-shift, 0)))",
+}
+RESCALE_TEXT = {
+    "fpganet": "rescale(x, m, s) = (x * m + (1 << (s - 1))) >> s",
+    "tflite": "rescale(x, m, s) = MultiplyByQuantizedMultiplier(x, m, s) as TFLite",
+}
 
 
 def rescale(x, mult, shift):
@@ -257,10 +283,31 @@ def rescale(x, mult, shift):
                           np.int64(shift))
 
 
-def _check_multiplier(layer, label, mult, shift):
-    if not (MULT_MIN <= int(mult) <= MULT_MAX and SHIFT_MIN <= int(shift) <= SHIFT_MAX):
+def _check_multiplier(layer, label, mult, shift, mode, bias=0, acc_bound=0):
+    """One requantization's ``(mult, shift)`` and ``bias`` are in mode ``mode``'s parameter
+    entry, and a ``tflite`` left shift keeps ``acc_bound`` in int32."""
+    ranges = param_ranges(mode)
+    (mult_lo, mult_hi), (shift_lo, shift_hi) = ranges["mult"], ranges["shift"]
+    if not (mult_lo <= int(mult) <= mult_hi and shift_lo <= int(shift) <= shift_hi):
         raise FpganetError(f"layer '{layer.name}': {label} ({mult}, {shift}) is outside "
-                           f"[{MULT_MIN}, {MULT_MAX}] x [{SHIFT_MIN}, {SHIFT_MAX}]")
+                           f"[{mult_lo}, {mult_hi}] x [{shift_lo}, {shift_hi}] ({mode} "
+                           f"requantization)")
+    lo, hi = ranges["bias"]
+    if not lo <= int(bias) <= hi:
+        raise FpganetError(f"layer '{layer.name}': bias {bias} is outside [{lo}, {hi}] ({mode} "
+                           f"requantization)")
+    _check_left_shift(layer, np.array([acc_bound]), np.array([shift]), mode)
+
+
+def _check_left_shift(layer, acc_bound, shift, mode):
+    """TFLite shifts the accumulator left by a positive ``shift`` in int32: it must stay there."""
+    if mode != "tflite":
+        return
+    shifted = acc_bound.astype(np.int64) << np.maximum(shift, 0).astype(np.int64)
+    if np.any(shifted >= 1 << 31):
+        channel = int(np.argmax(shifted))
+        raise FpganetError(f"layer '{layer.name}': output channel {channel}'s accumulator shifted "
+                           f"left by {int(shift[channel])} could leave int32")
 
 
 def _check_clamp(layer, names):
@@ -307,6 +354,7 @@ class QAdd:
 
     type = "add"
     macs = 0        # the network's MACs are its convolutions' and dense layers', as is usual
+    single_rounding = False
 
     @property
     def out_shape(self):
@@ -321,13 +369,14 @@ class QAdd:
     def scale(self):
         return self.s_out, self.zp_out
 
-    def validate(self, acc_width=32):
+    def validate(self, acc_width=32, mode="fpganet"):
         _check_clamp(self, ("zp_a", "zp_b", "zp_out", "lo", "hi"))
         for label in ("w_a", "w_b"):
             if not 1 <= getattr(self, label) <= ADD_WEIGHT_MAX:
                 raise FpganetError(f"layer '{self.name}': input weight {label} "
                                    f"{getattr(self, label)} is outside 1..{ADD_WEIGHT_MAX}")
-        _check_multiplier(self, "multiplier", self.mult, self.shift)
+        _check_multiplier(self, "multiplier", self.mult, self.shift, mode, self.bias,
+                          abs(self.bias) + 128 * (self.w_a + self.w_b))
 
 
 @dataclass
@@ -338,6 +387,13 @@ class QAvgPool:
     adds 0 and still counts in the divisor), then
     ``y = clamp(zp_out + ((acc * mult + (1 << (shift - 1))) >> shift), lo, hi)`` with
     ``mult * 2**-shift ~ s_in / (s_out * kh * kw)``.
+
+    With ``sum_codes`` (TFLite's AVERAGE_POOL_2D, whose input and output share scale and zero
+    point; ``tflite`` requantization only) the sum is of the codes themselves, no zero point is
+    added back and the multiply rounds once: ``acc = sum over the window of q``,
+    ``y = clamp(multiply_tflite(acc, mult, shift, single=True), lo, hi)``, with a multiplier
+    a little above ``1 / (kh kw)`` that makes it TFLite's division rounding half away from
+    zero (:func:`~fpganet.quantize.fixed_point.average_multiplier`).
     """
 
     name: str
@@ -356,6 +412,7 @@ class QAvgPool:
     s_in: float
     s_out: float
     inputs: tuple = None
+    sum_codes: bool = False
 
     type = "avgpool"
     macs = 0
@@ -364,10 +421,35 @@ class QAvgPool:
     def scale(self):
         return self.s_out, self.zp_out
 
-    def validate(self, acc_width=32):
+    @property
+    def count(self):
+        """Elements of one window."""
+        return self.kernel[0] * self.kernel[1]
+
+    @property
+    def bias(self):
+        """What the accelerator adds to its window sum of the codes: ``-zp_in * kh * kw``
+        (the sum of ``q - zp_in``), or 0 with :attr:`sum_codes`."""
+        return 0 if self.sum_codes else -self.zp_in * self.count
+
+    @property
+    def requant_zp(self):
+        """The zero point the requantizer adds: ``zp_out``, or 0 with :attr:`sum_codes`."""
+        return 0 if self.sum_codes else self.zp_out
+
+    @property
+    def single_rounding(self):
+        """:attr:`sum_codes` divides with the ``tflite`` single-rounding multiply."""
+        return self.sum_codes
+
+    def validate(self, acc_width=32, mode="fpganet"):
         _check_window(self)
         _check_clamp(self, ("zp_in", "zp_out", "lo", "hi"))
-        _check_multiplier(self, "multiplier", self.mult, self.shift)
+        _check_multiplier(self, "multiplier", self.mult, self.shift, mode, self.bias,
+                          0 if self.sum_codes else 255 * self.count)
+        if self.sum_codes and mode != "tflite":
+            raise FpganetError(f"layer '{self.name}': the sum of the codes is a tflite "
+                               f"requantization; this network is {mode}")
         if 255 * self.kernel[0] * self.kernel[1] >= 1 << (acc_width - 1):
             raise FpganetError(f"layer '{self.name}': a {self.kernel[0]}x{self.kernel[1]} window "
                                f"sum could overflow the {acc_width}-bit accumulator")
@@ -570,7 +652,7 @@ class QNetwork:
                 if layer_zp != zp:
                     raise FpganetError(f"layer '{layer.name}' expects input zero point {layer_zp}, "
                                        f"{what} gives {zp}")
-            layer.validate(self.config.acc_width)
+            layer.validate(self.config.acc_width, self.config.requant_mode)
             shape = tuple(layer.out_shape)
             zp = output_zero_point(layer)
         if int(np.prod(shape)) != int(np.prod(self.output_shape)) or zp != self.output_zp:
@@ -598,8 +680,12 @@ class QNetwork:
                              s_w=[float(v) for v in layer.s_w], mult=layer.mult.tolist(),
                              shift=layer.shift.tolist(),
                              arrays={name: f"{index:02d}.{name}" for name in _ARRAY_FIELDS})
+                if layer.single_rounding:
+                    entry["single_rounding"] = True
             elif isinstance(layer, (QAdd, QAvgPool)):
                 entry.update({name: _plain(getattr(layer, name)) for name in _SCALAR_FIELDS[layer.type]})
+                if getattr(layer, "sum_codes", False):
+                    entry["sum_codes"] = True       # the other pools' manifests stay as they were
             else:
                 entry.update(zp=layer.zp, s=float(layer.s))
                 if isinstance(layer, QMaxPool):
@@ -611,19 +697,23 @@ class QNetwork:
             "weights": "int8 symmetric per output channel, -127..127, zero point 0",
             "activations": "int8 asymmetric per tensor (scale, zero point), TFLite convention",
             "bias": "int32 = round(b / (s_in * s_w[m])) - zp_in * sum_k w[m, k]",
-            "requantize": "y = clamp(zp_out + ((acc * mult[m] + (1 << (shift[m] - 1))) >> shift[m]), lo, hi)",
+            "requantize": REQUANTIZE_TEXT[self.config.requant_mode],
             "input": "q = clamp(round_half_to_even(x / input.scale) + input.zero_point, -128, 127)",
             "output": "logits = output.scale * (q - output.zero_point)",
             "document": "docs/numerics.md",
         }
         # Only networks that have them say so: a chain's manifest stays as it was.
         types = {layer.type for layer in self.layers}
+        rescale_text = RESCALE_TEXT[self.config.requant_mode]
         if "add" in types:
             numerics["add"] = ("y = clamp(zp_out + rescale(w_a * (q_a - zp_a) + w_b * (q_b - zp_b), "
-                               "mult, shift), lo, hi); rescale(x, m, s) = (x * m + (1 << (s - 1))) >> s")
+                               f"mult, shift), lo, hi); {rescale_text}")
         if "avgpool" in types:
             numerics["avgpool"] = ("y = clamp(zp_out + rescale(sum over the window of (q - zp_in), "
                                    "mult, shift), lo, hi)")
+            if any(getattr(layer, "sum_codes", False) for layer in self.layers):
+                numerics["avgpool_sum_codes"] = ("y = clamp(rescale(sum over the window of q, mult, "
+                                                 f"shift), lo, hi); {rescale_text}")
         if any(getattr(layer, "groups", 1) != 1 for layer in self.layers):
             numerics["groups"] = "output channel m reads only the input channels of its group"
         from . import __version__
@@ -759,6 +849,7 @@ def _layer_from_manifest(entry, arrays, arrays_path):
         shapes = dict(in_shape=tuple(entry["in_shape"]))
         if kind == "avgpool":
             shapes["out_shape"] = tuple(entry["out_shape"])
+            fields["sum_codes"] = bool(entry.get("sum_codes", False))
         return _LAYER_TYPES[kind](name=entry["name"], inputs=inputs, **shapes, **fields)
     common = dict(name=entry["name"], in_shape=tuple(entry["in_shape"]),
                   out_shape=tuple(entry["out_shape"]), inputs=inputs)
@@ -776,4 +867,5 @@ def _layer_from_manifest(entry, arrays, arrays_path):
                  pads=tuple(entry["pads"]), zp_in=int(entry["zp_in"]), zp_out=int(entry["zp_out"]),
                  lo=int(entry["lo"]), hi=int(entry["hi"]), relu=bool(entry["relu"]),
                  s_in=float(entry["s_in"]), s_out=float(entry["s_out"]),
-                 groups=int(entry.get("groups", 1)), **values, **common)
+                 groups=int(entry.get("groups", 1)),
+                 single_rounding=bool(entry.get("single_rounding", False)), **values, **common)

@@ -14,6 +14,7 @@ Command line (``make fuzz``): ``fpganet fuzz --cases 500 --seed 1 [--arrays 2x8,
 (:func:`fuzz_isa`).
 """
 
+import dataclasses
 import sys
 import time
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ import numpy as np
 from ..config import AcceleratorConfig
 from ..errors import FpganetError
 from ..golden import run_golden
+from ..quantize.fixed_point import average_multiplier
 from ..qnet import (NETWORK_INPUT, QAdd, QAvgPool, QConv, QMaxPool, QNetwork, QReshape,
                     output_zero_point)
 from .images import build_images
@@ -129,6 +131,33 @@ def _pool(rng, name, shape, zp):
     return None
 
 
+def _in_requant_mode(rng, layers, mode):
+    """``layers`` (drawn with ``fpganet`` multipliers) with their multipliers in requantization
+    mode ``mode``. ``tflite``: each ``mult * 2**-shift`` becomes TFLite's 31-bit ``M`` with 16
+    random bits below and the matching exponent (a right shift), some convolutions round once,
+    and some average pools take TFLite's form (the codes' sum divided by the window's size).
+    ``fpganet`` draws nothing, so its networks stay as they were."""
+    if mode != "tflite":
+        return layers
+    converted = []
+    for layer in layers:
+        if isinstance(layer, (QConv, QAdd, QAvgPool)):
+            mult = np.asarray(layer.mult, dtype=np.int64)
+            low = rng.integers(0, 1 << 16, mult.shape)
+            tflite_mult = (mult << 16 | low).astype(np.int32)
+            tflite_shift = np.minimum(15 - np.asarray(layer.shift, dtype=np.int64), 0).astype(np.int32)
+            if isinstance(layer, QConv):
+                layer = dataclasses.replace(layer, mult=tflite_mult, shift=tflite_shift,
+                                            single_rounding=bool(rng.random() < 0.5))
+            elif isinstance(layer, QAvgPool) and rng.random() < 0.5:
+                mult, shift = average_multiplier(layer.count)
+                layer = dataclasses.replace(layer, mult=mult, shift=shift, sum_codes=True)
+            else:
+                layer = dataclasses.replace(layer, mult=int(tflite_mult), shift=int(tflite_shift))
+        converted.append(layer)
+    return converted
+
+
 def _reshaped(rng, shape):
     """Another (C, H, W) with the same number of elements."""
     c, h, w = shape
@@ -177,6 +206,7 @@ def random_network(rng, config=None):
         output_shape = shape
         if rng.random() < 0.3:
             output_shape = (int(np.prod(shape)),)
+    layers = _in_requant_mode(rng, layers, config.requant_mode)
     net = QNetwork(layers=layers, input_name="x", input_shape=input_shape, input_scale=0.05,
                    input_zp=input_zp, output_name="y", output_shape=output_shape, output_scale=0.05,
                    output_zp=zp, config=config)
@@ -251,6 +281,7 @@ def random_graph_network(rng, config=None):
         add_layer(_conv(rng, "dense", shape, zp, kind="dense", m=int(rng.integers(1, 12)),
                         inputs=(source,)))
     source, shape, zp = current
+    layers = _in_requant_mode(rng, layers, config.requant_mode)
     net = QNetwork(layers=layers, input_name="x", input_shape=input_shape, input_scale=0.05,
                    input_zp=input_zp, output_name="y", output_shape=shape, output_scale=0.05,
                    output_zp=zp, config=config)
@@ -282,10 +313,13 @@ class FuzzCase:
 
 def random_case(seed, index, arrays=ARRAYS, graph=False):
     """Case ``index`` of the stream ``seed``: network, configuration, inputs; ``graph``: a DAG
-    (:func:`random_graph_network`) instead of a chain (:func:`random_network`)."""
+    (:func:`random_graph_network`) instead of a chain (:func:`random_network`). Every third
+    case (``index % 3 == 2``) is in the ``tflite`` requantization mode."""
     rng = np.random.default_rng([seed, index])
     array = arrays[index % len(arrays)]
     config = AcceleratorConfig.parse_array(array, requant_lanes=1)
+    if index % 3 == 2:
+        config = config.replace(requant_mode="tflite")
     if rng.random() < 0.3 and config.cols > 1:
         lanes = [d for d in range(1, config.cols + 1) if config.cols % d == 0]
         config = config.replace(requant_lanes=int(rng.choice(lanes)))

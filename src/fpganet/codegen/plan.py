@@ -822,7 +822,7 @@ def plan_network(net, config=None, explore=False, batch=1):
         raise FpganetError(f"the back end generates int8 programs; the {config.name} configuration "
                            f"has {config.operand_width}-bit operands (--operand-width)")
     for layer in net.conv_layers:
-        layer.validate(config.acc_width)     # the no-overflow rule for this accumulator
+        layer.validate(config.acc_width, config.requant_mode)   # the no-overflow rule, the ranges
     if not 1 <= batch <= config.cols:
         raise FpganetError(f"--batch {batch}: must be 1..{config.cols} (one image per array "
                            f"column; the {config.name} configuration has {config.cols})")

@@ -38,9 +38,10 @@ COUNT_REGS = frozenset({Reg.K_C, Reg.K_H, Reg.K_W, Reg.OUT_W, Reg.NPIX, Reg.TILE
                         Reg.M, Reg.IO_CHANNELS, Reg.IO_ROWS, Reg.IO_LEN})
 
 
-def quant_word(zp_out, lo, hi):
-    """The QUANT register: ``[7:0] zp_out, [15:8] lo, [23:16] hi``, each a signed byte."""
-    return (zp_out & 0xFF) | (lo & 0xFF) << 8 | (hi & 0xFF) << 16
+def quant_word(zp_out, lo, hi, single=False):
+    """The QUANT register: ``[7:0] zp_out, [15:8] lo, [23:16] hi``, each a signed byte, and
+    ``[24]`` the ``tflite`` requantization's single rounding."""
+    return (zp_out & 0xFF) | (lo & 0xFF) << 8 | (hi & 0xFF) << 16 | int(single) << 24
 
 
 class Emitter:
@@ -184,7 +185,8 @@ def _engine(emit, step, config, image=0):
                      Reg.OUT_CSTRIDE: dst.cstride, Reg.OUT_GSTEP: config.rows * dst.cstride,
                      Reg.W_BASE: step.w_base, Reg.W_GSTEP: 0 if step.shares_weights else step.k,
                      Reg.P_BASE: step.p_base,
-                     Reg.QUANT: quant_word(layer.zp_out, layer.lo, layer.hi)})
+                     Reg.QUANT: quant_word(getattr(layer, "requant_zp", layer.zp_out), layer.lo,
+                                           layer.hi, layer.single_rounding)})
         opcode = Opcode.CONV
     else:
         del regs[Reg.IN_CSTRIDE]       # K_C = 1: POOL never uses it
@@ -320,7 +322,8 @@ def weight_image(plan):
 
 def param_image(plan):
     """uint64 parameter entries: per layer, per output channel, ``pack_param(bias, mult, shift)``
-    (an add's and an average pool's are the same for every channel)."""
+    in the configuration's requantization mode (an add's and an average pool's are the same
+    for every channel)."""
     image = np.zeros(plan.param_entries, dtype=np.uint64)
     for step in plan.steps:
         entries = step.param_entries()
@@ -330,10 +333,9 @@ def param_image(plan):
         if isinstance(layer, QConv):
             bias, mult, shift = layer.bias, layer.mult, layer.shift
         else:
-            # The zero points folded in: an average pool sums q, not q - zp_in.
-            constant = layer.bias if isinstance(layer, QAdd) else \
-                -layer.zp_in * layer.kernel[0] * layer.kernel[1]
-            bias, mult, shift = ([value] * entries for value in (constant, layer.mult, layer.shift))
+            # The zero points folded in: the array sums the codes q, not q - zp.
+            bias, mult, shift = ([value] * entries for value in (layer.bias, layer.mult, layer.shift))
+        mode = plan.config.requant_mode
         image[step.p_base:step.p_base + entries] = [
-            pack_param(int(b), int(m), int(s)) for b, m, s in zip(bias, mult, shift)]
+            pack_param(int(b), int(m), int(s), mode) for b, m, s in zip(bias, mult, shift)]
     return image

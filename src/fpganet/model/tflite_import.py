@@ -23,12 +23,14 @@ per-channel activation scale, a -128 weight code, ...) is refused in one line na
 op or tensor; a file that is not a readable TFLite flatbuffer in one line naming the file.
 """
 
+import dataclasses
 import os
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import FpganetError, one_line
+from ..quantize.fixed_point import average_multiplier
 from .ir import Add, AvgPool
 
 __all__ = ["load_tflite", "is_tflite", "TFLITE_OPS"]
@@ -545,11 +547,16 @@ class _Importer:
                                f"{list(bias.shape)}, expected [{m}]")
         row_sums = weight.reshape(m, -1).astype(np.int64).sum(axis=1)
         bias64 = bias.astype(np.int64) - value.zp * row_sums
+        mode = self.config.requant_mode
+        # LiteRT's reference FULLY_CONNECTED rounds once, its convolutions twice.
+        single = kind == "dense" and mode == "tflite"
+        mult, shift = channel_multipliers(value.scale, s_w, s_out, name, mode)
+        if mode == "tflite":
+            weight, bias64, mult, shift = constant_channels(weight, bias64, mult, shift, single)
         if np.any(np.abs(bias64) >= 1 << 31):
             channel = int(np.argmax(np.abs(bias64)))
             raise FpganetError(f"{self.label(op)}: the bias of output channel {channel} with the "
                                f"input zero point folded in, {int(bias64[channel])}, is not int32")
-        mult, shift = channel_multipliers(value.scale, s_w, s_out, name)
         activation = self.activation(op)
         lo, hi = _clamp(activation, s_out, zp_out)
         layer = QConv(name=name, kind=kind, in_shape=tuple(value.chw), out_shape=tuple(out_chw),
@@ -557,8 +564,9 @@ class _Importer:
                       zp_in=int(value.zp), zp_out=int(zp_out), lo=lo, hi=hi,
                       relu=activation is not None, weight=weight.astype(np.int8),
                       bias=bias64.astype(np.int32), mult=mult, shift=shift, s_in=value.scale,
-                      s_out=s_out, s_w=s_w.astype(np.float32), groups=int(groups))
-        layer.validate(self.config.acc_width)   # the no-overflow rule, naming the layer
+                      s_out=s_out, s_w=s_w.astype(np.float32), groups=int(groups),
+                      single_rounding=single)
+        layer.validate(self.config.acc_width, self.config.requant_mode)   # naming the layer
         self.emit(layer, op, (value.layer,), tensor.index)
 
     def _op_ADD(self, op, output_index):
@@ -575,7 +583,8 @@ class _Importer:
         activation = self.activation(op)
         layer = quantize_add(Add(name=tensor.name, in_shape=out_chw, relu=activation is not None,
                                  clip_max=6.0 if activation == "RELU6" else None),
-                             (a.scale, a.zp), (b.scale, b.zp), (s_out, zp_out))
+                             (a.scale, a.zp), (b.scale, b.zp), (s_out, zp_out),
+                             self.config.requant_mode)
         self.emit(layer, op, (a.layer, b.layer), tensor.index)
 
     def _op_AVERAGE_POOL_2D(self, op, output_index):
@@ -590,11 +599,16 @@ class _Importer:
                                f"the padding out of the average, fpganet counts it: only windows "
                                f"without padding are supported")
         activation = self.activation(op)
-        layer = quantize_avgpool(AvgPool(name=tensor.name, kernel=tuple(kernel), stride=stride,
-                                         pads=pads, in_shape=value.chw, out_shape=out_chw,
-                                         relu=activation is not None,
-                                         clip_max=6.0 if activation == "RELU6" else None),
-                                 value.scale, value.zp, s_out, zp_out)
+        pool = AvgPool(name=tensor.name, kernel=tuple(kernel), stride=stride, pads=pads,
+                       in_shape=value.chw, out_shape=out_chw, relu=activation is not None,
+                       clip_max=6.0 if activation == "RELU6" else None)
+        mode = self.config.requant_mode
+        layer = quantize_avgpool(pool, value.scale, value.zp, s_out, zp_out, mode)
+        if mode == "tflite" and (value.scale, value.zp) == (s_out, zp_out):
+            # LiteRT's own arithmetic: the codes' sum divided by the count, rounded half away
+            # from zero, which one rounding by a multiplier just above 1 / count gives.
+            mult, shift = average_multiplier(layer.count)
+            layer = dataclasses.replace(layer, sum_codes=True, mult=mult, shift=shift)
         self.emit(layer, op, (value.layer,), tensor.index)
 
     def _op_MAX_POOL_2D(self, op, output_index):
@@ -621,6 +635,31 @@ def _clamp(activation, s_out, zp_out):
     from ..quantize.quantizer import clamp_codes
 
     return clamp_codes(activation is not None, 6.0 if activation == "RELU6" else None, s_out, zp_out)
+
+
+def constant_channels(weight, bias, mult, shift, single):
+    """A layer's channels whose output does not depend on its input, in the ``tflite``
+    requantization mode's parameter entry, with the same outputs.
+
+    A channel TFLite gives the multiplier 0 (its real multiplier is below 2**-32) outputs its
+    zero point: weights and bias become 0, the multiplier 2**30. A channel whose weights are all
+    zero outputs the constant ``multiply_tflite(bias, M, shift)`` (converters leave such
+    channels, a folded batch norm's, with biases near 2**30): the bias becomes that constant
+    (bounded to +-1024, where the clamp decides alike) and ``M = 2**31 - 1``, ``shift`` 0,
+    which return it unchanged with either rounding. Neither fits the entry as it came (``M``
+    in [2**30, 2**31), a 28-bit bias).
+    """
+    from ..quantize.fixed_point import multiply_tflite
+
+    weight, bias = weight.copy(), bias.copy()
+    mult, shift = mult.copy(), shift.copy()
+    silent = mult == 0
+    weight[silent], bias[silent], mult[silent], shift[silent] = 0, 0, 1 << 30, 0
+    flat = ~weight.reshape(len(weight), -1).any(axis=1) & ~silent
+    value = multiply_tflite(bias[flat], mult[flat], shift[flat], single)
+    bias[flat] = np.clip(value, -1024, 1024)
+    mult[flat], shift[flat] = (1 << 31) - 1, 0
+    return weight, bias, mult, shift
 
 
 def load_tflite(path, config=None, source=None):

@@ -9,7 +9,7 @@ from ..qnet import MULT_BITS, MULT_MAX, MULT_MIN, SHIFT_MAX, SHIFT_MIN
 
 __all__ = ["activation_qparams", "weight_qparams", "quantize_multiplier", "requantize",
            "quantize_multiplier_tflite", "multiply_tflite", "requantize_tflite", "rescale_mode",
-           "requantize_mode", "NEGLIGIBLE_WEIGHT"]
+           "requantize_mode", "multiplier_for", "average_multiplier", "NEGLIGIBLE_WEIGHT"]
 
 #: A weight channel whose largest magnitude is below this fraction of the layer's largest is
 #: quantized as zero (float32 keeps 24 bits: such a channel adds nothing a float32 sum keeps).
@@ -142,13 +142,12 @@ def quantize_multiplier_tflite(real, layer_name):
 
     The same steps as TFLite (``frexp``, the fraction times 2**31 rounded half away from zero,
     renormalized at 2**31), so that a multiplier LiteRT derives from a model's scales comes out
-    equal. TFLite turns a multiplier below 2**-32 into zero, which :func:`multiply_tflite`
-    would take as ``M = 0``; the ``tflite`` parameter entry has no such value, so it is refused.
+    equal; like TFLite, a multiplier below 2**-32 becomes ``(0, 0)``, whose products are all 0.
 
     Raises
     ------
     fpganet.errors.FpganetError
-        ``real`` is not positive, below 2**-32 or 2**30 or more.
+        ``real`` is not positive, or is 2**30 or more.
     """
     if not real > 0 or not math.isfinite(real):
         raise FpganetError(f"layer '{layer_name}': requantization multiplier {real!r} is not "
@@ -157,13 +156,15 @@ def quantize_multiplier_tflite(real, layer_name):
     mult = math.floor(fraction * (1 << 31) + 0.5)      # exact: fraction * 2**31 < 2**31
     if mult == 1 << 31:
         mult, shift = mult // 2, shift + 1
-    if not -31 <= shift <= 30:
+    if shift < -31:
+        return 0, 0
+    if shift > 30:
         raise FpganetError(f"layer '{layer_name}': requantization multiplier {real:.3g} is "
-                           f"outside TFLite's range (2**-32 to 2**30)")
+                           f"2**30 or more, beyond TFLite's range")
     return mult, shift
 
 
-def multiply_tflite(x, mult, shift):
+def multiply_tflite(x, mult, shift, single=False):
     """TFLite's ``MultiplyByQuantizedMultiplier`` on int64 arrays of int32 values.
 
     ``RoundingDivideByPOT(SaturatingRoundingDoublingHighMul(x << left, M), right)`` with
@@ -172,38 +173,71 @@ def multiply_tflite(x, mult, shift):
     one saturating case, both operands -2**31, cannot occur: ``M < 2**31``); the divide by
     ``2**right`` rounds half away from zero: ``(v + 2**(right-1) - (v < 0)) >> right``.
     ``x << left`` must fit int32, as in TFLite.
+
+    ``single``: TFLite's single-rounding form instead, ``(x * M + 2**(30 - shift)) >> (31 -
+    shift)``, one rounding half toward +inf (what LiteRT's reference FULLY_CONNECTED computes).
     """
     x = np.asarray(x, dtype=np.int64)
     mult = np.asarray(mult, dtype=np.int64)
     shift = np.asarray(shift, dtype=np.int64)
+    if single:
+        total = 31 - shift
+        return np.right_shift(x * mult + np.left_shift(np.int64(1), total - 1), total)
     left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
     high = np.right_shift(np.left_shift(x, left) * mult + (1 << 30), 31)
     nudge = np.where(right > 0, np.left_shift(np.int64(1), np.maximum(right - 1, 0)) - (high < 0), 0)
     return np.right_shift(high + nudge, right)
 
 
-def requantize_tflite(acc, mult, shift, zp_out, lo, hi):
-    """The ``tflite`` requantization: ``clamp(zp_out + multiply_tflite(acc, M, shift), lo, hi)``
-    per channel (axis 1 of ``acc`` [N, M, P]), as LiteRT's reference kernels requantize a
-    convolution's accumulator.
+def requantize_tflite(acc, mult, shift, zp_out, lo, hi, single=False):
+    """The ``tflite`` requantization: ``clamp(zp_out + multiply_tflite(acc, M, shift, single),
+    lo, hi)`` per channel (axis 1 of ``acc`` [N, M, P]), as LiteRT's reference kernels
+    requantize a convolution's (``single`` a fully connected layer's) accumulator.
     """
     mult = np.asarray(mult, dtype=np.int64).reshape(1, -1, 1)
     shift = np.asarray(shift, dtype=np.int64).reshape(1, -1, 1)
-    return np.clip(multiply_tflite(acc, mult, shift) + zp_out, lo, hi).astype(np.int8)
+    return np.clip(multiply_tflite(acc, mult, shift, single) + zp_out, lo, hi).astype(np.int8)
 
 
-def rescale_mode(x, mult, shift, mode):
+def average_multiplier(count):
+    """``(M, shift)`` of the ``tflite`` single-rounding multiply (``multiply_tflite(...,
+    single=True)``) that divides a sum of ``count`` int8 codes by ``count`` rounding half away
+    from zero, as TFLite's AVERAGE_POOL_2D does.
+
+    With ``T = 30 + ceil(log2(count))``, ``M = floor(2**T / count) + 1`` lies in [2**30, 2**31)
+    and ``shift = 31 - T``. ``M / 2**T`` exceeds ``1 / count`` by at most ``2**-T``, which for
+    ``|sum| <= 128 count`` is below ``2**-23``: it moves no quotient across a rounding boundary
+    (those lie at least ``1 / (2 count)`` away) and pushes each exact tie ``k + 1/2`` away from
+    zero, a negative one just below, a positive one just above, before the single rounding
+    (half toward +inf) rounds it.
+    """
+    if not 1 <= count < 1 << 22:
+        raise ValueError(f"average_multiplier takes 1 to 2**22 - 1 elements, not {count}")
+    total = 30 + (count - 1).bit_length()
+    return (1 << total) // count + 1, 31 - total
+
+
+def multiplier_for(real, layer_name, mode):
+    """``(mult, shift)`` for the real multiplier ``real`` in requantization mode ``mode``:
+    :func:`quantize_multiplier` or :func:`quantize_multiplier_tflite`."""
+    if mode == "tflite":
+        return quantize_multiplier_tflite(real, layer_name)
+    return quantize_multiplier(real, layer_name)
+
+
+def rescale_mode(x, mult, shift, mode, single=False):
     """``x`` times ``mult``, rounded, in requantization mode ``mode`` (no offset or clamp):
     :func:`fpganet.qnet.rescale` for ``fpganet``, :func:`multiply_tflite` for ``tflite``."""
     if mode == "tflite":
-        return multiply_tflite(x, mult, shift)
+        return multiply_tflite(x, mult, shift, single)
     x = np.asarray(x, dtype=np.int64)
     return np.right_shift(x * np.int64(mult) + np.left_shift(np.int64(1), np.int64(shift) - 1),
                           np.int64(shift))
 
 
-def requantize_mode(acc, mult, shift, zp_out, lo, hi, mode):
-    """:func:`requantize` or :func:`requantize_tflite`, as requantization mode ``mode`` says."""
+def requantize_mode(acc, mult, shift, zp_out, lo, hi, mode, single=False):
+    """:func:`requantize` or :func:`requantize_tflite` (with ``single``), as requantization
+    mode ``mode`` says."""
     if mode == "tflite":
-        return requantize_tflite(acc, mult, shift, zp_out, lo, hi)
+        return requantize_tflite(acc, mult, shift, zp_out, lo, hi, single)
     return requantize(acc, mult, shift, zp_out, lo, hi)

@@ -23,7 +23,7 @@ from ..model.ir import Add, AvgPool, Conv, Dense, MaxPool, Reshape, layer_inputs
 from ..model.reference import run_float
 from ..qnet import ADD_WEIGHT_MAX, QAdd, QAvgPool, QConv, QMaxPool, QNetwork, QReshape
 from .calibrate import DEFAULT_METHOD, parse_method, tensor_range
-from .fixed_point import activation_qparams, quantize_multiplier, weight_qparams
+from .fixed_point import activation_qparams, multiplier_for, weight_qparams
 
 __all__ = ["quantize_graph", "quantize_linear_layer", "quantize_add", "quantize_avgpool",
            "channel_multipliers", "clamp_codes",
@@ -65,6 +65,7 @@ def quantize_graph(graph, calib_x, method=DEFAULT_METHOD, config=DEFAULT_CONFIG,
         raise FpganetError(f"the quantizer produces int8 networks; operand_width must be 8, "
                            f"not {config.operand_width}")
     given = graph.quantization
+    mode = config.requant_mode
     if given is not None:
         # A pre-quantized (QDQ) model: its scales, zero points and int8 weights as they are.
         outputs = [None] * len(graph.layers)
@@ -92,11 +93,11 @@ def quantize_graph(graph, calib_x, method=DEFAULT_METHOD, config=DEFAULT_CONFIG,
         if isinstance(layer, (Conv, Dense)):
             s_w = None if given is None else given["weight_scales"][index]
             qlayer = quantize_linear_layer(layer, s_act, zp_act, s_out, zp_out, config.acc_width,
-                                           s_w=s_w)
+                                           s_w=s_w, mode=mode)
         elif isinstance(layer, Add):
-            qlayer = quantize_add(layer, act[sources[0]], act[sources[1]], (s_out, zp_out))
+            qlayer = quantize_add(layer, act[sources[0]], act[sources[1]], (s_out, zp_out), mode)
         elif isinstance(layer, AvgPool):
-            qlayer = quantize_avgpool(layer, s_act, zp_act, s_out, zp_out)
+            qlayer = quantize_avgpool(layer, s_act, zp_act, s_out, zp_out, mode)
         elif isinstance(layer, MaxPool):
             qlayer = QMaxPool(name=layer.name, in_shape=layer.in_shape, out_shape=layer.out_shape,
                               kernel=tuple(layer.kernel), stride=tuple(layer.stride),
@@ -160,18 +161,20 @@ def warn_degenerate(what, values, scale):
                       FpganetWarning, stacklevel=3)
 
 
-def channel_multipliers(s_in, s_w, s_out, name):
-    """int32 ``(mult, shift)`` per output channel: ``mult * 2**-shift ~ s_in * s_w[m] / s_out``
-    (:func:`~fpganet.quantize.fixed_point.quantize_multiplier`, the ratio in float64)."""
+def channel_multipliers(s_in, s_w, s_out, name, mode="fpganet"):
+    """int32 ``(mult, shift)`` per output channel for ``s_in * s_w[m] / s_out`` in requantization
+    mode ``mode`` (:func:`~fpganet.quantize.fixed_point.multiplier_for`, the ratio in float64
+    as LiteRT computes it)."""
     m = len(s_w)
     mult, shift = np.zeros(m, np.int32), np.zeros(m, np.int32)
     for channel in range(m):
         real = float(np.float64(s_in) * np.float64(s_w[channel]) / np.float64(s_out))
-        mult[channel], shift[channel] = quantize_multiplier(real, name)
+        mult[channel], shift[channel] = multiplier_for(real, name, mode)
     return mult, shift
 
 
-def quantize_linear_layer(layer, s_in, zp_in, s_out, zp_out, acc_width=32, s_w=None):
+def quantize_linear_layer(layer, s_in, zp_in, s_out, zp_out, acc_width=32, s_w=None,
+                          mode="fpganet"):
     """Quantize one Conv or Dense given its input and output activation parameters.
 
     Parameters
@@ -183,6 +186,8 @@ def quantize_linear_layer(layer, s_in, zp_in, s_out, zp_out, acc_width=32, s_w=N
     s_w : numpy.ndarray, optional
         float32 [M]: the model's own per-output-channel weight scales (a QDQ model), under
         which the float weights are exactly int8 codes; None: chosen from the weights.
+    mode : str
+        The requantization mode the multipliers are for (``config.requant_mode``).
 
     Returns
     -------
@@ -218,7 +223,7 @@ def quantize_linear_layer(layer, s_in, zp_in, s_out, zp_out, acc_width=32, s_w=N
         raise FpganetError(f"layer '{layer.name}': output channel {channel} can reach |acc| = "
                            f"{int(bound[channel])} >= 2**{acc_width - 1}; the accumulator could "
                            f"overflow (|bias| + 128 * sum |w| too large)")
-    mult, shift = channel_multipliers(s_in, s_w, s_out, layer.name)
+    mult, shift = channel_multipliers(s_in, s_w, s_out, layer.name, mode)
     lo, hi = _clamp(layer, s_out, zp_out)
     return QConv(name=layer.name, kind=kind, in_shape=tuple(layer.in_shape),
                  out_shape=tuple(layer.out_shape), kernel=tuple(q_w.shape[2:]), stride=stride,
@@ -265,7 +270,7 @@ def add_weights(s_a, s_b):
     return (w_small, w_big, step) if swapped else (w_big, w_small, step)
 
 
-def quantize_add(layer, a, b, out):
+def quantize_add(layer, a, b, out, mode="fpganet"):
     """Quantize a residual :class:`~fpganet.model.ir.Add` (the arithmetic of :class:`~fpganet.qnet.QAdd`).
 
     Parameters
@@ -273,6 +278,8 @@ def quantize_add(layer, a, b, out):
     layer : fpganet.model.ir.Add
     a, b, out : tuple
         ``(scale, zero_point)`` of the two inputs and of the output.
+    mode : str
+        The requantization mode of the multiplier.
 
     Returns
     -------
@@ -280,7 +287,7 @@ def quantize_add(layer, a, b, out):
     """
     (s_a, zp_a), (s_b, zp_b), (s_out, zp_out) = a, b, out
     w_a, w_b, step = add_weights(s_a, s_b)
-    mult, shift = quantize_multiplier(step / float(s_out), layer.name)
+    mult, shift = multiplier_for(step / float(s_out), layer.name, mode)
     lo, hi = _clamp(layer, s_out, zp_out)
     return QAdd(name=layer.name, in_shape=tuple(layer.in_shape), zp_a=int(zp_a), zp_b=int(zp_b),
                 w_a=w_a, w_b=w_b, mult=mult, shift=shift, zp_out=int(zp_out), lo=int(lo),
@@ -288,11 +295,12 @@ def quantize_add(layer, a, b, out):
                 s_out=float(s_out))
 
 
-def quantize_avgpool(layer, s_in, zp_in, s_out, zp_out):
-    """Quantize an :class:`~fpganet.model.ir.AvgPool` (the arithmetic of :class:`~fpganet.qnet.QAvgPool`)."""
+def quantize_avgpool(layer, s_in, zp_in, s_out, zp_out, mode="fpganet"):
+    """Quantize an :class:`~fpganet.model.ir.AvgPool` (the arithmetic of :class:`~fpganet.qnet.QAvgPool`)
+    with a multiplier in requantization mode ``mode``."""
     count = int(layer.kernel[0]) * int(layer.kernel[1])
-    mult, shift = quantize_multiplier(float(np.float64(s_in) / (np.float64(s_out) * count)),
-                                      layer.name)
+    mult, shift = multiplier_for(float(np.float64(s_in) / (np.float64(s_out) * count)),
+                                 layer.name, mode)
     lo, hi = _clamp(layer, s_out, zp_out)
     return QAvgPool(name=layer.name, in_shape=tuple(layer.in_shape),
                     out_shape=tuple(layer.out_shape), kernel=tuple(layer.kernel),
