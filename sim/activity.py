@@ -55,6 +55,7 @@ import numpy as np
 
 from fpganet.config import AcceleratorConfig
 from fpganet.errors import FpganetError
+from fpganet.files import write_text_atomic
 from fpganet.sim.rtl_backend import CORE, TOP, RtlBuild, RtlError, _sources
 from fpganet.sim.runner import VERILATOR_ARGS, _locked, default_build_root
 from fpganet.sim.toolchain import ensure_verilator
@@ -576,7 +577,7 @@ def measure_network_activity(net, *, cache_dir=None, n_images=2, build_root=None
     if cache_dir is not None:
         path = Path(cache_dir) / f"activity-{key}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(measurement.to_dict(), indent=1) + "\n")
+        write_text_atomic(path, json.dumps(measurement.to_dict(), indent=1) + "\n")
     return measurement
 
 

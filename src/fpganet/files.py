@@ -31,7 +31,7 @@ from .errors import FpganetError
 
 __all__ = ["SUMS", "MARKER", "file_sha256", "directory_digests", "read_sums", "write_sums",
            "check_replaceable", "check_not_input", "check_output_directory", "check_output_file",
-           "staged_directory", "atomic_file",
+           "staged_directory", "atomic_file", "write_text_atomic",
            "verify_directory", "write_npz"]
 
 #: The file in every output directory that lists the SHA-256 of the others.
@@ -245,6 +245,13 @@ def atomic_file(path):
     except BaseException:
         os.unlink(staging)
         raise
+
+
+def write_text_atomic(path, text):
+    """Replace ``path`` with ``text`` whole (:func:`atomic_file`): a reader, or another
+    process writing the same cache entry, never sees half a file."""
+    with atomic_file(path) as stream:
+        stream.write(text.encode())
 
 
 def write_npz(path, command, inputs=(), **arrays):

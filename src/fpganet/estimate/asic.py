@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import FpganetError
+from ..files import write_text_atomic
 from .figures import (ACTIVITY, CELL_LIBRARIES, ENERGY_45NM_PJ, GATE_ENERGY_CALIBRATION, HOROWITZ,
                       LOGIC_SCALING_45_TO_7, SRAM_READ_64B_45NM_PJ, SRAM_SCALING_45_TO_7, TPUV4I)
 from .quantity import Quantity, missing, ratio
@@ -253,9 +254,9 @@ def synthesize(design, top=None, *, cache_dir=None, timeout=900):
     _CACHE[key] = result
     if cache_file is not None:
         cache_file.parent.mkdir(parents=True, exist_ok=True)
-        cache_file.write_text(json.dumps({"top": top, "cells": result.cells,
-                                          "memories": memories, "yosys": result.yosys,
-                                          "seconds": seconds}))
+        write_text_atomic(cache_file, json.dumps({"top": top, "cells": result.cells,
+                                                  "memories": memories, "yosys": result.yosys,
+                                                  "seconds": seconds}))
     return result
 
 
@@ -326,10 +327,10 @@ def synthesize_design(name, config, *, cache_dir=None, progress=None, timeout=90
     result = synthesize(component, top, cache_dir=cache_dir, timeout=timeout)
     if index is not None:
         index.parent.mkdir(parents=True, exist_ok=True)
-        index.write_text(json.dumps({"top": result.top, "cells": result.cells,
-                                     "memories": result.memories, "yosys": result.yosys,
-                                     "seconds": result.seconds, "description": description,
-                                     "design": name, "config": config.to_dict()}))
+        write_text_atomic(index, json.dumps({"top": result.top, "cells": result.cells,
+                                             "memories": result.memories, "yosys": result.yosys,
+                                             "seconds": result.seconds, "description": description,
+                                             "design": name, "config": config.to_dict()}))
     return result, description
 
 
