@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from fpganet.config import AcceleratorConfig
+from fpganet.errors import FpganetError
 from fpganet.hdl.accelerator import Accelerator, host_addr_width
 from fpganet.sim.rtl_images import host_writes, images_from_machine
 from fpganet.sim.runner import (ICARUS_ARGS, VERILATOR_ARGS, _locked, default_build_root,
@@ -50,8 +51,9 @@ TOP = "fpganet_harness"
 DEFAULT_MAX_CYCLES = 200_000_000
 
 
-class RtlError(RuntimeError):
-    """The simulation did not finish (timeout, crash) or its files are missing."""
+class RtlError(FpganetError, RuntimeError):
+    """The simulation did not finish (timeout, crash) or its files are missing: a one-line
+    error the command line reports as any other (exit status 2), never a traceback."""
 
 
 @dataclass
