@@ -2,7 +2,10 @@
 
 A QDQ model (onnxruntime's ``quantize_static`` with ``QuantFormat.QDQ``) marks every
 quantized activation with a QuantizeLinear -> DequantizeLinear pair and stores its
-weights as int8 (and biases as int32) initializers behind a DequantizeLinear.
+weights as int8 (and biases as int32) initializers behind a DequantizeLinear; a
+fake-quantized PyTorch model exported by ``torch.onnx.export`` keeps its weights in float
+behind a QuantizeLinear -> DequantizeLinear pair instead (folded here into the int8 values
+ONNX defines) and may share a zero point through Identity nodes.
 :func:`strip_qdq` removes those nodes, leaving the float model the importer already
 understands (every weight is its int8 value times its scale, exactly, in float32), and
 returns what they said:
@@ -89,6 +92,10 @@ def strip_qdq(model):
                         initializers[node.output[0]] = numpy_helper.to_array(attribute.t)
                     except Exception:
                         pass   # the importer refuses it with its own message
+        elif (node.op_type == "Identity" and node.input and node.output
+              and node.input[0] in initializers):
+            # torch.onnx.export shares one zero point among Q/DQ nodes through Identity nodes.
+            initializers[node.output[0]] = initializers[node.input[0]]
     consumers = {}
     for node in graph.node:
         for name in node.input:
@@ -132,6 +139,35 @@ def strip_qdq(model):
 
     removed = set()
     alias = {}         # DequantizeLinear output -> the tensor it stands for
+    # torch.onnx.export writes a fake-quantized weight as float constant -> QuantizeLinear ->
+    # DequantizeLinear: the QuantizeLinear is folded into the integer constant ONNX defines
+    # (x / scale rounded half to even, plus the zero point, saturated), which the
+    # DequantizeLinear below then reads like any stored int8 weight.
+    for index, node in enumerate(graph.node):
+        source = node.input[0] if node.op_type == "QuantizeLinear" and node.input else None
+        if (source not in initializers or not node.output
+                or not np.issubdtype(np.asarray(initializers[source]).dtype, np.floating)):
+            continue   # not a float constant's QuantizeLinear: the activation rules below apply
+        readers = consumers.get(node.output[0], [])
+        other = next((r for r in readers if r.op_type != "DequantizeLinear"), None)
+        if other is not None or not readers or node.output[0] in graph_outputs:
+            raise FpganetError(f"{_name(node)} quantizes the constant '{source}'"
+                               + (f" and feeds {_name(other)}" if other else "")
+                               + "; only a DequantizeLinear may read its output")
+        scale, zero_point = params(node, per_tensor=False)
+        if zero_point.dtype not in (np.int8, np.uint8):
+            raise FpganetError(f"{_name(node)} quantizes to {zero_point.dtype}; only int8 "
+                               f"weights are supported")
+        x = np.asarray(initializers[source], dtype=np.float32)
+        limits = np.iinfo(zero_point.dtype)
+        with np.errstate(all="ignore"):
+            codes = np.rint(x / _along_axis(node, scale, x.shape))
+            codes = codes + _along_axis(node, zero_point.astype(np.float32), x.shape)
+        if not np.all(np.isfinite(codes)):
+            raise FpganetError(f"{_name(node)} quantizes a constant holding NaN or infinity")
+        initializers[node.output[0]] = np.clip(codes, limits.min, limits.max).astype(
+            zero_point.dtype)
+        removed.add(index)
     for index, node in enumerate(graph.node):
         if node.op_type != "DequantizeLinear" or not node.input or node.input[0] not in initializers:
             continue
@@ -143,27 +179,14 @@ def strip_qdq(model):
         if np.any(zero_point != 0):
             raise FpganetError(f"{_name(node)}: {q.dtype} constant with a nonzero zero point; "
                                f"the accelerator's weights are symmetric (zero point 0)")
-        axis = 1
-        for attribute in node.attribute:
-            if attribute.name == "axis":
-                axis = int(attribute.i)
-        if scale.size > 1:
-            if not -q.ndim <= axis < q.ndim or q.shape[axis] != scale.size:
-                raise FpganetError(f"{_name(node)}: {scale.size} scales along axis {axis} of a "
-                                   f"{list(q.shape)} tensor")
-            shape = [1] * q.ndim
-            shape[axis] = scale.size
-            scale_b = scale.reshape(shape)
-        else:
-            scale_b = scale.reshape(())
-        values = (q.astype(np.float32) * scale_b).astype(np.float32)
+        values = (q.astype(np.float32) * _along_axis(node, scale, q.shape)).astype(np.float32)
         output = node.output[0]
         info.constants[output] = (q, scale.ravel(), _name(node))
         graph.initializer.append(numpy_helper.from_array(values, output))
         initializers[output] = values
         removed.add(index)
     for index, node in enumerate(graph.node):
-        if node.op_type != "QuantizeLinear":
+        if node.op_type != "QuantizeLinear" or index in removed:
             continue
         scale, zero_point = params(node, per_tensor=True)
         if zero_point.dtype not in (np.int8, np.uint8):
@@ -233,6 +256,21 @@ def strip_qdq(model):
     del graph.value_info[:]
     graph.value_info.extend(keep_info)
     return model, info
+
+
+def _along_axis(node, values, shape):
+    """A Q/DQ node's scales (or zero points) shaped to broadcast over a constant of ``shape``:
+    one, or one per slice along the node's ``axis`` (default 1)."""
+    values = np.asarray(values)
+    if values.size == 1:
+        return values.reshape(())
+    axis = next((int(a.i) for a in node.attribute if a.name == "axis"), 1)
+    if not -len(shape) <= axis < len(shape) or shape[axis] != values.size:
+        raise FpganetError(f"{_name(node)}: {values.size} scales along axis {axis} of a "
+                           f"{list(shape)} tensor")
+    broadcast = [1] * len(shape)
+    broadcast[axis] = values.size
+    return values.reshape(broadcast)
 
 
 def attach_quantization(graph, info, tensor_layers, node_layers, ignored=None):
