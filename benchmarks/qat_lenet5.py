@@ -45,8 +45,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 #: Where torchvision fetches MNIST from (torchvision.datasets.MNIST.mirrors).
 MIRRORS = ("https://ossci-datasets.s3.amazonaws.com/mnist/", "http://yann.lecun.com/exdb/mnist/")
-#: SHA-256 of the decompressed training files (their MD5s are the published ones,
-#: 6bbc9ace898e44ae57da46a324031adb and a25bea736e30d166cdddb491f175f624).
+#: SHA-256 of the decompressed training files (their MD5s are the reference values other
+#: MNIST loaders check: 6bbc9ace898e44ae57da46a324031adb, a25bea736e30d166cdddb491f175f624).
 TRAIN_FILES = {
     "train-images-idx3-ubyte": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
     "train-labels-idx1-ubyte": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
