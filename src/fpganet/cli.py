@@ -351,7 +351,11 @@ def _run_check(args):
     print(f"  int8 network in onnxruntime: {100 * np.mean(ort_q == q_out):.2f} % of outputs equal, "
           f"arg-max agreement {100 * np.mean(ort_q.reshape(len(ort_q), -1).argmax(1) == golden_pred):.2f} %")
     model = args.model or net.source.get("path")
-    if model and os.path.isfile(model) and (args.model or file_sha256(model) == net.source.get("sha256")):
+    if not args.model and net.source.get("format") == "tflite":
+        # onnxruntime runs ONNX; a TFLite source is no float model to it.
+        print(f"  source model {net.source.get('file')} is TFLite: no float comparison "
+              f"(--model FLOAT.onnx gives one)")
+    elif model and os.path.isfile(model) and (args.model or file_sha256(model) == net.source.get("sha256")):
         float_pred = run_source_model(model, x).reshape(len(x), -1).argmax(1)
         print(f"  float model ({os.path.basename(model)}) in onnxruntime: arg-max agreement with "
               f"golden {100 * np.mean(float_pred == golden_pred):.2f} %")

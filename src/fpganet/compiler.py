@@ -112,8 +112,9 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     Parameters
     ----------
     model : str or os.PathLike, optional
-        ONNX file, or a fully-int8 TFLite model (suffix ``.tflite`` or the flatbuffer's
-        ``TFL3`` identifier; its own quantization, :mod:`fpganet.model.tflite_import`).
+        ONNX file, or a TFLite model (suffix ``.tflite`` or the flatbuffer's ``TFL3``
+        identifier, :mod:`fpganet.model.tflite_import`): a fully-int8 one keeps its own
+        quantization, a float32 one is quantized with ``calib`` as a float ONNX model is.
         None: the embedded LeNet-5 (:data:`fpganet.datasets.LENET5_ONNX`).
     calib : str, os.PathLike or numpy.ndarray, optional
         ``.npz`` with ``x`` float32 [N, *input_shape], or the array itself.
@@ -144,7 +145,7 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     fpganet.qnet.QNetwork
     """
     from . import datasets
-    from .model import file_sha256, load_onnx
+    from .model import Graph, file_sha256, load_onnx
     from .model.tflite_import import is_tflite
     from .quantize import DEFAULT_METHOD, parse_method, quantize_graph
 
@@ -152,13 +153,19 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     method = method or DEFAULT_METHOD
     parse_method(method)
     model_path = Path(datasets.LENET5_ONNX if model is None else model)
+    origin = {}
     if model is not None and is_tflite(model_path):
         net = _load_tflite(model_path, calib, config)
-        if out_dir is not None:
-            write_compiled(net, out_dir, program=program, n_images=n_images, batch=batch,
-                           inputs=(model_path,))
-        return net
-    graph = load_onnx(model_path)
+        if isinstance(net, Graph):
+            # A float TFLite model: quantized with calibration data, as a float ONNX model.
+            graph, origin = net, {"format": "tflite"}
+        else:
+            if out_dir is not None:
+                write_compiled(net, out_dir, program=program, n_images=n_images, batch=batch,
+                               inputs=(model_path,))
+            return net
+    else:
+        graph = load_onnx(model_path)
     sha256 = file_sha256(model_path)
     # A byte-identical copy of the embedded LeNet-5 gets its defaults (calibration split, eval inputs).
     embedded = sha256 == file_sha256(datasets.LENET5_ONNX)
@@ -193,7 +200,7 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     source = {"path": str(model_path.resolve()), "file": model_path.name,
               "sha256": sha256, "embedded": embedded, "graph": graph.name,
               "dropped_output_op": graph.dropped_output_op, "notes": list(graph.notes),
-              "float_macs": int(graph.macs)}
+              "float_macs": int(graph.macs), **origin}
     if graph.quantization is not None:
         source["prequantized"] = "QDQ: the model's activation scales and int8 weights"
     net = quantize_graph(graph, calib_x, method=method, config=config, source=source,
@@ -205,10 +212,18 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
 
 
 def _load_tflite(model_path, calib, config):
-    """A fully-int8 TFLite model with its own quantization (:mod:`fpganet.model.tflite_import`)."""
+    """A fully-int8 TFLite model with its own quantization, as a network, or a float32 one as
+    a float graph for post-training quantization (:mod:`fpganet.model.tflite_import`)."""
     from .model import file_sha256
-    from .model.tflite_import import load_tflite
+    from .model.tflite_import import load_tflite, load_tflite_float, tflite_kind
 
+    if tflite_kind(model_path) == "float":
+        if calib is None:
+            # The embedded LeNet-5's MNIST calibration split is no default for it.
+            raise FpganetError(f"'{model_path}' is a float32 TFLite model: a calibration file is "
+                               f"required (--calib CALIB.npz with an array 'x', float32 "
+                               f"[N, C, H, W], NCHW)")
+        return load_tflite_float(model_path)
     if calib is not None:
         warnings.warn("the model is a fully-int8 TFLite model: its own scales and zero points are "
                       "used and the calibration data are ignored", FpganetWarning, stacklevel=3)

@@ -157,7 +157,11 @@ def measure_network(net, *, batches=DEFAULT_BATCHES, min_time_s=0.3, float_model
     sample = rng.standard_normal((1, *net.input_shape)).astype(np.float32)
     models = []
     path = float_model or (net.source or {}).get("path")
-    if path and os.path.isfile(path) and (float_model or file_sha256(path) == net.source.get("sha256")):
+    if not float_model and (net.source or {}).get("format") == "tflite":
+        # onnxruntime times ONNX; a TFLite source is no float model to it.
+        skipped.append(f"float model: the source model {net.source.get('file')} is TFLite, "
+                       f"which onnxruntime does not run")
+    elif path and os.path.isfile(path) and (float_model or file_sha256(path) == net.source.get("sha256")):
         source = onnx.load(str(path))
         declared = source.graph.input[0].type.tensor_type.shape.dim
         fixed = declared[0].dim_value if declared and declared[0].dim_value > 0 else None
