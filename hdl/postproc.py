@@ -28,8 +28,13 @@ component                          multiplier  latency  the product
 :class:`Ice40DSPRequantizer`       ice40_dsp   5        two iCE40 SB_MAC16 per lane
 =================================  ==========  =======  ==========================================
 
-:func:`requantizer` picks the one for ``config.requant_latency`` and a ``multiplier`` name
-(:data:`MULTIPLIERS`): the only place the choice is made.
+A sixth, :class:`TfliteRequantizer` (latency 6), computes the ``tflite`` requantization mode
+(``config.requant_mode``, docs/numerics.md section 8): TFLite's rounding doubling high multiply
+by a 31-bit multiplier and rounding divide by a power of two, with the parameter entry's
+ports of that mode (:data:`fpganet.isa.PARAM_LAYOUTS`).
+
+:func:`requantizer` picks the one for ``config.requant_mode``, ``config.requant_latency`` and
+a ``multiplier`` name (:data:`MULTIPLIERS`): the only place the choice is made.
 """
 
 from types import SimpleNamespace
@@ -39,12 +44,13 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from fpganet.config import AcceleratorConfig
+from fpganet.isa import PARAM_LAYOUTS
 
 from .ice40_dsp import Multiply16, MultiplyAdd16
 
 __all__ = ["Requantizer", "GenericRequantizer", "SplitProductRequantizer", "BoothRequantizer",
-           "PipelinedBoothRequantizer", "Ice40DSPRequantizer", "requantizer", "MULTIPLIERS",
-           "VARIANTS"]
+           "PipelinedBoothRequantizer", "Ice40DSPRequantizer", "TfliteRequantizer", "requantizer",
+           "MULTIPLIERS", "VARIANTS"]
 
 #: ``product >> (shift - 1)`` is saturated to this many signed bits before rounding: any value
 #: beyond makes ``zp_out + round`` leave the int8 range for every ``zp_out``, so the clamp gives
@@ -65,17 +71,15 @@ MULTIPLIERS = ("generic", "booth", "ice40_dsp")
 #: one SB_MAC16 multiplies (a second multiplies the unsigned bits below).
 DSP_BITS = 16
 
-# The members every variant has, for their docstrings.
-_MEMBERS = """
+# The members every variant has, for their docstrings; the parameters' shapes are those of
+# the mode's parameter entry (fpganet.isa.PARAM_LAYOUTS).
+_MEMBERS_OF_MODE = """
     Members
     -------
     i_valid : In(1)
         The inputs below hold a set of ``lanes`` results this cycle.
     acc : In(ArrayLayout(signed(acc_width), lanes))
-    bias : In(signed(32))
-    mult : In(15)
-    shift : In(6)
-        Parameters of the output channel (``shift`` in 1..62).
+{parameters}
     zp, lo, hi : In(signed(8))
         Output zero point and clamp bounds; held for the whole instruction (not
         pipelined).
@@ -85,6 +89,20 @@ _MEMBERS = """
     y : Out(ArrayLayout(signed(8), lanes))
         The results, :attr:`latency` cycles after the inputs.
 """
+
+_MEMBERS = _MEMBERS_OF_MODE.format(parameters="""\
+    bias : In(signed(32))
+    mult : In(15)
+    shift : In(6)
+        Parameters of the output channel (``shift`` in 1..62).""")
+
+_TFLITE_MEMBERS = _MEMBERS_OF_MODE.format(parameters="""\
+    bias : In(signed(28))
+    mult : In(30)
+        TFLite's multiplier ``M`` less ``2**30`` (``M`` in [2**30, 2**31)).
+    shift : In(signed(6))
+        TFLite's exponent, -31..30: a left shift when positive, a rounding right shift
+        when negative.""")
 
 
 class Requantizer(wiring.Component):
@@ -97,10 +115,12 @@ class Requantizer(wiring.Component):
     Parameters
     ----------
     config : AcceleratorConfig
-        ``acc_width``; ``requant_latency`` must equal the variant's :attr:`latency`.
+        ``acc_width``; ``requant_mode`` must be the variant's :attr:`requant_mode` (it sets
+        the ``bias``, ``mult`` and ``shift`` ports' shapes) and ``requant_latency`` its
+        :attr:`latency`.
     lanes : int
         Results per cycle (``config.requant_lanes`` in the accelerator): one
-        ``acc_width x 15``-bit product each.
+        ``acc_width x 15``-bit product each (``x 31`` in the ``tflite`` mode).
     {members}
     Latency: :attr:`latency` cycles, the variant's. Throughput: one set per cycle, always;
     no back-pressure.
@@ -108,6 +128,9 @@ class Requantizer(wiring.Component):
 
     #: Cycles from the inputs to ``y``; each variant states its own.
     latency = None
+
+    #: The requantization arithmetic (``AcceleratorConfig.requant_mode``) the variant computes.
+    requant_mode = "fpganet"
 
     def __init__(self, config, lanes=1):
         name = type(self).__name__
@@ -117,18 +140,22 @@ class Requantizer(wiring.Component):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 1:
             raise ValueError(f"lanes must be a positive integer, not {lanes!r}")
+        if config.requant_mode != self.requant_mode:
+            raise ValueError(f"{name} computes the {self.requant_mode} requantization: it needs "
+                             f"requant_mode {self.requant_mode!r}, not {config.requant_mode!r}")
         if config.requant_latency != self.latency:
             raise ValueError(f"{name} has latency {self.latency}: it needs requant_latency "
                              f"{self.latency}, not {config.requant_latency}")
         self.config = config
         self.lanes = lanes
         acc = signed(config.acc_width)
+        param = PARAM_LAYOUTS[config.requant_mode]
         super().__init__({
             "i_valid": In(1),
             "acc": In(data.ArrayLayout(acc, lanes)),
-            "bias": In(signed(32)),
-            "mult": In(15),
-            "shift": In(6),
+            "bias": In(param["bias"].shape),
+            "mult": In(param["mult"].shape),
+            "shift": In(param["shift"].shape),
             "zp": In(signed(8)),
             "lo": In(signed(8)),
             "hi": In(signed(8)),
@@ -146,7 +173,7 @@ class Requantizer(wiring.Component):
         valid = [Signal(name=f"valid{s}") for s in range(1, stages + 1)]
         m.d.sync += [valid[0].eq(self.i_valid)] + [valid[s].eq(valid[s - 1]) for s in range(1, stages)]
         m.d.comb += self.o_valid.eq(valid[-1])
-        self._mult1 = mult1 = Signal(15, name="mult1")
+        self._mult1 = mult1 = Signal(self.mult.shape(), name="mult1")
         m.d.sync += mult1.eq(self.mult)
         self._prepare(m)
         product_width = self.config.acc_width + self._product_extra
@@ -179,6 +206,26 @@ class Requantizer(wiring.Component):
         """The last stage's register: the clamped byte, or ``acc``'s low byte in bypass."""
         m.d.sync += self.y[lane.index].eq(Mux(self.bypass, lane.raw[-1], clamped[:8]))
 
+    def _round_offset_clamp(self, m, lane):
+        """The last stage from the registered ``saturated``: round it, add ``zp``, clamp."""
+        # The same bytes from fewer chained carry chains: zp + round(saturated / 2) =
+        # (saturated + 2 zp + 1) >> 1 is one adder, and both bounds compare against it side
+        # by side; lo > hi gives hi as the generic variants' clamp does.
+        offset = Signal(signed(SATURATE_BITS), name=f"offset{lane.index}")
+        m.d.comb += offset.eq((lane.saturated + Cat(C(1, 1), self.zp).as_signed()) >> 1)
+        clamped = Mux((offset > self.hi) | (self.lo > self.hi), self.hi,
+                      Mux(offset < self.lo, self.lo, offset[:8]))
+        self._output(m, lane, clamped)
+
+
+def saturate(value):
+    """``value`` saturated to :data:`SATURATE_BITS` signed bits (combinational)."""
+    upper = value[SATURATE_BITS - 1:]
+    high = ~value[-1] & (upper != 0)
+    low = value[-1] & ~upper.all()
+    return Mux(high, (1 << (SATURATE_BITS - 1)) - 1,
+               Mux(low, -(1 << (SATURATE_BITS - 1)), value[:SATURATE_BITS]))
+
 
 class _WideTailRequantizer(Requantizer):
     """The generic variants' stages around the product: the shift and saturation after a
@@ -196,14 +243,10 @@ class _WideTailRequantizer(Requantizer):
     def _lane(self, m, lane):
         halved, saturated, raw = lane.halved, lane.saturated, lane.raw
         m.d.comb += halved.eq(lane.product >> (self._shift - 1)[:6])
-        upper = halved[SATURATE_BITS - 1:]
-        high = ~halved[-1] & (upper != 0)
-        low = halved[-1] & ~upper.all()
         m.d.sync += [
             lane.biased.eq(self.acc[lane.index] + self.bias),
             raw[0].eq(self.acc[lane.index][:8]),
-            saturated.eq(Mux(high, (1 << (SATURATE_BITS - 1)) - 1,
-                             Mux(low, -(1 << (SATURATE_BITS - 1)), halved[:SATURATE_BITS]))),
+            saturated.eq(saturate(halved)),
         ]
         self._bypass_delay(m, lane)
         self._product(m, lane)
@@ -263,18 +306,26 @@ class SplitProductRequantizer(_WideTailRequantizer):
     latency = 5
 
     def _product(self, m, lane):
-        width, biased, mult1 = self.config.acc_width, lane.biased, self._mult1
-        if width > SPLIT_BITS:
-            low_part = Signal(SPLIT_BITS + 15, name=f"product_low{lane.index}")
-            high_part = Signal(signed(width - SPLIT_BITS + 15), name=f"product_high{lane.index}")
-            m.d.sync += [
-                low_part.eq(biased[:SPLIT_BITS] * mult1),
-                high_part.eq(biased[SPLIT_BITS:].as_signed() * mult1),
-                lane.product.eq((high_part << SPLIT_BITS) + low_part),
-            ]
-        else:
-            whole = Signal(signed(width + 16), name=f"product_whole{lane.index}")
-            m.d.sync += [whole.eq(biased * mult1), lane.product.eq(whole)]
+        split_product(m, lane, self._mult1)
+
+
+def split_product(m, lane, factor):
+    """``lane.product``: ``lane.biased`` times the unsigned ``factor`` over two registered
+    stages, the partial products of ``biased``'s low :data:`SPLIT_BITS` bits (unsigned) and
+    of the bits above (signed), then their sum; with ``biased`` up to :data:`SPLIT_BITS`
+    bits, one ``*`` registered twice."""
+    width, biased, bits = len(lane.biased), lane.biased, len(factor)
+    if width > SPLIT_BITS:
+        low_part = Signal(SPLIT_BITS + bits, name=f"product_low{lane.index}")
+        high_part = Signal(signed(width - SPLIT_BITS + bits), name=f"product_high{lane.index}")
+        m.d.sync += [
+            low_part.eq(biased[:SPLIT_BITS] * factor),
+            high_part.eq(biased[SPLIT_BITS:].as_signed() * factor),
+            lane.product.eq((high_part << SPLIT_BITS) + low_part),
+        ]
+    else:
+        whole = Signal(signed(width + bits + 1), name=f"product_whole{lane.index}")
+        m.d.sync += [whole.eq(biased * factor), lane.product.eq(whole)]
 
 
 class _FabricTailRequantizer(Requantizer):
@@ -312,14 +363,7 @@ class _FabricTailRequantizer(Requantizer):
         over = Mux(sign, ~all_ones, ones)
         m.d.sync += saturated.eq(Mux(over, Cat((~sign).replicate(SATURATE_BITS - 1), sign),
                                      lane.halved[:SATURATE_BITS]))
-        # The same bytes from fewer chained carry chains: zp + round(saturated / 2) =
-        # (saturated + 2 zp + 1) >> 1 is one adder, and both bounds compare against it side
-        # by side; lo > hi gives hi as the generic variants' clamp does.
-        offset = Signal(signed(SATURATE_BITS), name=f"offset{index}")
-        m.d.comb += offset.eq((saturated + Cat(C(1, 1), self.zp).as_signed()) >> 1)
-        clamped = Mux((offset > self.hi) | (self.lo > self.hi), self.hi,
-                      Mux(offset < self.lo, self.lo, offset[:8]))
-        self._output(m, lane, clamped)
+        self._round_offset_clamp(m, lane)
 
     def _coarse_product(self, m, lane):
         """Drive ``product``; return it shifted by the multiple of 16 in ``shift - 1``: by
@@ -470,18 +514,107 @@ class Ice40DSPRequantizer(_FabricTailRequantizer):
         return self._coarse(m, lane)
 
 
-#: The requantizer for each ``(multiplier, requant_latency)``.
+class TfliteRequantizer(Requantizer):
+    __doc__ = """The ``tflite`` requantization (docs/numerics.md section 8) for 18x18 DSP
+    multipliers; six stages.
+
+    For each lane::
+
+        y = clamp(zp + multiply_tflite(acc + bias, 2**30 + mult, shift), lo, hi)
+
+    with ``fpganet.quantize.fixed_point.multiply_tflite`` TFLite's
+    ``MultiplyByQuantizedMultiplier``: ``left = max(shift, 0)``, ``right = max(-shift, 0)``,
+    ``high = ((x << left) * M + 2**30) >> 31`` (the rounding doubling high multiply), then
+    ``(high + 2**(right-1) - (high < 0)) >> right`` (the rounding divide, half away from
+    zero; ``high`` itself for ``right`` 0). ``acc + bias`` is kept in ``acc_width`` bits;
+    the contract keeps it from overflowing and ``(acc + bias) << left`` within int32, which
+    keeps ``high`` within 32 bits.
+
+    The stages:
+
+    1. ``x = acc + bias``; from ``shift``, the first rounding's ``30 - left`` and
+       ``right``; ``M = 2**30 + mult``, 31 bits.
+    2. The partial products: ``x`` split at :data:`SPLIT_BITS` into an unsigned low part
+       and a signed high part, each times ``M`` (:func:`split_product`; Yosys maps each to
+       MULT18X18D on an ECP5, two per partial product for the 31-bit ``M``).
+    3. Their sum, ``P = x * M``.
+    4. The high multiply's rounding: ``((x << left) * M + 2**30) >> 31 = (P + 2**(30-left))
+       >> (31-left)``, computed as ``high = ((P >> (30-left)) + 1) >> 1``: a shift and a
+       33-bit increment instead of an adder as wide as ``P``.
+    5. The divide: ``v = high - (high < 0)`` (``v = high`` when ``right`` is 0), then
+       ``t = (2 v) >> right``, which is ``v >> (right-1)`` for ``right`` >= 1 and ``2 high``
+       for 0; saturated to :data:`SATURATE_BITS` bits (exact, as in the other variants).
+    6. ``(t + 1) >> 1``, which is ``(v + 2**(right-1)) >> right`` (the same rounding
+       identity), or ``high`` for ``right`` 0; plus ``zp``, clamped; ``lo > hi`` gives
+       ``hi``; ``bypass`` gives ``acc``'s low byte.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+        ``acc_width``; ``requant_mode`` ``"tflite"``, ``requant_latency`` 6.
+    lanes : int
+        Results per cycle: two partial products each (four MULT18X18D on an ECP5).
+    {members}
+    Latency: 6 cycles (:attr:`latency`): bias add, partial products, their sum, the high
+    multiply's rounding, the divide and saturation, round, offset and clamp. Throughput:
+    one set per cycle, always; no back-pressure.
+    """.format(members=_TFLITE_MEMBERS)
+
+    latency = 6
+    requant_mode = "tflite"
+    _product_extra = 31     # M is 31 bits
+
+    def _prepare(self, m):
+        # Stage 1: the shifts from the exponent, carried along with the data; down (30 -
+        # left, 0..30) reaches stage 4 with P, right (0..31) stage 5 with high.
+        shift = self.shift
+        down = [Signal(5, name=f"down{s}") for s in range(1, 4)]
+        right = [Signal(5, name=f"right{s}") for s in range(1, 5)]
+        m.d.sync += [down[0].eq(Mux(shift < 0, 30, 30 - shift)),
+                     right[0].eq(Mux(shift < 0, -shift, 0))]
+        m.d.sync += [later.eq(earlier) for chain in (down, right)
+                     for earlier, later in zip(chain, chain[1:])]
+        self._down, self._right = down[-1], right[-1]
+        self._factor = Cat(self._mult1, C(1, 1))           # M = 2**30 + mult
+
+    def _lane(self, m, lane):
+        index = lane.index
+        m.d.sync += [lane.biased.eq(self.acc[index] + self.bias),
+                     lane.raw[0].eq(self.acc[index][:8])]
+        self._bypass_delay(m, lane)
+        split_product(m, lane, self._factor)               # stages 2 and 3
+        # Stage 4: high = (P + 2**(30-left)) >> (31-left); P >> (30-left) is 33 bits.
+        scaled = Signal(signed(33), name=f"scaled{index}")
+        high = Signal(signed(32), name=f"high{index}")
+        m.d.comb += scaled.eq(lane.product >> self._down)
+        m.d.sync += high.eq((scaled + 1) >> 1)
+        # Stage 5: the divide by 2**right, before its last rounding.
+        m.d.sync += lane.saturated.eq(saturate(self._divide(m, index, high)))
+        self._round_offset_clamp(m, lane)                  # stage 6
+
+    def _divide(self, m, index, high):
+        """``(2 v) >> right`` with ``v = high - (high < 0)`` for ``right`` >= 1, ``high``
+        for 0: the rounding divide, less its last ``+1 >> 1`` (combinational)."""
+        away = Signal(signed(32), name=f"away{index}")     # ties then round away from zero
+        m.d.comb += away.eq(high - (high[-1] & (self._right != 0)))
+        return Cat(C(0, 1), away).as_signed() >> self._right
+
+
+#: The requantizer for each ``(multiplier, requant_latency)``; latency 6 is the ``tflite``
+#: requantization mode's.
 VARIANTS = {
     ("generic", 4): GenericRequantizer,
     ("generic", 5): SplitProductRequantizer,
     ("booth", 4): BoothRequantizer,
     ("booth", 5): PipelinedBoothRequantizer,
     ("ice40_dsp", 5): Ice40DSPRequantizer,
+    ("generic", 6): TfliteRequantizer,
 }
 
 
 def requantizer(config, lanes=1, *, multiplier="generic", dsp_model=False):
-    """The requantizer variant for ``config.requant_latency`` and ``multiplier``.
+    """The requantizer variant for ``config.requant_mode``, ``config.requant_latency`` and
+    ``multiplier``.
 
     Parameters
     ----------
@@ -490,7 +623,8 @@ def requantizer(config, lanes=1, *, multiplier="generic", dsp_model=False):
         Results per cycle.
     multiplier : str
         One of :data:`MULTIPLIERS`: ``"generic"`` (a ``*``), ``"booth"`` (logic cells),
-        ``"ice40_dsp"`` (two SB_MAC16 per lane; ``requant_latency`` 5 only).
+        ``"ice40_dsp"`` (two SB_MAC16 per lane; ``requant_latency`` 5 only). The ``tflite``
+        requantization mode has ``"generic"`` only (:class:`TfliteRequantizer`).
     dsp_model : bool
         With ``"ice40_dsp"``: the SB_MAC16 described in Amaranth (for ``amaranth.sim``).
 
@@ -504,6 +638,9 @@ def requantizer(config, lanes=1, *, multiplier="generic", dsp_model=False):
         raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
     if multiplier not in MULTIPLIERS:
         raise ValueError(f"multiplier must be one of {MULTIPLIERS}, not {multiplier!r}")
+    if config.requant_mode == "tflite" and multiplier != "generic":
+        raise ValueError(f"the tflite requantization mode has the generic multiplier only, "
+                         f"not {multiplier!r}")
     variant = VARIANTS.get((multiplier, config.requant_latency))
     if variant is None:
         raise ValueError(f"multiplier {multiplier!r} needs requant_latency 5, not "

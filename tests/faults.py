@@ -1,9 +1,11 @@
 """Deliberately faulty gateware (a miswired PE, an off-by-one window generator, a late result
-writer), to show that the checks catch a wrong design."""
+writer, a tflite requantizer rounding ties the wrong way), to show that the checks catch a
+wrong design."""
 
-from amaranth import Module
+from amaranth import C, Cat, Module
 from amaranth.lib import wiring
 
+from fpganet.hdl.postproc import TfliteRequantizer
 from fpganet.hdl.systolic import ProcessingElement
 
 
@@ -85,3 +87,11 @@ class LateWriter(_Wrapper):
             m.d.sync += self.done.eq(self.inner.done)
             return True
         return False
+
+
+class TiesTowardInfinityDivide(TfliteRequantizer):
+    """A tflite requantizer whose rounding divide rounds negative ties toward +inf (it drops
+    the ``- (high < 0)`` of TFLite's ``RoundingDivideByPOT``): -2.5 gives -2, not -3."""
+
+    def _divide(self, m, index, high):
+        return Cat(C(0, 1), high).as_signed() >> self._right
