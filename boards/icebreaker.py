@@ -54,7 +54,10 @@ DEFAULT_CONFIG = AcceleratorConfig(rows=4, cols=2, acc_width=24, weight_buffer_b
 def requant_multiplier(config):
     """The requantizer's multiplier on the UP5K: two SB_MAC16 per lane (``"ice40_dsp"``,
     about 370 logic cells a lane) when the array leaves them free, else Booth partial
-    products in logic cells (``"booth"``, about 810)."""
+    products in logic cells (``"booth"``, about 810). The ``tflite`` requantization mode has
+    its one 32x31-bit product per lane (``"generic"``)."""
+    if config.requant_mode == "tflite":
+        return "generic"
     spare = UP5K_DSPS - Ice40SystolicArray.dsps_needed(config)
     if config.requant_latency == 5 and config.acc_width < 32 and spare >= 2 * config.requant_lanes:
         return "ice40_dsp"

@@ -97,6 +97,8 @@ _MEMBERS = _MEMBERS_OF_MODE.format(parameters="""\
         Parameters of the output channel (``shift`` in 1..62).""")
 
 _TFLITE_MEMBERS = _MEMBERS_OF_MODE.format(parameters="""\
+    single : In(1)
+        TFLite's single-rounding multiply instead (``QUANT`` bit 24); held like ``zp``.
     bias : In(signed(28))
     mult : In(30)
         TFLite's multiplier ``M`` less ``2**30`` (``M`` in [2**30, 2**31)).
@@ -150,7 +152,10 @@ class Requantizer(wiring.Component):
         self.lanes = lanes
         acc = signed(config.acc_width)
         param = PARAM_LAYOUTS[config.requant_mode]
+        # The tflite mode's one-rounding form (QUANT bit 24), held like zp.
+        single = {"single": In(1)} if config.requant_mode == "tflite" else {}
         super().__init__({
+            **single,
             "i_valid": In(1),
             "acc": In(data.ArrayLayout(acc, lanes)),
             "bias": In(param["bias"].shape),
@@ -520,7 +525,7 @@ class TfliteRequantizer(Requantizer):
 
     For each lane::
 
-        y = clamp(zp + multiply_tflite(acc + bias, 2**30 + mult, shift), lo, hi)
+        y = clamp(zp + multiply_tflite(acc + bias, 2**30 + mult, shift, single), lo, hi)
 
     with ``fpganet.quantize.fixed_point.multiply_tflite`` TFLite's
     ``MultiplyByQuantizedMultiplier``: ``left = max(shift, 0)``, ``right = max(-shift, 0)``,
@@ -528,12 +533,14 @@ class TfliteRequantizer(Requantizer):
     ``(high + 2**(right-1) - (high < 0)) >> right`` (the rounding divide, half away from
     zero; ``high`` itself for ``right`` 0). ``acc + bias`` is kept in ``acc_width`` bits;
     the contract keeps it from overflowing and ``(acc + bias) << left`` within int32, which
-    keeps ``high`` within 32 bits.
+    keeps ``high`` within 32 bits. With ``single`` the multiply rounds once,
+    ``high = (x * M + 2**(30 - shift)) >> (31 - shift)``: the same stages with the first
+    rounding at ``31 - shift`` and no divide (``right`` 0).
 
     The stages:
 
     1. ``x = acc + bias``; from ``shift``, the first rounding's ``30 - left`` and
-       ``right``; ``M = 2**30 + mult``, 31 bits.
+       ``right`` (``single``: ``30 - shift`` and 0); ``M = 2**30 + mult``, 31 bits.
     2. The partial products: ``x`` split at :data:`SPLIT_BITS` into an unsigned low part
        and a signed high part, each times ``M`` (:func:`split_product`; Yosys maps each to
        MULT18X18D on an ECP5, two per partial product for the 31-bit ``M``).
@@ -566,12 +573,13 @@ class TfliteRequantizer(Requantizer):
 
     def _prepare(self, m):
         # Stage 1: the shifts from the exponent, carried along with the data; down (30 -
-        # left, 0..30) reaches stage 4 with P, right (0..31) stage 5 with high.
-        shift = self.shift
-        down = [Signal(5, name=f"down{s}") for s in range(1, 4)]
+        # left, 0..30; single: 30 - shift, 0..61) reaches stage 4 with P, right (0..31;
+        # single: 0) stage 5 with high.
+        shift, once = self.shift, self.single
+        down = [Signal(6, name=f"down{s}") for s in range(1, 4)]
         right = [Signal(5, name=f"right{s}") for s in range(1, 5)]
-        m.d.sync += [down[0].eq(Mux(shift < 0, 30, 30 - shift)),
-                     right[0].eq(Mux(shift < 0, -shift, 0))]
+        m.d.sync += [down[0].eq(Mux((shift < 0) & ~once, 30, 30 - shift)),
+                     right[0].eq(Mux((shift < 0) & ~once, -shift, 0))]
         m.d.sync += [later.eq(earlier) for chain in (down, right)
                      for earlier, later in zip(chain, chain[1:])]
         self._down, self._right = down[-1], right[-1]
@@ -583,7 +591,8 @@ class TfliteRequantizer(Requantizer):
                      lane.raw[0].eq(self.acc[index][:8])]
         self._bypass_delay(m, lane)
         split_product(m, lane, self._factor)               # stages 2 and 3
-        # Stage 4: high = (P + 2**(30-left)) >> (31-left); P >> (30-left) is 33 bits.
+        # Stage 4: high = (P + 2**(30-left)) >> (31-left); P >> (30-left) is 33 bits (and
+        # so is P >> (30 - shift) when single rounds further down).
         scaled = Signal(signed(33), name=f"scaled{index}")
         high = Signal(signed(32), name=f"high{index}")
         m.d.comb += scaled.eq(lane.product >> self._down)

@@ -317,6 +317,8 @@ class ResultWriter(wiring.Component):
             requant.zp.eq(quant[0:8]), requant.lo.eq(quant[8:16]), requant.hi.eq(quant[16:24]),
             requant.bypass.eq(self.pool),
         ]
+        if config.requant_mode == "tflite":
+            m.d.comb += requant.single.eq(quant[24])
         return requant
 
     def _write(self, m, requant, addresses, served, active, final):

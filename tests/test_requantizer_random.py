@@ -9,6 +9,7 @@ random parameters and the edge cases of TFLite's two roundings (ties of both sig
 high multiply and at the divide, every exponent, saturation); tests/faults.py's divide
 that rounds negative ties toward +inf must fail the same check."""
 
+import functools
 import numpy as np
 import pytest
 from amaranth import Module, Signal, signed
@@ -73,12 +74,15 @@ def test_requantizer_streams_the_contract(width, latency, multiplier):
     assert mismatches(dut, batches, contract) == []
 
 
-def stream(dut, batches):
+def stream(dut, batches, single=False):
     """Stream each batch's sets ``(accs, bias, mult, shift)`` through ``dut``, one per cycle
-    under the batch's held ``zp, lo, hi, bypass``; the outputs of each batch."""
+    under the batch's held ``zp, lo, hi, bypass`` (and ``single``, for the tflite variant);
+    the outputs of each batch."""
     got = []
 
     async def driver(ctx):
+        if single:
+            ctx.set(dut.single, 1)
         for zp, lo, hi, bypass, sets in batches:
             ctx.set(dut.zp, zp)
             ctx.set(dut.lo, lo)
@@ -107,11 +111,11 @@ def stream(dut, batches):
     return got
 
 
-def mismatches(dut, batches, reference):
+def mismatches(dut, batches, reference, single=False):
     """The sets of ``batches`` whose bytes from ``dut`` differ from ``reference(total, mult,
     shift, zp, lo, hi)`` (``acc``'s low byte in bypass): ``(set, held, got, wanted)``."""
     wrong = []
-    for (zp, lo, hi, bypass, sets), outputs in zip(batches, stream(dut, batches)):
+    for (zp, lo, hi, bypass, sets), outputs in zip(batches, stream(dut, batches, single)):
         assert len(outputs) == len(sets)
         for (accs, bias, mult, shift), ys in zip(sets, outputs):
             if bypass:
@@ -199,10 +203,10 @@ def test_requantizer_variants_state_their_latency():
 TFLITE = AcceleratorConfig().replace(requant_mode="tflite")
 
 
-def tflite_contract(total, mult, shift, zp, lo, hi):
+def tflite_contract(total, mult, shift, zp, lo, hi, single=False):
     """``requantize_tflite`` of one value; ``mult`` as the port takes it, ``M - 2**30``."""
     return int(requantize_tflite(np.array([[[total]]]), [TFLITE_MULT_TOP + mult], [shift],
-                                 zp, lo, hi)[0, 0, 0])
+                                 zp, lo, hi, single)[0, 0, 0])
 
 
 def tflite_set(totals, bias, M, shift, width):
@@ -291,6 +295,19 @@ def test_tflite_requantizer_streams_the_contract(width):
     batches = [(*held, (edges if not held[3] else []) + tflite_random_sets(rng, width, 120))
                for held in HELD]
     assert mismatches(dut, batches, tflite_contract) == []
+
+
+@pytest.mark.parametrize("width", [24, 32])
+def test_tflite_requantizer_rounds_once_when_single(width):
+    """``single`` held (QUANT bit 24): TFLite's single-rounding multiply, the same sets."""
+    dut = requantizer(TFLITE.replace(acc_width=width), LANES)
+    rng = np.random.default_rng(200 + width)
+    batches = [(*held, (tflite_edge_sets(width) if not held[3] else [])
+                + tflite_random_sets(rng, width, 120)) for held in HELD]
+    reference = functools.partial(tflite_contract, single=True)
+    assert mismatches(dut, batches, reference, single=True) == []
+    # The sets tell the two roundings apart: the double-rounding reference fails here.
+    assert mismatches(dut, batches[:1], tflite_contract, single=True) != []
 
 
 def test_tflite_check_catches_a_divide_rounding_ties_up():

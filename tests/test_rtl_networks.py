@@ -1,6 +1,8 @@
 """Whole networks on the accelerator's generated Verilog against the golden model, bit for bit,
 and the RTL's cycle counter against the performance model, exactly."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -33,6 +35,56 @@ def test_random_graph_networks_on_rtl_match_golden(name):
         types |= {layer.type if getattr(layer, "groups", 1) == 1 else "grouped" for layer in net.layers}
         check_network(build, net, rng.integers(-128, 128, (2, *net.input_chw)).astype(np.int8))
     assert {"add", "grouped", "avgpool"} <= types
+
+
+def test_random_networks_on_rtl_match_golden_in_the_tflite_mode():
+    """The tflite requantization mode (TFLite's 31-bit multiplier, double and single rounding,
+    TFLite's average pools: codegen.fuzz draws them) on chains and DAGs."""
+    config = CONFIGS["4x4-tflite"]
+    build = build_harness(config, sim="verilator")
+    rng = np.random.default_rng(2028)
+    single = sum_codes = 0
+    for index in range(NETWORKS_PER_CONFIG):
+        net = random_fitting_network(rng, config, graph=index % 2 == 1)
+        single += sum(bool(getattr(layer, "single_rounding", False)) for layer in net.layers)
+        sum_codes += sum(bool(getattr(layer, "sum_codes", False)) for layer in net.layers)
+        check_network(build, net, rng.integers(-128, 128, (2, *net.input_chw)).astype(np.int8))
+    assert single and sum_codes
+
+
+def test_tflite_roundings_on_rtl_match_golden():
+    """Both tflite roundings where they differ most (a right shift of 1 or 2: a quarter of
+    the outputs differ between them), and a TFLite average pool, on the RTL: the single
+    rounding is QUANT bit 24, which only a layer's own outputs show."""
+    from fpganet.qnet import QAvgPool, QConv, QNetwork
+    from fpganet.quantize.fixed_point import average_multiplier
+
+    config = CONFIGS["4x4-tflite"]
+    build = build_harness(config, sim="verilator")
+    rng = np.random.default_rng(2029)
+    conv = QConv(name="conv", kind="conv", in_shape=(3, 6, 6), out_shape=(5, 6, 6), kernel=(1, 1),
+                 stride=(1, 1), pads=(0, 0, 0, 0), zp_in=3, zp_out=-7, lo=-128, hi=127, relu=False,
+                 weight=rng.integers(-2, 3, (5, 3, 1, 1)).astype(np.int8),
+                 bias=rng.integers(-50, 50, 5).astype(np.int32),
+                 mult=rng.integers(1 << 30, 1 << 31, 5).astype(np.int32),
+                 shift=rng.integers(-2, 0, 5).astype(np.int32), s_in=0.05, s_out=0.05,
+                 s_w=np.full(5, 0.01, np.float32))
+    mult, shift = average_multiplier(4)
+    pool = QAvgPool(name="pool", in_shape=(5, 6, 6), out_shape=(5, 3, 3), kernel=(2, 2),
+                    stride=(2, 2), pads=(0, 0, 0, 0), zp_in=-7, zp_out=-7, lo=-128, hi=127,
+                    relu=False, mult=mult, shift=shift, s_in=0.05, s_out=0.05, sum_codes=True)
+    q_in = rng.integers(-128, 128, (2, 3, 6, 6)).astype(np.int8)
+    outputs = {}
+    for single in (False, True):
+        for layers in ([conv], [conv, pool]):
+            layers = [dataclasses.replace(layers[0], single_rounding=single), *layers[1:]]
+            net = QNetwork(layers=layers, input_name="x", input_shape=(3, 6, 6), input_scale=0.05,
+                           input_zp=3, output_name="y", output_shape=layers[-1].out_shape,
+                           output_scale=0.05, output_zp=-7, config=config)
+            net.validate()
+            outputs[single, len(layers)] = check_network(build, net, q_in)
+    # The two roundings gave different bytes here, so the check above tells them apart.
+    assert outputs[False, 1].output != outputs[True, 1].output
 
 
 def test_rtl_backend_through_cocotb_on_lenet(tmp_path):

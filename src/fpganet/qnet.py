@@ -197,8 +197,7 @@ class QConv:
             channel = int(self.acc_bound.argmax())
             fail(f"output channel {channel} can reach |acc| = {bound} >= 2**{acc_width - 1}; the "
                  f"{acc_width}-bit accumulator could overflow (|bias| + 128 * sum |w| too large)")
-        if not self.single_rounding:
-            _check_left_shift(self, self.acc_bound, self.shift, mode)
+        _check_left_shift(self, self.acc_bound, self.shift, mode)
         if self.single_rounding and mode != "tflite":
             fail(f"single rounding is a tflite requantization; this network is {mode}")
 
@@ -300,7 +299,8 @@ def _check_multiplier(layer, label, mult, shift, mode, bias=0, acc_bound=0):
 
 
 def _check_left_shift(layer, acc_bound, shift, mode):
-    """TFLite shifts the accumulator left by a positive ``shift`` in int32: it must stay there."""
+    """TFLite shifts the accumulator left by a positive ``shift`` in int32 (or, rounding once,
+    scales it up as much): it must stay there."""
     if mode != "tflite":
         return
     shifted = acc_bound.astype(np.int64) << np.maximum(shift, 0).astype(np.int64)
