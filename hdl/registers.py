@@ -27,7 +27,7 @@ runs; :func:`fpganet.perf.check_registers` reports it (the ISA simulator too, bu
 from amaranth.hdl import Value
 from amaranth.lib import data
 
-from fpganet.isa import COUNT_WIDTH, LOOP_COUNT_WIDTH, Reg
+from fpganet.isa import COUNT_WIDTH, LOOP_COUNT_WIDTH, Reg, quant_bits
 
 __all__ = ["COUNT_WIDTH", "LOOP_COUNT_WIDTH", "register_widths", "register_layout",
            "registered_wrap", "update"]
@@ -77,7 +77,7 @@ def register_widths(config):
         Reg.TILES: cw, Reg.GROUPS: cw, Reg.M: cw,
         Reg.OUT_BASE: aw, Reg.OUT_PITCH: aw, Reg.OUT_CSTRIDE: aw, Reg.OUT_GSTEP: aw,
         Reg.W_BASE: ww, Reg.W_GSTEP: ww, Reg.P_BASE: pw,
-        Reg.QUANT: 25 if config.requant_mode == "tflite" else 24,    # [24]: round once
+        Reg.QUANT: quant_bits(config.requant_mode),
         Reg.IO_BASE: aw, Reg.IO_CHANNELS: cw, Reg.IO_CSTRIDE: aw,
         Reg.IO_ROWS: cw, Reg.IO_PITCH: aw, Reg.IO_LEN: cw,
         Reg.FILL_VALUE: 8, Reg.LOOP_COUNT: LOOP_COUNT_WIDTH,

@@ -36,6 +36,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from fpganet.config import AcceleratorConfig
+from fpganet.isa import QUANT_LAYOUT
 
 from .memories import BankArbiter, param_layout, route_to_banks
 from .postproc import MULTIPLIERS, requantizer
@@ -308,17 +309,18 @@ class ResultWriter(wiring.Component):
         m.d.comb += group_sums.eq(selected)
         for l in range(R):
             m.d.comb += requant.acc[l].eq(group_sums[l * config.acc_width:(l + 1) * config.acc_width])
-        quant = regs.quant
+        quant = {name: regs.quant[field.offset:field.offset + field.width]
+                 for name, field in QUANT_LAYOUT if field.offset < len(regs.quant)}
         m.d.comb += [
             requant.i_valid.eq(active),
             requant.bias.eq(self.param_data.bias),
             requant.mult.eq(self.param_data.mult),
             requant.shift.eq(self.param_data.shift),
-            requant.zp.eq(quant[0:8]), requant.lo.eq(quant[8:16]), requant.hi.eq(quant[16:24]),
+            requant.zp.eq(quant["zp_out"]), requant.lo.eq(quant["lo"]), requant.hi.eq(quant["hi"]),
             requant.bypass.eq(self.pool),
         ]
         if config.requant_mode == "tflite":
-            m.d.comb += requant.single.eq(quant[24])
+            m.d.comb += requant.single.eq(quant["single"])
         return requant
 
     def _write(self, m, requant, addresses, served, active, final):

@@ -76,3 +76,26 @@ def test_frozen():
     with pytest.raises(Exception):
         DEFAULT_CONFIG.rows = 3
     assert DEFAULT_CONFIG.replace(rows=3).rows == 3
+
+
+def test_requantization_modes_and_their_latencies():
+    """A mode given without a latency gets the mode's first (constructor, JSON, replace); the
+    modes' latencies are disjoint, so a board's PING (which reports requant_latency) tells its
+    mode; each (mode, latency) has a requantizer variant."""
+    from fpganet.config import REQUANT_LATENCIES
+    from fpganet.hdl.postproc import VARIANTS
+
+    assert AcceleratorConfig().requant_latency == 4
+    assert AcceleratorConfig(requant_mode="tflite").requant_latency == 6
+    assert AcceleratorConfig.from_dict({"requant_mode": "tflite"}).requant_latency == 6
+    assert AcceleratorConfig(requant_latency=5).replace(requant_mode="tflite").requant_latency == 6
+    assert AcceleratorConfig(requant_latency=5).replace(requant_mode="fpganet").requant_latency == 5
+    with pytest.raises(ConfigError, match="requant_latency must be 6 .* not 5"):
+        AcceleratorConfig(requant_mode="tflite", requant_latency=5)
+    with pytest.raises(ConfigError, match="requant_mode must be one of fpganet, tflite, not 'x'"):
+        AcceleratorConfig(requant_mode="x")
+    latencies = [set(values) for values in REQUANT_LATENCIES.values()]
+    assert not set.intersection(*latencies)
+    modes = {cls.requant_mode for cls in VARIANTS.values()}
+    assert {(cls.requant_mode, latency) for (_, latency), cls in VARIANTS.items()} == \
+        {(mode, latency) for mode in modes for latency in REQUANT_LATENCIES[mode]}

@@ -1,5 +1,6 @@
 """Quantizer: fixed-point parameters, calibration, the numerics contract, save/load."""
 
+import dataclasses
 import json
 import math
 from fractions import Fraction
@@ -85,6 +86,12 @@ def test_tflite_multiply_is_tflites_arithmetic():
     x, mult, shift = (np.array(column, dtype=np.int64) for column in zip(*cases))
     np.testing.assert_array_equal(multiply_tflite(x, mult, shift),
                                   [_tflite_multiply(*case) for case in cases])
+    # Single rounding, TFLite's C++ (TFLITE_SINGLE_ROUNDING): one 64-bit product, one shift.
+    def single(x, mult, shift):
+        total = 31 - shift
+        return (x * mult + (1 << (total - 1))) >> total
+    np.testing.assert_array_equal(multiply_tflite(x, mult, shift, single=True),
+                                  [single(*case) for case in cases])
     # Single rounding: (x * M + 2**(30 - shift)) >> (31 - shift), ties toward +inf.
     assert multiply_tflite(-3, 1 << 30, -1, single=True) == -1       # -0.75 -> -1
     assert multiply_tflite(-2, 1 << 30, -1, single=True) == 0        # -0.5 -> 0
@@ -117,6 +124,72 @@ def test_average_multiplier_divides_as_tflite_average_pool(count):
     mult, shift = average_multiplier(count)
     assert 2**30 <= mult < 2**31
     np.testing.assert_array_equal(multiply_tflite(total, mult, shift, single=True), expected)
+
+
+def _tflite_conv(mode="tflite", **changes):
+    """A small QConv with TFLite multipliers (valid in the tflite mode)."""
+    layer = QConv(name="c", kind="conv", in_shape=(2, 3, 3), out_shape=(3, 3, 3), kernel=(1, 1),
+                  stride=(1, 1), pads=(0, 0, 0, 0), zp_in=0, zp_out=0, lo=-128, hi=127, relu=False,
+                  weight=np.ones((3, 2, 1, 1), np.int8), bias=np.zeros(3, np.int32),
+                  mult=np.full(3, 1 << 30, np.int32), shift=np.full(3, -3, np.int32), s_in=1.0,
+                  s_out=1.0, s_w=np.ones(3, np.float32))
+    return dataclasses.replace(layer, **changes)
+
+
+def test_tflite_layers_are_checked_against_the_mode():
+    """The tflite layer forms are refused in the fpganet mode, naming the cause first; a left
+    shift that could leave int32 and a bias beyond the 28-bit entry are refused by name."""
+    from fpganet.qnet import QAvgPool
+
+    _tflite_conv().validate(32, "tflite")
+    with pytest.raises(FpganetError, match="layer 'c': single rounding is a tflite requantization; "
+                                           "this network is fpganet"):
+        _tflite_conv(single_rounding=True).validate(32, "fpganet")
+    with pytest.raises(FpganetError, match="layer 'c': mult must lie in"):
+        _tflite_conv().validate(32, "fpganet")
+    with pytest.raises(FpganetError, match="shifted left by 30 could leave int32"):
+        _tflite_conv(shift=np.full(3, 30, np.int32)).validate(32, "tflite")
+    with pytest.raises(FpganetError, match="bias must lie in"):
+        _tflite_conv(bias=np.full(3, 1 << 27, np.int32)).validate(32, "tflite")
+    pool = QAvgPool(name="p", in_shape=(2, 4, 4), out_shape=(2, 1, 1), kernel=(4, 4), stride=(4, 4),
+                    pads=(0, 0, 0, 0), zp_in=0, zp_out=0, lo=-128, hi=127, relu=False,
+                    mult=(1 << 30) + 1, shift=-3, s_in=1.0, s_out=1.0, sum_codes=True)
+    pool.validate(32, "tflite")
+    with pytest.raises(FpganetError, match="the sum of the codes is a tflite requantization"):
+        pool.validate(32, "fpganet")
+    # The codes' sum reaches 128 * 16: shifted left by 21 it leaves int32 (the RTL would wrap).
+    with pytest.raises(FpganetError, match="could leave int32"):
+        dataclasses.replace(pool, shift=21).validate(32, "tflite")
+
+
+def test_tflite_network_round_trips_with_its_mode(tmp_path):
+    """single_rounding and sum_codes survive save and load; an older manifest without
+    requant_mode (or either field) reads as the fpganet mode."""
+    from fpganet.config import DEFAULT_CONFIG
+    from fpganet.qnet import QAvgPool, QNetwork
+
+    config = DEFAULT_CONFIG.replace(requant_mode="tflite")
+    pool = QAvgPool(name="p", in_shape=(3, 3, 3), out_shape=(3, 1, 1), kernel=(3, 3), stride=(3, 3),
+                    pads=(0, 0, 0, 0), zp_in=0, zp_out=0, lo=-128, hi=127, relu=False,
+                    mult=(1 << 30) + 1, shift=-3, s_in=1.0, s_out=1.0, sum_codes=True, inputs=(0,))
+    net = QNetwork(layers=[_tflite_conv(single_rounding=True), pool], input_name="x",
+                   input_shape=(2, 3, 3), input_scale=1.0, input_zp=0, output_name="y",
+                   output_shape=(3, 1, 1), output_scale=1.0, output_zp=0, config=config)
+    net.validate()
+    (tmp_path / "t").mkdir()
+    net.save(tmp_path / "t")
+    write_sums(tmp_path / "t")
+    loaded = load_network(tmp_path / "t")
+    assert loaded.config.requant_mode == "tflite"
+    assert loaded.layers[0].single_rounding and loaded.layers[1].sum_codes
+    q = RNG.integers(-128, 128, (4, 2, 3, 3)).astype(np.int8)
+    np.testing.assert_array_equal(run_golden(loaded, q), run_golden(net, q))
+    old = compile_model(out_dir=tmp_path / "old")
+    manifest = json.loads((tmp_path / "old" / "manifest.json").read_text())
+    del manifest["config"]["requant_mode"]
+    (tmp_path / "old" / "manifest.json").write_text(json.dumps(manifest))
+    write_sums(tmp_path / "old")
+    assert load_network(tmp_path / "old").config == old.config
 
 
 def test_activation_qparams_represent_zero_exactly():

@@ -236,3 +236,32 @@ def test_refusals_are_one_line(case, expected, tmp_path, capfd):
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("fpganet: error:") and expected in lines[0]
     assert "Traceback" not in err and not out_dir.exists()
+
+
+@pytest.mark.parametrize("single", [False, True])
+def test_constant_channels_keep_their_outputs(single):
+    """Channels whose output does not depend on the input (TFLite's zero multiplier; all-zero
+    weights with biases near 2**30) are rewritten into the 64-bit tflite entry with the same
+    outputs for any accumulator, with either rounding."""
+    from fpganet.isa import param_ranges
+    from fpganet.model.tflite_import import constant_channels
+    from fpganet.quantize.fixed_point import multiply_tflite
+
+    rng = np.random.default_rng(5)
+    weight = rng.integers(-127, 128, (6, 4, 3, 3)).astype(np.int8)
+    weight[2] = weight[3] = 0
+    bias = np.array([100, -5000, 1 << 30, -(1 << 30) + 7, 3000, 12], np.int64)
+    mult = np.array([1 << 30, 1500000000, 1400000000, 2000000000, 0, 0], np.int64)
+    shift = np.array([-5, -8, -30, -27, 0, 0], np.int64)
+    new_weight, new_bias, new_mult, new_shift = constant_channels(weight, bias, mult, shift, single)
+    ranges = param_ranges("tflite")
+    for name, values in (("bias", new_bias), ("mult", new_mult), ("shift", new_shift)):
+        lo, hi = ranges[name]
+        assert values.min() >= lo and values.max() <= hi, name
+    x = rng.integers(-128, 128, (50, 4 * 9)).astype(np.int64)
+    acc = x @ weight.reshape(6, -1).astype(np.int64).T + bias
+    acc_new = x @ new_weight.reshape(6, -1).astype(np.int64).T + new_bias
+    want = np.clip(multiply_tflite(acc, mult, shift, single), -128, 127)
+    got = np.clip(multiply_tflite(acc_new, new_mult, new_shift, single), -128, 127)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(new_weight[:2], weight[:2])

@@ -20,7 +20,7 @@ import warnings
 
 import numpy as np
 
-from .config import AcceleratorConfig, ConfigError, fit_requant_latency
+from .config import AcceleratorConfig, ConfigError
 from .isa import REQUANT_MODES
 from .argtypes import positive_float, positive_int
 from .errors import FpganetError, FpganetWarning, one_line
@@ -68,7 +68,7 @@ def add_config_arguments(parser):
     group.add_argument("--array", metavar="RxC", help="systolic array rows x columns, e.g. 2x8")
     for field in dataclasses.fields(AcceleratorConfig):
         flag = "--" + field.name.replace("_", "-")
-        if field.type in (str, "str"):
+        if field.name == "requant_mode":
             group.add_argument(flag, dest=f"config_{field.name}", choices=REQUANT_MODES,
                                help=f"default {field.default}")
             continue
@@ -77,8 +77,10 @@ def add_config_arguments(parser):
                                help=f"default {'yes' if field.default else 'no'}")
             continue
         kind = positive_float if field.type in (float, "float") else positive_int
+        default = ("the requantization mode's: 4 (fpganet) or 6 (tflite)"
+                   if field.name == "requant_latency" else field.default)
         group.add_argument(flag, dest=f"config_{field.name}", type=kind, metavar="N",
-                           help=f"default {field.default}")
+                           help=f"default {default}")
     group.add_argument("--clock-mhz", dest="config_clock_mhz", type=positive_float, metavar="F",
                        help="the clock in MHz (instead of --clock-hz)")
 
@@ -99,7 +101,6 @@ def config_from_args(args):
         if "clock_hz" in values:
             raise FpganetError("give either --clock-hz or --clock-mhz, not both")
         values["clock_hz"] = args.config_clock_mhz * 1e6
-    values = fit_requant_latency(values, AcceleratorConfig.requant_latency)
     if getattr(args, "array", None):
         if "rows" in values or "cols" in values:
             raise FpganetError("give either --array or --rows/--cols, not both")
@@ -113,9 +114,9 @@ def _configure_compile(parser):
     from .quantize import DEFAULT_METHOD, METHODS
 
     parser.add_argument("model", nargs="?", metavar="MODEL.onnx",
-                        help="ONNX model, or a fully-int8 TFLite model (MODEL.tflite: its own "
-                             "scales and zero points, no --calib); omitted: the embedded "
-                             "LeNet-5 with its MNIST calibration split")
+                        help="ONNX or TFLite model (a pre-quantized one, QDQ ONNX or fully-int8 "
+                             "TFLite, keeps its own scales and zero points: no --calib); "
+                             "omitted: the embedded LeNet-5 with its MNIST calibration split")
     parser.add_argument("--calib", metavar="CALIB.npz",
                         help="calibration inputs: array 'x', float32 [N, C, H, W] in the model's "
                              "input domain (required with MODEL)")

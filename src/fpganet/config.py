@@ -74,7 +74,8 @@ class AcceleratorConfig:
         clocks the one-stage product misses (on an ECP5 a 32x15-bit product
         spans two MULT18X18D, summed on carry chains). Each ``CONV``/``POOL``
         takes one cycle more at 5; the numerics are the same. The ``tflite``
-        requantization mode has 6 (:data:`REQUANT_LATENCIES`).
+        requantization mode has 6 (:data:`REQUANT_LATENCIES`). Not given (None): the
+        mode's first, 4 or 6.
     requant_mode : str
         The requantization arithmetic (docs/numerics.md): ``"fpganet"`` (a 15-bit
         multiplier and one rounding shift) or ``"tflite"`` (TFLite's 31-bit rounding
@@ -98,7 +99,7 @@ class AcceleratorConfig:
     bias_buffer_words: int = 512
     program_words: int = 1024
     requant_lanes: int = 1
-    requant_latency: int = 4
+    requant_latency: int = None
     requant_mode: str = "fpganet"
     broadcast_operands: bool = False
     act_bank_factor: int = 1
@@ -138,6 +139,8 @@ class AcceleratorConfig:
             raise ConfigError(f"requant_mode must be one of {', '.join(REQUANT_MODES)}, "
                               f"not {self.requant_mode!r}")
         latencies = REQUANT_LATENCIES[self.requant_mode]
+        if self.requant_latency is None:
+            object.__setattr__(self, "requant_latency", latencies[0])
         if (not isinstance(self.requant_latency, int) or isinstance(self.requant_latency, bool)
                 or self.requant_latency not in latencies):
             raise ConfigError(f"requant_latency must be {' or '.join(map(str, latencies))} "

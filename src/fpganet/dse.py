@@ -34,6 +34,7 @@ from pathlib import Path
 
 from .config import AcceleratorConfig, ConfigError
 from .errors import FpganetError
+from .isa import REQUANT_MODES
 
 __all__ = ["Space", "load_space", "point_config", "point_key", "run_dse", "configure", "run",
            "INSTALL_HINT", "DEFAULT_CACHE"]
@@ -86,6 +87,10 @@ def _check_value(path, key, value):
     if _FIELDS[key].type in (bool, "bool"):
         if not isinstance(value, bool):
             raise FpganetError(f"{where}: {value!r} is not true or false")
+        return value
+    if key == "requant_mode":
+        if value not in REQUANT_MODES:
+            raise FpganetError(f"{where}: {value!r} is not one of {', '.join(REQUANT_MODES)}")
         return value
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise FpganetError(f"{where}: {value!r} is not a positive integer")

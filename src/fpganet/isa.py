@@ -29,7 +29,8 @@ __all__ = ["Opcode", "Reg", "Instruction", "encode", "decode", "INSTRUCTION_BITS
            "SET_LAYOUT", "LOOP_LAYOUT", "ENGINE_COUNTS", "REGION_COUNTS", "COUNT_WIDTH", "LOOP_COUNT_WIDTH",
            "count_width", "register_overflow", "HostSpace", "STAMP_BYTES", "host_word_bytes",
            "host_memory_words", "PARAM_BITS", "PARAM_LAYOUTS", "REQUANT_MODES", "TFLITE_MULT_TOP",
-           "param_ranges", "pack_param", "unpack_param"]
+           "param_ranges", "pack_param", "unpack_param", "QUANT_LAYOUT", "quant_bits", "pack_quant",
+           "unpack_quant"]
 
 #: Bits below the opcode: the operand fields of the instructions that have any.
 OPERAND_BITS = 60
@@ -130,7 +131,7 @@ class Reg(enum.IntEnum):
     W_BASE = 19        # weight word of beat 0 of group 0
     W_GSTEP = 20       # weight words per group (conv: K)
     P_BASE = 21        # parameter entry of output channel 0
-    QUANT = 22         # [7:0] zp_out, [15:8] lo, [23:16] hi, signed bytes; [24] round once (tflite)
+    QUANT = 22         # requantizer output: zp_out, lo, hi, single (QUANT_LAYOUT)
     # Region instructions (FILL, INPUT, OUTPUT): a 3-D pattern.
     IO_BASE = 23
     IO_CHANNELS = 24
@@ -260,6 +261,36 @@ def host_memory_words(space, hardware):
             HostSpace.WEIGHTS: hardware.weight_buffer_bytes // hardware.weight_word_bytes,
             HostSpace.PARAMS: hardware.bias_buffer_words,
             HostSpace.ACTIVATIONS: hardware.act_buffer_bytes}[HostSpace(space)]
+
+
+#: The ``QUANT`` register: the requantizer's output zero point and clamp bounds (signed
+#: bytes) and, in the ``tflite`` requantization mode, TFLite's single rounding.
+QUANT_LAYOUT = data.StructLayout({
+    "zp_out": signed(8),
+    "lo": signed(8),
+    "hi": signed(8),
+    "single": unsigned(1),
+})
+
+_QUANT = {name: _Bits(QUANT_LAYOUT, name) for name, _ in QUANT_LAYOUT}
+
+
+def quant_bits(mode):
+    """Bits of ``QUANT`` the hardware keeps in requantization mode ``mode``: ``single`` only
+    in the ``tflite`` mode."""
+    return QUANT_LAYOUT.size if mode == "tflite" else QUANT_LAYOUT["single"].offset
+
+
+def pack_quant(zp_out, lo, hi, single=False):
+    """The ``QUANT`` value (:data:`QUANT_LAYOUT`)."""
+    fields = {"zp_out": zp_out, "lo": lo, "hi": hi, "single": int(single)}
+    return sum(_QUANT[name].put(value) for name, value in fields.items())
+
+
+def unpack_quant(value):
+    """``(zp_out, lo, hi, single)`` of a ``QUANT`` value."""
+    zp_out, lo, hi, single = (_QUANT[name].get(value) for name in ("zp_out", "lo", "hi", "single"))
+    return zp_out, lo, hi, bool(single)
 
 
 #: Bits of one parameter entry as the host writes it.

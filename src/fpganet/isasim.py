@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fpganet.config import AcceleratorConfig
-from fpganet.isa import STAMP_BYTES, Opcode, Reg, decode, register_overflow, unpack_param
+from fpganet.isa import (STAMP_BYTES, Opcode, Reg, decode, quant_bits, register_overflow, unpack_param,
+                         unpack_quant)
 from fpganet.quantize.fixed_point import multiply_tflite
 
 __all__ = ["Machine", "IsaError", "engine_lanes", "engine_read_addresses", "region_addresses"]
@@ -142,12 +143,8 @@ class Machine:
         raise IsaError(f"program did not reach END in {max_steps} instructions")
 
     def _quant(self):
-        value = self.regs[Reg.QUANT]
-        return _signed8(value), _signed8(value >> 8), _signed8(value >> 16)
-
-    def _single_rounding(self):
-        """QUANT's bit 24, kept only in the ``tflite`` requantization mode."""
-        return self.config.requant_mode == "tflite" and bool(self.regs[Reg.QUANT] >> 24 & 1)
+        """``(zp_out, lo, hi, single)`` of ``QUANT``, of the bits the hardware keeps."""
+        return unpack_quant(self.regs[Reg.QUANT] & ((1 << quant_bits(self.config.requant_mode)) - 1))
 
     def _check_disjoint(self, reads, writes, what):
         if np.intersect1d(reads, writes).size:
@@ -172,7 +169,7 @@ class Machine:
 
     def _conv(self):
         regs, rows = self.regs, self.config.rows
-        zp_out, lo, hi = self._quant()
+        zp_out, lo, hi, single = self._quant()
         k_total = regs[Reg.K_C] * regs[Reg.K_H] * regs[Reg.K_W]
         act_bytes = len(self.act)
         tiles = regs[Reg.TILES]
@@ -194,7 +191,7 @@ class Machine:
                                  zip(*(unpack_param(entry, mode) for entry in entries)))
             acc = acc[:, live, :] + bias
             if mode == "tflite":
-                y = zp_out + multiply_tflite(acc, mult, shift, self._single_rounding())
+                y = zp_out + multiply_tflite(acc, mult, shift, single)
             else:
                 y = zp_out + ((acc * mult + (1 << (shift - 1))) >> shift)
             y = np.clip(y, lo, hi).astype(np.int8)

@@ -39,12 +39,10 @@ FORMAT = "fpganet-compiled/1"
 MANIFEST = "manifest.json"
 ARRAYS = "network.npz"
 
-#: Requantization multipliers are 15-bit unsigned with the top bit set: [2**14, 2**15).
+#: ``fpganet`` requantization multipliers are 15-bit unsigned with the top bit set:
+#: [2**14, 2**15); shifts 1..62 (the parameter entry, :func:`fpganet.isa.param_ranges`).
 MULT_BITS = 15
-MULT_MIN = 1 << (MULT_BITS - 1)
-MULT_MAX = (1 << MULT_BITS) - 1
-SHIFT_MIN = 1
-SHIFT_MAX = 62
+(MULT_MIN, MULT_MAX), (SHIFT_MIN, SHIFT_MAX) = (param_ranges("fpganet")[name] for name in ("mult", "shift"))
 #: Share of input values beyond the calibrated range (by more than a step) that gets a warning.
 CLIPPED_INPUTS_WARNING = 0.01
 #: Inputs that vary but quantize to fewer int8 levels than this get a warning.
@@ -143,6 +141,11 @@ class QConv:
         return self.weight.reshape(self.weight.shape[0], -1)
 
     @property
+    def requant_zp(self):
+        """The zero point the requantizer adds: ``zp_out``."""
+        return self.zp_out
+
+    @property
     def bias_unfolded(self):
         """int64 [M]: the bias before the input zero point was folded in (what ONNX QLinearConv takes)."""
         return self.bias.astype(np.int64) + self.zp_in * self.weight_matrix.astype(np.int64).sum(axis=1)
@@ -176,6 +179,8 @@ class QConv:
                 fail(f"{name} has shape {list(getattr(self, name).shape)}, expected [{m}]")
         if self.weight.min(initial=0) < -127:
             fail("weights must lie in -127..127 (symmetric)")
+        if self.single_rounding and mode != "tflite":
+            fail(f"single rounding is a tflite requantization; this network is {mode}")
         ranges = param_ranges(mode)
         for name in ("mult", "shift", "bias"):
             lo, hi = ranges[name]
@@ -198,8 +203,6 @@ class QConv:
             fail(f"output channel {channel} can reach |acc| = {bound} >= 2**{acc_width - 1}; the "
                  f"{acc_width}-bit accumulator could overflow (|bias| + 128 * sum |w| too large)")
         _check_left_shift(self, self.acc_bound, self.shift, mode)
-        if self.single_rounding and mode != "tflite":
-            fail(f"single rounding is a tflite requantization; this network is {mode}")
 
 
 def _check_window(layer):
@@ -267,7 +270,8 @@ REQUANTIZE_TEXT = {
     "fpganet": "y = clamp(zp_out + ((acc * mult[m] + (1 << (shift[m] - 1))) >> shift[m]), lo, hi)",
     "tflite": "y = clamp(zp_out + MultiplyByQuantizedMultiplier(acc, mult[m], shift[m]), lo, hi) "
               "(TFLite: RoundingDivideByPOT(SaturatingRoundingDoublingHighMul(acc << max(shift, 0), "
-              "mult), max(-shift, 0)))",
+              "mult), max(-shift, 0)); a layer with single_rounding: (acc * mult + (1 << (30 - "
+              "shift))) >> (31 - shift))",
 }
 RESCALE_TEXT = {
     "fpganet": "rescale(x, m, s) = (x * m + (1 << (s - 1))) >> s",
@@ -366,6 +370,11 @@ class QAdd:
         return -(self.w_a * self.zp_a + self.w_b * self.zp_b)
 
     @property
+    def requant_zp(self):
+        """The zero point the requantizer adds: ``zp_out``."""
+        return self.zp_out
+
+    @property
     def scale(self):
         return self.s_out, self.zp_out
 
@@ -445,11 +454,12 @@ class QAvgPool:
     def validate(self, acc_width=32, mode="fpganet"):
         _check_window(self)
         _check_clamp(self, ("zp_in", "zp_out", "lo", "hi"))
-        _check_multiplier(self, "multiplier", self.mult, self.shift, mode, self.bias,
-                          0 if self.sum_codes else 255 * self.count)
         if self.sum_codes and mode != "tflite":
             raise FpganetError(f"layer '{self.name}': the sum of the codes is a tflite "
                                f"requantization; this network is {mode}")
+        # The accelerator sums the codes (|q| <= 128) and adds the bias.
+        _check_multiplier(self, "multiplier", self.mult, self.shift, mode, self.bias,
+                          abs(self.bias) + 128 * self.count)
         if 255 * self.kernel[0] * self.kernel[1] >= 1 << (acc_width - 1):
             raise FpganetError(f"layer '{self.name}': a {self.kernel[0]}x{self.kernel[1]} window "
                                f"sum could overflow the {acc_width}-bit accumulator")
@@ -712,8 +722,9 @@ class QNetwork:
             numerics["avgpool"] = ("y = clamp(zp_out + rescale(sum over the window of (q - zp_in), "
                                    "mult, shift), lo, hi)")
             if any(getattr(layer, "sum_codes", False) for layer in self.layers):
-                numerics["avgpool_sum_codes"] = ("y = clamp(rescale(sum over the window of q, mult, "
-                                                 f"shift), lo, hi); {rescale_text}")
+                numerics["avgpool_sum_codes"] = ("y = clamp((s * mult + (1 << (30 - shift))) >> "
+                                                 "(31 - shift), lo, hi), s the sum over the window "
+                                                 "of q (TFLite's AVERAGE_POOL_2D, rounded once)")
         if any(getattr(layer, "groups", 1) != 1 for layer in self.layers):
             numerics["groups"] = "output channel m reads only the input channels of its group"
         from . import __version__

@@ -134,9 +134,10 @@ def _pool(rng, name, shape, zp):
 def _in_requant_mode(rng, layers, mode):
     """``layers`` (drawn with ``fpganet`` multipliers) with their multipliers in requantization
     mode ``mode``. ``tflite``: each ``mult * 2**-shift`` becomes TFLite's 31-bit ``M`` with 16
-    random bits below and the matching exponent (a right shift), some convolutions round once,
-    and some average pools take TFLite's form (the codes' sum divided by the window's size).
-    ``fpganet`` draws nothing, so its networks stay as they were."""
+    random bits below and the matching exponent, a left shift where the accumulator's bound
+    leaves room for it (else 0), some convolutions round once, and some average pools take
+    TFLite's form (the codes' sum divided by the window's size). ``fpganet`` draws nothing, so
+    its networks stay as they were."""
     if mode != "tflite":
         return layers
     converted = []
@@ -145,7 +146,12 @@ def _in_requant_mode(rng, layers, mode):
             mult = np.asarray(layer.mult, dtype=np.int64)
             low = rng.integers(0, 1 << 16, mult.shape)
             tflite_mult = (mult << 16 | low).astype(np.int32)
-            tflite_shift = np.minimum(15 - np.asarray(layer.shift, dtype=np.int64), 0).astype(np.int32)
+            bound = (layer.acc_bound if isinstance(layer, QConv) else
+                     abs(layer.bias) + 128 * (layer.w_a + layer.w_b if isinstance(layer, QAdd)
+                                              else layer.count))
+            room = np.floor(np.log2((2**31 - 1) / np.maximum(bound, 1))).astype(np.int64)
+            tflite_shift = np.minimum(15 - np.asarray(layer.shift, dtype=np.int64),
+                                      np.minimum(room, 30)).astype(np.int32)
             if isinstance(layer, QConv):
                 layer = dataclasses.replace(layer, mult=tflite_mult, shift=tflite_shift,
                                             single_rounding=bool(rng.random() < 0.5))
@@ -314,11 +320,12 @@ class FuzzCase:
 def random_case(seed, index, arrays=ARRAYS, graph=False):
     """Case ``index`` of the stream ``seed``: network, configuration, inputs; ``graph``: a DAG
     (:func:`random_graph_network`) instead of a chain (:func:`random_network`). Every third
-    case (``index % 3 == 2``) is in the ``tflite`` requantization mode."""
+    round of the arrays (``index // len(arrays) % 3 == 2``) is in the ``tflite`` requantization
+    mode."""
     rng = np.random.default_rng([seed, index])
     array = arrays[index % len(arrays)]
     config = AcceleratorConfig.parse_array(array, requant_lanes=1)
-    if index % 3 == 2:
+    if index // len(arrays) % 3 == 2:
         config = config.replace(requant_mode="tflite")
     if rng.random() < 0.3 and config.cols > 1:
         lanes = [d for d in range(1, config.cols + 1) if config.cols % d == 0]

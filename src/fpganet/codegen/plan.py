@@ -817,6 +817,10 @@ def plan_network(net, config=None, explore=False, batch=1):
         weight or parameter buffer (one line naming the buffer, needed and available bytes).
     """
     config = config or net.config
+    if config.requant_mode != net.config.requant_mode:
+        raise FpganetError(f"the network's multipliers are for the {net.config.requant_mode} "
+                           f"requantization; this {config.name} configuration has the "
+                           f"{config.requant_mode} one (--requant-mode)")
     net.validate()
     if config.operand_width != 8:
         raise FpganetError(f"the back end generates int8 programs; the {config.name} configuration "

@@ -26,11 +26,11 @@ group of B images::
 import numpy as np
 
 from ..errors import FpganetError
-from ..isa import Instruction, Opcode, Reg, pack_param
+from ..isa import Instruction, Opcode, Reg, pack_param, pack_quant
 from ..qnet import QAdd, QAvgPool, QConv
 from .plan import COUNT_LIMIT
 
-__all__ = ["Emitter", "generate", "Program", "weight_image", "param_image", "quant_word",
+__all__ = ["Emitter", "generate", "Program", "weight_image", "param_image",
            "COUNT_LIMIT"]
 
 REG_LIMIT = 1 << 32
@@ -38,10 +38,7 @@ COUNT_REGS = frozenset({Reg.K_C, Reg.K_H, Reg.K_W, Reg.OUT_W, Reg.NPIX, Reg.TILE
                         Reg.M, Reg.IO_CHANNELS, Reg.IO_ROWS, Reg.IO_LEN})
 
 
-def quant_word(zp_out, lo, hi, single=False):
-    """The QUANT register: ``[7:0] zp_out, [15:8] lo, [23:16] hi``, each a signed byte, and
-    ``[24]`` the ``tflite`` requantization's single rounding."""
-    return (zp_out & 0xFF) | (lo & 0xFF) << 8 | (hi & 0xFF) << 16 | int(single) << 24
+
 
 
 class Emitter:
@@ -185,8 +182,8 @@ def _engine(emit, step, config, image=0):
                      Reg.OUT_CSTRIDE: dst.cstride, Reg.OUT_GSTEP: config.rows * dst.cstride,
                      Reg.W_BASE: step.w_base, Reg.W_GSTEP: 0 if step.shares_weights else step.k,
                      Reg.P_BASE: step.p_base,
-                     Reg.QUANT: quant_word(getattr(layer, "requant_zp", layer.zp_out), layer.lo,
-                                           layer.hi, layer.single_rounding)})
+                     Reg.QUANT: pack_quant(layer.requant_zp, layer.lo, layer.hi,
+                                           layer.single_rounding)})
         opcode = Opcode.CONV
     else:
         del regs[Reg.IN_CSTRIDE]       # K_C = 1: POOL never uses it
