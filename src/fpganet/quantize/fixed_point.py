@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from ..errors import FpganetError
-from ..qnet import MULT_BITS, MULT_MAX, MULT_MIN, SHIFT_MAX, SHIFT_MIN
+from ..qnet import MULT_BITS, MULT_MAX, MULT_MIN, SHIFT_MAX, SHIFT_MIN, rescale
 
 __all__ = ["activation_qparams", "weight_qparams", "quantize_multiplier", "requantize",
            "quantize_multiplier_tflite", "multiply_tflite", "requantize_tflite", "rescale_mode",
@@ -230,9 +230,7 @@ def rescale_mode(x, mult, shift, mode, single=False):
     :func:`fpganet.qnet.rescale` for ``fpganet``, :func:`multiply_tflite` for ``tflite``."""
     if mode == "tflite":
         return multiply_tflite(x, mult, shift, single)
-    x = np.asarray(x, dtype=np.int64)
-    return np.right_shift(x * np.int64(mult) + np.left_shift(np.int64(1), np.int64(shift) - 1),
-                          np.int64(shift))
+    return rescale(x, mult, shift)
 
 
 def requantize_mode(acc, mult, shift, zp_out, lo, hi, mode, single=False):
