@@ -36,7 +36,7 @@ from . import report as _report
 from .icebreaker import BOARD as ICEBREAKER
 from .ulx3s import BOARD as ULX3S
 
-__all__ = ["BOARDS", "BuildError", "DoesNotFit", "board_config", "build", "configure", "run",
+__all__ = ["BOARDS", "BuildError", "DoesNotFit", "Refused", "board_config", "build", "configure", "run",
            "main", "toolchain_env", "toolchain_versions"]
 
 BOARDS = {board.name: board for board in (ICEBREAKER, ULX3S)}
@@ -47,6 +47,11 @@ EXIT_TIMING = 1
 
 class BuildError(FpganetError):
     """The toolchain failed; the message is the tool's first error line and the log to read."""
+
+
+class Refused(BuildError):
+    """The board's :attr:`~fpganet.boards.common.Board.refuse` says, before any tool runs, that
+    it cannot hold the design."""
 
 
 class DoesNotFit(BuildError):
@@ -132,6 +137,9 @@ def build(board, config=None, output="build/synth", *, core=None, seed=None, pll
             raise FpganetError(f"unknown board {board!r}: use one of {', '.join(BOARDS)}") from None
     config = board.default_config if config is None else config
     core = board.default_core if core is None else core
+    reason = board.refuse(config, core) if board.refuse else None
+    if reason:
+        raise Refused(f"{board.description}: {reason}")
     seed = board.seed if seed is None else seed
     output = Path(output)
     failure = None

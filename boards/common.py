@@ -130,6 +130,9 @@ class Board:
     cores: dict = field(default_factory=dict)
     #: nextpnr cell type -> report name, in report order.
     resources: dict = field(default_factory=dict)
+    #: ``refuse(config, core)``: why the board cannot hold ``core`` built for ``config``, in
+    #: one line (a measured fact, said before minutes of synthesis), or None.
+    refuse: object = None
 
     @property
     def device(self):

@@ -72,6 +72,15 @@ def accelerator_core(config):
                               writer=partial(ResultWriter, requant_multiplier=requant_multiplier(config)))
 
 
+def refuse(config, core):
+    """The whole accelerator in the ``tflite`` requantization mode does not fit the UP5K."""
+    if core is accelerator_core and config.requant_mode == "tflite":
+        return ("the tflite requantization's 32x31-bit product per lane would be logic cells "
+                "(the eight SB_MAC16 are the array's): the 4x2 accelerator needs 7,218 of the "
+                "5,280 LC (measured); use --requant-mode fpganet")
+    return None
+
+
 def stand_in_core(config):
     """The stand-in core with the SB_MAC16-paired array."""
     return ArrayStandIn(config, array=Ice40SystolicArray)
@@ -118,6 +127,7 @@ BOARD = Board(
     default_config=DEFAULT_CONFIG,
     default_core=accelerator_core,
     cores={"accelerator": accelerator_core, "stand-in": stand_in_core},
+    refuse=refuse,
     family="ice40",
     bitstream="bin",
     # No -dsp: the SB_MAC16s are instantiated in 8x8 mode by hand (yosys issue 2922).

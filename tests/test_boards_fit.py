@@ -121,3 +121,20 @@ def test_nextpnr_options_given_replace_the_boards():
     assert _without_overridden(("--router", "router2"), ["--router=router1"]) == []
     assert _without_overridden(("--router", "router2", "--tmg-ripup"), ["--seed", "3"]) == \
         ["--router", "router2", "--tmg-ripup"]
+
+
+def test_icebreaker_refuses_the_tflite_requantizer_before_synthesis(tmp_path, capsys):
+    """Measured not to fit (7,218 / 5,280 LC): said in one line at once, nothing written; the
+    array alone (the stand-in core, no requantizer) still builds in that mode."""
+    from fpganet.boards.build import Refused
+    from fpganet.boards.icebreaker import refuse, stand_in_core
+    from fpganet.cli import main
+
+    assert main(["synth", "--board", "icebreaker", "--requant-mode", "tflite",
+                 "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("fpganet: error: iCEBreaker") and "7,218" in err and "\n" not in err
+    assert not (tmp_path / "out").exists()
+    config = BOARDS["icebreaker"].default_config.replace(requant_mode="tflite")
+    assert refuse(config, stand_in_core) is None
+    assert issubclass(Refused, FpganetError)

@@ -314,14 +314,14 @@ def evaluate_point(board, config_dict, model_bytes, calib, report=None):
 
 def synth_point(board, config_dict, seed):
     """Build one configuration for ``board`` with one nextpnr seed; returns a plain dict."""
-    from .boards.build import BuildError, DoesNotFit, build
+    from .boards.build import BuildError, DoesNotFit, Refused, build
 
     config = AcceleratorConfig.from_dict(config_dict)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="fpganet-dse-synth-") as scratch:
         try:
             report = build(board, config, Path(scratch) / "build", seed=seed)
-        except DoesNotFit as error:
+        except (DoesNotFit, Refused) as error:
             return {"status": "does not fit", "reason": " ".join(str(error).split()).split(" (see ")[0],
                     "seed": seed}
         except BuildError as error:
