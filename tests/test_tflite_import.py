@@ -94,8 +94,8 @@ def test_tflite_requantization_is_litert_bit_exact_but_for_the_residual_adds():
     """In the ``tflite`` requantization mode each ResNet-8 layer, fed LiteRT's own int8 inputs,
     gives LiteRT's int8 outputs exactly (convolutions, the fully connected layer, the average
     pool), the residual adds within 1 LSB (TFLite's ADD rescales each input on its own, which
-    the accelerator's two-input convolution does not); VWW, without adds, is bit-exact end to
-    end."""
+    the accelerator's two-input convolution does not), and the top-1 answers agree; VWW,
+    without adds, is bit-exact end to end."""
     from fpganet.config import DEFAULT_CONFIG
     from fpganet.golden import run_layer
     from fpganet.qnet import NETWORK_INPUT
@@ -127,7 +127,7 @@ def test_tflite_requantization_is_litert_bit_exact_but_for_the_residual_adds():
         kinds.add(layer.type if layer.type != "conv" else layer.kind)
     assert kinds == {"conv", "dense", "add", "avgpool"}
     logits = run_golden(net, q_in).reshape(len(q_in), -1)
-    assert np.mean(logits.argmax(1) == litert_logits(path, q_in).argmax(1)) >= 0.95
+    assert np.mean(logits.argmax(1) == litert_logits(path, q_in).argmax(1)) >= 0.99
 
 
 @needs_shared

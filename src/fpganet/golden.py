@@ -89,7 +89,7 @@ def run_layer(layer, q, *others, mode="fpganet"):
     if isinstance(layer, QAdd):
         acc = (layer.w_a * (q.astype(np.int64) - layer.zp_a)
                + layer.w_b * (others[0].astype(np.int64) - layer.zp_b))
-        y = layer.zp_out + rescale_mode(acc, layer.mult, layer.shift, mode)
+        y = layer.zp_out + rescale_mode(acc, layer.mult, layer.shift, mode, layer.single_rounding)
         return np.clip(y, layer.lo, layer.hi).astype(np.int8)
     if isinstance(layer, QAvgPool):
         # Padding holds zp_in: it adds nothing to the sum of offset codes and counts in the divisor.

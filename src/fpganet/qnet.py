@@ -337,6 +337,10 @@ class QAdd:
     best pair of int8 integers in the ratio ``s_a : s_b``). It is a two-input 1x1 convolution
     whose weights are ``w_a`` and ``w_b`` and whose bias is ``-(w_a zp_a + w_b zp_b)``, which is
     how the accelerator runs it. A following ReLU is folded into ``lo`` as for :class:`QConv`.
+    ``single_rounding`` (``tflite`` requantization only) rescales with TFLite's single
+    rounding, which the quantizer picks in that mode: it follows TFLite's ADD, whose
+    intermediate sums carry 19 bits below the output's step, far more closely than the
+    double rounding does (docs/tflite.md).
     """
 
     name: str
@@ -355,10 +359,10 @@ class QAdd:
     s_b: float
     s_out: float
     inputs: tuple = None
+    single_rounding: bool = False
 
     type = "add"
     macs = 0        # the network's MACs are its convolutions' and dense layers', as is usual
-    single_rounding = False
 
     @property
     def out_shape(self):
@@ -379,6 +383,9 @@ class QAdd:
         return self.s_out, self.zp_out
 
     def validate(self, acc_width=32, mode="fpganet"):
+        if self.single_rounding and mode != "tflite":
+            raise FpganetError(f"layer '{self.name}': single rounding is a tflite "
+                               f"requantization; this network is {mode}")
         _check_clamp(self, ("zp_a", "zp_b", "zp_out", "lo", "hi"))
         for label in ("w_a", "w_b"):
             if not 1 <= getattr(self, label) <= ADD_WEIGHT_MAX:
@@ -694,8 +701,10 @@ class QNetwork:
                     entry["single_rounding"] = True
             elif isinstance(layer, (QAdd, QAvgPool)):
                 entry.update({name: _plain(getattr(layer, name)) for name in _SCALAR_FIELDS[layer.type]})
-                if getattr(layer, "sum_codes", False):
-                    entry["sum_codes"] = True       # the other pools' manifests stay as they were
+                # Only where set: the other layers' manifests stay as they were.
+                for flag in ("sum_codes", "single_rounding"):
+                    if getattr(layer, flag, False):
+                        entry[flag] = True
             else:
                 entry.update(zp=layer.zp, s=float(layer.s))
                 if isinstance(layer, QMaxPool):
@@ -861,6 +870,8 @@ def _layer_from_manifest(entry, arrays, arrays_path):
         if kind == "avgpool":
             shapes["out_shape"] = tuple(entry["out_shape"])
             fields["sum_codes"] = bool(entry.get("sum_codes", False))
+        else:
+            fields["single_rounding"] = bool(entry.get("single_rounding", False))
         return _LAYER_TYPES[kind](name=entry["name"], inputs=inputs, **shapes, **fields)
     common = dict(name=entry["name"], in_shape=tuple(entry["in_shape"]),
                   out_shape=tuple(entry["out_shape"]), inputs=inputs)

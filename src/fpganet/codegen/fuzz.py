@@ -158,6 +158,9 @@ def _in_requant_mode(rng, layers, mode):
             elif isinstance(layer, QAvgPool) and rng.random() < 0.5:
                 mult, shift = average_multiplier(layer.count)
                 layer = dataclasses.replace(layer, mult=mult, shift=shift, sum_codes=True)
+            elif isinstance(layer, QAdd):
+                layer = dataclasses.replace(layer, mult=int(tflite_mult), shift=int(tflite_shift),
+                                            single_rounding=bool(rng.random() < 0.5))
             else:
                 layer = dataclasses.replace(layer, mult=int(tflite_mult), shift=int(tflite_shift))
         converted.append(layer)

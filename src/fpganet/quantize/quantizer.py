@@ -292,7 +292,7 @@ def quantize_add(layer, a, b, out, mode="fpganet"):
     return QAdd(name=layer.name, in_shape=tuple(layer.in_shape), zp_a=int(zp_a), zp_b=int(zp_b),
                 w_a=w_a, w_b=w_b, mult=mult, shift=shift, zp_out=int(zp_out), lo=int(lo),
                 hi=int(hi), relu=bool(layer.relu), s_a=float(s_a), s_b=float(s_b),
-                s_out=float(s_out))
+                s_out=float(s_out), single_rounding=mode == "tflite")
 
 
 def quantize_avgpool(layer, s_in, zp_in, s_out, zp_out, mode="fpganet"):
