@@ -319,7 +319,7 @@ class ResultWriter(wiring.Component):
             requant.zp.eq(quant["zp_out"]), requant.lo.eq(quant["lo"]), requant.hi.eq(quant["hi"]),
             requant.bypass.eq(self.pool),
         ]
-        if config.requant_mode == "tflite":
+        if "single" in quant:           # kept in the tflite mode only (isa.quant_bits)
             m.d.comb += requant.single.eq(quant["single"])
         return requant
 

@@ -213,30 +213,31 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
 
 def _load_tflite(model_path, calib, config):
     """A fully-int8 TFLite model with its own quantization, as a network, or a float32 one as
-    a float graph for post-training quantization (:mod:`fpganet.model.tflite_import`)."""
-    from .model import file_sha256
-    from .model.tflite_import import load_tflite, load_tflite_float, tflite_kind
+    a float graph for post-training quantization (:mod:`fpganet.model.tflite_import`, one read
+    of the file)."""
+    from .model import Graph, file_sha256
+    from .model.tflite_import import load_tflite_any
 
-    if tflite_kind(model_path) == "float":
+    loaded = load_tflite_any(model_path, config=config)
+    if isinstance(loaded, Graph):
         if calib is None:
             # The embedded LeNet-5's MNIST calibration split is no default for it.
             raise FpganetError(f"'{model_path}' is a float32 TFLite model: a calibration file is "
                                f"required (--calib CALIB.npz with an array 'x', float32 "
                                f"[N, C, H, W], NCHW)")
-        return load_tflite_float(model_path)
+        return loaded
     if calib is not None:
         warnings.warn("the model is a fully-int8 TFLite model: its own scales and zero points are "
                       "used and the calibration data are ignored", FpganetWarning, stacklevel=3)
     # The digest sits under 'tflite_sha256', not 'sha256': check and estimate rerun a float
     # source model (ONNX, in onnxruntime) whose 'sha256' still matches, and this one is not.
-    source = {"path": str(model_path.resolve()), "file": model_path.name, "embedded": False,
-              "tflite_sha256": file_sha256(model_path),
-              "prequantized": "TFLite: the model's int8 tensors' scales and zero points, its "
-                              "int8 weights and int32 biases"}
-    net = load_tflite(model_path, config=config, source=source)
-    net.source.setdefault("graph", model_path.stem)
-    net.source["float_macs"] = int(net.macs)
-    return net
+    loaded.source.update({"path": str(model_path.resolve()), "file": model_path.name,
+                          "embedded": False, "tflite_sha256": file_sha256(model_path),
+                          "prequantized": "TFLite: the model's int8 tensors' scales and zero "
+                                          "points, its int8 weights and int32 biases"})
+    loaded.source.setdefault("graph", model_path.stem)
+    loaded.source["float_macs"] = int(loaded.macs)
+    return loaded
 
 
 def write_compiled(net, out_dir, program=True, n_images=1, batch=1, inputs=()):

@@ -31,7 +31,7 @@ from .errors import FpganetError
 
 __all__ = ["SUMS", "MARKER", "file_sha256", "directory_digests", "read_sums", "write_sums",
            "check_replaceable", "check_not_input", "check_output_directory", "check_output_file",
-           "staged_directory", "atomic_file", "write_text_atomic",
+           "staged_directory", "atomic_file", "write_text_atomic", "existing_file",
            "verify_directory", "write_npz"]
 
 #: The file in every output directory that lists the SHA-256 of the others.
@@ -245,6 +245,17 @@ def atomic_file(path):
     except BaseException:
         os.unlink(staging)
         raise
+
+
+def existing_file(path, role):
+    """``path`` as a string, or a one-line refusal naming the ``role`` ("model file") when it
+    does not exist or is not a regular file."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FpganetError(f"{role} '{path}' does not exist")
+    if not os.path.isfile(path):
+        raise FpganetError(f"{role} '{path}' is not a regular file")
+    return path
 
 
 def write_text_atomic(path, text):

@@ -14,7 +14,7 @@ import numpy as np
 from fpganet.config import AcceleratorConfig
 from fpganet.isa import (STAMP_BYTES, Opcode, Reg, decode, quant_bits, register_overflow, unpack_param,
                          unpack_quant)
-from fpganet.quantize.fixed_point import multiply_tflite
+from fpganet.quantize.fixed_point import rescale_mode
 
 __all__ = ["Machine", "IsaError", "engine_lanes", "engine_read_addresses", "region_addresses"]
 
@@ -189,11 +189,7 @@ class Machine:
             mode = self.config.requant_mode
             bias, mult, shift = (np.array(field, dtype=np.int64)[None, :, None] for field in
                                  zip(*(unpack_param(entry, mode) for entry in entries)))
-            acc = acc[:, live, :] + bias
-            if mode == "tflite":
-                y = zp_out + multiply_tflite(acc, mult, shift, single)
-            else:
-                y = zp_out + ((acc * mult + (1 << (shift - 1))) >> shift)
+            y = zp_out + rescale_mode(acc[:, live, :] + bias, mult, shift, mode, single)
             y = np.clip(y, lo, hi).astype(np.int8)
             out_base = regs[Reg.OUT_BASE] + group * regs[Reg.OUT_GSTEP]
             out_off = np.stack([engine_lanes(regs, t)[2] for t in range(tiles)])       # [T, L]

@@ -248,7 +248,7 @@ def _rounding_ties(layer, q):
     if not isinstance(layer, QAvgPool):
         return None
     sums = avgpool(q.astype(np.int64) - layer.zp_in, layer.kernel, layer.stride, layer.pads)
-    real = sums * (np.float64(layer.s_in) / (np.float64(layer.s_out) * layer.kernel[0] * layer.kernel[1]))
+    real = sums * (np.float64(layer.s_in) / (np.float64(layer.s_out) * layer.count))
     return real - np.floor(real) == 0.5
 
 

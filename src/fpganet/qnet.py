@@ -179,8 +179,8 @@ class QConv:
                 fail(f"{name} has shape {list(getattr(self, name).shape)}, expected [{m}]")
         if self.weight.min(initial=0) < -127:
             fail("weights must lie in -127..127 (symmetric)")
-        if self.single_rounding and mode != "tflite":
-            fail(f"single rounding is a tflite requantization; this network is {mode}")
+        if self.single_rounding:
+            _check_tflite_only(self, "single rounding", mode)
         ranges = param_ranges(mode)
         for name in ("mult", "shift", "bias"):
             lo, hi = ranges[name]
@@ -302,6 +302,13 @@ def _check_multiplier(layer, label, mult, shift, mode, bias=0, acc_bound=0):
     _check_left_shift(layer, np.array([acc_bound]), np.array([shift]), mode)
 
 
+def _check_tflite_only(layer, what, mode):
+    """``what``, a form only the ``tflite`` requantization has, in a network of ``mode``."""
+    if mode != "tflite":
+        raise FpganetError(f"layer '{layer.name}': {what} is a tflite requantization; this "
+                           f"network is {mode}")
+
+
 def _check_left_shift(layer, acc_bound, shift, mode):
     """TFLite shifts the accumulator left by a positive ``shift`` in int32 (or, rounding once,
     scales it up as much): it must stay there."""
@@ -383,9 +390,8 @@ class QAdd:
         return self.s_out, self.zp_out
 
     def validate(self, acc_width=32, mode="fpganet"):
-        if self.single_rounding and mode != "tflite":
-            raise FpganetError(f"layer '{self.name}': single rounding is a tflite "
-                               f"requantization; this network is {mode}")
+        if self.single_rounding:
+            _check_tflite_only(self, "single rounding", mode)
         _check_clamp(self, ("zp_a", "zp_b", "zp_out", "lo", "hi"))
         for label in ("w_a", "w_b"):
             if not 1 <= getattr(self, label) <= ADD_WEIGHT_MAX:
@@ -461,13 +467,12 @@ class QAvgPool:
     def validate(self, acc_width=32, mode="fpganet"):
         _check_window(self)
         _check_clamp(self, ("zp_in", "zp_out", "lo", "hi"))
-        if self.sum_codes and mode != "tflite":
-            raise FpganetError(f"layer '{self.name}': the sum of the codes is a tflite "
-                               f"requantization; this network is {mode}")
+        if self.sum_codes:
+            _check_tflite_only(self, "the sum of the codes", mode)
         # The accelerator sums the codes (|q| <= 128) and adds the bias.
         _check_multiplier(self, "multiplier", self.mult, self.shift, mode, self.bias,
                           abs(self.bias) + 128 * self.count)
-        if 255 * self.kernel[0] * self.kernel[1] >= 1 << (acc_width - 1):
+        if 255 * self.count >= 1 << (acc_width - 1):
             raise FpganetError(f"layer '{self.name}': a {self.kernel[0]}x{self.kernel[1]} window "
                                f"sum could overflow the {acc_width}-bit accumulator")
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import FpganetError
 from ..isa import Instruction, Opcode, Reg, pack_param, pack_quant
-from ..qnet import QAdd, QAvgPool, QConv
+from ..qnet import QAvgPool, QConv
 from .plan import COUNT_LIMIT
 
 __all__ = ["Emitter", "generate", "Program", "weight_image", "param_image",
@@ -36,9 +36,6 @@ __all__ = ["Emitter", "generate", "Program", "weight_image", "param_image",
 REG_LIMIT = 1 << 32
 COUNT_REGS = frozenset({Reg.K_C, Reg.K_H, Reg.K_W, Reg.OUT_W, Reg.NPIX, Reg.TILES, Reg.GROUPS,
                         Reg.M, Reg.IO_CHANNELS, Reg.IO_ROWS, Reg.IO_LEN})
-
-
-
 
 
 class Emitter:
@@ -322,6 +319,7 @@ def param_image(plan):
     in the configuration's requantization mode (an add's and an average pool's are the same
     for every channel)."""
     image = np.zeros(plan.param_entries, dtype=np.uint64)
+    mode = plan.config.requant_mode
     for step in plan.steps:
         entries = step.param_entries()
         if not entries:
@@ -332,7 +330,6 @@ def param_image(plan):
         else:
             # The zero points folded in: the array sums the codes q, not q - zp.
             bias, mult, shift = ([value] * entries for value in (layer.bias, layer.mult, layer.shift))
-        mode = plan.config.requant_mode
         image[step.p_base:step.p_base + entries] = [
             pack_param(int(b), int(m), int(s), mode) for b, m, s in zip(bias, mult, shift)]
     return image

@@ -25,12 +25,11 @@ Concat) is folded symbolically.
 """
 
 import heapq
-import os
 
 import numpy as np
 
 from ..errors import FpganetError, one_line
-from ..files import file_sha256
+from ..files import existing_file, file_sha256
 from .ir import (GRAPH_INPUT, LINEAR_LAYERS, Add, AvgPool, Conv, Dense, Graph, MaxPool, Relu,
                  Reshape, canonical_shape, fuse_relu)
 
@@ -112,11 +111,7 @@ def load_onnx(path):
     """
     import onnx
 
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FpganetError(f"model file '{path}' does not exist")
-    if not os.path.isfile(path):
-        raise FpganetError(f"model file '{path}' is not a regular file")
+    path = existing_file(path, "model file")
     try:
         model = onnx.load(path)
     except Exception as error:  # protobuf raises DecodeError, external data OSError, ...

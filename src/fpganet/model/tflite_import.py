@@ -33,16 +33,18 @@ op or tensor; a file that is not a readable TFLite flatbuffer in one line naming
 
 import dataclasses
 import os
+from collections import namedtuple
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import FpganetError, one_line
+from ..files import existing_file
 from ..quantize.fixed_point import average_multiplier
 from .ir import Add, AvgPool, Conv, Dense, Graph, MaxPool, Relu, Reshape, fuse_relu
 
-__all__ = ["load_tflite", "load_tflite_float", "tflite_kind", "is_tflite", "TFLITE_OPS",
-           "FLOAT_OPS"]
+__all__ = ["load_tflite", "load_tflite_float", "load_tflite_any", "tflite_kind", "is_tflite",
+           "TFLITE_OPS", "FLOAT_OPS"]
 
 #: The flatbuffer file identifier of a TFLite model (bytes 4..8).
 IDENTIFIER = b"TFL3"
@@ -319,6 +321,12 @@ class _Walk:
         return np.frombuffer(tensor.data, dtype=np.dtype(_NUMPY[dtype]).newbyteorder("<")) \
             .astype(_NUMPY[dtype]).reshape(tensor.shape)
 
+    def output_tensor(self, op):
+        """The op's one output tensor and its label, or a one-line refusal."""
+        if len(op.outputs) != 1 or op.outputs[0] < 0:
+            raise FpganetError(f"{op.code} #{op.index} has {len(op.outputs)} outputs; expected one")
+        return self.tensors[op.outputs[0]], f"output of {op.code} #{op.index}"
+
     def emit(self, layer, op, sources, out_index, flat_from=None):
         layer.inputs = tuple(sources)
         self.layers.append(layer)
@@ -563,11 +571,9 @@ class _Importer(_Walk):
         super().missing(op, index, what)
 
     def output(self, op):
-        if len(op.outputs) != 1 or op.outputs[0] < 0:
-            raise FpganetError(f"{op.code} #{op.index} has {len(op.outputs)} outputs; expected one")
-        tensor = self.tensors[op.outputs[0]]
-        scale, zero_point = self.activation_qparams(tensor, f"output of {op.code} #{op.index}")
-        return tensor, self.chw(tensor, f"output of {op.code} #{op.index}"), scale, zero_point
+        tensor, what = self.output_tensor(op)
+        scale, zero_point = self.activation_qparams(tensor, what)
+        return tensor, self.chw(tensor, what), scale, zero_point
 
     # Ops ---------------------------------------------------------------------------------
 
@@ -746,10 +752,7 @@ class _FloatImporter(_Walk):
                                f"{_MIXED}")
 
     def output(self, op):
-        if len(op.outputs) != 1 or op.outputs[0] < 0:
-            raise FpganetError(f"{op.code} #{op.index} has {len(op.outputs)} outputs; expected one")
-        tensor = self.tensors[op.outputs[0]]
-        what = f"output of {op.code} #{op.index}"
+        tensor, what = self.output_tensor(op)
         self.float_tensor(tensor, what)
         return tensor, self.chw(tensor, what), None, None
 
@@ -911,14 +914,13 @@ def _kind(tensors, ops, graph_inputs):
     return "float" if source is not None and source.dtype == "float32" and plain else "int8"
 
 
+#: A read TFLite file: its only subgraph, schema version, description and kind (:func:`_kind`).
+_Parsed = namedtuple("_Parsed", "tensors ops graph_inputs graph_outputs version description kind")
+
+
 def _parse(path):
-    """A TFLite file's tensors, ops, inputs, outputs, schema version, description and kind
-    (:func:`_kind`), or a one-line refusal naming the file."""
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FpganetError(f"model file '{path}' does not exist")
-    if not os.path.isfile(path):
-        raise FpganetError(f"model file '{path}' is not a regular file")
+    """A TFLite file as :class:`_Parsed`, or a one-line refusal naming the file."""
+    path = existing_file(path, "model file")
     try:
         with open(path, "rb") as handle:
             buf = handle.read()
@@ -936,7 +938,7 @@ def _parse(path):
     tensors, ops, graph_inputs, graph_outputs, version, description = parsed
     if version != 3:
         raise FpganetError(f"'{path}' is TFLite schema version {version}; fpganet reads version 3")
-    return (*parsed, _kind(tensors, ops, graph_inputs))
+    return _Parsed(*parsed, _kind(tensors, ops, graph_inputs))
 
 
 def tflite_kind(path):
@@ -958,7 +960,7 @@ def tflite_kind(path):
         The file is not a readable TFLite model, or it is neither (float16 weights,
         dynamic-range or partial quantization): one line saying which.
     """
-    return _parse(path)[-1]
+    return _parse(path).kind
 
 
 def load_tflite_float(path):
@@ -988,12 +990,16 @@ def load_tflite_float(path):
         The file is not a readable TFLite model, not a float32 one, or holds something
         the IR cannot represent (one line naming the op or tensor).
     """
-    path = os.fspath(path)
-    tensors, ops, graph_inputs, graph_outputs, _, _, kind = _parse(path)
-    if kind != "float":
-        raise FpganetError(f"'{path}' is a fully-int8 TFLite model, not a float one: it compiles "
-                           f"with its own quantization (load_tflite)")
-    importer = _FloatImporter(tensors, ops, graph_inputs, graph_outputs)
+    parsed = _parse(path)
+    if parsed.kind != "float":
+        raise FpganetError(f"'{os.fspath(path)}' is a fully-int8 TFLite model, not a float one: "
+                           f"it compiles with its own quantization (load_tflite)")
+    return _float_graph(path, parsed)
+
+
+def _float_graph(path, parsed):
+    importer = _FloatImporter(parsed.tensors, parsed.ops, parsed.graph_inputs,
+                              parsed.graph_outputs)
     importer.run()
     output_name, output_shape = importer.logits_name_shape()
     graph = Graph(name=Path(path).stem, input_name=importer.input_name,
@@ -1025,18 +1031,33 @@ def load_tflite(path, config=None, source=None):
         The file is missing or not a readable TFLite flatbuffer, or the model holds
         something the integer network cannot represent (one line naming the op or tensor).
     """
+    parsed = _parse(path)
+    if parsed.kind != "int8":
+        raise FpganetError(f"'{os.fspath(path)}' is a float32 TFLite model, not a fully-int8 "
+                           f"one: it needs post-training quantization with calibration data "
+                           f"(--calib)")
+    return _int8_network(parsed, config, source)
+
+
+def load_tflite_any(path, config=None, source=None):
+    """A TFLite model read once: :func:`load_tflite`'s network if it is fully int8,
+    :func:`load_tflite_float`'s float graph if it is float32 (``config`` and ``source`` then
+    unused)."""
+    parsed = _parse(path)
+    if parsed.kind == "float":
+        return _float_graph(path, parsed)
+    return _int8_network(parsed, config, source)
+
+
+def _int8_network(parsed, config, source):
     from ..config import DEFAULT_CONFIG
     from ..qnet import QNetwork
 
     config = config or DEFAULT_CONFIG
-    path = os.fspath(path)
     if config.operand_width != 8:
         raise FpganetError(f"a TFLite int8 model needs operand_width 8, not {config.operand_width}")
-    tensors, ops, graph_inputs, graph_outputs, version, description, kind = _parse(path)
-    if kind != "int8":
-        raise FpganetError(f"'{path}' is a float32 TFLite model, not a fully-int8 one: it needs "
-                           f"post-training quantization with calibration data (--calib)")
-    importer = _Importer(tensors, ops, graph_inputs, graph_outputs, config)
+    importer = _Importer(parsed.tensors, parsed.ops, parsed.graph_inputs, parsed.graph_outputs,
+                         config)
     result = importer.run()
     output_name, output_shape = importer.logits_name_shape()
     layers = importer.layers
@@ -1044,9 +1065,9 @@ def load_tflite(path, config=None, source=None):
         # A chain stays without explicit inputs, as the ONNX path writes it.
         if tuple(layer.inputs) == (index - 1,):
             layer.inputs = None
-    info = {"format": "tflite", "schema_version": version, "description": description,
-            "dropped_output_op": importer.dropped, "notes": list(importer.notes),
-            "ops": len(ops), **(source or {})}
+    info = {"format": "tflite", "schema_version": parsed.version,
+            "description": parsed.description, "dropped_output_op": importer.dropped,
+            "notes": list(importer.notes), "ops": len(parsed.ops), **(source or {})}
     net = QNetwork(layers=layers, input_name=importer.input_name, input_shape=importer.input_chw,
                    input_scale=importer.input_q[0], input_zp=importer.input_q[1],
                    output_name=output_name, output_shape=output_shape,
