@@ -173,19 +173,32 @@ def measure(model, limit=None, shared=None, layers=True, mode="fpganet"):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default="resnet8,vww")
-    parser.add_argument("--limit", type=int, help="only the first N test images")
+    from fpganet.argtypes import positive_int
+    from fpganet.errors import FpganetError
+    from fpganet.files import atomic_file
+    from fpganet.isa import REQUANT_MODES
+
+    parser.add_argument("--models", default="resnet8,vww", help=f"of {', '.join(TFLITE)}")
+    parser.add_argument("--limit", type=positive_int, help="only the first N test images")
     parser.add_argument("--no-layers", action="store_true", help="skip the per-layer comparison")
-    parser.add_argument("--requant-mode", default="fpganet", choices=("fpganet", "tflite"),
+    parser.add_argument("--requant-mode", default="fpganet", choices=REQUANT_MODES,
                         help="the requantization the network is compiled for (default fpganet)")
     parser.add_argument("-o", "--output", default="build/tflite-mlperf")
     args = parser.parse_args(argv)
+    models = args.models.split(",")
+    unknown = [model for model in models if model not in TFLITE]
+    if unknown:
+        parser.error(f"--models: unknown model {unknown[0]!r} (known: {', '.join(TFLITE)})")
     out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
-    results = []
-    for model in args.models.split(","):
-        r = measure(model, args.limit, layers=not args.no_layers, mode=args.requant_mode)
-        results.append(r)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        results = [measure(model, args.limit, layers=not args.no_layers, mode=args.requant_mode)
+                   for model in models]
+    except (FpganetError, OSError) as error:     # the shared material missing, an unwritable -o
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        return 2
+    for r in results:
+        model = r["model"]
         print(f"{model}: {r['images']} images, input == pixel - 128: "
               f"{r['input_equals_pixel_minus_128']}; top-1 agreement with LiteRT BUILTIN_REF "
               f"{100 * r['top1_agreement']:.1f} %, logits equal {100 * r['logits_equal']:.1f} %, "
@@ -200,7 +213,8 @@ def main(argv=None):
                 print(f"  {row['index']:2d} {row['type']:8s} {100 * row['equal']:8.3f} % equal, "
                       f"{100 * row['off_by_one']:7.3f} % off by 1, max |diff| "
                       f"{row['max_abs_diff']}  {row['name'][:60]}")
-    (out / "results.json").write_text(json.dumps({"results": results}, indent=1) + "\n")
+    with atomic_file(out / "results.json") as stream:     # written aside, renamed into place
+        stream.write((json.dumps({"results": results}, indent=1) + "\n").encode())
     print(f"wrote {out / 'results.json'}")
     return 0
 
