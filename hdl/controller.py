@@ -15,7 +15,16 @@ last cycle of the current one, so there is no fetch bubble, taken ``LOOP``
 included. ``start`` reads instruction 0; the ``cycles`` counter counts the
 cycles from the first execute cycle to ``END`` inclusive, so it equals the sum
 of the instructions' cycles.
+
+With ``config.pipeline_registers`` the instruction is decoded from a register, the
+instruction register, instead of straight from the block RAM's output (whose
+clock-to-output delay then led every decode path): the memory is read one
+instruction ahead, instruction 0 while idle, and the register loads the word
+read ahead as an instruction ends. A taken ``LOOP`` finds the wrong word read
+ahead and takes one cycle more (2) to read its target.
 """
+
+import contextlib
 
 from amaranth import *
 from amaranth.lib import stream, wiring
@@ -94,14 +103,18 @@ class Controller(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         regs = self.regs
-        opcode = self.prog_data.opcode
-        set_op, loop_op = self.prog_data.operand.set, self.prog_data.operand.loop
+        pipelined = self.config.pipeline_registers
+        # The instruction executing: the read port's word, or the instruction register's.
+        instruction = Signal(INSTRUCTION_LAYOUT) if pipelined else self.prog_data
+        opcode = instruction.opcode
+        set_op, loop_op = instruction.operand.set, instruction.operand.loop
 
         pc = Signal(self.config.program_addr_width)
-        first = Signal()      # first cycle of the instruction in `prog_data`
+        first = Signal()      # first cycle of the instruction in `instruction`
         advance = Signal()
         next_pc = Signal.like(pc)
         m.d.comb += next_pc.eq(pc + 1)
+        refetch = Signal()    # pipelined: the read-ahead word is not the next instruction's
 
         # Empty walks finish in their first cycle without starting a unit. Whether a count is
         # non-zero is kept in a flip-flop beside it, loaded by the same SET from one zero test
@@ -125,7 +138,7 @@ class Controller(wiring.Component):
 
         with m.If(self.busy):
             m.d.sync += self.cycles.eq(self.cycles + 1)
-            with m.Switch(opcode):
+            with m.If(~refetch) if pipelined else contextlib.nullcontext(), m.Switch(opcode):
                 with m.Case(Opcode.END):
                     m.d.sync += [self.busy.eq(0), self.done.eq(1)]
                 with m.Case(Opcode.SET):
@@ -173,6 +186,13 @@ class Controller(wiring.Component):
                                     Mux(opcode == Opcode.INPUT, RegionMode.INPUT, RegionMode.OUTPUT))),
         ]
 
+        if pipelined:
+            self._fetch_ahead(m, instruction, pc=pc, next_pc=next_pc, first=first, advance=advance,
+                              refetch=refetch, taken=(opcode == Opcode.LOOP) & (regs.loop_count != 0))
+            with m.If(~self.busy & self.start):
+                m.d.sync += [self.busy.eq(1), self.done.eq(0), self.cycles.eq(0), pc.eq(0)]
+            return m
+
         with m.If(advance):
             m.d.comb += [self.prog_addr.eq(next_pc), self.prog_en.eq(1)]
             m.d.sync += [pc.eq(next_pc), first.eq(1)]
@@ -183,3 +203,29 @@ class Controller(wiring.Component):
             m.d.comb += [self.prog_addr.eq(0), self.prog_en.eq(1)]
             m.d.sync += [self.busy.eq(1), self.done.eq(0), self.cycles.eq(0), pc.eq(0), first.eq(1)]
         return m
+
+    def _fetch_ahead(self, m, instruction, *, pc, next_pc, first, advance, refetch, taken):
+        """Fetch for :attr:`~AcceleratorConfig.pipeline_registers`: ``instruction`` is a register
+        holding the word at ``pc``, and the read port holds the word at ``pc + 1``.
+
+        Idle, the port reads instruction 0, which ``start`` loads. As an instruction ends
+        (``advance``) the register loads the word read ahead and the port reads the one after
+        it; a taken ``LOOP`` (``taken``) reads its target instead and spends the next cycle
+        (``refetch``) loading it.
+        """
+        with m.If(~self.busy):
+            m.d.comb += [self.prog_addr.eq(0), self.prog_en.eq(1)]
+            with m.If(self.start):
+                m.d.comb += [self.prog_addr.eq(1)]
+                m.d.sync += [instruction.eq(self.prog_data), first.eq(1), refetch.eq(0)]
+        with m.Elif(refetch):
+            m.d.comb += [self.prog_addr.eq(pc + 1), self.prog_en.eq(1)]
+            m.d.sync += [instruction.eq(self.prog_data), first.eq(1), refetch.eq(0)]
+        with m.Elif(advance & taken):
+            m.d.comb += [self.prog_addr.eq(next_pc), self.prog_en.eq(1)]
+            m.d.sync += [pc.eq(next_pc), first.eq(0), refetch.eq(1)]
+        with m.Elif(advance):
+            m.d.comb += [self.prog_addr.eq(pc + 2), self.prog_en.eq(1)]
+            m.d.sync += [instruction.eq(self.prog_data), pc.eq(pc + 1), first.eq(1)]
+        with m.Else():
+            m.d.sync += first.eq(0)

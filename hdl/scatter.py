@@ -112,16 +112,64 @@ class ResultWriter(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        if self.config.pipeline_registers:
+            return self._elaborate_ahead(m)
         # The helpers emit their logic in pipeline order, which is also the statement order
         # of the single elaborate() they came from: the same RTLIL, the same Yosys mapping.
         walk = self._walk_state()
-        chain, addresses, arbiter = self._lane_group(m, walk)
+        chain, addresses, writable = self._lane_positions(m, walk)
+        arbiter = self._arbiter(m, addresses, Mux(walk.group_started, walk.group_pend, writable))
         flags = self._group_flags(m, walk, arbiter)
         tile_end = self._tile_end(m, walk, chain)
         start, next_chan = self._bookkeeping(m, walk, flags, chain, tile_end, arbiter)
         self._parameter_read(m, start, flags.take, next_chan)
         requant = self._postprocess(m, walk.group, flags.active)
         self._write(m, requant, addresses, arbiter.served, flags.active, flags.final)
+        return m
+
+    def _elaborate_ahead(self, m):
+        """With ``config.pipeline_registers``: the walk runs one lane group ahead of the group
+        being written, whose addresses, write mask and flags it leaves in registers (the
+        *issue* registers). The bank arbitration then starts from flip-flops, and the walk's
+        positions and compares no longer sit in front of it. The walk primes the registers
+        in the cycle after the registered start, long before the first row: no cycle changes.
+        """
+        config = self.config
+        R, cols, aw = config.requant_lanes, config.cols, config.act_addr_width
+        walk = self._walk_state()
+        chain, addresses, writable = self._lane_positions(m, walk)
+        issue = SimpleNamespace(addr=[Signal(aw, name=f"issue_addr{l}") for l in range(R)],
+                                writable=Signal(R), group=Signal(cols // R),
+                                last_group=Signal(), last_row=Signal(), tile_wrap=Signal(),
+                                last_grp=Signal())
+        arbiter = self._arbiter(m, issue.addr, Mux(walk.group_started, walk.group_pend,
+                                                    issue.writable))
+        prime = Signal()
+        step = Signal()                  # the walk hands its group to the issue registers
+        active = Signal()
+        group_done = Signal()
+        m.d.comb += [
+            active.eq(self.results.valid),
+            group_done.eq(active & (arbiter.remaining == 0)),
+            step.eq(prime | group_done),
+        ]
+        flags = self._group_flags(m, walk, arbiter, group_done=step)        # the walk's
+        done = self._end_flags(m, group_done, issue.last_group, issue.last_row,
+                               issue.tile_wrap, issue.last_grp)              # the issue group's
+        m.d.comb += self.results.ready.eq(done.take)
+        issued = SimpleNamespace(active=active, group_done=group_done)
+        tile_end = self._tile_end(m, walk, chain)
+        start, _ = self._bookkeeping(m, walk, flags, chain, tile_end, arbiter, issue=issued)
+        m.d.sync += prime.eq(start)
+        update(m, Cat(*issue.addr, issue.writable, issue.group, issue.last_group, issue.last_row,
+                      issue.tile_wrap, issue.last_grp),
+               Cat(*addresses, writable, walk.group, flags.last_group, flags.last_row,
+                   flags.tile_wrap, walk.grp + 1 == self.regs.groups),
+               enable=step)
+        # At the issue group's take the walk is at the next row's first group.
+        self._parameter_read(m, start, done.take, walk.chan)
+        requant = self._postprocess(m, issue.group, active)
+        self._write(m, requant, issue.addr, arbiter.served, active, done.final)
         return m
 
     def _count_up(self, value, amount):
@@ -175,9 +223,8 @@ class ResultWriter(wiring.Component):
                                group_pend=group_pend, row=row, tile=tile, grp=grp,
                                first_chan=first_chan, chan=chan, gbase=gbase, rowbase=rowbase)
 
-    def _lane_group(self, m, walk):
-        """The lanes of this group: positions (``chain``), addresses, which are written, and
-        the bank arbiter that sends those sharing a bank in successive cycles."""
+    def _lane_positions(self, m, walk):
+        """The lanes of the walk's group: positions (``chain``), addresses, which are written."""
         config, regs = self.config, self.regs
         aw, R = config.act_addr_width, config.requant_lanes
         chain = [walk.cursor]
@@ -194,19 +241,27 @@ class ResultWriter(wiring.Component):
                 addresses[l].eq(walk.rowbase + chain[l].off),
                 writable[l].eq(live & (walk.group_lane + l < regs.lanes) & (chain[l].n < regs.npix)),
             ]
-        m.submodules.arbiter = arbiter = BankArbiter(R, config.act_banks)
+        return chain, addresses, writable
+
+    def _arbiter(self, m, addresses, pending):
+        """The bank arbiter: sends the ``pending`` lanes that share a bank in successive cycles."""
+        config = self.config
+        m.submodules.arbiter = arbiter = BankArbiter(config.requant_lanes, config.act_banks)
         bb = config.bank_bits
-        for l in range(R):
+        for l in range(config.requant_lanes):
             if bb:
                 m.d.comb += arbiter.bank[l].eq(addresses[l][:bb])
-        m.d.comb += arbiter.pending.eq(Mux(walk.group_started, walk.group_pend, writable))
-        return chain, addresses, arbiter
+        m.d.comb += arbiter.pending.eq(pending)
+        return arbiter
 
-    def _group_flags(self, m, walk, arbiter):
-        """When the group, row, tile, engine group and instruction end."""
+    def _group_flags(self, m, walk, arbiter, *, group_done=None):
+        """When the walk's group, row, tile, engine group and instruction end: as the arbiter
+        finishes the group, or on ``group_done`` (the look-ahead walk's step)."""
         regs, R, rows = self.regs, self.config.requant_lanes, self.config.rows
+        ahead = group_done is not None
         active = Signal()
-        group_done = Signal()
+        if not ahead:
+            group_done = Signal()
         last_group = Signal()
         take = Signal()
         last_row = Signal()
@@ -216,10 +271,10 @@ class ResultWriter(wiring.Component):
         final = Signal()
         m.d.comb += [
             active.eq(self.results.valid),
-            group_done.eq(active & (arbiter.remaining == 0)),
+            *([] if ahead else [group_done.eq(active & (arbiter.remaining == 0))]),
             last_group.eq(walk.group_lane + R >= regs.lanes),
             take.eq(group_done & last_group),
-            self.results.ready.eq(take),
+            *([] if ahead else [self.results.ready.eq(take)]),
             last_row.eq(self.pool | (walk.row + 1 == rows)),
             row_end.eq(take & last_row),
             group_end.eq(row_end & tile_wrap),
@@ -228,6 +283,13 @@ class ResultWriter(wiring.Component):
         return SimpleNamespace(active=active, group_done=group_done, last_group=last_group,
                                take=take, last_row=last_row, tile_wrap=tile_wrap,
                                row_end=row_end, group_end=group_end, final=final)
+
+    def _end_flags(self, m, group_done, last_group, last_row, tile_wrap, last_grp):
+        """The issue group's ends, from its registered flags (look-ahead walk)."""
+        take, row_end, group_end, final = Signal(), Signal(), Signal(), Signal()
+        m.d.comb += [take.eq(group_done & last_group), row_end.eq(take & last_row),
+                     group_end.eq(row_end & tile_wrap), final.eq(group_end & last_grp)]
+        return SimpleNamespace(take=take, row_end=row_end, group_end=group_end, final=final)
 
     def _tile_end(self, m, walk, chain):
         """The position after the tile's last lane: chain[LANES - group_lane] in the last group."""
@@ -241,12 +303,15 @@ class ResultWriter(wiring.Component):
                     m.d.comb += tile_end.eq(chain[count])
         return tile_end
 
-    def _bookkeeping(self, m, walk, flags, chain, tile_end, arbiter):
-        """The walk's registers from group to group, row to row, tile to tile.
+    def _bookkeeping(self, m, walk, flags, chain, tile_end, arbiter, *, issue=None):
+        """The walk's registers from group to group, row to row, tile to tile; the arbiter's
+        state follows ``issue`` (``active``, ``group_done`` of the group being written), which
+        is ``flags`` unless the walk runs ahead.
 
         Returns ``(start, next_chan)``: the registered start and the next row's channel.
         """
         config, regs, w, f = self.config, self.regs, walk, flags
+        issue = flags if issue is None else issue
         R, rows, cw = config.requant_lanes, config.rows, config.count_width
         # The writer's first row arrives many cycles after the instruction starts (the
         # window's set-up and a whole tile of beats come first), so it takes its start a
@@ -258,8 +323,8 @@ class ResultWriter(wiring.Component):
         next_chan = Signal(cw + 1)
         m.d.comb += next_chan.eq(Mux(~f.last_row, self._count_up(w.chan, 1),
                                      Mux(f.tile_wrap, next_first_chan, w.first_chan)))
-        update(m, w.group_started, ~f.group_done, enable=f.active, reset=start)
-        update(m, w.group_pend, arbiter.remaining, enable=f.active & ~f.group_done)
+        update(m, w.group_started, ~issue.group_done, enable=issue.active, reset=start)
+        update(m, w.group_pend, arbiter.remaining, enable=issue.active & ~issue.group_done)
         with m.If(start | f.take):
             m.d.sync += w.group.eq(1)
         with m.Elif(f.group_done):

@@ -21,13 +21,18 @@ Stages (each a register boundary):
   and validity of the *next* tile, one lane per cycle. It starts in the cycle
   after a tile's first beat enters the gather stage, so a tile can follow the
   previous one ``LANES + 1`` cycles after it started at the earliest.
-* **gather** (``S1``): holds one beat; a :class:`~fpganet.hdl.memories.BankArbiter`
+* **gather** (``S1``): holds one beat (with ``config.pipeline_registers`` its lane
+  addresses summed as it loads); a :class:`~fpganet.hdl.memories.BankArbiter`
   serves, each cycle, one pending lane per bank; lanes sharing a bank are read in
   successive cycles; invalid lanes do not read. A beat occupies the stage for
   ``max(1, most valid lanes in one bank)`` cycles. The weight word is read in
   the same cycles.
 * **output** (``S2``): the bytes arrive (synchronous reads) and the beat is offered
-  on ``operands`` the cycle after its last gather cycle.
+  on ``operands`` the cycle after its last gather cycle; with
+  ``config.pipeline_registers`` the gathered bytes and the weight word are registered
+  first and offered a cycle later (``config.operand_latency`` after the last gather
+  cycle), so that a block RAM's output does not share a cycle with the gather and the
+  consumer's logic.
 
 Back-pressure: while an offered beat is not taken (the array holds a tile's
 ``last`` beat until the previous tile's results are out), every stage freezes,
@@ -76,6 +81,7 @@ class _Gather(NamedTuple):
     remaining: Value   # lanes left after this cycle
     hits: list         # hits[bank][lane]: lane reads bank this cycle
     done: Value        # every lane of the held beat is read by the end of this cycle
+    addr: list         # lane j's address, base + koff
 
 
 class WindowGenerator(wiring.Component):
@@ -131,7 +137,8 @@ class WindowGenerator(wiring.Component):
 
         ``act_addr_width`` setup cycles (cycles 1..AW), the walk of the first tile
         (``lanes`` cycles), one to load the beat: ``AW + lanes + 2``. A beat that
-        enters at cycle ``e`` and needs ``c`` gather cycles is offered at ``e + c``.
+        enters at cycle ``e`` and needs ``c`` gather cycles is offered at
+        ``e + c + config.operand_latency - 1``.
         """
         return self.config.act_addr_width + lanes + 2
 
@@ -155,7 +162,10 @@ class WindowGenerator(wiring.Component):
         start = self.start
         with m.If(start):
             m.d.sync += running.eq(1)
-        with m.Elif(s_finished & ~s1_full & ~o_valid):
+        drained = s_finished & ~s1_full & ~o_valid
+        if self.config.pipeline_registers:
+            drained &= ~self.operands.valid
+        with m.Elif(drained):
             m.d.sync += running.eq(0)
         m.d.comb += self.busy.eq(running)
 
@@ -356,7 +366,8 @@ class WindowGenerator(wiring.Component):
         m.submodules.arbiter = arbiter = BankArbiter(cols, config.act_banks)
         addresses = [Signal(aw, name=f"lane_addr{j}") for j in range(cols)]
         for j in range(cols):
-            m.d.comb += addresses[j].eq(s1_base[j] + s1_koff)
+            if not config.pipeline_registers:       # else loaded with the beat (_gather_load)
+                m.d.comb += addresses[j].eq(s1_base[j] + s1_koff)
             if bb:
                 m.d.comb += arbiter.bank[j].eq(addresses[j][:bb])
         m.d.comb += arbiter.pending.eq(Mux(s1_full, s1_pend, 0))
@@ -369,7 +380,7 @@ class WindowGenerator(wiring.Component):
         beat_done = Signal()
         m.d.comb += beat_done.eq(s1_full & (arbiter.remaining == 0))
         return _Gather(s1_base, s1_tvalid, s1_koff, s1_pend, s1_waddr, s1_last, arbiter.remaining, hits,
-                       beat_done)
+                       beat_done, addresses)
 
     def _gather_load(self, m, gather, *, stall, s1_full, load, first, tile, beat):
         """The gather stage (S1), its registers: a beat enters on ``load`` (with its tile's lanes
@@ -383,6 +394,12 @@ class WindowGenerator(wiring.Component):
         update(m, gather.tvalid, tile.valid, enable=load & first)
         for j in range(self.config.cols):
             update(m, gather.base[j], tile.addr[j], enable=load & first)
+        if self.config.pipeline_registers:
+            # The lane addresses in flip-flops, summed as the beat loads: the adders no longer
+            # sit in front of the bank arbitration and the banks' read addresses.
+            for j in range(self.config.cols):
+                update(m, gather.addr[j], Mux(first, tile.addr[j], gather.base[j]) + beat.koff,
+                       enable=load)
         update(m, gather.koff, beat.koff, enable=load)
         update(m, gather.waddr, beat.waddr, enable=load)
         update(m, gather.last, beat.last, enable=load)
@@ -413,12 +430,20 @@ class WindowGenerator(wiring.Component):
             m.d.sync += o_last.eq(gather.last)
             m.d.sync += [b_hold[j].eq(b_cur[j]) for j in range(cols)]
             m.d.sync += [hit_d[j].eq(Cat(hits[b][j] for b in range(banks))) for j in range(cols)]
-        m.d.comb += [
-            self.operands.valid.eq(o_valid),
-            self.operands.payload.last.eq(o_last),
-            stall.eq(o_valid & ~self.operands.ready),
-        ]
-        for j in range(cols):
-            m.d.comb += self.operands.payload.b[j].eq(b_cur[j])
-        for i in range(config.rows):
-            m.d.comb += self.operands.payload.a[i].eq(self.w_data[8 * i:8 * i + 8])
+        a_cur = [self.w_data[8 * i:8 * i + 8] for i in range(config.rows)]
+        payload = self.operands.payload
+        if config.pipeline_registers:
+            # The offer register: everything behind it freezes with it, so it needs no skid.
+            with m.If(self.start):
+                m.d.sync += self.operands.valid.eq(0)
+            with m.Elif(~stall):
+                m.d.sync += self.operands.valid.eq(o_valid)
+            with m.If(~stall):
+                m.d.sync += payload.last.eq(o_last)
+                m.d.sync += [payload.b[j].eq(b_cur[j]) for j in range(cols)]
+                m.d.sync += [payload.a[i].eq(a_cur[i]) for i in range(config.rows)]
+        else:
+            m.d.comb += [self.operands.valid.eq(o_valid), payload.last.eq(o_last)]
+            m.d.comb += [payload.b[j].eq(b_cur[j]) for j in range(cols)]
+            m.d.comb += [payload.a[i].eq(a_cur[i]) for i in range(config.rows)]
+        m.d.comb += stall.eq(self.operands.valid & ~self.operands.ready)

@@ -331,7 +331,7 @@ def window_model(config, regs):
             for k in range(K):
                 banks = addresses[t, k][valid[t]] % config.act_banks
                 when += max(1, np.bincount(banks, minlength=1).max(initial=0))
-                beats.append((g, t, k, addresses[t, k], valid[t], when))
+                beats.append((g, t, k, addresses[t, k], valid[t], when + config.operand_latency - 1))
             E += max(when - E, lanes)
     return beats
 
@@ -343,6 +343,9 @@ WINDOW_CASES = [
     (dict(rows=3, cols=5), "conv", dict(C=3, H=4, W=3, M=4, k=2, pad=1, stride=1, w_base=9)),
     (dict(rows=2, cols=8), "pool", dict(C=3, H=6, W=4, k=2, stride=2)),                          # LANES > OUT_W
     (dict(rows=2, cols=4), "conv", dict(C=1, H=3, W=3, M=2, k=3, pad=0, stride=1, lanes=1)),     # dense-like
+    (dict(rows=2, cols=8, pipeline_registers=True), "conv",
+     dict(C=2, H=5, W=6, M=3, k=3, pad=1, stride=1, pitch=9)),
+    (dict(rows=2, cols=8, pipeline_registers=True), "pool", dict(C=3, H=6, W=4, k=2, stride=2)),
 ]
 
 
@@ -402,6 +405,12 @@ WRITER_CASES = [
                                                          out_pitch=8)),          # write conflicts
     (dict(rows=3, cols=6, requant_lanes=3), "conv", dict(C=1, H=4, W=5, M=5, k=2, pad=0, stride=1, lanes=5)),
     (dict(rows=2, cols=8, requant_lanes=2), "pool", dict(C=2, H=6, W=6, k=2, stride=2, out_pitch=10)),
+    # The look-ahead walk of the pipeline registers: the same bytes, cycles and takes.
+    (dict(rows=2, cols=8, requant_lanes=4, pipeline_registers=True), "conv",
+     dict(C=2, H=4, W=3, M=3, k=1, pad=0, stride=1, out_pitch=8)),
+    (dict(rows=3, cols=6, requant_lanes=3, pipeline_registers=True), "conv",
+     dict(C=1, H=4, W=5, M=5, k=2, pad=0, stride=1, lanes=5)),
+    (dict(rows=2, cols=8, pipeline_registers=True), "pool", dict(C=2, H=6, W=6, k=2, stride=2, out_pitch=10)),
 ]
 
 

@@ -22,10 +22,10 @@ def test_random_networks_on_rtl_match_golden(name):
         check_network(build, net, rng.integers(-128, 128, (2, *net.input_chw)).astype(np.int8))
 
 
-@pytest.mark.parametrize("name", ["2x8", "4x4-banks16"])
+@pytest.mark.parametrize("name", ["2x8", "4x4-banks16-pipelined"])
 def test_random_graph_networks_on_rtl_match_golden(name):
     """DAGs: residual adds, depthwise and grouped convs, average pools, as CONVs with
-    block-diagonal weights; and four activation banks per lane."""
+    block-diagonal weights; and four activation banks per lane with the pipeline registers."""
     config = CONFIGS[name]
     build = build_harness(config, sim="verilator")
     rng = np.random.default_rng(2027)

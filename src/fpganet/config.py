@@ -86,6 +86,12 @@ class AcceleratorConfig:
         1, 2, 4 or 8: activation banks per lane (:attr:`act_banks` is ``cols`` rounded up
         to a power of two times this). At 2 the lanes of a stride-2 layer, which read every
         other byte, fall in different banks instead of meeting two to a bank.
+    pipeline_registers : bool
+        Registers for clocks beyond what the block RAMs' unregistered outputs allow (the
+        ULX3S's choice): the window generator registers the gathered activation bytes and
+        the weight word before it offers them, so a block-RAM read no longer shares a cycle
+        with the byte gather and the max-pool compare. Each ``CONV``/``POOL`` takes one
+        cycle more (:attr:`operand_latency`); the numerics are the same.
     clock_hz : float
         Clock the performance figures assume unless a routed Fmax replaces it.
     """
@@ -103,6 +109,7 @@ class AcceleratorConfig:
     requant_mode: str = "fpganet"
     broadcast_operands: bool = False
     act_bank_factor: int = 1
+    pipeline_registers: bool = False
     clock_hz: float = 40e6
 
     def __post_init__(self):
@@ -133,8 +140,9 @@ class AcceleratorConfig:
             raise ConfigError(f"act_bank_factor must be 1, 2, 4 or 8, not {self.act_bank_factor!r}")
         if self.cols % self.requant_lanes:
             raise ConfigError(f"requant_lanes {self.requant_lanes} does not divide cols {self.cols}")
-        if not isinstance(self.broadcast_operands, bool):
-            raise ConfigError(f"broadcast_operands must be true or false, not {self.broadcast_operands!r}")
+        for name in ("broadcast_operands", "pipeline_registers"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false, not {getattr(self, name)!r}")
         if self.requant_mode not in REQUANT_MODES:
             raise ConfigError(f"requant_mode must be one of {', '.join(REQUANT_MODES)}, "
                               f"not {self.requant_mode!r}")
@@ -165,6 +173,12 @@ class AcceleratorConfig:
         ``cols - 1`` of skew (systolic only), 2 in the PE (product and accumulator
         registers), 1 for the result row (``SystolicArray.latency``)."""
         return 3 if self.broadcast_operands else self.cols + 2
+
+    @property
+    def operand_latency(self):
+        """Cycles from a beat's last gather cycle to its offer to the array or the pool unit:
+        1 (the block RAMs' read), 2 with :attr:`pipeline_registers`."""
+        return 2 if self.pipeline_registers else 1
 
     @property
     def peak_macs_per_s(self):
@@ -296,6 +310,7 @@ class AcceleratorConfig:
             "peak_macs_per_s": self.peak_macs_per_s,
             "max_exact_k": self.max_exact_k,
             "array_latency": self.array_latency,
+            "operand_latency": self.operand_latency,
             "weight_word_bytes": self.weight_word_bytes,
             "act_word_bytes": self.act_word_bytes,
             "act_banks": self.act_banks,

@@ -10,7 +10,7 @@ instruction (``STAMP``) and in total (the ``cycles`` port).
 Cycles per instruction (``N`` bytes of a region, ``AW = act_addr_width``):
 
 ====================  =====================================================
-``SET, LOOP, END``    1
+``SET, LOOP, END``    1 (a taken ``LOOP``: 2 with ``config.pipeline_registers``)
 ``STAMP``             5
 ``FILL, INPUT``       ``N + 2`` (1 when the region is empty)
 ``OUTPUT``            ``N + 3`` (1 when empty)
@@ -40,7 +40,7 @@ row has been taken), ``X`` the cycle its last row is taken, and ``D`` the
 cycles the front end has been stalled so far::
 
     E_0 = AW + LANES + 2                   (setup multiply, first walk)
-    P_t = E_t + B_t + D
+    P_t = E_t + B_t + D + OL - 1           (OL: config.operand_latency, 1 or 2)
     A_t = max(P_t, X_{t-1} + 1);   D += A_t - P_t
     X_t = A_t + LAT + W_t - 1
     E_{t+1} = E_t + max(B_t, LANES + 1)
@@ -144,7 +144,7 @@ def engine_cycles(regs, config, pool=False):
     D = 0
     X = None
     for b, w in zip(B.reshape(-1).tolist(), W.reshape(-1).tolist()):
-        P = E + b + D
+        P = E + b + D + config.operand_latency - 1
         A = P if X is None else max(P, X + 1)
         D += A - P
         X = A + lat + w - 1
@@ -161,7 +161,9 @@ def instruction_cycles(instruction, regs, config):
     op = instruction.opcode
     if op is Opcode.LOOP:
         check_registers(regs, config, op)
-    if op in (Opcode.SET, Opcode.LOOP, Opcode.END):
+        # Taken, it finds the wrong word read ahead in the instruction register's fetch.
+        return 2 if config.pipeline_registers and regs[Reg.LOOP_COUNT] else 1
+    if op in (Opcode.SET, Opcode.END):
         return 1
     if op is Opcode.STAMP:
         return STAMP_CYCLES
