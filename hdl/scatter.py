@@ -128,49 +128,86 @@ class ResultWriter(wiring.Component):
         return m
 
     def _elaborate_ahead(self, m):
-        """With ``config.pipeline_registers``: the walk runs one lane group ahead of the group
-        being written, whose addresses, write mask and flags it leaves in registers (the
-        *issue* registers). The bank arbitration then starts from flip-flops, and the walk's
-        positions and compares no longer sit in front of it. The walk primes the registers
-        in the cycle after the registered start, long before the first row: no cycle changes.
+        """With ``config.pipeline_registers``: the walk runs up to two lane groups ahead of the
+        group being written. It leaves each group's addresses, write mask, flags, channel and
+        bank schedule in a two-entry queue whose head is the group being written. Lane ``l``
+        of the head writes in the group's cycle ``slot[l]`` (:meth:`_write_schedule`: what the
+        lowest-lane-first arbitration does), so the end of a group is a flip-flop and no bank
+        arbitration sits in the writer's control paths; the walk steps whenever the queue had
+        room in the previous cycle, so neither does the result stream's ``valid``. It starts in
+        the cycle after the registered start, long before the first row: no cycle changes.
         """
         config = self.config
-        R, cols, aw = config.requant_lanes, config.cols, config.act_addr_width
+        R, cols, aw, cw = config.requant_lanes, config.cols, config.act_addr_width, config.count_width
         walk = self._walk_state()
         chain, addresses, writable = self._lane_positions(m, walk)
-        issue = SimpleNamespace(addr=[Signal(aw, name=f"issue_addr{l}") for l in range(R)],
-                                writable=Signal(R), group=Signal(cols // R),
-                                last_group=Signal(), last_row=Signal(), tile_wrap=Signal(),
-                                last_grp=Signal())
-        arbiter = self._arbiter(m, issue.addr, Mux(walk.group_started, walk.group_pend,
-                                                    issue.writable))
-        prime = Signal()
-        step = Signal()                  # the walk hands its group to the issue registers
+        slots, cycles = self._write_schedule(m, addresses, writable)
+        entry = data.StructLayout({
+            "addr": data.ArrayLayout(aw, R), "writable": R, "group": cols // R,
+            "last_group": 1, "last_row": 1, "tile_wrap": 1, "last_grp": 1,
+            "slot": data.ArrayLayout(len(slots[0]), R), "cycles": len(cycles), "chan": cw + 1})
+        queue = [Signal(entry, name=f"queue{i}") for i in range(2)]
+        read_ptr, write_ptr = Signal(), Signal()
+        held = Signal(range(3))          # groups in the queue
+        head = Signal(entry)
+        count = Signal.like(cycles)      # the head's write cycle
+        final_cycle = Signal()           # ...its last
+        step = Signal()                  # the walk pushes its group
         active = Signal()
-        group_done = Signal()
+        group_done = Signal()            # the head is written: pop
+        served = Signal(R)
         m.d.comb += [
+            head.eq(Mux(read_ptr, queue[1], queue[0])),
             active.eq(self.results.valid),
-            group_done.eq(active & (arbiter.remaining == 0)),
-            step.eq(prime | group_done),
+            group_done.eq(active & final_cycle),
+            *[served[l].eq(active & head.writable[l] & (head.slot[l] == count)) for l in range(R)],
         ]
-        flags = self._group_flags(m, walk, arbiter, group_done=step)        # the walk's
-        done = self._end_flags(m, group_done, issue.last_group, issue.last_row,
-                               issue.tile_wrap, issue.last_grp)              # the issue group's
+        flags = self._group_flags(m, walk, None, group_done=step)           # the walk's
+        done = self._end_flags(m, group_done, head.last_group, head.last_row,
+                               head.tile_wrap, head.last_grp)                # the head's
         m.d.comb += self.results.ready.eq(done.take)
-        issued = SimpleNamespace(active=active, group_done=group_done)
         tile_end = self._tile_end(m, walk, chain)
-        start, _ = self._bookkeeping(m, walk, flags, chain, tile_end, arbiter, issue=issued)
-        m.d.sync += prime.eq(start)
-        update(m, Cat(*issue.addr, issue.writable, issue.group, issue.last_group, issue.last_row,
-                      issue.tile_wrap, issue.last_grp),
-               Cat(*addresses, writable, walk.group, flags.last_group, flags.last_row,
-                   flags.tile_wrap, walk.grp + 1 == self.regs.groups),
-               enable=step)
-        # At the issue group's take the walk is at the next row's first group.
-        self._parameter_read(m, start, done.take, walk.chan)
-        requant = self._postprocess(m, issue.group, active)
-        self._write(m, requant, issue.addr, arbiter.served, active, done.final)
+        start, _ = self._bookkeeping(m, walk, flags, chain, tile_end, None)
+        m.d.comb += step.eq(~start & (held != 2))      # the walk is reset in the start's cycle
+
+        pushed = Signal(entry)
+        m.d.comb += pushed.eq(Cat(*addresses, writable, walk.group, flags.last_group, flags.last_row,
+                                  flags.tile_wrap, walk.grp + 1 == self.regs.groups, *slots, cycles,
+                                  walk.chan))
+        for i in range(2):
+            update(m, queue[i], pushed, enable=step & (write_ptr == i))
+        update(m, write_ptr, ~write_ptr, enable=step, reset=start)
+        update(m, read_ptr, ~read_ptr, enable=group_done, reset=start)
+        update(m, held, held + step - group_done, enable=step | group_done, reset=start)
+        # The group after the head: the queue's other entry, or the one the walk pushes now.
+        following = data.View(entry, Mux(held == 2, Mux(read_ptr, queue[0], queue[1]), pushed))
+        new_head = group_done | ((held == 0) & step)
+        update(m, count, count + 1, enable=active, reset=new_head)
+        with m.If(new_head):
+            m.d.sync += final_cycle.eq(Mux(held == 0, pushed.cycles, following.cycles) == 1)
+        with m.Elif(active):
+            m.d.sync += final_cycle.eq(count + 2 == head.cycles)
+        self._parameter_read(m, start, done.take, following.chan)
+        requant = self._postprocess(m, head.group, active)
+        self._write(m, requant, head.addr, served, active, done.final)
         return m
+
+    def _write_schedule(self, m, addresses, writable):
+        """The walk's group's bank schedule: lane ``l`` writes in the group's cycle
+        ``slots[l]``, the number of written lanes before it in its bank (when the
+        lowest-lane-first arbitration would send it), and the group takes ``cycles``."""
+        config = self.config
+        R, bb = config.requant_lanes, config.bank_bits
+        slots = [Signal(range(R), name=f"write_slot{l}") for l in range(R)]
+        cycles = Signal(range(R + 1))
+        longest = Const(1, range(R + 1))
+        for l in range(R):
+            before = [writable[i] & ((addresses[i][:bb] == addresses[l][:bb]) if bb else 1)
+                      for i in range(l)]
+            m.d.comb += slots[l].eq(sum(before) if before else 0)
+            longest = Mux(writable[l] & (slots[l] + 1 > longest), slots[l] + 1, longest)
+        m.d.comb += cycles.eq(longest)
+        return slots, cycles
 
     def _count_up(self, value, amount):
         """``value + amount`` in ``count_width + 1`` bits, the top one sticky: past
@@ -256,7 +293,7 @@ class ResultWriter(wiring.Component):
 
     def _group_flags(self, m, walk, arbiter, *, group_done=None):
         """When the walk's group, row, tile, engine group and instruction end: as the arbiter
-        finishes the group, or on ``group_done`` (the look-ahead walk's step)."""
+        finishes the group, or on ``group_done`` (the look-ahead walk's step; no arbiter)."""
         regs, R, rows = self.regs, self.config.requant_lanes, self.config.rows
         ahead = group_done is not None
         active = Signal()
@@ -303,15 +340,14 @@ class ResultWriter(wiring.Component):
                     m.d.comb += tile_end.eq(chain[count])
         return tile_end
 
-    def _bookkeeping(self, m, walk, flags, chain, tile_end, arbiter, *, issue=None):
-        """The walk's registers from group to group, row to row, tile to tile; the arbiter's
-        state follows ``issue`` (``active``, ``group_done`` of the group being written), which
-        is ``flags`` unless the walk runs ahead.
+    def _bookkeeping(self, m, walk, flags, chain, tile_end, arbiter):
+        """The walk's registers from group to group, row to row, tile to tile, and the
+        arbiter's progress through the group (none without an ``arbiter``: the look-ahead
+        walk's groups follow their schedule).
 
         Returns ``(start, next_chan)``: the registered start and the next row's channel.
         """
         config, regs, w, f = self.config, self.regs, walk, flags
-        issue = flags if issue is None else issue
         R, rows, cw = config.requant_lanes, config.rows, config.count_width
         # The writer's first row arrives many cycles after the instruction starts (the
         # window's set-up and a whole tile of beats come first), so it takes its start a
@@ -323,8 +359,9 @@ class ResultWriter(wiring.Component):
         next_chan = Signal(cw + 1)
         m.d.comb += next_chan.eq(Mux(~f.last_row, self._count_up(w.chan, 1),
                                      Mux(f.tile_wrap, next_first_chan, w.first_chan)))
-        update(m, w.group_started, ~issue.group_done, enable=issue.active, reset=start)
-        update(m, w.group_pend, arbiter.remaining, enable=issue.active & ~issue.group_done)
+        if arbiter is not None:
+            update(m, w.group_started, ~f.group_done, enable=f.active, reset=start)
+            update(m, w.group_pend, arbiter.remaining, enable=f.active & ~f.group_done)
         with m.If(start | f.take):
             m.d.sync += w.group.eq(1)
         with m.Elif(f.group_done):

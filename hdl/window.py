@@ -61,6 +61,8 @@ class _Tile(NamedTuple):
     valid: Value       # bit j: pixel t*LANES + j < NPIX
     group_end: Value   # the tile is its group's last
     final: Value       # ...and the instruction's last
+    slot: list         # pipeline_registers: the gather cycle in which lane j reads
+    cycles: Value      # ...and the gather cycles of each of the tile's beats
 
 
 class _Beat(NamedTuple):
@@ -82,6 +84,10 @@ class _Gather(NamedTuple):
     hits: list         # hits[bank][lane]: lane reads bank this cycle
     done: Value        # every lane of the held beat is read by the end of this cycle
     addr: list         # lane j's address, base + koff
+    slot: list         # pipeline_registers: the tile's bank schedule (_Tile.slot, .cycles),
+    cycles: Value      # the beat's gather cycle so far and whether it is the last
+    count: Value
+    final_cycle: Value
 
 
 class WindowGenerator(wiring.Component):
@@ -252,10 +258,17 @@ class WindowGenerator(wiring.Component):
         tile_wrap = Signal()
         group_end = Signal()
         walker_first = Signal()
+        if config.pipeline_registers:
+            # The last-lane compare in a flip-flop: it sat between the consumer's back-pressure
+            # and the resets of the walker's counters.
+            lane_wrap = Signal()
+            registered_wrap(m, lane_wrap, w_lane, regs.lanes, restart=start | walker_first, step=walk)
+        else:
+            lane_wrap = lane + 1 == regs.lanes
         m.d.comb += [
             walk.eq(w_busy & ~stall),
             lane.eq(w_lane),
-            lane_end.eq(walk & (lane + 1 == regs.lanes)),
+            lane_end.eq(walk & lane_wrap),
             group_end.eq(lane_end & tile_wrap),
             walker_first.eq(running & (mul_count == 1)),
         ]
@@ -263,6 +276,9 @@ class WindowGenerator(wiring.Component):
         for j in range(cols):
             update(m, lane_next_addr[j], w_gbase + w_inoff, enable=walk & (lane == j))
             update(m, lane_next_valid[j], w_n < regs.npix, enable=walk & (lane == j), reset=start)
+        slots, cycles = self._bank_schedule(m, walk=walk, lane=lane, valid=w_n < regs.npix,
+                                            bank=(w_gbase + w_inoff)[:config.bank_bits],
+                                            begin=walker_first | start_walk)
         update(m, next_group_end, tile_wrap, enable=lane_end)
         update(m, next_final, tile_wrap & (w_group + 1 == regs.groups), enable=lane_end)
         update(m, w_n, w_n + 1, enable=walk & ~w_n[cw], reset=restart)
@@ -289,7 +305,38 @@ class WindowGenerator(wiring.Component):
             m.d.sync += w_busy.eq(1)
         with m.Elif(lane_end):
             m.d.sync += w_busy.eq(0)
-        return _Tile(lane_next_addr, lane_next_valid, next_group_end, next_final), lane_end, w_group
+        return (_Tile(lane_next_addr, lane_next_valid, next_group_end, next_final, slots, cycles),
+                lane_end, w_group)
+
+    def _bank_schedule(self, m, *, walk, lane, valid, bank, begin):
+        """With ``config.pipeline_registers``: the gather's bank schedule of the tile being
+        walked, one lane a cycle. Lane ``j`` reads in gather cycle ``slots[j]``, the number of
+        valid lanes before it in its bank, which is when the lowest-lane-first arbitration
+        would serve it; every beat of the tile takes ``cycles`` (at least 1). All beats of a
+        tile shift the lanes' addresses alike, so one schedule serves them all, and no
+        arbitration sits between the gather stage's registers and the load of the next beat.
+
+        Returns ``(slots, cycles)``, or ``([], None)`` without the pipeline registers.
+        """
+        config = self.config
+        if not config.pipeline_registers:
+            return [], None
+        cols, banks = config.cols, config.act_banks
+        in_bank = [Signal(range(cols + 1), name=f"in_bank{b}") for b in range(banks)]
+        slots = [Signal(range(cols), name=f"lane_next_slot{j}") for j in range(cols)]
+        cycles = Signal(range(cols + 1), init=1)
+        slot = Signal(range(cols + 1))
+        m.d.comb += slot.eq(Array(in_bank)[bank] if banks > 1 else in_bank[0])
+        for b in range(banks):
+            hit = walk & valid & ((bank == b) if banks > 1 else 1)
+            update(m, in_bank[b], in_bank[b] + 1, enable=hit, reset=begin)
+        for j in range(cols):
+            update(m, slots[j], slot, enable=walk & (lane == j))
+        with m.If(begin):
+            m.d.sync += cycles.eq(1)
+        with m.Elif(walk & valid & (slot + 1 > cycles)):
+            m.d.sync += cycles.eq(slot + 1)
+        return slots, cycles
 
     def _beat_sequencer(self, m, *, load, first, tile, mid, finished):
         """The beat sequencer (S0): the kernel walk ``(c, ky, kx)`` of the next beat to enter the
@@ -363,24 +410,39 @@ class WindowGenerator(wiring.Component):
         s1_waddr = Signal(ww)
         s1_last = Signal()
 
-        m.submodules.arbiter = arbiter = BankArbiter(cols, config.act_banks)
         addresses = [Signal(aw, name=f"lane_addr{j}") for j in range(cols)]
-        for j in range(cols):
-            if not config.pipeline_registers:       # else loaded with the beat (_gather_load)
+        if config.pipeline_registers:
+            # The addresses are loaded with the beat, the reads follow the tile's schedule.
+            s1_slot = [Signal(range(cols), name=f"s1_slot{j}") for j in range(cols)]
+            s1_cycles = Signal(range(cols + 1))
+            s1_count = Signal(range(cols))
+            s1_final_cycle = Signal()
+            served = Signal(cols)
+            for j in range(cols):
+                m.d.comb += served[j].eq(s1_full & s1_tvalid[j] & (s1_slot[j] == s1_count))
+            remaining = beat_done = None
+        else:
+            m.submodules.arbiter = arbiter = BankArbiter(cols, config.act_banks)
+            for j in range(cols):
                 m.d.comb += addresses[j].eq(s1_base[j] + s1_koff)
-            if bb:
-                m.d.comb += arbiter.bank[j].eq(addresses[j][:bb])
-        m.d.comb += arbiter.pending.eq(Mux(s1_full, s1_pend, 0))
-        hits = bank_hits(config, addresses, arbiter.served)          # hits[bank][lane]
-        words, _, _ = route_to_banks(m, config, addresses, arbiter.served, hits=hits)
+                if bb:
+                    m.d.comb += arbiter.bank[j].eq(addresses[j][:bb])
+            m.d.comb += arbiter.pending.eq(Mux(s1_full, s1_pend, 0))
+            served, remaining = arbiter.served, arbiter.remaining
+            s1_slot, s1_cycles, s1_count, s1_final_cycle = [], None, None, None
+        hits = bank_hits(config, addresses, served)          # hits[bank][lane]
+        words, _, _ = route_to_banks(m, config, addresses, served, hits=hits)
         for b in range(config.act_banks):
             m.d.comb += self.bank_addr[b].eq(words[b])
         m.d.comb += [self.bank_en.eq(~stall), self.w_addr.eq(s1_waddr), self.w_en.eq(~stall)]
 
         beat_done = Signal()
-        m.d.comb += beat_done.eq(s1_full & (arbiter.remaining == 0))
-        return _Gather(s1_base, s1_tvalid, s1_koff, s1_pend, s1_waddr, s1_last, arbiter.remaining, hits,
-                       beat_done, addresses)
+        if config.pipeline_registers:
+            m.d.comb += beat_done.eq(s1_full & s1_final_cycle)
+        else:
+            m.d.comb += beat_done.eq(s1_full & (remaining == 0))
+        return _Gather(s1_base, s1_tvalid, s1_koff, s1_pend, s1_waddr, s1_last, remaining, hits,
+                       beat_done, addresses, s1_slot, s1_cycles, s1_count, s1_final_cycle)
 
     def _gather_load(self, m, gather, *, stall, s1_full, load, first, tile, beat):
         """The gather stage (S1), its registers: a beat enters on ``load`` (with its tile's lanes
@@ -389,8 +451,19 @@ class WindowGenerator(wiring.Component):
             m.d.sync += s1_full.eq(0)
         with m.Elif(~stall):
             m.d.sync += s1_full.eq(load | (s1_full & ~gather.done))
-        update(m, gather.pend, Mux(load, Mux(first, tile.valid, gather.tvalid), gather.remaining),
-               enable=~stall & (load | s1_full))
+        if self.config.pipeline_registers:
+            cycles = Mux(first, tile.cycles, gather.cycles)
+            update(m, gather.count, gather.count + 1, enable=~stall & s1_full, reset=~stall & load)
+            with m.If(~stall & load):
+                m.d.sync += gather.final_cycle.eq(cycles == 1)
+            with m.Elif(~stall & s1_full):
+                m.d.sync += gather.final_cycle.eq(gather.count + 2 == gather.cycles)
+            update(m, gather.cycles, tile.cycles, enable=load & first)
+            for j in range(self.config.cols):
+                update(m, gather.slot[j], tile.slot[j], enable=load & first)
+        else:
+            update(m, gather.pend, Mux(load, Mux(first, tile.valid, gather.tvalid), gather.remaining),
+                   enable=~stall & (load | s1_full))
         update(m, gather.tvalid, tile.valid, enable=load & first)
         for j in range(self.config.cols):
             update(m, gather.base[j], tile.addr[j], enable=load & first)
