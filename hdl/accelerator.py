@@ -172,9 +172,17 @@ class Accelerator(wiring.Component):
             prog_wr.en.eq(host_write & (host.space == HostSpace.PROGRAM)),
             weights.wr_addr.eq(host.addr), weights.wr_data.eq(host.data[:8 * config.rows]),
             weights.wr_en.eq(host_write & (host.space == HostSpace.WEIGHTS)),
-            p_wr.addr.eq(host.addr), p_wr.data.eq(param_from_word(host.data, config.requant_mode)),
-            p_wr.en.eq(host_write & (host.space == HostSpace.PARAMS)),
         ]
+        param_write = [p_wr.addr.eq(host.addr), p_wr.data.eq(param_from_word(host.data, config.requant_mode)),
+                       p_wr.en.eq(host_write & (host.space == HostSpace.PARAMS))]
+        if config.pipeline_registers:
+            # A write stage on the falling edge, as the weight buffer's: the write enable's
+            # decode and its routing to the parameter memory's many block RAMs get a whole
+            # cycle, not half of one (the critical path of the ULX3S build without it). The
+            # writer reads the parameters only in a CONV, long after the host's last write.
+            m.d.params_write += param_write
+        else:
+            m.d.comb += param_write
 
         # Activation banks: the engine's ports during CONV/POOL, else the region unit's and the host's.
         byte_addr = Signal(aw)
