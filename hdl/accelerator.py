@@ -50,7 +50,9 @@ class Accelerator(wiring.Component):
         Writes one word of any memory per transfer; ``ready`` while idle
         (not ``busy``).
     start : In(1)
-        Pulse while idle: run the program from instruction 0.
+        Pulse while idle: run the program from instruction 0. With
+        ``config.pipeline_registers``, not in the first cycle after reset nor in the cycle of
+        a host write to instruction 0 (the controller reads it ahead while idle).
     busy : Out(1)
         Running (from the cycle after ``start`` to the cycle after ``END``).
     done : Out(1)
@@ -100,8 +102,9 @@ class Accelerator(wiring.Component):
         m.submodules.weights = weights = self._weights(config)
         m.submodules.params = params = Memory(shape=param_layout(config.requant_mode), depth=config.bias_buffer_words, init=[])
         # The host writes the program and the parameters only while the controller is idle,
-        # and the controller and the writer read them only while it runs: a read never meets a
-        # write. Written on the falling edge, they need no read-during-write logic around their
+        # and the writer reads the parameters only while it runs; the controller reads the
+        # program while it runs (and instruction 0 while idle with the pipeline registers,
+        # which a write reaches by the next cycle's read). Written on the falling edge, they need no read-during-write logic around their
         # block RAMs (about 200 iCE40 logic cells for the two at 256 words, measured).
         prog_rd = program.read_port()
         prog_wr = program.write_port(domain=falling_edge_write_domain(m, "program_write"))
@@ -118,8 +121,8 @@ class Accelerator(wiring.Component):
             m.d.comb += unit.regs.eq(ctrl.regs)
 
         # Engine: window generator -> array (CONV) or max-pool unit (POOL) -> result writer.
-        # The mode flag is decoded from the instruction word straight out of the program
-        # memory; registered, it no longer starts the longest path (into the writer's row and
+        # The mode flag is decoded from the instruction word (straight out of the program
+        # memory without the pipeline registers); registered, it no longer starts the longest path (into the writer's row and
         # tile counters). No cycle changes: nothing moves through the array, the pool unit or
         # the writer in an instruction's first cycle, and the opcode holds to its last.
         is_pool = Signal()

@@ -12,7 +12,7 @@ cycle in which the next instruction's word is read, inclusive):
 
 The program memory's read port is addressed with the *next* instruction in the
 last cycle of the current one, so there is no fetch bubble, taken ``LOOP``
-included. ``start`` reads instruction 0; the ``cycles`` counter counts the
+included (without ``config.pipeline_registers``: below). ``start`` reads instruction 0; the ``cycles`` counter counts the
 cycles from the first execute cycle to ``END`` inclusive, so it equals the sum
 of the instructions' cycles.
 
@@ -49,7 +49,9 @@ class Controller(wiring.Component):
     Members
     -------
     start : In(1)
-        Pulse while idle: run from instruction 0.
+        Pulse while idle: run from instruction 0. With ``config.pipeline_registers``, not in
+        the first cycle after reset, nor in a cycle that writes instruction 0 (the word is
+        read ahead while idle).
     busy : Out(1)
         From the cycle after ``start`` to the cycle after ``END``.
     done : Out(1)
@@ -208,10 +210,11 @@ class Controller(wiring.Component):
         """Fetch for :attr:`~AcceleratorConfig.pipeline_registers`: ``instruction`` is a register
         holding the word at ``pc``, and the read port holds the word at ``pc + 1``.
 
-        Idle, the port reads instruction 0, which ``start`` loads. As an instruction ends
-        (``advance``) the register loads the word read ahead and the port reads the one after
-        it; a taken ``LOOP`` (``taken``) reads its target instead and spends the next cycle
-        (``refetch``) loading it.
+        Idle, the port reads instruction 0, which ``start`` loads; ``END`` reads it already, so
+        that a start in the cycle after ``END`` finds it. As an instruction ends (``advance``)
+        the register loads the word read ahead and the port reads the one after it; a taken
+        ``LOOP`` (``taken``) reads its target instead and spends the next cycle (``refetch``)
+        loading it.
         """
         with m.If(~self.busy):
             m.d.comb += [self.prog_addr.eq(0), self.prog_en.eq(1)]
@@ -229,3 +232,5 @@ class Controller(wiring.Component):
             m.d.sync += [instruction.eq(self.prog_data), pc.eq(pc + 1), first.eq(1)]
         with m.Else():
             m.d.sync += first.eq(0)
+            with m.If(instruction.opcode == Opcode.END):
+                m.d.comb += [self.prog_addr.eq(0), self.prog_en.eq(1)]

@@ -23,6 +23,11 @@ Timing, all of it fixed by the registers:
 * The bytes are written :attr:`latency` cycles after their group's cycle, and
   ``done`` pulses in the cycle of the final write.
 
+With ``config.pipeline_registers`` the walk runs up to two lane groups ahead of the
+group being written, into a queue that carries each group's addresses, flags and bank
+schedule (the lowest-lane-first order: the same cycles), so that the first row may come
+no earlier than three cycles after ``start``.
+
 The parameter entry of the next row's channel is read when a row is taken, so
 it is ready when the next row starts (and in the cycle after ``start`` for the
 first). ``start`` is registered on entry: the first row can come no earlier than
@@ -171,9 +176,14 @@ class ResultWriter(wiring.Component):
         m.d.comb += step.eq(~start & (held != 2))      # the walk is reset in the start's cycle
 
         pushed = Signal(entry)
-        m.d.comb += pushed.eq(Cat(*addresses, writable, walk.group, flags.last_group, flags.last_row,
-                                  flags.tile_wrap, walk.grp + 1 == self.regs.groups, *slots, cycles,
-                                  walk.chan))
+        m.d.comb += [
+            *[pushed.addr[l].eq(addresses[l]) for l in range(R)],
+            *[pushed.slot[l].eq(slots[l]) for l in range(R)],
+            pushed.writable.eq(writable), pushed.group.eq(walk.group),
+            pushed.last_group.eq(flags.last_group), pushed.last_row.eq(flags.last_row),
+            pushed.tile_wrap.eq(flags.tile_wrap), pushed.last_grp.eq(walk.grp + 1 == self.regs.groups),
+            pushed.cycles.eq(cycles), pushed.chan.eq(walk.chan),
+        ]
         for i in range(2):
             update(m, queue[i], pushed, enable=step & (write_ptr == i))
         update(m, write_ptr, ~write_ptr, enable=step, reset=start)
@@ -183,8 +193,8 @@ class ResultWriter(wiring.Component):
         following = data.View(entry, Mux(held == 2, Mux(read_ptr, queue[0], queue[1]), pushed))
         new_head = group_done | ((held == 0) & step)
         update(m, count, count + 1, enable=active, reset=new_head)
-        with m.If(new_head):
-            m.d.sync += final_cycle.eq(Mux(held == 0, pushed.cycles, following.cycles) == 1)
+        with m.If(new_head):      # with held != 2, following is the group pushed now
+            m.d.sync += final_cycle.eq(following.cycles == 1)
         with m.Elif(active):
             m.d.sync += final_cycle.eq(count + 2 == head.cycles)
         self._parameter_read(m, start, done.take, following.chan)
@@ -351,8 +361,9 @@ class ResultWriter(wiring.Component):
         R, rows, cw = config.requant_lanes, config.rows, config.count_width
         # The writer's first row arrives many cycles after the instruction starts (the
         # window's set-up and a whole tile of beats come first), so it takes its start a
-        # cycle late: the start pulse is decoded from the instruction word straight out of
-        # the program memory, and this register keeps that path out of the writer's logic.
+        # cycle late: the start pulse is decoded from the instruction word (straight out of
+        # the program memory without the pipeline registers), and this register keeps that
+        # path out of the writer's logic.
         start = Signal()
         m.d.sync += start.eq(self.start)
         next_first_chan = self._count_up(w.first_chan, rows)

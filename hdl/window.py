@@ -21,10 +21,12 @@ Stages (each a register boundary):
   and validity of the *next* tile, one lane per cycle. It starts in the cycle
   after a tile's first beat enters the gather stage, so a tile can follow the
   previous one ``LANES + 1`` cycles after it started at the earliest.
-* **gather** (``S1``): holds one beat (with ``config.pipeline_registers`` its lane
-  addresses summed as it loads); a :class:`~fpganet.hdl.memories.BankArbiter`
-  serves, each cycle, one pending lane per bank; lanes sharing a bank are read in
-  successive cycles; invalid lanes do not read. A beat occupies the stage for
+* **gather** (``S1``): holds one beat; a :class:`~fpganet.hdl.memories.BankArbiter`
+  serves, each cycle, one pending lane per bank, lowest lane first; lanes sharing a bank
+  are read in successive cycles; invalid lanes do not read. With
+  ``config.pipeline_registers`` the lane addresses are summed as the beat loads and the
+  lanes read in the cycles of the tile's bank schedule, which the lane walker computes
+  (the same order, so the same cycles; :meth:`WindowGenerator._bank_schedule`). A beat occupies the stage for
   ``max(1, most valid lanes in one bank)`` cycles. The weight word is read in
   the same cycles.
 * **output** (``S2``): the bytes arrive (synchronous reads) and the beat is offered
@@ -84,10 +86,10 @@ class _Gather(NamedTuple):
     hits: list         # hits[bank][lane]: lane reads bank this cycle
     done: Value        # every lane of the held beat is read by the end of this cycle
     addr: list         # lane j's address, base + koff
-    slot: list         # pipeline_registers: the tile's bank schedule (_Tile.slot, .cycles),
-    cycles: Value      # the beat's gather cycle so far and whether it is the last
-    count: Value
-    final_cycle: Value
+    slot: list         # pipeline_registers: the tile's bank schedule (_Tile.slot, .cycles)
+    cycles: Value
+    count: Value       # ...the beat's gather cycle
+    final_cycle: Value # ...which is its last
 
 
 class WindowGenerator(wiring.Component):
@@ -397,8 +399,9 @@ class WindowGenerator(wiring.Component):
 
     def _gather(self, m, *, stall, s1_full):
         """The gather stage (S1), its reads: while the stage holds a beat (``s1_full``), a
-        :class:`BankArbiter` serves one pending lane per bank a cycle, and the beat's weight
-        word is read. Returns a :class:`_Gather` (:meth:`_gather_load` loads its registers).
+        :class:`BankArbiter` (or, with the pipeline registers, the tile's bank schedule)
+        serves one lane per bank a cycle, and the beat's weight word is read. Returns a
+        :class:`_Gather` (:meth:`_gather_load` loads its registers).
         """
         config = self.config
         aw, ww, cols, bb = config.act_addr_width, config.weight_addr_width, config.cols, config.bank_bits
@@ -420,7 +423,7 @@ class WindowGenerator(wiring.Component):
             served = Signal(cols)
             for j in range(cols):
                 m.d.comb += served[j].eq(s1_full & s1_tvalid[j] & (s1_slot[j] == s1_count))
-            remaining = beat_done = None
+            remaining = None
         else:
             m.submodules.arbiter = arbiter = BankArbiter(cols, config.act_banks)
             for j in range(cols):

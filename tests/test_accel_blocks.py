@@ -332,7 +332,7 @@ def window_model(config, regs):
                 banks = addresses[t, k][valid[t]] % config.act_banks
                 when += max(1, np.bincount(banks, minlength=1).max(initial=0))
                 beats.append((g, t, k, addresses[t, k], valid[t], when + config.operand_latency - 1))
-            E += max(when - E, lanes)
+            E += max(when - E, lanes + 1)      # perf: a tile follows LANES + 1 cycles after at the earliest
     return beats
 
 
@@ -346,6 +346,9 @@ WINDOW_CASES = [
     (dict(rows=2, cols=8, pipeline_registers=True), "conv",
      dict(C=2, H=5, W=6, M=3, k=3, pad=1, stride=1, pitch=9)),
     (dict(rows=2, cols=8, pipeline_registers=True), "pool", dict(C=3, H=6, W=4, k=2, stride=2)),
+    # Every lane in one bank: each beat takes LANES gather cycles, in both settings.
+    (dict(rows=2, cols=4), "pool", dict(C=1, H=8, W=16, k=1, stride=4)),
+    (dict(rows=2, cols=4, pipeline_registers=True), "pool", dict(C=1, H=8, W=16, k=1, stride=4)),
 ]
 
 
@@ -501,3 +504,44 @@ def test_result_writer_addresses_values_and_timing(case):
     assert tile_done[0] == 3 + per_tile[0] - 1
     assert np.diff(tile_done).tolist() == per_tile[1:].tolist()
     assert done_cycles == [takes[-1] + dut.latency]
+
+
+# Controller ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("pipelined", [False, True])
+@pytest.mark.parametrize("delay", [0, 1])
+def test_controller_restarts_from_instruction_zero(pipelined, delay):
+    """A second run started in the cycle ``done`` rises (or the next) runs instruction 0 again:
+    with the pipeline registers the word is read ahead while idle, and END reads it already."""
+    from fpganet.hdl.controller import Controller
+    from fpganet.isa import INSTRUCTION_BITS, Instruction, Opcode, encode
+
+    program = [Instruction(Opcode.SET, Reg.FILL_VALUE, 5), Instruction(Opcode.END),
+               Instruction(Opcode.SET, Reg.FILL_VALUE, 9), Instruction(Opcode.END)]
+    config = AcceleratorConfig(pipeline_registers=pipelined)
+    m = Module()
+    m.submodules.ctrl = ctrl = Controller(config)
+    m.submodules.memory = memory = Memory(shape=INSTRUCTION_BITS, depth=config.program_words,
+                                          init=[encode(i) for i in program])
+    rd = memory.read_port()
+    m.d.comb += [rd.addr.eq(ctrl.prog_addr), rd.en.eq(ctrl.prog_en), ctrl.prog_data.eq(rd.data)]
+    runs = []
+
+    async def testbench(ctx):
+        await ctx.tick().repeat(3)
+        for run in range(2):
+            ctx.set(ctrl.start, 1)
+            await ctx.tick()
+            ctx.set(ctrl.start, 0)
+            await ctx.tick()
+            while not ctx.get(ctrl.done):
+                await ctx.tick()
+            runs.append((ctx.get(ctrl.regs.fill_value), ctx.get(ctrl.cycles)))
+            for _ in range(delay):
+                await ctx.tick()
+
+    simulator = Simulator(m)
+    simulator.add_clock(1e-8)
+    simulator.add_testbench(testbench)
+    simulator.run()
+    assert runs == [(5, 2), (5, 2)]

@@ -51,6 +51,7 @@ def test_json_round_trip():
     ({"acc_width": 65}, "acc_width must be at most 64"),
     ({"act_buffer_bytes": 4}, "act_buffer_bytes 4 is smaller than one 8-byte word"),
     ({"clock_hz": 0}, "clock_hz must be a positive number"),
+    ({"pipeline_registers": 1}, "pipeline_registers must be true or false, not 1"),
 ])
 def test_bad_parameters_name_themselves(changes, message):
     with pytest.raises(ConfigError, match=message):

@@ -89,9 +89,12 @@ class AcceleratorConfig:
     pipeline_registers : bool
         Registers for clocks beyond what the block RAMs' unregistered outputs allow (the
         ULX3S's choice): the window generator registers the gathered activation bytes and
-        the weight word before it offers them, so a block-RAM read no longer shares a cycle
-        with the byte gather and the max-pool compare. Each ``CONV``/``POOL`` takes one
-        cycle more (:attr:`operand_latency`); the numerics are the same.
+        the weight word before it offers them (each ``CONV``/``POOL`` takes one cycle more:
+        :attr:`operand_latency`); the controller decodes the instruction from a register
+        read one instruction ahead (a taken ``LOOP`` takes 2 cycles); the window and the
+        result writer follow bank schedules computed a tile or a lane group ahead instead of
+        arbitrating, and the writer's walk runs ahead (no cycle changes); the parameter
+        memory's host writes go through a write stage. The numerics are the same.
     clock_hz : float
         Clock the performance figures assume unless a routed Fmax replaces it.
     """
