@@ -35,14 +35,15 @@ BAUD = 3_000_000
 #: conflicts (VWW needs 55.5 KiB, ResNet-8 54.2 KiB), 4,096 parameter entries (VWW 2,994).
 #: Block RAM: 144 EBR of weights, 32 of activations, 208 on the chip.
 #:
-#: The clock is 40 MHz, not the 100 MHz aimed at: this design routes at 45.2 MHz with that
-#: target (42.3 MHz at a 30 MHz target before the weight buffer's write stage; earlier
-#: netlists with smaller memories 42-52 MHz, and one of them did not converge at 40 MHz in
-#: router1). The long path (boards/README.md): an activation bank's unregistered block-RAM
-#: output through the window's gather into the max-pool compare.
+#: The clock is 55 MHz, not the 100 MHz aimed at: with its pipeline registers (the gathered
+#: operands and the instruction word registered, bank schedules computed ahead instead of
+#: arbitrated, the parameter memory's write stage) this design routes at 56.8 MHz with that
+#: target (61.1 for the netlist one commit earlier; 45.2 MHz at 40 without them). The long
+#: paths now (boards/README.md): the result writer's walk from one lane group's positions to
+#: the next's, and the window's bank schedule.
 DEFAULT_CONFIG = AcceleratorConfig(rows=8, cols=8, requant_lanes=2, weight_buffer_bytes=288 * 1024,
                                    act_buffer_bytes=64 * 1024, act_bank_factor=2,
-                                   bias_buffer_words=4096, pipeline_registers=True, clock_hz=40e6)
+                                   bias_buffer_words=4096, pipeline_registers=True, clock_hz=55e6)
 
 
 def ecp5_array(config):
