@@ -30,6 +30,7 @@ from fpganet.datasets import MLPERF_TINY as MODELS
 from fpganet.datasets import mlperf_tiny as load_set         # (model, split, shared): x, y
 from fpganet.datasets import mlperf_tiny_dir
 from fpganet.datasets import mlperf_tiny_model as model_path  # (model, shared): the float ONNX
+from fpganet.files import write_text_atomic
 
 #: ``../shared`` beside the checkout, where the project's shared test material lives.
 SHARED = mlperf_tiny_dir()
@@ -113,7 +114,7 @@ def main(argv=None):
                   f"{result['golden_s']} s golden)", flush=True)
     if results:
         path = Path(args.output) / "results.json"
-        path.write_text(json.dumps(results, indent=1) + "\n")
+        write_text_atomic(path, json.dumps(results, indent=1) + "\n")   # built aside, renamed into place
         print(f"wrote {path}")
     return 0
 

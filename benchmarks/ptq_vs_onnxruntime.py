@@ -37,6 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
+from fpganet.files import write_text_atomic
+
 #: Random networks: calibration and evaluation samples.
 RANDOM_CALIB, RANDOM_EVAL = 200, 500
 
@@ -313,7 +315,7 @@ def main(argv=None):
                   f"fpganet {m} mean {100 * s[m]['mean']:.2f} % min {100 * s[m]['min']:.1f} %, "
                   f">= onnxruntime on {s[m]['at_least_onnxruntime']}" for m in methods))
     path = out / "results.json"
-    path.write_text(json.dumps(results, indent=1) + "\n")
+    write_text_atomic(path, json.dumps(results, indent=1) + "\n")   # built aside, renamed into place
     print(f"wrote {path}")
     return 0
 
