@@ -104,8 +104,9 @@ class Accelerator(wiring.Component):
         # The host writes the program and the parameters only while the controller is idle,
         # and the writer reads the parameters only while it runs; the controller reads the
         # program while it runs (and instruction 0 while idle with the pipeline registers,
-        # which a write reaches by the next cycle's read). Written on the falling edge, they need no read-during-write logic around their
-        # block RAMs (about 200 iCE40 logic cells for the two at 256 words, measured).
+        # which a write reaches by the next cycle's read). Written on the falling edge, they
+        # need no read-during-write logic around their block RAMs (about 200 iCE40 logic cells
+        # for the two at 256 words, measured).
         prog_rd = program.read_port()
         prog_wr = program.write_port(domain=falling_edge_write_domain(m, "program_write"))
         p_rd = params.read_port()
@@ -122,9 +123,10 @@ class Accelerator(wiring.Component):
 
         # Engine: window generator -> array (CONV) or max-pool unit (POOL) -> result writer.
         # The mode flag is decoded from the instruction word (straight out of the program
-        # memory without the pipeline registers); registered, it no longer starts the longest path (into the writer's row and
-        # tile counters). No cycle changes: nothing moves through the array, the pool unit or
-        # the writer in an instruction's first cycle, and the opcode holds to its last.
+        # memory without the pipeline registers); registered, it no longer starts the longest
+        # path (into the writer's row and tile counters). No cycle changes: nothing moves
+        # through the array, the pool unit or the writer in an instruction's first cycle, and
+        # the opcode holds to its last.
         is_pool = Signal()
         m.d.sync += is_pool.eq(ctrl.engine_pool)
         m.d.comb += [

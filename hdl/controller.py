@@ -12,9 +12,9 @@ cycle in which the next instruction's word is read, inclusive):
 
 The program memory's read port is addressed with the *next* instruction in the
 last cycle of the current one, so there is no fetch bubble, taken ``LOOP``
-included (without ``config.pipeline_registers``: below). ``start`` reads instruction 0; the ``cycles`` counter counts the
-cycles from the first execute cycle to ``END`` inclusive, so it equals the sum
-of the instructions' cycles.
+included (without ``config.pipeline_registers``: below). ``start`` reads
+instruction 0; the ``cycles`` counter counts the cycles from the first execute
+cycle to ``END`` inclusive, so it equals the sum of the instructions' cycles.
 
 With ``config.pipeline_registers`` the instruction is decoded from a register, the
 instruction register, instead of straight from the block RAM's output (whose

@@ -26,9 +26,9 @@ Stages (each a register boundary):
   are read in successive cycles; invalid lanes do not read. With
   ``config.pipeline_registers`` the lane addresses are summed as the beat loads and the
   lanes read in the cycles of the tile's bank schedule, which the lane walker computes
-  (the same order, so the same cycles; :meth:`WindowGenerator._bank_schedule`). A beat occupies the stage for
-  ``max(1, most valid lanes in one bank)`` cycles. The weight word is read in
-  the same cycles.
+  (the same order, so the same cycles; :meth:`WindowGenerator._bank_schedule`). A beat
+  occupies the stage for ``max(1, most valid lanes in one bank)`` cycles. The weight word
+  is read in the same cycles.
 * **output** (``S2``): the bytes arrive (synchronous reads) and the beat is offered
   on ``operands`` the cycle after its last gather cycle; with
   ``config.pipeline_registers`` the gathered bytes and the weight word are registered
