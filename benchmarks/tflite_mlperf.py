@@ -175,7 +175,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     from fpganet.argtypes import positive_int
     from fpganet.errors import FpganetError
-    from fpganet.files import atomic_file
+    from fpganet.files import write_text_atomic
     from fpganet.isa import REQUANT_MODES
 
     parser.add_argument("--models", default="resnet8,vww", help=f"of {', '.join(TFLITE)}")
@@ -213,8 +213,7 @@ def main(argv=None):
                 print(f"  {row['index']:2d} {row['type']:8s} {100 * row['equal']:8.3f} % equal, "
                       f"{100 * row['off_by_one']:7.3f} % off by 1, max |diff| "
                       f"{row['max_abs_diff']}  {row['name'][:60]}")
-    with atomic_file(out / "results.json") as stream:     # written aside, renamed into place
-        stream.write((json.dumps({"results": results}, indent=1) + "\n").encode())
+    write_text_atomic(out / "results.json", json.dumps({"results": results}, indent=1) + "\n")
     print(f"wrote {out / 'results.json'}")
     return 0
 

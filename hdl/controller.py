@@ -117,6 +117,7 @@ class Controller(wiring.Component):
         next_pc = Signal.like(pc)
         m.d.comb += next_pc.eq(pc + 1)
         refetch = Signal()    # pipelined: the read-ahead word is not the next instruction's
+        taken = Signal()      # pipelined: a taken LOOP
 
         # Empty walks finish in their first cycle without starting a unit. Whether a count is
         # non-zero is kept in a flip-flop beside it, loaded by the same SET from one zero test
@@ -157,6 +158,8 @@ class Controller(wiring.Component):
                     with m.If(regs.loop_count != 0):
                         m.d.sync += regs.loop_count.eq(regs.loop_count - 1)
                         m.d.comb += next_pc.eq(loop_op.target)
+                        if pipelined:
+                            m.d.comb += taken.eq(1)
                 with m.Case(Opcode.CONV, Opcode.POOL):
                     m.d.comb += [
                         self.engine_active.eq(1),
@@ -190,7 +193,7 @@ class Controller(wiring.Component):
 
         if pipelined:
             self._fetch_ahead(m, instruction, pc=pc, next_pc=next_pc, first=first, advance=advance,
-                              refetch=refetch, taken=(opcode == Opcode.LOOP) & (regs.loop_count != 0))
+                              refetch=refetch, taken=taken)
             with m.If(~self.busy & self.start):
                 m.d.sync += [self.busy.eq(1), self.done.eq(0), self.cycles.eq(0), pc.eq(0)]
             return m

@@ -275,11 +275,12 @@ class WindowGenerator(wiring.Component):
             walker_first.eq(running & (mul_count == 1)),
         ]
         restart = start | group_end
+        walked_addr = w_gbase + w_inoff
         for j in range(cols):
-            update(m, lane_next_addr[j], w_gbase + w_inoff, enable=walk & (lane == j))
+            update(m, lane_next_addr[j], walked_addr, enable=walk & (lane == j))
             update(m, lane_next_valid[j], w_n < regs.npix, enable=walk & (lane == j), reset=start)
         slots, cycles = self._bank_schedule(m, walk=walk, lane=lane, valid=w_n < regs.npix,
-                                            bank=(w_gbase + w_inoff)[:config.bank_bits],
+                                            bank=walked_addr[:config.bank_bits],
                                             begin=walker_first | start_walk)
         update(m, next_group_end, tile_wrap, enable=lane_end)
         update(m, next_final, tile_wrap & (w_group + 1 == regs.groups), enable=lane_end)
@@ -464,19 +465,18 @@ class WindowGenerator(wiring.Component):
             update(m, gather.cycles, tile.cycles, enable=load & first)
             for j in range(self.config.cols):
                 update(m, gather.slot[j], tile.slot[j], enable=load & first)
+                # The lane addresses in flip-flops, summed as the beat loads: the adders no
+                # longer sit in front of the bank schedule and the banks' read addresses.
+                update(m, gather.addr[j], Mux(first, tile.addr[j], gather.base[j]) + beat.koff,
+                       enable=load)
         else:
             update(m, gather.pend, Mux(load, Mux(first, tile.valid, gather.tvalid), gather.remaining),
                    enable=~stall & (load | s1_full))
         update(m, gather.tvalid, tile.valid, enable=load & first)
         for j in range(self.config.cols):
             update(m, gather.base[j], tile.addr[j], enable=load & first)
-        if self.config.pipeline_registers:
-            # The lane addresses in flip-flops, summed as the beat loads: the adders no longer
-            # sit in front of the bank arbitration and the banks' read addresses.
-            for j in range(self.config.cols):
-                update(m, gather.addr[j], Mux(first, tile.addr[j], gather.base[j]) + beat.koff,
-                       enable=load)
-        update(m, gather.koff, beat.koff, enable=load)
+        if not self.config.pipeline_registers:      # else summed into the addresses at load
+            update(m, gather.koff, beat.koff, enable=load)
         update(m, gather.waddr, beat.waddr, enable=load)
         update(m, gather.last, beat.last, enable=load)
 
