@@ -37,10 +37,10 @@ BAUD = 3_000_000
 #:
 #: The clock is 55 MHz, not the 100 MHz aimed at: with its pipeline registers (the gathered
 #: operands and the instruction word registered, bank schedules computed ahead instead of
-#: arbitrated, the parameter memory's write stage) this design routes at 56.8 MHz with that
-#: target (61.1 for the netlist one commit earlier; 45.2 MHz at 40 without them). The long
-#: paths now (boards/README.md): the result writer's walk from one lane group's positions to
-#: the next's, and the window's bank schedule.
+#: arbitrated, the parameter memory's write stage) this design routes at 62.4 MHz with that
+#: target (56.8-61.1 for netlists of nearly the same logic; 45.2 MHz at 40 without them).
+#: The long paths now (boards/README.md): the result writer's walk from one lane group's
+#: positions to the next's, and the window's bank schedule.
 DEFAULT_CONFIG = AcceleratorConfig(rows=8, cols=8, requant_lanes=2, weight_buffer_bytes=288 * 1024,
                                    act_buffer_bytes=64 * 1024, act_bank_factor=2,
                                    bias_buffer_words=4096, pipeline_registers=True, clock_hz=55e6)
