@@ -29,7 +29,7 @@ from .common import Board, BoardTop, linked_accelerator
 from .pll import ice40_pll
 from .standin import ArrayStandIn
 
-__all__ = ["ICEBreakerTop", "BOARD", "DEFAULT_CONFIG", "BAUD", "accelerator_core", "requant_multiplier",
+__all__ = ["ICEBreakerTop", "BOARD", "DEFAULT_CONFIG", "BAUD", "accelerator_core", "requant_multiplier", "SHIFT_ADD_BITS",
            "stand_in_core"]
 
 #: UART rate of the host link: the iCEBreaker's FT2232H runs its UART up to 3 Mbaud.
@@ -51,16 +51,26 @@ DEFAULT_CONFIG = AcceleratorConfig(rows=4, cols=2, acc_width=24, weight_buffer_b
                                    clock_hz=18e6)
 
 
+#: Most multiplier bits (``requant_mult_bits``) for which the shift-and-add product costs
+#: fewer logic cells than Booth's (the 8x2 result writer alone, 5 stages: 953 cells at 1 bit,
+#: 985 at 2, 1,097 at 4, 1,304 at 8, 1,667 at 15; Booth 1,460).
+SHIFT_ADD_BITS = 10
+
+
 def requant_multiplier(config):
     """The requantizer's multiplier on the UP5K: two SB_MAC16 per lane (``"ice40_dsp"``,
-    about 370 logic cells a lane) when the array leaves them free, else Booth partial
-    products in logic cells (``"booth"``, about 810). The ``tflite`` requantization mode has
-    its one 32x31-bit product per lane (``"generic"``)."""
+    about 370 logic cells a lane) when the array leaves them free; else, for multipliers of
+    :data:`SHIFT_ADD_BITS` or fewer significant bits, a shifted copy of ``acc + bias`` per bit
+    (``"shift_add"``, about 400 cells at 1 bit), or Booth partial products in logic cells
+    (``"booth"``, about 810). The ``tflite`` requantization mode has its one 32x31-bit
+    product per lane (``"generic"``)."""
     if config.requant_mode == "tflite":
         return "generic"
     spare = UP5K_DSPS - Ice40SystolicArray.dsps_needed(config)
     if config.requant_latency == 5 and config.acc_width < 32 and spare >= 2 * config.requant_lanes:
         return "ice40_dsp"
+    if config.requant_mult_bits <= SHIFT_ADD_BITS:
+        return "shift_add"
     return "booth"
 
 

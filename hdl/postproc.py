@@ -14,21 +14,23 @@ docs/ARCHITECTURE.md. The rounding uses ``(x >> (shift-1)) + 1 >> 1``, which equ
 (``|bias| + 128 * sum|w| < 2^(acc_width-1)``) makes it exact. ``lo > hi`` gives
 ``hi`` (as numpy's ``clip``).
 
-The requantizer comes in five components, one per way of building the ``(acc + bias) *
+The requantizer comes in seven components, one per way of building the ``(acc + bias) *
 mult`` product, each with its own :attr:`~Requantizer.latency`; the same ports and the same
 bytes:
 
-=================================  ==========  =======  ==========================================
-component                          multiplier  latency  the product
-=================================  ==========  =======  ==========================================
-:class:`GenericRequantizer`        generic     4        a ``*`` left to the synthesis tool
-:class:`SplitProductRequantizer`   generic     5        two ``*`` of 17-bit parts, then their sum
-:class:`BoothRequantizer`          booth       4        radix-4 partial products in logic cells
-:class:`PipelinedBoothRequantizer` booth       5        the same, the adder tree over two stages
-:class:`Ice40DSPRequantizer`       ice40_dsp   5        two iCE40 SB_MAC16 per lane
-=================================  ==========  =======  ==========================================
+=====================================  ==========  =======  =========================================
+component                              multiplier  latency  the product
+=====================================  ==========  =======  =========================================
+:class:`GenericRequantizer`            generic     4        a ``*`` left to the synthesis tool
+:class:`SplitProductRequantizer`       generic     5        two ``*`` of 17-bit parts, then their sum
+:class:`BoothRequantizer`              booth       4        radix-4 partial products in logic cells
+:class:`PipelinedBoothRequantizer`     booth       5        the same, the adder tree over two stages
+:class:`Ice40DSPRequantizer`           ice40_dsp   5        two iCE40 SB_MAC16 per lane
+:class:`ShiftAddRequantizer`           shift_add   4        a shifted copy per multiplier bit, summed
+:class:`PipelinedShiftAddRequantizer`  shift_add   5        the same, the sum registered
+=====================================  ==========  =======  =========================================
 
-A sixth, :class:`TfliteRequantizer` (latency 6), computes the ``tflite`` requantization mode
+An eighth, :class:`TfliteRequantizer` (latency 6), computes the ``tflite`` requantization mode
 (``config.requant_mode``, docs/numerics.md section 8): TFLite's rounding doubling high multiply
 by a 31-bit multiplier and rounding divide by a power of two, with the parameter entry's
 ports of that mode (:data:`fpganet.isa.PARAM_LAYOUTS`).
@@ -49,8 +51,9 @@ from fpganet.isa import PARAM_LAYOUTS
 from .ice40_dsp import Multiply16, MultiplyAdd16
 
 __all__ = ["Requantizer", "GenericRequantizer", "SplitProductRequantizer", "BoothRequantizer",
-           "PipelinedBoothRequantizer", "Ice40DSPRequantizer", "TfliteRequantizer", "requantizer",
-           "MULTIPLIERS", "VARIANTS"]
+           "PipelinedBoothRequantizer", "Ice40DSPRequantizer", "ShiftAddRequantizer",
+           "PipelinedShiftAddRequantizer", "TfliteRequantizer", "requantizer", "MULTIPLIERS",
+           "VARIANTS"]
 
 #: ``product >> (shift - 1)`` is saturated to this many signed bits before rounding: any value
 #: beyond makes ``zp_out + round`` leave the int8 range for every ``zp_out``, so the clamp gives
@@ -65,7 +68,7 @@ SPLIT_BITS = 17
 DIGITS = 8
 
 #: ``multiplier`` names of :func:`requantizer`: how the ``(acc + bias) * mult`` product is built.
-MULTIPLIERS = ("generic", "booth", "ice40_dsp")
+MULTIPLIERS = ("generic", "booth", "ice40_dsp", "shift_add")
 
 #: In :class:`Ice40DSPRequantizer`, the bits of the signed high part of ``acc + bias`` that
 #: one SB_MAC16 multiplies (a second multiplies the unsigned bits below).
@@ -196,6 +199,12 @@ class Requantizer(wiring.Component):
     def _prepare(self, m):
         """Logic the lanes share (parameters' pipelines, recoding), after ``mult``'s register."""
 
+    def _top_bits(self):
+        """``(factor, low)``: the registered ``mult`` is ``factor << low``, ``factor`` its top
+        ``config.requant_mult_bits`` bits (the bits below are zero by the contract)."""
+        low = len(self._mult1) - self.config.requant_mult_bits
+        return (self._mult1[low:] if low else self._mult1), low
+
     def _lane(self, m, lane):
         """One lane's stages. The variants keep the statement order of the single
         ``elaborate()`` they came from: the RTLIL, and so Yosys's mapping, stay the same."""
@@ -285,7 +294,11 @@ class GenericRequantizer(_WideTailRequantizer):
     latency = 4
 
     def _product(self, m, lane):
-        m.d.sync += lane.product.eq(lane.biased * self._mult1)
+        factor, low = self._top_bits()
+        if low:
+            m.d.sync += lane.product.eq((lane.biased * factor) << low)
+        else:
+            m.d.sync += lane.product.eq(lane.biased * self._mult1)
 
 
 class SplitProductRequantizer(_WideTailRequantizer):
@@ -311,26 +324,27 @@ class SplitProductRequantizer(_WideTailRequantizer):
     latency = 5
 
     def _product(self, m, lane):
-        split_product(m, lane, self._mult1)
+        split_product(m, lane, *self._top_bits())
 
 
-def split_product(m, lane, factor):
-    """``lane.product``: ``lane.biased`` times the unsigned ``factor`` over two registered
-    stages, the partial products of ``biased``'s low :data:`SPLIT_BITS` bits (unsigned) and
-    of the bits above (signed), then their sum; with ``biased`` up to :data:`SPLIT_BITS`
-    bits, one ``*`` registered twice."""
+def split_product(m, lane, factor, low=0):
+    """``lane.product``: ``lane.biased`` times the unsigned ``factor << low`` over two
+    registered stages, the partial products of ``biased``'s low :data:`SPLIT_BITS` bits
+    (unsigned) and of the bits above (signed), then their sum; with ``biased`` up to
+    :data:`SPLIT_BITS` bits, one ``*`` registered twice."""
     width, biased, bits = len(lane.biased), lane.biased, len(factor)
     if width > SPLIT_BITS:
         low_part = Signal(SPLIT_BITS + bits, name=f"product_low{lane.index}")
         high_part = Signal(signed(width - SPLIT_BITS + bits), name=f"product_high{lane.index}")
+        total = (high_part << SPLIT_BITS) + low_part
         m.d.sync += [
             low_part.eq(biased[:SPLIT_BITS] * factor),
             high_part.eq(biased[SPLIT_BITS:].as_signed() * factor),
-            lane.product.eq((high_part << SPLIT_BITS) + low_part),
+            lane.product.eq(total << low if low else total),
         ]
     else:
         whole = Signal(signed(width + bits + 1), name=f"product_whole{lane.index}")
-        m.d.sync += [whole.eq(biased * factor), lane.product.eq(whole)]
+        m.d.sync += [whole.eq(biased * factor), lane.product.eq(whole << low if low else whole)]
 
 
 class _FabricTailRequantizer(Requantizer):
@@ -519,6 +533,70 @@ class Ice40DSPRequantizer(_FabricTailRequantizer):
         return self._coarse(m, lane)
 
 
+class ShiftAddRequantizer(_FabricTailRequantizer):
+    __doc__ = """The requantizer for multipliers of few significant bits: ``acc + bias`` times
+    each set bit, shifted, summed on carry chains; four stages.
+
+    With ``config.requant_mult_bits`` = ``b``, every multiplier is a multiple of
+    ``2**(15 - b)`` with its top bit set (:attr:`AcceleratorConfig.mult_step`), so the product
+    is ``(acc + bias) << 14`` plus ``(acc + bias) << i`` for each set bit ``i`` in
+    ``15 - b .. 13``: ``b - 1`` adders in a tree (:func:`shifted_sum`), none at ``b = 1``.
+    The bits of ``mult`` below ``15 - b`` are not read. The stages after the product are
+    :class:`BoothRequantizer`'s.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+        ``acc_width``, ``requant_mult_bits``; ``requant_latency`` 4.
+    lanes : int
+        Results per cycle: ``requant_mult_bits - 1`` adders each.
+    {members}
+    Latency: 4 cycles (:attr:`latency`): bias add, product, shift and saturation, round,
+    offset and clamp. Throughput: one set per cycle, always; no back-pressure.
+    """.format(members=_MEMBERS)
+
+    latency = 4
+
+    def _sum(self, m, lane):
+        """``lane.biased`` (stage 1, registered here) times the multiplier's top bits,
+        combinational."""
+        index, biased, mult1 = lane.index, lane.biased, self._mult1
+        m.d.sync += biased.eq(self.acc[index] + self.bias)
+        top = len(mult1) - 1                    # always set: mult is in [2**14, 2**15)
+        terms = [(Mux(mult1[bit], biased, 0), bit)
+                 for bit in range(len(mult1) - self.config.requant_mult_bits, top)]
+        return shifted_sum(m, terms + [(biased, top)], len(lane.product), name=f"sum{index}")
+
+    def _coarse_product(self, m, lane):
+        m.d.sync += lane.product.eq(self._sum(m, lane))
+        return self._coarse(m, lane)
+
+
+class PipelinedShiftAddRequantizer(ShiftAddRequantizer):
+    __doc__ = """:class:`ShiftAddRequantizer` with the sum registered before the shift by the
+    multiple of 16 in ``shift - 1``; five stages.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+        ``acc_width``, ``requant_mult_bits``; ``requant_latency`` 5.
+    lanes : int
+        Results per cycle: ``requant_mult_bits - 1`` adders each.
+    {members}
+    Latency: 5 cycles (:attr:`latency`): bias add, product, the coarse shift, fine shift and
+    saturation, round, offset and clamp. Throughput: one set per cycle, always; no
+    back-pressure.
+    """.format(members=_MEMBERS)
+
+    latency = 5
+
+    def _coarse_product(self, m, lane):
+        total = Signal(signed(len(lane.product)), name=f"sum{lane.index}_reg")
+        m.d.sync += [total.eq(self._sum(m, lane)),
+                     lane.product.eq(coarse_shift(total, self._less[-2][4:]))]
+        return lane.product
+
+
 class TfliteRequantizer(Requantizer):
     __doc__ = """The ``tflite`` requantization (docs/numerics.md section 8) for 18x18 DSP
     multipliers; six stages.
@@ -617,6 +695,8 @@ VARIANTS = {
     ("booth", 4): BoothRequantizer,
     ("booth", 5): PipelinedBoothRequantizer,
     ("ice40_dsp", 5): Ice40DSPRequantizer,
+    ("shift_add", 4): ShiftAddRequantizer,
+    ("shift_add", 5): PipelinedShiftAddRequantizer,
     ("generic", 6): TfliteRequantizer,
 }
 
@@ -632,7 +712,8 @@ def requantizer(config, lanes=1, *, multiplier="generic", dsp_model=False):
         Results per cycle.
     multiplier : str
         One of :data:`MULTIPLIERS`: ``"generic"`` (a ``*``), ``"booth"`` (logic cells),
-        ``"ice40_dsp"`` (two SB_MAC16 per lane; ``requant_latency`` 5 only). The ``tflite``
+        ``"ice40_dsp"`` (two SB_MAC16 per lane; ``requant_latency`` 5 only), ``"shift_add"``
+        (``config.requant_mult_bits - 1`` adders per lane, for few bits). The ``tflite``
         requantization mode has ``"generic"`` only (:class:`TfliteRequantizer`).
     dsp_model : bool
         With ``"ice40_dsp"``: the SB_MAC16 described in Amaranth (for ``amaranth.sim``).
@@ -663,6 +744,33 @@ def coarse_shift(value, amount):
     """``value >> 16 * amount`` (arithmetic) for a 2-bit ``amount``: two mux levels."""
     return Mux(amount[1], Mux(amount[0], value >> 48, value >> 32),
                Mux(amount[0], value >> 16, value))
+
+
+def shifted_sum(m, terms, width, *, name):
+    """The sum of ``(value, lsb)`` terms, each ``value << lsb``, modulo ``2**width``, as a
+    tree of two-operand adders (one iCE40 logic cell per adder bit) whose bits below the
+    higher operand's ``lsb`` pass through (combinational).
+
+    Returns
+    -------
+    Value
+        Signed; its bits below the lowest ``lsb`` are zero.
+    """
+    level = 0
+    while len(terms) > 1:
+        summed = []
+        for j in range(0, len(terms) - 1, 2):
+            (low, low_lsb), (high, high_lsb) = sorted(terms[j:j + 2], key=lambda term: term[1])
+            skip = high_lsb - low_lsb
+            upper = low[skip:].as_signed() if skip else low
+            total_width = min(max(len(upper), len(high)) + 1, width - high_lsb)
+            total = Signal(signed(total_width), name=f"{name}_{level}_{j // 2}")
+            m.d.comb += total.eq(upper + high)
+            summed.append(((Cat(low[:skip], total).as_signed() if skip else total), low_lsb))
+        terms = summed + terms[len(terms) - len(terms) % 2:]
+        level += 1
+    value, lsb = terms[0]
+    return Cat(C(0, lsb), value).as_signed()
 
 
 def booth_digits(mult):

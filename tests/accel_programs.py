@@ -123,7 +123,8 @@ class ProgramBuilder:
         K = C * kh * kw
         rng = self.rng
         bias = rng.integers(-2000, 2000, M) if bias is None else np.asarray(bias)
-        mult = rng.integers(1 << 14, 1 << 15, M) if mult is None else np.asarray(mult)
+        step = self.config.mult_step        # the top requant_mult_bits bits only
+        mult = rng.integers(1 << 14, 1 << 15, M) // step * step if mult is None else np.asarray(mult)
         shift = np.full(M, scale_shift(K)) if shift is None else np.asarray(shift)
         groups = -(-M // rows)
         padded = np.zeros((groups * rows, K), np.int8)

@@ -211,16 +211,18 @@ def test_late_writer_is_caught_by_the_cycle_count():
     assert cycles == timing.total + 1  # ...one cycle late
 
 
-@pytest.mark.parametrize("acc_width,broadcast,multiplier", [
-    (24, True, "booth"), (32, False, "booth"), (24, True, "ice40_dsp"), (20, False, "ice40_dsp")])
-def test_ice40_requantizers_in_the_accelerator(acc_width, broadcast, multiplier):
-    """The iCE40 writers (Booth multiplier in logic cells, or two SB_MAC16 per lane, here
-    their Amaranth models; five requantizer stages), with operands broadcast or systolic:
-    the same bytes as the instruction-set simulator and the cycles fpganet.perf counts."""
+@pytest.mark.parametrize("acc_width,broadcast,multiplier,bits", [
+    (24, True, "booth", 15), (32, False, "booth", 15), (24, True, "ice40_dsp", 15),
+    (20, False, "ice40_dsp", 15), (24, True, "shift_add", 1), (23, False, "shift_add", 3)])
+def test_ice40_requantizers_in_the_accelerator(acc_width, broadcast, multiplier, bits):
+    """The iCE40 writers (Booth multiplier in logic cells, two SB_MAC16 per lane, here
+    their Amaranth models, or shifted copies for multipliers of few bits; five requantizer
+    stages), with operands broadcast or systolic: the same bytes as the instruction-set
+    simulator and the cycles fpganet.perf counts."""
     from functools import partial
     from fpganet.hdl.scatter import ResultWriter
     config = small(acc_width=acc_width, requant_latency=5, requant_lanes=2,
-                   broadcast_operands=broadcast)
+                   broadcast_operands=broadcast, requant_mult_bits=bits)
     builder, x = conv_layer_program(config, 2, 5, 6, 5, 3, 1, seed=11)
     machine = builder.machine()
     writer = partial(ResultWriter, requant_multiplier=multiplier, requant_dsp_model=True)

@@ -187,3 +187,21 @@ def test_clock_mhz_flag(capfd, tmp_path):
     manifest = json.loads((tmp_path / "OUT" / "manifest.json").read_text())
     assert manifest["config"]["clock_hz"] == 12.5e6 and manifest["config"]["rows"] == 3
     assert main(["compile", "-o", str(tmp_path / "OUT"), "--clock-mhz", "12", "--clock-hz", "5"]) == 2
+
+
+def test_multiplier_bits_flag_and_check(lenet, capfd, tmp_path):
+    """``--requant-mult-bits 1`` compiles LeNet-5 with power-of-two multipliers, which run on
+    the ISA simulator as the golden model says; a network with 15-bit multipliers is refused
+    by a configuration whose requantizer keeps fewer bits, naming the layer."""
+    out = tmp_path / "OUT"
+    assert main(["compile", "-o", str(out), "--requant-mult-bits", "1"]) == 0
+    net = load_compiled(out)
+    assert net.config.requant_mult_bits == 1
+    assert all(np.all(layer.mult == 1 << 14) for layer in net.conv_layers)
+    q = net.quantize_input(mnist("eval", limit=20)[0])
+    np.testing.assert_array_equal(run_isa(net, q, read_images(out))[0], run_golden(net, q))
+    with pytest.raises(FpganetError, match=r"^layer 'conv_11': multiplier \d+ has more than the 3 "
+                                           r"significant bits this 2x8 configuration's requantizer "
+                                           r"keeps \(--requant-mult-bits\)"):
+        build_images(lenet, 1, AcceleratorConfig(requant_mult_bits=3))
+    capfd.readouterr()

@@ -104,13 +104,18 @@ def test_accelerator_core_elaborates(board):
 
 
 def test_icebreaker_requantizer_uses_the_spare_dsps():
-    """Two SB_MAC16 per requantizer lane when the array leaves them, Booth logic otherwise."""
+    """Two SB_MAC16 per requantizer lane when the array leaves them; otherwise shifted copies
+    for multipliers of few bits, Booth logic for the rest."""
     from fpganet.boards.icebreaker import DEFAULT_CONFIG, requant_multiplier
     assert requant_multiplier(DEFAULT_CONFIG) == "ice40_dsp"              # 4x2: 4 DSPs left
     assert requant_multiplier(DEFAULT_CONFIG.replace(rows=8)) == "booth"  # 8x2: all 8 DSPs
     assert requant_multiplier(DEFAULT_CONFIG.replace(rows=6)) == "ice40_dsp"
     assert requant_multiplier(DEFAULT_CONFIG.replace(rows=6, requant_latency=4)) == "booth"
     assert requant_multiplier(DEFAULT_CONFIG.replace(rows=7)) == "booth"  # one DSP left
+    assert requant_multiplier(DEFAULT_CONFIG.replace(rows=8, requant_mult_bits=1)) == "shift_add"
+    assert requant_multiplier(DEFAULT_CONFIG.replace(rows=8, requant_mult_bits=10)) == "shift_add"
+    assert requant_multiplier(DEFAULT_CONFIG.replace(rows=8, requant_mult_bits=11)) == "booth"
+    assert requant_multiplier(DEFAULT_CONFIG.replace(requant_mult_bits=1)) == "ice40_dsp"
 
 
 def test_nextpnr_options_given_replace_the_boards():

@@ -52,6 +52,11 @@ def test_json_round_trip():
     ({"act_buffer_bytes": 4}, "act_buffer_bytes 4 is smaller than one 8-byte word"),
     ({"clock_hz": 0}, "clock_hz must be a positive number"),
     ({"pipeline_registers": 1}, "pipeline_registers must be true or false, not 1"),
+    ({"requant_mult_bits": 0}, "^requant_mult_bits must be 1..15, not 0$"),
+    ({"requant_mult_bits": 16}, "^requant_mult_bits must be 1..15, not 16$"),
+    ({"requant_mult_bits": True}, "^requant_mult_bits must be 1..15, not True$"),
+    ({"requant_mode": "tflite", "requant_mult_bits": 4},
+     "^requant_mult_bits 4: the tflite requantization keeps TFLite's 31-bit multipliers"),
 ])
 def test_bad_parameters_name_themselves(changes, message):
     with pytest.raises(ConfigError, match=message):

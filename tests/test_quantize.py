@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from fpganet.compiler import compile_model
+from fpganet.config import AcceleratorConfig
 from fpganet.datasets import LENET5_ONNX, mnist
 from fpganet.errors import FpganetError
 from fpganet.files import write_sums
@@ -17,6 +18,7 @@ from fpganet.model import Conv, Dense, load_onnx, run_float
 from fpganet.qnet import QConv, load_network
 from fpganet.quantize import (METHODS, activation_qparams, parse_method, quantize_linear_layer,
                               quantize_multiplier, requantize, tensor_range, weight_qparams)
+from fpganet.quantize.fixed_point import exact_weight_scales
 
 RNG = np.random.default_rng(7)
 
@@ -28,6 +30,63 @@ def test_multiplier_is_15_bit_and_accurate(real):
     mult, shift = quantize_multiplier(real, "layer")
     assert 2**14 <= mult < 2**15 and 1 <= shift <= 62
     assert abs(mult * 2.0**-shift - real) <= real * 2.0**-15
+
+
+@pytest.mark.parametrize("bits", [1, 2, 4, 8, 14])
+@pytest.mark.parametrize("real", [3.7e-5, 0.00123, 0.25, 0.999999, 0.74, 7.3])
+def test_multiplier_of_few_bits_is_the_nearest(real, bits):
+    """``bits`` significant bits: a multiple of 2**(15 - bits), the nearest such value."""
+    mult, shift = quantize_multiplier(real, "layer", bits)
+    assert 2**14 <= mult < 2**15 and mult % 2**(15 - bits) == 0
+    step = 2.0**(15 - bits - shift)
+    assert abs(mult * 2.0**-shift - real) <= step / 2 * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("bits", [1, 3, 15])
+def test_exact_weight_scales_make_the_multipliers_exact(bits):
+    """Widened by less than 2**(1 - bits) each, the weight scales give multipliers that need
+    no rounding in ``bits`` bits (float32 scales, as the quantizer keeps them)."""
+    s_in, s_out = 0.0127282, 0.173
+    s_w = np.float32(RNG.uniform(1e-4, 3e-2, 64))
+    wider = exact_weight_scales(s_in, s_w, s_out, bits)
+    assert wider.dtype == np.float32
+    assert np.all(wider >= s_w * (1 - 1e-7)) and np.all(wider < s_w * (1 + 2.0**(1 - bits)))
+    for scale in wider:
+        real = float(np.float64(s_in) * np.float64(scale) / np.float64(s_out))
+        mult, shift = quantize_multiplier(real, "layer", bits)
+        assert abs(mult * 2.0**-shift - real) <= real * 1e-6
+
+
+@pytest.mark.parametrize("bits", [1, 2, 5])
+def test_exact_add_weights_keep_the_ratio_with_an_exact_multiplier(bits):
+    """A residual add's common step makes its multiplier exact in ``bits``; the larger weight
+    stays in the upper half of 1..127, so each input's scale is within 1/128 of its own."""
+    from fpganet.quantize.quantizer import exact_add_weights
+    for _ in range(200):
+        s_a, s_b, s_out = RNG.uniform(0.01, 0.5, 3)
+        w_a, w_b, step = exact_add_weights(s_a, s_b, s_out, bits)
+        assert 1 <= min(w_a, w_b) and 64 <= max(w_a, w_b) <= 127
+        for weight, scale in ((w_a, s_a), (w_b, s_b)):
+            assert abs(weight * step - scale) <= step / 2 or weight == 1
+        real = step / s_out
+        mult, shift = quantize_multiplier(real, "add", bits)
+        assert abs(mult * 2.0**-shift - real) <= real * 1e-12
+
+
+@pytest.mark.parametrize("bits", [1, 3])
+def test_lenet_with_few_multiplier_bits_keeps_its_accuracy(bits):
+    """With the weight scales absorbing the multipliers' rounding, LeNet-5 stays as accurate
+    with a shift (1 bit) or 3 bits as with 15, and every multiplier fits the bits."""
+    x, y = mnist("eval", limit=1500)
+    full = compile_model()
+    few = compile_model(config=AcceleratorConfig(requant_mult_bits=bits))
+    for layer in few.conv_layers:
+        assert np.all(layer.mult % 2**(15 - bits) == 0)
+        assert np.all(np.abs(layer.weight.astype(int)).reshape(len(layer.mult), -1).max(1) >= 63)
+    pred_full = run_golden(full, full.quantize_input(x)).argmax(1)
+    pred_few = run_golden(few, few.quantize_input(x)).argmax(1)
+    assert np.mean(pred_few == pred_full) >= 0.995
+    assert np.mean(pred_few == y) >= np.mean(pred_full == y) - 0.003
 
 
 @pytest.mark.parametrize("real", [1e-16, 1e5, 0.0])

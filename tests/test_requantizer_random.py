@@ -127,6 +127,28 @@ def mismatches(dut, batches, reference, single=False):
     return wrong
 
 
+@pytest.mark.parametrize("width,latency,bits", [
+    (24, 4, 1), (24, 5, 1), (24, 4, 2), (16, 5, 3), (24, 5, 4), (32, 4, 4), (20, 5, 8),
+    (32, 4, 15), (24, 5, 15)])
+def test_shift_add_requantizer_streams_the_contract(width, latency, bits):
+    """The shift-and-add product for multipliers of ``bits`` significant bits (top bit set,
+    the bits below ``15 - bits`` zero, as the compiler makes them), every digit pattern."""
+    config = AcceleratorConfig(acc_width=width, requant_latency=latency, requant_mult_bits=bits)
+    dut = requantizer(config, LANES, multiplier="shift_add")
+    assert type(dut) is VARIANTS["shift_add", latency] and dut.latency == latency
+    rng = np.random.default_rng(100 * width + bits)
+    step = config.mult_step
+    edges = [1 << 14, (1 << 15) - step, ((1 << 14) + step) & 0x7FFF | 1 << 14, 0x5555 | 1 << 14, 0x6AAA]
+    batches = []
+    for held in HELD:
+        sets = []
+        for accs, bias, mult, shift in random_sets(rng, width, 150):
+            mult = int(rng.choice(edges)) if rng.random() < 0.2 else mult | 1 << 14
+            sets.append((accs, bias, mult // step * step, shift))
+        batches.append((*held, sets))
+    assert mismatches(dut, batches, contract) == []
+
+
 @pytest.mark.parametrize("width", [16, 24, 32])
 @pytest.mark.parametrize("pipelined", [False, True])
 def test_booth_product_is_exact(width, pipelined):
@@ -172,7 +194,8 @@ def test_requantizer_variants_state_their_latency():
     configuration asks for, and the checks name what is wrong."""
     assert [(cls.__name__, cls.latency) for cls in VARIANTS.values()] == [
         ("GenericRequantizer", 4), ("SplitProductRequantizer", 5), ("BoothRequantizer", 4),
-        ("PipelinedBoothRequantizer", 5), ("Ice40DSPRequantizer", 5), ("TfliteRequantizer", 6)]
+        ("PipelinedBoothRequantizer", 5), ("Ice40DSPRequantizer", 5), ("ShiftAddRequantizer", 4),
+        ("PipelinedShiftAddRequantizer", 5), ("TfliteRequantizer", 6)]
     for (multiplier, latency), cls in VARIANTS.items():
         config = AcceleratorConfig(acc_width=24, requant_latency=latency,
                                    requant_mode=cls.requant_mode)
@@ -181,7 +204,7 @@ def test_requantizer_variants_state_their_latency():
     assert requantizer(AcceleratorConfig(acc_width=24, requant_latency=5), multiplier="ice40_dsp",
                        dsp_model=True).model
     with pytest.raises(ValueError, match=r"^multiplier must be one of \('generic', 'booth', "
-                                         r"'ice40_dsp'\), not 'dsp'$"):
+                                         r"'ice40_dsp', 'shift_add'\), not 'dsp'$"):
         requantizer(AcceleratorConfig(), multiplier="dsp")
     with pytest.raises(ValueError, match="^multiplier 'ice40_dsp' needs requant_latency 5, not 4$"):
         requantizer(AcceleratorConfig(), multiplier="ice40_dsp")

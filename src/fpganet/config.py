@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 from amaranth.utils import ceil_log2
 
-from .isa import COUNT_WIDTH, REQUANT_MODES
+from .isa import COUNT_WIDTH, PARAM_LAYOUTS, REQUANT_MODES
 
 __all__ = ["AcceleratorConfig", "ConfigError", "DEFAULT_CONFIG", "REQUANT_LATENCIES",
-           "fit_requant_latency"]
+           "MULT_BITS", "fit_requant_latency"]
 
 
 class ConfigError(ValueError):
@@ -31,6 +31,9 @@ def _is_power_of_two(value):
 
 #: Pipeline stages each requantization mode's post-processing unit can have.
 REQUANT_LATENCIES = {"fpganet": (4, 5), "tflite": (6,)}
+
+#: Bits of the ``fpganet`` requantization's multiplier field (its parameter entry).
+MULT_BITS = PARAM_LAYOUTS["fpganet"]["mult"].shape.width
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,16 @@ class AcceleratorConfig:
         doubling high multiply and rounding divide by a power of two, bit-exact with
         LiteRT's reference kernels; one 32x31-bit product per lane). A compiled network
         carries the mode its multipliers are in.
+    requant_mult_bits : int
+        Significant bits of each output channel's multiplier in the ``fpganet`` mode, 1 to
+        :data:`MULT_BITS` (15, the default: the whole field). With fewer, every multiplier
+        is a multiple of ``2**(15 - requant_mult_bits)`` and the post-processing unit
+        multiplies by its top bits only: 1 leaves a shift, no multiplier. The quantizer then
+        picks each channel's weight scale so that its multiplier is exact in that many bits
+        (the weights lose at most ``2**(1 - requant_mult_bits)`` of their range); the
+        multipliers it cannot choose that way (a residual add's, an average pool's, a
+        pre-quantized model's) it rounds. The numerics contract is unchanged: the golden
+        model computes with the multipliers as stored. The ``tflite`` mode keeps its 31 bits.
     act_bank_factor : int
         1, 2, 4 or 8: activation banks per lane (:attr:`act_banks` is ``cols`` rounded up
         to a power of two times this). At 2 the lanes of a stride-2 layer, which read every
@@ -110,6 +123,7 @@ class AcceleratorConfig:
     requant_lanes: int = 1
     requant_latency: int = None
     requant_mode: str = "fpganet"
+    requant_mult_bits: int = MULT_BITS
     broadcast_operands: bool = False
     act_bank_factor: int = 1
     pipeline_registers: bool = False
@@ -157,6 +171,14 @@ class AcceleratorConfig:
             raise ConfigError(f"requant_latency must be {' or '.join(map(str, latencies))} "
                               f"(pipeline stages of the {self.requant_mode} post-processing "
                               f"unit), not {self.requant_latency!r}")
+        if (not isinstance(self.requant_mult_bits, int) or isinstance(self.requant_mult_bits, bool)
+                or not 1 <= self.requant_mult_bits <= MULT_BITS):
+            raise ConfigError(f"requant_mult_bits must be 1..{MULT_BITS}, not "
+                              f"{self.requant_mult_bits!r}")
+        if self.requant_mode == "tflite" and self.requant_mult_bits != MULT_BITS:
+            raise ConfigError(f"requant_mult_bits {self.requant_mult_bits}: the tflite "
+                              f"requantization keeps TFLite's 31-bit multipliers; fewer bits are "
+                              f"for the fpganet mode")
         if self.program_words > 1 << 16:
             raise ConfigError(f"program_words {self.program_words} exceeds the 16-bit LOOP target")
         if (not isinstance(self.clock_hz, (int, float)) or isinstance(self.clock_hz, bool)
@@ -182,6 +204,11 @@ class AcceleratorConfig:
         """Cycles from a beat's last gather cycle to its offer to the array or the pool unit:
         1 (the block RAMs' read), 2 with :attr:`pipeline_registers`."""
         return 2 if self.pipeline_registers else 1
+
+    @property
+    def mult_step(self):
+        """What every ``fpganet`` multiplier is a multiple of: ``2**(15 - requant_mult_bits)``."""
+        return 1 << (MULT_BITS - self.requant_mult_bits)
 
     @property
     def peak_macs_per_s(self):
@@ -317,6 +344,7 @@ class AcceleratorConfig:
             "weight_word_bytes": self.weight_word_bytes,
             "act_word_bytes": self.act_word_bytes,
             "act_banks": self.act_banks,
+            "mult_step": self.mult_step,
         }
         return data
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .config import AcceleratorConfig, ConfigError
+from .config import MULT_BITS, AcceleratorConfig, ConfigError
 from .errors import FpganetError, FpganetWarning
 from .files import verify_directory
 from .isa import param_ranges
@@ -40,8 +40,8 @@ MANIFEST = "manifest.json"
 ARRAYS = "network.npz"
 
 #: ``fpganet`` requantization multipliers are 15-bit unsigned with the top bit set:
-#: [2**14, 2**15); shifts 1..62 (the parameter entry, :func:`fpganet.isa.param_ranges`).
-MULT_BITS = 15
+#: [2**14, 2**15) (``MULT_BITS``, :data:`fpganet.config.MULT_BITS`); shifts 1..62 (the
+#: parameter entry, :func:`fpganet.isa.param_ranges`).
 (MULT_MIN, MULT_MAX), (SHIFT_MIN, SHIFT_MAX) = (param_ranges("fpganet")[name] for name in ("mult", "shift"))
 #: Share of input values beyond the calibrated range (by more than a step) that gets a warning.
 CLIPPED_INPUTS_WARNING = 0.01

@@ -131,15 +131,19 @@ def _pool(rng, name, shape, zp):
     return None
 
 
-def _in_requant_mode(rng, layers, mode):
-    """``layers`` (drawn with ``fpganet`` multipliers) with their multipliers in requantization
-    mode ``mode``. ``tflite``: each ``mult * 2**-shift`` becomes TFLite's 31-bit ``M`` with 16
-    random bits below and the matching exponent, a left shift where the accumulator's bound
-    leaves room for it (else 0), some convolutions round once, and some average pools take
-    TFLite's form (the codes' sum divided by the window's size). ``fpganet`` draws nothing, so
-    its networks stay as they were."""
-    if mode != "tflite":
-        return layers
+def _in_requant_mode(rng, layers, config):
+    """``layers`` (drawn with ``fpganet`` multipliers) with their multipliers in
+    ``config``'s requantization mode. ``tflite``: each ``mult * 2**-shift`` becomes TFLite's
+    31-bit ``M`` with 16 random bits below and the matching exponent, a left shift where the
+    accumulator's bound leaves room for it (else 0), some convolutions round once, and some
+    average pools take TFLite's form (the codes' sum divided by the window's size).
+    ``fpganet`` draws nothing, so its networks stay as they were, each multiplier cut to
+    ``config.requant_mult_bits`` significant bits."""
+    if config.requant_mode != "tflite":
+        step = config.mult_step
+        return [dataclasses.replace(layer, mult=layer.mult // step * step)
+                if step > 1 and isinstance(layer, (QConv, QAdd, QAvgPool)) else layer
+                for layer in layers]
     converted = []
     for layer in layers:
         if isinstance(layer, (QConv, QAdd, QAvgPool)):
@@ -215,7 +219,7 @@ def random_network(rng, config=None):
         output_shape = shape
         if rng.random() < 0.3:
             output_shape = (int(np.prod(shape)),)
-    layers = _in_requant_mode(rng, layers, config.requant_mode)
+    layers = _in_requant_mode(rng, layers, config)
     net = QNetwork(layers=layers, input_name="x", input_shape=input_shape, input_scale=0.05,
                    input_zp=input_zp, output_name="y", output_shape=output_shape, output_scale=0.05,
                    output_zp=zp, config=config)
@@ -290,7 +294,7 @@ def random_graph_network(rng, config=None):
         add_layer(_conv(rng, "dense", shape, zp, kind="dense", m=int(rng.integers(1, 12)),
                         inputs=(source,)))
     source, shape, zp = current
-    layers = _in_requant_mode(rng, layers, config.requant_mode)
+    layers = _in_requant_mode(rng, layers, config)
     net = QNetwork(layers=layers, input_name="x", input_shape=input_shape, input_scale=0.05,
                    input_zp=input_zp, output_name="y", output_shape=shape, output_scale=0.05,
                    output_zp=zp, config=config)

@@ -799,6 +799,21 @@ def smallest_act_bytes(net, config=None, batch=1):
     return min(a["bytes"] for a in plan_network(net, config, explore=True, batch=batch).attempts)
 
 
+def _check_mult_bits(net, config):
+    """Every multiplier is a multiple of ``config.mult_step``: the requantizer reads only the
+    top ``requant_mult_bits`` of each."""
+    if config.requant_mode != "fpganet" or config.mult_step == 1:
+        return
+    for layer in net.layers:
+        mult = np.atleast_1d(getattr(layer, "mult", np.zeros(1, np.int64)))
+        finer = np.flatnonzero(mult % config.mult_step)
+        if finer.size:
+            raise FpganetError(f"layer '{layer.name}': multiplier {int(mult[finer[0]])} has more "
+                               f"than the {config.requant_mult_bits} significant bits this "
+                               f"{config.name} configuration's requantizer keeps "
+                               f"(--requant-mult-bits): compile the model for it")
+
+
 def plan_network(net, config=None, explore=False, batch=1):
     """Plan ``net`` for ``config`` (default: the configuration it was compiled for).
 
@@ -827,6 +842,7 @@ def plan_network(net, config=None, explore=False, batch=1):
                            f"has {config.operand_width}-bit operands (--operand-width)")
     for layer in net.conv_layers:
         layer.validate(config.acc_width, config.requant_mode)   # the no-overflow rule, the ranges
+    _check_mult_bits(net, config)
     if not 1 <= batch <= config.cols:
         raise FpganetError(f"--batch {batch}: must be 1..{config.cols} (one image per array "
                            f"column; the {config.name} configuration has {config.cols})")

@@ -9,7 +9,8 @@ from ..qnet import MULT_BITS, MULT_MAX, MULT_MIN, SHIFT_MAX, SHIFT_MIN, rescale
 
 __all__ = ["activation_qparams", "weight_qparams", "quantize_multiplier", "requantize",
            "quantize_multiplier_tflite", "multiply_tflite", "requantize_tflite", "rescale_mode",
-           "requantize_mode", "multiplier_for", "average_multiplier", "NEGLIGIBLE_WEIGHT"]
+           "requantize_mode", "multiplier_for", "average_multiplier", "exact_weight_scales",
+           "NEGLIGIBLE_WEIGHT"]
 
 #: A weight channel whose largest magnitude is below this fraction of the layer's largest is
 #: quantized as zero (float32 keeps 24 bits: such a channel adds nothing a float32 sum keeps).
@@ -76,11 +77,13 @@ def weight_qparams(weight):
     return q, scale
 
 
-def quantize_multiplier(real, layer_name):
-    """Integer ``(mult, shift)`` with ``mult * 2**-shift`` closest to ``real``.
+def quantize_multiplier(real, layer_name, bits=MULT_BITS):
+    """Integer ``(mult, shift)`` with ``mult * 2**-shift`` closest to ``real``, ``mult`` with
+    ``bits`` significant bits.
 
-    ``mult`` is in [2**14, 2**15) (15-bit unsigned, top bit set) and ``shift``
-    in [1, 62]; the relative error is at most 2**-15.
+    ``mult`` is in [2**14, 2**15) (15-bit unsigned, top bit set), a multiple of
+    ``2**(15 - bits)`` (``AcceleratorConfig.requant_mult_bits``), and ``shift`` in [1, 62];
+    the relative error is at most ``2**-bits``.
 
     Parameters
     ----------
@@ -88,6 +91,8 @@ def quantize_multiplier(real, layer_name):
         The real multiplier ``s_in * s_w[m] / s_out`` (positive).
     layer_name : str
         For the error message.
+    bits : int
+        Significant bits, 1..15.
 
     Raises
     ------
@@ -98,15 +103,33 @@ def quantize_multiplier(real, layer_name):
         raise FpganetError(f"layer '{layer_name}': requantization multiplier {real!r} is not "
                            f"a positive number")
     fraction, exponent = math.frexp(real)  # real = fraction * 2**exponent, fraction in [0.5, 1)
-    mult = round(fraction * (1 << MULT_BITS))
-    if mult == 1 << MULT_BITS:
-        mult, exponent = MULT_MIN, exponent + 1
+    mult = round(fraction * (1 << bits))
+    if mult == 1 << bits:
+        mult, exponent = 1 << (bits - 1), exponent + 1
+    mult <<= MULT_BITS - bits
     shift = MULT_BITS - exponent
     if not (SHIFT_MIN <= shift <= SHIFT_MAX and MULT_MIN <= mult <= MULT_MAX):
         raise FpganetError(f"layer '{layer_name}': requantization multiplier {real:.3g} cannot be "
                            f"represented as mult * 2**-shift with a 15-bit mult and shift in "
                            f"[{SHIFT_MIN}, {SHIFT_MAX}]")
     return mult, shift
+
+
+def exact_weight_scales(s_in, s_w, s_out, bits):
+    """Per-channel weight scales, each the smallest at least ``s_w[m]`` that makes
+    ``s_in * s_w[m] / s_out`` exact with a ``bits``-bit multiplier (float32 [M]).
+
+    Each grows by less than ``2**(1 - bits)`` of itself, so the weights keep their int8
+    range but that much of it; the multipliers :func:`quantize_multiplier` then gives are
+    the real ones, not roundings of them.
+    """
+    scales = []
+    for scale in np.asarray(s_w, dtype=np.float64):
+        real = np.float64(s_in) * scale / np.float64(s_out)
+        fraction, exponent = math.frexp(real)
+        steps = math.ceil(fraction * (1 << bits))           # in 2**(bits-1) .. 2**bits
+        scales.append(math.ldexp(steps, exponent - bits) * np.float64(s_out) / np.float64(s_in))
+    return np.asarray(scales, dtype=np.float32)
 
 
 def requantize(acc, mult, shift, zp_out, lo, hi):
@@ -217,12 +240,13 @@ def average_multiplier(count):
     return (1 << total) // count + 1, 31 - total
 
 
-def multiplier_for(real, layer_name, mode):
+def multiplier_for(real, layer_name, mode, bits=MULT_BITS):
     """``(mult, shift)`` for the real multiplier ``real`` in requantization mode ``mode``:
-    :func:`quantize_multiplier` or :func:`quantize_multiplier_tflite`."""
+    :func:`quantize_multiplier` (``bits`` significant bits) or
+    :func:`quantize_multiplier_tflite`."""
     if mode == "tflite":
         return quantize_multiplier_tflite(real, layer_name)
-    return quantize_multiplier(real, layer_name)
+    return quantize_multiplier(real, layer_name, bits)
 
 
 def rescale_mode(x, mult, shift, mode, single=False):

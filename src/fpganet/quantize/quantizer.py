@@ -13,17 +13,18 @@ The scheme (fixed by the numerics contract, ``docs/numerics.md``):
   scale (``docs/numerics.md``).
 """
 
+import math
 import warnings
 
 import numpy as np
 
-from ..config import DEFAULT_CONFIG
+from ..config import DEFAULT_CONFIG, MULT_BITS
 from ..errors import FpganetError, FpganetWarning
 from ..model.ir import Add, AvgPool, Conv, Dense, MaxPool, Reshape, layer_inputs
 from ..model.reference import run_float
 from ..qnet import ADD_WEIGHT_MAX, QAdd, QAvgPool, QConv, QMaxPool, QNetwork, QReshape
 from .calibrate import DEFAULT_METHOD, parse_method, tensor_range
-from .fixed_point import activation_qparams, multiplier_for, weight_qparams
+from .fixed_point import activation_qparams, exact_weight_scales, multiplier_for, weight_qparams
 
 __all__ = ["quantize_graph", "quantize_linear_layer", "quantize_add", "quantize_avgpool",
            "channel_multipliers", "clamp_codes",
@@ -65,7 +66,7 @@ def quantize_graph(graph, calib_x, method=DEFAULT_METHOD, config=DEFAULT_CONFIG,
         raise FpganetError(f"the quantizer produces int8 networks; operand_width must be 8, "
                            f"not {config.operand_width}")
     given = graph.quantization
-    mode = config.requant_mode
+    mode, bits = config.requant_mode, config.requant_mult_bits
     if given is not None:
         # A pre-quantized (QDQ) model: its scales, zero points and int8 weights as they are.
         outputs = [None] * len(graph.layers)
@@ -93,11 +94,12 @@ def quantize_graph(graph, calib_x, method=DEFAULT_METHOD, config=DEFAULT_CONFIG,
         if isinstance(layer, (Conv, Dense)):
             s_w = None if given is None else given["weight_scales"][index]
             qlayer = quantize_linear_layer(layer, s_act, zp_act, s_out, zp_out, config.acc_width,
-                                           s_w=s_w, mode=mode)
+                                           s_w=s_w, mode=mode, bits=bits)
         elif isinstance(layer, Add):
-            qlayer = quantize_add(layer, act[sources[0]], act[sources[1]], (s_out, zp_out), mode)
+            qlayer = quantize_add(layer, act[sources[0]], act[sources[1]], (s_out, zp_out), mode,
+                                  bits)
         elif isinstance(layer, AvgPool):
-            qlayer = quantize_avgpool(layer, s_act, zp_act, s_out, zp_out, mode)
+            qlayer = quantize_avgpool(layer, s_act, zp_act, s_out, zp_out, mode, bits)
         elif isinstance(layer, MaxPool):
             qlayer = QMaxPool(name=layer.name, in_shape=layer.in_shape, out_shape=layer.out_shape,
                               kernel=tuple(layer.kernel), stride=tuple(layer.stride),
@@ -161,20 +163,21 @@ def warn_degenerate(what, values, scale):
                       FpganetWarning, stacklevel=3)
 
 
-def channel_multipliers(s_in, s_w, s_out, name, mode="fpganet"):
+def channel_multipliers(s_in, s_w, s_out, name, mode="fpganet", bits=MULT_BITS):
     """int32 ``(mult, shift)`` per output channel for ``s_in * s_w[m] / s_out`` in requantization
-    mode ``mode`` (:func:`~fpganet.quantize.fixed_point.multiplier_for`, the ratio in float64
-    as LiteRT computes it)."""
+    mode ``mode`` with ``bits``-bit multipliers
+    (:func:`~fpganet.quantize.fixed_point.multiplier_for`, the ratio in float64 as LiteRT
+    computes it)."""
     m = len(s_w)
     mult, shift = np.zeros(m, np.int32), np.zeros(m, np.int32)
     for channel in range(m):
         real = float(np.float64(s_in) * np.float64(s_w[channel]) / np.float64(s_out))
-        mult[channel], shift[channel] = multiplier_for(real, name, mode)
+        mult[channel], shift[channel] = multiplier_for(real, name, mode, bits)
     return mult, shift
 
 
 def quantize_linear_layer(layer, s_in, zp_in, s_out, zp_out, acc_width=32, s_w=None,
-                          mode="fpganet"):
+                          mode="fpganet", bits=MULT_BITS):
     """Quantize one Conv or Dense given its input and output activation parameters.
 
     Parameters
@@ -188,6 +191,11 @@ def quantize_linear_layer(layer, s_in, zp_in, s_out, zp_out, acc_width=32, s_w=N
         which the float weights are exactly int8 codes; None: chosen from the weights.
     mode : str
         The requantization mode the multipliers are for (``config.requant_mode``).
+    bits : int
+        Significant bits of the ``fpganet`` multipliers (``config.requant_mult_bits``). Below
+        15, weight scales chosen here are widened until each multiplier is exact in ``bits``
+        (:func:`~fpganet.quantize.fixed_point.exact_weight_scales`); given ones stay and
+        their multipliers are rounded.
 
     Returns
     -------
@@ -200,6 +208,13 @@ def quantize_linear_layer(layer, s_in, zp_in, s_out, zp_out, acc_width=32, s_w=N
         weight, kind, stride, pads = layer.weight, "conv", tuple(layer.stride), tuple(layer.pads)
     if s_w is None:
         q_w, s_w = weight_qparams(weight)
+        if mode == "fpganet" and bits < MULT_BITS:
+            s_w = exact_weight_scales(s_in, s_w, s_out, bits)
+            shape = (-1,) + (1,) * (weight.ndim - 1)
+            wider = np.rint(weight.astype(np.float64) / s_w.astype(np.float64).reshape(shape))
+            # A channel weight_qparams made zero (negligible weights) stays zero.
+            zero = ~q_w.reshape(len(q_w), -1).any(axis=1).reshape(shape)
+            q_w = np.where(zero, 0, np.clip(wider, -127, 127)).astype(np.int8)
     else:
         s_w = np.asarray(s_w, dtype=np.float32)
         shape = (-1,) + (1,) * (weight.ndim - 1)
@@ -223,7 +238,7 @@ def quantize_linear_layer(layer, s_in, zp_in, s_out, zp_out, acc_width=32, s_w=N
         raise FpganetError(f"layer '{layer.name}': output channel {channel} can reach |acc| = "
                            f"{int(bound[channel])} >= 2**{acc_width - 1}; the accumulator could "
                            f"overflow (|bias| + 128 * sum |w| too large)")
-    mult, shift = channel_multipliers(s_in, s_w, s_out, layer.name, mode)
+    mult, shift = channel_multipliers(s_in, s_w, s_out, layer.name, mode, bits)
     lo, hi = _clamp(layer, s_out, zp_out)
     return QConv(name=layer.name, kind=kind, in_shape=tuple(layer.in_shape),
                  out_shape=tuple(layer.out_shape), kernel=tuple(q_w.shape[2:]), stride=stride,
@@ -270,7 +285,33 @@ def add_weights(s_a, s_b):
     return (w_small, w_big, step) if swapped else (w_big, w_small, step)
 
 
-def quantize_add(layer, a, b, out, mode="fpganet"):
+#: Steps :func:`exact_add_weights` tries, from the smallest that keeps the weights in range.
+EXACT_ADD_STEPS = 256
+
+
+def exact_add_weights(s_a, s_b, s_out, bits):
+    """:func:`add_weights` for a multiplier ``step / s_out`` exact in ``bits`` significant
+    bits: of the first :data:`EXACT_ADD_STEPS` such steps from ``max(s_a, s_b) /``
+    :data:`~fpganet.qnet.ADD_WEIGHT_MAX` up, the one whose rounded weights leave the smallest
+    error ``|w_a s - s_a| + |w_b s - s_b|``. With one bit the steps are powers of two times
+    ``s_out`` and the larger weight lies in 64..127: within 1/128 of its real ratio."""
+    s_a, s_b, s_out = float(s_a), float(s_b), float(s_out)
+    fraction, exponent = math.frexp(max(s_a, s_b) / ADD_WEIGHT_MAX / s_out)
+    mantissa = math.ceil(fraction * (1 << bits))          # 2**(bits-1) .. 2**bits
+    best = None
+    for _ in range(EXACT_ADD_STEPS):
+        if mantissa == 1 << bits:
+            mantissa, exponent = 1 << (bits - 1), exponent + 1
+        step = math.ldexp(mantissa, exponent - bits) * s_out
+        w_a, w_b = (min(ADD_WEIGHT_MAX, max(1, round(s / step))) for s in (s_a, s_b))
+        error = abs(w_a * step - s_a) + abs(w_b * step - s_b)
+        if best is None or error < best[0]:
+            best = (error, w_a, w_b, step)
+        mantissa += 1
+    return best[1:]
+
+
+def quantize_add(layer, a, b, out, mode="fpganet", bits=MULT_BITS):
     """Quantize a residual :class:`~fpganet.model.ir.Add` (the arithmetic of :class:`~fpganet.qnet.QAdd`).
 
     Parameters
@@ -280,14 +321,20 @@ def quantize_add(layer, a, b, out, mode="fpganet"):
         ``(scale, zero_point)`` of the two inputs and of the output.
     mode : str
         The requantization mode of the multiplier.
+    bits : int
+        Its significant bits in the ``fpganet`` mode: below 15, the weights' common step is
+        one that makes the multiplier exact in them (:func:`exact_add_weights`).
 
     Returns
     -------
     fpganet.qnet.QAdd
     """
     (s_a, zp_a), (s_b, zp_b), (s_out, zp_out) = a, b, out
-    w_a, w_b, step = add_weights(s_a, s_b)
-    mult, shift = multiplier_for(step / float(s_out), layer.name, mode)
+    if mode == "fpganet" and bits < MULT_BITS:
+        w_a, w_b, step = exact_add_weights(s_a, s_b, s_out, bits)
+    else:
+        w_a, w_b, step = add_weights(s_a, s_b)
+    mult, shift = multiplier_for(step / float(s_out), layer.name, mode, bits)
     lo, hi = _clamp(layer, s_out, zp_out)
     return QAdd(name=layer.name, in_shape=tuple(layer.in_shape), zp_a=int(zp_a), zp_b=int(zp_b),
                 w_a=w_a, w_b=w_b, mult=mult, shift=shift, zp_out=int(zp_out), lo=int(lo),
@@ -295,12 +342,12 @@ def quantize_add(layer, a, b, out, mode="fpganet"):
                 s_out=float(s_out), single_rounding=mode == "tflite")
 
 
-def quantize_avgpool(layer, s_in, zp_in, s_out, zp_out, mode="fpganet"):
+def quantize_avgpool(layer, s_in, zp_in, s_out, zp_out, mode="fpganet", bits=MULT_BITS):
     """Quantize an :class:`~fpganet.model.ir.AvgPool` (the arithmetic of :class:`~fpganet.qnet.QAvgPool`)
-    with a multiplier in requantization mode ``mode``."""
+    with a multiplier in requantization mode ``mode`` (``bits`` significant bits, rounded)."""
     count = int(layer.kernel[0]) * int(layer.kernel[1])
     mult, shift = multiplier_for(float(np.float64(s_in) / (np.float64(s_out) * count)),
-                                 layer.name, mode)
+                                 layer.name, mode, bits)
     lo, hi = _clamp(layer, s_out, zp_out)
     return QAvgPool(name=layer.name, in_shape=tuple(layer.in_shape),
                     out_shape=tuple(layer.out_shape), kernel=tuple(layer.kernel),
