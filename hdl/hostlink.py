@@ -153,7 +153,7 @@ class HostLinkCore(wiring.Component):
             version=protocol.PROTOCOL_VERSION, rows=config.rows, cols=config.cols,
             operand_width=config.operand_width, acc_width=config.acc_width,
             requant_lanes=config.requant_lanes, requant_latency=config.requant_latency,
-            broadcast_operands=int(config.broadcast_operands),
+            options=DeviceInfo.options_of(config),
             weight_buffer_bytes=config.weight_buffer_bytes,
             act_buffer_bytes=config.act_buffer_bytes, bias_buffer_words=config.bias_buffer_words,
             program_words=config.program_words, host_data_width=config.host_data_width,

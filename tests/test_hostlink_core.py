@@ -132,6 +132,22 @@ def test_ping_and_status():
     run(scenario)
 
 
+def test_ping_names_the_multiplier_bits():
+    """PING's ``options`` byte carries ``broadcast_operands`` and ``requant_mult_bits`` (0
+    for whole multipliers, as boards built before it send): a network whose multipliers are
+    for other requantizer widths is refused, naming the field."""
+    from fpganet.hdl.hostlink import HostLink
+    for config in (CONFIG, CONFIG.replace(requant_mult_bits=1, broadcast_operands=True),
+                   CONFIG.replace(requant_mult_bits=14)):
+        info = DeviceInfo.unpack(HostLink(config, 12e6, 3e6).info.pack())
+        assert (info.broadcast_operands, info.requant_mult_bits) == \
+            (config.broadcast_operands, config.requant_mult_bits)
+        assert info.mismatches(config) == []
+    assert HostLink(CONFIG, 12e6, 3e6).info.options == int(CONFIG.broadcast_operands)
+    info = HostLink(CONFIG.replace(requant_mult_bits=2), 12e6, 3e6).info
+    assert info.mismatches(CONFIG) == [("requant_mult_bits", 2, 15)]
+
+
 @pytest.mark.parametrize("tx_stalls", [0.0, 0.7])
 def test_job_through_all_commands(tx_stalls):
     """WRITE to every space, SEND_INPUT, START, READ_OUTPUT (waiting), STATUS, FLUSH."""

@@ -20,6 +20,7 @@ import enum
 import struct
 from dataclasses import dataclass, field, fields
 
+from ..config import MULT_BITS
 from ..isa import host_memory_words, host_word_bytes
 
 __all__ = ["SYNC", "PROTOCOL_VERSION", "HEADER_BYTES", "CRC_BYTES", "FRAME_OVERHEAD",
@@ -173,7 +174,7 @@ class DeviceInfo(_Packed):
     acc_width: int = _f("B")
     requant_lanes: int = _f("B")
     requant_latency: int = _f("B")
-    broadcast_operands: int = _f("B")   # 0 or 1
+    options: int = _f("B")          # OPTIONS_BROADCAST | (15 - requant_mult_bits) << 1
     weight_buffer_bytes: int = _f("I")
     act_buffer_bytes: int = _f("I")
     bias_buffer_words: int = _f("I")
@@ -189,8 +190,27 @@ class DeviceInfo(_Packed):
 
     #: Configuration fields a compiled network must match exactly.
     CONFIG_FIELDS = ("rows", "cols", "operand_width", "acc_width", "requant_lanes",
-                     "requant_latency", "broadcast_operands", "weight_buffer_bytes", "act_buffer_bytes", "bias_buffer_words",
+                     "requant_latency", "broadcast_operands", "requant_mult_bits",
+                     "weight_buffer_bytes", "act_buffer_bytes", "bias_buffer_words",
                      "program_words")
+
+    #: ``options`` bit 0: ``broadcast_operands``; bits 1-4 hold ``15 - requant_mult_bits``,
+    #: so that a board with whole multipliers (and one built before the field) sends 0 there.
+    OPTIONS_BROADCAST = 1
+
+    @classmethod
+    def options_of(cls, config):
+        """The ``options`` byte of an :class:`~fpganet.config.AcceleratorConfig`."""
+        return (cls.OPTIONS_BROADCAST * bool(config.broadcast_operands)
+                | (MULT_BITS - config.requant_mult_bits) << 1)
+
+    @property
+    def broadcast_operands(self):
+        return bool(self.options & self.OPTIONS_BROADCAST)
+
+    @property
+    def requant_mult_bits(self):
+        return MULT_BITS - (self.options >> 1 & 0xF)
 
     @property
     def weight_word_bytes(self):
