@@ -125,7 +125,8 @@ class Requantizer(wiring.Component):
         :attr:`latency`.
     lanes : int
         Results per cycle (``config.requant_lanes`` in the accelerator): one
-        ``acc_width x 15``-bit product each (``x 31`` in the ``tflite`` mode).
+        ``acc_width x 15``-bit product each (``x requant_mult_bits`` for the generic and
+        shift-and-add variants; ``x 31`` in the ``tflite`` mode).
     {members}
     Latency: :attr:`latency` cycles, the variant's. Throughput: one set per cycle, always;
     no back-pressure.
@@ -285,7 +286,7 @@ class GenericRequantizer(_WideTailRequantizer):
     config : AcceleratorConfig
         ``acc_width``; ``requant_latency`` 4.
     lanes : int
-        Results per cycle: one ``acc_width x 15``-bit multiplier each.
+        Results per cycle: one ``acc_width x requant_mult_bits``-bit multiplier each.
     {members}
     Latency: 4 cycles (:attr:`latency`): bias add, product, shift and saturation, round,
     offset and clamp. Throughput: one set per cycle, always; no back-pressure.

@@ -60,8 +60,9 @@ class ResultWriter(wiring.Component):
         ``rows``, ``cols``, ``requant_lanes``, the activation buffer's banks.
     requant_multiplier : str
         The requantizer's ``multiplier`` (:func:`~fpganet.hdl.postproc.requantizer`):
-        ``"generic"``, ``"booth"`` (logic cells, for an iCE40 whose DSPs are the array's)
-        or ``"ice40_dsp"`` (two SB_MAC16 per lane).
+        ``"generic"``, ``"booth"`` (logic cells, for an iCE40 whose DSPs are the array's),
+        ``"ice40_dsp"`` (two SB_MAC16 per lane) or ``"shift_add"`` (a shifted copy per
+        multiplier bit, for few ``requant_mult_bits``).
     requant_dsp_model : bool
         The requantizer's ``dsp_model`` (SB_MAC16 described in Amaranth, for simulation).
 

@@ -22,16 +22,20 @@ __all__ = ["CONFIGS", "random_fitting_network", "check_network", "main"]
 
 #: Hardware configurations under test: the default, an odd-sized array whose
 #: requantizer handles all five lanes at once in five pipeline stages (the multiply
-#: split in two), a single PE, the iCEBreaker's shape with operands broadcast and 3-bit
-#: multipliers, four activation banks per lane (the ULX3S has two) with 1-bit multipliers
-#: (a shift), the tflite requantization mode, and the default's shape with two requantizer
-#: lanes and the pipeline registers (as the ULX3S; as many banks as lanes, so that bank
-#: conflicts are common).
+#: split in two), a single PE, the iCEBreaker's shape with operands broadcast (and again
+#: with 3-bit multipliers), four activation banks per lane (the ULX3S has two; again with
+#: 1-bit multipliers, a shift), the tflite requantization mode, and the default's shape
+#: with two requantizer lanes and the pipeline registers (as the ULX3S; as many banks as
+#: lanes, so that bank conflicts are common).
 CONFIGS = {
     "2x8": AcceleratorConfig(),
     "3x5-requant5": AcceleratorConfig(rows=3, cols=5, requant_lanes=5, requant_latency=5,
                                       weight_buffer_bytes=3 * 8192),
     "1x1": AcceleratorConfig(rows=1, cols=1, weight_buffer_bytes=8192, act_buffer_bytes=8192),
+    "8x2-broadcast": AcceleratorConfig(rows=8, cols=2, acc_width=24, broadcast_operands=True,
+                                       requant_latency=5, weight_buffer_bytes=8 * 8192),
+    "4x4-banks16": AcceleratorConfig(rows=4, cols=4, requant_lanes=2, act_bank_factor=4,
+                                     weight_buffer_bytes=4 * 8192),
     "8x2-broadcast-mult3": AcceleratorConfig(rows=8, cols=2, acc_width=24, broadcast_operands=True,
                                              requant_latency=5, requant_mult_bits=3,
                                              weight_buffer_bytes=8 * 8192),

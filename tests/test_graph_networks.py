@@ -387,3 +387,34 @@ def test_check_counts_average_pool_rounding_ties_as_agreeing():
     (result,) = compare_layers(net, q)
     assert result.equal_fraction < 0.99 and result.max_abs_diff == 1
     assert result.ties == result.elements - result.equal and result.passes()
+
+
+@pytest.mark.parametrize("kind", ["residual", "mobilenet"])
+def test_one_bit_multipliers_on_a_graph(kind):
+    """At ``requant_mult_bits`` 1 every multiplier of the graph (convs, the residual add, the
+    average pool) is a power of two, the program equals the golden model on the ISA
+    simulator, and the answers stay close to the float model's; a multiplier with a lower
+    bit set is refused by the back end, naming its layer."""
+    import dataclasses
+    from fpganet.codegen import run_isa
+    from fpganet.config import AcceleratorConfig
+
+    model, shape, low, high = ((residual_model(), (3, 8, 8), -1.0, 1.0) if kind == "residual"
+                               else (mobilenet_block(), (3, 9, 7), -3.0, 3.0))
+    graph = import_model(model)
+    config = AcceleratorConfig(requant_mult_bits=1)
+    net = quantize_graph(graph, inputs(shape, 200, low, high), config=config)
+    carriers = [layer for layer in net.layers if hasattr(layer, "mult")]
+    assert {type(layer) for layer in carriers} & {QAdd, QAvgPool}
+    assert all(np.all(np.asarray(layer.mult) == 1 << 14) for layer in carriers)
+    x = inputs(shape, 300, low, high)
+    q_in = net.quantize_input(x[:20])
+    assert np.array_equal(run_isa(net, q_in)[0], run_golden(net, q_in))
+    golden = run_golden(net, net.quantize_input(x)).reshape(len(x), -1).argmax(1)
+    assert np.mean(run_float(graph, x).reshape(len(x), -1).argmax(1) == golden) > 0.9
+    index, layer = next((i, l) for i, l in enumerate(net.layers) if isinstance(l, (QAdd, QAvgPool)))
+    layers = list(net.layers)
+    layers[index] = dataclasses.replace(layer, mult=(1 << 14) + 1)
+    with pytest.raises(FpganetError, match=f"^layer '{layer.name}': multiplier 16385 has more than "
+                                           f"the 1 significant bits"):
+        build_images(dataclasses.replace(net, layers=layers))

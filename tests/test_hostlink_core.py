@@ -134,8 +134,8 @@ def test_ping_and_status():
 
 def test_ping_names_the_multiplier_bits():
     """PING's ``options`` byte carries ``broadcast_operands`` and ``requant_mult_bits`` (0
-    for whole multipliers, as boards built before it send): a network whose multipliers are
-    for other requantizer widths is refused, naming the field."""
+    for whole multipliers, as boards built before it send): a network whose multipliers have
+    more bits than the board's requantizer keeps is refused, naming the field."""
     from fpganet.hdl.hostlink import HostLink
     for config in (CONFIG, CONFIG.replace(requant_mult_bits=1, broadcast_operands=True),
                    CONFIG.replace(requant_mult_bits=14)):
@@ -146,6 +146,7 @@ def test_ping_names_the_multiplier_bits():
     assert HostLink(CONFIG, 12e6, 3e6).info.options == int(CONFIG.broadcast_operands)
     info = HostLink(CONFIG.replace(requant_mult_bits=2), 12e6, 3e6).info
     assert info.mismatches(CONFIG) == [("requant_mult_bits", 2, 15)]
+    assert info.mismatches(CONFIG.replace(requant_mult_bits=1)) == []   # more bits: exact
 
 
 @pytest.mark.parametrize("tx_stalls", [0.0, 0.7])

@@ -127,15 +127,20 @@ def mismatches(dut, batches, reference, single=False):
     return wrong
 
 
-@pytest.mark.parametrize("width,latency,bits", [
-    (24, 4, 1), (24, 5, 1), (24, 4, 2), (16, 5, 3), (24, 5, 4), (32, 4, 4), (20, 5, 8),
-    (32, 4, 15), (24, 5, 15)])
-def test_shift_add_requantizer_streams_the_contract(width, latency, bits):
-    """The shift-and-add product for multipliers of ``bits`` significant bits (top bit set,
-    the bits below ``15 - bits`` zero, as the compiler makes them), every digit pattern."""
+@pytest.mark.parametrize("multiplier,width,latency,bits", [
+    ("shift_add", 24, 4, 1), ("shift_add", 24, 5, 1), ("shift_add", 24, 4, 2),
+    ("shift_add", 16, 5, 3), ("shift_add", 24, 5, 4), ("shift_add", 32, 4, 4),
+    ("shift_add", 20, 5, 8), ("shift_add", 32, 4, 15), ("shift_add", 24, 5, 15),
+    ("generic", 16, 4, 1), ("generic", 24, 4, 3), ("generic", 16, 5, 1), ("generic", 24, 5, 14),
+    ("generic", 32, 5, 3)])
+def test_narrow_multipliers_stream_the_contract(multiplier, width, latency, bits):
+    """The shift-and-add product, and the generic ``*`` and split product by the top bits,
+    for multipliers of ``bits`` significant bits (top bit set, the bits below ``15 - bits``
+    zero, as the compiler makes them), every digit pattern; widths up to 17 take the split
+    product's single ``*``."""
     config = AcceleratorConfig(acc_width=width, requant_latency=latency, requant_mult_bits=bits)
-    dut = requantizer(config, LANES, multiplier="shift_add")
-    assert type(dut) is VARIANTS["shift_add", latency] and dut.latency == latency
+    dut = requantizer(config, LANES, multiplier=multiplier)
+    assert type(dut) is VARIANTS[multiplier, latency] and dut.latency == latency
     rng = np.random.default_rng(100 * width + bits)
     step = config.mult_step
     edges = [1 << 14, (1 << 15) - step, ((1 << 14) + step) & 0x7FFF | 1 << 14, 0x5555 | 1 << 14, 0x6AAA]

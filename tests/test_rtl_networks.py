@@ -12,7 +12,8 @@ from fpganet.sim.rtl_backend import build_harness
 NETWORKS_PER_CONFIG = 20
 
 
-@pytest.mark.parametrize("name", ["2x8", "3x5-requant5", "8x2-broadcast-mult3", "2x8-pipelined"])
+@pytest.mark.parametrize("name", ["2x8", "3x5-requant5", "8x2-broadcast", "8x2-broadcast-mult3",
+                                  "2x8-pipelined"])
 def test_random_networks_on_rtl_match_golden(name):
     config = CONFIGS[name]
     build = build_harness(config, sim="verilator")
@@ -22,7 +23,7 @@ def test_random_networks_on_rtl_match_golden(name):
         check_network(build, net, rng.integers(-128, 128, (2, *net.input_chw)).astype(np.int8))
 
 
-@pytest.mark.parametrize("name", ["2x8", "4x4-banks16-mult1", "2x8-pipelined"])
+@pytest.mark.parametrize("name", ["2x8", "4x4-banks16", "4x4-banks16-mult1", "2x8-pipelined"])
 def test_random_graph_networks_on_rtl_match_golden(name):
     """DAGs: residual adds, depthwise and grouped convs, average pools, as CONVs with
     block-diagonal weights; four activation banks per lane and 1-bit multipliers; the

@@ -64,7 +64,8 @@ class AcceleratorConfig:
         Instructions the program memory holds.
     requant_lanes : int
         Results the post-processing unit (bias, requantization, clamp)
-        handles per cycle; divides ``cols``. One 32x15-bit multiplier each.
+        handles per cycle; divides ``cols``. One 32x15-bit multiplier each (32 x
+        ``requant_mult_bits``).
     broadcast_operands : bool
         ``False``: a systolic array (operands move one PE per cycle, skewed at
         the edges; the array's latency is ``cols + 2``). ``True``: each row's
@@ -90,10 +91,11 @@ class AcceleratorConfig:
         :data:`MULT_BITS` (15, the default: the whole field). With fewer, every multiplier
         is a multiple of ``2**(15 - requant_mult_bits)`` and the post-processing unit
         multiplies by its top bits only: 1 leaves a shift, no multiplier. The quantizer then
-        picks each channel's weight scale so that its multiplier is exact in that many bits
-        (the weights lose at most ``2**(1 - requant_mult_bits)`` of their range); the
-        multipliers it cannot choose that way (a residual add's, an average pool's, a
-        pre-quantized model's) it rounds. The numerics contract is unchanged: the golden
+        picks each channel's weight scale, and a residual add's common step, so that the
+        multiplier is exact in that many bits (the weights keep at least ``1 - 2**(1 -
+        requant_mult_bits)`` of their int8 range: half at 1 bit); an average pool's
+        multiplier and a pre-quantized model's (QDQ, int8 TFLite: with a warning) it
+        rounds. The numerics contract is unchanged: the golden
         model computes with the multipliers as stored. The ``tflite`` mode keeps its 31 bits.
     act_bank_factor : int
         1, 2, 4 or 8: activation banks per lane (:attr:`act_banks` is ``cols`` rounded up

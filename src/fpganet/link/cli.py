@@ -46,6 +46,10 @@ def run_command(args):
         if args.board_command == "ping":
             info = link.ping()
             for name, value in info.__dict__.items():
+                if name == "options":       # decoded: the two fields it packs
+                    for option in ("broadcast_operands", "requant_mult_bits"):
+                        print(f"{option:20s} {getattr(info, option)}")
+                    continue
                 print(f"{name:20s} {value:,}" if isinstance(value, int) else f"{name:20s} {value}")
             return 0
         if args.board_command == "status":

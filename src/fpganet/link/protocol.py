@@ -229,9 +229,13 @@ class DeviceInfo(_Packed):
 
     def mismatches(self, config):
         """``[(field, board value, config value)]`` where ``config`` (an AcceleratorConfig)
-        differs from this board."""
+        differs from this board. A board whose multipliers keep more bits than ``config``'s
+        runs its networks exactly (their multipliers' lower bits are zero): not a mismatch."""
+        def differs(name):
+            board, compiled = getattr(self, name), getattr(config, name)
+            return board < compiled if name == "requant_mult_bits" else board != compiled
         return [(name, getattr(self, name), getattr(config, name)) for name in self.CONFIG_FIELDS
-                if getattr(self, name) != getattr(config, name)]
+                if differs(name)]
 
     @property
     def name(self):

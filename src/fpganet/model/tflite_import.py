@@ -677,7 +677,10 @@ class _Importer(_Walk):
         mode = self.config.requant_mode
         # LiteRT's reference FULLY_CONNECTED rounds once, its convolutions twice.
         single = kind == "dense" and mode == "tflite"
-        mult, shift = channel_multipliers(value.scale, s_w, s_out, name, mode)
+        # With fewer multiplier bits than 15, the model's own scales are kept and its
+        # multipliers rounded (docs/numerics.md section 9).
+        mult, shift = channel_multipliers(value.scale, s_w, s_out, name, mode,
+                                          self.config.requant_mult_bits)
         if mode == "tflite":
             weight, bias64, mult, shift = constant_channels(weight, bias64, mult, shift, single)
         if np.any(np.abs(bias64) >= 1 << 31):
@@ -706,7 +709,7 @@ class _Importer(_Walk):
         relu, clip_max = self.relu(op)
         layer = quantize_add(Add(name=tensor.name, in_shape=out_chw, relu=relu, clip_max=clip_max),
                              (a.scale, a.zp), (b.scale, b.zp), (s_out, zp_out),
-                             self.config.requant_mode)
+                             self.config.requant_mode, self.config.requant_mult_bits)
         self.emit(layer, op, (a.layer, b.layer), tensor.index)
 
     def _op_AVERAGE_POOL_2D(self, op, output_index):
@@ -716,7 +719,8 @@ class _Importer(_Walk):
         tensor, out_chw, s_out, zp_out = self.output(op)
         pool = self.average_pool(op, value, tensor, out_chw)
         mode = self.config.requant_mode
-        layer = quantize_avgpool(pool, value.scale, value.zp, s_out, zp_out, mode)
+        layer = quantize_avgpool(pool, value.scale, value.zp, s_out, zp_out, mode,
+                                 self.config.requant_mult_bits)
         if mode == "tflite" and (value.scale, value.zp) == (s_out, zp_out):
             # LiteRT's own arithmetic: the codes' sum divided by the count, rounded half away
             # from zero, which one rounding by a multiplier just above 1 / count gives.
