@@ -412,6 +412,12 @@ def test_one_bit_multipliers_on_a_graph(kind):
     assert np.array_equal(run_isa(net, q_in)[0], run_golden(net, q_in))
     golden = run_golden(net, net.quantize_input(x)).reshape(len(x), -1).argmax(1)
     assert np.mean(run_float(graph, x).reshape(len(x), -1).argmax(1) == golden) > 0.9
+    # At 3 bits an average pool's multiplier is exact too: its output scale was widened.
+    three = quantize_graph(graph, inputs(shape, 200, low, high),
+                           config=AcceleratorConfig(requant_mult_bits=3))
+    for pool in (layer for layer in three.layers if isinstance(layer, QAvgPool)):
+        real = pool.s_in / (pool.s_out * pool.count)
+        assert pool.mult % 2**12 == 0 and abs(pool.mult * 2.0**-pool.shift / real - 1) < 1e-6
     index, layer = next((i, l) for i, l in enumerate(net.layers) if isinstance(l, (QAdd, QAvgPool)))
     layers = list(net.layers)
     layers[index] = dataclasses.replace(layer, mult=(1 << 14) + 1)

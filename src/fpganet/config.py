@@ -91,10 +91,10 @@ class AcceleratorConfig:
         :data:`MULT_BITS` (15, the default: the whole field). With fewer, every multiplier
         is a multiple of ``2**(15 - requant_mult_bits)`` and the post-processing unit
         multiplies by its top bits only: 1 leaves a shift, no multiplier. The quantizer then
-        picks each channel's weight scale, and a residual add's common step, so that the
-        multiplier is exact in that many bits (the weights keep at least ``1 - 2**(1 -
-        requant_mult_bits)`` of their int8 range: half at 1 bit); an average pool's
-        multiplier and a pre-quantized model's (QDQ, int8 TFLite: with a warning) it
+        picks each channel's weight scale, a residual add's common step and an average
+        pool's output range so that the multiplier is exact in that many bits (the weights
+        keep at least ``1 - 2**(1 - requant_mult_bits)`` of their int8 range: half at 1
+        bit); a pre-quantized model's multipliers (QDQ, int8 TFLite: with a warning) it
         rounds. The numerics contract is unchanged: the golden
         model computes with the multipliers as stored. The ``tflite`` mode keeps its 31 bits.
     act_bank_factor : int

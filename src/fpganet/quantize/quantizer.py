@@ -89,7 +89,10 @@ def quantize_graph(graph, calib_x, method=DEFAULT_METHOD, config=DEFAULT_CONFIG,
             if given is not None:
                 s_out, zp_out = given["activations"][index]
             else:
-                s_out, zp_out = activation_qparams(*tensor_range(values, method))
+                rmin, rmax = tensor_range(values, method)
+                if isinstance(layer, AvgPool) and mode == "fpganet" and bits < MULT_BITS:
+                    rmin, rmax = exact_avgpool_range(layer, s_act, rmin, rmax, bits)
+                s_out, zp_out = activation_qparams(rmin, rmax)
                 warn_degenerate(f"the output of layer '{layer.name}'", values, s_out)
         if isinstance(layer, (Conv, Dense)):
             s_w = None if given is None else given["weight_scales"][index]
@@ -283,6 +286,19 @@ def add_weights(s_a, s_b):
                 best = (error, w_big, w_small, step)
     _, w_big, w_small, step = best
     return (w_small, w_big, step) if swapped else (w_big, w_small, step)
+
+
+def exact_avgpool_range(layer, s_in, rmin, rmax, bits):
+    """An average pool's calibrated output range ``[rmin, rmax]``, widened so that its
+    multiplier ``s_in / (s_out * count)`` is exact in ``bits`` significant bits: the largest
+    such multiplier at most the calibrated one, the output scale grown by less than
+    ``2**(1 - bits)`` of itself (its codes keep at least half their range at one bit)."""
+    s_out, _ = activation_qparams(rmin, rmax)
+    count = int(layer.kernel[0]) * int(layer.kernel[1])
+    fraction, exponent = math.frexp(float(s_in) / (s_out * count))
+    exact = math.ldexp(math.floor(fraction * (1 << bits)), exponent - bits)
+    widen = float(s_in) / (exact * count) / s_out
+    return rmin * widen, rmax * widen
 
 
 #: Steps :func:`exact_add_weights` tries, from the smallest that keeps the weights in range.
