@@ -29,8 +29,8 @@ from .common import Board, BoardTop, linked_accelerator
 from .pll import ice40_pll
 from .standin import ArrayStandIn
 
-__all__ = ["ICEBreakerTop", "BOARD", "DEFAULT_CONFIG", "BAUD", "accelerator_core", "requant_multiplier", "SHIFT_ADD_BITS",
-           "stand_in_core"]
+__all__ = ["ICEBreakerTop", "BOARD", "DEFAULT_CONFIG", "BAUD", "accelerator_core", "requant_multiplier",
+           "SHIFT_ADD_BITS", "stand_in_core"]
 
 #: UART rate of the host link: the iCEBreaker's FT2232H runs its UART up to 3 Mbaud.
 BAUD = 3_000_000

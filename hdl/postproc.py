@@ -296,10 +296,8 @@ class GenericRequantizer(_WideTailRequantizer):
 
     def _product(self, m, lane):
         factor, low = self._top_bits()
-        if low:
-            m.d.sync += lane.product.eq((lane.biased * factor) << low)
-        else:
-            m.d.sync += lane.product.eq(lane.biased * self._mult1)
+        product = lane.biased * factor
+        m.d.sync += lane.product.eq(product << low if low else product)
 
 
 class SplitProductRequantizer(_WideTailRequantizer):
@@ -561,12 +559,13 @@ class ShiftAddRequantizer(_FabricTailRequantizer):
     def _sum(self, m, lane):
         """``lane.biased`` (stage 1, registered here) times the multiplier's top bits,
         combinational."""
-        index, biased, mult1 = lane.index, lane.biased, self._mult1
+        index, biased = lane.index, lane.biased
         m.d.sync += biased.eq(self.acc[index] + self.bias)
-        top = len(mult1) - 1                    # always set: mult is in [2**14, 2**15)
-        terms = [(Mux(mult1[bit], biased, 0), bit)
-                 for bit in range(len(mult1) - self.config.requant_mult_bits, top)]
-        return shifted_sum(m, terms + [(biased, top)], len(lane.product), name=f"sum{index}")
+        factor, low = self._top_bits()
+        top = len(factor) - 1                   # always set: mult is in [2**14, 2**15)
+        terms = [(Mux(factor[bit], biased, 0), low + bit) for bit in range(top)]
+        return shifted_sum(m, terms + [(biased, low + top)], len(lane.product),
+                           name=f"sum{index}")
 
     def _coarse_product(self, m, lane):
         m.d.sync += lane.product.eq(self._sum(m, lane))
@@ -747,28 +746,52 @@ def coarse_shift(value, amount):
                Mux(amount[0], value >> 16, value))
 
 
+def add_terms(m, a, b, width, *, name, extras=()):
+    """``a + b + extras`` of ``(value, lsb)`` terms (each ``value << lsb``), modulo
+    ``2**width``, as one two-operand adder (combinational): ``a`` the lower, ``extras`` bits
+    of ``b``'s operand below ``b``'s lsb (a Booth row's ``+1``), which extend the adder
+    downwards; the bits of ``a`` below the adder pass through. Yosys maps the one ``+`` to an
+    iCE40 carry chain, one logic cell per adder bit.
+
+    Returns
+    -------
+    (Signal, int)
+        The sum and its lsb, ``a``'s.
+    """
+    (va, la), (vb, lb) = a, b
+    start = min([lb] + [position for _, position in extras])
+    assert la <= start
+    operand = [C(0, 1)] * (lb - start)
+    for bit, position in extras:
+        operand[position - start] = bit
+    high = Cat(*operand, vb).as_signed()
+    upper = va[start - la:].as_signed() if start > la else va
+    total_width = min(max(len(upper), len(high)) + 1, width - start)
+    total = Signal(signed(total_width), name=name)
+    m.d.comb += total.eq(upper + high)
+    if start == la:
+        return total, la
+    low = va[:start - la]
+    joined = Signal(signed(len(low) + total_width), name=f"{name}_all")
+    m.d.comb += joined.eq(Cat(low, total))
+    return joined, la
+
+
 def shifted_sum(m, terms, width, *, name):
     """The sum of ``(value, lsb)`` terms, each ``value << lsb``, modulo ``2**width``, as a
-    tree of two-operand adders (one iCE40 logic cell per adder bit) whose bits below the
-    higher operand's ``lsb`` pass through (combinational).
+    tree of :func:`add_terms` adders (combinational).
 
     Returns
     -------
     Value
         Signed; its bits below the lowest ``lsb`` are zero.
     """
+    terms = sorted(terms, key=lambda term: term[1])
     level = 0
     while len(terms) > 1:
-        summed = []
-        for j in range(0, len(terms) - 1, 2):
-            (low, low_lsb), (high, high_lsb) = sorted(terms[j:j + 2], key=lambda term: term[1])
-            skip = high_lsb - low_lsb
-            upper = low[skip:].as_signed() if skip else low
-            total_width = min(max(len(upper), len(high)) + 1, width - high_lsb)
-            total = Signal(signed(total_width), name=f"{name}_{level}_{j // 2}")
-            m.d.comb += total.eq(upper + high)
-            summed.append(((Cat(low[:skip], total).as_signed() if skip else total), low_lsb))
-        terms = summed + terms[len(terms) - len(terms) % 2:]
+        pairs = zip(terms[0::2], terms[1::2])
+        terms = [add_terms(m, low, high, width, name=f"{name}_{level}_{j}")
+                 for j, (low, high) in enumerate(pairs)] + terms[len(terms) - len(terms) % 2:]
         level += 1
     value, lsb = terms[0]
     return Cat(C(0, lsb), value).as_signed()
@@ -841,25 +864,7 @@ def booth_product(m, rows, negs, width, *, pipelined, name):
     negs = [(neg, 2 * k) for k, neg in enumerate(negs)]
 
     def add(a, b, extras, label):
-        """``a + b + extras`` of ``(value, lsb)`` terms; ``a`` the lower, ``extras`` bits
-        of ``b``'s operand below ``b``'s lsb."""
-        (va, la), (vb, lb) = a, b
-        start = min([lb] + [position for _, position in extras])
-        assert la <= start
-        operand = [C(0, 1)] * (lb - start)
-        for bit, position in extras:
-            operand[position - start] = bit
-        high = Cat(*operand, vb).as_signed()
-        upper = va[start - la:].as_signed() if start > la else va
-        total_width = min(max(len(upper), len(high)) + 1, width - start)
-        total = Signal(signed(total_width), name=f"{name}_{label}")
-        m.d.comb += total.eq(upper + high)
-        if start == la:
-            return total, la
-        low = va[:start - la]
-        joined = Signal(signed(len(low) + total_width), name=f"{name}_{label}_all")
-        m.d.comb += joined.eq(Cat(low, total))
-        return joined, la
+        return add_terms(m, a, b, width, name=f"{name}_{label}", extras=extras)
 
     # Level 1: pairs of rows, each with the lower row's +1.
     pairs = [add(rows[2 * j], rows[2 * j + 1], [negs[2 * j]], f"pair{j}") for j in range(4)]

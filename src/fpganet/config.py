@@ -95,8 +95,8 @@ class AcceleratorConfig:
         pool's output range so that the multiplier is exact in that many bits (the weights
         keep at least ``1 - 2**(1 - requant_mult_bits)`` of their int8 range: half at 1
         bit); a pre-quantized model's multipliers (QDQ, int8 TFLite: with a warning) it
-        rounds. The numerics contract is unchanged: the golden
-        model computes with the multipliers as stored. The ``tflite`` mode keeps its 31 bits.
+        rounds. The numerics contract is unchanged: the golden model computes with the
+        multipliers as stored. The ``tflite`` mode keeps its 31 bits.
     act_bank_factor : int
         1, 2, 4 or 8: activation banks per lane (:attr:`act_banks` is ``cols`` rounded up
         to a power of two times this). At 2 the lanes of a stride-2 layer, which read every

@@ -802,7 +802,7 @@ def smallest_act_bytes(net, config=None, batch=1):
 def _check_mult_bits(net, config):
     """Every multiplier is a multiple of ``config.mult_step``: the requantizer reads only the
     top ``requant_mult_bits`` of each."""
-    if config.requant_mode != "fpganet" or config.mult_step == 1:
+    if config.mult_step == 1:        # whole multipliers; the tflite mode always has them
         return
     for layer in net.layers:
         mult = np.atleast_1d(getattr(layer, "mult", np.zeros(1, np.int64)))

@@ -10,6 +10,7 @@ from ..qnet import MULT_BITS, MULT_MAX, MULT_MIN, SHIFT_MAX, SHIFT_MIN, rescale
 __all__ = ["activation_qparams", "weight_qparams", "quantize_multiplier", "requantize",
            "quantize_multiplier_tflite", "multiply_tflite", "requantize_tflite", "rescale_mode",
            "requantize_mode", "multiplier_for", "average_multiplier", "exact_weight_scales",
+           "significant_bits",
            "NEGLIGIBLE_WEIGHT"]
 
 #: A weight channel whose largest magnitude is below this fraction of the layer's largest is
@@ -42,12 +43,15 @@ def activation_qparams(rmin, rmax):
     return scale, zero_point
 
 
-def weight_qparams(weight):
+def weight_qparams(weight, widen=None):
     """Symmetric per-output-channel int8 quantization of a float weight [M, ...].
 
     Parameters
     ----------
     weight : numpy.ndarray
+    widen : callable, optional
+        float32 scales [M] -> float32 scales [M], each at least as large (for example
+        :func:`exact_weight_scales`), applied before the weights are rounded to them.
 
     Returns
     -------
@@ -72,6 +76,8 @@ def weight_qparams(weight):
         fallback = np.median(scale[scale > 0]) if np.any(scale > 0) else 1.0 / 127.0
         scale = np.where(scale > 0, scale, fallback)
     scale = scale.astype(np.float32)
+    if widen is not None:
+        scale = widen(scale)
     shaped = scale.astype(np.float64).reshape((m,) + (1,) * (weight.ndim - 1))
     q = np.clip(np.rint(weight / shaped), -127, 127).astype(np.int8)
     return q, scale
@@ -102,17 +108,25 @@ def quantize_multiplier(real, layer_name, bits=MULT_BITS):
     if not real > 0 or not math.isfinite(real):
         raise FpganetError(f"layer '{layer_name}': requantization multiplier {real!r} is not "
                            f"a positive number")
-    fraction, exponent = math.frexp(real)  # real = fraction * 2**exponent, fraction in [0.5, 1)
-    mult = round(fraction * (1 << bits))
-    if mult == 1 << bits:
-        mult, exponent = 1 << (bits - 1), exponent + 1
-    mult <<= MULT_BITS - bits
+    mantissa, exponent = significant_bits(real, bits)
+    mult = mantissa << (MULT_BITS - bits)
     shift = MULT_BITS - exponent
     if not (SHIFT_MIN <= shift <= SHIFT_MAX and MULT_MIN <= mult <= MULT_MAX):
         raise FpganetError(f"layer '{layer_name}': requantization multiplier {real:.3g} cannot be "
                            f"represented as mult * 2**-shift with a 15-bit mult and shift in "
                            f"[{SHIFT_MIN}, {SHIFT_MAX}]")
     return mult, shift
+
+
+def significant_bits(real, bits, rounding=round):
+    """``(mantissa, exponent)`` with ``mantissa * 2**(exponent - bits)`` the ``bits``-bit
+    value next to the positive ``real`` in the direction ``rounding`` takes (``round``,
+    ``math.ceil``, ``math.floor``), ``mantissa`` in [2**(bits-1), 2**bits)."""
+    fraction, exponent = math.frexp(real)  # real = fraction * 2**exponent, fraction in [0.5, 1)
+    mantissa = rounding(fraction * (1 << bits))
+    if mantissa == 1 << bits:
+        mantissa, exponent = 1 << (bits - 1), exponent + 1
+    return mantissa, exponent
 
 
 def exact_weight_scales(s_in, s_w, s_out, bits):
@@ -125,10 +139,9 @@ def exact_weight_scales(s_in, s_w, s_out, bits):
     """
     scales = []
     for scale in np.asarray(s_w, dtype=np.float64):
-        real = np.float64(s_in) * scale / np.float64(s_out)
-        fraction, exponent = math.frexp(real)
-        steps = math.ceil(fraction * (1 << bits))           # in 2**(bits-1) .. 2**bits
-        scales.append(math.ldexp(steps, exponent - bits) * np.float64(s_out) / np.float64(s_in))
+        mantissa, exponent = significant_bits(float(np.float64(s_in) * scale / np.float64(s_out)),
+                                              bits, math.ceil)
+        scales.append(math.ldexp(mantissa, exponent - bits) * np.float64(s_out) / np.float64(s_in))
     return np.asarray(scales, dtype=np.float32)
 
 

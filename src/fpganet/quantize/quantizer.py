@@ -24,7 +24,8 @@ from ..model.ir import Add, AvgPool, Conv, Dense, MaxPool, Reshape, layer_inputs
 from ..model.reference import run_float
 from ..qnet import ADD_WEIGHT_MAX, QAdd, QAvgPool, QConv, QMaxPool, QNetwork, QReshape
 from .calibrate import DEFAULT_METHOD, parse_method, tensor_range
-from .fixed_point import activation_qparams, exact_weight_scales, multiplier_for, weight_qparams
+from .fixed_point import (activation_qparams, exact_weight_scales, multiplier_for,
+                          significant_bits, weight_qparams)
 
 __all__ = ["quantize_graph", "quantize_linear_layer", "quantize_add", "quantize_avgpool",
            "channel_multipliers", "clamp_codes",
@@ -90,7 +91,7 @@ def quantize_graph(graph, calib_x, method=DEFAULT_METHOD, config=DEFAULT_CONFIG,
                 s_out, zp_out = given["activations"][index]
             else:
                 rmin, rmax = tensor_range(values, method)
-                if isinstance(layer, AvgPool) and mode == "fpganet" and bits < MULT_BITS:
+                if isinstance(layer, AvgPool) and bits < MULT_BITS:   # fpganet mode only
                     rmin, rmax = exact_avgpool_range(layer, s_act, rmin, rmax, bits)
                 s_out, zp_out = activation_qparams(rmin, rmax)
                 warn_degenerate(f"the output of layer '{layer.name}'", values, s_out)
@@ -210,14 +211,11 @@ def quantize_linear_layer(layer, s_in, zp_in, s_out, zp_out, acc_width=32, s_w=N
     else:
         weight, kind, stride, pads = layer.weight, "conv", tuple(layer.stride), tuple(layer.pads)
     if s_w is None:
-        q_w, s_w = weight_qparams(weight)
+        widen = None
         if mode == "fpganet" and bits < MULT_BITS:
-            s_w = exact_weight_scales(s_in, s_w, s_out, bits)
-            shape = (-1,) + (1,) * (weight.ndim - 1)
-            wider = np.rint(weight.astype(np.float64) / s_w.astype(np.float64).reshape(shape))
-            # A channel weight_qparams made zero (negligible weights) stays zero.
-            zero = ~q_w.reshape(len(q_w), -1).any(axis=1).reshape(shape)
-            q_w = np.where(zero, 0, np.clip(wider, -127, 127)).astype(np.int8)
+            def widen(scales):
+                return exact_weight_scales(s_in, scales, s_out, bits)
+        q_w, s_w = weight_qparams(weight, widen)
     else:
         s_w = np.asarray(s_w, dtype=np.float32)
         shape = (-1,) + (1,) * (weight.ndim - 1)
@@ -295,9 +293,8 @@ def exact_avgpool_range(layer, s_in, rmin, rmax, bits):
     ``2**(1 - bits)`` of itself (its codes keep at least half their range at one bit)."""
     s_out, _ = activation_qparams(rmin, rmax)
     count = int(layer.kernel[0]) * int(layer.kernel[1])
-    fraction, exponent = math.frexp(float(s_in) / (s_out * count))
-    exact = math.ldexp(math.floor(fraction * (1 << bits)), exponent - bits)
-    widen = float(s_in) / (exact * count) / s_out
+    mantissa, exponent = significant_bits(float(s_in) / (s_out * count), bits, math.floor)
+    widen = float(s_in) / (math.ldexp(mantissa, exponent - bits) * count) / s_out
     return rmin * widen, rmax * widen
 
 
@@ -312,18 +309,17 @@ def exact_add_weights(s_a, s_b, s_out, bits):
     error ``|w_a s - s_a| + |w_b s - s_b|``. With one bit the steps are powers of two times
     ``s_out`` and the larger weight lies in 64..127: within 1/128 of its real ratio."""
     s_a, s_b, s_out = float(s_a), float(s_b), float(s_out)
-    fraction, exponent = math.frexp(max(s_a, s_b) / ADD_WEIGHT_MAX / s_out)
-    mantissa = math.ceil(fraction * (1 << bits))          # 2**(bits-1) .. 2**bits
+    mantissa, exponent = significant_bits(max(s_a, s_b) / ADD_WEIGHT_MAX / s_out, bits, math.ceil)
     best = None
     for _ in range(EXACT_ADD_STEPS):
-        if mantissa == 1 << bits:
-            mantissa, exponent = 1 << (bits - 1), exponent + 1
         step = math.ldexp(mantissa, exponent - bits) * s_out
         w_a, w_b = (min(ADD_WEIGHT_MAX, max(1, round(s / step))) for s in (s_a, s_b))
         error = abs(w_a * step - s_a) + abs(w_b * step - s_b)
         if best is None or error < best[0]:
             best = (error, w_a, w_b, step)
         mantissa += 1
+        if mantissa == 1 << bits:
+            mantissa, exponent = 1 << (bits - 1), exponent + 1
     return best[1:]
 
 
