@@ -22,7 +22,7 @@ from amaranth_boards.icebreaker import ICEBreakerPlatform
 
 from fpganet.config import AcceleratorConfig
 from fpganet.hdl.ice40_dsp import UP5K_DSPS, DSPPairing, Ice40SystolicArray
-from fpganet.hdl.ice40_spram import SPRAMWeightBuffer
+from fpganet.hdl.ice40_spram import SPRAMWeightBuffer, spram_mapping_problem
 from fpganet.hdl.scatter import ResultWriter
 
 from .common import Board, BoardTop, linked_accelerator
@@ -84,7 +84,10 @@ def accelerator_core(config):
 
 
 def refuse(config, core):
-    """The whole accelerator in the ``tflite`` requantization mode does not fit the UP5K."""
+    """A weight buffer the SPRAMs cannot hold; the whole accelerator in the ``tflite``
+    requantization mode, which does not fit the UP5K."""
+    if core is accelerator_core and (problem := spram_mapping_problem(config)):
+        return problem
     if core is accelerator_core and config.requant_mode == "tflite":
         return ("the tflite requantization's 32x31-bit product per lane would be logic cells "
                 "(the eight SB_MAC16 are the array's): the 4x2 accelerator needs 7,218 of the "

@@ -17,7 +17,7 @@ from amaranth.lib.wiring import In, Out
 from fpganet.config import AcceleratorConfig
 
 
-__all__ = ["SPRAMWeightBuffer", "SPRAM_WORDS", "SPRAM_BITS", "SPRAM_COUNT"]
+__all__ = ["SPRAMWeightBuffer", "spram_mapping_problem", "SPRAM_WORDS", "SPRAM_BITS", "SPRAM_COUNT"]
 
 #: Words of one SB_SPRAM256KA.
 SPRAM_WORDS = 16384
@@ -25,6 +25,25 @@ SPRAM_WORDS = 16384
 SPRAM_BITS = 16
 #: SB_SPRAM256KA cells on an iCE40UP5K.
 SPRAM_COUNT = 4
+
+
+def _spram_lanes(config):
+    return -(-8 * config.rows // SPRAM_BITS)
+
+
+def spram_mapping_problem(config):
+    """Why ``config``'s weight buffer does not map onto the UP5K's SPRAMs, or None."""
+    width, words, lanes = 8 * config.rows, config.weight_buffer_words, _spram_lanes(config)
+    if words % SPRAM_WORDS == 0 and 1 <= words // SPRAM_WORDS and lanes * (words // SPRAM_WORDS) <= SPRAM_COUNT:
+        return None
+    if lanes > SPRAM_COUNT:
+        need = f"at most {SPRAM_COUNT * SPRAM_BITS // 8} rows"
+    else:
+        need = (f"weight_buffer_bytes a multiple of {SPRAM_WORDS * width // 8} and at most "
+                f"{SPRAM_COUNT // lanes * SPRAM_WORDS * width // 8}")
+    return (f"a weight buffer of {words} words of {width} bits (weight_buffer_bytes "
+            f"{config.weight_buffer_bytes}, rows {config.rows}) does not map onto the UP5K's "
+            f"{SPRAM_COUNT} SPRAMs of {SPRAM_WORDS} x {SPRAM_BITS} bits: it needs {need}")
 
 
 class SPRAMWeightBuffer(wiring.Component):
@@ -54,16 +73,12 @@ class SPRAMWeightBuffer(wiring.Component):
     def __init__(self, config):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
+        problem = spram_mapping_problem(config)
+        if problem:
+            raise ValueError(problem)
+        self.lanes = _spram_lanes(config)                                # cells side by side
+        self.depth_cells = config.weight_buffer_words // SPRAM_WORDS     # ...and one above the other
         width = 8 * config.rows
-        words = config.weight_buffer_words
-        self.lanes = -(-width // SPRAM_BITS)        # cells side by side for one word
-        self.depth_cells = words // SPRAM_WORDS     # ...and one above the other
-        if words % SPRAM_WORDS or self.depth_cells < 1 or self.lanes * self.depth_cells > SPRAM_COUNT:
-            raise ValueError(f"a weight buffer of {words} words of {width} bits (weight_buffer_bytes "
-                             f"{config.weight_buffer_bytes}, rows {config.rows}) does not map onto "
-                             f"the UP5K's {SPRAM_COUNT} SPRAMs of {SPRAM_WORDS} x {SPRAM_BITS} bits: "
-                             f"it needs a multiple of {SPRAM_WORDS} words and at most "
-                             f"{SPRAM_COUNT // self.lanes * SPRAM_WORDS} words of this width")
         self.config = config
         aw = config.weight_addr_width
         super().__init__({

@@ -14,7 +14,7 @@ import pytest
 from fpganet.boards.netlist import build_netlist_sim, netlist_simulator, synthesize_netlist
 from fpganet.boards.report import parse_yosys_cells
 from fpganet.config import AcceleratorConfig
-from fpganet.hdl.ice40_spram import SPRAMWeightBuffer
+from fpganet.hdl.ice40_spram import SPRAMWeightBuffer, spram_mapping_problem
 from fpganet.hdl.memories import WeightBuffer
 from fpganet.sim.runner import build
 
@@ -60,11 +60,23 @@ def test_generic_weight_buffer_rtl(tmp_path):
 
 
 @pytest.mark.parametrize("rows,weight_bytes,message", [
-    (2, 48 * 1024, "multiple of 16384 words"),
-    (8, 256 * 1024, "at most 16384 words of this width"),
-    (10, 128 * 1024, "does not map onto"),
+    (2, 48 * 1024, "needs weight_buffer_bytes a multiple of 32768 and at most 131072$"),
+    (8, 256 * 1024, "needs weight_buffer_bytes a multiple of 131072 and at most 131072$"),
+    (8, 64 * 1024, "needs weight_buffer_bytes a multiple of 131072 and at most 131072$"),
+    (10, 128 * 1024, "needs at most 8 rows$"),
 ])
 def test_spram_weight_buffer_refuses_shapes_it_cannot_map(rows, weight_bytes, message):
     config = AcceleratorConfig(rows=rows, cols=2, weight_buffer_bytes=weight_bytes)
     with pytest.raises(ValueError, match=message):
         SPRAMWeightBuffer(config)
+    assert spram_mapping_problem(config.replace(weight_buffer_bytes=128 * 1024, rows=min(rows, 8))) is None
+
+
+def test_synth_refuses_a_weight_buffer_the_spram_cannot_hold_in_one_line(tmp_path, capsys):
+    """8 rows need 64-bit words over all four SPRAMs: 64 KiB is refused before any tool runs."""
+    from fpganet.cli import main
+
+    assert main(["synth", "--board", "icebreaker", "--rows", "8", "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("fpganet: error: ") and "a multiple of 131072" in err and "\n" not in err
+    assert not (tmp_path / "out").exists()
