@@ -31,7 +31,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from fpganet.config import AcceleratorConfig
-from fpganet.isa import INSTRUCTION_LAYOUT, Opcode, Reg
+from fpganet.isa import INSTRUCTION_LAYOUT, REGION_COUNTS, Opcode, Reg
 
 from .region import RegionMode
 from .registers import register_layout, register_widths
@@ -123,14 +123,13 @@ class Controller(wiring.Component):
         # non-zero is kept in a flip-flop beside it, loaded by the same SET from one zero test
         # of the value word, rather than tested on every count register.
         widths = register_widths(self.config)
-        empty_regs = (Reg.GROUPS, Reg.TILES, Reg.LANES, Reg.K_C, Reg.K_H, Reg.K_W,
-                      Reg.IO_CHANNELS, Reg.IO_ROWS, Reg.IO_LEN)
-        nonzero = {reg: Signal(name=f"{reg.name.lower()}_nonzero") for reg in empty_regs}
+        engine_counts = (Reg.GROUPS, Reg.TILES, Reg.LANES, Reg.K_C, Reg.K_H, Reg.K_W)
+        nonzero = {reg: Signal(name=f"{reg.name.lower()}_nonzero") for reg in engine_counts}
         engine_empty = Signal()
         region_empty = Signal()
         m.d.comb += [
-            engine_empty.eq(~Cat(nonzero[reg] for reg in empty_regs[:6]).all()),
-            region_empty.eq(~Cat(nonzero[reg] for reg in empty_regs[6:]).all()),
+            engine_empty.eq(~Cat(nonzero[reg] for reg in engine_counts).all()),
+            region_empty.eq(~Cat(nonzero[reg] for reg in REGION_COUNTS).all()),
         ]
 
         # STAMP: the counter latched in the first cycle, then shifted out a byte at a time: each

@@ -17,7 +17,7 @@ from amaranth.lib.wiring import In, Out
 
 from fpganet.config import AcceleratorConfig
 
-from .registers import register_layout
+from .registers import count_down, register_layout
 
 __all__ = ["RegionMode", "RegionUnit"]
 
@@ -93,7 +93,7 @@ class RegionUnit(wiring.Component):
         aw, bb, cw = config.act_addr_width, config.bank_bits, config.count_width
 
         walking = Signal()        # elements left to visit
-        x = Signal(cw)
+        x = Signal(cw)            # bytes, rows and channels left
         r = Signal(cw)
         c = Signal(cw)
         addr = Signal(aw)
@@ -101,16 +101,10 @@ class RegionUnit(wiring.Component):
         chanbase = Signal(aw)
         is_last = Signal()
         advance = Signal()
-        x_wrap, r_wrap = Signal(), Signal()
-        m.d.comb += [x_wrap.eq(x + 1 == regs.io_len), r_wrap.eq(r + 1 == regs.io_rows),
-                     is_last.eq(x_wrap & r_wrap & (c + 1 == regs.io_channels))]
-        # Counters as flip-flops with synchronous reset and enable (no multiplexer chains).
-        for counter, enable, wrap in ((x, advance, x_wrap), (r, advance & x_wrap, r_wrap),
-                                      (c, advance & x_wrap & r_wrap, Const(0))):
-            with m.If(self.start | (enable & wrap)):
-                m.d.sync += counter.eq(0)
-            with m.Elif(enable):
-                m.d.sync += counter.eq(counter + 1)
+        x_wrap = count_down(m, x, regs.io_len, restart=self.start, step=advance)
+        r_wrap = count_down(m, r, regs.io_rows, restart=self.start, step=advance & x_wrap)
+        c_wrap = count_down(m, c, regs.io_channels, restart=self.start, step=advance & x_wrap & r_wrap)
+        m.d.comb += is_last.eq(x_wrap & r_wrap & c_wrap)
         next_chan = chanbase + regs.io_cstride
         next_row = Mux(r_wrap, next_chan, rowbase + regs.io_pitch)
         with m.If(self.start):

@@ -10,8 +10,8 @@
   of two;
 * weight words and parameter entries likewise, in :func:`weight_addr_width` and
   :func:`param_addr_width` bits;
-* counts (``K_C, K_H, K_W, OUT_W, NPIX, TILES, GROUPS, M`` and the region counts
-  ``IO_CHANNELS, IO_ROWS, IO_LEN``): :attr:`~fpganet.config.AcceleratorConfig.count_width` bits, ``act_addr_width + 1`` but at
+* counts (``K_C, K_H, K_W, OUT_W, NPIX, TILES, GROUPS, M``; the region counts
+  ``IO_CHANNELS, IO_ROWS, IO_LEN`` are three of them): :attr:`~fpganet.config.AcceleratorConfig.count_width` bits, ``act_addr_width + 1`` but at
   most :data:`COUNT_WIDTH` (16): every count walks data held in the activation buffer, so
   none exceeds its size (14 bits for 8 KiB). The units' counters that walk them have as many
   bits (a pixel or channel index one more, to hold it past ``NPIX`` or ``M``); on an iCE40
@@ -24,13 +24,13 @@ A program whose values do not fit (a count of ``2**count_width`` or more, a ``LO
 runs; :func:`fpganet.perf.check_registers` reports it (the ISA simulator too, but for ``LANES``).
 """
 
-from amaranth.hdl import Value
+from amaranth.hdl import Value, unsigned
 from amaranth.lib import data
 
 from fpganet.isa import COUNT_WIDTH, LOOP_COUNT_WIDTH, Reg, quant_bits
 
 __all__ = ["COUNT_WIDTH", "LOOP_COUNT_WIDTH", "register_widths", "register_layout",
-           "registered_wrap", "update"]
+           "registered_wrap", "count_down", "update"]
 
 
 def update(m, register, value, *, enable, reset=None):
@@ -65,6 +65,23 @@ def registered_wrap(m, wrap, count, limit, *, restart, step):
         m.d.sync += wrap.eq(count + 2 == limit)
 
 
+def count_down(m, counter, limit, *, restart, step):
+    """A wrapping counter over ``limit`` steps (a count register, at least 1, holding while it
+    counts) whose value nothing else reads; returns its wrap, true in the last step.
+
+    ``counter`` holds the steps left: ``restart`` and a wrapping ``step`` load ``limit``, another
+    ``step`` decrements it. Counting up, ``count + 1`` would feed both the flip-flops and the
+    comparison with ``limit``, and on an iCE40 each flip-flop would take a logic cell of its own;
+    counting down, the decrement feeds only the flip-flops and the wrap is ``counter == 1``.
+    """
+    wrap = counter == 1
+    with m.If(restart | (step & wrap)):
+        m.d.sync += counter.eq(limit)
+    with m.Elif(step):
+        m.d.sync += counter.eq(counter - 1)
+    return wrap
+
+
 def register_widths(config):
     """``{Reg: bits}``: how many low bits of each register the hardware keeps."""
     aw, ww, pw = config.act_addr_width, config.weight_addr_width, config.param_addr_width
@@ -78,8 +95,6 @@ def register_widths(config):
         Reg.OUT_BASE: aw, Reg.OUT_PITCH: aw, Reg.OUT_CSTRIDE: aw, Reg.OUT_GSTEP: aw,
         Reg.W_BASE: ww, Reg.W_GSTEP: ww, Reg.P_BASE: pw,
         Reg.QUANT: quant_bits(config.requant_mode),
-        Reg.IO_BASE: aw, Reg.IO_CHANNELS: cw, Reg.IO_CSTRIDE: aw,
-        Reg.IO_ROWS: cw, Reg.IO_PITCH: aw, Reg.IO_LEN: cw,
         Reg.FILL_VALUE: 8, Reg.LOOP_COUNT: LOOP_COUNT_WIDTH,
     }
     assert set(widths) == set(Reg)
@@ -87,6 +102,12 @@ def register_widths(config):
 
 
 def register_layout(config):
-    """``data.StructLayout`` of the register file, one field per :class:`~fpganet.isa.Reg`
-    named in lower case (``in_base``, ``k_c``...)."""
-    return data.StructLayout({reg.name.lower(): width for reg, width in register_widths(config).items()})
+    """``data.FlexibleLayout`` of the register file, one field per :class:`~fpganet.isa.Reg`
+    name in lower case (``in_base``, ``k_c``...); an alias's field (``io_len``) is its register's
+    bits (``k_w``)."""
+    widths = register_widths(config)
+    offsets, offset = {}, 0
+    for reg, width in widths.items():
+        offsets[reg], offset = offset, offset + width
+    return data.FlexibleLayout(offset, {name.lower(): data.Field(unsigned(widths[reg]), offsets[reg])
+                                        for name, reg in Reg.__members__.items()})

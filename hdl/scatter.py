@@ -45,7 +45,7 @@ from fpganet.isa import QUANT_LAYOUT
 
 from .memories import BankArbiter, param_layout, route_to_banks
 from .postproc import MULTIPLIERS, requantizer
-from .registers import register_layout, registered_wrap, update
+from .registers import count_down, register_layout, registered_wrap, update
 from .systolic import result_layout
 
 __all__ = ["ResultWriter"]
@@ -182,7 +182,7 @@ class ResultWriter(wiring.Component):
             *[pushed.slot[l].eq(slots[l]) for l in range(R)],
             pushed.writable.eq(writable), pushed.group.eq(walk.group),
             pushed.last_group.eq(flags.last_group), pushed.last_row.eq(flags.last_row),
-            pushed.tile_wrap.eq(flags.tile_wrap), pushed.last_grp.eq(walk.grp + 1 == self.regs.groups),
+            pushed.tile_wrap.eq(flags.tile_wrap), pushed.last_grp.eq(walk.last_grp),
             pushed.cycles.eq(cycles), pushed.chan.eq(walk.chan),
         ]
         for i in range(2):
@@ -261,14 +261,15 @@ class ResultWriter(wiring.Component):
         group_pend = Signal(R)
         row = Signal(range(rows + 1))
         tile = Signal(cw)
-        grp = Signal(cw)                            # engine group g
+        grp = Signal(cw)                            # engine groups left (count_down)
+        last_grp = Signal()                         # ...this is the last
         first_chan = Signal(cw + 1)                 # g*rows (count_up)
         chan = Signal(cw + 1)                       # g*rows + row
         gbase = Signal(aw)                          # OUT_BASE + g*OUT_GSTEP
         rowbase = Signal(aw)                        # gbase + row*OUT_CSTRIDE
         return SimpleNamespace(cursor=cursor, tile_start=tile_start, group=group,
                                group_lane=group_lane, group_started=group_started,
-                               group_pend=group_pend, row=row, tile=tile, grp=grp,
+                               group_pend=group_pend, row=row, tile=tile, grp=grp, last_grp=last_grp,
                                first_chan=first_chan, chan=chan, gbase=gbase, rowbase=rowbase)
 
     def _lane_positions(self, m, walk):
@@ -326,7 +327,7 @@ class ResultWriter(wiring.Component):
             last_row.eq(self.pool | (walk.row + 1 == rows)),
             row_end.eq(take & last_row),
             group_end.eq(row_end & tile_wrap),
-            final.eq(group_end & (walk.grp + 1 == regs.groups)),
+            final.eq(group_end & walk.last_grp),
         ]
         return SimpleNamespace(active=active, group_done=group_done, last_group=last_group,
                                take=take, last_row=last_row, tile_wrap=tile_wrap,
@@ -389,7 +390,7 @@ class ResultWriter(wiring.Component):
         # In a flip-flop: the parameter memory's read address hangs on it, and the comparison
         # was in front of its adder.
         registered_wrap(m, f.tile_wrap, w.tile, regs.tiles, restart=start, step=f.row_end)
-        update(m, w.grp, w.grp + 1, enable=f.group_end, reset=start)
+        m.d.comb += w.last_grp.eq(count_down(m, w.grp, regs.groups, restart=start, step=f.group_end))
         update(m, w.first_chan, next_first_chan, enable=f.group_end, reset=start)
         update(m, w.chan, next_chan, enable=f.take, reset=start)
         next_gbase = w.gbase + regs.out_gstep

@@ -51,7 +51,7 @@ from amaranth.lib.wiring import In, Out
 from fpganet.config import AcceleratorConfig
 
 from .memories import BankArbiter, bank_hits, route_to_banks
-from .registers import register_layout, registered_wrap, update
+from .registers import count_down, register_layout, registered_wrap, update
 from .systolic import operand_layout
 
 __all__ = ["WindowGenerator"]
@@ -177,8 +177,8 @@ class WindowGenerator(wiring.Component):
             m.d.sync += running.eq(0)
         m.d.comb += self.busy.eq(running)
 
-        tile, lane_end, w_group = self._lane_walker(m, stall=stall, running=running, rowstep=rowstep,
-                                                    mul_count=mul_count, start_walk=start_walk)
+        tile, lane_end, groups_left = self._lane_walker(m, stall=stall, running=running, rowstep=rowstep,
+                                                        mul_count=mul_count, start_walk=start_walk)
         gather = self._gather(m, stall=stall, s1_full=s1_full)
 
         # A beat loads when the gather stage is free (or frees now) and the sequencer has one:
@@ -189,7 +189,7 @@ class WindowGenerator(wiring.Component):
             has_beat.eq(running & ~s_finished & (s_mid | w_ready)),
             load.eq(~stall & (~s1_full | gather.done) & has_beat),
             first.eq(~s_mid),
-            start_walk.eq(load & first & (w_group != regs.groups)),
+            start_walk.eq(load & first & (groups_left != 0)),
         ]
         with m.If(start):
             m.d.sync += w_ready.eq(0)
@@ -232,8 +232,8 @@ class WindowGenerator(wiring.Component):
         Every register is written as "reset, else load when enabled" so that it maps onto
         flip-flops with synchronous reset and enable instead of multiplexer chains.
 
-        Returns ``(tile, lane_end, w_group)``: the walked :class:`_Tile`, the pulse of its last
-        lane, and the group of the tile the walker is at.
+        Returns ``(tile, lane_end, groups_left)``: the walked :class:`_Tile`, the pulse of its
+        last lane, and the groups left from the one of the tile the walker is at.
         """
         config, regs = self.config, self.regs
         aw, cols, cw = config.act_addr_width, config.cols, config.count_width
@@ -251,7 +251,7 @@ class WindowGenerator(wiring.Component):
         w_inoff = Signal(aw)
         w_gbase = Signal(aw)
         w_tile = Signal(cw)
-        w_group = Signal(cw)
+        w_groups_left = Signal(cw)
 
         walk = Signal()
         lane = Signal(range(cols + 1))
@@ -283,7 +283,7 @@ class WindowGenerator(wiring.Component):
                                             bank=walked_addr[:config.bank_bits],
                                             begin=walker_first | start_walk)
         update(m, next_group_end, tile_wrap, enable=lane_end)
-        update(m, next_final, tile_wrap & (w_group + 1 == regs.groups), enable=lane_end)
+        update(m, next_final, tile_wrap & (w_groups_left == 1), enable=lane_end)
         update(m, w_n, w_n + 1, enable=walk & ~w_n[cw], reset=restart)
         update(m, w_ox, w_ox + 1, enable=walk, reset=restart | (walk & ox_wrap))
         update(m, w_inrow, w_inrow + rowstep, enable=walk & ox_wrap, reset=restart)
@@ -297,7 +297,11 @@ class WindowGenerator(wiring.Component):
         # In flip-flops: the comparisons were in front of the walker's resets and enables.
         registered_wrap(m, ox_wrap, w_ox, regs.out_w, restart=restart, step=walk)
         registered_wrap(m, tile_wrap, w_tile, regs.tiles, restart=restart, step=lane_end)
-        update(m, w_group, w_group + 1, enable=group_end, reset=start)
+        # Counting down, the decrement feeds only the flip-flops (registers.count_down).
+        with m.If(start):
+            m.d.sync += w_groups_left.eq(regs.groups)
+        with m.Elif(group_end):
+            m.d.sync += w_groups_left.eq(w_groups_left - 1)
         update(m, w_lane, lane + 1, enable=walk, reset=start | walker_first | lane_end)
         # A walk starts in the cycle after the load that needs it, from a flip-flop: started by
         # the load itself, the bank arbitration, the load and the walker's counters and resets
@@ -309,7 +313,7 @@ class WindowGenerator(wiring.Component):
         with m.Elif(lane_end):
             m.d.sync += w_busy.eq(0)
         return (_Tile(lane_next_addr, lane_next_valid, next_group_end, next_final, slots, cycles),
-                lane_end, w_group)
+                lane_end, w_groups_left)
 
     def _bank_schedule(self, m, *, walk, lane, valid, bank, begin):
         """With ``config.pipeline_registers``: the gather's bank schedule of the tile being
@@ -352,7 +356,7 @@ class WindowGenerator(wiring.Component):
         aw, ww, cw = config.act_addr_width, config.weight_addr_width, config.count_width
         start = self.start
 
-        kx = Signal(cw)
+        kx = Signal(cw)         # kernel columns, rows and channels left
         ky = Signal(cw)
         kc = Signal(cw)
         koff = Signal(aw)
@@ -363,21 +367,19 @@ class WindowGenerator(wiring.Component):
         s_group_end = Signal()  # flags of the tile being sequenced
         s_final = Signal()
 
-        kx_wrap, ky_wrap, kc_wrap = Signal(), Signal(), Signal()
         beat_last = Signal()
         tile_done = Signal()
         group_done = Signal()
+        kx_wrap = count_down(m, kx, regs.k_w, restart=start, step=load)
+        ky_wrap = count_down(m, ky, regs.k_h, restart=start, step=load & kx_wrap)
+        kc_wrap = count_down(m, kc, regs.k_c, restart=start, step=load & kx_wrap & ky_wrap)
         m.d.comb += [
-            kx_wrap.eq(kx + 1 == regs.k_w), ky_wrap.eq(ky + 1 == regs.k_h), kc_wrap.eq(kc + 1 == regs.k_c),
             beat_last.eq(kx_wrap & ky_wrap & kc_wrap),
             tile_done.eq(load & beat_last),
             group_done.eq(Mux(first, tile.group_end, s_group_end)),
         ]
         update(m, s_group_end, tile.group_end, enable=load & first)
         update(m, s_final, tile.final, enable=load & first)
-        update(m, kx, kx + 1, enable=load, reset=start | (load & kx_wrap))
-        update(m, ky, ky + 1, enable=load & kx_wrap, reset=start | (load & kx_wrap & ky_wrap))
-        update(m, kc, kc + 1, enable=load & kx_wrap & ky_wrap, reset=start | tile_done)
         next_chan = kchan + regs.in_cstride
         next_row = Mux(ky_wrap, next_chan, krow + regs.in_pitch)
         update(m, koff, Mux(kx_wrap, next_row, koff + 1), enable=load, reset=start | tile_done)

@@ -14,7 +14,7 @@ from fpganet.config import AcceleratorConfig
 from fpganet.hdl.memories import ActivationBuffer, BankArbiter, param_from_word, param_layout
 from fpganet.hdl.pool import MaxPool
 from fpganet.hdl.postproc import requantizer
-from fpganet.hdl.registers import COUNT_WIDTH, register_widths
+from fpganet.hdl.registers import COUNT_WIDTH, register_layout, register_widths
 from fpganet.hdl.scatter import ResultWriter
 from fpganet.hdl.window import WindowGenerator
 from fpganet.isa import ENGINE_COUNTS, REGION_COUNTS, Reg, pack_param, unpack_param
@@ -48,6 +48,21 @@ def test_count_registers_are_as_wide_as_the_activation_buffer_needs(act_bytes, w
     assert config.count_width == min(COUNT_WIDTH, config.act_addr_width + 1) == width
     assert {widths[reg] for reg in ENGINE_COUNTS + REGION_COUNTS} == {width}
     assert widths[Reg.LOOP_COUNT] == 16
+
+
+def test_region_registers_are_the_engine_input_walk_registers():
+    """The ``IO_*`` names alias the input walk's registers: one set of flip-flops serves both,
+    and the register file keeps each register once."""
+    config = AcceleratorConfig()
+    layout = register_layout(config)
+    assert len(list(Reg)) == 25 and layout.size == sum(register_widths(config).values())
+    for alias, reg in [("IO_BASE", Reg.IN_BASE), ("IO_CHANNELS", Reg.K_C), ("IO_CSTRIDE", Reg.IN_CSTRIDE),
+                       ("IO_ROWS", Reg.K_H), ("IO_PITCH", Reg.IN_PITCH), ("IO_LEN", Reg.K_W)]:
+        assert Reg[alias] is reg
+        field, own = layout[alias.lower()], layout[reg.name.lower()]
+        assert (field.offset, field.shape) == (own.offset, own.shape)
+    offsets = sorted((layout[reg.name.lower()].offset, layout[reg.name.lower()].width) for reg in Reg)
+    assert all(a + w == b for (a, w), (b, _) in zip(offsets, offsets[1:]))
 
 
 def test_parameter_entry_from_the_host_word():

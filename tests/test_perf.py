@@ -6,7 +6,8 @@ import pytest
 
 from fpganet import perf
 from fpganet.config import AcceleratorConfig
-from fpganet.isa import ENGINE_COUNTS, REGION_COUNTS, Instruction, Opcode, Reg, count_width, encode
+from fpganet.isa import (ENGINE_COUNTS, REGION_COUNTS, Instruction, Opcode, Reg, count_width, encode,
+                         region_name)
 from fpganet.isasim import engine_lanes, engine_read_addresses
 
 from accel_programs import ProgramBuilder, lenet_program
@@ -115,7 +116,8 @@ def test_counts_beyond_their_registers_are_reported(act_bytes, width):
                                encode(Instruction(opcode)), end]
             perf.program_cycles(words, config)
             words[-3] = encode(Instruction(Opcode.SET, reg, 1 << width))
-            message = (f"^{opcode.name}: {reg.name} = {1 << width:,} is beyond the hardware's "
+            name = region_name(reg) if regs is REGION_COUNTS else reg.name
+            message = (f"^{opcode.name}: {name} = {1 << width:,} is beyond the hardware's "
                        f"{width}-bit counts \\(at most {(1 << width) - 1:,} with {act_bytes:,} bytes "
                        f"of activation buffer\\)$")
             with pytest.raises(perf.ProgramError, match=message):

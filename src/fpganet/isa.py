@@ -26,7 +26,7 @@ from amaranth.hdl import Shape, signed, unsigned
 from amaranth.lib import data
 
 __all__ = ["Opcode", "Reg", "Instruction", "encode", "decode", "INSTRUCTION_BITS", "INSTRUCTION_LAYOUT",
-           "SET_LAYOUT", "LOOP_LAYOUT", "ENGINE_COUNTS", "REGION_COUNTS", "COUNT_WIDTH", "LOOP_COUNT_WIDTH",
+           "SET_LAYOUT", "LOOP_LAYOUT", "ENGINE_COUNTS", "REGION_COUNTS", "region_name", "COUNT_WIDTH", "LOOP_COUNT_WIDTH",
            "count_width", "register_overflow", "HostSpace", "STAMP_BYTES", "host_word_bytes",
            "host_memory_words", "PARAM_BITS", "PARAM_LAYOUTS", "REQUANT_MODES", "TFLITE_MULT_TOP",
            "param_ranges", "pack_param", "unpack_param", "QUANT_LAYOUT", "quant_bits", "pack_quant",
@@ -106,7 +106,9 @@ class Opcode(enum.IntEnum):
 
 class Reg(enum.IntEnum):
     """Engine registers, set by SET. Addresses are in bytes (activations), words
-    (weights: one word per beat) or entries (parameters)."""
+    (weights: one word per beat) or entries (parameters). ``IO_*`` name the registers a
+    region instruction reads, aliases of engine registers (``Reg.IO_LEN is Reg.K_W``):
+    iterating ``Reg`` yields each register once."""
     # Engine: input feature map walk.
     IN_BASE = 0        # activation address of input element (c=0, y=0, x=0) of the padded map
     IN_PITCH = 1       # bytes between rows
@@ -132,15 +134,16 @@ class Reg(enum.IntEnum):
     W_GSTEP = 20       # weight words per group (conv: K)
     P_BASE = 21        # parameter entry of output channel 0
     QUANT = 22         # requantizer output: zp_out, lo, hi, single (QUANT_LAYOUT)
-    # Region instructions (FILL, INPUT, OUTPUT): a 3-D pattern.
-    IO_BASE = 23
-    IO_CHANNELS = 24
-    IO_CSTRIDE = 25
-    IO_ROWS = 26
-    IO_PITCH = 27
-    IO_LEN = 28        # bytes per row
-    FILL_VALUE = 29    # [7:0]
-    LOOP_COUNT = 30
+    FILL_VALUE = 23    # [7:0]
+    LOOP_COUNT = 24
+    # Region instructions (FILL, INPUT, OUTPUT) walk a 3-D pattern held in the registers of the
+    # engine's input walk, which no region instruction runs beside: these names are aliases.
+    IO_BASE = IN_BASE
+    IO_CHANNELS = K_C
+    IO_CSTRIDE = IN_CSTRIDE
+    IO_ROWS = K_H
+    IO_PITCH = IN_PITCH
+    IO_LEN = K_W       # bytes per row
 
 
 #: Count registers of the engine walk (``CONV``, ``POOL``) and of the region instructions.
@@ -153,6 +156,11 @@ COUNT_WIDTH = 16
 #: Bits of ``LOOP_COUNT``: up to 65,536 passes of the image loop per start. The board driver
 #: starts the program once per image (``LOOP_COUNT = 0``); longer runs are simulations.
 LOOP_COUNT_WIDTH = 16
+
+
+def region_name(reg):
+    """The ``IO_*`` name of ``reg`` (``"IO_LEN"`` for ``Reg.K_W``)."""
+    return next(name for name, member in Reg.__members__.items() if member is reg and name.startswith("IO_"))
 
 
 def count_width(config):
@@ -185,7 +193,8 @@ def register_overflow(regs, config, opcode):
     width = count_width(config)
     for reg in counts:
         if regs[reg] >> width:
-            return (f"{opcode.name}: {reg.name} = {regs[reg]:,} is beyond the hardware's {width}-bit "
+            name = region_name(reg) if counts is REGION_COUNTS else reg.name
+            return (f"{opcode.name}: {name} = {regs[reg]:,} is beyond the hardware's {width}-bit "
                     f"counts (at most {(1 << width) - 1:,} with {config.act_buffer_bytes:,} bytes of "
                     f"activation buffer)")
     return None

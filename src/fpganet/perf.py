@@ -260,7 +260,7 @@ def program_cycles(program_words, config=None, *, max_steps=MAX_STEPS):
         macs = 0
         snapshot = None
         if op in (Opcode.CONV, Opcode.POOL):
-            key = (op, tuple(regs[reg] for reg in Reg if reg < Reg.IO_BASE))
+            key = (op, tuple(regs[reg] for reg in Reg if reg not in (Reg.FILL_VALUE, Reg.LOOP_COUNT)))
             if key not in cache:
                 cache[key] = instruction_cycles(instruction, regs, config)
             cycles = cache[key]

@@ -26,7 +26,7 @@ __all__ = ["MemoryImages", "StreamLayout", "build_images", "read_images", "NoPro
 
 #: Files :meth:`MemoryImages.save` writes into a compiled directory.
 FILES = ("program.hex", "weights.hex", "params.hex", "memories.npz")
-FORMAT = "fpganet-accelerator/1"
+FORMAT = "fpganet-accelerator/2"
 
 
 # Host words ----------------------------------------------------------------------------------
