@@ -89,7 +89,7 @@ def register_widths(config):
     widths = {
         Reg.IN_BASE: aw, Reg.IN_PITCH: aw, Reg.IN_CSTRIDE: aw, Reg.IN_GSTEP: aw,
         Reg.K_C: cw, Reg.K_H: cw, Reg.K_W: cw,
-        Reg.STRIDE_Y: aw, Reg.STRIDE_X: aw,
+        Reg.IN_ROWSTEP: aw, Reg.STRIDE_X: aw,
         Reg.OUT_W: cw, Reg.NPIX: cw, Reg.LANES: config.lanes_width,
         Reg.TILES: cw, Reg.GROUPS: cw, Reg.M: cw,
         Reg.OUT_BASE: aw, Reg.OUT_PITCH: aw, Reg.OUT_CSTRIDE: aw, Reg.OUT_GSTEP: aw,

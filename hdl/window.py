@@ -4,7 +4,7 @@ It walks the engine loops of docs/ARCHITECTURE.md ("Instruction set") exactly::
 
     for g in range(GROUPS):
         for t in range(TILES):
-            lanes j: n = t*LANES + j, valid_j = n < NPIX, in_off[j] = oy*STRIDE_Y*IN_PITCH + ox*STRIDE_X
+            lanes j: n = t*LANES + j, valid_j = n < NPIX, in_off[j] = oy*IN_ROWSTEP + ox*STRIDE_X
             for c, ky, kx (kx fastest): beat k
                 b[j] = act[IN_BASE + g*IN_GSTEP + c*IN_CSTRIDE + ky*IN_PITCH + kx + in_off[j]]
                 a    = weights[W_BASE + g*W_GSTEP + k]
@@ -15,8 +15,6 @@ multiplier is used per beat: every address is a running sum.
 
 Stages (each a register boundary):
 
-* **setup** (``act_addr_width`` cycles after ``start``): ``STRIDE_Y * IN_PITCH`` by a
-  serial shift-and-add multiplier (the only product the walk needs).
 * **lane walker**: computes the lane addresses ``IN_BASE + g*IN_GSTEP + in_off[j]``
   and validity of the *next* tile, one lane per cycle. It starts in the cycle
   after a tile's first beat enters the gather stage, so a tile can follow the
@@ -143,12 +141,11 @@ class WindowGenerator(wiring.Component):
     def first_beat_cycle(self, lanes):
         """Cycle (``start`` = 0) in which the first beat enters the gather stage.
 
-        ``act_addr_width`` setup cycles (cycles 1..AW), the walk of the first tile
-        (``lanes`` cycles), one to load the beat: ``AW + lanes + 2``. A beat that
-        enters at cycle ``e`` and needs ``c`` gather cycles is offered at
-        ``e + c + config.operand_latency - 1``.
+        The walk of the first tile from cycle 1 (``lanes`` cycles), one to load the beat:
+        ``lanes + 3``. A beat that enters at cycle ``e`` and needs ``c`` gather cycles is
+        offered at ``e + c + config.operand_latency - 1``.
         """
-        return self.config.act_addr_width + lanes + 2
+        return lanes + 3
 
     def elaborate(self, platform):
         m = Module()
@@ -165,8 +162,6 @@ class WindowGenerator(wiring.Component):
         start_walk = Signal()  # ...and a tile follows it: walk that one now
         w_ready = Signal()     # the walked tile waits for its first beat to load
 
-        rowstep, mul_count = self._rowstep(m)
-
         start = self.start
         with m.If(start):
             m.d.sync += running.eq(1)
@@ -177,8 +172,8 @@ class WindowGenerator(wiring.Component):
             m.d.sync += running.eq(0)
         m.d.comb += self.busy.eq(running)
 
-        tile, lane_end, groups_left = self._lane_walker(m, stall=stall, running=running, rowstep=rowstep,
-                                                        mul_count=mul_count, start_walk=start_walk)
+        tile, lane_end, groups_left = self._lane_walker(m, stall=stall, running=running,
+                                                        start_walk=start_walk)
         gather = self._gather(m, stall=stall, s1_full=s1_full)
 
         # A beat loads when the gather stage is free (or frees now) and the sequencer has one:
@@ -205,30 +200,10 @@ class WindowGenerator(wiring.Component):
         self._output(m, stall=stall, o_valid=o_valid, gather=gather)
         return m
 
-    def _rowstep(self, m):
-        """Setup: ``rowstep = STRIDE_Y * IN_PITCH`` mod ``2**act_addr_width``, by a serial
-        shift-and-add multiplier, one bit a cycle.
-
-        Returns ``(rowstep, mul_count)``: the product is complete once ``mul_count`` is 0.
-        """
-        aw, regs = self.config.act_addr_width, self.regs
-        mul_a = Signal(aw)
-        mul_b = Signal(aw)
-        rowstep = Signal(aw)
-        mul_count = Signal(range(aw + 1))
-        with m.If(self.start):
-            m.d.sync += [mul_a.eq(regs.in_pitch), mul_b.eq(regs.stride_y), rowstep.eq(0),
-                         mul_count.eq(aw)]
-        with m.Elif(mul_count != 0):
-            m.d.sync += [mul_a.eq(mul_a << 1), mul_b.eq(mul_b >> 1), mul_count.eq(mul_count - 1)]
-            with m.If(mul_b[0]):
-                m.d.sync += rowstep.eq(rowstep + mul_a)
-        return rowstep, mul_count
-
-    def _lane_walker(self, m, *, stall, running, rowstep, mul_count, start_walk):
+    def _lane_walker(self, m, *, stall, running, start_walk):
         """The lane walker: the lane addresses and validity of the next tile, one lane a cycle.
 
-        It walks the first tile as the setup ends and each further one on ``start_walk``.
+        It walks the first tile in the cycle after ``start`` and each further one on ``start_walk``.
         Every register is written as "reset, else load when enabled" so that it maps onto
         flip-flops with synchronous reset and enable instead of multiplexer chains.
 
@@ -238,6 +213,9 @@ class WindowGenerator(wiring.Component):
         config, regs = self.config, self.regs
         aw, cols, cw = config.act_addr_width, config.cols, config.count_width
         start = self.start
+        rowstep = regs.in_rowstep
+        started = Signal()           # the cycle after start
+        m.d.sync += started.eq(start)
 
         lane_next_addr = [Signal(aw, name=f"lane_next_addr{j}") for j in range(cols)]
         lane_next_valid = Signal(cols)
@@ -272,7 +250,7 @@ class WindowGenerator(wiring.Component):
             lane.eq(w_lane),
             lane_end.eq(walk & lane_wrap),
             group_end.eq(lane_end & tile_wrap),
-            walker_first.eq(running & (mul_count == 1)),
+            walker_first.eq(running & started),
         ]
         restart = start | group_end
         walked_addr = w_gbase + w_inoff

@@ -111,7 +111,7 @@ class ProgramBuilder:
         npix = Ho * Wo
         lanes = lanes or min(self.config.cols, npix)
         self.sets(in_base=inp.base, in_pitch=inp.pitch, in_cstride=inp.cstride, k_h=kh, k_w=kw,
-                  stride_y=sy, stride_x=sx, out_w=Wo, npix=npix, lanes=lanes, tiles=-(-npix // lanes),
+                  in_rowstep=sy * inp.pitch, stride_x=sx, out_w=Wo, npix=npix, lanes=lanes, tiles=-(-npix // lanes),
                   out_base=out.interior, out_pitch=out.pitch, out_cstride=out.cstride)
 
     def conv(self, inp, out, w, bias=None, mult=None, shift=None, *, stride=(1, 1), zp_out=0, lo=-128,

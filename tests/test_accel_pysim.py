@@ -140,7 +140,7 @@ def test_counts_at_the_top_of_their_registers():
     b = ProgramBuilder(config, rng)
     b.region(Opcode.FILL, 5, 1, 0, 1, 0, 127, value=-3)            # wraps around the buffer
     b.region(Opcode.INPUT, 0, 1, 0, 1, 0, 24)
-    walk = dict(in_base=0, in_pitch=0, in_cstride=0, in_gstep=0, stride_y=1, stride_x=1, out_w=5, npix=5,
+    walk = dict(in_base=0, in_pitch=0, in_cstride=0, in_gstep=0, in_rowstep=0, stride_x=1, out_w=5, npix=5,
                 m=3, out_base=41, out_pitch=5, out_cstride=5, out_gstep=20, w_base=0, w_gstep=1,
                 p_base=0, quant=0x7F_80_00)
     b.sets(**walk)

@@ -19,7 +19,9 @@ REQUIRED_KEYS = {"board", "device", "fmax_mhz", "macs_per_cycle", "resources", "
 @pytest.fixture(scope="module")
 def icebreaker_build(tmp_path_factory):
     output = tmp_path_factory.mktemp("icebreaker")
-    status = board_build.main(["--board", "icebreaker", "-o", str(output), "--seed", "1"])
+    # The board's own seed, the build `make synth` ships: router2 oscillates on some seeds
+    # (seed 1 of this netlist: 2 overused wires after 30,000 iterations).
+    status = board_build.main(["--board", "icebreaker", "-o", str(output)])
     report = json.loads((output / "report.json").read_text()) \
         if (output / "report.json").exists() else None
     return status, output, report
@@ -39,7 +41,7 @@ def test_report_describes_the_build(icebreaker_build):
     assert REQUIRED_KEYS <= set(report)
     assert report["board"] == "icebreaker"
     assert report["device"] == "iCE40UP5K"
-    assert report["seed"] == 1
+    assert report["seed"] == board_build.BOARDS["icebreaker"].seed
     assert report["core"].endswith("accelerator_core")
     assert report["config"]["rows"] == 4 and report["config"]["cols"] == 2
     assert report["macs_per_cycle"] == 8

@@ -40,7 +40,7 @@ def conv_program(C, H, W, M, k, pad, zp_in, zp_out, rows, lanes, pitch_extra=3):
         set_(reg, value)
     prog.append(Instruction(Opcode.INPUT))
     for reg, value in [(Reg.IN_BASE, 0), (Reg.IN_PITCH, P), (Reg.IN_CSTRIDE, CS), (Reg.IN_GSTEP, 0),
-                       (Reg.K_C, C), (Reg.K_H, k), (Reg.K_W, k), (Reg.STRIDE_Y, 1), (Reg.STRIDE_X, 1),
+                       (Reg.K_C, C), (Reg.K_H, k), (Reg.K_W, k), (Reg.IN_ROWSTEP, P), (Reg.STRIDE_X, 1),
                        (Reg.OUT_W, Wo), (Reg.NPIX, npix), (Reg.LANES, lanes), (Reg.TILES, -(-npix // lanes)),
                        (Reg.GROUPS, groups), (Reg.M, M), (Reg.OUT_BASE, OUT), (Reg.OUT_PITCH, Wo),
                        (Reg.OUT_CSTRIDE, npix), (Reg.OUT_GSTEP, rows * npix), (Reg.W_BASE, 0),

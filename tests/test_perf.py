@@ -49,7 +49,7 @@ def test_tile_costs_equal_a_brute_force_count(seed):
         Reg.IN_BASE: int(rng.integers(0, 4096)), Reg.IN_PITCH: int(rng.integers(1, 40)),
         Reg.IN_CSTRIDE: int(rng.integers(0, 500)), Reg.IN_GSTEP: int(rng.integers(0, 300)),
         Reg.K_C: int(rng.integers(1, 3)), Reg.K_H: int(rng.integers(1, 4)), Reg.K_W: int(rng.integers(1, 4)),
-        Reg.STRIDE_Y: int(rng.integers(1, 4)), Reg.STRIDE_X: int(rng.integers(1, 4)),
+        Reg.IN_ROWSTEP: int(rng.integers(1, 120)), Reg.STRIDE_X: int(rng.integers(1, 4)),
         Reg.OUT_W: int(rng.integers(1, 9)), Reg.NPIX: npix, Reg.LANES: lanes,
         Reg.TILES: -(-npix // lanes) + int(rng.integers(0, 2)), Reg.GROUPS: int(rng.integers(1, 4)),
         Reg.M: int(rng.integers(1, 10)), Reg.OUT_BASE: int(rng.integers(0, 4096)),
@@ -149,9 +149,8 @@ def test_lenet_conv_layers_closed_form():
     builder, _ = lenet_program(config, images=1)
     layers = perf.layer_summaries(perf.program_cycles(builder.words(), config), config)
     conv1, conv2 = layers[0], layers[2]
-    aw = 13
     for layer, K, tiles in [(conv1, 25, 3 * 98), (conv2, 150, 8 * 13)]:
         period = max(K, 8, 10 + 2 * 8)
-        first_accept = aw + 8 + 2 + K
+        first_accept = 8 + 3 + K
         assert layer["cycles"] == first_accept + period * (tiles - 1) + 10 + 16 - 1 + 5
     assert conv1["macs"] == 6 * 784 * 25 and conv2["macs"] == 16 * 100 * 150

@@ -117,7 +117,7 @@ class Reg(enum.IntEnum):
     K_C = 4            # channels in the reduction walk (conv: C_in; pool: 1)
     K_H = 5            # kernel rows
     K_W = 6            # kernel columns
-    STRIDE_Y = 7
+    IN_ROWSTEP = 7     # bytes between the input rows of consecutive output rows: stride_y * IN_PITCH
     STRIDE_X = 8
     # Engine: output pixels and where the results go.
     OUT_W = 9          # output pixels per row

@@ -36,7 +36,7 @@ def engine_lanes(regs, tile):
     n = tile * lanes + np.arange(lanes)
     valid = n < regs[Reg.NPIX]
     oy, ox = np.divmod(n, regs[Reg.OUT_W])
-    in_off = oy * regs[Reg.STRIDE_Y] * regs[Reg.IN_PITCH] + ox * regs[Reg.STRIDE_X]
+    in_off = oy * regs[Reg.IN_ROWSTEP] + ox * regs[Reg.STRIDE_X]
     out_off = oy * regs[Reg.OUT_PITCH] + ox
     return valid, in_off, out_off
 
@@ -55,7 +55,7 @@ def engine_read_addresses(regs, group, act_bytes):
     n = tiles[:, None] * lanes + np.arange(lanes)[None, :]
     valid = n < regs[Reg.NPIX]
     oy, ox = np.divmod(n, regs[Reg.OUT_W])
-    in_off = oy * regs[Reg.STRIDE_Y] * regs[Reg.IN_PITCH] + ox * regs[Reg.STRIDE_X]
+    in_off = oy * regs[Reg.IN_ROWSTEP] + ox * regs[Reg.STRIDE_X]
     base = regs[Reg.IN_BASE] + group * regs[Reg.IN_GSTEP]
     addresses = base + engine_k_offsets(regs)[None, :, None] + in_off[:, None, :]
     return addresses % act_bytes, valid

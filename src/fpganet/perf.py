@@ -39,7 +39,7 @@ taken (the array or pool unit holds it until the previous tile's last result
 row has been taken), ``X`` the cycle its last row is taken, and ``D`` the
 cycles the front end has been stalled so far::
 
-    E_0 = AW + LANES + 2                   (setup multiply, first walk)
+    E_0 = LANES + 3                        (the first walk from the cycle after start)
     P_t = E_t + B_t + D + OL - 1           (OL: config.operand_latency, 1 or 2)
     A_t = max(P_t, X_{t-1} + 1);   D += A_t - P_t
     X_t = A_t + LAT + W_t - 1
@@ -113,7 +113,7 @@ def engine_tile_costs(regs, config, pool):
     n = np.arange(tiles)[:, None] * lanes + np.arange(lanes)[None, :]              # [T, L]
     valid = n < regs[Reg.NPIX]
     oy, ox = np.divmod(n, regs[Reg.OUT_W])
-    in_off = oy * regs[Reg.STRIDE_Y] * regs[Reg.IN_PITCH] + ox * regs[Reg.STRIDE_X]
+    in_off = oy * regs[Reg.IN_ROWSTEP] + ox * regs[Reg.STRIDE_X]
     out_off = oy * regs[Reg.OUT_PITCH] + ox
     beat = _max_per_bank(in_off % n_banks, valid, n_banks)                         # [T]
     B = np.broadcast_to(K * beat, (groups, tiles))
@@ -140,7 +140,7 @@ def engine_cycles(regs, config, pool=False):
     B, W = engine_tile_costs(regs, config, pool)
     lanes = regs[Reg.LANES]
     lat = 1 if pool else config.array_latency
-    E = config.act_addr_width + lanes + 2
+    E = lanes + 3
     D = 0
     X = None
     for b, w in zip(B.reshape(-1).tolist(), W.reshape(-1).tolist()):

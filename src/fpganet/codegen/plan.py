@@ -243,7 +243,7 @@ class Step:
         gstep = self.channel_tile[1] * cstride if self.kind == "grouped" else 0
         return {Reg.IN_BASE: base, Reg.IN_PITCH: pitch, Reg.IN_CSTRIDE: cstride, Reg.IN_GSTEP: gstep,
                 Reg.K_C: self.k_c, Reg.K_H: self.kernel[0], Reg.K_W: self.kernel[1],
-                Reg.STRIDE_Y: self.stride[0], Reg.STRIDE_X: self.stride[1],
+                Reg.IN_ROWSTEP: self.stride[0] * pitch, Reg.STRIDE_X: self.stride[1],
                 Reg.OUT_W: self.out_hw[1], Reg.NPIX: self.npix, Reg.LANES: self.lanes,
                 Reg.TILES: self.tiles}
 

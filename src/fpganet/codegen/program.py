@@ -157,7 +157,7 @@ def _add_walk(step, config):
     top = step.dst.pads[0] * step.dst.pitch
     reads = {Reg.IN_BASE: first.base + top, Reg.IN_PITCH: first.cstride,
              Reg.IN_CSTRIDE: second.base - first.base, Reg.IN_GSTEP: config.rows * first.cstride,
-             Reg.K_C: 2, Reg.K_H: config.rows, Reg.K_W: 1, Reg.STRIDE_Y: 1, Reg.STRIDE_X: 1,
+             Reg.K_C: 2, Reg.K_H: config.rows, Reg.K_W: 1, Reg.IN_ROWSTEP: first.cstride, Reg.STRIDE_X: 1,
              Reg.OUT_W: step.npix, Reg.NPIX: step.npix, Reg.LANES: step.lanes,
              Reg.TILES: step.tiles}
     return reads, step.dst.base + top
