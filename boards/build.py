@@ -18,16 +18,19 @@ names the resource (``fpganet synth`` prints it and exits with status 2). The bu
 folder is built aside and renamed into place (:func:`fpganet.files.staged_directory`).
 """
 
+import contextlib
 import dataclasses
 import importlib.metadata
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from fpganet.argtypes import non_negative_int
+from fpganet.argtypes import non_negative_int, positive_int
 from fpganet.config import AcceleratorConfig, ConfigError
 from fpganet.errors import FpganetError
 from fpganet.files import staged_directory
@@ -121,13 +124,15 @@ def _without_overridden(defaults, given):
 
 
 def build(board, config=None, output="build/synth", *, core=None, seed=None, pll=True,
-          synth_opts=(), nextpnr_opts=(), verbose=False):
+          synth_opts=(), nextpnr_opts=(), verbose=False, timeout_s=None):
     """Build ``core`` (default: the board's default core) for ``board``; return the report dict.
 
     ``board`` is a :class:`~fpganet.boards.common.Board` or its name. Files go
     to ``output`` (``top.il``, ``top.rpt`` yosys log, ``top.tim`` nextpnr log,
     ``top.bin``/``top.bit``, ``nextpnr.json``, ``report.json``, ``build.log``). ``seed``:
-    the nextpnr placement seed, default the board's (:attr:`Board.seed`).
+    the nextpnr placement seed, default the board's (:attr:`Board.seed`). ``timeout_s``: how
+    long the tools may run, default the board's (:attr:`Board.build_timeout_s`); then they are
+    stopped and :class:`BuildError` names what they were doing.
     Raises :class:`DoesNotFit` or :class:`BuildError`.
     """
     if isinstance(board, str):
@@ -141,6 +146,7 @@ def build(board, config=None, output="build/synth", *, core=None, seed=None, pll
     if reason:
         raise Refused(f"{board.description}: {reason}")
     seed = board.seed if seed is None else seed
+    timeout_s = board.build_timeout_s if timeout_s is None else timeout_s
     output = Path(output)
     failure = None
     # Built aside and renamed into place; a build the tools refuse still lands, since its
@@ -148,7 +154,8 @@ def build(board, config=None, output="build/synth", *, core=None, seed=None, pll
     with staged_directory(output, what="build folder") as staging:
         try:
             result = _build_in(board, config, staging, output, core=core, seed=seed, pll=pll,
-                               synth_opts=synth_opts, nextpnr_opts=nextpnr_opts, verbose=verbose)
+                               synth_opts=synth_opts, nextpnr_opts=nextpnr_opts, verbose=verbose,
+                               timeout_s=timeout_s)
         except (DoesNotFit, BuildError) as error:
             failure = error
     if failure is not None:
@@ -157,7 +164,7 @@ def build(board, config=None, output="build/synth", *, core=None, seed=None, pll
 
 
 def _build_in(board, config, output, shown, *, core, seed, pll, synth_opts, nextpnr_opts,
-              verbose):
+              verbose, timeout_s):
     """The build of :func:`build` in the folder ``output``; messages name ``shown`` instead."""
     synth_opts = [*board.synth_opts, *synth_opts]
     if board.family == "ice40" and "-dsp" in " ".join(synth_opts).split():
@@ -186,21 +193,24 @@ def _build_in(board, config, output, shown, *, core, seed, pll, synth_opts, next
     log_path = output / "build.log"
     start = time.monotonic()
     with open(log_path, "w") as log:
-        result = subprocess.run(["sh", f"build_{NAME}.sh"], cwd=output, env=env,
-                                stdout=None if verbose else log, stderr=subprocess.STDOUT)
+        returncode = _run_tools(["sh", f"build_{NAME}.sh"], cwd=output, env=env,
+                                stdout=None if verbose else log, timeout_s=timeout_s)
     runtime = time.monotonic() - start
 
     yosys_log = _read(output / f"{NAME}.rpt")
     nextpnr_log = _read(output / f"{NAME}.tim")
-    if result.returncode != 0:
+    tool_log = (shown / f"{NAME}.tim") if nextpnr_log else (shown / f"{NAME}.rpt")
+    if returncode is None:
+        raise BuildError(f"{board.name} build stopped after {timeout_s:,} s (--timeout): "
+                         f"{_progress(nextpnr_log)} (see {tool_log}, {shown / log_path.name})")
+    if returncode != 0:
         utilization = _report.parse_utilization(nextpnr_log)
         over = _report.overflows(utilization)
         if over:
             resource, used, available = over[0]
             raise DoesNotFit(board, resource, used, available, shown / f"{NAME}.tim")
         errors = _report.parse_errors(nextpnr_log) or _report.parse_errors(yosys_log)
-        tool_log = (shown / f"{NAME}.tim") if nextpnr_log else (shown / f"{NAME}.rpt")
-        first = errors[0] if errors else f"build script exited with status {result.returncode}"
+        first = errors[0] if errors else f"build script exited with status {returncode}"
         raise BuildError(f"{board.name} build failed: {first} (see {tool_log}, "
                          f"{shown / log_path.name})")
 
@@ -257,6 +267,42 @@ def _build_in(board, config, output, shown, *, core, seed, pll, synth_opts, next
     return result
 
 
+def _run_tools(command, *, cwd, env, stdout, timeout_s):
+    """Run the build script in a session of its own; its exit status, or None when it ran past
+    ``timeout_s`` (or was interrupted) and the whole session, tools included, was killed."""
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=stdout, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    try:
+        return process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_session(process)
+        return None
+    except BaseException:
+        _kill_session(process)
+        raise
+
+
+def _kill_session(process):
+    if hasattr(os, "killpg"):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    else:
+        process.kill()
+    process.wait()
+
+
+def _progress(nextpnr_log):
+    """What the tools were doing when stopped, from nextpnr's log."""
+    iterations = re.findall(r"iter=(\d+) .*overused=(\d+)", nextpnr_log)
+    if iterations:
+        done, overused = iterations[-1]
+        return (f"nextpnr's router had not converged ({int(overused):,} overused wires after "
+                f"{int(done):,} iterations); another --seed may route")
+    if nextpnr_log:
+        return "nextpnr had not finished"
+    return "synthesis had not finished"
+
+
 def _read(path):
     try:
         return Path(path).read_text(errors="replace")
@@ -301,6 +347,9 @@ def configure(parser):
                              "write --synth-opt=-abc9 for one that starts with '-')")
     parser.add_argument("--nextpnr-opt", action="append", default=[], metavar="OPT",
                         help="extra nextpnr option (repeatable; --nextpnr-opt=--tmg-ripup)")
+    parser.add_argument("--timeout", type=positive_int, default=None, metavar="S",
+                        help="stop the tools after S seconds (default: the board's, icebreaker "
+                             f"{ICEBREAKER.build_timeout_s}, ulx3s {ULX3S.build_timeout_s})")
     parser.add_argument("--require-timing", action="store_true",
                         help="exit with status 1 when the routed Fmax misses the target clock")
     parser.add_argument("-v", "--verbose", action="store_true", help="show the tools' output")
@@ -335,7 +384,7 @@ def run(args):
     seed = board.seed if args.seed is None else args.seed
     result = build(board, config, output, core=core, seed=seed, pll=not args.no_pll,
                    synth_opts=args.synth_opt, nextpnr_opts=args.nextpnr_opt,
-                   verbose=args.verbose)
+                   verbose=args.verbose, timeout_s=args.timeout)
     used = ", ".join(f"{name} {value['used']}/{value['available']}"
                      for name, value in result["resources"].items() if value["used"])
     fmax = result["fmax_mhz"]

@@ -126,6 +126,9 @@ class Board:
     #: nextpnr placement seed ``fpganet synth`` uses unless ``--seed`` is given: the best
     #: one a ``fpganet dse --synth --seeds N`` sweep of the default configuration found.
     seed: int = 1
+    #: Seconds ``fpganet synth`` lets the tools run before it stops them (``--timeout``): a
+    #: router that oscillates (nextpnr's router2 on some seeds) never finishes by itself.
+    build_timeout_s: int = 1800
     #: Named core factories ``fpganet synth --core NAME`` picks from.
     cores: dict = field(default_factory=dict)
     #: nextpnr cell type -> report name, in report order.

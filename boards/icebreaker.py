@@ -151,6 +151,8 @@ BOARD = Board(
     nextpnr_opts=("--router", "router2"),
     # Seeds 1-3 of the 4x2 default on Ray (fpganet dse, README): 24.6 / 24.7 / 24.9 MHz.
     seed=3,
+    # The whole accelerator builds in 1-3 minutes on two cores.
+    build_timeout_s=900,
     resources={
         "ICESTORM_LC": "LC",
         "ICESTORM_RAM": "EBR",

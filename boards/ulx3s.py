@@ -119,6 +119,8 @@ BOARD = Board(
     # router1: router2 oscillated on the accelerator (overuse falling to a few hundred wires,
     # then climbing) and did not finish in 25 minutes; router1 routed it in 9.
     nextpnr_opts=("--router", "router1"),
+    # The default accelerator took 9-35 minutes on two cores, the longest with other jobs.
+    build_timeout_s=5400,
     resources={
         "TRELLIS_COMB": "LUT4",
         "TRELLIS_FF": "FF",

@@ -143,3 +143,36 @@ def test_icebreaker_refuses_the_tflite_requantizer_before_synthesis(tmp_path, ca
     config = BOARDS["icebreaker"].default_config.replace(requant_mode="tflite")
     assert refuse(config, stand_in_core) is None
     assert issubclass(Refused, FpganetError)
+
+
+def _processes_in(folder):
+    """Processes whose working directory is under ``folder`` (Linux's /proc; empty elsewhere)."""
+    from pathlib import Path
+
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if Path(entry / "cwd").resolve().is_relative_to(folder.resolve()):
+                found.append(entry.name)
+        except OSError:
+            continue
+    return found
+
+
+def test_a_build_past_its_time_limit_stops_its_tools_and_says_so_in_one_line(tmp_path, capsys):
+    """A router that oscillates never finishes by itself: --timeout stops the whole tool
+    session and names what it was doing; the logs land for the user to read."""
+    from fpganet.cli import main
+
+    out = tmp_path / "out"
+    assert main(["synth", "--board", "icebreaker", "--core", "stand-in", "--timeout", "2",
+                 "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("fpganet: error: icebreaker build stopped after 2 s (--timeout): ")
+    assert "\n" not in err and ("had not finished" in err or "had not converged" in err)
+    assert (out / "build.log").exists() and not (out / "report.json").exists()
+    assert _processes_in(tmp_path) == []
+    assert board_build._progress("Info:     iter=7 wires=9 overused=3 overuse=3 archfail=NA\n"
+                                 "Info:     iter=8 wires=9 overused=2 overuse=2 archfail=NA\n") == \
+        "nextpnr's router had not converged (2 overused wires after 8 iterations); another --seed may route"
+    assert BOARDS["icebreaker"].build_timeout_s < BOARDS["ulx3s"].build_timeout_s
