@@ -72,7 +72,7 @@ def ice40_cells(component, *, script="synth_ice40 -top top"):
 
 def host_link_blocks():
     """The host link and each of its blocks, fresh, in the iCEBreaker's configuration
-    (18 MHz, 3 Mbaud)."""
+    (its clock, 3 Mbaud)."""
     from fpganet.boards.icebreaker import BAUD, DEFAULT_CONFIG as config
     from fpganet.hdl.deframer import Deframer
     from fpganet.hdl.executor import CommandExecutor

@@ -4,13 +4,13 @@ The default bitstream carries the whole accelerator behind the UART host link
 (:func:`accelerator_core`): a 4x2 array (8 int8 MACs per cycle, two products per
 SB_MAC16, :class:`~fpganet.hdl.ice40_dsp.Ice40SystolicArray`), the requantizer's
 product on two more SB_MAC16, the weights in two SPRAMs
-(:class:`~fpganet.hdl.ice40_spram.SPRAMWeightBuffer`), at 18 MHz. The synthesis
+(:class:`~fpganet.hdl.ice40_spram.SPRAMWeightBuffer`), at 21 MHz. The synthesis
 runs without ``-dsp``: the hand-instantiated SB_MAC16s must not be re-packed (see
 :mod:`fpganet.hdl.ice40_dsp`).
 
-The 16-MAC 8x2 array the device's eight SB_MAC16 allow does not fit with the rest
-of the accelerator (5,984 LCs against 5,280; boards/README.md has the
-per-block measurement); ``--rows 8 --weight-buffer-bytes 131072`` builds it, and
+The 16-MAC 8x2 array the device's eight SB_MAC16 allow does not route with the rest
+of the accelerator (with 1-bit multipliers it packs in 5,120 of 5,280 LCs; boards/README.md
+has the per-block measurement); ``--rows 8 --weight-buffer-bytes 131072`` builds it, and
 the ``stand-in`` core (the array fed from ROMs) shows its clock alone.
 """
 
@@ -39,16 +39,17 @@ BAUD = 3_000_000
 #: Weights: 16K words of 32 bits in two SPRAMs side by side (64 KiB; LeNet-5 uses 61 KiB);
 #: activations in 16 EBR (8 KiB); program and parameters 256 entries each (LeNet-5 needs
 #: 142 and 236); 24-bit accumulators (LeNet-5 reaches |acc| = 3.7 M < 2^23). Of the
-#: shapes with two columns it is the largest whose whole accelerator fits the UP5K:
-#: 4,930 of 5,280 LCs, where 6x2 needs about 5,199 (98 %; it did not route) and 8x2 5,984.
+#: shapes with two columns it is the largest whose whole accelerator routes on the UP5K:
+#: 4,633 of 5,280 LCs, where 8x2 packs in 5,120 with 1-bit multipliers but does not route.
 #: The operands are broadcast to the array's rows and columns instead of passed
-#: from PE to PE (a flip-flop costs a whole logic cell here). The clock is 18 MHz: the
-#: routed design reaches 20-27 MHz (nextpnr router2; router1 does not converge on it),
-#: its longest paths limited by routing at this fill (boards/README.md).
+#: from PE to PE (a flip-flop costs a whole logic cell here). The clock is 21 MHz, a
+#: multiple of the UART's 3 Mbaud: routed with a 21 MHz target the design reaches 24.8-27.3
+#: MHz (seeds 1 and 3; nextpnr router2, router1 does not converge on it), its longest paths
+#: limited by routing at this fill; with a 24 MHz target only 21.6-24.8 (boards/README.md).
 DEFAULT_CONFIG = AcceleratorConfig(rows=4, cols=2, acc_width=24, weight_buffer_bytes=64 * 1024,
                                    act_buffer_bytes=8 * 1024, bias_buffer_words=256,
                                    program_words=256, requant_latency=5, broadcast_operands=True,
-                                   clock_hz=18e6)
+                                   clock_hz=21e6)
 
 
 #: Most multiplier bits (``requant_mult_bits``) for which the shift-and-add product costs
@@ -149,7 +150,7 @@ BOARD = Board(
     # router1 does not converge on the whole accelerator (2,438 overused wires after
     # 290,000 iterations at 4x2); router2 routes it in about 90 s.
     nextpnr_opts=("--router", "router2"),
-    # Seeds 1-3 of the 4x2 default on Ray (fpganet dse, README): 24.6 / 24.7 / 24.9 MHz.
+    # Seeds 1 and 3 of the 4x2 default at 21 MHz: 24.8 / 27.3 MHz (boards/README.md).
     seed=3,
     # The whole accelerator builds in 1-3 minutes on two cores.
     build_timeout_s=900,
