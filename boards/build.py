@@ -293,10 +293,17 @@ def _kill_session(process):
 
 def _progress(nextpnr_log):
     """What the tools were doing when stopped, from nextpnr's log."""
-    iterations = re.findall(r"iter=(\d+) .*overused=(\d+)", nextpnr_log)
+    if "Routing complete" in nextpnr_log:
+        return "nextpnr had routed the design; the bitstream had not been written"
+    iterations = re.findall(r"iter=(\d+) .*overused=(\d+)", nextpnr_log)              # router2
     if iterations:
         done, overused = iterations[-1]
         return (f"nextpnr's router had not converged ({int(overused):,} overused wires after "
+                f"{int(done):,} iterations); another --seed may route")
+    arcs = re.findall(r"^Info:\s+(\d+) \|.*\|\s*(\d+)\|[\d.\s]+\|$", nextpnr_log, re.M)   # router1
+    if arcs:
+        done, left = arcs[-1]
+        return (f"nextpnr's router had not converged ({int(left):,} arcs left after "
                 f"{int(done):,} iterations); another --seed may route")
     if nextpnr_log:
         return "nextpnr had not finished"

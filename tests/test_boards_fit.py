@@ -175,4 +175,10 @@ def test_a_build_past_its_time_limit_stops_its_tools_and_says_so_in_one_line(tmp
     assert board_build._progress("Info:     iter=7 wires=9 overused=3 overuse=3 archfail=NA\n"
                                  "Info:     iter=8 wires=9 overused=2 overuse=2 archfail=NA\n") == \
         "nextpnr's router had not converged (2 overused wires after 8 iterations); another --seed may route"
+    router1 = ("Info:    IterCnt |  w/ripup   wo/ripup |  w/r  wo/r |      arcs| batch(sec) total(sec)|\n"
+               "Info:       1000 |      250        749 |  250   749 |     71554|       4.60       4.60|\n"
+               "Info:     214000 |    73850     137220 |  202   719 |       921|       4.58     723.11|\n")
+    assert board_build._progress(router1) == \
+        "nextpnr's router had not converged (921 arcs left after 214,000 iterations); another --seed may route"
+    assert board_build._progress("Info: Placed 10 cells\n") == "nextpnr had not finished"
     assert BOARDS["icebreaker"].build_timeout_s < BOARDS["ulx3s"].build_timeout_s
