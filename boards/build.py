@@ -201,7 +201,8 @@ def _build_in(board, config, output, shown, *, core, seed, pll, synth_opts, next
     nextpnr_log = _read(output / f"{NAME}.tim")
     tool_log = (shown / f"{NAME}.tim") if nextpnr_log else (shown / f"{NAME}.rpt")
     if returncode is None:
-        raise BuildError(f"{board.name} build stopped after {timeout_s:,} s (--timeout): "
+        raise BuildError(f"{board.name} build stopped after {timeout_s:,} s (its time limit, "
+                         f"fpganet synth --timeout): "
                          f"{_progress(nextpnr_log)} (see {tool_log}, {shown / log_path.name})")
     if returncode != 0:
         utilization = _report.parse_utilization(nextpnr_log)
@@ -298,6 +299,8 @@ def _progress(nextpnr_log):
     iterations = re.findall(r"iter=(\d+) .*overused=(\d+)", nextpnr_log)              # router2
     if iterations:
         done, overused = iterations[-1]
+        if int(overused) == 0:
+            return "nextpnr's router2 had converged; its clean-up pass had not finished"
         return (f"nextpnr's router had not converged ({int(overused):,} overused wires after "
                 f"{int(done):,} iterations); another --seed may route")
     arcs = re.findall(r"^Info:\s+(\d+) \|.*\|\s*(\d+)\|[\d.\s]+\|$", nextpnr_log, re.M)   # router1

@@ -38,7 +38,7 @@ BAUD = 3_000_000
 #: 4x2 array (8 MACs/cycle on 4 SB_MAC16, two more for the requantizer's product).
 #: Weights: 16K words of 32 bits in two SPRAMs side by side (64 KiB; LeNet-5 uses 61 KiB);
 #: activations in 16 EBR (8 KiB); program and parameters 256 entries each (LeNet-5 needs
-#: 142 and 236); 24-bit accumulators (LeNet-5 reaches |acc| = 3.7 M < 2^23). Of the
+#: 141 and 236); 24-bit accumulators (LeNet-5 reaches |acc| = 3.7 M < 2^23). Of the
 #: shapes with two columns it is the largest whose whole accelerator routes on the UP5K:
 #: 4,633 of 5,280 LCs, where 8x2 packs in 5,120 with 1-bit multipliers but does not route.
 #: The operands are broadcast to the array's rows and columns instead of passed

@@ -168,7 +168,8 @@ def test_a_build_past_its_time_limit_stops_its_tools_and_says_so_in_one_line(tmp
     assert main(["synth", "--board", "icebreaker", "--core", "stand-in", "--timeout", "2",
                  "-o", str(out)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("fpganet: error: icebreaker build stopped after 2 s (--timeout): ")
+    assert err.startswith("fpganet: error: icebreaker build stopped after 2 s (its time limit, "
+                          "fpganet synth --timeout): ")
     assert "\n" not in err and ("had not finished" in err or "had not converged" in err)
     assert (out / "build.log").exists() and not (out / "report.json").exists()
     assert _processes_in(tmp_path) == []
@@ -181,4 +182,5 @@ def test_a_build_past_its_time_limit_stops_its_tools_and_says_so_in_one_line(tmp
     assert board_build._progress(router1) == \
         "nextpnr's router had not converged (921 arcs left after 214,000 iterations); another --seed may route"
     assert board_build._progress("Info: Placed 10 cells\n") == "nextpnr had not finished"
+    assert "clean-up pass" in board_build._progress("Info:     iter=90 wires=9 overused=0 overuse=0\n")
     assert BOARDS["icebreaker"].build_timeout_s < BOARDS["ulx3s"].build_timeout_s
