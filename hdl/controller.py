@@ -31,7 +31,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from fpganet.config import AcceleratorConfig
-from fpganet.isa import INSTRUCTION_LAYOUT, REGION_COUNTS, Opcode, Reg
+from fpganet.isa import EMPTY_WALK_COUNTS, INSTRUCTION_LAYOUT, REGION_COUNTS, Opcode, Reg
 
 from .region import RegionMode
 from .registers import register_layout, register_widths
@@ -123,12 +123,11 @@ class Controller(wiring.Component):
         # non-zero is kept in a flip-flop beside it, loaded by the same SET from one zero test
         # of the value word, rather than tested on every count register.
         widths = register_widths(self.config)
-        engine_counts = (Reg.GROUPS, Reg.TILES, Reg.LANES, Reg.K_C, Reg.K_H, Reg.K_W)
-        nonzero = {reg: Signal(name=f"{reg.name.lower()}_nonzero") for reg in engine_counts}
+        nonzero = {reg: Signal(name=f"{reg.name.lower()}_nonzero") for reg in EMPTY_WALK_COUNTS}
         engine_empty = Signal()
         region_empty = Signal()
         m.d.comb += [
-            engine_empty.eq(~Cat(nonzero[reg] for reg in engine_counts).all()),
+            engine_empty.eq(~Cat(nonzero[reg] for reg in EMPTY_WALK_COUNTS).all()),
             region_empty.eq(~Cat(nonzero[reg] for reg in REGION_COUNTS).all()),
         ]
 

@@ -24,7 +24,7 @@ A program whose values do not fit (a count of ``2**count_width`` or more, a ``LO
 runs; :func:`fpganet.perf.check_registers` reports it (the ISA simulator too, but for ``LANES``).
 """
 
-from amaranth.hdl import Value, unsigned
+from amaranth.hdl import Value
 from amaranth.lib import data
 
 from fpganet.isa import COUNT_WIDTH, LOOP_COUNT_WIDTH, Reg, quant_bits
@@ -105,9 +105,6 @@ def register_layout(config):
     """``data.FlexibleLayout`` of the register file, one field per :class:`~fpganet.isa.Reg`
     name in lower case (``in_base``, ``k_c``...); an alias's field (``io_len``) is its register's
     bits (``k_w``)."""
-    widths = register_widths(config)
-    offsets, offset = {}, 0
-    for reg, width in widths.items():
-        offsets[reg], offset = offset, offset + width
-    return data.FlexibleLayout(offset, {name.lower(): data.Field(unsigned(widths[reg]), offsets[reg])
-                                        for name, reg in Reg.__members__.items()})
+    registers = data.StructLayout({reg.name.lower(): width for reg, width in register_widths(config).items()})
+    return data.FlexibleLayout(registers.size, {name.lower(): registers[reg.name.lower()]
+                                                for name, reg in Reg.__members__.items()})

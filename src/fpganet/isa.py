@@ -26,7 +26,7 @@ from amaranth.hdl import Shape, signed, unsigned
 from amaranth.lib import data
 
 __all__ = ["Opcode", "Reg", "Instruction", "encode", "decode", "INSTRUCTION_BITS", "INSTRUCTION_LAYOUT",
-           "SET_LAYOUT", "LOOP_LAYOUT", "ENGINE_COUNTS", "REGION_COUNTS", "region_name", "COUNT_WIDTH", "LOOP_COUNT_WIDTH",
+           "SET_LAYOUT", "LOOP_LAYOUT", "EMPTY_WALK_COUNTS", "ENGINE_COUNTS", "REGION_COUNTS", "region_name", "COUNT_WIDTH", "LOOP_COUNT_WIDTH",
            "count_width", "register_overflow", "HostSpace", "STAMP_BYTES", "host_word_bytes",
            "host_memory_words", "PARAM_BITS", "PARAM_LAYOUTS", "REQUANT_MODES", "TFLITE_MULT_TOP",
            "param_ranges", "pack_param", "unpack_param", "QUANT_LAYOUT", "quant_bits", "pack_quant",
@@ -146,6 +146,10 @@ class Reg(enum.IntEnum):
     IO_LEN = K_W       # bytes per row
 
 
+#: The engine counts a zero among which makes a ``CONV`` or ``POOL`` an empty walk: it reads no
+#: other register and takes one cycle.
+EMPTY_WALK_COUNTS = (Reg.GROUPS, Reg.TILES, Reg.LANES, Reg.K_C, Reg.K_H, Reg.K_W)
+
 #: Count registers of the engine walk (``CONV``, ``POOL``) and of the region instructions.
 ENGINE_COUNTS = (Reg.K_C, Reg.K_H, Reg.K_W, Reg.OUT_W, Reg.NPIX, Reg.TILES, Reg.GROUPS, Reg.M)
 REGION_COUNTS = (Reg.IO_CHANNELS, Reg.IO_ROWS, Reg.IO_LEN)
@@ -178,7 +182,7 @@ def register_overflow(regs, config, opcode):
     """
     opcode = Opcode(opcode)
     if opcode in (Opcode.CONV, Opcode.POOL):
-        if 0 in [regs[reg] for reg in (Reg.GROUPS, Reg.TILES, Reg.LANES, Reg.K_C, Reg.K_H, Reg.K_W)]:
+        if 0 in [regs[reg] for reg in EMPTY_WALK_COUNTS]:
             return None
         counts = ENGINE_COUNTS
     elif opcode in (Opcode.FILL, Opcode.INPUT, Opcode.OUTPUT):

@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fpganet.config import AcceleratorConfig
-from fpganet.isa import Opcode, Reg, decode, register_overflow
+from fpganet.isa import EMPTY_WALK_COUNTS, Opcode, Reg, decode, register_overflow
 
 __all__ = ["ProgramError", "InstructionCycles", "ProgramCycles", "check_registers", "engine_cycles",
            "engine_tile_costs", "instruction_cycles", "program_cycles", "layer_summaries",
@@ -71,7 +71,7 @@ class ProgramError(ValueError):
 
 
 def _engine_counts(regs):
-    return [regs[reg] for reg in (Reg.GROUPS, Reg.TILES, Reg.LANES, Reg.K_C, Reg.K_H, Reg.K_W)]
+    return [regs[reg] for reg in EMPTY_WALK_COUNTS]
 
 
 def check_registers(regs, config, opcode):
