@@ -53,8 +53,8 @@ class RegionUnit(wiring.Component):
     rd_addr : Out(config.act_addr_width)
     rd_en : Out(1)
     bank_data : In(ArrayLayout(8, act_banks))
-        ``OUTPUT`` reads: ``rd_addr``'s word in every bank, one cycle later; the
-        unit picks the byte of ``rd_addr``'s bank.
+        ``OUTPUT`` reads: ``rd_addr``'s word in every bank, one cycle later, held
+        while ``rd_en`` is low; the unit picks the byte of ``rd_addr``'s bank.
     done : Out(1)
         High in the instruction's final cycle, the one after the last byte is
         written or taken. It comes from a flip-flop: the controller's next fetch
@@ -63,7 +63,10 @@ class RegionUnit(wiring.Component):
 
     Timing, with the streams never stalling: ``FILL`` and ``INPUT`` take ``N + 2``
     cycles for ``N`` bytes (the ``start`` cycle, one byte per cycle, the ``done``
-    cycle); ``OUTPUT`` takes ``N + 3`` (one more for the read latency).
+    cycle); ``OUTPUT`` takes ``N + 2 + config.output_latency``: the read, and with
+    ``config.pipeline_registers`` a register behind the banks' multiplexer, so that a
+    block RAM's output does not run through the multiplexer into the consumer of
+    ``output`` in one cycle (the ULX3S build's longest path without it).
     """
 
     def __init__(self, config):
@@ -122,10 +125,23 @@ class RegionUnit(wiring.Component):
 
         m.d.comb += [self.wr_addr.eq(addr), self.rd_addr.eq(addr)]
 
-        # OUTPUT: the byte read last is on the output register until taken.
+        # OUTPUT: the byte read last is on the banks' outputs (or, registered, on out_byte)
+        # until taken.
         out_valid = Signal()
         bank_sel = Signal(max(1, bb))
         issue = Signal()
+        registered = config.output_latency == 2
+        if registered:
+            read_valid = Signal()     # a byte read, on the banks' outputs
+            out_byte = Signal(8)
+            load = Signal()           # it moves to out_byte
+            m.d.comb += load.eq(read_valid & (~out_valid | self.output.ready))
+            room = ~read_valid | load
+            drained = ~walking & ~read_valid
+        else:
+            load = issue
+            room = ~out_valid | self.output.ready
+            drained = ~walking
 
         with m.Switch(self.mode):
             with m.Case(RegionMode.FILL):
@@ -137,18 +153,23 @@ class RegionUnit(wiring.Component):
                              self.wr_en.eq(advance), self.wr_data.eq(self.input.payload)]
                 m.d.sync += self.done.eq(advance & is_last)
             with m.Case(RegionMode.OUTPUT):
-                m.d.comb += [issue.eq(walking & (~out_valid | self.output.ready)), advance.eq(issue),
-                             self.rd_en.eq(issue)]
-                m.d.sync += self.done.eq(~walking & out_valid & self.output.ready)
+                m.d.comb += [issue.eq(walking & room), advance.eq(issue), self.rd_en.eq(issue)]
+                m.d.sync += self.done.eq(drained & out_valid & self.output.ready)
 
         if bb:
             with m.If(issue):
                 m.d.sync += bank_sel.eq(addr[:bb])
-        m.d.comb += [
-            self.output.valid.eq(out_valid),
-            self.output.payload.eq(self.bank_data[bank_sel] if bb else self.bank_data[0]),
-        ]
-        with m.If(issue):
+        read_byte = self.bank_data[bank_sel] if bb else self.bank_data[0]
+        if registered:
+            with m.If(issue):
+                m.d.sync += read_valid.eq(1)
+            with m.Elif(load):
+                m.d.sync += read_valid.eq(0)
+            with m.If(load):
+                m.d.sync += out_byte.eq(read_byte)
+            read_byte = out_byte
+        m.d.comb += [self.output.valid.eq(out_valid), self.output.payload.eq(read_byte)]
+        with m.If(load):
             m.d.sync += out_valid.eq(1)
         with m.Elif(self.output.ready):
             m.d.sync += out_valid.eq(0)

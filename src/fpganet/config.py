@@ -109,7 +109,9 @@ class AcceleratorConfig:
         read one instruction ahead (a taken ``LOOP`` takes 2 cycles); the window and the
         result writer follow bank schedules computed a tile or a lane group ahead instead of
         arbitrating, and the writer's walk runs ahead (no cycle changes); the parameter
-        memory's host writes go through a write stage. The numerics are the same.
+        memory's host writes go through a write stage; the region unit registers an
+        ``OUTPUT`` byte behind the banks' multiplexer (each ``OUTPUT`` takes one cycle
+        more: :attr:`output_latency`). The numerics are the same.
     clock_hz : float
         Clock the performance figures assume unless a routed Fmax replaces it.
     """
@@ -205,6 +207,14 @@ class AcceleratorConfig:
     def operand_latency(self):
         """Cycles from a beat's last gather cycle to its offer to the array or the pool unit:
         1 (the block RAMs' read), 2 with :attr:`pipeline_registers`."""
+        return 2 if self.pipeline_registers else 1
+
+    @property
+    def output_latency(self):
+        """Cycles from an ``OUTPUT`` byte's read to its offer on the output stream: 1 (the
+        block RAMs' read), 2 with :attr:`pipeline_registers` (the byte is registered behind
+        the banks' multiplexer). An ``OUTPUT`` of ``N`` bytes takes ``N + 2 +
+        output_latency`` cycles."""
         return 2 if self.pipeline_registers else 1
 
     @property

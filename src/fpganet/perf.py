@@ -13,7 +13,7 @@ Cycles per instruction (``N`` bytes of a region, ``AW = act_addr_width``):
 ``SET, LOOP, END``    1 (a taken ``LOOP``: 2 with ``config.pipeline_registers``)
 ``STAMP``             5
 ``FILL, INPUT``       ``N + 2`` (1 when the region is empty)
-``OUTPUT``            ``N + 3`` (1 when empty)
+``OUTPUT``            ``N + 2 + config.output_latency`` (1 when empty)
 ``CONV, POOL``        :func:`engine_cycles` (1 when the walk is empty)
 ====================  =====================================================
 
@@ -172,7 +172,7 @@ def instruction_cycles(instruction, regs, config):
         n = _region_bytes(regs)
         if n == 0:
             return 1
-        return n + (3 if op is Opcode.OUTPUT else 2)
+        return n + 2 + (config.output_latency if op is Opcode.OUTPUT else 0)
     if op in (Opcode.CONV, Opcode.POOL):
         return engine_cycles(regs, config, pool=op is Opcode.POOL)
     raise ProgramError(f"unknown opcode {op!r}")
