@@ -284,12 +284,22 @@ def _run_tools(command, *, cwd, env, stdout, timeout_s):
 
 
 def _kill_session(process):
-    if hasattr(os, "killpg"):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-    else:
+    if not hasattr(os, "killpg"):
         process.kill()
+        process.wait()
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+    # The tools, orphaned by the script's death, die and are reaped a moment later: wait
+    # for that, so that none is left when the build returns.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(process.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.02)
 
 
 def _progress(nextpnr_log):

@@ -159,6 +159,27 @@ def _processes_in(folder):
     return found
 
 
+def test_a_terminated_build_stops_its_tools_and_leaves_nothing(tmp_path):
+    """SIGTERM (kill, a job scheduler's limit) cleans up as Ctrl-C does: the tool session is
+    killed, the folder built aside removed, and the command says so in one line."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    process = subprocess.Popen([sys.executable, "-m", "fpganet", "synth", "--board", "icebreaker",
+                                "--core", "stand-in", "-o", str(tmp_path / "out")],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not _processes_in(tmp_path):          # the tools run in the folder built aside
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert (process.returncode, err.strip()) == (128 + signal.SIGTERM, "fpganet: terminated")
+    assert _processes_in(tmp_path) == [] and list(tmp_path.iterdir()) == []
+
+
 def test_a_build_past_its_time_limit_stops_its_tools_and_says_so_in_one_line(tmp_path, capsys):
     """A router that oscillates never finishes by itself: --timeout stops the whole tool
     session and names what it was doing; the logs land for the user to read."""

@@ -13,9 +13,12 @@ check fails.
 """
 
 import argparse
+import contextlib
 import dataclasses
 import os
+import signal
 import sys
+import threading
 import warnings
 
 import numpy as np
@@ -559,9 +562,33 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
         warnings._showwarning_orig(message, category, filename, lineno, file, line)
 
 
+class _Terminated(BaseException):
+    """SIGTERM, raised where the command is, as Ctrl-C raises KeyboardInterrupt."""
+
+
+def _raise_terminated(signum, frame):
+    raise _Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_as_exception():
+    """Turn SIGTERM into :class:`_Terminated` for the duration, so that a terminated command
+    cleans up as an interrupted one does (a build's tool session killed, the folder built
+    aside removed) instead of leaving its tools running. Only the main thread gets signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv=None):
-    """Run the command line; returns the exit status (0, 1 for a failed check, 2 for an error)."""
-    with warnings.catch_warnings():
+    """Run the command line; returns the exit status (0, 1 for a failed check, 2 for an error,
+    130 interrupted, 143 terminated)."""
+    with warnings.catch_warnings(), _sigterm_as_exception():
         warnings.showwarning = _show_warning
         warnings.simplefilter("always", FpganetWarning)
         return _main(argv)
@@ -577,6 +604,9 @@ def _main(argv):
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except _Terminated:
+        print(f"{PROG}: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except BrokenPipeError:
         # The reader went away (``fpganet ... | head``): stop quietly, as Python's docs advise.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
