@@ -132,21 +132,27 @@ def test_ping_and_status():
     run(scenario)
 
 
-def test_ping_names_the_multiplier_bits():
-    """PING's ``options`` byte carries ``broadcast_operands`` and ``requant_mult_bits`` (0
-    for whole multipliers, as boards built before it send): a network whose multipliers have
-    more bits than the board's requantizer keeps is refused, naming the field."""
+def test_ping_names_the_options():
+    """PING's ``options`` byte carries ``broadcast_operands``, ``requant_mult_bits`` (0 for
+    whole multipliers, as boards built before it send), ``pipeline_registers`` and the
+    ``tflite`` requantization mode: a network compiled for other options is refused, naming
+    the field, but for multipliers with fewer bits than the board's requantizer keeps."""
     from fpganet.hdl.hostlink import HostLink
     for config in (CONFIG, CONFIG.replace(requant_mult_bits=1, broadcast_operands=True),
-                   CONFIG.replace(requant_mult_bits=14)):
+                   CONFIG.replace(requant_mult_bits=14, pipeline_registers=True),
+                   CONFIG.replace(requant_mode="tflite", pipeline_registers=True)):
         info = DeviceInfo.unpack(HostLink(config, 12e6, 3e6).info.pack())
-        assert (info.broadcast_operands, info.requant_mult_bits) == \
-            (config.broadcast_operands, config.requant_mult_bits)
+        assert [getattr(info, name) for name in info.OPTION_FIELDS] == \
+            [getattr(config, name) for name in info.OPTION_FIELDS]
         assert info.mismatches(config) == []
     assert HostLink(CONFIG, 12e6, 3e6).info.options == int(CONFIG.broadcast_operands)
     info = HostLink(CONFIG.replace(requant_mult_bits=2), 12e6, 3e6).info
     assert info.mismatches(CONFIG) == [("requant_mult_bits", 2, 15)]
     assert info.mismatches(CONFIG.replace(requant_mult_bits=1)) == []   # more bits: exact
+    info = HostLink(CONFIG.replace(pipeline_registers=True), 12e6, 3e6).info
+    assert info.mismatches(CONFIG) == [("pipeline_registers", True, False)]
+    info = HostLink(CONFIG.replace(requant_mode="tflite", requant_latency=6), 12e6, 3e6).info
+    assert info.mismatches(CONFIG) == [("requant_latency", 6, 4), ("requant_mode", "tflite", "fpganet")]
 
 
 @pytest.mark.parametrize("tx_stalls", [0.0, 0.7])

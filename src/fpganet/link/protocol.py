@@ -174,7 +174,7 @@ class DeviceInfo(_Packed):
     acc_width: int = _f("B")
     requant_lanes: int = _f("B")
     requant_latency: int = _f("B")
-    options: int = _f("B")          # OPTIONS_BROADCAST | (15 - requant_mult_bits) << 1
+    options: int = _f("B")          # broadcast, 15 - requant_mult_bits, pipeline, tflite
     weight_buffer_bytes: int = _f("I")
     act_buffer_bytes: int = _f("I")
     bias_buffer_words: int = _f("I")
@@ -191,18 +191,24 @@ class DeviceInfo(_Packed):
     #: Configuration fields a compiled network must match exactly.
     CONFIG_FIELDS = ("rows", "cols", "operand_width", "acc_width", "requant_lanes",
                      "requant_latency", "broadcast_operands", "requant_mult_bits",
-                     "weight_buffer_bytes", "act_buffer_bytes", "bias_buffer_words",
-                     "program_words")
+                     "pipeline_registers", "requant_mode", "weight_buffer_bytes",
+                     "act_buffer_bytes", "bias_buffer_words", "program_words")
 
     #: ``options`` bit 0: ``broadcast_operands``; bits 1-4 hold ``15 - requant_mult_bits``,
-    #: so that a board with whole multipliers (and one built before the field) sends 0 there.
+    #: so that a board with whole multipliers (and one built before the field) sends 0 there;
+    #: bit 5: ``pipeline_registers`` (the cycles of ``CONV``, ``POOL``, ``OUTPUT`` and a taken
+    #: ``LOOP``); bit 6: ``requant_mode`` ``"tflite"`` (its numerics and parameter entries).
     OPTIONS_BROADCAST = 1
+    OPTIONS_PIPELINE = 1 << 5
+    OPTIONS_TFLITE = 1 << 6
 
     @classmethod
     def options_of(cls, config):
         """The ``options`` byte of an :class:`~fpganet.config.AcceleratorConfig`."""
         return (cls.OPTIONS_BROADCAST * bool(config.broadcast_operands)
-                | (MULT_BITS - config.requant_mult_bits) << 1)
+                | (MULT_BITS - config.requant_mult_bits) << 1
+                | cls.OPTIONS_PIPELINE * bool(config.pipeline_registers)
+                | cls.OPTIONS_TFLITE * (config.requant_mode == "tflite"))
 
     @property
     def broadcast_operands(self):
@@ -211,6 +217,18 @@ class DeviceInfo(_Packed):
     @property
     def requant_mult_bits(self):
         return MULT_BITS - (self.options >> 1 & 0xF)
+
+    @property
+    def pipeline_registers(self):
+        return bool(self.options & self.OPTIONS_PIPELINE)
+
+    @property
+    def requant_mode(self):
+        return "tflite" if self.options & self.OPTIONS_TFLITE else "fpganet"
+
+    #: The configuration fields ``options`` packs, in PING's printout.
+    OPTION_FIELDS = ("broadcast_operands", "requant_mult_bits", "pipeline_registers",
+                     "requant_mode")
 
     @property
     def weight_word_bytes(self):
