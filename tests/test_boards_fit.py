@@ -145,6 +145,20 @@ def test_icebreaker_refuses_the_tflite_requantizer_before_synthesis(tmp_path, ca
     assert issubclass(Refused, FpganetError)
 
 
+@pytest.mark.parametrize("flags", [["--requant-mode", "tflite"], ["--rows", "8"]])
+def test_compile_for_a_board_refuses_what_its_build_refuses(tmp_path, capsys, flags):
+    """`fpganet compile --board B` compiles for what `fpganet synth --board B` builds: a
+    configuration the build refuses (the tflite requantizer, 8 rows on 64 KiB of weights,
+    which the SPRAMs cannot hold) is refused at compile time, in one line, nothing written."""
+    from fpganet.cli import main
+
+    assert main(["compile", "--board", "icebreaker", *flags, "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("fpganet: error: iCEBreaker") and "\n" not in err
+    assert "'fpganet synth --board icebreaker' refuses this configuration" in err
+    assert list(tmp_path.iterdir()) == []
+
+
 def _processes_in(folder):
     """Processes whose working directory is under ``folder`` (Linux's /proc; empty elsewhere)."""
     from pathlib import Path
