@@ -257,20 +257,26 @@ class WindowGenerator(wiring.Component):
         for j in range(cols):
             update(m, lane_next_addr[j], walked_addr, enable=walk & (lane == j))
             update(m, lane_next_valid[j], w_n < regs.npix, enable=walk & (lane == j), reset=start)
-        slots, cycles = self._bank_schedule(m, walk=walk, lane=lane, valid=w_n < regs.npix,
-                                            bank=walked_addr[:config.bank_bits],
-                                            begin=walker_first | start_walk)
+        next_inoff = Mux(ox_wrap, w_inrow + rowstep, w_inoff + regs.stride_x)
+        next_gbase = w_gbase + regs.in_gstep
         update(m, next_group_end, tile_wrap, enable=lane_end)
         update(m, next_final, tile_wrap & (w_groups_left == 1), enable=lane_end)
         update(m, w_n, w_n + 1, enable=walk & ~w_n[cw], reset=restart)
         update(m, w_ox, w_ox + 1, enable=walk, reset=restart | (walk & ox_wrap))
         update(m, w_inrow, w_inrow + rowstep, enable=walk & ox_wrap, reset=restart)
-        update(m, w_inoff, Mux(ox_wrap, w_inrow + rowstep, w_inoff + regs.stride_x), enable=walk,
-               reset=restart)
+        update(m, w_inoff, next_inoff, enable=walk, reset=restart)
         with m.If(start):
             m.d.sync += w_gbase.eq(regs.in_base)
         with m.Elif(group_end):
-            m.d.sync += w_gbase.eq(w_gbase + regs.in_gstep)
+            m.d.sync += w_gbase.eq(next_gbase)
+        if config.pipeline_registers:
+            bank = self._walked_bank(m, start=start, restart=restart, group_end=group_end,
+                                     walk=walk, w_gbase=w_gbase, w_inoff=w_inoff,
+                                     next_gbase=next_gbase, next_inoff=next_inoff)
+        else:
+            bank = walked_addr[:config.bank_bits]
+        slots, cycles = self._bank_schedule(m, walk=walk, lane=lane, valid=w_n < regs.npix,
+                                            bank=bank, begin=walker_first | start_walk)
         update(m, w_tile, w_tile + 1, enable=lane_end, reset=restart)
         # In flip-flops: the comparisons were in front of the walker's resets and enables.
         registered_wrap(m, ox_wrap, w_ox, regs.out_w, restart=restart, step=walk)
@@ -292,6 +298,20 @@ class WindowGenerator(wiring.Component):
             m.d.sync += w_busy.eq(0)
         return (_Tile(lane_next_addr, lane_next_valid, next_group_end, next_final, slots, cycles),
                 lane_end, w_groups_left)
+
+    def _walked_bank(self, m, *, start, restart, group_end, walk, w_gbase, w_inoff, next_gbase,
+                     next_inoff):
+        """The bank of the walked lane's address ``w_gbase + w_inoff``, in a register loaded
+        from the two registers' next values: the address adder no longer sits in front of
+        the bank schedule's multiplexer (the ULX3S build's longest path with it)."""
+        bb = self.config.bank_bits
+        if not bb:
+            return C(0, 0)
+        gbase = Mux(start, self.regs.in_base[:bb], Mux(group_end, next_gbase[:bb], w_gbase[:bb]))
+        inoff = Mux(restart, 0, Mux(walk, next_inoff[:bb], w_inoff[:bb]))
+        bank = Signal(bb, name="walked_bank")
+        m.d.sync += bank.eq(gbase + inoff)
+        return bank
 
     def _bank_schedule(self, m, *, walk, lane, valid, bank, begin):
         """With ``config.pipeline_registers``: the gather's bank schedule of the tile being
@@ -317,10 +337,12 @@ class WindowGenerator(wiring.Component):
             update(m, in_bank[b], in_bank[b] + 1, enable=hit, reset=begin)
         for j in range(cols):
             update(m, slots[j], slot, enable=walk & (lane == j))
+        # A lane's slot is at most ``cycles`` (the most lanes in a bank so far, at least 1), so
+        # ``max(cycles, slot + 1)`` is one more exactly when they are equal: no magnitude compare.
         with m.If(begin):
             m.d.sync += cycles.eq(1)
-        with m.Elif(walk & valid & (slot + 1 > cycles)):
-            m.d.sync += cycles.eq(slot + 1)
+        with m.Elif(walk & valid & (slot == cycles)):
+            m.d.sync += cycles.eq(cycles + 1)
         return slots, cycles
 
     def _beat_sequencer(self, m, *, load, first, tile, mid, finished):

@@ -361,6 +361,9 @@ WINDOW_CASES = [
     (dict(rows=2, cols=8, pipeline_registers=True), "conv",
      dict(C=2, H=5, W=6, M=3, k=3, pad=1, stride=1, pitch=9)),
     (dict(rows=2, cols=8, pipeline_registers=True), "pool", dict(C=3, H=6, W=4, k=2, stride=2)),
+    # Each channel a group 25 bytes on (1 mod the 8 banks): the bank schedule follows the
+    # group's base from the walk's first lane on.
+    (dict(rows=2, cols=8, pipeline_registers=True), "pool", dict(C=3, H=5, W=5, k=1, stride=1)),
     # Every lane in one bank: each beat takes LANES gather cycles, in both settings.
     (dict(rows=2, cols=4), "pool", dict(C=1, H=8, W=16, k=1, stride=4)),
     (dict(rows=2, cols=4, pipeline_registers=True), "pool", dict(C=1, H=8, W=16, k=1, stride=4)),
