@@ -320,8 +320,8 @@ class ResultWriter(wiring.Component):
         final = Signal()
         m.d.comb += [
             active.eq(self.results.valid),
-            *([] if ahead else [group_done.eq(active & (arbiter.remaining == 0))]),
-            last_group.eq(walk.group_lane + R >= regs.lanes),
+            *([] if ahead else [group_done.eq(active & (arbiter.remaining == 0)),
+                                last_group.eq(walk.group_lane + R >= regs.lanes)]),
             take.eq(group_done & last_group),
             *([] if ahead else [self.results.ready.eq(take)]),
             last_row.eq(self.pool | (walk.row + 1 == rows)),
@@ -380,6 +380,11 @@ class ResultWriter(wiring.Component):
         with m.Elif(f.group_done):
             m.d.sync += w.group.eq(w.group << 1)
         update(m, w.group_lane, w.group_lane + R, enable=f.group_done, reset=start | f.take)
+        if arbiter is None:
+            # The look-ahead walk keeps the last-group compare in a flip-flop, loaded from the
+            # next group_lane: the compare was in front of the walk's resets and enables.
+            next_lane = Mux(start | f.take, 0, Mux(f.group_done, w.group_lane + R, w.group_lane))
+            m.d.sync += f.last_group.eq(next_lane + R >= regs.lanes)
         update(m, w.cursor, Mux(f.last_group, Mux(f.last_row, tile_end.as_value(),
                                                   w.tile_start.as_value()),
                                 chain[R].as_value()),
