@@ -4,7 +4,7 @@ The default core is the accelerator behind the UART host link
 (:func:`accelerator_core`) on an 8x8 array (64 int8 MACs per cycle) with two
 requantizer lanes, one MULT18X18D per processing element with the product
 register inside the DSP (:class:`~fpganet.hdl.ecp5_dsp.ECP5ProcessingElement`),
-and a 40 MHz clock from an EHXPLLL (what the design meets today; the aim is
+and a 55 MHz clock from an EHXPLLL (what the design meets today; the aim is
 100 MHz). nextpnr-ecp5 routes with router1: router2 oscillated on this
 design. ``--core stand-in`` builds
 the array alone, fed from ROMs.
@@ -36,11 +36,11 @@ BAUD = 3_000_000
 #: Block RAM: 144 EBR of weights, 32 of activations, 208 on the chip.
 #:
 #: The clock is 55 MHz, not the 100 MHz aimed at: with its pipeline registers (the gathered
-#: operands and the instruction word registered, bank schedules computed ahead instead of
-#: arbitrated, the parameter memory's write stage) this design routes at 62.4 MHz with that
-#: target (56.8-61.1 for netlists of nearly the same logic; 45.2 MHz at 40 without them).
-#: The long paths now (boards/README.md): the result writer's walk from one lane group's
-#: positions to the next's, and the window's bank schedule.
+#: operands, the instruction word and the OUTPUT byte registered, bank schedules computed
+#: ahead instead of arbitrated, the parameter memory's write stage) this design routes at
+#: 59.5-62.4 MHz with that target over netlists a commit or two apart (45.2 MHz at 40
+#: without them). The long path now (boards/README.md): the result writer's walk from one
+#: lane group's positions to the next's.
 DEFAULT_CONFIG = AcceleratorConfig(rows=8, cols=8, requant_lanes=2, weight_buffer_bytes=288 * 1024,
                                    act_buffer_bytes=64 * 1024, act_bank_factor=2,
                                    bias_buffer_words=4096, pipeline_registers=True, clock_hz=55e6)
