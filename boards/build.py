@@ -292,9 +292,13 @@ def _kill_session(process):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
     # The tools, orphaned by the script's death, die and are reaped a moment later: wait
-    # for that, so that none is left when the build returns.
+    # for that, so that none is left when the build returns. Where fpganet is itself the
+    # reaper (PID 1 of a container, a subreaper), the orphans are its children: reap them.
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-process.pid, os.WNOHANG)[0]:
+                pass
         try:
             os.killpg(process.pid, 0)
         except ProcessLookupError:

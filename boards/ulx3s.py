@@ -38,8 +38,8 @@ BAUD = 3_000_000
 #: The clock is 55 MHz, not the 100 MHz aimed at: with its pipeline registers (the gathered
 #: operands, the instruction word and the OUTPUT byte registered, bank schedules computed
 #: ahead instead of arbitrated, the parameter memory's write stage) this design routes at
-#: 59.5-62.4 MHz with that target over netlists a commit or two apart (45.2 MHz at 40
-#: without them). The long path now (boards/README.md): the result writer's walk from one
+#: 59.5 MHz with that target (44244e2; 61.7 MHz at the two commits before it; 45.2 MHz at
+#: 40 without them). The long path now (boards/README.md): the result writer's walk from one
 #: lane group's positions to the next's.
 DEFAULT_CONFIG = AcceleratorConfig(rows=8, cols=8, requant_lanes=2, weight_buffer_bytes=288 * 1024,
                                    act_buffer_bytes=64 * 1024, act_bank_factor=2,

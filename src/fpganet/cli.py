@@ -581,15 +581,18 @@ def _raise_terminated(signum, frame):
 def _sigterm_as_exception():
     """Turn SIGTERM into :class:`_Terminated` for the duration, so that a terminated command
     cleans up as an interrupted one does (a build's tool session killed, the folder built
-    aside removed) instead of leaving its tools running. Only the main thread gets signals."""
-    if threading.current_thread() is not threading.main_thread():
+    aside removed) instead of leaving its tools running. Only the main thread gets signals;
+    an ignored SIGTERM stays ignored."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN):
         yield
         return
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        # None: a handler installed outside Python, which cannot be put back from here.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def main(argv=None):

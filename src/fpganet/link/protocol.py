@@ -29,7 +29,9 @@ __all__ = ["SYNC", "PROTOCOL_VERSION", "HEADER_BYTES", "CRC_BYTES", "FRAME_OVERH
            "read_output_payload", "MAX_ADDRESS", "FrameError", "split_frame", "ERROR_COUNTERS"]
 
 SYNC = 0xA5
-PROTOCOL_VERSION = 3
+#: 4: PING's options byte carries pipeline_registers and the tflite mode (a board built
+#: before them would report an unpipelined fpganet-mode accelerator whatever it holds).
+PROTOCOL_VERSION = 4
 HEADER_BYTES = 4          # sync, type, length (2)
 CRC_BYTES = 2
 FRAME_OVERHEAD = HEADER_BYTES + CRC_BYTES
