@@ -39,7 +39,8 @@ from . import report as _report
 from .icebreaker import BOARD as ICEBREAKER
 from .ulx3s import BOARD as ULX3S
 
-__all__ = ["BOARDS", "BuildError", "DoesNotFit", "Refused", "board_config", "build", "configure", "run",
+__all__ = ["BOARDS", "BuildError", "DoesNotFit", "Refused", "board_config", "build", "check_buildable",
+           "configure", "run",
            "main", "toolchain_env", "toolchain_versions"]
 
 BOARDS = {board.name: board for board in (ICEBREAKER, ULX3S)}
@@ -123,6 +124,14 @@ def _without_overridden(defaults, given):
     return kept
 
 
+def check_buildable(board, config, core=None):
+    """Raise :class:`Refused` if ``board`` (a :class:`~fpganet.boards.common.Board`) cannot hold
+    ``core`` (default: its default core) built for ``config``: its ``refuse`` says why."""
+    reason = board.refuse(config, core or board.default_core) if board.refuse else None
+    if reason:
+        raise Refused(f"{board.description}: {reason}")
+
+
 def build(board, config=None, output="build/synth", *, core=None, seed=None, pll=True,
           synth_opts=(), nextpnr_opts=(), verbose=False, timeout_s=None):
     """Build ``core`` (default: the board's default core) for ``board``; return the report dict.
@@ -142,9 +151,7 @@ def build(board, config=None, output="build/synth", *, core=None, seed=None, pll
             raise FpganetError(f"unknown board {board!r}: use one of {', '.join(BOARDS)}") from None
     config = board.default_config if config is None else config
     core = board.default_core if core is None else core
-    reason = board.refuse(config, core) if board.refuse else None
-    if reason:
-        raise Refused(f"{board.description}: {reason}")
+    check_buildable(board, config, core)
     seed = board.seed if seed is None else seed
     timeout_s = board.build_timeout_s if timeout_s is None else timeout_s
     output = Path(output)

@@ -24,7 +24,7 @@ A program whose values do not fit (a count of ``2**count_width`` or more, a ``LO
 runs; :func:`fpganet.perf.check_registers` reports it (the ISA simulator too, but for ``LANES``).
 """
 
-from amaranth.hdl import Value
+from amaranth.hdl import Mux, Value
 from amaranth.lib import data
 
 from fpganet.isa import COUNT_WIDTH, LOOP_COUNT_WIDTH, Reg, quant_bits
@@ -48,6 +48,14 @@ def update(m, register, value, *, enable, reset=None):
     else:
         with m.If(enable):
             m.d.sync += register.eq(value)
+
+
+def next_value(register, value, *, enable, reset=None):
+    """What :func:`update` loads into ``register`` at the next clock edge, as an expression:
+    for a register kept beside it that is loaded from its next value (a flag, a few bits of a
+    sum) instead of being computed from it a cycle later."""
+    following = Mux(enable, value, register)
+    return following if reset is None else Mux(reset, 0, following)
 
 
 def registered_wrap(m, wrap, count, limit, *, restart, step):

@@ -45,7 +45,7 @@ from fpganet.isa import QUANT_LAYOUT
 
 from .memories import BankArbiter, param_layout, route_to_banks
 from .postproc import MULTIPLIERS, requantizer
-from .registers import count_down, register_layout, registered_wrap, update
+from .registers import count_down, next_value, register_layout, registered_wrap, update
 from .systolic import result_layout
 
 __all__ = ["ResultWriter"]
@@ -379,12 +379,12 @@ class ResultWriter(wiring.Component):
             m.d.sync += w.group.eq(1)
         with m.Elif(f.group_done):
             m.d.sync += w.group.eq(w.group << 1)
-        update(m, w.group_lane, w.group_lane + R, enable=f.group_done, reset=start | f.take)
+        lane_step = dict(value=w.group_lane + R, enable=f.group_done, reset=start | f.take)
+        update(m, w.group_lane, **lane_step)
         if arbiter is None:
             # The look-ahead walk keeps the last-group compare in a flip-flop, loaded from the
             # next group_lane: the compare was in front of the walk's resets and enables.
-            next_lane = Mux(start | f.take, 0, Mux(f.group_done, w.group_lane + R, w.group_lane))
-            m.d.sync += f.last_group.eq(next_lane + R >= regs.lanes)
+            m.d.sync += f.last_group.eq(next_value(w.group_lane, **lane_step) + R >= regs.lanes)
         update(m, w.cursor, Mux(f.last_group, Mux(f.last_row, tile_end.as_value(),
                                                   w.tile_start.as_value()),
                                 chain[R].as_value()),

@@ -49,7 +49,7 @@ from amaranth.lib.wiring import In, Out
 from fpganet.config import AcceleratorConfig
 
 from .memories import BankArbiter, bank_hits, route_to_banks
-from .registers import count_down, register_layout, registered_wrap, update
+from .registers import count_down, next_value, register_layout, registered_wrap, update
 from .systolic import operand_layout
 
 __all__ = ["WindowGenerator"]
@@ -270,9 +270,9 @@ class WindowGenerator(wiring.Component):
         with m.Elif(group_end):
             m.d.sync += w_gbase.eq(next_gbase)
         if config.pipeline_registers:
-            bank = self._walked_bank(m, start=start, restart=restart, group_end=group_end,
-                                     walk=walk, w_gbase=w_gbase, w_inoff=w_inoff,
-                                     next_gbase=next_gbase, next_inoff=next_inoff)
+            bank = self._walked_bank(
+                m, Mux(start, regs.in_base, next_value(w_gbase, next_gbase, enable=group_end)),
+                next_value(w_inoff, next_inoff, enable=walk, reset=restart))
         else:
             bank = walked_addr[:config.bank_bits]
         slots, cycles = self._bank_schedule(m, walk=walk, lane=lane, valid=w_n < regs.npix,
@@ -299,18 +299,16 @@ class WindowGenerator(wiring.Component):
         return (_Tile(lane_next_addr, lane_next_valid, next_group_end, next_final, slots, cycles),
                 lane_end, w_groups_left)
 
-    def _walked_bank(self, m, *, start, restart, group_end, walk, w_gbase, w_inoff, next_gbase,
-                     next_inoff):
+    def _walked_bank(self, m, gbase, inoff):
         """The bank of the walked lane's address ``w_gbase + w_inoff``, in a register loaded
-        from the two registers' next values: the address adder no longer sits in front of
-        the bank schedule's multiplexer (the ULX3S build's longest path with it)."""
+        from the two registers' next values ``gbase`` and ``inoff``: the address adder no
+        longer sits in front of the bank schedule's multiplexer (the ULX3S build's longest
+        path with it)."""
         bb = self.config.bank_bits
         if not bb:
             return C(0, 0)
-        gbase = Mux(start, self.regs.in_base[:bb], Mux(group_end, next_gbase[:bb], w_gbase[:bb]))
-        inoff = Mux(restart, 0, Mux(walk, next_inoff[:bb], w_inoff[:bb]))
         bank = Signal(bb, name="walked_bank")
-        m.d.sync += bank.eq(gbase + inoff)
+        m.d.sync += bank.eq(gbase[:bb] + inoff[:bb])
         return bank
 
     def _bank_schedule(self, m, *, walk, lane, valid, bank, begin):

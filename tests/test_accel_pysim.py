@@ -163,8 +163,8 @@ def test_counts_at_the_top_of_their_registers():
     check(config, machine, x)
 
 
-@pytest.mark.parametrize("pattern,pipelined", [(0b1011_0010_0111, False), (0x0F0F_00F1, False), (0b1011_0010_0111, True),
-                                               (0x0F0F_00F1, True)])
+@pytest.mark.parametrize("pattern,pipelined", [(0b1011_0010_0111, False), (0x0F0F_00F1, False),
+                                               (0b1011_0010_0111, True), (0x0F0F_00F1, True)])
 def test_back_pressure_keeps_the_bytes(pattern, pipelined):
     """A slow output stream stretches OUTPUT and STAMP but changes no byte."""
     config = small(pipeline_registers=pipelined)

@@ -156,14 +156,15 @@ def _compile_config(args):
     """The configuration of a compile command line: the board's, or the defaults, plus flags.
     A board refuses a configuration its build would refuse (``Board.refuse``)."""
     if getattr(args, "board", None):
-        from .boards.build import BOARDS, config_from_args as board_config_from_args
+        from .boards.build import BOARDS, Refused, check_buildable, config_from_args as board_config_from_args
 
         board = BOARDS[args.board]
         config = board_config_from_args(board, args)
-        reason = board.refuse(config, board.default_core) if board.refuse else None
-        if reason:
-            raise FpganetError(f"{board.description}: {reason} ('fpganet synth --board "
-                               f"{args.board}' refuses this configuration)")
+        try:
+            check_buildable(board, config)
+        except Refused as refusal:
+            raise FpganetError(f"{refusal} ('fpganet synth --board {args.board}' refuses this "
+                               f"configuration)") from None
         return config
     return config_from_args(args)
 

@@ -26,7 +26,7 @@ from amaranth.hdl import Shape, signed, unsigned
 from amaranth.lib import data
 
 __all__ = ["Opcode", "Reg", "Instruction", "encode", "decode", "INSTRUCTION_BITS", "INSTRUCTION_LAYOUT",
-           "SET_LAYOUT", "LOOP_LAYOUT", "EMPTY_WALK_COUNTS", "ENGINE_COUNTS", "REGION_COUNTS", "region_name", "COUNT_WIDTH", "LOOP_COUNT_WIDTH",
+           "SET_LAYOUT", "LOOP_LAYOUT", "EMPTY_WALK_COUNTS", "empty_walk", "ENGINE_COUNTS", "REGION_COUNTS", "region_name", "COUNT_WIDTH", "LOOP_COUNT_WIDTH",
            "count_width", "register_overflow", "HostSpace", "STAMP_BYTES", "host_word_bytes",
            "host_memory_words", "PARAM_BITS", "PARAM_LAYOUTS", "REQUANT_MODES", "TFLITE_MULT_TOP",
            "param_ranges", "pack_param", "unpack_param", "QUANT_LAYOUT", "quant_bits", "pack_quant",
@@ -150,6 +150,12 @@ class Reg(enum.IntEnum):
 #: other register and takes one cycle.
 EMPTY_WALK_COUNTS = (Reg.GROUPS, Reg.TILES, Reg.LANES, Reg.K_C, Reg.K_H, Reg.K_W)
 
+
+def empty_walk(regs):
+    """Whether a ``CONV`` or ``POOL`` with these registers (``{Reg: value}``) is an empty walk."""
+    return 0 in [regs[reg] for reg in EMPTY_WALK_COUNTS]
+
+
 #: Count registers of the engine walk (``CONV``, ``POOL``) and of the region instructions.
 ENGINE_COUNTS = (Reg.K_C, Reg.K_H, Reg.K_W, Reg.OUT_W, Reg.NPIX, Reg.TILES, Reg.GROUPS, Reg.M)
 REGION_COUNTS = (Reg.IO_CHANNELS, Reg.IO_ROWS, Reg.IO_LEN)
@@ -177,12 +183,11 @@ def register_overflow(regs, config, opcode):
     """Why the hardware cannot run ``opcode`` with the registers ``regs`` (``{Reg: value}``):
     a message naming the first count that does not fit its register, or None.
 
-    An empty engine walk (a zero among ``GROUPS, TILES, LANES, K_C, K_H, K_W``) reads no
-    other count, so it is not checked.
+    An empty engine walk (:func:`empty_walk`) reads no other count, so it is not checked.
     """
     opcode = Opcode(opcode)
     if opcode in (Opcode.CONV, Opcode.POOL):
-        if 0 in [regs[reg] for reg in EMPTY_WALK_COUNTS]:
+        if empty_walk(regs):
             return None
         counts = ENGINE_COUNTS
     elif opcode in (Opcode.FILL, Opcode.INPUT, Opcode.OUTPUT):

@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fpganet.config import AcceleratorConfig
-from fpganet.isa import EMPTY_WALK_COUNTS, Opcode, Reg, decode, register_overflow
+from fpganet.isa import Opcode, Reg, decode, empty_walk, register_overflow
 
 __all__ = ["ProgramError", "InstructionCycles", "ProgramCycles", "check_registers", "engine_cycles",
            "engine_tile_costs", "instruction_cycles", "program_cycles", "layer_summaries",
@@ -70,10 +70,6 @@ class ProgramError(ValueError):
     """A program outside what the hardware runs (a count too large, ``LANES`` out of range...)."""
 
 
-def _engine_counts(regs):
-    return [regs[reg] for reg in EMPTY_WALK_COUNTS]
-
-
 def check_registers(regs, config, opcode):
     """Raise :class:`ProgramError` if ``opcode`` with these registers is outside the hardware's range:
     a count wider than its register (:func:`fpganet.isa.count_width`, ``LOOP_COUNT`` at a
@@ -82,7 +78,7 @@ def check_registers(regs, config, opcode):
     message = register_overflow(regs, config, opcode)
     if message:
         raise ProgramError(message)
-    if opcode in (Opcode.CONV, Opcode.POOL) and 0 not in _engine_counts(regs):
+    if opcode in (Opcode.CONV, Opcode.POOL) and not empty_walk(regs):
         if not 1 <= regs[Reg.LANES] <= config.cols:
             raise ProgramError(f"{opcode.name}: LANES = {regs[Reg.LANES]} outside 1..{config.cols}")
 
@@ -134,7 +130,7 @@ def engine_tile_costs(regs, config, pool):
 
 def engine_cycles(regs, config, pool=False):
     """Cycles of a ``CONV`` (``pool=False``) or ``POOL`` with these registers."""
-    if 0 in _engine_counts(regs):
+    if empty_walk(regs):
         return 1
     check_registers(regs, config, Opcode.POOL if pool else Opcode.CONV)
     B, W = engine_tile_costs(regs, config, pool)
@@ -265,7 +261,7 @@ def program_cycles(program_words, config=None, *, max_steps=MAX_STEPS):
                 cache[key] = instruction_cycles(instruction, regs, config)
             cycles = cache[key]
             snapshot = dict(regs)
-            if op is Opcode.CONV and 0 not in _engine_counts(regs):
+            if op is Opcode.CONV and not empty_walk(regs):
                 macs = useful_macs(regs, config)
         else:
             cycles = instruction_cycles(instruction, regs, config)

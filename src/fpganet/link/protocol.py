@@ -195,6 +195,9 @@ class DeviceInfo(_Packed):
                      "requant_latency", "broadcast_operands", "requant_mult_bits",
                      "pipeline_registers", "requant_mode", "weight_buffer_bytes",
                      "act_buffer_bytes", "bias_buffer_words", "program_words")
+    #: The configuration fields ``options`` packs (below), in PING's printout.
+    OPTION_FIELDS = ("broadcast_operands", "requant_mult_bits", "pipeline_registers",
+                     "requant_mode")
 
     #: ``options`` bit 0: ``broadcast_operands``; bits 1-4 hold ``15 - requant_mult_bits``,
     #: so that a board with whole multipliers (and one built before the field) sends 0 there;
@@ -227,10 +230,6 @@ class DeviceInfo(_Packed):
     @property
     def requant_mode(self):
         return "tflite" if self.options & self.OPTIONS_TFLITE else "fpganet"
-
-    #: The configuration fields ``options`` packs, in PING's printout.
-    OPTION_FIELDS = ("broadcast_operands", "requant_mult_bits", "pipeline_registers",
-                     "requant_mode")
 
     @property
     def weight_word_bytes(self):
