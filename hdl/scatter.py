@@ -26,7 +26,9 @@ Timing, all of it fixed by the registers:
 With ``config.pipeline_registers`` the walk runs up to two lane groups ahead of the
 group being written, into a queue that carries each group's addresses, flags and bank
 schedule (the lowest-lane-first order: the same cycles), so that the first row may come
-no earlier than three cycles after ``start``.
+no earlier than three cycles after ``start``. Its lanes keep a position each, moved
+``requant_lanes`` pixels (or a row's last group's lanes) on in closed form: one compare
+with a threshold and a choice of two precomputed sums, not a chain of column steps.
 
 The parameter entry of the next row's channel is read when a row is taken, so
 it is ready when the next row starts (and in the cycle after ``start`` for the
@@ -146,7 +148,9 @@ class ResultWriter(wiring.Component):
         config = self.config
         R, cols, aw, cw = config.requant_lanes, config.cols, config.act_addr_width, config.count_width
         walk = self._walk_state()
-        chain, addresses, writable = self._lane_positions(m, walk)
+        advances = self._advance_constants(m)
+        lanes = self._lane_registers()
+        addresses, writable = self._lane_addresses(m, walk, lanes)
         slots, cycles = self._write_schedule(m, addresses, writable)
         entry = data.StructLayout({
             "addr": data.ArrayLayout(aw, R), "writable": R, "group": cols // R,
@@ -172,8 +176,8 @@ class ResultWriter(wiring.Component):
         done = self._end_flags(m, group_done, head.last_group, head.last_row,
                                head.tile_wrap, head.last_grp)                # the head's
         m.d.comb += self.results.ready.eq(done.take)
-        tile_end = self._tile_end(m, walk, chain)
-        start, _ = self._bookkeeping(m, walk, flags, chain, tile_end, None)
+        start, _ = self._bookkeeping(m, walk, flags, None, None, None)
+        self._advance_lanes(m, lanes, advances, flags, start)
         m.d.comb += step.eq(~start & (held != 2))      # the walk is reset in the start's cycle
 
         pushed = Signal(entry)
@@ -219,6 +223,124 @@ class ResultWriter(wiring.Component):
             longest = Mux(writable[l] & (slots[l] + 1 > longest), slots[l] + 1, longest)
         m.d.comb += cycles.eq(longest)
         return slots, cycles
+
+    def _advance_layout(self):
+        """How a lane's position moves ``pixels`` pixels on: its column wraps when it is at least
+        ``threshold``, and then adds ``ox_wrap_add`` and ``off_wrap_add`` instead of ``ox_add``
+        and ``off_add`` (all modulo their widths)."""
+        aw, cw, R = self.config.act_addr_width, self.config.count_width, self.config.requant_lanes
+        return data.StructLayout({"pixels": range(R + 1), "threshold": cw, "ox_add": cw,
+                                  "ox_wrap_add": cw, "off_add": aw, "off_wrap_add": aw})
+
+    def _advance(self, m, amount):
+        """The :meth:`_advance_layout` of ``amount`` pixels (``1..requant_lanes``, an int or a
+        signal) for this instruction's ``OUT_W`` and ``OUT_PITCH``: ``amount`` pixels on from
+        column ``ox`` is ``q`` rows and ``r`` columns on (``q, r = divmod(amount, OUT_W)``), one
+        row more when ``ox + r >= OUT_W``. ``OUT_W`` only matters up to ``requant_lanes``: a
+        wider row holds the whole step (``q = 0``)."""
+        regs, R = self.regs, self.config.requant_lanes
+        q, r = Signal(range(R + 1)), Signal(self.config.count_width)
+        m.d.comb += [q.eq(0), r.eq(amount)]
+        amounts = [amount] if isinstance(amount, int) else range(1, R + 1)
+        with m.Switch(regs.out_w if isinstance(amount, int) else Cat(regs.out_w, amount)):
+            for k in amounts:
+                for w in range(1, k + 1):
+                    with m.Case(w | ((0 if isinstance(amount, int) else k) << len(regs.out_w))):
+                        m.d.comb += [q.eq(k // w), r.eq(k % w)]
+        rows_on = sum(Mux(q[i], regs.out_pitch << i, 0) for i in range(len(q)))    # q * OUT_PITCH
+        advance = Signal(self._advance_layout())
+        m.d.comb += [
+            advance.pixels.eq(amount), advance.threshold.eq(regs.out_w - r),
+            advance.ox_add.eq(r), advance.ox_wrap_add.eq(r - regs.out_w),
+            advance.off_add.eq(r + rows_on), advance.off_wrap_add.eq(r - regs.out_w + rows_on + regs.out_pitch),
+        ]
+        return advance
+
+    def _advance_constants(self, m):
+        """The look-ahead walk's steps, in flip-flops loaded from the registers in every cycle
+        (they hold from the engine's start, a cycle before the walk reads these): ``group``,
+        ``requant_lanes`` pixels (the next lane group of a row); ``tile``, from a row's last
+        group to the next tile's first, ``((LANES - 1) % requant_lanes) + 1`` pixels; and
+        ``first[l]``, pixel ``l`` (lane ``l``'s first position) for ``l = 1..requant_lanes-1``."""
+        regs, R, cols = self.regs, self.config.requant_lanes, self.config.cols
+        last_lanes = Signal(range(R + 1))       # lanes of a row's last group
+        m.d.comb += last_lanes.eq(R)
+        with m.Switch(regs.lanes):
+            for lanes in range(1, cols + 1):
+                with m.Case(lanes):
+                    m.d.comb += last_lanes.eq((lanes - 1) % R + 1)
+        computed = {"group": self._advance(m, R), "tile": self._advance(m, last_lanes),
+                    **{f"first{l}": self._advance(m, l) for l in range(1, R)}}
+        registered = {}
+        for name, value in computed.items():
+            registered[name] = Signal(self._advance_layout(), name=f"advance_{name}")
+            m.d.sync += registered[name].eq(value)
+        return SimpleNamespace(group=registered["group"], tile=registered["tile"],
+                               first=[None] + [registered[f"first{l}"] for l in range(1, R)])
+
+    def _lane_registers(self):
+        """The look-ahead walk's lanes: each lane's position in the group being walked, and
+        in the tile's first group (where the tile's next row starts)."""
+        R = self.config.requant_lanes
+        layout = self._lane_layout()
+        return SimpleNamespace(position=[Signal(layout, name=f"lane{l}") for l in range(R)],
+                               tile_start=[Signal(layout, name=f"lane{l}_tile_start") for l in range(R)])
+
+    def _lane_layout(self):
+        """A lane's position in the output map: pixel index n, column ox, offset."""
+        aw, cw = self.config.act_addr_width, self.config.count_width
+        return data.StructLayout({"n": cw + 1, "ox": cw, "off": aw})
+
+    def _stepped(self, m, position, advance):
+        """``position`` moved ``advance.pixels`` on: one compare and a choice of two sums each
+        (no chain of column steps)."""
+        cw, aw = self.config.count_width, self.config.act_addr_width
+        wrap = position.ox >= advance.threshold
+        moved = Signal(self._lane_layout())
+        m.d.comb += [
+            moved.n.eq(self._count_up(position.n, advance.pixels)),
+            moved.ox.eq(Mux(wrap, position.ox + advance.ox_wrap_add, position.ox + advance.ox_add)[:cw]),
+            moved.off.eq(Mux(wrap, position.off + advance.off_wrap_add, position.off + advance.off_add)[:aw]),
+        ]
+        return moved
+
+    def _lane_addresses(self, m, walk, lanes):
+        """The look-ahead walk's group: each lane's address and whether it is written."""
+        config, regs = self.config, self.regs
+        aw, R = config.act_addr_width, config.requant_lanes
+        live = Signal()
+        m.d.comb += live.eq(self.pool | (walk.chan < regs.m))
+        addresses = [Signal(aw, name=f"out_addr{l}") for l in range(R)]
+        writable = Signal(R)
+        for l, position in enumerate(lanes.position):
+            m.d.comb += [
+                addresses[l].eq(walk.rowbase + position.off),
+                writable[l].eq(live & (walk.group_lane + l < regs.lanes) & (position.n < regs.npix)),
+            ]
+        return addresses, writable
+
+    def _advance_lanes(self, m, lanes, advances, flags, start):
+        """Each lane of the look-ahead walk to its place in the next group: ``requant_lanes``
+        pixels on within a row; from a row's last group to the tile's first (a next row) or
+        the next tile's first (the tile's last row); pixel ``l`` at the start and at each
+        engine group's. The positions past a tile's ``LANES`` or the map's ``NPIX`` are not
+        written, so they only have to follow the same rule."""
+        f = flags
+        for l, (position, tile_start) in enumerate(zip(lanes.position, lanes.tile_start)):
+            first = Signal(self._lane_layout(), name=f"lane{l}_first")
+            if l:
+                m.d.comb += [first.n.eq(l), first.ox.eq(advances.first[l].ox_add),
+                             first.off.eq(advances.first[l].off_add)]
+            tile_end = self._stepped(m, position, advances.tile)
+            following = Mux(f.last_group, Mux(f.last_row, tile_end.as_value(), tile_start.as_value()),
+                            self._stepped(m, position, advances.group).as_value())
+            with m.If(start | f.group_end):
+                m.d.sync += [position.eq(first), tile_start.eq(first)]
+            with m.Else():
+                with m.If(f.group_done):
+                    m.d.sync += position.eq(following)
+                with m.If(f.row_end):
+                    m.d.sync += tile_start.eq(tile_end)
 
     def _count_up(self, value, amount):
         """``value + amount`` in ``count_width + 1`` bits, the top one sticky: past
@@ -385,11 +507,12 @@ class ResultWriter(wiring.Component):
             # The look-ahead walk keeps the last-group compare in a flip-flop, loaded from the
             # next group_lane: the compare was in front of the walk's resets and enables.
             m.d.sync += f.last_group.eq(next_value(w.group_lane, **lane_step) + R >= regs.lanes)
-        update(m, w.cursor, Mux(f.last_group, Mux(f.last_row, tile_end.as_value(),
-                                                  w.tile_start.as_value()),
-                                chain[R].as_value()),
-               enable=f.group_done, reset=start | f.group_end)
-        update(m, w.tile_start, tile_end, enable=f.row_end, reset=start | f.group_end)
+        if arbiter is not None:       # the look-ahead walk's lanes: _advance_lanes
+            update(m, w.cursor, Mux(f.last_group, Mux(f.last_row, tile_end.as_value(),
+                                                      w.tile_start.as_value()),
+                                    chain[R].as_value()),
+                   enable=f.group_done, reset=start | f.group_end)
+            update(m, w.tile_start, tile_end, enable=f.row_end, reset=start | f.group_end)
         update(m, w.row, w.row + 1, enable=f.take, reset=start | f.row_end)
         update(m, w.tile, w.tile + 1, enable=f.row_end, reset=start | f.group_end)
         # In a flip-flop: the parameter memory's read address hangs on it, and the comparison

@@ -432,6 +432,16 @@ WRITER_CASES = [
     (dict(rows=3, cols=6, requant_lanes=3, pipeline_registers=True), "conv",
      dict(C=1, H=4, W=5, M=5, k=2, pad=0, stride=1, lanes=5)),
     (dict(rows=2, cols=8, pipeline_registers=True), "pool", dict(C=2, H=6, W=6, k=2, stride=2, out_pitch=10)),
+    # Its lanes step in closed form: rows narrower than a lane group (one, two or three
+    # rows' wraps per step), and tiles whose LANES a lane group does not divide.
+    (dict(rows=2, cols=8, requant_lanes=2, pipeline_registers=True), "conv",
+     dict(C=1, H=12, W=1, M=3, k=1, pad=0, stride=1, out_pitch=3)),
+    (dict(rows=2, cols=8, requant_lanes=4, pipeline_registers=True), "conv",
+     dict(C=1, H=7, W=2, M=3, k=1, pad=0, stride=1, lanes=6, out_pitch=5)),
+    (dict(rows=3, cols=6, requant_lanes=3, pipeline_registers=True), "conv",
+     dict(C=1, H=5, W=2, M=4, k=1, pad=0, stride=1, lanes=4)),
+    (dict(rows=2, cols=8, requant_lanes=8, pipeline_registers=True), "conv",
+     dict(C=1, H=9, W=3, M=3, k=1, pad=0, stride=1, lanes=7, out_pitch=4)),
 ]
 
 
