@@ -83,7 +83,10 @@ class ActivationBuffer(wiring.Component):
     rd_en : In(1)
         Read enable of all banks; while low, ``rd_data`` holds.
     rd_data : Out(ArrayLayout(8, act_banks))
-        Byte read from each bank, one cycle after its address (synchronous read).
+        Byte read from each bank, one cycle after its address (synchronous read). With
+        ``config.pipeline_registers`` a register behind each bank, which also loads only in
+        cycles with ``rd_en``, makes it two (``config.act_read_latency``): the bytes of the
+        read one ``rd_en`` cycle before the latest, a pipeline that advances with ``rd_en``.
     wr_addr : In(ArrayLayout(bank_word_width, act_banks))
     wr_data : In(ArrayLayout(8, act_banks))
     wr_en : In(act_banks)
@@ -121,8 +124,15 @@ class ActivationBuffer(wiring.Component):
                                                      init=self._init[b::config.act_banks])
             rd = bank.read_port()
             wr = bank.write_port()
+            read = rd.data
+            if config.act_read_latency == 2:
+                # Beside the block RAM: an ECP5 block RAM's output appears 5.8 ns after the
+                # clock, and the routing from it to the consumers' multiplexers took 5 ns more.
+                read = Signal(8, name=f"bank{b}_data")
+                with m.If(self.rd_en):
+                    m.d.sync += read.eq(rd.data)
             m.d.comb += [
-                rd.addr.eq(self.rd_addr[b]), rd.en.eq(self.rd_en), self.rd_data[b].eq(rd.data),
+                rd.addr.eq(self.rd_addr[b]), rd.en.eq(self.rd_en), self.rd_data[b].eq(read),
                 wr.addr.eq(self.wr_addr[b]), wr.data.eq(self.wr_data[b]), wr.en.eq(self.wr_en[b]),
             ]
         return m

@@ -53,8 +53,10 @@ class RegionUnit(wiring.Component):
     rd_addr : Out(config.act_addr_width)
     rd_en : Out(1)
     bank_data : In(ArrayLayout(8, act_banks))
-        ``OUTPUT`` reads: ``rd_addr``'s word in every bank, one cycle later, held
-        while ``rd_en`` is low; the unit picks the byte of ``rd_addr``'s bank.
+        ``OUTPUT`` reads: ``rd_addr``'s word in every bank, ``config.act_read_latency``
+        cycles with ``rd_en`` later, held while ``rd_en`` is low; the unit picks the byte
+        of ``rd_addr``'s bank. With the pipeline registers ``rd_en`` is high in every
+        ``OUTPUT`` cycle in which the offered byte does not wait, so the reads advance.
     done : Out(1)
         High in the instruction's final cycle, the one after the last byte is
         written or taken. It comes from a flip-flop: the controller's next fetch
@@ -64,9 +66,10 @@ class RegionUnit(wiring.Component):
     Timing, with the streams never stalling: ``FILL`` and ``INPUT`` take ``N + 2``
     cycles for ``N`` bytes (the ``start`` cycle, one byte per cycle, the ``done``
     cycle); ``OUTPUT`` takes ``N + 2 + config.output_latency``: the read, and with
-    ``config.pipeline_registers`` a register behind the banks' multiplexer, so that a
-    block RAM's output does not run through the multiplexer into the consumer of
-    ``output`` in one cycle (the ULX3S build's longest path without it).
+    ``config.pipeline_registers`` the banks' registers and a register behind the banks'
+    multiplexer, so that a block RAM's output runs neither through the multiplexer nor
+    into the consumer of ``output`` in its cycle (each was once the ULX3S build's longest
+    path).
     """
 
     def __init__(self, config):
@@ -125,19 +128,24 @@ class RegionUnit(wiring.Component):
 
         m.d.comb += [self.wr_addr.eq(addr), self.rd_addr.eq(addr)]
 
-        # OUTPUT: the byte read last is on the banks' outputs (or, registered, on out_byte)
-        # until taken.
+        # OUTPUT: the byte read last is on the banks' outputs until taken. With the pipeline
+        # registers the reads are a pipeline that advances unless the offered byte waits
+        # (``rd_en``: the banks' registers advance with it): the read, the banks' registers,
+        # out_byte behind the banks' multiplexer.
         out_valid = Signal()
         bank_sel = Signal(max(1, bb))
         issue = Signal()
-        registered = config.output_latency == 2
+        registered = config.pipeline_registers
         if registered:
-            read_valid = Signal()     # a byte read, on the banks' outputs
+            stall = Signal()
+            read_valid = [Signal(name=f"read_valid{i}") for i in range(config.act_read_latency)]
+            read_sel = [Signal(max(1, bb), name=f"read_sel{i}") for i in range(config.act_read_latency)]
             out_byte = Signal(8)
-            load = Signal()           # it moves to out_byte
-            m.d.comb += load.eq(read_valid & (~out_valid | self.output.ready))
-            room = ~read_valid | load
-            drained = ~walking & ~read_valid
+            m.d.comb += stall.eq(out_valid & ~self.output.ready)
+            room = ~stall
+            drained = ~walking
+            for valid in read_valid:
+                drained &= ~valid
         else:
             load = issue
             room = ~out_valid | self.output.ready
@@ -153,21 +161,25 @@ class RegionUnit(wiring.Component):
                              self.wr_en.eq(advance), self.wr_data.eq(self.input.payload)]
                 m.d.sync += self.done.eq(advance & is_last)
             with m.Case(RegionMode.OUTPUT):
-                m.d.comb += [issue.eq(walking & room), advance.eq(issue), self.rd_en.eq(issue)]
+                m.d.comb += [issue.eq(walking & room), advance.eq(issue),
+                             self.rd_en.eq(~stall if registered else issue)]
                 m.d.sync += self.done.eq(drained & out_valid & self.output.ready)
 
+        if registered:
+            with m.If(self.start):
+                m.d.sync += [valid.eq(0) for valid in read_valid]
+            with m.Elif(~stall):
+                m.d.sync += [after.eq(before) for before, after in zip([issue, *read_valid], read_valid)]
+                m.d.sync += [after.eq(before) for before, after in zip([addr[:bb], *read_sel], read_sel)]
+            read_byte = self.bank_data[read_sel[-1]] if bb else self.bank_data[0]
+            with m.If(~stall):
+                m.d.sync += [out_valid.eq(read_valid[-1]), out_byte.eq(read_byte)]
+            m.d.comb += [self.output.valid.eq(out_valid), self.output.payload.eq(out_byte)]
+            return m
         if bb:
             with m.If(issue):
                 m.d.sync += bank_sel.eq(addr[:bb])
         read_byte = self.bank_data[bank_sel] if bb else self.bank_data[0]
-        if registered:
-            with m.If(issue):
-                m.d.sync += read_valid.eq(1)
-            with m.Elif(load):
-                m.d.sync += read_valid.eq(0)
-            with m.If(load):
-                m.d.sync += out_byte.eq(read_byte)
-            read_byte = out_byte
         m.d.comb += [self.output.valid.eq(out_valid), self.output.payload.eq(read_byte)]
         with m.If(load):
             m.d.sync += out_valid.eq(1)

@@ -29,10 +29,11 @@ Stages (each a register boundary):
   is read in the same cycles.
 * **output** (``S2``): the bytes arrive (synchronous reads) and the beat is offered
   on ``operands`` the cycle after its last gather cycle; with
-  ``config.pipeline_registers`` the gathered bytes and the weight word are registered
-  first and offered a cycle later (``config.operand_latency`` after the last gather
-  cycle), so that a block RAM's output does not share a cycle with the gather and the
-  consumer's logic.
+  ``config.pipeline_registers`` the bytes arrive a cycle later, through the activation
+  banks' registers (the weight word is delayed beside them), and the gathered bytes and
+  the weight word are registered before their offer (``config.operand_latency``, 3, after
+  the last gather cycle), so that a block RAM's output shares a cycle with neither the
+  gather nor the consumer's logic.
 
 Back-pressure: while an offered beat is not taken (the array holds a tile's
 ``last`` beat until the previous tile's results are out), every stage freezes,
@@ -111,7 +112,7 @@ class WindowGenerator(wiring.Component):
     bank_addr : Out(ArrayLayout(bank_word_width, act_banks))
     bank_en : Out(1)
     bank_data : In(ArrayLayout(8, act_banks))
-        The activation buffer's read ports (one cycle of read latency).
+        The activation buffer's read ports (``config.act_read_latency`` cycles with ``bank_en``).
     w_addr : Out(weight_addr_width)
     w_en : Out(1)
     w_data : In(8 * rows)
@@ -157,6 +158,7 @@ class WindowGenerator(wiring.Component):
         s_finished = Signal()  # every beat has entered the gather stage
         s1_full = Signal()     # the gather stage holds a beat
         o_valid = Signal()     # the output stage offers a beat
+        o_read = Signal()      # pipeline registers: a beat's bytes on the block RAMs' outputs
         load = Signal()        # a beat enters the gather stage...
         first = Signal()       # ...the first of its tile
         start_walk = Signal()  # ...and a tile follows it: walk that one now
@@ -167,7 +169,7 @@ class WindowGenerator(wiring.Component):
             m.d.sync += running.eq(1)
         drained = s_finished & ~s1_full & ~o_valid
         if self.config.pipeline_registers:
-            drained &= ~self.operands.valid
+            drained &= ~o_read & ~self.operands.valid
         with m.Elif(drained):
             m.d.sync += running.eq(0)
         m.d.comb += self.busy.eq(running)
@@ -197,7 +199,7 @@ class WindowGenerator(wiring.Component):
                                     finished=s_finished)
         self._gather_load(m, gather, stall=stall, s1_full=s1_full, load=load, first=first, tile=tile,
                           beat=beat)
-        self._output(m, stall=stall, o_valid=o_valid, gather=gather)
+        self._output(m, stall=stall, o_valid=o_valid, o_read=o_read, gather=gather)
         return m
 
     def _lane_walker(self, m, *, stall, running, start_walk):
@@ -480,12 +482,29 @@ class WindowGenerator(wiring.Component):
         update(m, gather.waddr, beat.waddr, enable=load)
         update(m, gather.last, beat.last, enable=load)
 
-    def _output(self, m, *, stall, o_valid, gather):
+    def _output(self, m, *, stall, o_valid, o_read, gather):
         """The output stage (S2): the bytes read in the beat's gather cycles, offered on
-        ``operands`` (``o_valid``); drives ``stall``."""
+        ``operands`` (``o_valid``); drives ``stall``. With the pipeline registers the bytes
+        come a cycle later (``o_read`` is the stage between: the banks' registers,
+        ``config.act_read_latency``), and the weight word is delayed beside them."""
         config = self.config
         cols, banks = config.cols, config.act_banks
         hits = gather.hits
+        done, last = gather.done, gather.last
+        w_data = self.w_data
+        if config.act_read_latency == 2:
+            hit_r = [Signal(banks, name=f"hit_r{j}") for j in range(cols)]
+            o_last_r = Signal()
+            w_data = Signal.like(self.w_data, name="w_data_r")
+            with m.If(self.start):
+                m.d.sync += o_read.eq(0)
+            with m.Elif(~stall):
+                m.d.sync += o_read.eq(done)
+            with m.If(~stall):
+                m.d.sync += [o_last_r.eq(last), w_data.eq(self.w_data)]
+                m.d.sync += [hit_r[j].eq(Cat(hits[b][j] for b in range(banks))) for j in range(cols)]
+            hits = [[hit_r[j][b] for j in range(cols)] for b in range(banks)]
+            done, last = o_read, o_last_r
 
         o_last = Signal()
         hit_d = [Signal(banks, name=f"hit_d{j}") for j in range(cols)]   # lane j read bank b
@@ -501,12 +520,12 @@ class WindowGenerator(wiring.Component):
         with m.If(self.start):
             m.d.sync += o_valid.eq(0)
         with m.Elif(~stall):
-            m.d.sync += o_valid.eq(gather.done)
+            m.d.sync += o_valid.eq(done)
         with m.If(~stall):
-            m.d.sync += o_last.eq(gather.last)
+            m.d.sync += o_last.eq(last)
             m.d.sync += [b_hold[j].eq(b_cur[j]) for j in range(cols)]
             m.d.sync += [hit_d[j].eq(Cat(hits[b][j] for b in range(banks))) for j in range(cols)]
-        a_cur = [self.w_data[8 * i:8 * i + 8] for i in range(config.rows)]
+        a_cur = [w_data[8 * i:8 * i + 8] for i in range(config.rows)]
         payload = self.operands.payload
         if config.pipeline_registers:
             # The offer register: everything behind it freezes with it, so it needs no skid.

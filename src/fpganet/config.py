@@ -103,15 +103,16 @@ class AcceleratorConfig:
         other byte, fall in different banks instead of meeting two to a bank.
     pipeline_registers : bool
         Registers for clocks beyond what the block RAMs' unregistered outputs allow (the
-        ULX3S's choice): the window generator registers the gathered activation bytes and
-        the weight word before it offers them (each ``CONV``/``POOL`` takes one cycle more:
-        :attr:`operand_latency`); the controller decodes the instruction from a register
+        ULX3S's choice): a register behind each activation bank's block RAM
+        (:attr:`act_read_latency` 2), and the window generator registers the gathered
+        activation bytes and the weight word before it offers them (each ``CONV``/``POOL``
+        takes two cycles more: :attr:`operand_latency`); the controller decodes the instruction from a register
         read one instruction ahead (a taken ``LOOP`` takes 2 cycles); the window and the
         result writer follow bank schedules computed a tile or a lane group ahead instead of
         arbitrating, and the writer's walk runs ahead (no cycle changes); the parameter
         memory's host writes go through a write stage; the region unit registers an
-        ``OUTPUT`` byte behind the banks' multiplexer (each ``OUTPUT`` takes one cycle
-        more: :attr:`output_latency`). The numerics are the same.
+        ``OUTPUT`` byte behind the banks' multiplexer (with the banks' registers, each
+        ``OUTPUT`` takes two cycles more: :attr:`output_latency`). The numerics are the same.
     clock_hz : float
         Clock the performance figures assume unless a routed Fmax replaces it.
     """
@@ -204,18 +205,25 @@ class AcceleratorConfig:
         return 3 if self.broadcast_operands else self.cols + 2
 
     @property
-    def operand_latency(self):
-        """Cycles from a beat's last gather cycle to its offer to the array or the pool unit:
-        1 (the block RAMs' read), 2 with :attr:`pipeline_registers`."""
+    def act_read_latency(self):
+        """Cycles from an activation-buffer read to its bytes: 1 (the block RAMs' read), 2
+        with :attr:`pipeline_registers` (a register behind each bank's block RAM)."""
         return 2 if self.pipeline_registers else 1
 
     @property
+    def operand_latency(self):
+        """Cycles from a beat's last gather cycle to its offer to the array or the pool unit:
+        :attr:`act_read_latency`, and with :attr:`pipeline_registers` one more (the gathered
+        beat is registered before its offer): 1 or 3."""
+        return self.act_read_latency + (1 if self.pipeline_registers else 0)
+
+    @property
     def output_latency(self):
-        """Cycles from an ``OUTPUT`` byte's read to its offer on the output stream: 1 (the
-        block RAMs' read), 2 with :attr:`pipeline_registers` (the byte is registered behind
-        the banks' multiplexer). An ``OUTPUT`` of ``N`` bytes takes ``N + 2 +
-        output_latency`` cycles."""
-        return 2 if self.pipeline_registers else 1
+        """Cycles from an ``OUTPUT`` byte's read to its offer on the output stream:
+        :attr:`act_read_latency`, and with :attr:`pipeline_registers` one more (the byte is
+        registered behind the banks' multiplexer): 1 or 3. An ``OUTPUT`` of ``N`` bytes takes
+        ``N + 2 + output_latency`` cycles."""
+        return self.act_read_latency + (1 if self.pipeline_registers else 0)
 
     @property
     def mult_step(self):

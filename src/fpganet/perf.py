@@ -40,7 +40,7 @@ row has been taken), ``X`` the cycle its last row is taken, and ``D`` the
 cycles the front end has been stalled so far::
 
     E_0 = LANES + 3                        (the first walk from the cycle after start)
-    P_t = E_t + B_t + D + OL - 1           (OL: config.operand_latency, 1 or 2)
+    P_t = E_t + B_t + D + OL - 1           (OL: config.operand_latency, 1 or 3)
     A_t = max(P_t, X_{t-1} + 1);   D += A_t - P_t
     X_t = A_t + LAT + W_t - 1
     E_{t+1} = E_t + max(B_t, LANES + 1)
