@@ -4,7 +4,7 @@ The default core is the accelerator behind the UART host link
 (:func:`accelerator_core`) on an 8x8 array (64 int8 MACs per cycle) with two
 requantizer lanes, one MULT18X18D per processing element with the product
 register inside the DSP (:class:`~fpganet.hdl.ecp5_dsp.ECP5ProcessingElement`),
-and a 55 MHz clock from an EHXPLLL (what the design meets today; the aim is
+and a 65 MHz clock from an EHXPLLL (what the design meets today; the aim is
 100 MHz). nextpnr-ecp5 routes with router1: router2 oscillated on this
 design. ``--core stand-in`` builds
 the array alone, fed from ROMs.
@@ -35,15 +35,16 @@ BAUD = 3_000_000
 #: conflicts (VWW needs 55.5 KiB, ResNet-8 54.2 KiB), 4,096 parameter entries (VWW 2,994).
 #: Block RAM: 144 EBR of weights, 32 of activations, 208 on the chip.
 #:
-#: The clock is 55 MHz, not the 100 MHz aimed at: with its pipeline registers (the gathered
-#: operands, the instruction word and the OUTPUT byte registered, bank schedules computed
-#: ahead instead of arbitrated, the parameter memory's write stage) this design routes at
-#: 59.5 MHz with that target (44244e2; 61.7 MHz at the two commits before it; 45.2 MHz at
-#: 40 without them). The long path now (boards/README.md): the result writer's walk from one
-#: lane group's positions to the next's.
+#: The clock is 65 MHz, not the 100 MHz aimed at: with its pipeline registers (the gathered
+#: operands, the instruction word, the activation banks' outputs and the OUTPUT byte
+#: registered, bank schedules computed ahead instead of arbitrated, the result writer's lanes
+#: stepped in closed form, the parameter memory's write stage) this design routes at
+#: 68.3 MHz with that target and the board's seed 2 (seed 1 did not finish routing in 30
+#: minutes; 45.2 MHz at 40 without the registers). The long path now (boards/README.md): the
+#: window's gather schedule into the banks' read addresses.
 DEFAULT_CONFIG = AcceleratorConfig(rows=8, cols=8, requant_lanes=2, weight_buffer_bytes=288 * 1024,
                                    act_buffer_bytes=64 * 1024, act_bank_factor=2,
-                                   bias_buffer_words=4096, pipeline_registers=True, clock_hz=55e6)
+                                   bias_buffer_words=4096, pipeline_registers=True, clock_hz=65e6)
 
 
 def ecp5_array(config):
@@ -119,6 +120,9 @@ BOARD = Board(
     # router1: router2 oscillated on the accelerator (overuse falling to a few hundred wires,
     # then climbing) and did not finish in 25 minutes; router1 routed it in 9.
     nextpnr_opts=("--router", "router1"),
+    # At 65 MHz seed 2 routed in 18 minutes (68.3 MHz); seed 1 still had 14,000 arcs to route
+    # after 30 minutes of router1 (boards/README.md).
+    seed=2,
     # The default accelerator took 9-35 minutes on two cores, the longest with other jobs.
     build_timeout_s=5400,
     resources={
