@@ -447,12 +447,45 @@ WRITER_CASES = [
 
 @pytest.mark.parametrize("case", range(len(WRITER_CASES)))
 def test_result_writer_addresses_values_and_timing(case):
-    overrides, kind, shape = WRITER_CASES[case]
+    check_result_writer(*WRITER_CASES[case], seed=case)
+
+
+def random_writer_case(rng, pipelined):
+    """A random shape for the result writer: lane groups of 1-8 lanes, rows narrower and wider
+    than a group, LANES that a group does not divide, padded output rows."""
+    rows, cols, lanes_per_group = [(2, 8, 1), (2, 8, 2), (2, 8, 4), (2, 8, 8), (3, 6, 3),
+                                   (3, 6, 2), (2, 4, 4)][rng.integers(7)]
+    overrides = dict(rows=rows, cols=cols, requant_lanes=lanes_per_group, pipeline_registers=pipelined)
+    H, W = (int(v) for v in rng.integers(1, 9, 2))
+    k = int(rng.integers(1, min(H, W, 3) + 1))
+    shape = dict(C=int(rng.integers(1, 3)), H=H, W=W, k=k, stride=int(rng.integers(1, 3)))
+    out_w = (W - k) // shape["stride"] + 1
+    if rng.random() < 0.5:
+        shape["out_pitch"] = out_w + int(rng.integers(0, 4))
+    if rng.random() < 0.5:
+        shape["lanes"] = int(rng.integers(1, cols + 1))
+    if rng.random() < 0.3:
+        return overrides, "pool", shape
+    shape.update(M=int(rng.integers(1, 7)), pad=0)
+    return overrides, "conv", shape
+
+
+@pytest.mark.parametrize("pipelined", [False, True])
+def test_result_writer_random_shapes(pipelined):
+    rng = np.random.default_rng(17 + pipelined)
+    for case in range(24):
+        overrides, kind, shape = random_writer_case(rng, pipelined)
+        check_result_writer(overrides, kind, shape, seed=case)
+
+
+def check_result_writer(overrides, kind, shape, seed):
+    """The writer's bytes against the ISA's address formula and the requantizer's contract, its
+    row takes against fpganet.perf's lane-group costs, ``done`` after the final write."""
     config = AcceleratorConfig(act_buffer_bytes=1024, **overrides)
-    regs, _, params = engine_regs(config, kind, seed=case, **shape)
+    regs, _, params = engine_regs(config, kind, seed=seed, **shape)
     pool = kind == "pool"
     dut = ResultWriter(config)
-    rng = np.random.default_rng(case)
+    rng = np.random.default_rng(seed)
     rows = 1 if pool else config.rows
     groups, tiles, lanes = regs[Reg.GROUPS], regs[Reg.TILES], regs[Reg.LANES]
     K = regs[Reg.K_C] * regs[Reg.K_H] * regs[Reg.K_W]
