@@ -73,11 +73,6 @@ class _Beat(NamedTuple):
     last: Value        # it closes its tile
 
 
-def _reads_in(valid, slots, cycle):
-    """The lanes that read in a beat's gather cycle ``cycle`` of a tile's bank schedule."""
-    return valid & Cat(slot == cycle for slot in slots)
-
-
 class _Gather(NamedTuple):
     """The gather stage's beat and what its lanes read this cycle."""
     base: list         # lane j's address at kernel offset 0 (the tile's)
@@ -94,7 +89,6 @@ class _Gather(NamedTuple):
     cycles: Value
     count: Value       # ...the beat's gather cycle
     final_cycle: Value # ...which is its last
-    served: Value      # ...the lanes it reads (a flip-flop, loaded from the next state)
 
 
 class WindowGenerator(wiring.Component):
@@ -429,7 +423,9 @@ class WindowGenerator(wiring.Component):
             s1_cycles = Signal(range(cols + 1))
             s1_count = Signal(range(cols))
             s1_final_cycle = Signal()
-            served = Signal(cols)      # s1_full & s1_tvalid[j] & (s1_slot[j] == s1_count)
+            served = Signal(cols)
+            for j in range(cols):
+                m.d.comb += served[j].eq(s1_full & s1_tvalid[j] & (s1_slot[j] == s1_count))
             remaining = None
         else:
             m.submodules.arbiter = arbiter = BankArbiter(cols, config.act_banks)
@@ -452,7 +448,7 @@ class WindowGenerator(wiring.Component):
         else:
             m.d.comb += beat_done.eq(s1_full & (remaining == 0))
         return _Gather(s1_base, s1_tvalid, s1_koff, s1_pend, s1_waddr, s1_last, remaining, hits,
-                       beat_done, addresses, s1_slot, s1_cycles, s1_count, s1_final_cycle, served)
+                       beat_done, addresses, s1_slot, s1_cycles, s1_count, s1_final_cycle)
 
     def _gather_load(self, m, gather, *, stall, s1_full, load, first, tile, beat):
         """The gather stage (S1), its registers: a beat enters on ``load`` (with its tile's lanes
@@ -468,17 +464,6 @@ class WindowGenerator(wiring.Component):
                 m.d.sync += gather.final_cycle.eq(cycles == 1)
             with m.Elif(~stall & s1_full):
                 m.d.sync += gather.final_cycle.eq(gather.count + 2 == gather.cycles)
-            # The lanes read in the next cycle, from the next state of the stage, the count
-            # and the schedule (``load`` implies ``~stall``): the schedule's compare is no
-            # longer in front of the banks' read-address multiplexers.
-            following = Mux(load, Mux(first, _reads_in(tile.valid, tile.slot, 0),
-                                      _reads_in(gather.tvalid, gather.slot, 0)),
-                            Mux(s1_full & ~gather.done,
-                                _reads_in(gather.tvalid, gather.slot, gather.count + 1), 0))
-            with m.If(self.start):
-                m.d.sync += gather.served.eq(0)
-            with m.Elif(~stall):
-                m.d.sync += gather.served.eq(following)
             update(m, gather.cycles, tile.cycles, enable=load & first)
             for j in range(self.config.cols):
                 update(m, gather.slot[j], tile.slot[j], enable=load & first)
