@@ -106,13 +106,14 @@ class AcceleratorConfig:
         ULX3S's choice): a register behind each activation bank's block RAM
         (:attr:`act_read_latency` 2), and the window generator registers the gathered
         activation bytes and the weight word before it offers them (each ``CONV``/``POOL``
-        takes two cycles more: :attr:`operand_latency`); the controller decodes the instruction from a register
-        read one instruction ahead (a taken ``LOOP`` takes 2 cycles); the window and the
-        result writer follow bank schedules computed a tile or a lane group ahead instead of
-        arbitrating, and the writer's walk runs ahead (no cycle changes); the parameter
-        memory's host writes go through a write stage; the region unit registers an
-        ``OUTPUT`` byte behind the banks' multiplexer (with the banks' registers, each
-        ``OUTPUT`` takes two cycles more: :attr:`output_latency`). The numerics are the same.
+        takes two cycles more: :attr:`operand_latency`); the controller decodes the
+        instruction from a register read one instruction ahead (a taken ``LOOP`` takes 2
+        cycles); the window and the result writer follow bank schedules computed a tile or a
+        lane group ahead instead of arbitrating, and the writer's walk runs ahead, its lanes
+        stepping in closed form (no cycle changes); the parameter memory's host writes go
+        through a write stage; the region unit registers an ``OUTPUT`` byte behind the banks'
+        multiplexer (with the banks' registers, each ``OUTPUT`` takes two cycles more:
+        :attr:`output_latency`). The numerics are the same.
     clock_hz : float
         Clock the performance figures assume unless a routed Fmax replaces it.
     """
