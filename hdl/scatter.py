@@ -258,7 +258,8 @@ class ResultWriter(wiring.Component):
 
     def _advance_constants(self, m):
         """The look-ahead walk's steps, in flip-flops loaded from the registers in every cycle
-        (they hold from the engine's start, a cycle before the walk reads these): ``group``,
+        (the registers hold from the engine's start; the walk first reads these in the cycle
+        after, when the writer's registered start resets it): ``group``,
         ``requant_lanes`` pixels (the next lane group of a row); ``tile``, from a row's last
         group to the next tile's first, ``((LANES - 1) % requant_lanes) + 1`` pixels; and
         ``first[l]``, pixel ``l`` (lane ``l``'s first position) for ``l = 1..requant_lanes-1``."""
