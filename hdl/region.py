@@ -133,7 +133,6 @@ class RegionUnit(wiring.Component):
         # (``rd_en``: the banks' registers advance with it): the read, the banks' registers,
         # out_byte behind the banks' multiplexer.
         out_valid = Signal()
-        bank_sel = Signal(max(1, bb))
         issue = Signal()
         registered = config.pipeline_registers
         if registered:
@@ -176,6 +175,7 @@ class RegionUnit(wiring.Component):
                 m.d.sync += [out_valid.eq(read_valid[-1]), out_byte.eq(read_byte)]
             m.d.comb += [self.output.valid.eq(out_valid), self.output.payload.eq(out_byte)]
             return m
+        bank_sel = Signal(max(1, bb))
         if bb:
             with m.If(issue):
                 m.d.sync += bank_sel.eq(addr[:bb])

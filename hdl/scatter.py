@@ -150,7 +150,7 @@ class ResultWriter(wiring.Component):
         walk = self._walk_state()
         advances = self._advance_constants(m)
         lanes = self._lane_registers()
-        addresses, writable = self._lane_addresses(m, walk, lanes)
+        addresses, writable = self._lane_addresses(m, walk, lanes.position)
         slots, cycles = self._write_schedule(m, addresses, writable)
         entry = data.StructLayout({
             "addr": data.ArrayLayout(aw, R), "writable": R, "group": cols // R,
@@ -305,15 +305,16 @@ class ResultWriter(wiring.Component):
         ]
         return moved
 
-    def _lane_addresses(self, m, walk, lanes):
-        """The look-ahead walk's group: each lane's address and whether it is written."""
+    def _lane_addresses(self, m, walk, positions):
+        """The walk's group: each lane's address and whether it is written, from the lanes'
+        ``positions`` (anything with an offset ``off`` and a pixel index ``n``)."""
         config, regs = self.config, self.regs
         aw, R = config.act_addr_width, config.requant_lanes
         live = Signal()
         m.d.comb += live.eq(self.pool | (walk.chan < regs.m))
         addresses = [Signal(aw, name=f"out_addr{l}") for l in range(R)]
         writable = Signal(R)
-        for l, position in enumerate(lanes.position):
+        for l, position in enumerate(positions):
             m.d.comb += [
                 addresses[l].eq(walk.rowbase + position.off),
                 writable[l].eq(live & (walk.group_lane + l < regs.lanes) & (position.n < regs.npix)),
@@ -397,22 +398,11 @@ class ResultWriter(wiring.Component):
 
     def _lane_positions(self, m, walk):
         """The lanes of the walk's group: positions (``chain``), addresses, which are written."""
-        config, regs = self.config, self.regs
-        aw, R = config.act_addr_width, config.requant_lanes
+        R = self.config.requant_lanes
         chain = [walk.cursor]
         for _ in range(R):
             chain.append(self._step(m, chain[-1]))
-
-        # Lanes of this group: address, validity, pending mask.
-        live = Signal()
-        m.d.comb += live.eq(self.pool | (walk.chan < regs.m))
-        addresses = [Signal(aw, name=f"out_addr{l}") for l in range(R)]
-        writable = Signal(R)
-        for l in range(R):
-            m.d.comb += [
-                addresses[l].eq(walk.rowbase + chain[l].off),
-                writable[l].eq(live & (walk.group_lane + l < regs.lanes) & (chain[l].n < regs.npix)),
-            ]
+        addresses, writable = self._lane_addresses(m, walk, chain[:R])
         return chain, addresses, writable
 
     def _arbiter(self, m, addresses, pending):
@@ -506,9 +496,10 @@ class ResultWriter(wiring.Component):
         update(m, w.group_lane, **lane_step)
         if arbiter is None:
             # The look-ahead walk keeps the last-group compare in a flip-flop, loaded from the
-            # next group_lane: the compare was in front of the walk's resets and enables.
+            # next group_lane: the compare was in front of the walk's resets and enables. Its
+            # lanes move in _advance_lanes.
             m.d.sync += f.last_group.eq(next_value(w.group_lane, **lane_step) + R >= regs.lanes)
-        if arbiter is not None:       # the look-ahead walk's lanes: _advance_lanes
+        else:
             update(m, w.cursor, Mux(f.last_group, Mux(f.last_row, tile_end.as_value(),
                                                       w.tile_start.as_value()),
                                     chain[R].as_value()),

@@ -482,6 +482,17 @@ class WindowGenerator(wiring.Component):
         update(m, gather.waddr, beat.waddr, enable=load)
         update(m, gather.last, beat.last, enable=load)
 
+    def _output_stage(self, m, stall, valid, valid_in, *loads):
+        """A register stage of the output path: ``valid`` (cleared at start) and the
+        statements ``loads`` advance unless the offered beat waits."""
+        with m.If(self.start):
+            m.d.sync += valid.eq(0)
+        with m.Elif(~stall):
+            m.d.sync += valid.eq(valid_in)
+        with m.If(~stall):
+            for statements in loads:
+                m.d.sync += statements
+
     def _output(self, m, *, stall, o_valid, o_read, gather):
         """The output stage (S2): the bytes read in the beat's gather cycles, offered on
         ``operands`` (``o_valid``); drives ``stall``. With the pipeline registers the bytes
@@ -496,13 +507,8 @@ class WindowGenerator(wiring.Component):
             hit_r = [Signal(banks, name=f"hit_r{j}") for j in range(cols)]
             o_last_r = Signal()
             w_data = Signal.like(self.w_data, name="w_data_r")
-            with m.If(self.start):
-                m.d.sync += o_read.eq(0)
-            with m.Elif(~stall):
-                m.d.sync += o_read.eq(done)
-            with m.If(~stall):
-                m.d.sync += [o_last_r.eq(last), w_data.eq(self.w_data)]
-                m.d.sync += [hit_r[j].eq(Cat(hits[b][j] for b in range(banks))) for j in range(cols)]
+            self._output_stage(m, stall, o_read, done, [o_last_r.eq(last), w_data.eq(self.w_data)],
+                               [hit_r[j].eq(Cat(hits[b][j] for b in range(banks))) for j in range(cols)])
             hits = [[hit_r[j][b] for j in range(cols)] for b in range(banks)]
             done, last = o_read, o_last_r
 
@@ -517,14 +523,9 @@ class WindowGenerator(wiring.Component):
             for b in range(banks):
                 selected = selected | Mux(hit_d[j][b], self.bank_data[b], 0)
             m.d.comb += b_cur[j].eq(selected)
-        with m.If(self.start):
-            m.d.sync += o_valid.eq(0)
-        with m.Elif(~stall):
-            m.d.sync += o_valid.eq(done)
-        with m.If(~stall):
-            m.d.sync += o_last.eq(last)
-            m.d.sync += [b_hold[j].eq(b_cur[j]) for j in range(cols)]
-            m.d.sync += [hit_d[j].eq(Cat(hits[b][j] for b in range(banks))) for j in range(cols)]
+        self._output_stage(m, stall, o_valid, done, [o_last.eq(last)],
+                           [b_hold[j].eq(b_cur[j]) for j in range(cols)],
+                           [hit_d[j].eq(Cat(hits[b][j] for b in range(banks))) for j in range(cols)])
         a_cur = [w_data[8 * i:8 * i + 8] for i in range(config.rows)]
         payload = self.operands.payload
         if config.pipeline_registers:
