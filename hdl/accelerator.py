@@ -51,8 +51,9 @@ class Accelerator(wiring.Component):
         (not ``busy``).
     start : In(1)
         Pulse while idle: run the program from instruction 0. With
-        ``config.pipeline_registers``, not in the first cycle after reset nor in the cycle of
-        a host write to instruction 0 (the controller reads it ahead while idle).
+        ``config.pipeline_registers``, not in the first cycle after reset, nor in the cycle of
+        a host write to instruction 0 or the cycle after (the controller reads it ahead while
+        idle, and the write goes through a write stage).
     busy : Out(1)
         Running (from the cycle after ``start`` to the cycle after ``END``).
     done : Out(1)
@@ -104,7 +105,7 @@ class Accelerator(wiring.Component):
         # The host writes the program and the parameters only while the controller is idle,
         # and the writer reads the parameters only while it runs; the controller reads the
         # program while it runs (and instruction 0 while idle with the pipeline registers,
-        # which a write reaches by the next cycle's read). Written on the falling edge, they
+        # which a write reaches by the read two cycles later). Written on the falling edge, they
         # need no read-during-write logic around their block RAMs (about 200 iCE40 logic cells
         # for the two at 256 words, measured).
         prog_rd = program.read_port()
@@ -170,21 +171,24 @@ class Accelerator(wiring.Component):
         # Host writes, while idle.
         host = self.host.payload
         host_write = Signal()
+        program_write = [prog_wr.addr.eq(host.addr), prog_wr.data.eq(host.data[:INSTRUCTION_BITS]),
+                         prog_wr.en.eq(host_write & (host.space == HostSpace.PROGRAM))]
         m.d.comb += [
             self.host.ready.eq(~ctrl.busy),
             host_write.eq(self.host.valid & ~ctrl.busy),
-            prog_wr.addr.eq(host.addr), prog_wr.data.eq(host.data[:INSTRUCTION_BITS]),
-            prog_wr.en.eq(host_write & (host.space == HostSpace.PROGRAM)),
+            *([] if config.pipeline_registers else program_write),
             weights.wr_addr.eq(host.addr), weights.wr_data.eq(host.data[:8 * config.rows]),
             weights.wr_en.eq(host_write & (host.space == HostSpace.WEIGHTS)),
         ]
         param_write = [p_wr.addr.eq(host.addr), p_wr.data.eq(param_from_word(host.data, config.requant_mode)),
                        p_wr.en.eq(host_write & (host.space == HostSpace.PARAMS))]
         if config.pipeline_registers:
-            # A write stage on the falling edge, as the weight buffer's: the write enable's
-            # decode and its routing to the parameter memory's many block RAMs get a whole
-            # cycle, not half of one (the critical path of the ULX3S build without it). The
-            # writer reads the parameters only in a CONV, long after the host's last write.
+            # Write stages on the falling edge, as the weight buffer's: the write enables'
+            # decode and their routing to the memories' block RAMs get a whole cycle, not half
+            # of one (the parameter memory's, then the program memory's, were the critical
+            # paths of ULX3S builds without them). The writer reads the parameters only in a
+            # CONV, long after the host's last write; for the program see ``start``.
+            m.d.program_write += program_write
             m.d.params_write += param_write
         else:
             m.d.comb += param_write

@@ -50,8 +50,9 @@ class SPRAMWeightBuffer(wiring.Component):
     """:class:`fpganet.hdl.memories.WeightBuffer` on SB_SPRAM256KA cells.
 
     Same members and timing as :class:`~fpganet.hdl.memories.WeightBuffer`:
-    ``rd_data`` one cycle after ``rd_en``, held while ``rd_en`` is low, undefined
-    after a write until the next read; a write and a read in the same cycle are
+    ``rd_data`` one cycle after ``rd_en`` (two with ``config.pipeline_registers``: a register
+    behind the cells' multiplexer, advancing with ``rd_en``), held while ``rd_en`` is low,
+    undefined after a write until the next read; a write and a read in the same cycle are
     not allowed (the write wins).
 
     Parameters
@@ -119,11 +120,16 @@ class SPRAMWeightBuffer(wiring.Component):
                 )
                 outputs.append(dataout)
             rows.append(Cat(*outputs)[:width])
+        registered = self.config.weight_read_latency == 2
+        selected = Signal(width, name="selected_word") if registered else self.rd_data
         if self.depth_cells > 1:
             with m.Switch(read_row):
                 for row, word in enumerate(rows):
                     with m.Case(row):
-                        m.d.comb += self.rd_data.eq(word)
+                        m.d.comb += selected.eq(word)
         else:
-            m.d.comb += self.rd_data.eq(rows[0])
+            m.d.comb += selected.eq(rows[0])
+        if registered:
+            with m.If(self.rd_en):
+                m.d.sync += self.rd_data.eq(selected)
         return m

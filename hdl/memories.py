@@ -246,7 +246,9 @@ class WeightBuffer(wiring.Component):
     rd_en : In(1)
     rd_data : Out(8 * rows)
         The word at ``rd_addr`` one cycle after a cycle with ``rd_en``; held
-        while ``rd_en`` is low.
+        while ``rd_en`` is low. With ``config.pipeline_registers``, two
+        (``config.weight_read_latency``): the word of the read one ``rd_en`` cycle before
+        the latest, a pipeline that advances with ``rd_en`` (as the activation banks').
     wr_addr : In(weight_addr_width)
     wr_data : In(8 * rows)
     wr_en : In(1)
@@ -268,6 +270,13 @@ class WeightBuffer(wiring.Component):
     #: Cycles after a write's cycle by whose end the word is in the memory.
     write_latency = 1
 
+    #: With ``config.pipeline_registers``: the words of a block of block RAMs behind one
+    #: register (4,096: an ECP5 DP16KD column in its 4,096 x 4 shape, 16 side by side for a
+    #: 64-bit word). The read multiplexer across the blocks then starts from flip-flops,
+    #: not from the block RAMs' outputs: on the ULX3S's 144 DP16KD, 16.2 ns from a block
+    #: RAM through the multiplexer into the register behind it.
+    block_words = 4096
+
     def __init__(self, config):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
@@ -280,11 +289,44 @@ class WeightBuffer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        write = falling_edge_write_domain(m, "weight_write")
+        if self.config.weight_read_latency == 2:
+            return self._elaborate_registered(m, write)
         m.submodules.memory = memory = Memory(shape=8 * self.config.rows,
                                               depth=self.config.weight_buffer_words, init=[])
         rd = memory.read_port()
-        write = falling_edge_write_domain(m, "weight_write")
         wr = memory.write_port(domain=write)
         m.d.comb += [rd.addr.eq(self.rd_addr), rd.en.eq(self.rd_en), self.rd_data.eq(rd.data)]
         m.d[write] += [wr.addr.eq(self.wr_addr), wr.data.eq(self.wr_data), wr.en.eq(self.wr_en)]
+        return m
+
+    def _elaborate_registered(self, m, write):
+        """The buffer as memories of :attr:`block_words` words, a register behind each; the
+        block read last is selected from the registers."""
+        words, width = self.config.weight_buffer_words, 8 * self.config.rows
+        low = min(words, self.block_words).bit_length() - 1
+        blocks = -(-words // self.block_words)
+        chosen = [Signal(range(blocks), name=f"weight_block{stage}") for stage in (1, 2)]
+        with m.If(self.rd_en):
+            m.d.sync += [chosen[0].eq(self.rd_addr[low:]), chosen[1].eq(chosen[0])]
+        wr_addr, wr_data, wr_en = (Signal.like(port, name=f"{port.name}_w")
+                                   for port in (self.wr_addr, self.wr_data, self.wr_en))
+        m.d[write] += [wr_addr.eq(self.wr_addr), wr_data.eq(self.wr_data), wr_en.eq(self.wr_en)]
+        outputs = []
+        for block in range(blocks):
+            m.submodules[f"block{block}"] = memory = Memory(
+                shape=width, depth=min(self.block_words, words - block * self.block_words), init=[])
+            rd = memory.read_port()
+            wr = memory.write_port(domain=write)
+            ours = (lambda address: address[low:] == block) if blocks > 1 else (lambda address: 1)
+            output = Signal(width, name=f"block{block}_data")
+            with m.If(self.rd_en):
+                m.d.sync += output.eq(rd.data)
+            m.d.comb += [rd.addr.eq(self.rd_addr[:low]), rd.en.eq(self.rd_en & ours(self.rd_addr)),
+                         wr.addr.eq(wr_addr[:low]), wr.data.eq(wr_data), wr.en.eq(wr_en & ours(wr_addr))]
+            outputs.append(output)
+        with m.Switch(chosen[1]):
+            for block, output in enumerate(outputs):
+                with m.Case(block):
+                    m.d.comb += self.rd_data.eq(output)
         return m

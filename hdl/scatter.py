@@ -115,8 +115,10 @@ class ResultWriter(wiring.Component):
 
     @property
     def latency(self):
-        """Cycles from a lane group's cycle to the write of its bytes."""
-        return self.config.requant_latency
+        """Cycles from a lane group's cycle to the write of its bytes
+        (``config.write_latency``: the requantizer's, and with the pipeline registers the
+        register in front of it)."""
+        return self.config.write_latency
 
     def elaborate(self, platform):
         m = Module()
@@ -542,15 +544,18 @@ class ResultWriter(wiring.Component):
             sums = Cat(self.results.payload.sums[g * R + l] for l in range(R))
             selected = selected | Mux(group[g], sums, 0)
         m.d.comb += group_sums.eq(selected)
+        inputs = SimpleNamespace(sums=group_sums, valid=active, param=self.param_data)
+        if config.pipeline_registers:
+            inputs = self._input_stage(m, inputs)
         for l in range(R):
-            m.d.comb += requant.acc[l].eq(group_sums[l * config.acc_width:(l + 1) * config.acc_width])
+            m.d.comb += requant.acc[l].eq(inputs.sums[l * config.acc_width:(l + 1) * config.acc_width])
         quant = {name: regs.quant[field.offset:field.offset + field.width]
                  for name, field in QUANT_LAYOUT if field.offset < len(regs.quant)}
         m.d.comb += [
-            requant.i_valid.eq(active),
-            requant.bias.eq(self.param_data.bias),
-            requant.mult.eq(self.param_data.mult),
-            requant.shift.eq(self.param_data.shift),
+            requant.i_valid.eq(inputs.valid),
+            requant.bias.eq(inputs.param.bias),
+            requant.mult.eq(inputs.param.mult),
+            requant.shift.eq(inputs.param.shift),
             requant.zp.eq(quant["zp_out"]), requant.lo.eq(quant["lo"]), requant.hi.eq(quant["hi"]),
             requant.bypass.eq(self.pool),
         ]
@@ -558,13 +563,25 @@ class ResultWriter(wiring.Component):
             m.d.comb += requant.single.eq(quant["single"])
         return requant
 
+    def _input_stage(self, m, inputs):
+        """With ``config.pipeline_registers``: the lane group's sums, its valid and the
+        channel's parameters registered in front of the requantizer. The array's result
+        row, through the lane-group multiplexer into the bias adder, was the ULX3S's
+        critical path (15.5 ns, most of it routing). The parameters are registered beside
+        the sums: the next row's arrive in the cycle after a row's last group."""
+        sums = Signal.like(inputs.sums, name="group_sums_r")
+        valid = Signal(name="group_valid_r")
+        param = Signal.like(inputs.param, name="param_r")
+        m.d.sync += [sums.eq(inputs.sums), valid.eq(inputs.valid), param.eq(inputs.param)]
+        return SimpleNamespace(sums=sums, valid=valid, param=param)
+
     def _write(self, m, requant, addresses, served, active, final):
         """The lane addresses delayed beside the requantizer (:attr:`latency`), and the
         bytes routed to their banks; ``done`` with the final write."""
         config = self.config
         aw, R = config.act_addr_width, config.requant_lanes
         addr_d, served_d, final_d = addresses, Mux(active, served, 0), final
-        for stage in range(requant.latency):
+        for stage in range(self.latency):
             addr_q = [Signal(aw, name=f"addr{l}_d{stage}") for l in range(R)]
             served_q = Signal(R, name=f"served_d{stage}")
             final_q = Signal(name=f"final_d{stage}")

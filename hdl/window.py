@@ -30,10 +30,10 @@ Stages (each a register boundary):
 * **output** (``S2``): the bytes arrive (synchronous reads) and the beat is offered
   on ``operands`` the cycle after its last gather cycle; with
   ``config.pipeline_registers`` the bytes arrive a cycle later, through the activation
-  banks' registers (the weight word is delayed beside them), and the gathered bytes and
-  the weight word are registered before their offer (``config.operand_latency``, 3, after
-  the last gather cycle), so that a block RAM's output shares a cycle with neither the
-  gather nor the consumer's logic.
+  banks' registers (the weight word through the weight buffer's, beside them), and the
+  gathered bytes and the weight word are registered before their offer
+  (``config.operand_latency``, 3, after the last gather cycle), so that a block RAM's
+  output shares a cycle with neither the gather nor the consumer's logic.
 
 Back-pressure: while an offered beat is not taken (the array holds a tile's
 ``last`` beat until the previous tile's results are out), every stage freezes,
@@ -73,6 +73,11 @@ class _Beat(NamedTuple):
     last: Value        # it closes its tile
 
 
+def _reads_in(valid, slots, cycle):
+    """The lanes that read in a beat's gather cycle ``cycle`` of a tile's bank schedule."""
+    return valid & Cat(slot == cycle for slot in slots)
+
+
 class _Gather(NamedTuple):
     """The gather stage's beat and what its lanes read this cycle."""
     base: list         # lane j's address at kernel offset 0 (the tile's)
@@ -89,6 +94,7 @@ class _Gather(NamedTuple):
     cycles: Value
     count: Value       # ...the beat's gather cycle
     final_cycle: Value # ...which is its last
+    served: Value      # ...the lanes it reads (a flip-flop, loaded from the next state)
 
 
 class WindowGenerator(wiring.Component):
@@ -116,7 +122,8 @@ class WindowGenerator(wiring.Component):
     w_addr : Out(weight_addr_width)
     w_en : Out(1)
     w_data : In(8 * rows)
-        The weight memory's read port; byte ``i`` feeds array row ``i``.
+        The weight memory's read port (``config.weight_read_latency`` cycles with ``w_en``,
+        the activation buffer's); byte ``i`` feeds array row ``i``.
     busy : Out(1)
         High from ``start`` until the last beat has been taken.
     """
@@ -423,9 +430,7 @@ class WindowGenerator(wiring.Component):
             s1_cycles = Signal(range(cols + 1))
             s1_count = Signal(range(cols))
             s1_final_cycle = Signal()
-            served = Signal(cols)
-            for j in range(cols):
-                m.d.comb += served[j].eq(s1_full & s1_tvalid[j] & (s1_slot[j] == s1_count))
+            served = Signal(cols)      # s1_full & s1_tvalid[j] & (s1_slot[j] == s1_count)
             remaining = None
         else:
             m.submodules.arbiter = arbiter = BankArbiter(cols, config.act_banks)
@@ -448,7 +453,7 @@ class WindowGenerator(wiring.Component):
         else:
             m.d.comb += beat_done.eq(s1_full & (remaining == 0))
         return _Gather(s1_base, s1_tvalid, s1_koff, s1_pend, s1_waddr, s1_last, remaining, hits,
-                       beat_done, addresses, s1_slot, s1_cycles, s1_count, s1_final_cycle)
+                       beat_done, addresses, s1_slot, s1_cycles, s1_count, s1_final_cycle, served)
 
     def _gather_load(self, m, gather, *, stall, s1_full, load, first, tile, beat):
         """The gather stage (S1), its registers: a beat enters on ``load`` (with its tile's lanes
@@ -464,6 +469,17 @@ class WindowGenerator(wiring.Component):
                 m.d.sync += gather.final_cycle.eq(cycles == 1)
             with m.Elif(~stall & s1_full):
                 m.d.sync += gather.final_cycle.eq(gather.count + 2 == gather.cycles)
+            # The lanes read in the next cycle, from the next state of the stage, the count
+            # and the schedule (``load`` implies ``~stall``): the schedule's compare is no
+            # longer in front of the banks' read-address multiplexers.
+            following = Mux(load, Mux(first, _reads_in(tile.valid, tile.slot, 0),
+                                      _reads_in(gather.tvalid, gather.slot, 0)),
+                            Mux(s1_full & ~gather.done,
+                                _reads_in(gather.tvalid, gather.slot, gather.count + 1), 0))
+            with m.If(self.start):
+                m.d.sync += gather.served.eq(0)
+            with m.Elif(~stall):
+                m.d.sync += gather.served.eq(following)
             update(m, gather.cycles, tile.cycles, enable=load & first)
             for j in range(self.config.cols):
                 update(m, gather.slot[j], tile.slot[j], enable=load & first)
@@ -497,17 +513,16 @@ class WindowGenerator(wiring.Component):
         """The output stage (S2): the bytes read in the beat's gather cycles, offered on
         ``operands`` (``o_valid``); drives ``stall``. With the pipeline registers the bytes
         come a cycle later (``o_read`` is the stage between: the banks' registers,
-        ``config.act_read_latency``), and the weight word is delayed beside them."""
+        ``config.act_read_latency``), the weight word beside them through the weight
+        buffer's register."""
         config = self.config
         cols, banks = config.cols, config.act_banks
         hits = gather.hits
         done, last = gather.done, gather.last
-        w_data = self.w_data
         if config.act_read_latency == 2:
             hit_r = [Signal(banks, name=f"hit_r{j}") for j in range(cols)]
             o_last_r = Signal()
-            w_data = Signal.like(self.w_data, name="w_data_r")
-            self._output_stage(m, stall, o_read, done, [o_last_r.eq(last), w_data.eq(self.w_data)],
+            self._output_stage(m, stall, o_read, done, [o_last_r.eq(last)],
                                [hit_r[j].eq(Cat(hits[b][j] for b in range(banks))) for j in range(cols)])
             hits = [[hit_r[j][b] for j in range(cols)] for b in range(banks)]
             done, last = o_read, o_last_r
@@ -526,7 +541,7 @@ class WindowGenerator(wiring.Component):
         self._output_stage(m, stall, o_valid, done, [o_last.eq(last)],
                            [b_hold[j].eq(b_cur[j]) for j in range(cols)],
                            [hit_d[j].eq(Cat(hits[b][j] for b in range(banks))) for j in range(cols)])
-        a_cur = [w_data[8 * i:8 * i + 8] for i in range(config.rows)]
+        a_cur = [self.w_data[8 * i:8 * i + 8] for i in range(config.rows)]
         payload = self.operands.payload
         if config.pipeline_registers:
             # The offer register: everything behind it freezes with it, so it needs no skid.

@@ -3,13 +3,15 @@ synthesized :class:`fpganet.hdl.ice40_spram.SPRAMWeightBuffer`) against a Python
 
 The accelerator's contract with its weight buffer (docs/ARCHITECTURE.md): writes
 happen only while idle, reads only while running; a read's word appears one cycle
-after ``rd_en`` and stays while ``rd_en`` is low. The testbench writes random
-words at random addresses spread over the whole depth (every SPRAM cell), then
-reads them back with ``rd_en`` dropped at random, checking every cycle's
-``rd_data`` against the model.
+after ``rd_en`` (``latency``, two with the pipeline registers: the word of the read one
+``rd_en`` cycle before the latest) and stays while ``rd_en`` is low. The testbench writes
+random words at random addresses spread over the whole depth (every SPRAM cell or block),
+half of them near the cells' or blocks' boundaries, then reads them back with ``rd_en``
+dropped at random, checking every cycle's ``rd_data`` against the model.
 
 Parameters from ``FPGANET_TB`` (JSON): ``width`` (bits per word), ``words``
-(depth), ``writes``, ``reads``, ``seed``.
+(depth), ``writes``, ``reads``, ``seed``, ``latency`` (1 or 2), ``boundary`` (the words
+of a cell or block).
 """
 
 import json
@@ -24,13 +26,16 @@ from cocotb.triggers import ReadOnly, RisingEdge, Timer
 class WeightBufferTB:
     """Drives the two ports; keeps the expected contents and the expected ``rd_data``."""
 
-    def __init__(self, dut, width, words, seed):
+    def __init__(self, dut, width, words, seed, latency, boundary):
         self.dut = dut
         self.width = width
         self.words = words
         self.random = random.Random(seed)
+        self.latency = latency
+        self.boundary = boundary
         self.contents = {}
         self.expected = None        # rd_data after the last read (None: undefined)
+        self.pending = None         # latency 2: the word of the last read, next to come
 
     async def reset(self):
         dut = self.dut
@@ -46,7 +51,7 @@ class WeightBufferTB:
     def random_address(self):
         # Half the addresses near the cells' boundaries, where a wrong cell select shows.
         if self.random.random() < 0.5:
-            boundary = self.random.randrange(0, self.words, 16384)
+            boundary = self.random.randrange(0, self.words, self.boundary)
             return max(0, min(self.words - 1, boundary + self.random.randint(-3, 3)))
         return self.random.randrange(self.words)
 
@@ -60,7 +65,7 @@ class WeightBufferTB:
         dut.wr_en.value = 0
         # The last word may land at the end of the next cycle (a buffer's write_latency).
         await RisingEdge(dut.clk)
-        self.expected = None
+        self.expected = self.pending = None
 
     async def read(self, count):
         dut = self.dut
@@ -71,7 +76,9 @@ class WeightBufferTB:
             address = self.random.choice(addresses)
             dut.rd_addr.value, dut.rd_en.value = address, int(enable)
             await RisingEdge(dut.clk)
-            if enable:
+            if enable and self.latency == 2:
+                self.expected, self.pending = self.pending, self.contents[address]
+            elif enable:
                 self.expected = self.contents[address]
             await ReadOnly()
             if self.expected is not None:
@@ -88,7 +95,8 @@ class WeightBufferTB:
 @cocotb.test()
 async def random_writes_then_reads(dut):
     params = json.loads(os.environ["FPGANET_TB"])
-    tb = WeightBufferTB(dut, params["width"], params["words"], params["seed"])
+    tb = WeightBufferTB(dut, params["width"], params["words"], params["seed"],
+                        params.get("latency", 1), params.get("boundary", 16384))
     await tb.reset()
     await tb.write(params["writes"])
     checked = await tb.read(params["reads"])

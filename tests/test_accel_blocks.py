@@ -306,7 +306,12 @@ class WindowBench(wiring.Component):
         rd = weights.read_port()
         m.d.comb += [act.rd_addr.eq(window.bank_addr), act.rd_en.eq(window.bank_en),
                      window.bank_data.eq(act.rd_data),
-                     rd.addr.eq(window.w_addr), rd.en.eq(window.w_en), window.w_data.eq(rd.data)]
+                     rd.addr.eq(window.w_addr), rd.en.eq(window.w_en)]
+        if self.window.config.weight_read_latency == 2:      # the weight buffer's register
+            with m.If(window.w_en):
+                m.d.sync += window.w_data.eq(rd.data)
+        else:
+            m.d.comb += window.w_data.eq(rd.data)
         return m
 
 

@@ -30,15 +30,19 @@ SHAPES = {
 }
 
 
-def _params(config, seed):
+def _params(config, seed, boundary=16384):
     return {"width": 8 * config.rows, "words": config.weight_buffer_words, "writes": 400,
-            "reads": 800, "seed": seed}
+            "reads": 800, "seed": seed, "latency": config.weight_read_latency, "boundary": boundary}
 
 
 @needs_icarus
-@pytest.mark.parametrize("rows,weight_bytes", list(SHAPES))
-def test_spram_weight_buffer_netlist(rows, weight_bytes, tmp_path):
-    config = AcceleratorConfig(rows=rows, cols=2, weight_buffer_bytes=weight_bytes)
+@pytest.mark.parametrize("rows,weight_bytes,registered", [(*shape, False) for shape in SHAPES]
+                         + [(2, 64 * 1024, True)])
+def test_spram_weight_buffer_netlist(rows, weight_bytes, registered, tmp_path):
+    """With ``pipeline_registers`` (``registered``) the word comes a cycle later, through a
+    register behind the cells' multiplexer."""
+    config = AcceleratorConfig(rows=rows, cols=2, weight_buffer_bytes=weight_bytes,
+                               pipeline_registers=registered)
     buffer = SPRAMWeightBuffer(config)
     assert (buffer.lanes, buffer.depth_cells) == SHAPES[rows, weight_bytes]
     netlist, log = synthesize_netlist(buffer, "spram_weights", tmp_path / "synth")
@@ -51,11 +55,17 @@ def test_spram_weight_buffer_netlist(rows, weight_bytes, tmp_path):
     assert result.ok, f"failed: {result.failed} (see {result.results_xml.parent})"
 
 
-def test_generic_weight_buffer_rtl(tmp_path):
-    config = AcceleratorConfig(rows=2, cols=2, weight_buffer_bytes=4096)
+@pytest.mark.parametrize("weight_bytes,registered", [
+    (4096, False),
+    (4096, True),                               # one block of block RAMs behind its register
+    (2 * (2 * WeightBuffer.block_words + 1024), True),     # three blocks, the last a quarter
+])
+def test_generic_weight_buffer_rtl(weight_bytes, registered, tmp_path):
+    config = AcceleratorConfig(rows=2, cols=2, weight_buffer_bytes=weight_bytes,
+                               pipeline_registers=registered)
     sim = build(WeightBuffer(config), "weight_buffer")
-    result = sim.run(TB_MODULE, env={"FPGANET_TB": json.dumps(_params(config, 7))},
-                     test_dir=tmp_path / "run")
+    params = _params(config, 7, boundary=WeightBuffer.block_words if registered else 16384)
+    result = sim.run(TB_MODULE, env={"FPGANET_TB": json.dumps(params)}, test_dir=tmp_path / "run")
     assert result.ok, f"failed: {result.failed} (see {result.results_xml.parent})"
 
 

@@ -103,17 +103,20 @@ class AcceleratorConfig:
         other byte, fall in different banks instead of meeting two to a bank.
     pipeline_registers : bool
         Registers for clocks beyond what the block RAMs' unregistered outputs allow (the
-        ULX3S's choice): a register behind each activation bank's block RAM
-        (:attr:`act_read_latency` 2), and the window generator registers the gathered
+        ULX3S's choice): a register behind each activation bank's block RAM and behind each
+        block of the weight buffer's, in front of its multiplexer (:attr:`act_read_latency`
+        and :attr:`weight_read_latency` 2), and the window generator registers the gathered
         activation bytes and the weight word before it offers them (each ``CONV``/``POOL``
-        takes two cycles more: :attr:`operand_latency`); the controller decodes the
-        instruction from a register read one instruction ahead (a taken ``LOOP`` takes 2
-        cycles); the window and the result writer follow bank schedules computed a tile or a
-        lane group ahead instead of arbitrating, and the writer's walk runs ahead, its lanes
-        stepping in closed form (no cycle changes); the parameter memory's host writes go
-        through a write stage; the region unit registers an ``OUTPUT`` byte behind the banks'
-        multiplexer (with the banks' registers, each ``OUTPUT`` takes two cycles more:
-        :attr:`output_latency`). The numerics are the same.
+        takes two cycles more: :attr:`operand_latency`); the result writer registers a lane
+        group's sums in front of the requantizer (one cycle more: :attr:`write_latency`);
+        the controller decodes the instruction from a register read one instruction ahead (a
+        taken ``LOOP`` takes 2 cycles); the window and the result writer follow bank
+        schedules computed a tile or a lane group ahead instead of arbitrating, the window
+        keeps the lanes it reads in a flip-flop, and the writer's walk runs ahead, its lanes
+        stepping in closed form (no cycle changes); the program and parameter memories' host
+        writes go through a write stage; the region unit registers an ``OUTPUT`` byte behind
+        the banks' multiplexer (with the banks' registers, each ``OUTPUT`` takes two cycles
+        more: :attr:`output_latency`). The numerics are the same.
     clock_hz : float
         Clock the performance figures assume unless a routed Fmax replaces it.
     """
@@ -212,6 +215,14 @@ class AcceleratorConfig:
         return 2 if self.pipeline_registers else 1
 
     @property
+    def weight_read_latency(self):
+        """Cycles from a weight-buffer read to its word: 1 (the block RAMs' read), 2 with
+        :attr:`pipeline_registers` (a register behind each block of block RAMs, in front of
+        the multiplexer across the blocks): :attr:`act_read_latency`, so that the word
+        arrives beside the activation bytes."""
+        return self.act_read_latency
+
+    @property
     def operand_latency(self):
         """Cycles from a beat's last gather cycle to its offer to the array or the pool unit:
         :attr:`act_read_latency`, and with :attr:`pipeline_registers` one more (the gathered
@@ -225,6 +236,13 @@ class AcceleratorConfig:
         registered behind the banks' multiplexer): 1 or 3. An ``OUTPUT`` of ``N`` bytes takes
         ``N + 2 + output_latency`` cycles."""
         return self.act_read_latency + (1 if self.pipeline_registers else 0)
+
+    @property
+    def write_latency(self):
+        """Cycles from a lane group's cycle in the result writer to the write of its bytes:
+        :attr:`requant_latency`, and with :attr:`pipeline_registers` one more (the lane
+        group's sums are registered before the requantizer): 4 to 7."""
+        return self.requant_latency + (1 if self.pipeline_registers else 0)
 
     @property
     def mult_step(self):
@@ -362,6 +380,7 @@ class AcceleratorConfig:
             "max_exact_k": self.max_exact_k,
             "array_latency": self.array_latency,
             "operand_latency": self.operand_latency,
+            "write_latency": self.write_latency,
             "weight_word_bytes": self.weight_word_bytes,
             "act_word_bytes": self.act_word_bytes,
             "act_banks": self.act_banks,

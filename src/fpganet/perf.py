@@ -44,7 +44,7 @@ cycles the front end has been stalled so far::
     A_t = max(P_t, X_{t-1} + 1);   D += A_t - P_t
     X_t = A_t + LAT + W_t - 1
     E_{t+1} = E_t + max(B_t, LANES + 1)
-    cycles = X_last + requant_latency (4, 5 or 6) + 1
+    cycles = X_last + WL + 1                (WL: config.write_latency, 4 to 7)
 
 For a conv layer whose reads and writes are conflict-free this is, per tile,
 ``max(K, LANES + 1, LAT + rows * LANES / requant_lanes)`` cycles: LeNet-5's conv1
@@ -145,7 +145,7 @@ def engine_cycles(regs, config, pool=False):
         D += A - P
         X = A + lat + w - 1
         E += max(b, lanes + 1)
-    return X + config.requant_latency + 1
+    return X + config.write_latency + 1
 
 
 def _region_bytes(regs):
