@@ -235,20 +235,18 @@ class ResultWriter(wiring.Component):
                                   "ox_wrap_add": cw, "off_add": aw, "off_wrap_add": aw})
 
     def _advance(self, m, amount):
-        """The :meth:`_advance_layout` of ``amount`` pixels (``1..requant_lanes``, an int or a
-        signal) for this instruction's ``OUT_W`` and ``OUT_PITCH``: ``amount`` pixels on from
-        column ``ox`` is ``q`` rows and ``r`` columns on (``q, r = divmod(amount, OUT_W)``), one
-        row more when ``ox + r >= OUT_W``. ``OUT_W`` only matters up to ``requant_lanes``: a
-        wider row holds the whole step (``q = 0``)."""
+        """The :meth:`_advance_layout` of ``amount`` pixels (``1..requant_lanes``) for this
+        instruction's ``OUT_W`` and ``OUT_PITCH``: ``amount`` pixels on from column ``ox`` is
+        ``q`` rows and ``r`` columns on (``q, r = divmod(amount, OUT_W)``), one row more when
+        ``ox + r >= OUT_W``. ``OUT_W`` only matters up to ``amount``: a wider row holds the
+        whole step (``q = 0``)."""
         regs, R = self.regs, self.config.requant_lanes
         q, r = Signal(range(R + 1)), Signal(self.config.count_width)
         m.d.comb += [q.eq(0), r.eq(amount)]
-        amounts = [amount] if isinstance(amount, int) else range(1, R + 1)
-        with m.Switch(regs.out_w if isinstance(amount, int) else Cat(regs.out_w, amount)):
-            for k in amounts:
-                for w in range(1, k + 1):
-                    with m.Case(w | ((0 if isinstance(amount, int) else k) << len(regs.out_w))):
-                        m.d.comb += [q.eq(k // w), r.eq(k % w)]
+        with m.Switch(regs.out_w):
+            for w in range(1, amount + 1):
+                with m.Case(w):
+                    m.d.comb += [q.eq(amount // w), r.eq(amount % w)]
         rows_on = sum(Mux(q[i], regs.out_pitch << i, 0) for i in range(len(q)))    # q * OUT_PITCH
         advance = Signal(self._advance_layout())
         m.d.comb += [
@@ -266,14 +264,15 @@ class ResultWriter(wiring.Component):
         group to the next tile's first, ``((LANES - 1) % requant_lanes) + 1`` pixels; and
         ``first[l]``, pixel ``l`` (lane ``l``'s first position) for ``l = 1..requant_lanes-1``."""
         regs, R, cols = self.regs, self.config.requant_lanes, self.config.cols
-        last_lanes = Signal(range(R + 1))       # lanes of a row's last group
-        m.d.comb += last_lanes.eq(R)
+        computed = {"group": self._advance(m, R), **{f"first{l}": self._advance(m, l) for l in range(1, R)}}
+        # The last group's lanes are 1..R: the advance of that many pixels is one of the above.
+        computed["tile"] = Signal(self._advance_layout(), name="advance_tile_next")
+        m.d.comb += computed["tile"].eq(computed["group"])
         with m.Switch(regs.lanes):
             for lanes in range(1, cols + 1):
-                with m.Case(lanes):
-                    m.d.comb += last_lanes.eq((lanes - 1) % R + 1)
-        computed = {"group": self._advance(m, R), "tile": self._advance(m, last_lanes),
-                    **{f"first{l}": self._advance(m, l) for l in range(1, R)}}
+                if (lanes - 1) % R + 1 < R:
+                    with m.Case(lanes):
+                        m.d.comb += computed["tile"].eq(computed[f"first{(lanes - 1) % R + 1}"])
         registered = {}
         for name, value in computed.items():
             registered[name] = Signal(self._advance_layout(), name=f"advance_{name}")
