@@ -79,7 +79,8 @@ class HostLinkCore(wiring.Component):
     ----------
     config : AcceleratorConfig
         The device's configuration: the host port's data width, the memory depths that
-        bound WRITE, and the PING reply.
+        bound WRITE, and the PING reply; with ``pipeline_registers`` the replier registers
+        the bytes into its CRC (:class:`~fpganet.hdl.replier.Replier`'s ``crc_stage``).
     clock_hz : int or float
         The clock of domain ``sync`` (for the default timeout and the PING reply).
     baud : int
@@ -168,7 +169,8 @@ class HostLinkCore(wiring.Component):
             "device": In(device_signature(config, addr_width)),
             "status": Out(status_layout()),
         })
-        self.replier = Replier(self.info.pack(), output_depth=output_depth)
+        self.replier = Replier(self.info.pack(), output_depth=output_depth,
+                               crc_stage=config.pipeline_registers)
         self.input_fifo = PacketFIFO(input_depth)
         self.output_fifo = OutputFIFO(output_depth)
 

@@ -109,7 +109,9 @@ class WindowGenerator(wiring.Component):
     start : In(1)
         Pulse: begin the walk of the registers in ``regs`` (held stable until the
         instruction ends). ``GROUPS``, ``TILES``, ``LANES``, ``K_C``, ``K_H``,
-        ``K_W`` must be non-zero (the controller does not start an empty walk).
+        ``K_W`` must be non-zero (the controller does not start an empty walk). With
+        ``config.pipeline_registers`` it is registered on entry
+        (``config.window_start_latency``): the window acts on it a cycle late.
     regs : In(register_layout(config))
     operands : Out(stream.Signature(operand_layout(config)))
         One beat per ``(g, t, k)`` in loop order; ``a`` is the weight word,
@@ -150,14 +152,19 @@ class WindowGenerator(wiring.Component):
         """Cycle (``start`` = 0) in which the first beat enters the gather stage.
 
         The walk of the first tile from cycle 1 (``lanes`` cycles), one to load the beat:
-        ``lanes + 3``. A beat that enters at cycle ``e`` and needs ``c`` gather cycles is
-        offered at ``e + c + config.operand_latency - 1``.
+        ``lanes + 3``, and ``config.window_start_latency`` more. A beat that enters at cycle
+        ``e`` and needs ``c`` gather cycles is offered at ``e + c + config.operand_latency - 1``.
         """
-        return lanes + 3
+        return lanes + 3 + self.config.window_start_latency
 
     def elaborate(self, platform):
         m = Module()
         regs = self.regs
+        # The start the stages act on (the helpers read it here).
+        self._start = self.start
+        if self.config.window_start_latency:
+            self._start = Signal(name="start_r")
+            m.d.sync += self._start.eq(self.start)
 
         # Between the stages. The helpers are called, and emit their logic, in pipeline order.
         stall = Signal()       # the offered beat is not taken: every stage holds
@@ -171,7 +178,7 @@ class WindowGenerator(wiring.Component):
         start_walk = Signal()  # ...and a tile follows it: walk that one now
         w_ready = Signal()     # the walked tile waits for its first beat to load
 
-        start = self.start
+        start = self._start
         with m.If(start):
             m.d.sync += running.eq(1)
         drained = s_finished & ~s1_full & ~o_valid
@@ -221,7 +228,7 @@ class WindowGenerator(wiring.Component):
         """
         config, regs = self.config, self.regs
         aw, cols, cw = config.act_addr_width, config.cols, config.count_width
-        start = self.start
+        start = self._start
         rowstep = regs.in_rowstep
         started = Signal()           # the cycle after start
         m.d.sync += started.eq(start)
@@ -361,7 +368,7 @@ class WindowGenerator(wiring.Component):
         """
         config, regs = self.config, self.regs
         aw, ww, cw = config.act_addr_width, config.weight_addr_width, config.count_width
-        start = self.start
+        start = self._start
 
         kx = Signal(cw)         # kernel columns, rows and channels left
         ky = Signal(cw)
@@ -458,7 +465,7 @@ class WindowGenerator(wiring.Component):
     def _gather_load(self, m, gather, *, stall, s1_full, load, first, tile, beat):
         """The gather stage (S1), its registers: a beat enters on ``load`` (with its tile's lanes
         on ``first``), and leaves when its lanes are all read (``gather.done``)."""
-        with m.If(self.start):
+        with m.If(self._start):
             m.d.sync += s1_full.eq(0)
         with m.Elif(~stall):
             m.d.sync += s1_full.eq(load | (s1_full & ~gather.done))
@@ -476,7 +483,7 @@ class WindowGenerator(wiring.Component):
                                       _reads_in(gather.tvalid, gather.slot, 0)),
                             Mux(s1_full & ~gather.done,
                                 _reads_in(gather.tvalid, gather.slot, gather.count + 1), 0))
-            with m.If(self.start):
+            with m.If(self._start):
                 m.d.sync += gather.served.eq(0)
             with m.Elif(~stall):
                 m.d.sync += gather.served.eq(following)
@@ -501,7 +508,7 @@ class WindowGenerator(wiring.Component):
     def _output_stage(self, m, stall, valid, valid_in, *loads):
         """A register stage of the output path: ``valid`` (cleared at start) and the
         statements ``loads`` advance unless the offered beat waits."""
-        with m.If(self.start):
+        with m.If(self._start):
             m.d.sync += valid.eq(0)
         with m.Elif(~stall):
             m.d.sync += valid.eq(valid_in)
@@ -545,7 +552,7 @@ class WindowGenerator(wiring.Component):
         payload = self.operands.payload
         if config.pipeline_registers:
             # The offer register: everything behind it freezes with it, so it needs no skid.
-            with m.If(self.start):
+            with m.If(self._start):
                 m.d.sync += self.operands.valid.eq(0)
             with m.Elif(~stall):
                 m.d.sync += self.operands.valid.eq(o_valid)

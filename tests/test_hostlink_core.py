@@ -155,9 +155,12 @@ def test_ping_names_the_options():
     assert info.mismatches(CONFIG) == [("requant_latency", 6, 4), ("requant_mode", "tflite", "fpganet")]
 
 
+@pytest.mark.parametrize("pipelined", [False, True])
 @pytest.mark.parametrize("tx_stalls", [0.0, 0.7])
-def test_job_through_all_commands(tx_stalls):
-    """WRITE to every space, SEND_INPUT, START, READ_OUTPUT (waiting), STATUS, FLUSH."""
+def test_job_through_all_commands(tx_stalls, pipelined):
+    """WRITE to every space, SEND_INPUT, START, READ_OUTPUT (waiting), STATUS, FLUSH. With
+    ``pipeline_registers`` the replier's CRC takes each byte a cycle late, so with ``tx``
+    never stalled its two bytes must wait for it."""
     rng = random.Random(3)
     lut = [rng.randrange(256) for _ in range(64)]
     weights = [rng.randrange(1 << 16) for _ in range(5)]
@@ -202,7 +205,8 @@ def test_job_through_all_commands(tx_stalls):
         status = await h.status(ctx)
         assert status.output_level == 0 and status.input_free == 64
         assert sum(status.errors.values()) == 0
-    run(scenario, tx_stalls=tx_stalls)
+    harness = run(scenario, tx_stalls=tx_stalls, config=CONFIG.replace(pipeline_registers=pipelined))
+    assert harness.core.replier.crc_stage == pipelined
 
 
 def test_error_replies_and_recovery():

