@@ -236,11 +236,12 @@ class SystolicArray(wiring.Component):
         The last beat reaches PE ``(0, cols-1)`` after ``cols - 1`` cycles of
         skew (none with ``broadcast_operands``), that PE takes
         :attr:`ProcessingElement.latency` cycles, and the completed row is
-        registered once more before it is offered. Equals
+        registered once more before it is offered (twice with ``pipeline_registers``: the
+        PEs' result registers, then the selected row's output register). Equals
         ``config.array_latency``, which the performance model uses.
         """
         skew = 0 if self.config.broadcast_operands else self.config.cols - 1
-        return skew + ProcessingElement.latency + 1
+        return skew + ProcessingElement.latency + 1 + (1 if self.config.pipeline_registers else 0)
 
     @property
     def min_tile_cycles(self):
@@ -314,17 +315,32 @@ class SystolicArray(wiring.Component):
         waiting = Signal(rows)
         current_row = Signal(range(rows))
         take = Signal()
-        m.d.comb += [
-            self.results.valid.eq(waiting.bit_select(current_row, 1)),
-            self.results.payload.row.eq(current_row),
-            self.results.payload.last.eq(current_row == rows - 1),
-            take.eq(self.results.valid & self.results.ready),
-        ]
+        if config.pipeline_registers:
+            # The selected row in an output register (array_latency one more), which loads
+            # whenever it is empty or taken: the PEs' result registers, spread over the
+            # DSPs, no longer reach the consumer's logic through the row multiplexer.
+            row_valid = Signal()
+            selected = Signal(data.ArrayLayout(signed(config.acc_width), cols))
+            outputs = self.results.payload
+            load = ~self.results.valid | self.results.ready
+            m.d.comb += [row_valid.eq(waiting.bit_select(current_row, 1)),
+                         take.eq(row_valid & load)]
+            with m.If(load):
+                m.d.sync += [self.results.valid.eq(row_valid), outputs.row.eq(current_row),
+                             outputs.last.eq(current_row == rows - 1), outputs.sums.eq(selected)]
+            row_sums = selected
+        else:
+            m.d.comb += [
+                self.results.valid.eq(waiting.bit_select(current_row, 1)),
+                self.results.payload.row.eq(current_row),
+                self.results.payload.last.eq(current_row == rows - 1),
+                take.eq(self.results.valid & self.results.ready),
+            ]
+            row_sums = self.results.payload.sums
         with m.Switch(current_row):
             for i in range(rows):
                 with m.Case(i):
-                    m.d.comb += [self.results.payload.sums[j].eq(pes[i][j].result)
-                                 for j in range(cols)]
+                    m.d.comb += [row_sums[j].eq(pes[i][j].result) for j in range(cols)]
 
         taken = Signal(rows)
         m.d.comb += taken.eq(Mux(take, 1 << current_row, 0))
@@ -332,8 +348,12 @@ class SystolicArray(wiring.Component):
         with m.If(take):
             m.d.sync += current_row.eq(Mux(current_row == rows - 1, 0, current_row + 1))
 
+        # The tile's last row taken by the consumer frees the array for the next tile's last beat.
+        last_taken = take & (current_row == rows - 1)
+        if config.pipeline_registers:
+            last_taken = self.results.valid & self.results.ready & self.results.payload.last
         with m.If(accept & self.operands.payload.last):
             m.d.sync += tile_pending.eq(1)
-        with m.Elif(take & (current_row == rows - 1)):
+        with m.Elif(last_taken):
             m.d.sync += tile_pending.eq(0)
         return m

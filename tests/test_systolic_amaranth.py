@@ -175,10 +175,13 @@ ARRAY_CASES = [
 ]
 
 
-@pytest.mark.parametrize("broadcast", [False, True])
+@pytest.mark.parametrize("broadcast,registered", [(False, False), (True, False), (False, True)])
 @pytest.mark.parametrize("rows,cols,M,K,N,k_tile,valid_gaps,ready_stalls", ARRAY_CASES)
-def test_array_matches_numpy(rows, cols, M, K, N, k_tile, valid_gaps, ready_stalls, broadcast):
-    config = AcceleratorConfig(rows=rows, cols=cols, broadcast_operands=broadcast)
+def test_array_matches_numpy(rows, cols, M, K, N, k_tile, valid_gaps, ready_stalls, broadcast,
+                             registered):
+    """``registered``: ``pipeline_registers``, the result row in an output register."""
+    config = AcceleratorConfig(rows=rows, cols=cols, broadcast_operands=broadcast,
+                               pipeline_registers=registered)
     rng = np.random.default_rng(rows * 100 + cols)
     A = rng.integers(-128, 128, size=(M, K))
     B = rng.integers(-128, 128, size=(K, N))
@@ -199,12 +202,13 @@ def test_array_extreme_operands():
         np.testing.assert_array_equal(assemble(tiles, harness.tile_sums(), (3, 3)), A @ B)
 
 
-@pytest.mark.parametrize("broadcast", [False, True])
-def test_array_latency_and_throughput_properties(broadcast):
+@pytest.mark.parametrize("broadcast,registered", [(False, False), (True, False), (False, True)])
+def test_array_latency_and_throughput_properties(broadcast, registered):
     """The documented latency and minimum tile time are what the hardware does."""
-    config = AcceleratorConfig(rows=3, cols=5, broadcast_operands=broadcast)
+    config = AcceleratorConfig(rows=3, cols=5, broadcast_operands=broadcast,
+                               pipeline_registers=registered)
     dut = SystolicArray(config)
-    assert dut.latency == config.array_latency == (3 if broadcast else 7)
+    assert dut.latency == config.array_latency == (3 if broadcast else 7) + registered
     rng = np.random.default_rng(7)
 
     # Short tiles (K=1) back to back: one tile per `min_tile_cycles`.

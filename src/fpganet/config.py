@@ -108,7 +108,8 @@ class AcceleratorConfig:
         and :attr:`weight_read_latency` 2), and the window generator registers the gathered
         activation bytes and the weight word before it offers them (each ``CONV``/``POOL``
         takes two cycles more: :attr:`operand_latency`), and takes its start a cycle late
-        (one more: :attr:`window_start_latency`); the result writer registers a lane
+        (one more: :attr:`window_start_latency`); the array registers the result row it
+        offers (one more: :attr:`array_latency`); the result writer registers a lane
         group's sums in front of the requantizer (one more: :attr:`write_latency`);
         the controller decodes the instruction from a register read one instruction ahead (a
         taken ``LOOP`` takes 2 cycles); the window and the result writer follow bank
@@ -206,8 +207,9 @@ class AcceleratorConfig:
     def array_latency(self):
         """Cycles from a tile's last beat into the array to its first result row:
         ``cols - 1`` of skew (systolic only), 2 in the PE (product and accumulator
-        registers), 1 for the result row (``SystolicArray.latency``)."""
-        return 3 if self.broadcast_operands else self.cols + 2
+        registers), 1 for the result row, and with :attr:`pipeline_registers` 1 for the
+        array's output register (``SystolicArray.latency``)."""
+        return (3 if self.broadcast_operands else self.cols + 2) + (1 if self.pipeline_registers else 0)
 
     @property
     def act_read_latency(self):

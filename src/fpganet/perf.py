@@ -29,7 +29,8 @@ numbers per tile ``t`` (tiles in ``(g, t)`` order):
   ``max(1, most written lanes of the group in one bank)`` (written: valid pixel,
   output channel ``< M``); with ``requant_lanes == 1``, ``rows * LANES``;
 * ``LAT``: the array's latency ``config.array_latency`` (``cols + 2``, or 3 with
-  ``broadcast_operands``; ``CONV``) or the pool unit's 1;
+  ``broadcast_operands``, one more with ``pipeline_registers``; ``CONV``) or the pool
+  unit's 1;
 * ``LANES``: the lane walker prepares a tile in ``LANES`` cycles, starting in the
   cycle after the previous tile's first beat entered the gather stage.
 
