@@ -80,7 +80,9 @@ class HostLinkCore(wiring.Component):
     config : AcceleratorConfig
         The device's configuration: the host port's data width, the memory depths that
         bound WRITE, and the PING reply; with ``pipeline_registers`` the replier registers
-        the bytes into its CRC (:class:`~fpganet.hdl.replier.Replier`'s ``crc_stage``).
+        the bytes into its CRC (:class:`~fpganet.hdl.replier.Replier`'s ``crc_stage``) and
+        the output FIFO its ``w_rdy`` (:class:`~fpganet.hdl.linkfifo.OutputFIFO`'s
+        ``registered_ready``).
     clock_hz : int or float
         The clock of domain ``sync`` (for the default timeout and the PING reply).
     baud : int
@@ -172,7 +174,7 @@ class HostLinkCore(wiring.Component):
         self.replier = Replier(self.info.pack(), output_depth=output_depth,
                                crc_stage=config.pipeline_registers)
         self.input_fifo = PacketFIFO(input_depth)
-        self.output_fifo = OutputFIFO(output_depth)
+        self.output_fifo = OutputFIFO(output_depth, registered_ready=config.pipeline_registers)
 
     def elaborate(self, platform):
         m = Module()

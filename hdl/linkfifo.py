@@ -142,6 +142,11 @@ class OutputFIFO(wiring.Component):
     ----------
     depth : int
         Bytes it holds (2..32768).
+    registered_ready : bool
+        Keep ``w_rdy`` in a flip-flop loaded from the next level (the same value a cycle
+        earlier): the writer's back-pressure then starts at a flip-flop, not at the level's
+        comparisons (on the ULX3S at 75 MHz, the path from the level through the region
+        unit's stall into the activation banks' read enables, 14.2 ns).
 
     Members
     -------
@@ -166,11 +171,12 @@ class OutputFIFO(wiring.Component):
     #: Cycles from ``w_en`` (into an empty FIFO) to ``r_rdy``.
     latency = 2
 
-    def __init__(self, depth):
+    def __init__(self, depth, *, registered_ready=False):
         check_int("OutputFIFO depth", depth, 2, MAX_BUFFER)
         self.depth = depth
+        self.registered_ready = bool(registered_ready)
         super().__init__({
-            "w_data": In(8), "w_en": In(1), "w_rdy": Out(1),
+            "w_data": In(8), "w_en": In(1), "w_rdy": Out(1, init=1 if registered_ready else 0),
             "r_data": Out(8), "r_en": In(1), "r_rdy": Out(1),
             "level": Out(range(depth + 1)),
         })
@@ -186,13 +192,15 @@ class OutputFIFO(wiring.Component):
 
         # The memory part holds level - r_rdy bytes (at most depth - 1).
         stored_any = (self.level[1:] != 0) | (self.level[0] & ~self.r_rdy)
-        stored_full = ((self.level == self.depth) |
-                       ((self.level == self.depth - 1) & ~self.r_rdy))
+        def full(level, r_rdy):
+            return (level == self.depth) | ((level == self.depth - 1) & ~r_rdy)
+
+        stored_full = full(self.level, self.r_rdy)
         do_write = self.w_en & self.w_rdy
         do_read = self.r_en & self.r_rdy
         do_fetch = stored_any & (~self.r_rdy | self.r_en)   # into the output register
         m.d.comb += [
-            self.w_rdy.eq(~stored_full),
+            *([] if self.registered_ready else [self.w_rdy.eq(~stored_full)]),
             write.addr.eq(produce), write.data.eq(self.w_data), write.en.eq(do_write),
             read.addr.eq(consume), read.en.eq(do_fetch), self.r_data.eq(read.data),
         ]
@@ -206,4 +214,7 @@ class OutputFIFO(wiring.Component):
         m.d.comb += step.eq(Mux(do_write, do_write ^ do_read,
                                 Mux(do_read, (1 << len(step)) - 1, 0)))
         m.d.sync += self.level.eq(self.level + step)
+        if self.registered_ready:
+            next_r_rdy = do_fetch | (self.r_rdy & ~self.r_en)
+            m.d.sync += self.w_rdy.eq(~full((self.level + step)[:len(self.level)], next_r_rdy))
         return m

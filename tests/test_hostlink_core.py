@@ -473,10 +473,12 @@ def test_lengths_with_small_buffers():
     run(scenario, input_depth=16, max_write_bytes=8)
 
 
+@pytest.mark.parametrize("registered_ready", [False, True])
 @pytest.mark.parametrize("depth", [2, 3, 5, 8, 17, 33])
-def test_output_fifo_behaves_as_amaranths_buffered_fifo(depth):
+def test_output_fifo_behaves_as_amaranths_buffered_fifo(depth, registered_ready):
     """The link's smaller output FIFO against amaranth.lib.fifo.SyncFIFOBuffered, every port
-    every cycle, under random write and read rates (the link relies on the same timing)."""
+    every cycle, under random write and read rates (the link relies on the same timing);
+    ``registered_ready`` gives the same ``w_rdy`` from a flip-flop."""
     from amaranth import Signal
     from amaranth.lib.fifo import SyncFIFOBuffered
     from fpganet.hdl.linkfifo import OutputFIFO
@@ -484,7 +486,7 @@ def test_output_fifo_behaves_as_amaranths_buffered_fifo(depth):
     rnd = random.Random(depth)
     m = Module()
     m.submodules.ref = ref = SyncFIFOBuffered(width=8, depth=depth)
-    m.submodules.dut = dut = OutputFIFO(depth)
+    m.submodules.dut = dut = OutputFIFO(depth, registered_ready=registered_ready)
     w_data, w_en, r_en = Signal(8), Signal(), Signal()
     for fifo in (ref, dut):
         m.d.comb += [fifo.w_data.eq(w_data), fifo.w_en.eq(w_en), fifo.r_en.eq(r_en)]
