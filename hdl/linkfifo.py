@@ -192,10 +192,8 @@ class OutputFIFO(wiring.Component):
 
         # The memory part holds level - r_rdy bytes (at most depth - 1).
         stored_any = (self.level[1:] != 0) | (self.level[0] & ~self.r_rdy)
-        def full(level, r_rdy):
-            return (level == self.depth) | ((level == self.depth - 1) & ~r_rdy)
-
-        stored_full = full(self.level, self.r_rdy)
+        stored_full = ((self.level == self.depth) |
+                       ((self.level == self.depth - 1) & ~self.r_rdy))
         do_write = self.w_en & self.w_rdy
         do_read = self.r_en & self.r_rdy
         do_fetch = stored_any & (~self.r_rdy | self.r_en)   # into the output register
@@ -215,6 +213,12 @@ class OutputFIFO(wiring.Component):
                                 Mux(do_read, (1 << len(step)) - 1, 0)))
         m.d.sync += self.level.eq(self.level + step)
         if self.registered_ready:
+            # The next level is level + 1, level - 1 or level: compared through the present
+            # level's compares, not behind the adder.
             next_r_rdy = do_fetch | (self.r_rdy & ~self.r_en)
-            m.d.sync += self.w_rdy.eq(~full((self.level + step)[:len(self.level)], next_r_rdy))
+            at = {k: self.level == self.depth - k for k in range(3)}
+            up, down, same = do_write & ~do_read, do_read & ~do_write, ~(do_write ^ do_read)
+            next_at_full = (at[0] & same) | (at[1] & up)
+            next_at_below = (at[1] & same) | (at[0] & down) | (at[2] & up)
+            m.d.sync += self.w_rdy.eq(~(next_at_full | (next_at_below & ~next_r_rdy)))
         return m
