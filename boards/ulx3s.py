@@ -4,7 +4,7 @@ The default core is the accelerator behind the UART host link
 (:func:`accelerator_core`) on an 8x8 array (64 int8 MACs per cycle) with two
 requantizer lanes, one MULT18X18D per processing element with the product
 register inside the DSP (:class:`~fpganet.hdl.ecp5_dsp.ECP5ProcessingElement`),
-and a 65 MHz clock from an EHXPLLL (what the design meets today; the aim is
+and a 72 MHz clock from an EHXPLLL (what the design meets today; the aim is
 100 MHz). nextpnr-ecp5 routes with router1: router2 oscillated on this
 design. ``--core stand-in`` builds
 the array alone, fed from ROMs.
@@ -35,16 +35,18 @@ BAUD = 3_000_000
 #: conflicts (VWW needs 55.5 KiB, ResNet-8 54.2 KiB), 4,096 parameter entries (VWW 2,994).
 #: Block RAM: 144 EBR of weights, 32 of activations, 208 on the chip.
 #:
-#: The clock is 65 MHz, not the 100 MHz aimed at: with its pipeline registers (the gathered
-#: operands, the instruction word, the activation banks' outputs and the OUTPUT byte
-#: registered, bank schedules computed ahead instead of arbitrated, the result writer's lanes
-#: stepped in closed form, the parameter memory's write stage) this design routes at
-#: 68.3 MHz with that target and the board's seed 2 (seed 1 did not finish routing in 30
-#: minutes; 45.2 MHz at 40 without the registers). The long path now (boards/README.md): the
-#: window's gather schedule into the banks' read addresses.
+#: The clock is 72 MHz (3 Mbaud x 24), not the 100 MHz aimed at: with its pipeline registers
+#: (``AcceleratorConfig.pipeline_registers``: block RAM outputs, the gathered operands, the
+#: array's result row, the writer's lane-group sums, the instruction word and the window's
+#: start in registers, bank schedules computed ahead instead of arbitrated, the writer's lanes
+#: stepped in closed form, write stages for the program and parameter memories, the host
+#: link's reply CRC and output-FIFO ready registered) this design routes at 76.1 MHz with
+#: that target and the board's seed 3 (71.1 MHz with seed 3 at a 75 MHz target; 45.2 MHz at
+#: 40 without the registers). The long path now (boards/README.md): the host link's input
+#: FIFO block RAM through the region unit into an activation bank's write data.
 DEFAULT_CONFIG = AcceleratorConfig(rows=8, cols=8, requant_lanes=2, weight_buffer_bytes=288 * 1024,
                                    act_buffer_bytes=64 * 1024, act_bank_factor=2,
-                                   bias_buffer_words=4096, pipeline_registers=True, clock_hz=65e6)
+                                   bias_buffer_words=4096, pipeline_registers=True, clock_hz=72e6)
 
 
 def ecp5_array(config):
@@ -120,9 +122,9 @@ BOARD = Board(
     # router1: router2 oscillated on the accelerator (overuse falling to a few hundred wires,
     # then climbing) and did not finish in 25 minutes; router1 routed it in 9.
     nextpnr_opts=("--router", "router1"),
-    # At 65 MHz seed 2 routed in 18 minutes (68.3 MHz); seed 1 still had 14,000 arcs to route
-    # after 30 minutes of router1 (boards/README.md).
-    seed=2,
+    # At 72 MHz seed 3 routed in 13 minutes (76.1 MHz), seed 2 at 71.7 MHz; on the netlists
+    # before it seed 2 also came out 2.5-7.7 MHz below seed 3 (boards/README.md).
+    seed=3,
     # The default accelerator took 9-35 minutes on two cores, the longest with other jobs.
     build_timeout_s=5400,
     resources={
