@@ -78,6 +78,11 @@ LAYERS = [
     (dict(), "pool", dict(C=3, H=6, W=6, k=2, stride=2)),
     (dict(requant_lanes=4), "pool", dict(C=2, H=7, W=7, k=3, stride=2, pad=1, pitch=11)),
     (dict(rows=3, cols=5), "pool", dict(C=2, H=4, W=9, k=2, stride=1, lanes=3)),
+    # The pipeline registers (the ULX3S's): their cycles are in fpganet.perf too.
+    (dict(pipeline_registers=True), "conv", dict(C=2, H=6, W=6, M=3, k=3, pad=1, stride=2)),
+    (dict(rows=3, cols=5, requant_lanes=5, pipeline_registers=True), "conv",
+     dict(C=2, H=5, W=6, M=7, k=3, pad=1)),
+    (dict(requant_lanes=2, pipeline_registers=True), "pool", dict(C=3, H=6, W=6, k=2, stride=2)),
 ]
 
 
