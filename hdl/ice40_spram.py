@@ -16,6 +16,8 @@ from amaranth.lib.wiring import In, Out
 
 from fpganet.config import AcceleratorConfig
 
+from .registers import update
+
 
 __all__ = ["SPRAMWeightBuffer", "spram_mapping_problem", "SPRAM_WORDS", "SPRAM_BITS", "SPRAM_COUNT"]
 
@@ -130,6 +132,5 @@ class SPRAMWeightBuffer(wiring.Component):
         else:
             m.d.comb += selected.eq(rows[0])
         if registered:
-            with m.If(self.rd_en):
-                m.d.sync += self.rd_data.eq(selected)
+            update(m, self.rd_data, selected, enable=self.rd_en)
         return m

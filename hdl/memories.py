@@ -25,6 +25,8 @@ from amaranth.lib.wiring import In, Out
 from fpganet.config import AcceleratorConfig
 from fpganet.isa import PARAM_LAYOUTS
 
+from .registers import update
+
 __all__ = ["param_layout", "ActivationBuffer", "WeightBuffer", "BankArbiter",
            "falling_edge_write_domain"]
 
@@ -129,8 +131,7 @@ class ActivationBuffer(wiring.Component):
                 # Beside the block RAM: an ECP5 block RAM's output appears 5.8 ns after the
                 # clock, and the routing from it to the consumers' multiplexers took 5 ns more.
                 read = Signal(8, name=f"bank{b}_data")
-                with m.If(self.rd_en):
-                    m.d.sync += read.eq(rd.data)
+                update(m, read, rd.data, enable=self.rd_en)
             m.d.comb += [
                 rd.addr.eq(self.rd_addr[b]), rd.en.eq(self.rd_en), self.rd_data[b].eq(read),
                 wr.addr.eq(self.wr_addr[b]), wr.data.eq(self.wr_data[b]), wr.en.eq(self.wr_en[b]),
@@ -318,12 +319,12 @@ class WeightBuffer(wiring.Component):
                 shape=width, depth=min(self.block_words, words - block * self.block_words), init=[])
             rd = memory.read_port()
             wr = memory.write_port(domain=write)
-            ours = (lambda address: address[low:] == block) if blocks > 1 else (lambda address: 1)
+            read_here = (self.rd_addr[low:] == block) if blocks > 1 else 1
+            write_here = (wr_addr[low:] == block) if blocks > 1 else 1
             output = Signal(width, name=f"block{block}_data")
-            with m.If(self.rd_en):
-                m.d.sync += output.eq(rd.data)
-            m.d.comb += [rd.addr.eq(self.rd_addr[:low]), rd.en.eq(self.rd_en & ours(self.rd_addr)),
-                         wr.addr.eq(wr_addr[:low]), wr.data.eq(wr_data), wr.en.eq(wr_en & ours(wr_addr))]
+            update(m, output, rd.data, enable=self.rd_en)
+            m.d.comb += [rd.addr.eq(self.rd_addr[:low]), rd.en.eq(self.rd_en & read_here),
+                         wr.addr.eq(wr_addr[:low]), wr.data.eq(wr_data), wr.en.eq(wr_en & write_here)]
             outputs.append(output)
         with m.Switch(chosen[1]):
             for block, output in enumerate(outputs):

@@ -349,9 +349,10 @@ class SystolicArray(wiring.Component):
             m.d.sync += current_row.eq(Mux(current_row == rows - 1, 0, current_row + 1))
 
         # The tile's last row taken by the consumer frees the array for the next tile's last beat.
-        last_taken = take & (current_row == rows - 1)
         if config.pipeline_registers:
             last_taken = self.results.valid & self.results.ready & self.results.payload.last
+        else:
+            last_taken = take & (current_row == rows - 1)
         with m.If(accept & self.operands.payload.last):
             m.d.sync += tile_pending.eq(1)
         with m.Elif(last_taken):

@@ -148,15 +148,6 @@ class WindowGenerator(wiring.Component):
             "busy": Out(1),
         })
 
-    def first_beat_cycle(self, lanes):
-        """Cycle (``start`` = 0) in which the first beat enters the gather stage.
-
-        The walk of the first tile from cycle 1 (``lanes`` cycles), one to load the beat:
-        ``lanes + 3``, and ``config.window_start_latency`` more. A beat that enters at cycle
-        ``e`` and needs ``c`` gather cycles is offered at ``e + c + config.operand_latency - 1``.
-        """
-        return lanes + 3 + self.config.window_start_latency
-
     def elaborate(self, platform):
         m = Module()
         regs = self.regs
@@ -483,10 +474,7 @@ class WindowGenerator(wiring.Component):
                                       _reads_in(gather.tvalid, gather.slot, 0)),
                             Mux(s1_full & ~gather.done,
                                 _reads_in(gather.tvalid, gather.slot, gather.count + 1), 0))
-            with m.If(self._start):
-                m.d.sync += gather.served.eq(0)
-            with m.Elif(~stall):
-                m.d.sync += gather.served.eq(following)
+            update(m, gather.served, following, enable=~stall, reset=self._start)
             update(m, gather.cycles, tile.cycles, enable=load & first)
             for j in range(self.config.cols):
                 update(m, gather.slot[j], tile.slot[j], enable=load & first)
@@ -508,10 +496,7 @@ class WindowGenerator(wiring.Component):
     def _output_stage(self, m, stall, valid, valid_in, *loads):
         """A register stage of the output path: ``valid`` (cleared at start) and the
         statements ``loads`` advance unless the offered beat waits."""
-        with m.If(self._start):
-            m.d.sync += valid.eq(0)
-        with m.Elif(~stall):
-            m.d.sync += valid.eq(valid_in)
+        update(m, valid, valid_in, enable=~stall, reset=self._start)
         with m.If(~stall):
             for statements in loads:
                 m.d.sync += statements
@@ -552,14 +537,9 @@ class WindowGenerator(wiring.Component):
         payload = self.operands.payload
         if config.pipeline_registers:
             # The offer register: everything behind it freezes with it, so it needs no skid.
-            with m.If(self._start):
-                m.d.sync += self.operands.valid.eq(0)
-            with m.Elif(~stall):
-                m.d.sync += self.operands.valid.eq(o_valid)
-            with m.If(~stall):
-                m.d.sync += payload.last.eq(o_last)
-                m.d.sync += [payload.b[j].eq(b_cur[j]) for j in range(cols)]
-                m.d.sync += [payload.a[i].eq(a_cur[i]) for i in range(config.rows)]
+            self._output_stage(m, stall, self.operands.valid, o_valid, [payload.last.eq(o_last)],
+                               [payload.b[j].eq(b_cur[j]) for j in range(cols)],
+                               [payload.a[i].eq(a_cur[i]) for i in range(config.rows)])
         else:
             m.d.comb += [self.operands.valid.eq(o_valid), payload.last.eq(o_last)]
             m.d.comb += [payload.b[j].eq(b_cur[j]) for j in range(cols)]

@@ -343,7 +343,7 @@ def window_model(config, regs):
     act_bytes, lanes = config.act_buffer_bytes, regs[Reg.LANES]
     K = regs[Reg.K_C] * regs[Reg.K_H] * regs[Reg.K_W]
     beats = []
-    E = WindowGenerator(config).first_beat_cycle(lanes)
+    E = config.first_beat_cycle(lanes)
     for g in range(regs[Reg.GROUPS]):
         addresses, valid = engine_read_addresses(regs, g, act_bytes)
         for t in range(regs[Reg.TILES]):

@@ -217,6 +217,14 @@ class AcceleratorConfig:
         with :attr:`pipeline_registers` (a register behind each bank's block RAM)."""
         return 2 if self.pipeline_registers else 1
 
+    def first_beat_cycle(self, lanes):
+        """Cycle (the engine's start = 0) in which a ``CONV``/``POOL``'s first beat enters the
+        window generator's gather stage, for ``LANES = lanes``: the lane walker walks the
+        first tile from cycle 1 (``lanes`` cycles), one more cycle loads the beat (``lanes +
+        3``), and :attr:`window_start_latency` more. A beat that enters at cycle ``e`` and
+        needs ``c`` gather cycles is offered at ``e + c + operand_latency - 1``."""
+        return lanes + 3 + self.window_start_latency
+
     @property
     def window_start_latency(self):
         """Cycles the window generator takes an engine start late: 0, or 1 with

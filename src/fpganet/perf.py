@@ -40,8 +40,8 @@ taken (the array or pool unit holds it until the previous tile's last result
 row has been taken), ``X`` the cycle its last row is taken, and ``D`` the
 cycles the front end has been stalled so far::
 
-    E_0 = LANES + 3 + SL                   (the first walk from the cycle after start; SL:
-                                           config.window_start_latency, 0 or 1)
+    E_0 = config.first_beat_cycle(LANES)   (LANES + 3, and 1 more with pipeline_registers:
+                                           the first walk from the cycle after start)
     P_t = E_t + B_t + D + OL - 1           (OL: config.operand_latency, 1 or 3)
     A_t = max(P_t, X_{t-1} + 1);   D += A_t - P_t
     X_t = A_t + LAT + W_t - 1
@@ -138,7 +138,7 @@ def engine_cycles(regs, config, pool=False):
     B, W = engine_tile_costs(regs, config, pool)
     lanes = regs[Reg.LANES]
     lat = 1 if pool else config.array_latency
-    E = lanes + 3 + config.window_start_latency
+    E = config.first_beat_cycle(lanes)
     D = 0
     X = None
     for b, w in zip(B.reshape(-1).tolist(), W.reshape(-1).tolist()):
