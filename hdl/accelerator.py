@@ -197,10 +197,15 @@ class Accelerator(wiring.Component):
         byte_addr = Signal(aw)
         byte_data = Signal(8)
         byte_en = Signal()
+        # With the pipeline registers the byte write lands a cycle late, from flip-flops: the
+        # input FIFO's block RAM ran through the region unit's multiplexer into the banks'
+        # write data (the ULX3S build's longest path). No cycle changes: a FILL's or INPUT's
+        # last byte lands in its done cycle, before any later instruction reads the banks.
+        byte_write = m.d.sync if config.pipeline_registers else m.d.comb
         with m.If(host_write & (host.space == HostSpace.ACTIVATIONS)):
-            m.d.comb += [byte_addr.eq(host.addr), byte_data.eq(host.data[:8]), byte_en.eq(1)]
+            byte_write += [byte_addr.eq(host.addr), byte_data.eq(host.data[:8]), byte_en.eq(1)]
         with m.Else():
-            m.d.comb += [byte_addr.eq(region.wr_addr), byte_data.eq(region.wr_data), byte_en.eq(region.wr_en)]
+            byte_write += [byte_addr.eq(region.wr_addr), byte_data.eq(region.wr_data), byte_en.eq(region.wr_en)]
         with m.If(ctrl.engine_active):
             m.d.comb += [act.rd_addr.eq(window.bank_addr), act.rd_en.eq(window.bank_en),
                          act.wr_addr.eq(writer.wr_addr), act.wr_data.eq(writer.wr_data),

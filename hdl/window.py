@@ -37,8 +37,11 @@ Stages (each a register boundary):
 
 Back-pressure: while an offered beat is not taken (the array holds a tile's
 ``last`` beat until the previous tile's results are out), every stage freezes,
-the lane walker included, and the memory read ports hold their data. Timing is
-therefore a pure function of the registers: see :mod:`fpganet.perf`.
+the lane walker included, and the memory read ports hold their data. With
+``config.pipeline_registers`` a skid register behind the offer lets the stages run
+on until a beat leaves the output stage behind the waiting one, and they freeze
+from the next cycle, on a flip-flop. Timing is therefore a pure function of the
+registers: see :mod:`fpganet.perf`.
 """
 
 from typing import NamedTuple
@@ -430,6 +433,11 @@ class WindowGenerator(wiring.Component):
             s1_final_cycle = Signal()
             served = Signal(cols)      # s1_full & s1_tvalid[j] & (s1_slot[j] == s1_count)
             remaining = None
+            # hits[bank][lane] in flip-flops, loaded with the served lanes and the addresses: the
+            # banks' compares no longer sit between the lane addresses and the banks' read
+            # addresses (the ULX3S build's longest path with them).
+            hit_bits = [Signal(cols, name=f"bank_hits{b}") for b in range(config.act_banks)]
+            hits = [[hit_bits[b][j] for j in range(cols)] for b in range(config.act_banks)]
         else:
             m.submodules.arbiter = arbiter = BankArbiter(cols, config.act_banks)
             for j in range(cols):
@@ -439,7 +447,7 @@ class WindowGenerator(wiring.Component):
             m.d.comb += arbiter.pending.eq(Mux(s1_full, s1_pend, 0))
             served, remaining = arbiter.served, arbiter.remaining
             s1_slot, s1_cycles, s1_count, s1_final_cycle = [], None, None, None
-        hits = bank_hits(config, addresses, served)          # hits[bank][lane]
+            hits = bank_hits(config, addresses, served)      # hits[bank][lane]
         words, _, _ = route_to_banks(m, config, addresses, served, hits=hits)
         for b in range(config.act_banks):
             m.d.comb += self.bank_addr[b].eq(words[b])
@@ -476,12 +484,21 @@ class WindowGenerator(wiring.Component):
                                 _reads_in(gather.tvalid, gather.slot, gather.count + 1), 0))
             update(m, gather.served, following, enable=~stall, reset=self._start)
             update(m, gather.cycles, tile.cycles, enable=load & first)
-            for j in range(self.config.cols):
+            config = self.config
+            bb = config.bank_bits
+            banks_next = []
+            for j in range(config.cols):
                 update(m, gather.slot[j], tile.slot[j], enable=load & first)
                 # The lane addresses in flip-flops, summed as the beat loads: the adders no
                 # longer sit in front of the bank schedule and the banks' read addresses.
-                update(m, gather.addr[j], Mux(first, tile.addr[j], gather.base[j]) + beat.koff,
-                       enable=load)
+                summed = Signal(config.act_addr_width, name=f"lane_sum{j}")
+                m.d.comb += summed.eq(Mux(first, tile.addr[j], gather.base[j]) + beat.koff)
+                update(m, gather.addr[j], summed, enable=load)
+                banks_next.append(Mux(load, summed[:bb], gather.addr[j][:bb]))
+            for b, row in enumerate(gather.hits):
+                hit_next = Cat(following[j] & ((banks_next[j] == b) if bb else 1)
+                               for j in range(config.cols))
+                update(m, Cat(row), hit_next, enable=~stall, reset=self._start)
         else:
             update(m, gather.pend, Mux(load, Mux(first, tile.valid, gather.tvalid), gather.remaining),
                    enable=~stall & (load | s1_full))
@@ -536,12 +553,40 @@ class WindowGenerator(wiring.Component):
         a_cur = [self.w_data[8 * i:8 * i + 8] for i in range(config.rows)]
         payload = self.operands.payload
         if config.pipeline_registers:
-            # The offer register: everything behind it freezes with it, so it needs no skid.
-            self._output_stage(m, stall, self.operands.valid, o_valid, [payload.last.eq(o_last)],
-                               [payload.b[j].eq(b_cur[j]) for j in range(cols)],
-                               [payload.a[i].eq(a_cur[i]) for i in range(config.rows)])
+            self._offer(m, stall, o_valid, o_last, b_cur, a_cur)
         else:
             m.d.comb += [self.operands.valid.eq(o_valid), payload.last.eq(o_last)]
             m.d.comb += [payload.b[j].eq(b_cur[j]) for j in range(cols)]
             m.d.comb += [payload.a[i].eq(a_cur[i]) for i in range(config.rows)]
-        m.d.comb += stall.eq(self.operands.valid & ~self.operands.ready)
+            m.d.comb += stall.eq(self.operands.valid & ~self.operands.ready)
+
+    def _offer(self, m, stall, o_valid, o_last, b_cur, a_cur):
+        """With the pipeline registers: the offer register and a skid register behind it.
+
+        The stages freeze (``stall``) while the skid holds a beat, a flip-flop: the consumer's
+        ``ready`` reaches only these two registers, not the stages' enables and the block
+        RAMs' (the stall's fan-out to the weight buffer's 144 block RAMs and their registers
+        was the ULX3S build's longest path). The stages then freeze a cycle late, one beat
+        further on, that beat in the skid, and move on again a cycle late: every beat is
+        offered in the cycle it was offered with the stall taken straight from ``ready``.
+        """
+        config = self.config
+        layout = operand_layout(config)
+        beat = Signal(layout, name="beat")        # the beat the output stage has
+        skid = Signal(layout, name="skid")
+        skid_valid = Signal()
+        m.d.comb += [beat.last.eq(o_last),
+                     *[beat.b[j].eq(b_cur[j]) for j in range(config.cols)],
+                     *[beat.a[i].eq(a_cur[i]) for i in range(config.rows)]]
+        leaves = o_valid & ~skid_valid          # the stages move on: the output stage's beat leaves
+        free = ~self.operands.valid | self.operands.ready
+        with m.If(self._start):
+            m.d.sync += [self.operands.valid.eq(0), skid_valid.eq(0)]
+        with m.Elif(free):
+            m.d.sync += [self.operands.valid.eq(skid_valid | leaves), skid_valid.eq(0)]
+        with m.Elif(leaves):
+            m.d.sync += skid_valid.eq(1)
+        with m.If(free):
+            m.d.sync += self.operands.payload.eq(Mux(skid_valid, skid, beat))
+        update(m, skid, beat, enable=~free & ~skid_valid)
+        m.d.comb += stall.eq(skid_valid)

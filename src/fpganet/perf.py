@@ -48,6 +48,13 @@ cycles the front end has been stalled so far::
     E_{t+1} = E_t + max(B_t, LANES + 1)
     cycles = X_last + WL + 1                (WL: config.write_latency, 4 to 7)
 
+With ``pipeline_registers`` the window generator has a skid register behind its offer: the
+front end runs on while the last beat waits, and freezes only from the cycle after the next
+tile's first beat has left the output stage, so the stall it adds is smaller::
+
+    Q_{t+1} = E_{t+1} + B_{t+1} / K + D + OL - 1    (the cycle that beat is offered, unstalled)
+    D += max(0, A_t - Q_{t+1} + 1)                 (instead of A_t - P_t)
+
 For a conv layer whose reads and writes are conflict-free this is, per tile,
 ``max(K, LANES + 1, LAT + rows * LANES / requant_lanes)`` cycles: LeNet-5's conv1
 on 2x8 takes ``max(25, 9, 10 + 16) = 26`` cycles per 25-beat tile (96 %).
@@ -138,15 +145,24 @@ def engine_cycles(regs, config, pool=False):
     B, W = engine_tile_costs(regs, config, pool)
     lanes = regs[Reg.LANES]
     lat = 1 if pool else config.array_latency
+    K = regs[Reg.K_C] * regs[Reg.K_H] * regs[Reg.K_W]
     E = config.first_beat_cycle(lanes)
     D = 0
     X = None
-    for b, w in zip(B.reshape(-1).tolist(), W.reshape(-1).tolist()):
+    B, W = B.reshape(-1).tolist(), W.reshape(-1).tolist()
+    for t, (b, w) in enumerate(zip(B, W)):
         P = E + b + D + config.operand_latency - 1
         A = P if X is None else max(P, X + 1)
-        D += A - P
+        E_next = E + max(b, lanes + 1)
+        if config.pipeline_registers and t + 1 < len(B):
+            # The skid: the front end freezes only from the cycle after the next tile's first
+            # beat, offered at Q without the stall, has left the output stage.
+            Q = E_next + B[t + 1] // K + D + config.operand_latency - 1
+            D += max(0, A - Q + 1)
+        else:
+            D += A - P
         X = A + lat + w - 1
-        E += max(b, lanes + 1)
+        E = E_next
     return X + config.write_latency + 1
 
 
