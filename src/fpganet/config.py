@@ -115,8 +115,11 @@ class AcceleratorConfig:
         taken ``LOOP`` takes 2 cycles); the window and the result writer follow bank
         schedules computed a tile or a lane group ahead instead of arbitrating, the window
         keeps the lanes it reads in a flip-flop, and the writer's walk runs ahead, its lanes
-        stepping in closed form (no cycle changes); the program and parameter memories' host
-        writes go through a write stage; the region unit registers an ``OUTPUT`` byte behind
+        stepping in closed form (no cycle changes); the window keeps its bank hits in
+        flip-flops and has a skid register behind its offer, so its stages freeze on a
+        flip-flop and can run on through bubbles while a beat waits (:mod:`fpganet.perf`);
+        the activation banks' byte writes land a cycle late from flip-flops (no cycle
+        changes); the program and parameter memories' host writes go through a write stage; the region unit registers an ``OUTPUT`` byte behind
         the banks' multiplexer (with the banks' registers, each ``OUTPUT`` takes two cycles
         more: :attr:`output_latency`). The numerics are the same.
     clock_hz : float
