@@ -192,8 +192,8 @@ class OutputFIFO(wiring.Component):
 
         # The memory part holds level - r_rdy bytes (at most depth - 1).
         stored_any = (self.level[1:] != 0) | (self.level[0] & ~self.r_rdy)
-        stored_full = ((self.level == self.depth) |
-                       ((self.level == self.depth - 1) & ~self.r_rdy))
+        at = {k: self.level == self.depth - k for k in range(3)}     # level == depth - k
+        stored_full = at[0] | (at[1] & ~self.r_rdy)
         do_write = self.w_en & self.w_rdy
         do_read = self.r_en & self.r_rdy
         do_fetch = stored_any & (~self.r_rdy | self.r_en)   # into the output register
@@ -213,10 +213,10 @@ class OutputFIFO(wiring.Component):
                                 Mux(do_read, (1 << len(step)) - 1, 0)))
         m.d.sync += self.level.eq(self.level + step)
         if self.registered_ready:
-            # The next level is level + 1, level - 1 or level: compared through the present
-            # level's compares, not behind the adder.
+            # stored_full of the next cycle. The next level is level + 1, level - 1 or level:
+            # compared through the present level's compares, not behind the adder; the next
+            # r_rdy is the one the If/Elif above loads.
             next_r_rdy = do_fetch | (self.r_rdy & ~self.r_en)
-            at = {k: self.level == self.depth - k for k in range(3)}
             up, down, same = do_write & ~do_read, do_read & ~do_write, ~(do_write ^ do_read)
             next_at_full = (at[0] & same) | (at[1] & up)
             next_at_below = (at[1] & same) | (at[0] & down) | (at[2] & up)

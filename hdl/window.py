@@ -464,11 +464,12 @@ class WindowGenerator(wiring.Component):
     def _gather_load(self, m, gather, *, stall, s1_full, load, first, tile, beat):
         """The gather stage (S1), its registers: a beat enters on ``load`` (with its tile's lanes
         on ``first``), and leaves when its lanes are all read (``gather.done``)."""
+        config = self.config
         with m.If(self._start):
             m.d.sync += s1_full.eq(0)
         with m.Elif(~stall):
             m.d.sync += s1_full.eq(load | (s1_full & ~gather.done))
-        if self.config.pipeline_registers:
+        if config.pipeline_registers:
             cycles = Mux(first, tile.cycles, gather.cycles)
             update(m, gather.count, gather.count + 1, enable=~stall & s1_full, reset=~stall & load)
             with m.If(~stall & load):
@@ -484,9 +485,8 @@ class WindowGenerator(wiring.Component):
                                 _reads_in(gather.tvalid, gather.slot, gather.count + 1), 0))
             update(m, gather.served, following, enable=~stall, reset=self._start)
             update(m, gather.cycles, tile.cycles, enable=load & first)
-            config = self.config
             bb = config.bank_bits
-            banks_next = []
+            banks_next = []         # each lane's bank after this cycle
             for j in range(config.cols):
                 update(m, gather.slot[j], tile.slot[j], enable=load & first)
                 # The lane addresses in flip-flops, summed as the beat loads: the adders no
@@ -495,17 +495,16 @@ class WindowGenerator(wiring.Component):
                 m.d.comb += summed.eq(Mux(first, tile.addr[j], gather.base[j]) + beat.koff)
                 update(m, gather.addr[j], summed, enable=load)
                 banks_next.append(Mux(load, summed[:bb], gather.addr[j][:bb]))
-            for b, row in enumerate(gather.hits):
-                hit_next = Cat(following[j] & ((banks_next[j] == b) if bb else 1)
-                               for j in range(config.cols))
-                update(m, Cat(row), hit_next, enable=~stall, reset=self._start)
+            # The hits the next cycle's served lanes make, loaded as those lanes are.
+            for row, row_next in zip(gather.hits, bank_hits(config, banks_next, following)):
+                update(m, Cat(row), Cat(row_next), enable=~stall, reset=self._start)
         else:
             update(m, gather.pend, Mux(load, Mux(first, tile.valid, gather.tvalid), gather.remaining),
                    enable=~stall & (load | s1_full))
         update(m, gather.tvalid, tile.valid, enable=load & first)
-        for j in range(self.config.cols):
+        for j in range(config.cols):
             update(m, gather.base[j], tile.addr[j], enable=load & first)
-        if not self.config.pipeline_registers:      # else summed into the addresses at load
+        if not config.pipeline_registers:      # else summed into the addresses at load
             update(m, gather.koff, beat.koff, enable=load)
         update(m, gather.waddr, beat.waddr, enable=load)
         update(m, gather.last, beat.last, enable=load)
@@ -567,8 +566,10 @@ class WindowGenerator(wiring.Component):
         ``ready`` reaches only these two registers, not the stages' enables and the block
         RAMs' (the stall's fan-out to the weight buffer's 144 block RAMs and their registers
         was the ULX3S build's longest path). The stages then freeze a cycle late, one beat
-        further on, that beat in the skid, and move on again a cycle late: every beat is
-        offered in the cycle it was offered with the stall taken straight from ``ready``.
+        further on, that beat in the skid, and move on again a cycle late. Until a beat
+        reaches the skid they keep moving through bubbles, so a beat behind a waiting one can
+        be offered earlier than with the stall taken straight from ``ready``, never later
+        (:mod:`fpganet.perf` counts it).
         """
         config = self.config
         layout = operand_layout(config)
