@@ -51,7 +51,8 @@ def spram_mapping_problem(config):
 class SPRAMWeightBuffer(wiring.Component):
     """:class:`fpganet.hdl.memories.WeightBuffer` on SB_SPRAM256KA cells.
 
-    Same members and timing as :class:`~fpganet.hdl.memories.WeightBuffer`:
+    Same members and timing as :class:`~fpganet.hdl.memories.WeightBuffer` (the cells and
+    the register take the first copy of ``rd_en``):
     ``rd_data`` one cycle after ``rd_en`` (two with ``config.pipeline_registers``: a register
     behind the cells' multiplexer, advancing with ``rd_en``), held while ``rd_en`` is low,
     undefined after a write until the next read; a write and a read in the same cycle are
@@ -85,13 +86,14 @@ class SPRAMWeightBuffer(wiring.Component):
         self.config = config
         aw = config.weight_addr_width
         super().__init__({
-            "rd_addr": In(aw), "rd_en": In(1), "rd_data": Out(width),
+            "rd_addr": In(aw), "rd_en": In(config.weight_blocks), "rd_data": Out(width),
             "wr_addr": In(aw), "wr_data": In(width), "wr_en": In(1),
         })
 
     def elaborate(self, platform):
         m = Module()
         width = 8 * self.config.rows
+        rd_en = self.rd_en[0]
         low = SPRAM_WORDS.bit_length() - 1
         address = Mux(self.wr_en, self.wr_addr, self.rd_addr)
         padded = Cat(self.wr_data, Const(0, self.lanes * SPRAM_BITS - width))
@@ -99,7 +101,7 @@ class SPRAMWeightBuffer(wiring.Component):
         # and holds, like the read data, while no read is enabled.
         read_row = Signal(range(max(2, self.depth_cells)))
         if self.depth_cells > 1:
-            with m.If(self.rd_en & ~self.wr_en):
+            with m.If(rd_en & ~self.wr_en):
                 m.d.sync += read_row.eq(self.rd_addr[low:])
         rows = []
         for row in range(self.depth_cells):
@@ -113,7 +115,7 @@ class SPRAMWeightBuffer(wiring.Component):
                     i_DATAIN=padded[lane * SPRAM_BITS:(lane + 1) * SPRAM_BITS],
                     i_MASKWREN=Const(0b1111, 4),
                     i_WREN=self.wr_en,
-                    i_CHIPSELECT=selected & (self.rd_en | self.wr_en),
+                    i_CHIPSELECT=selected & (rd_en | self.wr_en),
                     i_CLOCK=ClockSignal(),
                     i_STANDBY=Const(0),
                     i_SLEEP=Const(0),
@@ -132,5 +134,5 @@ class SPRAMWeightBuffer(wiring.Component):
         else:
             m.d.comb += selected.eq(rows[0])
         if registered:
-            update(m, self.rd_data, selected, enable=self.rd_en)
+            update(m, self.rd_data, selected, enable=rd_en)
         return m

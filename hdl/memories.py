@@ -22,7 +22,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from fpganet.config import AcceleratorConfig
+from fpganet.config import WEIGHT_BLOCK_WORDS, AcceleratorConfig
 from fpganet.isa import PARAM_LAYOUTS
 
 from .registers import update
@@ -244,7 +244,9 @@ class WeightBuffer(wiring.Component):
     Members
     -------
     rd_addr : In(weight_addr_width)
-    rd_en : In(1)
+    rd_en : In(weight_blocks)
+        Equal copies of the read enable (``config.weight_blocks``), block ``b`` taking copy
+        ``b``: the fan-out of one is split over several flip-flops.
     rd_data : Out(8 * rows)
         The word at ``rd_addr`` one cycle after a cycle with ``rd_en``; held
         while ``rd_en`` is low. With ``config.pipeline_registers``, two
@@ -272,11 +274,11 @@ class WeightBuffer(wiring.Component):
     write_latency = 1
 
     #: With ``config.pipeline_registers``: the words of a block of block RAMs behind one
-    #: register (4,096: an ECP5 DP16KD column in its 4,096 x 4 shape, 16 side by side for a
-    #: 64-bit word). The read multiplexer across the blocks then starts from flip-flops,
-    #: not from the block RAMs' outputs: on the ULX3S's 144 DP16KD, 16.2 ns from a block
-    #: RAM through the multiplexer into the register behind it.
-    block_words = 4096
+    #: register (:data:`fpganet.config.WEIGHT_BLOCK_WORDS`). The read multiplexer across the
+    #: blocks then starts from flip-flops, not from the block RAMs' outputs: on the ULX3S's
+    #: 144 DP16KD, 16.2 ns from a block RAM through the multiplexer into the register
+    #: behind it.
+    block_words = WEIGHT_BLOCK_WORDS
 
     def __init__(self, config):
         if not isinstance(config, AcceleratorConfig):
@@ -284,7 +286,7 @@ class WeightBuffer(wiring.Component):
         self.config = config
         width = config.weight_addr_width
         super().__init__({
-            "rd_addr": In(width), "rd_en": In(1), "rd_data": Out(8 * config.rows),
+            "rd_addr": In(width), "rd_en": In(config.weight_blocks), "rd_data": Out(8 * config.rows),
             "wr_addr": In(width), "wr_data": In(8 * config.rows), "wr_en": In(1),
         })
 
@@ -306,9 +308,9 @@ class WeightBuffer(wiring.Component):
         block read last is selected from the registers."""
         words, width = self.config.weight_buffer_words, 8 * self.config.rows
         low = min(words, self.block_words).bit_length() - 1
-        blocks = -(-words // self.block_words)
+        blocks = self.config.weight_blocks
         chosen = [Signal(range(blocks), name=f"weight_block{stage}") for stage in (1, 2)]
-        with m.If(self.rd_en):
+        with m.If(self.rd_en[0]):
             m.d.sync += [chosen[0].eq(self.rd_addr[low:]), chosen[1].eq(chosen[0])]
         wr_addr, wr_data, wr_en = (Signal.like(port, name=f"{port.name}_w")
                                    for port in (self.wr_addr, self.wr_data, self.wr_en))
@@ -322,8 +324,8 @@ class WeightBuffer(wiring.Component):
             read_here = (self.rd_addr[low:] == block) if blocks > 1 else 1
             write_here = (wr_addr[low:] == block) if blocks > 1 else 1
             output = Signal(width, name=f"block{block}_data")
-            update(m, output, rd.data, enable=self.rd_en)
-            m.d.comb += [rd.addr.eq(self.rd_addr[:low]), rd.en.eq(self.rd_en & read_here),
+            update(m, output, rd.data, enable=self.rd_en[block])
+            m.d.comb += [rd.addr.eq(self.rd_addr[:low]), rd.en.eq(self.rd_en[block] & read_here),
                          wr.addr.eq(wr_addr[:low]), wr.data.eq(wr_data), wr.en.eq(wr_en & write_here)]
             outputs.append(output)
         with m.Switch(chosen[1]):

@@ -132,7 +132,7 @@ class ResultWriter(wiring.Component):
         flags = self._group_flags(m, walk, arbiter)
         tile_end = self._tile_end(m, walk, chain)
         start, next_chan = self._bookkeeping(m, walk, flags, chain, tile_end, arbiter)
-        self._parameter_read(m, start, flags.take, next_chan)
+        self._parameter_read(m, start, flags.take, self.regs.p_base + next_chan)
         requant = self._postprocess(m, walk.group, flags.active)
         self._write(m, requant, addresses, arbiter.served, flags.active, flags.final)
         return m
@@ -157,7 +157,8 @@ class ResultWriter(wiring.Component):
         entry = data.StructLayout({
             "addr": data.ArrayLayout(aw, R), "writable": R, "group": cols // R,
             "last_group": 1, "last_row": 1, "tile_wrap": 1, "last_grp": 1,
-            "slot": data.ArrayLayout(len(slots[0]), R), "cycles": len(cycles), "chan": cw + 1})
+            "slot": data.ArrayLayout(len(slots[0]), R), "cycles": len(cycles),
+            "param_addr": config.param_addr_width})
         queue = [Signal(entry, name=f"queue{i}") for i in range(2)]
         read_ptr, write_ptr = Signal(), Signal()
         held = Signal(range(3))          # groups in the queue
@@ -178,7 +179,14 @@ class ResultWriter(wiring.Component):
         done = self._end_flags(m, group_done, head.last_group, head.last_row,
                                head.tile_wrap, head.last_grp)                # the head's
         m.d.comb += self.results.ready.eq(done.take)
-        start, _ = self._bookkeeping(m, walk, flags, None, None, None)
+        start, next_chan = self._bookkeeping(m, walk, flags, None, None, None)
+        # The walk's row's parameter address, p_base + chan, in a register: the sum was in
+        # front of the parameter memory's read address (the ULX3S build's longest path).
+        param_addr = Signal(config.param_addr_width)
+        with m.If(start):
+            m.d.sync += param_addr.eq(self.regs.p_base)
+        with m.Elif(flags.take):
+            m.d.sync += param_addr.eq(self.regs.p_base + next_chan)
         self._advance_lanes(m, lanes, advances, flags, start)
         m.d.comb += step.eq(~start & (held != 2))      # the walk is reset in the start's cycle
 
@@ -189,7 +197,7 @@ class ResultWriter(wiring.Component):
             pushed.writable.eq(writable), pushed.group.eq(walk.group),
             pushed.last_group.eq(flags.last_group), pushed.last_row.eq(flags.last_row),
             pushed.tile_wrap.eq(flags.tile_wrap), pushed.last_grp.eq(walk.last_grp),
-            pushed.cycles.eq(cycles), pushed.chan.eq(walk.chan),
+            pushed.cycles.eq(cycles), pushed.param_addr.eq(param_addr),
         ]
         for i in range(2):
             update(m, queue[i], pushed, enable=step & (write_ptr == i))
@@ -204,7 +212,7 @@ class ResultWriter(wiring.Component):
             m.d.sync += final_cycle.eq(following.cycles == 1)
         with m.Elif(active):
             m.d.sync += final_cycle.eq(count + 2 == head.cycles)
-        self._parameter_read(m, start, done.take, following.chan)
+        self._parameter_read(m, start, done.take, following.param_addr)
         requant = self._postprocess(m, head.group, active)
         self._write(m, requant, head.addr, served, active, done.final)
         return m
@@ -524,12 +532,12 @@ class ResultWriter(wiring.Component):
                 m.d.sync += w.gbase.eq(next_gbase)
         return start, next_chan
 
-    def _parameter_read(self, m, start, take, next_chan):
-        """Parameters of the next row, read as this one is taken (and at start for the first)."""
-        regs = self.regs
+    def _parameter_read(self, m, start, take, address):
+        """Parameters of the next row, at ``address``, read as this one is taken (and at
+        start, those of the first row, at ``P_BASE``)."""
         m.d.comb += [
             self.param_en.eq(start | take),
-            self.param_addr.eq(Mux(start, regs.p_base, regs.p_base + next_chan)),
+            self.param_addr.eq(Mux(start, self.regs.p_base, address)),
         ]
 
     def _postprocess(self, m, group, active):

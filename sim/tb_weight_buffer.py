@@ -11,7 +11,7 @@ dropped at random, checking every cycle's ``rd_data`` against the model.
 
 Parameters from ``FPGANET_TB`` (JSON): ``width`` (bits per word), ``words``
 (depth), ``writes``, ``reads``, ``seed``, ``latency`` (1 or 2), ``boundary`` (the words
-of a cell or block).
+of a cell or block), ``enables`` (the copies of ``rd_en``, driven alike).
 """
 
 import json
@@ -26,8 +26,9 @@ from cocotb.triggers import ReadOnly, RisingEdge, Timer
 class WeightBufferTB:
     """Drives the two ports; keeps the expected contents and the expected ``rd_data``."""
 
-    def __init__(self, dut, width, words, seed, latency, boundary):
+    def __init__(self, dut, width, words, seed, latency, boundary, enables):
         self.dut = dut
+        self.all_enables = (1 << enables) - 1
         self.width = width
         self.words = words
         self.random = random.Random(seed)
@@ -74,7 +75,7 @@ class WeightBufferTB:
         for cycle in range(count):
             enable = self.random.random() < 0.7
             address = self.random.choice(addresses)
-            dut.rd_addr.value, dut.rd_en.value = address, int(enable)
+            dut.rd_addr.value, dut.rd_en.value = address, self.all_enables if enable else 0
             await RisingEdge(dut.clk)
             if enable and self.latency == 2:
                 self.expected, self.pending = self.pending, self.contents[address]
@@ -96,7 +97,7 @@ class WeightBufferTB:
 async def random_writes_then_reads(dut):
     params = json.loads(os.environ["FPGANET_TB"])
     tb = WeightBufferTB(dut, params["width"], params["words"], params["seed"],
-                        params.get("latency", 1), params.get("boundary", 16384))
+                        params.get("latency", 1), params.get("boundary", 16384), params["enables"])
     await tb.reset()
     await tb.write(params["writes"])
     checked = await tb.read(params["reads"])

@@ -10,7 +10,7 @@ from amaranth.lib.memory import Memory
 from amaranth.sim import Simulator
 
 from fpganet import perf
-from fpganet.config import AcceleratorConfig
+from fpganet.config import WEIGHT_BLOCK_WORDS, AcceleratorConfig
 from fpganet.hdl.memories import ActivationBuffer, BankArbiter, param_from_word, param_layout
 from fpganet.hdl.pool import MaxPool
 from fpganet.hdl.postproc import requantizer
@@ -306,9 +306,9 @@ class WindowBench(wiring.Component):
         rd = weights.read_port()
         m.d.comb += [act.rd_addr.eq(window.bank_addr), act.rd_en.eq(window.bank_en),
                      window.bank_data.eq(act.rd_data),
-                     rd.addr.eq(window.w_addr), rd.en.eq(window.w_en)]
+                     rd.addr.eq(window.w_addr), rd.en.eq(window.w_en[0])]
         if self.window.config.weight_read_latency == 2:      # the weight buffer's register
-            with m.If(window.w_en):
+            with m.If(window.w_en[0]):
                 m.d.sync += window.w_data.eq(rd.data)
         else:
             m.d.comb += window.w_data.eq(rd.data)
@@ -372,6 +372,9 @@ WINDOW_CASES = [
     # Every lane in one bank: each beat takes LANES gather cycles, in both settings.
     (dict(rows=2, cols=4), "pool", dict(C=1, H=8, W=16, k=1, stride=4)),
     (dict(rows=2, cols=4, pipeline_registers=True), "pool", dict(C=1, H=8, W=16, k=1, stride=4)),
+    # Three weight blocks: three copies of the weight read enable besides the banks'.
+    (dict(rows=2, cols=8, pipeline_registers=True, weight_buffer_bytes=2 * 3 * WEIGHT_BLOCK_WORDS),
+     "conv", dict(C=2, H=5, W=6, M=3, k=3, pad=1, stride=1, pitch=9)),
 ]
 
 
@@ -379,10 +382,12 @@ WINDOW_CASES = [
 @pytest.mark.parametrize("stalls", [False, True])
 def test_window_generator_gathers_the_engine_walk(case, stalls):
     overrides, kind, shape = WINDOW_CASES[case]
-    config = AcceleratorConfig(act_buffer_bytes=1024, weight_buffer_bytes=256 * overrides["rows"], **overrides)
+    config = AcceleratorConfig(**{"act_buffer_bytes": 1024, "weight_buffer_bytes": 256 * overrides["rows"],
+                                  **overrides})
     regs, weights, _ = engine_regs(config, kind, seed=case, **shape)
     rng = np.random.default_rng(case)
     act = rng.integers(-128, 128, config.act_buffer_bytes)
+    every_copy = (1 << config.weight_blocks) - 1
     words = np.zeros((config.weight_buffer_words, config.rows), np.int8)
     words[:len(weights)] = weights
     bench = WindowBench(config, act, words)
@@ -400,8 +405,11 @@ def test_window_generator_gathers_the_engine_walk(case, stalls):
             if stalls and ctx.get(dut.operands.payload.last):
                 ready = int(rng.random() < 0.3)
             ctx.set(dut.operands.ready, ready)
-            _, _, valid, payload = await ctx.tick().sample(dut.operands.valid, dut.operands.payload)
+            _, _, valid, payload, w_en, bank_en = await ctx.tick().sample(
+                dut.operands.valid, dut.operands.payload, dut.w_en, dut.bank_en)
             ctx.set(dut.start, 0)
+            # The read enable's copies (one per weight block, one for the banks) are equal.
+            assert w_en == every_copy * bank_en, (cycle, w_en, bank_en)
             if valid and ready:
                 seen.append((cycle, [payload.a[i] for i in range(config.rows)],
                              [payload.b[j] for j in range(config.cols)], payload.last))

@@ -32,7 +32,8 @@ SHAPES = {
 
 def _params(config, seed, boundary=16384):
     return {"width": 8 * config.rows, "words": config.weight_buffer_words, "writes": 400,
-            "reads": 800, "seed": seed, "latency": config.weight_read_latency, "boundary": boundary}
+            "reads": 800, "seed": seed, "latency": config.weight_read_latency, "boundary": boundary,
+            "enables": config.weight_blocks}
 
 
 @needs_icarus

@@ -18,7 +18,7 @@ from amaranth.utils import ceil_log2
 from .isa import COUNT_WIDTH, PARAM_LAYOUTS, REQUANT_MODES
 
 __all__ = ["AcceleratorConfig", "ConfigError", "DEFAULT_CONFIG", "REQUANT_LATENCIES",
-           "MULT_BITS", "fit_requant_latency"]
+           "MULT_BITS", "WEIGHT_BLOCK_WORDS", "fit_requant_latency"]
 
 
 class ConfigError(ValueError):
@@ -31,6 +31,11 @@ def _is_power_of_two(value):
 
 #: Pipeline stages each requantization mode's post-processing unit can have.
 REQUANT_LATENCIES = {"fpganet": (4, 5), "tflite": (6,)}
+
+#: With ``pipeline_registers``: the words of one block of the weight buffer's block RAMs,
+#: behind one register and one copy of the read enable (4,096: an ECP5 DP16KD column in its
+#: 4,096 x 4 shape, 16 side by side for a 64-bit word).
+WEIGHT_BLOCK_WORDS = 4096
 
 #: Bits of the ``fpganet`` requantization's multiplier field (its parameter entry).
 MULT_BITS = PARAM_LAYOUTS["fpganet"]["mult"].shape.width
@@ -244,6 +249,17 @@ class AcceleratorConfig:
         the multiplexer across the blocks): :attr:`act_read_latency`, so that the word
         arrives beside the activation bytes."""
         return self.act_read_latency
+
+    @property
+    def weight_blocks(self):
+        """The weight buffer's blocks of :data:`WEIGHT_BLOCK_WORDS` words with
+        :attr:`pipeline_registers`, each behind its own register and read enable (1 without):
+        the window generator drives that many equal copies of the read enable, flip-flops of
+        their own, so that no one net reaches every block RAM (on the ULX3S's 144 DP16KD the
+        one enable was a critical path, 12.9 ns of routing)."""
+        if not self.pipeline_registers:
+            return 1
+        return -(-self.weight_buffer_words // WEIGHT_BLOCK_WORDS)
 
     @property
     def operand_latency(self):
