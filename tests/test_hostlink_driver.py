@@ -61,10 +61,11 @@ def test_input_larger_than_the_fifo_is_flow_controlled():
 
 def test_config_mismatch_is_refused_before_loading():
     link = BoardLink(SimulatedPort(CONFIG, **SMALL), timeout=5)
-    other = AcceleratorConfig(rows=4, cols=8, act_buffer_bytes=4096)
+    other = AcceleratorConfig(rows=4, cols=8, act_buffer_bytes=4096, act_bank_factor=2)
     with pytest.raises(LinkError, match=r"compiled for a 4x8 accelerator that the board's 2x8 "
                                         r"accelerator is not \(rows 2 on the board but 4 compiled, "
-                                        r"act_buffer_bytes 8,192 on the board but 4,096 compiled\)"):
+                                        r"act_buffer_bytes 8,192 on the board but 4,096 compiled, "
+                                        r"act_bank_factor 1 on the board but 2 compiled\)"):
         run_images(link, {HostSpace.PROGRAM: [0]}, [b"x"], output_bytes=1, config=other)
     assert link.status().frames == 2     # PING and this STATUS: nothing was loaded
 
