@@ -189,7 +189,7 @@ class DeviceInfo(_Packed):
     clock_hz: int = _f("I")
     baud: int = _f("I")
     timeout_cycles: int = _f("I")   # inter-byte timeout of the frame parser
-    act_bank_factor: int = _f("B")  # activation banks per array column (the gathers' cycles)
+    act_bank_factor: int = _f("B")  # activation banks per lane (the gathers' cycles)
 
     #: Configuration fields a compiled network must match exactly.
     CONFIG_FIELDS = ("rows", "cols", "operand_width", "acc_width", "requant_lanes",
