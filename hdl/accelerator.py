@@ -201,11 +201,17 @@ class Accelerator(wiring.Component):
         # input FIFO's block RAM ran through the region unit's multiplexer into the banks'
         # write data (the ULX3S build's longest path). No cycle changes: a FILL's or INPUT's
         # last byte lands in its done cycle, before any later instruction reads the banks.
+        # They also write several banks at once, at one word: a wide FILL's run (byte_banks).
         byte_write = m.d.sync if config.pipeline_registers else m.d.comb
+        byte_banks = Signal(banks)
         with m.If(host_write & (host.space == HostSpace.ACTIVATIONS)):
             byte_write += [byte_addr.eq(host.addr), byte_data.eq(host.data[:8]), byte_en.eq(1)]
+            if config.pipeline_registers:
+                byte_write += byte_banks.eq(C(1, 1) << host.addr[:bb] if bb else 1)
         with m.Else():
             byte_write += [byte_addr.eq(region.wr_addr), byte_data.eq(region.wr_data), byte_en.eq(region.wr_en)]
+            if config.pipeline_registers:
+                byte_write += byte_banks.eq(region.wr_banks)
         with m.If(ctrl.engine_active):
             m.d.comb += [act.rd_addr.eq(window.bank_addr), act.rd_en.eq(window.bank_en),
                          act.wr_addr.eq(writer.wr_addr), act.wr_data.eq(writer.wr_data),
@@ -216,7 +222,8 @@ class Accelerator(wiring.Component):
                     act.rd_addr[b].eq(region.rd_addr[bb:]),
                     act.wr_addr[b].eq(byte_addr[bb:]),
                     act.wr_data[b].eq(byte_data),
-                    act.wr_en[b].eq(byte_en & ((byte_addr[:bb] == b) if bb else 1)),
+                    act.wr_en[b].eq(byte_banks[b] if config.pipeline_registers
+                                    else byte_en & ((byte_addr[:bb] == b) if bb else 1)),
                 ]
             m.d.comb += act.rd_en.eq(region.rd_en)
         return m

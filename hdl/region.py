@@ -50,6 +50,11 @@ class RegionUnit(wiring.Component):
     wr_data : Out(8)
     wr_en : Out(1)
         One byte write per cycle (``FILL``, ``INPUT``).
+    wr_banks : Out(act_banks)
+        With ``config.pipeline_registers`` only: the banks written this cycle, all at
+        ``wr_addr``'s word. ``INPUT`` writes ``wr_addr``'s bank; ``FILL`` writes a run of a
+        row's bytes up to the next multiple of ``act_banks`` (wide ``FILL``), every bank
+        from ``wr_addr``'s on that the run reaches.
     rd_addr : Out(config.act_addr_width)
     rd_en : Out(1)
     bank_data : In(ArrayLayout(8, act_banks))
@@ -65,7 +70,9 @@ class RegionUnit(wiring.Component):
 
     Timing, with the streams never stalling: ``FILL`` and ``INPUT`` take ``N + 2``
     cycles for ``N`` bytes (the ``start`` cycle, one byte per cycle, the ``done``
-    cycle); ``OUTPUT`` takes ``N + 2 + config.output_latency``: the read, and with
+    cycle); with ``config.pipeline_registers`` ``FILL`` writes a run a cycle, a row of
+    ``L`` bytes from address ``a`` in ``ceil((a % act_banks + L) / act_banks)`` runs;
+    ``OUTPUT`` takes ``N + 2 + config.output_latency``: the read, and with
     ``config.pipeline_registers`` the banks' registers and a register behind the banks'
     multiplexer, so that a block RAM's output runs neither through the multiplexer nor
     into the consumer of ``output`` in its cycle (each was once the ULX3S build's longest
@@ -86,11 +93,41 @@ class RegionUnit(wiring.Component):
             "wr_addr": Out(aw),
             "wr_data": Out(8),
             "wr_en": Out(1),
+            **({"wr_banks": Out(config.act_banks)} if config.pipeline_registers else {}),
             "rd_addr": Out(aw),
             "rd_en": Out(1),
             "bank_data": In(data.ArrayLayout(8, config.act_banks)),
             "done": Out(1),
         })
+
+    def _row_runs(self, m, x, addr, advance):
+        """With the pipeline registers, the row's bytes left in ``x``: a ``FILL`` steps a run
+        at a time (to the next multiple of ``act_banks``, or the row's end), ``INPUT`` and
+        ``OUTPUT`` a byte. Returns ``(row_end, run)``: the step ends the row; the run's bytes."""
+        config, regs = self.config, self.regs
+        room = Signal(config.bank_bits + 1)     # bytes to the next multiple of act_banks
+        run = Signal.like(room)
+        row_end = Signal()
+        fill = self.mode == RegionMode.FILL
+        m.d.comb += [
+            room.eq(config.act_banks - addr[:config.bank_bits]),
+            run.eq(Mux(fill, room, 1)),
+            row_end.eq(Mux(fill, x <= room, x == 1)),
+        ]
+        with m.If(self.start | (advance & row_end)):
+            m.d.sync += x.eq(regs.io_len)
+        with m.Elif(advance):
+            m.d.sync += x.eq(x - run)
+        return row_end, run
+
+    def _run_banks(self, addr, x):
+        """The banks a ``FILL``'s run from ``addr`` writes, ``x`` bytes left in the row: bank
+        ``b`` from ``addr``'s on while ``b - addr % act_banks < x``."""
+        bb = self.config.bank_bits
+        if not bb:
+            return C(1, 1)
+        first = addr[:bb]
+        return Cat((first <= b) & (C(b, bb) - first < x) for b in range(self.config.act_banks))
 
     def elaborate(self, platform):
         m = Module()
@@ -107,7 +144,11 @@ class RegionUnit(wiring.Component):
         chanbase = Signal(aw)
         is_last = Signal()
         advance = Signal()
-        x_wrap = count_down(m, x, regs.io_len, restart=self.start, step=advance)
+        wide = config.pipeline_registers          # FILL writes a run of banks a cycle
+        if wide:
+            x_wrap, run = self._row_runs(m, x, addr, advance)
+        else:
+            x_wrap = count_down(m, x, regs.io_len, restart=self.start, step=advance)
         r_wrap = count_down(m, r, regs.io_rows, restart=self.start, step=advance & x_wrap)
         c_wrap = count_down(m, c, regs.io_channels, restart=self.start, step=advance & x_wrap & r_wrap)
         m.d.comb += is_last.eq(x_wrap & r_wrap & c_wrap)
@@ -116,7 +157,7 @@ class RegionUnit(wiring.Component):
         with m.If(self.start):
             m.d.sync += [addr.eq(regs.io_base), rowbase.eq(regs.io_base), chanbase.eq(regs.io_base)]
         with m.Elif(advance):
-            m.d.sync += addr.eq(Mux(x_wrap, next_row, addr + 1))
+            m.d.sync += addr.eq(Mux(x_wrap, next_row, addr + (run if wide else 1)))
             with m.If(x_wrap):
                 m.d.sync += rowbase.eq(next_row)
             with m.If(x_wrap & r_wrap):
@@ -154,10 +195,14 @@ class RegionUnit(wiring.Component):
             with m.Case(RegionMode.FILL):
                 m.d.comb += [advance.eq(walking), self.wr_en.eq(walking),
                              self.wr_data.eq(regs.fill_value)]
+                if wide:
+                    m.d.comb += self.wr_banks.eq(Mux(walking, self._run_banks(addr, x), 0))
                 m.d.sync += self.done.eq(walking & is_last)
             with m.Case(RegionMode.INPUT):
                 m.d.comb += [self.input.ready.eq(walking), advance.eq(walking & self.input.valid),
                              self.wr_en.eq(advance), self.wr_data.eq(self.input.payload)]
+                if wide:
+                    m.d.comb += self.wr_banks.eq(Mux(advance, C(1, 1) << addr[:bb] if bb else 1, 0))
                 m.d.sync += self.done.eq(advance & is_last)
             with m.Case(RegionMode.OUTPUT):
                 m.d.comb += [issue.eq(walking & room), advance.eq(issue),

@@ -126,20 +126,24 @@ def control_program(config):
 @pytest.mark.parametrize("pipelined", [False, True])
 def test_control_flow_regions_and_stamps(pipelined):
     """With the pipeline registers the instruction word comes from a register read one
-    instruction ahead: the taken LOOPs (2 of the 3) take a cycle more to read their target."""
+    instruction ahead: the taken LOOPs (2 of the 3) take a cycle more to read their target.
+    And the FILL writes runs of banks: its rows start at bank 0, 5, 2 of the 8 (pitch 5, both
+    channels), one run each but the one from bank 5, which spans two bank rows."""
     config = small(pipeline_registers=pipelined)
     b = control_program(config)
     x = np.arange(18, dtype=np.uint8).tobytes()
     timing = check(config, b.machine(), x)
-    assert len(timing.stamps) == 4 and timing.stamps[0] == 7 + (2 * 3 * 4 + 2)    # 7 SETs, FILL
+    fill = 2 * (1 + 2 + 1) + 2 if pipelined else 2 * 3 * 4 + 2
+    assert len(timing.stamps) == 4 and timing.stamps[0] == 7 + fill               # 7 SETs, FILL
     assert timing.by_opcode()["CONV"] == 1 and timing.by_opcode()["LOOP"] == (5 if pipelined else 3)
 
 
-def test_counts_at_the_top_of_their_registers():
+@pytest.mark.parametrize("pipelined", [False, True])
+def test_counts_at_the_top_of_their_registers(pipelined):
     """On a 64-byte activation buffer the counts have 7 bits: counts of 127 run, and pixel and
     channel indices walk past 2**8 (TILES beyond NPIX, GROUPS beyond M), which the units'
     counters must keep beyond NPIX and M rather than wrap into the live pixels and channels."""
-    config = small(act_buffer_bytes=64, rows=4)
+    config = small(act_buffer_bytes=64, rows=4, pipeline_registers=pipelined)
     assert count_width(config) == 7
     rng = np.random.default_rng(5)
     b = ProgramBuilder(config, rng)
@@ -166,6 +170,27 @@ def test_counts_at_the_top_of_their_registers():
                                     scale_shift(11)) for _ in machine.params]
     x = rng.integers(-128, 128, 24).astype(np.int8).tobytes()
     check(config, machine, x)
+
+
+def test_wide_fill_writes_runs_of_banks():
+    """With the pipeline registers a FILL writes a row's bytes a bank row at a time: rows from
+    every bank, shorter and longer than a bank row, channels and rows that overlap, a region
+    around the end of the buffer; the bytes as the ISA simulator's, the cycles fpganet.perf's."""
+    config = small(pipeline_registers=True, act_buffer_bytes=512, program_words=256)
+    rng = np.random.default_rng(3)
+    b = ProgramBuilder(config, rng)
+    b.region(Opcode.INPUT, 0, 1, 0, 1, 0, 200)
+    for value in range(-12, 12):
+        base = int(rng.integers(0, 512))
+        channels, rows, length = (int(v) for v in rng.integers(1, [4, 5, 40]))
+        b.region(Opcode.FILL, base, channels, int(rng.integers(0, 90)), rows, int(rng.integers(0, 45)),
+                 length, value=value)
+    b.region(Opcode.OUTPUT, 0, 1, 0, 1, 0, 512)
+    b.op(Opcode.END)
+    x = rng.integers(0, 256, 200).astype(np.uint8).tobytes()
+    timing = check(config, b.machine(), x)
+    bytewise = perf.program_cycles(b.words(), config.replace(pipeline_registers=False))
+    assert timing.by_opcode()["FILL"] < bytewise.by_opcode()["FILL"] / 2
 
 
 @pytest.mark.parametrize("pattern,pipelined", [(0b1011_0010_0111, False), (0x0F0F_00F1, False),

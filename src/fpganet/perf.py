@@ -12,7 +12,8 @@ Cycles per instruction (``N`` bytes of a region, ``AW = act_addr_width``):
 ====================  =====================================================
 ``SET, LOOP, END``    1 (a taken ``LOOP``: 2 with ``config.pipeline_registers``)
 ``STAMP``             5
-``FILL, INPUT``       ``N + 2`` (1 when the region is empty)
+``FILL, INPUT``       ``N + 2`` (1 when the region is empty); a ``FILL`` with
+                      ``config.pipeline_registers``: :func:`fill_runs` ``+ 2``
 ``OUTPUT``            ``N + 2 + config.output_latency`` (1 when empty)
 ``CONV, POOL``        :func:`engine_cycles` (1 when the walk is empty)
 ====================  =====================================================
@@ -68,7 +69,7 @@ from fpganet.config import AcceleratorConfig
 from fpganet.isa import Opcode, Reg, decode, empty_walk, register_overflow
 
 __all__ = ["ProgramError", "InstructionCycles", "ProgramCycles", "check_registers", "engine_cycles",
-           "engine_tile_costs", "instruction_cycles", "program_cycles", "layer_summaries",
+           "engine_tile_costs", "fill_runs", "instruction_cycles", "program_cycles", "layer_summaries",
            "STAMP_CYCLES"]
 
 STAMP_CYCLES = 5
@@ -170,6 +171,17 @@ def _region_bytes(regs):
     return regs[Reg.IO_CHANNELS] * regs[Reg.IO_ROWS] * regs[Reg.IO_LEN]
 
 
+def fill_runs(regs, config):
+    """A wide ``FILL``'s writes (``config.pipeline_registers``): each row of ``IO_LEN`` bytes
+    from address ``a`` in runs that end at multiples of ``act_banks`` (one bank row, one
+    cycle each), ``ceil((a % act_banks + IO_LEN) / act_banks)`` of them, summed over the
+    region's rows."""
+    banks, length = config.act_banks, regs[Reg.IO_LEN]
+    starts = (regs[Reg.IO_BASE] + np.arange(regs[Reg.IO_CHANNELS])[:, None] * regs[Reg.IO_CSTRIDE]
+              + np.arange(regs[Reg.IO_ROWS])[None, :] * regs[Reg.IO_PITCH]) % banks
+    return int(((starts + length + banks - 1) // banks).sum())
+
+
 def instruction_cycles(instruction, regs, config):
     """Cycles of one decoded instruction given the registers before it."""
     op = instruction.opcode
@@ -186,6 +198,8 @@ def instruction_cycles(instruction, regs, config):
         n = _region_bytes(regs)
         if n == 0:
             return 1
+        if op is Opcode.FILL and config.pipeline_registers:
+            return fill_runs(regs, config) + 2
         return n + 2 + (config.output_latency if op is Opcode.OUTPUT else 0)
     if op in (Opcode.CONV, Opcode.POOL):
         return engine_cycles(regs, config, pool=op is Opcode.POOL)
