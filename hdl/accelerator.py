@@ -203,7 +203,7 @@ class Accelerator(wiring.Component):
         # last byte lands in its done cycle, before any later instruction reads the banks.
         # They also write several banks at once, at one word: a wide FILL's run (byte_banks).
         byte_write = m.d.sync if config.pipeline_registers else m.d.comb
-        byte_banks = Signal(banks)
+        byte_banks = Signal(banks) if config.pipeline_registers else None
         with m.If(host_write & (host.space == HostSpace.ACTIVATIONS)):
             byte_write += [byte_addr.eq(host.addr), byte_data.eq(host.data[:8]), byte_en.eq(1)]
             if config.pipeline_registers:
