@@ -165,6 +165,8 @@ class WindowGenerator(wiring.Component):
 
         # Between the stages. The helpers are called, and emit their logic, in pipeline order.
         stall = Signal()       # the offered beat is not taken: every stage holds
+        # ...as the lane walker sees it: with the pipeline registers a copy of its own (_offer)
+        walker_stall = Signal(name="walker_stall") if self.config.pipeline_registers else stall
         running = Signal()     # between start and the final beat leaving
         s_finished = Signal()  # every beat has entered the gather stage
         s1_full = Signal()     # the gather stage holds a beat
@@ -185,7 +187,7 @@ class WindowGenerator(wiring.Component):
             m.d.sync += running.eq(0)
         m.d.comb += self.busy.eq(running)
 
-        tile, lane_end, groups_left = self._lane_walker(m, stall=stall, running=running,
+        tile, lane_end, groups_left = self._lane_walker(m, stall=walker_stall, running=running,
                                                         start_walk=start_walk)
         gather = self._gather(m, stall=stall, s1_full=s1_full)
 
@@ -210,7 +212,9 @@ class WindowGenerator(wiring.Component):
                                     finished=s_finished)
         self._gather_load(m, gather, stall=stall, s1_full=s1_full, load=load, first=first, tile=tile,
                           beat=beat)
-        self._output(m, stall=stall, o_valid=o_valid, o_read=o_read, gather=gather)
+        free = self._output(m, stall=stall, o_valid=o_valid, o_read=o_read, gather=gather)
+        if self.config.pipeline_registers:
+            self._stall_copies(m, o_valid, free, walker_stall)
         return m
 
     def _lane_walker(self, m, *, stall, running, start_walk):
@@ -527,7 +531,7 @@ class WindowGenerator(wiring.Component):
         ``operands`` (``o_valid``); drives ``stall``. With the pipeline registers the bytes
         come a cycle later (``o_read`` is the stage between: the banks' registers,
         ``config.act_read_latency``), the weight word beside them through the weight
-        buffer's register."""
+        buffer's register, and it returns the offer's ``free`` (:meth:`_offer`)."""
         config = self.config
         cols, banks = config.cols, config.act_banks
         hits = gather.hits
@@ -557,7 +561,7 @@ class WindowGenerator(wiring.Component):
         a_cur = [self.w_data[8 * i:8 * i + 8] for i in range(config.rows)]
         payload = self.operands.payload
         if config.pipeline_registers:
-            self._offer(m, stall, o_valid, o_last, b_cur, a_cur)
+            return self._offer(m, stall, o_valid, o_last, b_cur, a_cur)
         else:
             m.d.comb += [self.operands.valid.eq(o_valid), payload.last.eq(o_last)]
             m.d.comb += [payload.b[j].eq(b_cur[j]) for j in range(cols)]
@@ -566,6 +570,7 @@ class WindowGenerator(wiring.Component):
 
     def _offer(self, m, stall, o_valid, o_last, b_cur, a_cur):
         """With the pipeline registers: the offer register and a skid register behind it.
+        Returns ``free``: the offer register takes a beat this cycle.
 
         The stages freeze (``stall``) while the skid holds a beat, a flip-flop: the consumer's
         ``ready`` reaches only these two registers, not the stages' enables and the block
@@ -596,14 +601,20 @@ class WindowGenerator(wiring.Component):
             m.d.sync += self.operands.payload.eq(Mux(skid_valid, skid, beat))
         update(m, skid, beat, enable=~free & ~skid_valid)
         m.d.comb += stall.eq(skid_valid)
-        # Copies of skid_valid for the memories' read enables, one per weight block and one
-        # for the activation banks: the one flip-flop's net to the 144 weight block RAMs'
-        # enables took 12.9 ns of routing on the ULX3S. Each copy's load reads its own
-        # output, so Yosys cannot merge them (a keep attribute does not stop it).
-        copies = Signal(config.weight_blocks + 1, name="stall_copies")
+        return free
+
+    def _stall_copies(self, m, o_valid, free, walker_stall):
+        """With the pipeline registers: copies of ``skid_valid`` (the stall), flip-flops that
+        load as it does, for the memories' read enables (one per weight block, one for the
+        activation banks) and for the lane walker. The one flip-flop's net to the 144 weight
+        block RAMs' enables took 12.9 ns of routing on the ULX3S, and its net to the stages,
+        3.6 ns, began the walker's longest path. Each copy's load reads its own output, so
+        Yosys cannot merge them (a keep attribute does not stop it)."""
+        copies = Signal(self.config.weight_blocks + 2, name="stall_copies")
         for i in range(len(copies)):
             with m.If(self._start | free):
                 m.d.sync += copies[i].eq(0)
             with m.Elif(o_valid & ~copies[i]):
                 m.d.sync += copies[i].eq(1)
-        m.d.comb += [self.w_en.eq(~copies[:-1]), self.bank_en.eq(~copies[-1])]
+        m.d.comb += [self.w_en.eq(~copies[:-2]), self.bank_en.eq(~copies[-2]),
+                     walker_stall.eq(copies[-1])]

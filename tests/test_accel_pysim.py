@@ -83,6 +83,9 @@ LAYERS = [
     (dict(rows=3, cols=5, requant_lanes=5, pipeline_registers=True), "conv",
      dict(C=2, H=5, W=6, M=7, k=3, pad=1)),
     (dict(requant_lanes=2, pipeline_registers=True), "pool", dict(C=3, H=6, W=6, k=2, stride=2)),
+    # Tiles of 4 beats, shorter than the lane walk, with 16 result writes each: a stall at
+    # every tile, walker-bound between the stalls.
+    (dict(pipeline_registers=True), "conv", dict(C=1, H=7, W=9, M=2, k=2, pad=0)),
 ]
 
 

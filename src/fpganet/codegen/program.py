@@ -123,12 +123,21 @@ def _fill_whole(emit, m):
 
 
 def _fill_border(emit, m):
-    """The border only (top rows, bottom rows, left and right columns): 1 to 4 FILLs."""
+    """The border only (top rows, bottom rows, left and right columns): 1 to 4 FILLs. When the
+    padded rows follow one another (``pitch`` is the padded width), a row's right border and
+    the next row's left one are one run of bytes, as are the top rows and the first row's left
+    border, and the last row's right border and the bottom rows: 3 FILLs of the same bytes,
+    in fewer runs of a wide ``FILL`` (:func:`fpganet.perf.fill_runs`)."""
     pt, pl, pb, pr = m.pads
     c, h, w = m.shape
     emit.set(Reg.FILL_VALUE, m.fill & 0xFF, f"map '{m.name}'")
-    strips = [(m.base, pt, m.padded_w), (m.base + (pt + h) * m.pitch, pb, m.padded_w),
-              (m.base + pt * m.pitch, h, pl), (m.base + pt * m.pitch + pl + w, h, pr)]
+    if m.pitch == m.padded_w and h:
+        first_right = m.base + pt * m.pitch + pl + w
+        strips = [(m.base, 1, pt * m.pitch + pl), (first_right, h - 1, pr + pl),
+                  (first_right + (h - 1) * m.pitch, 1, pr + pb * m.pitch)]
+    else:
+        strips = [(m.base, pt, m.padded_w), (m.base + (pt + h) * m.pitch, pb, m.padded_w),
+                  (m.base + pt * m.pitch, h, pl), (m.base + pt * m.pitch + pl + w, h, pr)]
     for base, rows, length in strips:
         if rows and length:
             _region(emit, Opcode.FILL, base, c, m.cstride, rows, m.pitch, length, f"map '{m.name}'")
