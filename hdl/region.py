@@ -1,4 +1,5 @@
-"""The region unit: ``FILL``, ``INPUT`` and ``OUTPUT``, one byte per cycle.
+"""The region unit: ``FILL``, ``INPUT`` and ``OUTPUT``, one byte per cycle (with the pipeline
+registers a ``FILL`` writes a run of banks per cycle).
 
 The three instructions walk the same 3-D pattern of the activation buffer, in
 channel, row, byte order::

@@ -124,7 +124,9 @@ class AcceleratorConfig:
         flip-flops and has a skid register behind its offer, so its stages freeze on a
         flip-flop and can run on through bubbles while a beat waits (:mod:`fpganet.perf`);
         the activation banks' byte writes land a cycle late from flip-flops (no cycle
-        changes); the program and parameter memories' host writes go through a write stage;
+        changes), and a ``FILL`` writes a run of banks a cycle (:func:`fpganet.perf.fill_runs`);
+        the memories' read enables and the lane walker take copies of the stall flip-flop
+        (:attr:`weight_blocks`); the program and parameter memories' host writes go through a write stage;
         the region unit registers an ``OUTPUT`` byte behind the banks' multiplexer (with the
         banks' registers, each ``OUTPUT`` takes two cycles more: :attr:`output_latency`). The
         numerics are the same.
