@@ -47,7 +47,8 @@ BAUD = 3_000_000
 #: parameter address counter into the parameter memory's block RAM.
 DEFAULT_CONFIG = AcceleratorConfig(rows=8, cols=8, requant_lanes=2, weight_buffer_bytes=288 * 1024,
                                    act_buffer_bytes=64 * 1024, act_bank_factor=2,
-                                   bias_buffer_words=4096, pipeline_registers=True, clock_hz=72e6)
+                                   bias_buffer_words=4096, pipeline_registers=True, requant_latency=5,
+                                   clock_hz=72e6)
 
 
 def ecp5_array(config):

@@ -217,20 +217,26 @@ class Controller(wiring.Component):
         ``LOOP`` (``taken``) reads its target instead and spends the next cycle (``refetch``)
         loading it.
         """
+        # pc + 1 and pc + 2 in registers beside pc: the adder sat in front of the program
+        # memory's read address (a ULX3S build's longest path).
+        pc1, pc2 = Signal.like(pc, name="pc_plus1"), Signal.like(pc, name="pc_plus2")
         with m.If(~self.busy):
             m.d.comb += [self.prog_addr.eq(0), self.prog_en.eq(1)]
             with m.If(self.start):
                 m.d.comb += [self.prog_addr.eq(1)]
-                m.d.sync += [instruction.eq(self.prog_data), first.eq(1), refetch.eq(0)]
+                m.d.sync += [instruction.eq(self.prog_data), first.eq(1), refetch.eq(0),
+                             pc1.eq(1), pc2.eq(2)]
         with m.Elif(refetch):
-            m.d.comb += [self.prog_addr.eq(pc + 1), self.prog_en.eq(1)]
+            m.d.comb += [self.prog_addr.eq(pc1), self.prog_en.eq(1)]
             m.d.sync += [instruction.eq(self.prog_data), first.eq(1), refetch.eq(0)]
         with m.Elif(advance & taken):
             m.d.comb += [self.prog_addr.eq(next_pc), self.prog_en.eq(1)]
-            m.d.sync += [pc.eq(next_pc), first.eq(0), refetch.eq(1)]
+            m.d.sync += [pc.eq(next_pc), pc1.eq(next_pc + 1), pc2.eq(next_pc + 2), first.eq(0),
+                         refetch.eq(1)]
         with m.Elif(advance):
-            m.d.comb += [self.prog_addr.eq(pc + 2), self.prog_en.eq(1)]
-            m.d.sync += [instruction.eq(self.prog_data), pc.eq(pc + 1), first.eq(1)]
+            m.d.comb += [self.prog_addr.eq(pc2), self.prog_en.eq(1)]
+            m.d.sync += [instruction.eq(self.prog_data), pc.eq(pc1), pc1.eq(pc2), pc2.eq(pc2 + 1),
+                         first.eq(1)]
         with m.Else():
             m.d.sync += first.eq(0)
             with m.If(instruction.opcode == Opcode.END):
