@@ -40,12 +40,13 @@ BAUD = 3_000_000
 #: activations in 16 EBR (8 KiB); program and parameters 256 entries each (LeNet-5 needs
 #: 141 and 236); 24-bit accumulators (LeNet-5 reaches |acc| = 3.7 M < 2^23). Of the
 #: shapes with two columns it is the largest whose whole accelerator routes on the UP5K:
-#: 4,633 of 5,280 LCs, where 8x2 packs in 5,120 with 1-bit multipliers but does not route.
+#: 4,650 of 5,280 LCs, where 8x2 packs in 5,120 with 1-bit multipliers but does not route.
 #: The operands are broadcast to the array's rows and columns instead of passed
 #: from PE to PE (a flip-flop costs a whole logic cell here). The clock is 21 MHz, a
-#: multiple of the UART's 3 Mbaud: routed with a 21 MHz target the design reaches 24.8-27.3
-#: MHz (seeds 1 and 3; nextpnr router2, router1 does not converge on it), its longest paths
-#: limited by routing at this fill; with a 24 MHz target only 21.6-24.8 (boards/README.md).
+#: multiple of the UART's 3 Mbaud: routed with a 21 MHz target the design reaches 21.5-25.7
+#: MHz (seeds 3 and 1; nextpnr router2, router1 does not converge on it; seed 2 leaves two
+#: overused wires), its longest paths limited by routing at this fill; a netlist a byte of
+#: ROM apart routed at 24.8-27.3 (boards/README.md).
 DEFAULT_CONFIG = AcceleratorConfig(rows=4, cols=2, acc_width=24, weight_buffer_bytes=64 * 1024,
                                    act_buffer_bytes=8 * 1024, bias_buffer_words=256,
                                    program_words=256, requant_latency=5, broadcast_operands=True,
@@ -150,8 +151,8 @@ BOARD = Board(
     # router1 does not converge on the whole accelerator (2,438 overused wires after
     # 290,000 iterations at 4x2); router2 routes it in about 90 s.
     nextpnr_opts=("--router", "router2"),
-    # Seeds 1 and 3 of the 4x2 default at 21 MHz: 24.8 / 27.3 MHz (boards/README.md).
-    seed=3,
+    # Seeds 1 and 3 of the 4x2 default at 21 MHz: 25.7 / 21.5 MHz (boards/README.md).
+    seed=1,
     # The whole accelerator builds in 1-3 minutes on two cores.
     build_timeout_s=900,
     resources={

@@ -4,7 +4,7 @@ The default core is the accelerator behind the UART host link
 (:func:`accelerator_core`) on an 8x8 array (64 int8 MACs per cycle) with two
 requantizer lanes, one MULT18X18D per processing element with the product
 register inside the DSP (:class:`~fpganet.hdl.ecp5_dsp.ECP5ProcessingElement`),
-and a 72 MHz clock from an EHXPLLL (what the design meets today; the aim is
+and a 78 MHz clock from an EHXPLLL (78.125 MHz: what the design meets today; the aim is
 100 MHz). nextpnr-ecp5 routes with router1: router2 oscillated on this
 design. ``--core stand-in`` builds
 the array alone, fed from ROMs.
@@ -35,16 +35,19 @@ BAUD = 3_000_000
 #: conflicts (VWW needs 55.5 KiB, ResNet-8 54.2 KiB), 4,096 parameter entries (VWW 2,994).
 #: Block RAM: 144 EBR of weights, 32 of activations, 208 on the chip.
 #:
-#: The clock is 72 MHz (3 Mbaud x 24), not the 100 MHz aimed at: with its pipeline registers
-#: (``AcceleratorConfig.pipeline_registers``: block RAM outputs, the gathered operands, the
-#: array's result row, the writer's lane-group sums, the instruction word and the window's
-#: start in registers, bank schedules computed ahead instead of arbitrated, the writer's lanes
-#: stepped in closed form, write stages for the program and parameter memories, the host
-#: link's reply CRC and output-FIFO ready registered, the banks' byte writes from flip-flops,
-#: the window's bank hits in flip-flops and a skid register behind its offer) this design
-#: routes at 78.6 MHz with that target and the board's seed 1 (70.2 MHz with seed 3; 45.2 MHz
-#: at 40 without the registers). The long path now (boards/README.md): the result writer's
-#: parameter address counter into the parameter memory's block RAM.
+#: The clock is 78 MHz (the PLL makes 78.125; the UART divides it by 26), not
+#: the 100 MHz aimed at: with its pipeline registers (``AcceleratorConfig.pipeline_registers``:
+#: block RAM outputs, the gathered operands, the array's result row, the writer's lane-group
+#: sums, the instruction word and the window's start in registers, bank schedules computed
+#: ahead instead of arbitrated, the writer's lanes stepped in closed form, write stages for
+#: the program and parameter memories, the host link's reply CRC and output-FIFO ready
+#: registered, the banks' byte writes from flip-flops, the window's bank hits in flip-flops, a
+#: skid register behind its offer and copies of its stall for the memories and the lane
+#: walker, the parameter and instruction addresses from registers, the clamp against
+#: registered thresholds) and the split-product requantizer (``requant_latency`` 5), this
+#: design routes at 79.3 MHz with that target and the board's seed 3 (75.8 MHz with seed 1 at
+#: 80; 45.2 MHz at 40 without the registers). The long path now (boards/README.md): the
+#: writer's per-instruction step constants, set up from the registers in one cycle.
 DEFAULT_CONFIG = AcceleratorConfig(rows=8, cols=8, requant_lanes=2, weight_buffer_bytes=288 * 1024,
                                    act_buffer_bytes=64 * 1024, act_bank_factor=2,
                                    bias_buffer_words=4096, pipeline_registers=True, requant_latency=5,
