@@ -128,7 +128,7 @@ class WindowGenerator(wiring.Component):
     w_en : Out(weight_blocks)
         Equal copies of the read enable (``config.weight_blocks``), one per block of the
         weight buffer: with the pipeline registers each a flip-flop of its own (the
-        ``stall`` copies of :meth:`_offer`), so that no one net reaches every block RAM.
+        stall's copies, :meth:`_stall_copies`), so that no one net reaches every block RAM.
     w_data : In(8 * rows)
         The weight memory's read port (``config.weight_read_latency`` cycles with ``w_en``,
         the activation buffer's); byte ``i`` feeds array row ``i``.
@@ -165,7 +165,8 @@ class WindowGenerator(wiring.Component):
 
         # Between the stages. The helpers are called, and emit their logic, in pipeline order.
         stall = Signal()       # the offered beat is not taken: every stage holds
-        # ...as the lane walker sees it: with the pipeline registers a copy of its own (_offer)
+        # ...as the lane walker sees it: with the pipeline registers a copy of its own
+        # (_stall_copies)
         walker_stall = Signal(name="walker_stall") if self.config.pipeline_registers else stall
         running = Signal()     # between start and the final beat leaving
         s_finished = Signal()  # every beat has entered the gather stage
@@ -459,7 +460,7 @@ class WindowGenerator(wiring.Component):
         for b in range(config.act_banks):
             m.d.comb += self.bank_addr[b].eq(words[b])
         m.d.comb += self.w_addr.eq(s1_waddr)
-        if not config.pipeline_registers:       # else from copies of the stall (_offer)
+        if not config.pipeline_registers:       # else from the stall's copies (_stall_copies)
             m.d.comb += [self.bank_en.eq(~stall), self.w_en.eq(~stall)]
 
         beat_done = Signal()
