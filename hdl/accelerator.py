@@ -16,7 +16,8 @@ from fpganet.isa import INSTRUCTION_BITS, HostSpace
 
 from .controller import Controller
 from .hostport import device_signature, host_addr_width, host_write_layout
-from .memories import ActivationBuffer, WeightBuffer, falling_edge_write_domain, param_from_word, param_layout
+from .memories import (ActivationBuffer, WeightBuffer, bank_select, falling_edge_write_domain,
+                       param_from_word, param_layout)
 from .pool import MaxPool
 from .region import RegionUnit
 from .scatter import ResultWriter
@@ -207,7 +208,7 @@ class Accelerator(wiring.Component):
         with m.If(host_write & (host.space == HostSpace.ACTIVATIONS)):
             byte_write += [byte_addr.eq(host.addr), byte_data.eq(host.data[:8]), byte_en.eq(1)]
             if config.pipeline_registers:
-                byte_write += byte_banks.eq(C(1, 1) << host.addr[:bb] if bb else 1)
+                byte_write += byte_banks.eq(bank_select(config, host.addr))
         with m.Else():
             byte_write += [byte_addr.eq(region.wr_addr), byte_data.eq(region.wr_data), byte_en.eq(region.wr_en)]
             if config.pipeline_registers:

@@ -194,6 +194,11 @@ class BankArbiter(wiring.Component):
         return m
 
 
+def bank_select(config, address):
+    """One-hot over the banks: the bank of byte address ``address`` (a byte write's enables)."""
+    return C(1, 1) << address[:config.bank_bits] if config.bank_bits else C(1, 1)
+
+
 def bank_hits(config, addresses, served):
     """``hits[b][j]``: lane ``j`` is served this cycle and wants bank ``b``."""
     bb = config.bank_bits

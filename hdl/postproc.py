@@ -139,6 +139,10 @@ class Requantizer(wiring.Component):
     #: The requantization arithmetic (``AcceleratorConfig.requant_mode``) the variant computes.
     requant_mode = "fpganet"
 
+    #: The last stage compares ``saturated`` with thresholds registered from ``zp``, ``lo``
+    #: and ``hi`` (:meth:`_clamp_thresholds`) instead of the offset byte with the bounds.
+    registered_bounds = False
+
     def __init__(self, config, lanes=1):
         name = type(self).__name__
         if self.latency is None:
@@ -224,10 +228,6 @@ class Requantizer(wiring.Component):
         """The last stage's register: the clamped byte, or ``acc``'s low byte in bypass."""
         m.d.sync += self.y[lane.index].eq(Mux(self.bypass, lane.raw[-1], clamped[:8]))
 
-    #: The last stage compares ``saturated`` with thresholds registered from ``zp``, ``lo``
-    #: and ``hi`` (:meth:`_clamp_thresholds`) instead of the offset byte with the bounds.
-    registered_bounds = False
-
     def _round_offset_clamp(self, m, lane):
         """The last stage from the registered ``saturated``: round it, add ``zp``, clamp."""
         # The same bytes from fewer chained carry chains: zp + round(saturated / 2) =
@@ -248,8 +248,9 @@ class Requantizer(wiring.Component):
         once for all lanes, so the compares need not wait for the offset's adder: the offset
         ``(saturated + 2 zp + 1) >> 1`` is above ``hi`` exactly when ``saturated > 2 (hi -
         zp)``, below ``lo`` exactly when ``saturated < 2 (lo - zp) - 1``, and at ``2 (lo - zp)
-        - 1`` it is ``lo`` itself, so ``saturated < 2 (lo - zp)`` clamps to the same byte. ``zp``, ``lo`` and ``hi`` are held from
-        the first set's input, :attr:`latency` - 1 >= 3 cycles before its last stage."""
+        - 1`` it is ``lo`` itself, so ``saturated < 2 (lo - zp)`` clamps to the same byte.
+        ``zp``, ``lo`` and ``hi`` are held from the first set's input, :attr:`latency` - 1 >= 3
+        cycles before its last stage."""
         above = Signal(signed(SATURATE_BITS), name="clamp_above")
         below = Signal(signed(SATURATE_BITS), name="clamp_below")
         inverted = Signal(name="clamp_inverted")

@@ -18,6 +18,7 @@ from amaranth.lib.wiring import In, Out
 
 from fpganet.config import AcceleratorConfig
 
+from .memories import bank_select
 from .registers import count_down, register_layout
 
 __all__ = ["RegionMode", "RegionUnit"]
@@ -71,9 +72,8 @@ class RegionUnit(wiring.Component):
 
     Timing, with the streams never stalling: ``FILL`` and ``INPUT`` take ``N + 2``
     cycles for ``N`` bytes (the ``start`` cycle, one byte per cycle, the ``done``
-    cycle); with ``config.pipeline_registers`` ``FILL`` writes a run a cycle, a row of
-    ``L`` bytes from address ``a`` in ``ceil((a % act_banks + L) / act_banks)`` runs;
-    ``OUTPUT`` takes ``N + 2 + config.output_latency``: the read, and with
+    cycle); with ``config.pipeline_registers`` ``FILL`` writes a run of banks a cycle
+    (:func:`fpganet.perf.fill_runs`); ``OUTPUT`` takes ``N + 2 + config.output_latency``: the read, and with
     ``config.pipeline_registers`` the banks' registers and a register behind the banks'
     multiplexer, so that a block RAM's output runs neither through the multiplexer nor
     into the consumer of ``output`` in its cycle (each was once the ULX3S build's longest
@@ -203,7 +203,7 @@ class RegionUnit(wiring.Component):
                 m.d.comb += [self.input.ready.eq(walking), advance.eq(walking & self.input.valid),
                              self.wr_en.eq(advance), self.wr_data.eq(self.input.payload)]
                 if wide:
-                    m.d.comb += self.wr_banks.eq(Mux(advance, C(1, 1) << addr[:bb] if bb else 1, 0))
+                    m.d.comb += self.wr_banks.eq(Mux(advance, bank_select(config, addr), 0))
                 m.d.sync += self.done.eq(advance & is_last)
             with m.Case(RegionMode.OUTPUT):
                 m.d.comb += [issue.eq(walking & room), advance.eq(issue),

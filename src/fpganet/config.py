@@ -126,8 +126,8 @@ class AcceleratorConfig:
         the activation banks' byte writes land a cycle late from flip-flops (no cycle
         changes), and a ``FILL`` writes a run of banks a cycle (:func:`fpganet.perf.fill_runs`);
         the memories' read enables and the lane walker take copies of the stall flip-flop
-        (:attr:`weight_blocks`); the program and parameter memories' host writes go through a write stage;
-        the region unit registers an ``OUTPUT`` byte behind the banks' multiplexer (with the
+        (:attr:`weight_blocks`); the program and parameter memories' host writes go through
+        a write stage; the region unit registers an ``OUTPUT`` byte behind the banks' multiplexer (with the
         banks' registers, each ``OUTPUT`` takes two cycles more: :attr:`output_latency`). The
         numerics are the same.
     clock_hz : float
