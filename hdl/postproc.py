@@ -324,50 +324,28 @@ class GenericRequantizer(_WideTailRequantizer):
         m.d.sync += lane.product.eq(product << low if low else product)
 
 
-class SplitProductRequantizer(_WideTailRequantizer):
-    __doc__ = """The requantizer with its product over two stages, for 18x18 DSP multipliers.
-
-    The ``acc_width``-bit factor is split at :data:`SPLIT_BITS` into an unsigned low part
-    and a signed high part, each multiplied by ``mult`` (each fits one 18x18 DSP
-    multiplier, ECP5 MULT18X18D), and the next stage adds the two partial products. With
-    ``acc_width`` up to :data:`SPLIT_BITS` the product is one ``*``, registered twice.
-
-    Parameters
-    ----------
-    config : AcceleratorConfig
-        ``acc_width``; ``requant_latency`` 5.
-    lanes : int
-        Results per cycle: two partial products each.
-    {members}
-    Latency: 5 cycles (:attr:`latency`): bias add, partial products, their sum, shift and
-    saturation, round, offset and clamp. Throughput: one set per cycle, always; no
-    back-pressure.
-    """.format(members=_MEMBERS)
-
-    latency = 5
-
-    def _product(self, m, lane):
-        split_product(m, lane, *self._top_bits())
-
-
 def split_product(m, lane, factor, low=0):
     """``lane.product``: ``lane.biased`` times the unsigned ``factor << low`` over two
-    registered stages, the partial products of ``biased``'s low :data:`SPLIT_BITS` bits
-    (unsigned) and of the bits above (signed), then their sum; with ``biased`` up to
-    :data:`SPLIT_BITS` bits, one ``*`` registered twice."""
+    registered stages: :func:`split_partials`, then their sum."""
+    total = split_partials(m, lane, factor)
+    m.d.sync += lane.product.eq(total << low if low else total)
+
+
+def split_partials(m, lane, factor):
+    """``lane.biased * factor``, combinational from registered partial products: those of
+    ``biased``'s low :data:`SPLIT_BITS` bits (unsigned) and of the bits above (signed), each
+    one 18x18 DSP multiplier, added by the returned value; with ``biased`` up to
+    :data:`SPLIT_BITS` bits, one registered ``*``."""
     width, biased, bits = len(lane.biased), lane.biased, len(factor)
     if width > SPLIT_BITS:
         low_part = Signal(SPLIT_BITS + bits, name=f"product_low{lane.index}")
         high_part = Signal(signed(width - SPLIT_BITS + bits), name=f"product_high{lane.index}")
-        total = (high_part << SPLIT_BITS) + low_part
-        m.d.sync += [
-            low_part.eq(biased[:SPLIT_BITS] * factor),
-            high_part.eq(biased[SPLIT_BITS:].as_signed() * factor),
-            lane.product.eq(total << low if low else total),
-        ]
-    else:
-        whole = Signal(signed(width + bits + 1), name=f"product_whole{lane.index}")
-        m.d.sync += [whole.eq(biased * factor), lane.product.eq(whole << low if low else whole)]
+        m.d.sync += [low_part.eq(biased[:SPLIT_BITS] * factor),
+                     high_part.eq(biased[SPLIT_BITS:].as_signed() * factor)]
+        return (high_part << SPLIT_BITS) + low_part
+    whole = Signal(signed(width + bits + 1), name=f"product_whole{lane.index}")
+    m.d.sync += whole.eq(biased * factor)
+    return whole
 
 
 class _FabricTailRequantizer(Requantizer):
@@ -618,6 +596,41 @@ class PipelinedShiftAddRequantizer(ShiftAddRequantizer):
         total = Signal(signed(len(lane.product)), name=f"sum{lane.index}_reg")
         m.d.sync += [total.eq(self._sum(m, lane)),
                      lane.product.eq(coarse_shift(total, self._less[-2][4:]))]
+        return lane.product
+
+
+class SplitProductRequantizer(_FabricTailRequantizer):
+    __doc__ = """The requantizer with its product over two stages, for 18x18 DSP multipliers.
+
+    The ``acc_width``-bit factor is split at :data:`SPLIT_BITS` into an unsigned low part
+    and a signed high part, each multiplied by ``mult`` (each fits one 18x18 DSP
+    multiplier, ECP5 MULT18X18D), and the next stage adds the two partial products and
+    shifts their sum by the multiple of 16 in ``shift - 1``. With ``acc_width`` up to
+    :data:`SPLIT_BITS` the product is one ``*``. The stages after are
+    :class:`BoothRequantizer`'s (the fine shift beside the saturation's mask), with the
+    clamp's thresholds registered (:meth:`Requantizer._clamp_thresholds`): on the ULX3S the
+    whole shift in front of the saturation was a critical path (13.2 ns).
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+        ``acc_width``; ``requant_latency`` 5.
+    lanes : int
+        Results per cycle: two partial products each.
+    {members}
+    Latency: 5 cycles (:attr:`latency`): bias add, partial products, their sum and the
+    coarse shift, fine shift and saturation, round, offset and clamp. Throughput: one set per cycle, always; no
+    back-pressure.
+    """.format(members=_MEMBERS)
+
+    latency = 5
+    registered_bounds = True
+
+    def _coarse_product(self, m, lane):
+        m.d.sync += lane.biased.eq(self.acc[lane.index] + self.bias)
+        factor, low = self._top_bits()
+        total = split_partials(m, lane, factor)
+        m.d.sync += lane.product.eq(coarse_shift(total << low if low else total, self._less[-2][4:]))
         return lane.product
 
 

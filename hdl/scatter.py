@@ -268,24 +268,29 @@ class ResultWriter(wiring.Component):
         """The look-ahead walk's steps, in flip-flops loaded from the registers in every cycle
         (the registers hold from the engine's start; the walk first reads these in the cycle
         after, when the writer's registered start resets it): ``group``,
-        ``requant_lanes`` pixels (the next lane group of a row); ``tile``, from a row's last
-        group to the next tile's first, ``((LANES - 1) % requant_lanes) + 1`` pixels; and
-        ``first[l]``, pixel ``l`` (lane ``l``'s first position) for ``l = 1..requant_lanes-1``."""
+        ``requant_lanes`` pixels (the next lane group of a row); ``first[l]``, pixel ``l``
+        (lane ``l``'s first position) for ``l = 1..requant_lanes-1``; and ``tile``, from a
+        row's last group to the next tile's first, ``((LANES - 1) % requant_lanes) + 1``
+        pixels, chosen from the other registers a cycle later (the choice behind the adders
+        was the ULX3S build's longest path, 12.6 ns): the walk steps from the cycle after its
+        reset, when ``tile`` holds this instruction's."""
         regs, R, cols = self.regs, self.config.requant_lanes, self.config.cols
         computed = {"group": self._advance(m, R), **{f"first{l}": self._advance(m, l) for l in range(1, R)}}
-        # The last group's lanes are 1..R: the advance of that many pixels is one of the above.
-        computed["tile"] = Signal(self._advance_layout(), name="advance_tile_next")
-        m.d.comb += computed["tile"].eq(computed["group"])
-        with m.Switch(regs.lanes):
-            for lanes in range(1, cols + 1):
-                if (lanes - 1) % R + 1 < R:
-                    with m.Case(lanes):
-                        m.d.comb += computed["tile"].eq(computed[f"first{(lanes - 1) % R + 1}"])
         registered = {}
         for name, value in computed.items():
             registered[name] = Signal(self._advance_layout(), name=f"advance_{name}")
             m.d.sync += registered[name].eq(value)
-        return SimpleNamespace(group=registered["group"], tile=registered["tile"],
+        # The last group's lanes are 1..R: the advance of that many pixels is one of the above.
+        chosen = Signal(self._advance_layout(), name="advance_tile_next")
+        m.d.comb += chosen.eq(registered["group"])
+        with m.Switch(regs.lanes):
+            for lanes in range(1, cols + 1):
+                if (lanes - 1) % R + 1 < R:
+                    with m.Case(lanes):
+                        m.d.comb += chosen.eq(registered[f"first{(lanes - 1) % R + 1}"])
+        tile = Signal(self._advance_layout(), name="advance_tile")
+        m.d.sync += tile.eq(chosen)
+        return SimpleNamespace(group=registered["group"], tile=tile,
                                first=[None] + [registered[f"first{l}"] for l in range(1, R)])
 
     def _lane_registers(self):
