@@ -349,6 +349,13 @@ class CommandExecutor(wiring.Component):
                      self.reply.payload.length.eq(Mux(f["enough"], f["wait_for"],
                                                       self.output_level))]
 
+        # host.valid, high in the WRITE_WORD state, from a flip-flop of its own: the device's
+        # memories take it through their write enables, and the iCE40's write on the falling
+        # edge, half a cycle after it (the state's decode there was an iCEBreaker build's
+        # longest path). Nothing leaves WRITE_WORD but the host's ready: an abort comes only
+        # before a frame's end.
+        writing = Signal()
+        m.d.comb += self.host.valid.eq(writing)
         with m.Switch(state):
             with m.Case(_State.EXECUTE):
                 m.d.sync += state.eq(_State.REPLY)
@@ -373,13 +380,13 @@ class CommandExecutor(wiring.Component):
                 m.d.comb += insert.eq(1)
                 m.d.sync += stage_addr.eq(stage_addr + 1)
                 with m.If(f["word_byte"] == f["bytes_per_word"] - 1):
-                    m.d.sync += [f["word_byte"].eq(0), state.eq(_State.WRITE_WORD)]
+                    m.d.sync += [f["word_byte"].eq(0), state.eq(_State.WRITE_WORD), writing.eq(1)]
                 with m.Else():
                     m.d.sync += [f["word_byte"].eq(f["word_byte"] + 1),
                                  state.eq(_State.WRITE_READ)]
             with m.Case(_State.WRITE_WORD):
-                m.d.comb += self.host.valid.eq(1)
                 with m.If(self.host.ready):
+                    m.d.sync += writing.eq(0)
                     # The words counted in the payload, counted down.
                     m.d.sync += [f["address"].eq(f["address"] + 1),
                                  f["words"].eq(f["words"] - 1)]

@@ -174,7 +174,7 @@ class HostLinkCore(wiring.Component):
         self.replier = Replier(self.info.pack(), output_depth=output_depth,
                                crc_stage=config.pipeline_registers)
         self.input_fifo = PacketFIFO(input_depth)
-        self.output_fifo = OutputFIFO(output_depth, registered_ready=config.pipeline_registers)
+        self.output_fifo = OutputFIFO(output_depth, registered_ready=True)
 
     def elaborate(self, platform):
         m = Module()

@@ -451,7 +451,7 @@ class ResultWriter(wiring.Component):
                                 last_group.eq(walk.group_lane + R >= regs.lanes)]),
             take.eq(group_done & last_group),
             *([] if ahead else [self.results.ready.eq(take)]),
-            last_row.eq(self.pool | (walk.row + 1 == rows)),
+            last_row.eq(self.pool | (walk.row == rows - 1)),      # no adder in front
             row_end.eq(take & last_row),
             group_end.eq(row_end & tile_wrap),
             final.eq(group_end & walk.last_grp),

@@ -319,12 +319,11 @@ class SystolicArray(wiring.Component):
             # The selected row in an output register (array_latency one more), which loads
             # whenever it is empty or taken: the PEs' result registers, spread over the
             # DSPs, no longer reach the consumer's logic through the row multiplexer.
-            row_valid = Signal()
+            row_valid = Signal()     # waiting[current_row], kept in a flip-flop of its own
             selected = Signal(data.ArrayLayout(signed(config.acc_width), cols))
             outputs = self.results.payload
             load = ~self.results.valid | self.results.ready
-            m.d.comb += [row_valid.eq(waiting.bit_select(current_row, 1)),
-                         take.eq(row_valid & load)]
+            m.d.comb += take.eq(row_valid & load)
             with m.If(load):
                 m.d.sync += [self.results.valid.eq(row_valid), outputs.row.eq(current_row),
                              outputs.last.eq(current_row == rows - 1), outputs.sums.eq(selected)]
@@ -343,10 +342,18 @@ class SystolicArray(wiring.Component):
                     m.d.comb += [row_sums[j].eq(pes[i][j].result) for j in range(cols)]
 
         taken = Signal(rows)
+        next_row = Mux(current_row == rows - 1, 0, current_row + 1)
         m.d.comb += taken.eq(Mux(take, 1 << current_row, 0))
         m.d.sync += waiting.eq((waiting & ~taken) | row_complete)
         with m.If(take):
-            m.d.sync += current_row.eq(Mux(current_row == rows - 1, 0, current_row + 1))
+            m.d.sync += current_row.eq(next_row)
+        if config.pipeline_registers:
+            # The next waiting[current_row], with both rows' flags chosen ahead of take: the
+            # row multiplexer of waiting sat between the consumer's ready and the array's
+            # flags (the ULX3S build's longest path).
+            after_take = (waiting & ~(1 << current_row)[:rows]) | row_complete
+            m.d.sync += row_valid.eq(Mux(take, after_take.bit_select(next_row, 1),
+                                         (waiting | row_complete).bit_select(current_row, 1)))
 
         # The tile's last row taken by the consumer frees the array for the next tile's last beat.
         if config.pipeline_registers:
