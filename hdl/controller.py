@@ -191,7 +191,7 @@ class Controller(wiring.Component):
 
         if pipelined:
             self._fetch_ahead(m, instruction, pc=pc, next_pc=next_pc, first=first, advance=advance,
-                              refetch=refetch, taken=taken)
+                              refetch=refetch, taken=taken, loop_target=loop_op.target)
             with m.If(~self.busy & self.start):
                 m.d.sync += [self.busy.eq(1), self.done.eq(0), self.cycles.eq(0), pc.eq(0)]
             return m
@@ -207,7 +207,8 @@ class Controller(wiring.Component):
             m.d.sync += [self.busy.eq(1), self.done.eq(0), self.cycles.eq(0), pc.eq(0), first.eq(1)]
         return m
 
-    def _fetch_ahead(self, m, instruction, *, pc, next_pc, first, advance, refetch, taken):
+    def _fetch_ahead(self, m, instruction, *, pc, next_pc, first, advance, refetch, taken,
+                     loop_target):
         """Fetch for :attr:`~AcceleratorConfig.pipeline_registers`: ``instruction`` is a register
         holding the word at ``pc``, and the read port holds the word at ``pc + 1``.
 
@@ -226,18 +227,22 @@ class Controller(wiring.Component):
                 m.d.comb += [self.prog_addr.eq(1)]
                 m.d.sync += [instruction.eq(self.prog_data), first.eq(1), refetch.eq(0),
                              pc1.eq(1), pc2.eq(2)]
-        with m.Elif(refetch):
-            m.d.comb += [self.prog_addr.eq(pc1), self.prog_en.eq(1)]
-            m.d.sync += [instruction.eq(self.prog_data), first.eq(1), refetch.eq(0)]
-        with m.Elif(advance & taken):
-            m.d.comb += [self.prog_addr.eq(next_pc), self.prog_en.eq(1)]
-            m.d.sync += [pc.eq(next_pc), pc1.eq(next_pc + 1), pc2.eq(next_pc + 2), first.eq(0),
-                         refetch.eq(1)]
-        with m.Elif(advance):
-            m.d.comb += [self.prog_addr.eq(pc2), self.prog_en.eq(1)]
-            m.d.sync += [instruction.eq(self.prog_data), pc.eq(pc1), pc1.eq(pc2), pc2.eq(pc2 + 1),
-                         first.eq(1)]
         with m.Else():
-            m.d.sync += first.eq(0)
-            with m.If(instruction.opcode == Opcode.END):
-                m.d.comb += [self.prog_addr.eq(0), self.prog_en.eq(1)]
+            # The read address does not wait for advance (the units' done, through it, was a
+            # ULX3S build's longest path): it is the word the port must hold next if the
+            # instruction ends now, and the port's enable takes advance.
+            is_end = instruction.opcode == Opcode.END
+            m.d.comb += [
+                self.prog_addr.eq(Mux(refetch, pc1, Mux(taken, loop_target, Mux(is_end, 0, pc2)))),
+                self.prog_en.eq(refetch | advance | is_end),
+            ]
+            with m.If(refetch):
+                m.d.sync += [instruction.eq(self.prog_data), first.eq(1), refetch.eq(0)]
+            with m.Elif(advance & taken):
+                m.d.sync += [pc.eq(next_pc), pc1.eq(next_pc + 1), pc2.eq(next_pc + 2), first.eq(0),
+                             refetch.eq(1)]
+            with m.Elif(advance):
+                m.d.sync += [instruction.eq(self.prog_data), pc.eq(pc1), pc1.eq(pc2),
+                             pc2.eq(pc2 + 1), first.eq(1)]
+            with m.Else():
+                m.d.sync += first.eq(0)

@@ -355,9 +355,13 @@ class WindowGenerator(wiring.Component):
             update(m, slots[j], slot, enable=walk & (lane == j))
         # A lane's slot is at most ``cycles`` (the most lanes in a bank so far, at least 1), so
         # ``max(cycles, slot + 1)`` is one more exactly when they are equal: no magnitude compare.
+        # Each bank's count is compared with ``cycles`` before the bank's multiplexer, which then
+        # picks one bit (the multiplexer and the compare in series were a ULX3S build's longest
+        # path).
+        at_max = [in_bank[b] == cycles for b in range(banks)]
         with m.If(begin):
             m.d.sync += cycles.eq(1)
-        with m.Elif(walk & valid & (slot == cycles)):
+        with m.Elif(walk & valid & (Array(at_max)[bank] if banks > 1 else at_max[0])):
             m.d.sync += cycles.eq(cycles + 1)
         return slots, cycles
 
