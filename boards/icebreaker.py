@@ -4,7 +4,7 @@ The default bitstream carries the whole accelerator behind the UART host link
 (:func:`accelerator_core`): a 4x2 array (8 int8 MACs per cycle, two products per
 SB_MAC16, :class:`~fpganet.hdl.ice40_dsp.Ice40SystolicArray`), the requantizer's
 product on two more SB_MAC16, the weights in two SPRAMs
-(:class:`~fpganet.hdl.ice40_spram.SPRAMWeightBuffer`), at 21 MHz. The synthesis
+(:class:`~fpganet.hdl.ice40_spram.SPRAMWeightBuffer`), at 24 MHz. The synthesis
 runs without ``-dsp``: the hand-instantiated SB_MAC16s must not be re-packed (see
 :mod:`fpganet.hdl.ice40_dsp`).
 
@@ -42,15 +42,15 @@ BAUD = 3_000_000
 #: shapes with two columns it is the largest whose whole accelerator routes on the UP5K:
 #: 4,650 of 5,280 LCs, where 8x2 packs in 5,120 with 1-bit multipliers but does not route.
 #: The operands are broadcast to the array's rows and columns instead of passed
-#: from PE to PE (a flip-flop costs a whole logic cell here). The clock is 21 MHz, a
-#: multiple of the UART's 3 Mbaud: routed with a 21 MHz target the design reaches 21.5-25.7
-#: MHz (seeds 3 and 1; nextpnr router2, router1 does not converge on it; seed 2 leaves two
-#: overused wires), its longest paths limited by routing at this fill; a netlist a byte of
-#: ROM apart routed at 24.8-27.3 (boards/README.md).
+#: from PE to PE (a flip-flop costs a whole logic cell here). The clock is 24 MHz, a
+#: multiple of the UART's 3 Mbaud: routed with a 24 MHz target the design reaches 25.2-26.4
+#: MHz (seeds 3, 4 and 5; nextpnr router2, router1 does not converge on it; with seeds 1 and
+#: 2 router2 oscillates at two overused wires), its longest paths limited by routing at this
+#: fill; at 27 MHz seeds 4 and 5 reach 24.8 and 24.0 (boards/README.md).
 DEFAULT_CONFIG = AcceleratorConfig(rows=4, cols=2, acc_width=24, weight_buffer_bytes=64 * 1024,
                                    act_buffer_bytes=8 * 1024, bias_buffer_words=256,
                                    program_words=256, requant_latency=5, broadcast_operands=True,
-                                   clock_hz=21e6)
+                                   clock_hz=24e6)
 
 
 #: Most multiplier bits (``requant_mult_bits``) for which the shift-and-add product costs
@@ -151,8 +151,9 @@ BOARD = Board(
     # router1 does not converge on the whole accelerator (2,438 overused wires after
     # 290,000 iterations at 4x2); router2 routes it in about 90 s.
     nextpnr_opts=("--router", "router2"),
-    # Seeds 1 and 3 of the 4x2 default at 21 MHz: 25.7 / 21.5 MHz (boards/README.md).
-    seed=1,
+    # Seeds 3, 4 and 5 of the 4x2 default at 24 MHz: 25.2 / 25.6 / 26.4 MHz, routed in 268, 40
+    # and 58 s; seeds 1 and 2 do not converge (boards/README.md).
+    seed=5,
     # The whole accelerator builds in 1-3 minutes on two cores.
     build_timeout_s=900,
     resources={
