@@ -80,9 +80,9 @@ class HostLinkCore(wiring.Component):
     config : AcceleratorConfig
         The device's configuration: the host port's data width, the memory depths that
         bound WRITE, and the PING reply; with ``pipeline_registers`` the replier registers
-        the bytes into its CRC (:class:`~fpganet.hdl.replier.Replier`'s ``crc_stage``) and
-        the output FIFO its ``w_rdy`` (:class:`~fpganet.hdl.linkfifo.OutputFIFO`'s
-        ``registered_ready``).
+        the bytes into its CRC (:class:`~fpganet.hdl.replier.Replier`'s ``crc_stage``); the
+        output FIFO always registers its ``w_rdy`` (:class:`~fpganet.hdl.linkfifo.OutputFIFO`'s
+        ``registered_ready``: the iCE40's back-pressure path into the region unit).
     clock_hz : int or float
         The clock of domain ``sync`` (for the default timeout and the PING reply).
     baud : int

@@ -269,11 +269,11 @@ def saturate(value):
 
 
 class _WideTailRequantizer(Requantizer):
-    """The generic variants' stages around the product: the shift and saturation after a
-    registered ``product`` of ``acc_width + 16`` bits, then the rounding and offset in one
-    adder beside the clamp's compares, which read ``saturated`` against registered
-    thresholds (:meth:`Requantizer._clamp_thresholds`: on the ULX3S the adder and the
-    compares in series were a critical path, 13.2 ns)."""
+    """:class:`GenericRequantizer`'s stages around the product: the whole shift and the
+    saturation after a registered ``product`` of ``acc_width + 16`` bits, then the rounding
+    and offset in one adder beside the clamp's compares, which read ``saturated`` against
+    registered thresholds (:meth:`Requantizer._clamp_thresholds`). The split-product
+    variant takes :class:`_FabricTailRequantizer`'s shorter shift stage instead."""
 
     _product_extra = 16
     registered_bounds = True
@@ -349,15 +349,15 @@ def split_partials(m, lane, factor):
 
 
 class _FabricTailRequantizer(Requantizer):
-    """The stages around the product built for the iCE40's logic cells (the Booth and
-    SB_MAC16 variants), after a product of ``acc_width + 15`` bits.
+    """The stages around the product built for the iCE40's logic cells (and the ECP5's split
+    product's), after a product of ``acc_width + 15`` bits.
 
     The shift by ``shift - 1`` takes two steps, a coarse one by a multiple of 16 and a fine
     one by 0..15; ``shift - 1`` is pipelined from the input (no decrement in front of the
     shifter's selects). The saturation test reads a mask of the bits above the 11 kept,
     registered from the shift a stage early, so it runs beside the shifter, not after it.
     The last stage adds ``zp`` and the rounding in one adder and compares with ``lo`` and
-    ``hi`` side by side.
+    ``hi`` side by side (or ``saturated`` with registered thresholds: ``registered_bounds``).
     """
 
     def _prepare(self, m):
