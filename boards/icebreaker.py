@@ -40,7 +40,7 @@ BAUD = 3_000_000
 #: activations in 16 EBR (8 KiB); program and parameters 256 entries each (LeNet-5 needs
 #: 141 and 236); 24-bit accumulators (LeNet-5 reaches |acc| = 3.7 M < 2^23). Of the
 #: shapes with two columns it is the largest whose whole accelerator routes on the UP5K:
-#: 4,650 of 5,280 LCs, where 8x2 packs in 5,120 with 1-bit multipliers but does not route.
+#: 4,649 of 5,280 LCs, where 8x2 packs in 5,142 with 1-bit multipliers but does not route.
 #: The operands are broadcast to the array's rows and columns instead of passed
 #: from PE to PE (a flip-flop costs a whole logic cell here). The clock is 24 MHz, a
 #: multiple of the UART's 3 Mbaud: routed with a 24 MHz target the design reaches 25.2-26.4

@@ -44,7 +44,7 @@ BAUD = 3_000_000
 #: link's reply CRC registered, the banks' byte writes from flip-flops, the window's bank hits
 #: in flip-flops, a skid register behind its offer and copies of its stall for the memories
 #: and the lane walker, the parameter and instruction addresses from registers, the read-ahead
-#: address independent of the instruction's end, the clamp against registered thresholds) and
+#: address not waiting for the instruction's done, the clamp against registered thresholds) and
 #: the split-product requantizer (``requant_latency`` 5, its shift in two stages), this design
 #: routes at 88.1 MHz with an 88 MHz target and the board's seed 1 (84.2 with seed 3; 45.2 at
 #: 40 without them). Its long path: the input FIFO's RAM into the byte-write register.
