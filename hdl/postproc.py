@@ -324,11 +324,10 @@ class GenericRequantizer(_WideTailRequantizer):
         m.d.sync += lane.product.eq(product << low if low else product)
 
 
-def split_product(m, lane, factor, low=0):
-    """``lane.product``: ``lane.biased`` times the unsigned ``factor << low`` over two
-    registered stages: :func:`split_partials`, then their sum."""
-    total = split_partials(m, lane, factor)
-    m.d.sync += lane.product.eq(total << low if low else total)
+def split_product(m, lane, factor):
+    """``lane.product``: ``lane.biased`` times the unsigned ``factor`` over two registered
+    stages: :func:`split_partials`, then their sum."""
+    m.d.sync += lane.product.eq(split_partials(m, lane, factor))
 
 
 def split_partials(m, lane, factor):
@@ -397,6 +396,12 @@ class _FabricTailRequantizer(Requantizer):
         coarse = Signal(signed(len(lane.product)), name=f"coarse{lane.index}")
         m.d.comb += coarse.eq(coarse_shift(lane.product, self._less[-1][4:]))
         return coarse
+
+    def _coarse_registered(self, m, lane, total):
+        """``product``: ``total`` shifted by the multiple of 16 in ``shift - 1`` in the stage
+        that computes it (the pipelined variants, whose last product adder leaves room)."""
+        m.d.sync += lane.product.eq(coarse_shift(total, self._less[-2][4:]))
+        return lane.product
 
 
 class BoothRequantizer(_FabricTailRequantizer):
@@ -476,9 +481,7 @@ class PipelinedBoothRequantizer(BoothRequantizer):
     latency = 5
 
     def _coarse_product(self, m, lane):
-        total = self._booth_total(m, lane, pipelined=True)
-        m.d.sync += lane.product.eq(coarse_shift(total, self._less[-2][4:]))
-        return lane.product
+        return self._coarse_registered(m, lane, self._booth_total(m, lane, pipelined=True))
 
 
 class Ice40DSPRequantizer(_FabricTailRequantizer):
@@ -594,9 +597,8 @@ class PipelinedShiftAddRequantizer(ShiftAddRequantizer):
 
     def _coarse_product(self, m, lane):
         total = Signal(signed(len(lane.product)), name=f"sum{lane.index}_reg")
-        m.d.sync += [total.eq(self._sum(m, lane)),
-                     lane.product.eq(coarse_shift(total, self._less[-2][4:]))]
-        return lane.product
+        m.d.sync += total.eq(self._sum(m, lane))
+        return self._coarse_registered(m, lane, total)
 
 
 class SplitProductRequantizer(_FabricTailRequantizer):
@@ -630,8 +632,7 @@ class SplitProductRequantizer(_FabricTailRequantizer):
         m.d.sync += lane.biased.eq(self.acc[lane.index] + self.bias)
         factor, low = self._top_bits()
         total = split_partials(m, lane, factor)
-        m.d.sync += lane.product.eq(coarse_shift(total << low if low else total, self._less[-2][4:]))
-        return lane.product
+        return self._coarse_registered(m, lane, total << low if low else total)
 
 
 class TfliteRequantizer(Requantizer):
