@@ -370,7 +370,8 @@ def configure(parser):
                              "board's choice (README.md)")
     parser.add_argument("--seed", type=non_negative_int, default=None,
                         help="nextpnr placement seed (default: the board's, the best of its "
-                             "seed sweep: icebreaker 1, ulx3s 3)")
+                             "seed sweep: " + ", ".join(f"{name} {board.seed}" for name, board in
+                                                        sorted(BOARDS.items())) + ")")
     parser.add_argument("--no-pll", action="store_true",
                         help="clock the core from the board oscillator instead of a PLL")
     parser.add_argument("--synth-opt", action="append", default=[], metavar="OPT",

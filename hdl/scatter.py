@@ -47,7 +47,7 @@ from fpganet.isa import QUANT_LAYOUT
 
 from .memories import BankArbiter, param_layout, route_to_banks
 from .postproc import MULTIPLIERS, requantizer
-from .registers import count_down, next_value, register_layout, registered_wrap, update
+from .registers import count_down, register_layout, registered_wrap, update
 from .systolic import result_layout
 
 __all__ = ["ResultWriter"]
@@ -512,7 +512,12 @@ class ResultWriter(wiring.Component):
             # The look-ahead walk keeps the last-group compare in a flip-flop, loaded from the
             # next group_lane: the compare was in front of the walk's resets and enables. Its
             # lanes move in _advance_lanes.
-            m.d.sync += f.last_group.eq(next_value(w.group_lane, **lane_step) + R >= regs.lanes)
+            # Each case's compare is made beside the others, the step's multiplexer after them
+            # (its group_done, from the queue's count, was in front of the compare's adder):
+            # held, the group_lane it was loaded for is still the walk's.
+            m.d.sync += f.last_group.eq(Mux(start | f.take, R >= regs.lanes,
+                                            Mux(f.group_done, w.group_lane + 2 * R >= regs.lanes,
+                                                f.last_group)))
         else:
             update(m, w.cursor, Mux(f.last_group, Mux(f.last_row, tile_end.as_value(),
                                                       w.tile_start.as_value()),
