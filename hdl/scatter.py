@@ -247,21 +247,25 @@ class ResultWriter(wiring.Component):
         instruction's ``OUT_W`` and ``OUT_PITCH``: ``amount`` pixels on from column ``ox`` is
         ``q`` rows and ``r`` columns on (``q, r = divmod(amount, OUT_W)``), one row more when
         ``ox + r >= OUT_W``. ``OUT_W`` only matters up to ``amount``: a wider row holds the
-        whole step (``q = 0``)."""
-        regs, R = self.regs, self.config.requant_lanes
-        q, r = Signal(range(R + 1)), Signal(self.config.count_width)
-        m.d.comb += [q.eq(0), r.eq(amount)]
+        whole step (``q = 0``). Each case's fields are sums of ``OUT_PITCH`` or ``OUT_W`` and
+        constants, the multiplexer behind them: a multiplexer and four adders in series were
+        in front of these registers."""
+        regs = self.regs
+        advance = Signal(self._advance_layout())
+        m.d.comb += [           # q = 0, r = amount
+            advance.pixels.eq(amount), advance.threshold.eq(regs.out_w - amount),
+            advance.ox_add.eq(amount), advance.ox_wrap_add.eq(amount - regs.out_w),
+            advance.off_add.eq(amount), advance.off_wrap_add.eq(regs.out_pitch - regs.out_w + amount),
+        ]
         with m.Switch(regs.out_w):
             for w in range(1, amount + 1):
+                q, r = divmod(amount, w)
                 with m.Case(w):
-                    m.d.comb += [q.eq(amount // w), r.eq(amount % w)]
-        rows_on = sum(Mux(q[i], regs.out_pitch << i, 0) for i in range(len(q)))    # q * OUT_PITCH
-        advance = Signal(self._advance_layout())
-        m.d.comb += [
-            advance.pixels.eq(amount), advance.threshold.eq(regs.out_w - r),
-            advance.ox_add.eq(r), advance.ox_wrap_add.eq(r - regs.out_w),
-            advance.off_add.eq(r + rows_on), advance.off_wrap_add.eq(r - regs.out_w + rows_on + regs.out_pitch),
-        ]
+                    m.d.comb += [
+                        advance.threshold.eq(w - r), advance.ox_add.eq(r), advance.ox_wrap_add.eq(r - w),
+                        advance.off_add.eq(regs.out_pitch * q + r),
+                        advance.off_wrap_add.eq(regs.out_pitch * (q + 1) + (r - w)),
+                    ]
         return advance
 
     def _advance_constants(self, m):
