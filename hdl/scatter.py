@@ -47,7 +47,7 @@ from fpganet.isa import QUANT_LAYOUT
 
 from .memories import BankArbiter, param_layout, route_to_banks
 from .postproc import MULTIPLIERS, requantizer
-from .registers import count_down, register_layout, registered_wrap, update
+from .registers import count_down, next_value, register_layout, registered_wrap, update
 from .systolic import result_layout
 
 __all__ = ["ResultWriter"]
@@ -188,7 +188,10 @@ class ResultWriter(wiring.Component):
         with m.Elif(flags.take):
             m.d.sync += param_addr.eq(self.regs.p_base + next_chan)
         self._advance_lanes(m, lanes, advances, flags, start)
-        m.d.comb += step.eq(~start & (held != 2))      # the walk is reset in the start's cycle
+        # The queue's room (held != 2) in a flip-flop loaded from held's next value: the step
+        # fans out to the walk's counters and the queue.
+        room = Signal(init=1)
+        m.d.comb += step.eq(~start & room)      # the walk is reset in the start's cycle
 
         pushed = Signal(entry)
         m.d.comb += [
@@ -203,7 +206,9 @@ class ResultWriter(wiring.Component):
             update(m, queue[i], pushed, enable=step & (write_ptr == i))
         update(m, write_ptr, ~write_ptr, enable=step, reset=start)
         update(m, read_ptr, ~read_ptr, enable=group_done, reset=start)
-        update(m, held, held + step - group_done, enable=step | group_done, reset=start)
+        held_step = dict(value=held + step - group_done, enable=step | group_done, reset=start)
+        update(m, held, **held_step)
+        m.d.sync += room.eq(next_value(held, **held_step) != 2)
         # The group after the head: the queue's other entry, or the one the walk pushes now.
         following = data.View(entry, Mux(held == 2, Mux(read_ptr, queue[0], queue[1]), pushed))
         new_head = group_done | ((held == 0) & step)
@@ -452,14 +457,22 @@ class ResultWriter(wiring.Component):
         m.d.comb += [
             active.eq(self.results.valid),
             *([] if ahead else [group_done.eq(active & (arbiter.remaining == 0)),
-                                last_group.eq(walk.group_lane + R >= regs.lanes)]),
+                                last_group.eq(walk.group_lane + R >= regs.lanes),
+                                last_row.eq(self.pool | (walk.row == rows - 1))]),   # no adder in front
             take.eq(group_done & last_group),
             *([] if ahead else [self.results.ready.eq(take)]),
-            last_row.eq(self.pool | (walk.row == rows - 1)),      # no adder in front
-            row_end.eq(take & last_row),
-            group_end.eq(row_end & tile_wrap),
-            final.eq(group_end & walk.last_grp),
         ]
+        if ahead:
+            # The look-ahead walk's ends, each its step and one conjunction of flip-flops
+            # (last_group and last_row are registered in _bookkeeping): a chain of them, the
+            # row compare in it, ran from the queue count through the step into the row,
+            # channel and group counters (a ULX3S build's longest path, 13.4 ns at 74.4 MHz).
+            m.d.comb += [row_end.eq(group_done & last_group & last_row),
+                         group_end.eq(group_done & last_group & last_row & tile_wrap),
+                         final.eq(group_done & last_group & last_row & tile_wrap & walk.last_grp)]
+        else:
+            m.d.comb += [row_end.eq(take & last_row), group_end.eq(row_end & tile_wrap),
+                         final.eq(group_end & walk.last_grp)]
         return SimpleNamespace(active=active, group_done=group_done, last_group=last_group,
                                take=take, last_row=last_row, tile_wrap=tile_wrap,
                                row_end=row_end, group_end=group_end, final=final)
@@ -522,6 +535,8 @@ class ResultWriter(wiring.Component):
             m.d.sync += f.last_group.eq(Mux(start | f.take, R >= regs.lanes,
                                             Mux(f.group_done, w.group_lane + 2 * R >= regs.lanes,
                                                 f.last_group)))
+            row_next = next_value(w.row, w.row + 1, enable=f.take, reset=start | f.row_end)
+            m.d.sync += f.last_row.eq(self.pool | (row_next == rows - 1))
         else:
             update(m, w.cursor, Mux(f.last_group, Mux(f.last_row, tile_end.as_value(),
                                                       w.tile_start.as_value()),
