@@ -255,22 +255,27 @@ class ResultWriter(wiring.Component):
         whole step (``q = 0``). Each case's fields are sums of ``OUT_PITCH`` or ``OUT_W`` and
         constants, the multiplexer behind them: a multiplexer and four adders in series were
         in front of these registers."""
-        regs = self.regs
-        advance = Signal(self._advance_layout())
+        regs, cw, aw = self.regs, self.config.count_width, self.config.act_addr_width
+        threshold, ox_add, ox_wrap_add = Signal(cw), Signal(cw), Signal(cw)
+        off_add, off_wrap_add = Signal(aw), Signal(aw)
         m.d.comb += [           # q = 0, r = amount
-            advance.pixels.eq(amount), advance.threshold.eq(regs.out_w - amount),
-            advance.ox_add.eq(amount), advance.ox_wrap_add.eq(amount - regs.out_w),
-            advance.off_add.eq(amount), advance.off_wrap_add.eq(regs.out_pitch - regs.out_w + amount),
+            threshold.eq(regs.out_w - amount), ox_add.eq(amount), ox_wrap_add.eq(amount - regs.out_w),
+            off_add.eq(amount), off_wrap_add.eq(regs.out_pitch - regs.out_w + amount),
         ]
         with m.Switch(regs.out_w):
             for w in range(1, amount + 1):
                 q, r = divmod(amount, w)
                 with m.Case(w):
+                    # r - w < 0 as its unsigned residue: all of these sums are unsigned.
                     m.d.comb += [
-                        advance.threshold.eq(w - r), advance.ox_add.eq(r), advance.ox_wrap_add.eq(r - w),
-                        advance.off_add.eq(regs.out_pitch * q + r),
-                        advance.off_wrap_add.eq(regs.out_pitch * (q + 1) + (r - w)),
+                        threshold.eq(w - r), ox_add.eq(r), ox_wrap_add.eq((r - w) % (1 << cw)),
+                        off_add.eq(regs.out_pitch * q + r),
+                        off_wrap_add.eq(regs.out_pitch * (q + 1) + (r - w) % (1 << aw)),
                     ]
+        advance = Signal(self._advance_layout())
+        m.d.comb += [advance.pixels.eq(amount), advance.threshold.eq(threshold),
+                     advance.ox_add.eq(ox_add), advance.ox_wrap_add.eq(ox_wrap_add),
+                     advance.off_add.eq(off_add), advance.off_wrap_add.eq(off_wrap_add)]
         return advance
 
     def _advance_constants(self, m):
