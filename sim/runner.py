@@ -10,6 +10,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import xml.etree.ElementTree as ElementTree
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -60,9 +61,26 @@ def default_build_root():
     return Path(root) if root else repository_root() / "build"
 
 
+#: A combinational process yosys's Verilog backend writes without its time-zero trigger: a
+#: part of a signal given only a constant, split off from the process that assigns its other
+#: parts (a field set before a ``Switch`` whose cases set the other fields). ``always @*``
+#: with nothing to read never runs in a simulator, so that part stays 0 there while the
+#: netlist has the constant.
+_NEVER_RUNS = re.compile(r"^[ \t]*always @\*\n[ \t]*([^\n=]+?) = \d+'[hbdo][0-9a-fA-FxzXZ_]+;$", re.M)
+
+
 def generate_verilog(component, name):
-    """Verilog text of an Amaranth component, its ports named after its signature."""
-    return verilog.convert(component, name=name, emit_src=False)
+    """Verilog text of an Amaranth component, its ports named after its signature.
+
+    Raises RuntimeError naming the signal when the text has an ``always @*`` that never runs
+    (:data:`_NEVER_RUNS`): simulated, it would differ from the hardware."""
+    text = verilog.convert(component, name=name, emit_src=False)
+    stuck = _NEVER_RUNS.findall(text)
+    if stuck:
+        raise RuntimeError(f"generated Verilog of {name} drives {', '.join(stuck)} from a constant in "
+                           f"an always @* that never runs in simulation: assign the whole signal "
+                           f"in the process, or that part outside it")
+    return text
 
 
 def clock_harness(component, core_name, name, *, period_ns=10, reset_cycles=2):

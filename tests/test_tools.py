@@ -4,6 +4,8 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from amaranth.sim import Simulator
 
 from fpganet.config import AcceleratorConfig
@@ -28,6 +30,39 @@ def test_export_writes_verilog_and_config(tmp_path):
     assert "module systolic_array(" in verilog and "operands__payload" in verilog
     config = AcceleratorConfig.from_json((tmp_path / "config.json").read_text())
     assert (config.rows, config.cols) == (3, 5)
+
+
+def test_generated_verilog_refuses_an_always_block_that_never_runs():
+    """A field set to a constant before a Switch that sets the other fields: yosys writes
+    that part as ``always @*`` with nothing to read, which simulators never run (the part
+    stays 0 in Verilator while the netlist has the constant). The simulations' Verilog is
+    refused, naming it; the whole signal assigned in the process passes."""
+    from amaranth import Module, Signal
+    from amaranth.lib import data, wiring
+    from amaranth.lib.wiring import In, Out
+
+    class Fields(wiring.Component):
+        sel: In(2)
+        y: Out(data.StructLayout({"k": 3, "v": 8}))
+
+        def __init__(self, whole):
+            self.whole = whole
+            super().__init__()
+
+        def elaborate(self, platform):
+            m = Module()
+            v = Signal(8) if self.whole else self.y.v
+            m.d.comb += [self.y.k.eq(2), v.eq(7)]
+            with m.Switch(self.sel):
+                with m.Case(1):
+                    m.d.comb += v.eq(self.sel + 3)
+            if self.whole:
+                m.d.comb += self.y.v.eq(v)
+            return m
+
+    with pytest.raises(RuntimeError, match=r"drives y\[2:0\] from a constant in an always @\* that never runs"):
+        runner.generate_verilog(Fields(whole=False), "fields")
+    assert "module fields(" in runner.generate_verilog(Fields(whole=True), "fields")
 
 
 def test_export_rejects_bad_array(tmp_path, capsys):
