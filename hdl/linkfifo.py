@@ -98,13 +98,12 @@ class PacketFIFO(wiring.Component):
         m = Module()
         bits = ceil_log2(self.depth)
         if not self.registered_output:
-            w_ptr, c_ptr, r_ptr = self._elaborate_memory(m, self.r, self.level)
-            self._free(m, w_ptr, r_ptr)
+            self._elaborate_memory(m, self.r, self.level, free=True)
             return m
         # The memory part as without the register, its stream feeding the register.
         memory_r = stream.Signature(8).flip().create(path=("memory_r",))
         memory_level = Signal.like(self.level, name="memory_level")
-        w_ptr, c_ptr, r_ptr = self._elaborate_memory(m, memory_r, memory_level)
+        w_ptr, c_ptr, r_ptr = self._elaborate_memory(m, memory_r, memory_level, free=False)
         load = ~self.r.valid | self.r.ready
         m.d.comb += [memory_r.ready.eq(load), self.level.eq(memory_level + self.r.valid)]
         with m.If(self.drop):
@@ -118,17 +117,17 @@ class PacketFIFO(wiring.Component):
             m.d.sync += taken_ptr.eq(c_ptr)
         with m.Elif(self.r.valid & self.r.ready):
             m.d.sync += taken_ptr.eq(taken_ptr + 1)
-        self._free(m, w_ptr, taken_ptr)
+        m.d.comb += self.free.eq(self._free(w_ptr, taken_ptr))
         return m
 
-    def _free(self, m, w_ptr, r_ptr):
+    def _free(self, w_ptr, r_ptr):
+        """depth - (w_ptr - r_ptr) with one subtraction: adding depth flips the top bit."""
         bits = ceil_log2(self.depth)
-        # depth - (w_ptr - r_ptr) with one subtraction: adding depth flips the top bit.
-        m.d.comb += self.free.eq((Cat(r_ptr[:bits], ~r_ptr[bits]) - w_ptr)[:bits + 1])
+        return (Cat(r_ptr[:bits], ~r_ptr[bits]) - w_ptr)[:bits + 1]
 
-    def _elaborate_memory(self, m, r, level):
-        """The memory, its pointers and ``r.valid`` flip-flop, offering on ``r``. Returns the
-        pointers ``(w_ptr, c_ptr, r_ptr)``."""
+    def _elaborate_memory(self, m, r, level, *, free):
+        """The memory, its pointers and ``r.valid`` flip-flop, offering on ``r`` (and ``free``
+        from its read pointer, if ``free``). Returns the pointers ``(w_ptr, c_ptr, r_ptr)``."""
         bits = ceil_log2(self.depth)
         m.submodules.storage = storage = memory.Memory(shape=8, depth=self.depth, init=[])
         write = storage.write_port(domain=falling_edge_write_domain(m, "packet_fifo_write"))
@@ -148,6 +147,7 @@ class PacketFIFO(wiring.Component):
             # The read port reads where the pointer will be, so its data belong to r_ptr.
             read.addr.eq(r_next[:bits]),
             r.payload.eq(read.data),
+            *([self.free.eq(self._free(w_ptr, r_ptr))] if free else []),
             level.eq((c_ptr - r_ptr)[:bits + 1]),
         ]
         with m.If(self.rollback):

@@ -468,8 +468,7 @@ class ResultWriter(wiring.Component):
         m.d.comb += [
             active.eq(self.results.valid),
             *([] if ahead else [group_done.eq(active & (arbiter.remaining == 0)),
-                                last_group.eq(walk.group_lane + R >= regs.lanes),
-                                last_row.eq(self.pool | (walk.row == rows - 1))]),   # no adder in front
+                                last_group.eq(walk.group_lane + R >= regs.lanes)]),
             take.eq(group_done & last_group),
             *([] if ahead else [self.results.ready.eq(take)]),
         ]
@@ -482,7 +481,8 @@ class ResultWriter(wiring.Component):
                          group_end.eq(group_done & last_group & last_row & tile_wrap),
                          final.eq(group_done & last_group & last_row & tile_wrap & walk.last_grp)]
         else:
-            m.d.comb += [row_end.eq(take & last_row), group_end.eq(row_end & tile_wrap),
+            m.d.comb += [last_row.eq(self.pool | (walk.row == rows - 1)),      # no adder in front
+                         row_end.eq(take & last_row), group_end.eq(row_end & tile_wrap),
                          final.eq(group_end & walk.last_grp)]
         return SimpleNamespace(active=active, group_done=group_done, last_group=last_group,
                                take=take, last_row=last_row, tile_wrap=tile_wrap,
