@@ -190,7 +190,7 @@ class Controller(wiring.Component):
         ]
 
         if pipelined:
-            self._fetch_ahead(m, instruction, pc=pc, first=first, advance=advance,
+            self._fetch_ahead(m, instruction, pc=pc, next_pc=next_pc, first=first, advance=advance,
                               refetch=refetch, taken=taken, loop_target=loop_op.target)
             with m.If(~self.busy & self.start):
                 m.d.sync += [self.busy.eq(1), self.done.eq(0), self.cycles.eq(0), pc.eq(0)]
@@ -207,7 +207,7 @@ class Controller(wiring.Component):
             m.d.sync += [self.busy.eq(1), self.done.eq(0), self.cycles.eq(0), pc.eq(0), first.eq(1)]
         return m
 
-    def _fetch_ahead(self, m, instruction, *, pc, first, advance, refetch, taken,
+    def _fetch_ahead(self, m, instruction, *, pc, next_pc, first, advance, refetch, taken,
                      loop_target):
         """Fetch for :attr:`~AcceleratorConfig.pipeline_registers`: ``instruction`` is a register
         holding the word at ``pc``, and the read port holds the word at ``pc + 1``.
@@ -239,10 +239,8 @@ class Controller(wiring.Component):
             with m.If(refetch):
                 m.d.sync += [instruction.eq(self.prog_data), first.eq(1), refetch.eq(0)]
             with m.Elif(advance & taken):
-                # The target's sums from the instruction word alone, not behind the loop
-                # count's test through next_pc (a ULX3S build's longest path).
-                m.d.sync += [pc.eq(loop_target), pc1.eq(loop_target + 1), pc2.eq(loop_target + 2),
-                             first.eq(0), refetch.eq(1)]
+                m.d.sync += [pc.eq(next_pc), pc1.eq(next_pc + 1), pc2.eq(next_pc + 2), first.eq(0),
+                             refetch.eq(1)]
             with m.Elif(advance):
                 m.d.sync += [instruction.eq(self.prog_data), pc.eq(pc1), pc1.eq(pc2),
                              pc2.eq(pc2 + 1), first.eq(1)]

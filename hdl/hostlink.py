@@ -173,7 +173,7 @@ class HostLinkCore(wiring.Component):
         })
         self.replier = Replier(self.info.pack(), output_depth=output_depth,
                                crc_stage=config.pipeline_registers)
-        self.input_fifo = PacketFIFO(input_depth, registered_output=config.pipeline_registers)
+        self.input_fifo = PacketFIFO(input_depth)
         self.output_fifo = OutputFIFO(output_depth, registered_ready=True)
 
     def elaborate(self, platform):
@@ -301,18 +301,7 @@ class HostLink(wiring.Component):
         m.submodules.receiver = receiver = UARTReceiver(self.divisor)
         m.submodules.transmitter = transmitter = UARTTransmitter(self.divisor)
         wiring.connect(m, receiver.data, core.rx)
-        if self.config.pipeline_registers:
-            # The reply's bytes through a register: a READ_OUTPUT byte runs from the output
-            # FIFO's block RAM through the replier's multiplexers into it, no further (on the
-            # ULX3S at 87.5 MHz that path went on into the transmitter's shift register, 10.5
-            # ns). A byte takes a cycle longer to reach the line, beside the 10 bit times of each.
-            load = ~transmitter.data.valid | transmitter.data.ready
-            m.d.comb += core.tx.ready.eq(load)
-            with m.If(load):
-                m.d.sync += [transmitter.data.valid.eq(core.tx.valid),
-                             transmitter.data.payload.eq(core.tx.payload)]
-        else:
-            wiring.connect(m, core.tx, transmitter.data)
+        wiring.connect(m, core.tx, transmitter.data)
         wiring.connect(m, wiring.flipped(self.device), core.device)
         m.d.comb += [
             receiver.rx.eq(self.rx),

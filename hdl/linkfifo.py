@@ -44,12 +44,6 @@ class PacketFIFO(wiring.Component):
     ----------
     depth : int
         Bytes it holds; a power of two (one block RAM of 512 bytes on iCE40 per 512).
-    registered_output : bool
-        Offer ``r`` from a register behind the memory's read port, loaded whenever it is
-        empty or taken: ``r.payload`` then starts at a flip-flop, not at the block RAM's
-        output (on the ULX3S at 87.5 MHz, the RAM into the activation banks' byte-write
-        register was the longest path, 11.4 ns, 5.8 of them the RAM's clock-to-output). One
-        cycle more from commit to ``r.valid`` (:attr:`latency` 2), the same throughput.
 
     Members
     -------
@@ -58,76 +52,40 @@ class PacketFIFO(wiring.Component):
         Write ``w_data``. The writer checks :attr:`free` first: a write to a full FIFO
         overwrites the oldest unread byte.
     commit : In(1)
-        Every byte written before this cycle becomes readable :attr:`latency` cycles later.
+        Every byte written before this cycle becomes readable next cycle.
     rollback : In(1)
         The bytes written since the last commit are forgotten (not with ``w_en``).
     drop : In(1)
         Every committed, unread byte is forgotten.
     r : Out(stream.Signature(8))
         Committed bytes, in order. ``r.valid`` and ``r.payload`` come from registers and the
-        memory's read port (from registers alone with ``registered_output``).
+        memory's read port; a committed byte is readable one cycle after the commit.
     free : Out(range(depth + 1))
         Bytes that can still be written (counting uncommitted ones as written).
     level : Out(range(depth + 1))
-        Committed bytes not yet read (the output register's included).
+        Committed bytes not yet read.
 
-    Latency: a committed byte is readable one cycle after the commit (:attr:`latency`; two
-    with ``registered_output``).
+    Latency: a committed byte is readable one cycle after the commit (:attr:`latency`).
     Throughput: one byte in and one out per cycle. Back-pressure: none on the write side
     (the writer checks ``free``); ``r.ready`` on the read side.
     """
 
-    def __init__(self, depth, *, registered_output=False):
+    #: Cycles from ``commit`` to ``r.valid``.
+    latency = 1
+
+    def __init__(self, depth):
         check_int("PacketFIFO depth", depth, 2, MAX_BUFFER)
         if depth & (depth - 1):
             raise ValueError(f"PacketFIFO depth must be a power of two, not {depth}")
         self.depth = depth
-        self.registered_output = bool(registered_output)
         super().__init__({
             "w_data": In(8), "w_en": In(1), "commit": In(1), "rollback": In(1), "drop": In(1),
             "r": Out(stream.Signature(8)),
             "free": Out(range(depth + 1)), "level": Out(range(depth + 1)),
         })
 
-    @property
-    def latency(self):
-        """Cycles from ``commit`` to ``r.valid``."""
-        return 2 if self.registered_output else 1
-
     def elaborate(self, platform):
         m = Module()
-        bits = ceil_log2(self.depth)
-        if not self.registered_output:
-            self._elaborate_memory(m, self.r, self.level, free=True)
-            return m
-        # The memory part as without the register, its stream feeding the register.
-        memory_r = stream.Signature(8).flip().create(path=("memory_r",))
-        memory_level = Signal.like(self.level, name="memory_level")
-        w_ptr, c_ptr, r_ptr = self._elaborate_memory(m, memory_r, memory_level, free=False)
-        load = ~self.r.valid | self.r.ready
-        m.d.comb += [memory_r.ready.eq(load), self.level.eq(memory_level + self.r.valid)]
-        with m.If(self.drop):
-            m.d.sync += self.r.valid.eq(0)
-        with m.Elif(load):
-            m.d.sync += [self.r.valid.eq(memory_r.valid), self.r.payload.eq(memory_r.payload)]
-        # The bytes the reader took, a pointer of its own: ``free`` counts the register's byte
-        # as unread (the FIFO holds ``depth`` bytes) without a subtraction behind the pointers'.
-        taken_ptr = Signal(bits + 1)
-        with m.If(self.drop):
-            m.d.sync += taken_ptr.eq(c_ptr)
-        with m.Elif(self.r.valid & self.r.ready):
-            m.d.sync += taken_ptr.eq(taken_ptr + 1)
-        m.d.comb += self.free.eq(self._free(w_ptr, taken_ptr))
-        return m
-
-    def _free(self, w_ptr, r_ptr):
-        """depth - (w_ptr - r_ptr) with one subtraction: adding depth flips the top bit."""
-        bits = ceil_log2(self.depth)
-        return (Cat(r_ptr[:bits], ~r_ptr[bits]) - w_ptr)[:bits + 1]
-
-    def _elaborate_memory(self, m, r, level, *, free):
-        """The memory, its pointers and ``r.valid`` flip-flop, offering on ``r`` (and ``free``
-        from its read pointer, if ``free``). Returns the pointers ``(w_ptr, c_ptr, r_ptr)``."""
         bits = ceil_log2(self.depth)
         m.submodules.storage = storage = memory.Memory(shape=8, depth=self.depth, init=[])
         write = storage.write_port(domain=falling_edge_write_domain(m, "packet_fifo_write"))
@@ -138,24 +96,18 @@ class PacketFIFO(wiring.Component):
         r_ptr = Signal(bits + 1)        # next byte to read
         r_next = Signal(bits + 1)
 
-        taken = r.valid & r.ready
-        # With the output register, the write too goes through registers, loaded on the rising
-        # edge: the falling-edge write then has its half cycle for routing alone (a ULX3S build
-        # ran the writer's enable through two LUTs and 4.3 ns of routing into it, 6.6 ns). The
-        # byte lands half a cycle later, long before a commit can make it readable.
-        write_stage = m.d.sync if self.registered_output else m.d.comb
-        write_stage += [
+        taken = self.r.valid & self.r.ready
+        m.d.comb += [
             write.addr.eq(w_ptr[:bits]),
             write.data.eq(self.w_data),
             write.en.eq(self.w_en),
-        ]
-        m.d.comb += [
             r_next.eq(r_ptr + taken),
             # The read port reads where the pointer will be, so its data belong to r_ptr.
             read.addr.eq(r_next[:bits]),
-            r.payload.eq(read.data),
-            *([self.free.eq(self._free(w_ptr, r_ptr))] if free else []),
-            level.eq((c_ptr - r_ptr)[:bits + 1]),
+            self.r.payload.eq(read.data),
+            # depth - (w_ptr - r_ptr) with one subtraction: adding depth flips the top bit.
+            self.free.eq((Cat(r_ptr[:bits], ~r_ptr[bits]) - w_ptr)[:bits + 1]),
+            self.level.eq((c_ptr - r_ptr)[:bits + 1]),
         ]
         with m.If(self.rollback):
             m.d.sync += w_ptr.eq(c_ptr)
@@ -170,8 +122,8 @@ class PacketFIFO(wiring.Component):
         # r.valid is r_ptr != c_ptr, kept in a flip-flop from the pointers' next values: the
         # reader's whole walk hangs on it (the region unit's INPUT), and the comparison in
         # front of it was the iCE40 build's critical path.
-        m.d.sync += r.valid.eq(Mux(self.drop, c_ptr, r_next) != Mux(self.commit, w_ptr, c_ptr))
-        return w_ptr, c_ptr, r_ptr
+        m.d.sync += self.r.valid.eq(Mux(self.drop, c_ptr, r_next) != Mux(self.commit, w_ptr, c_ptr))
+        return m
 
 
 class OutputFIFO(wiring.Component):

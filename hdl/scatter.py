@@ -188,10 +188,7 @@ class ResultWriter(wiring.Component):
         with m.Elif(flags.take):
             m.d.sync += param_addr.eq(self.regs.p_base + next_chan)
         self._advance_lanes(m, lanes, advances, flags, start)
-        # The queue's room (held != 2) in a flip-flop loaded from held's next value: the step
-        # fans out to the walk's counters and the queue.
-        room = Signal(init=1)
-        m.d.comb += step.eq(~start & room)      # the walk is reset in the start's cycle
+        m.d.comb += step.eq(~start & (held != 2))      # the walk is reset in the start's cycle
 
         pushed = Signal(entry)
         m.d.comb += [
@@ -206,9 +203,7 @@ class ResultWriter(wiring.Component):
             update(m, queue[i], pushed, enable=step & (write_ptr == i))
         update(m, write_ptr, ~write_ptr, enable=step, reset=start)
         update(m, read_ptr, ~read_ptr, enable=group_done, reset=start)
-        held_step = dict(value=held + step - group_done, enable=step | group_done, reset=start)
-        update(m, held, **held_step)
-        m.d.sync += room.eq(next_value(held, **held_step) != 2)
+        update(m, held, held + step - group_done, enable=step | group_done, reset=start)
         # The group after the head: the queue's other entry, or the one the walk pushes now.
         following = data.View(entry, Mux(held == 2, Mux(read_ptr, queue[0], queue[1]), pushed))
         new_head = group_done | ((held == 0) & step)
@@ -252,36 +247,21 @@ class ResultWriter(wiring.Component):
         instruction's ``OUT_W`` and ``OUT_PITCH``: ``amount`` pixels on from column ``ox`` is
         ``q`` rows and ``r`` columns on (``q, r = divmod(amount, OUT_W)``), one row more when
         ``ox + r >= OUT_W``. ``OUT_W`` only matters up to ``amount``: a wider row holds the
-        whole step (``q = 0``). Each case's fields are sums of ``OUT_PITCH`` or ``OUT_W`` and
-        constants, the multiplexer behind them: a multiplexer and four adders in series were
-        in front of these registers."""
-        regs, cw, aw = self.regs, self.config.count_width, self.config.act_addr_width
-
-        def times(value, k):
-            # value * k as shifted copies: a product by a constant became a MULT18X18D (3.9 ns)
-            # in front of the adders.
-            return sum(value << i for i in range(k.bit_length()) if k >> i & 1)
-
-        threshold, ox_add, ox_wrap_add = Signal(cw), Signal(cw), Signal(cw)
-        off_add, off_wrap_add = Signal(aw), Signal(aw)
-        m.d.comb += [           # q = 0, r = amount
-            threshold.eq(regs.out_w - amount), ox_add.eq(amount), ox_wrap_add.eq(amount - regs.out_w),
-            off_add.eq(amount), off_wrap_add.eq(regs.out_pitch - regs.out_w + amount),
-        ]
+        whole step (``q = 0``)."""
+        regs, R = self.regs, self.config.requant_lanes
+        q, r = Signal(range(R + 1)), Signal(self.config.count_width)
+        m.d.comb += [q.eq(0), r.eq(amount)]
         with m.Switch(regs.out_w):
             for w in range(1, amount + 1):
-                q, r = divmod(amount, w)
                 with m.Case(w):
-                    # r - w < 0 as its unsigned residue: all of these sums are unsigned.
-                    m.d.comb += [
-                        threshold.eq(w - r), ox_add.eq(r), ox_wrap_add.eq((r - w) % (1 << cw)),
-                        off_add.eq(times(regs.out_pitch, q) + r),
-                        off_wrap_add.eq(times(regs.out_pitch, q + 1) + (r - w) % (1 << aw)),
-                    ]
+                    m.d.comb += [q.eq(amount // w), r.eq(amount % w)]
+        rows_on = sum(Mux(q[i], regs.out_pitch << i, 0) for i in range(len(q)))    # q * OUT_PITCH
         advance = Signal(self._advance_layout())
-        m.d.comb += [advance.pixels.eq(amount), advance.threshold.eq(threshold),
-                     advance.ox_add.eq(ox_add), advance.ox_wrap_add.eq(ox_wrap_add),
-                     advance.off_add.eq(off_add), advance.off_wrap_add.eq(off_wrap_add)]
+        m.d.comb += [
+            advance.pixels.eq(amount), advance.threshold.eq(regs.out_w - r),
+            advance.ox_add.eq(r), advance.ox_wrap_add.eq(r - regs.out_w),
+            advance.off_add.eq(r + rows_on), advance.off_wrap_add.eq(r - regs.out_w + rows_on + regs.out_pitch),
+        ]
         return advance
 
     def _advance_constants(self, m):
@@ -471,19 +451,11 @@ class ResultWriter(wiring.Component):
                                 last_group.eq(walk.group_lane + R >= regs.lanes)]),
             take.eq(group_done & last_group),
             *([] if ahead else [self.results.ready.eq(take)]),
+            last_row.eq(self.pool | (walk.row == rows - 1)),      # no adder in front
+            row_end.eq(take & last_row),
+            group_end.eq(row_end & tile_wrap),
+            final.eq(group_end & walk.last_grp),
         ]
-        if ahead:
-            # The look-ahead walk's ends, each its step and one conjunction of flip-flops
-            # (last_group and last_row are registered in _bookkeeping): a chain of them, the
-            # row compare in it, ran from the queue count through the step into the row,
-            # channel and group counters (a ULX3S build's longest path, 13.4 ns at 74.4 MHz).
-            m.d.comb += [row_end.eq(group_done & last_group & last_row),
-                         group_end.eq(group_done & last_group & last_row & tile_wrap),
-                         final.eq(group_done & last_group & last_row & tile_wrap & walk.last_grp)]
-        else:
-            m.d.comb += [last_row.eq(self.pool | (walk.row == rows - 1)),      # no adder in front
-                         row_end.eq(take & last_row), group_end.eq(row_end & tile_wrap),
-                         final.eq(group_end & walk.last_grp)]
         return SimpleNamespace(active=active, group_done=group_done, last_group=last_group,
                                take=take, last_row=last_row, tile_wrap=tile_wrap,
                                row_end=row_end, group_end=group_end, final=final)
@@ -540,14 +512,7 @@ class ResultWriter(wiring.Component):
             # The look-ahead walk keeps the last-group compare in a flip-flop, loaded from the
             # next group_lane: the compare was in front of the walk's resets and enables. Its
             # lanes move in _advance_lanes.
-            # Each case's compare is made beside the others, the step's multiplexer after them
-            # (its group_done, from the queue's count, was in front of the compare's adder):
-            # held, the group_lane it was loaded for is still the walk's.
-            m.d.sync += f.last_group.eq(Mux(start | f.take, R >= regs.lanes,
-                                            Mux(f.group_done, w.group_lane + 2 * R >= regs.lanes,
-                                                f.last_group)))
-            row_next = next_value(w.row, w.row + 1, enable=f.take, reset=start | f.row_end)
-            m.d.sync += f.last_row.eq(self.pool | (row_next == rows - 1))
+            m.d.sync += f.last_group.eq(next_value(w.group_lane, **lane_step) + R >= regs.lanes)
         else:
             update(m, w.cursor, Mux(f.last_group, Mux(f.last_row, tile_end.as_value(),
                                                       w.tile_start.as_value()),

@@ -95,8 +95,7 @@ class _Gather(NamedTuple):
     addr: list         # lane j's address, base + koff
     slot: list         # pipeline_registers: the tile's bank schedule (_Tile.slot, .cycles)
     cycles: Value
-    count: Value       # ...the beat's gather cycle plus one (its next: no adder in front of
-                       # the compares with the schedule)
+    count: Value       # ...the beat's gather cycle
     final_cycle: Value # ...which is its last
     served: Value      # ...the lanes it reads (a flip-flop, loaded from the next state)
 
@@ -273,18 +272,9 @@ class WindowGenerator(wiring.Component):
         ]
         restart = start | group_end
         walked_addr = w_gbase + w_inoff
-        if config.pipeline_registers:
-            # w_n < NPIX in a flip-flop, each case's compare beside the others: the compare's
-            # carry chain sat in front of the bank schedule's enables. A restart's pixel 0 is
-            # valid (a walk with no pixels does not start).
-            walked_valid = Signal()
-            m.d.sync += walked_valid.eq(Mux(restart, 1,
-                                            Mux(walk & ~w_n[cw], w_n + 1 < regs.npix, walked_valid)))
-        else:
-            walked_valid = w_n < regs.npix
         for j in range(cols):
             update(m, lane_next_addr[j], walked_addr, enable=walk & (lane == j))
-            update(m, lane_next_valid[j], walked_valid, enable=walk & (lane == j), reset=start)
+            update(m, lane_next_valid[j], w_n < regs.npix, enable=walk & (lane == j), reset=start)
         next_inoff = Mux(ox_wrap, w_inrow + rowstep, w_inoff + regs.stride_x)
         next_gbase = w_gbase + regs.in_gstep
         update(m, next_group_end, tile_wrap, enable=lane_end)
@@ -303,7 +293,7 @@ class WindowGenerator(wiring.Component):
                 next_value(w_inoff, next_inoff, enable=walk, reset=restart))
         else:
             bank = walked_addr[:config.bank_bits]
-        slots, cycles = self._bank_schedule(m, walk=walk, lane=lane, valid=walked_valid,
+        slots, cycles = self._bank_schedule(m, walk=walk, lane=lane, valid=w_n < regs.npix,
                                             bank=bank, begin=walker_first | start_walk)
         update(m, w_tile, w_tile + 1, enable=lane_end, reset=restart)
         # In flip-flops: the comparisons were in front of the walker's resets and enables.
@@ -451,9 +441,9 @@ class WindowGenerator(wiring.Component):
             # The addresses are loaded with the beat, the reads follow the tile's schedule.
             s1_slot = [Signal(range(cols), name=f"s1_slot{j}") for j in range(cols)]
             s1_cycles = Signal(range(cols + 1))
-            s1_count = Signal(range(cols + 1))
+            s1_count = Signal(range(cols))
             s1_final_cycle = Signal()
-            served = Signal(cols)      # s1_full & s1_tvalid[j] & (s1_slot[j] + 1 == s1_count)
+            served = Signal(cols)      # s1_full & s1_tvalid[j] & (s1_slot[j] == s1_count)
             remaining = None
             # hits[bank][lane] in flip-flops, loaded with the served lanes and the addresses: the
             # banks' compares no longer sit between the lane addresses and the banks' read
@@ -495,18 +485,18 @@ class WindowGenerator(wiring.Component):
             m.d.sync += s1_full.eq(load | (s1_full & ~gather.done))
         if config.pipeline_registers:
             cycles = Mux(first, tile.cycles, gather.cycles)
+            update(m, gather.count, gather.count + 1, enable=~stall & s1_full, reset=~stall & load)
             with m.If(~stall & load):
-                m.d.sync += [gather.count.eq(1), gather.final_cycle.eq(cycles == 1)]
+                m.d.sync += gather.final_cycle.eq(cycles == 1)
             with m.Elif(~stall & s1_full):
-                m.d.sync += [gather.count.eq(gather.count + 1),
-                             gather.final_cycle.eq(gather.count + 1 == gather.cycles)]
+                m.d.sync += gather.final_cycle.eq(gather.count + 2 == gather.cycles)
             # The lanes read in the next cycle, from the next state of the stage, the count
             # and the schedule (``load`` implies ``~stall``): the schedule's compare is no
             # longer in front of the banks' read-address multiplexers.
             following = Mux(load, Mux(first, _reads_in(tile.valid, tile.slot, 0),
                                       _reads_in(gather.tvalid, gather.slot, 0)),
                             Mux(s1_full & ~gather.done,
-                                _reads_in(gather.tvalid, gather.slot, gather.count), 0))
+                                _reads_in(gather.tvalid, gather.slot, gather.count + 1), 0))
             update(m, gather.served, following, enable=~stall, reset=self._start)
             update(m, gather.cycles, tile.cycles, enable=load & first)
             bb = config.bank_bits

@@ -357,26 +357,18 @@ def test_packet_fifo_commit_rollback_drop():
     sim.run()
 
 
-@pytest.mark.parametrize("registered_output", [False, True])
-def test_packet_fifo_valid_register_follows_the_pointers(registered_output):
+def test_packet_fifo_valid_register_follows_the_pointers():
     """r.valid is a flip-flop computed from the pointers' next values: under random writes,
-    commits, rollbacks, drops and reads it is high exactly when committed bytes are unread
-    (with the output register: only then, and at latest in the cycle after the memory part
-    offered one), and the bytes come out in order."""
-    dut = PacketFIFO(8, registered_output=registered_output)
+    commits, rollbacks, drops and reads it is high exactly when committed bytes are unread,
+    ``free`` counts every byte not yet read, and the bytes come out in order."""
+    dut = PacketFIFO(8)
     rng = random.Random(11)
 
     async def testbench(ctx):
         committed, tentative, read = [], [], []
         next_value = 0
-        waited = 0
         for _ in range(600):
-            if registered_output:
-                assert not ctx.get(dut.r.valid) or ctx.get(dut.level) != 0
-                waited = waited + 1 if committed and not ctx.get(dut.r.valid) else 0
-                assert waited <= 1
-            else:
-                assert ctx.get(dut.r.valid) == (ctx.get(dut.level) != 0)
+            assert ctx.get(dut.r.valid) == (ctx.get(dut.level) != 0)
             assert ctx.get(dut.level) == len(committed)
             assert ctx.get(dut.free) == 8 - len(committed) - len(tentative)
             action = rng.random()
@@ -551,7 +543,6 @@ def test_fifo_latencies():
     from fpganet.hdl.linkfifo import OutputFIFO
 
     for dut, write, readable in ((PacketFIFO(8), "commit", lambda d: d.r.valid),
-                                 (PacketFIFO(8, registered_output=True), "commit", lambda d: d.r.valid),
                                  (OutputFIFO(8), "w_en", lambda d: d.r_rdy)):
         seen = {}
 
