@@ -10,16 +10,15 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import xml.etree.ElementTree as ElementTree
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from amaranth.back import verilog
 from amaranth.hdl import Shape
 from amaranth.lib import wiring
 
+from fpganet.hdl import export
 from fpganet.sim.toolchain import ensure_simulator
 
 __all__ = ["SIMULATORS", "default_simulator", "generate_verilog", "clock_harness", "SimBuild", "build",
@@ -61,26 +60,11 @@ def default_build_root():
     return Path(root) if root else repository_root() / "build"
 
 
-#: A combinational process yosys's Verilog backend writes without its time-zero trigger: a
-#: part of a signal given only a constant, split off from the process that assigns its other
-#: parts (a field set before a ``Switch`` whose cases set the other fields). ``always @*``
-#: with nothing to read never runs in a simulator, so that part stays 0 there while the
-#: netlist has the constant.
-_NEVER_RUNS = re.compile(r"^[ \t]*always @\*\n[ \t]*([^\n=]+?) = \d+'[hbdo][0-9a-fA-FxzXZ_]+;$", re.M)
-
-
 def generate_verilog(component, name):
-    """Verilog text of an Amaranth component, its ports named after its signature.
-
-    Raises RuntimeError naming the signal when the text has an ``always @*`` that never runs
-    (:data:`_NEVER_RUNS`): simulated, it would differ from the hardware."""
-    text = verilog.convert(component, name=name, emit_src=False)
-    stuck = _NEVER_RUNS.findall(text)
-    if stuck:
-        raise RuntimeError(f"generated Verilog of {name} drives {', '.join(stuck)} from a constant in "
-                           f"an always @* that never runs in simulation: assign the whole signal "
-                           f"in the process, or that part outside it")
-    return text
+    """Verilog text of an Amaranth component, its ports named after its signature
+    (:func:`fpganet.hdl.export.convert`: refused if part of it would never run in a
+    simulator)."""
+    return export.convert(component, name)
 
 
 def clock_harness(component, core_name, name, *, period_ns=10, reset_cycles=2):
