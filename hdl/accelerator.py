@@ -131,6 +131,9 @@ class Accelerator(wiring.Component):
         # the opcode holds to its last.
         is_pool = Signal()
         m.d.sync += is_pool.eq(ctrl.engine_pool)
+        if config.diagonal_weights:
+            # The window reads it from its first beat on, cycles after the start.
+            m.d.sync += window.diagonal.eq(ctrl.engine_diagonal)
         m.d.comb += [
             window.start.eq(ctrl.engine_start),
             pool.start.eq(ctrl.engine_start),

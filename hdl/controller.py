@@ -66,6 +66,8 @@ class Controller(wiring.Component):
         The register file (``SET``).
     engine_start, engine_pool : Out(1)
         Start pulse of ``CONV``/``POOL`` (``engine_pool`` for ``POOL``, held).
+    engine_diagonal : Out(1)
+        With ``config.diagonal_weights`` only: a ``CONV`` in the diagonal mode (held).
     engine_active : Out(1)
         A ``CONV`` or ``POOL`` is executing (the engine owns the activation buffer).
     engine_done : In(1)
@@ -93,6 +95,7 @@ class Controller(wiring.Component):
             "regs": Out(register_layout(config)),
             "engine_start": Out(1),
             "engine_pool": Out(1),
+            **({"engine_diagonal": Out(1)} if config.diagonal_weights else {}),
             "engine_active": Out(1),
             "engine_done": In(1),
             "region_start": Out(1),
@@ -183,6 +186,8 @@ class Controller(wiring.Component):
                 with m.Default():
                     m.d.comb += advance.eq(1)      # not an instruction: skipped
 
+        if self.config.diagonal_weights:
+            m.d.comb += self.engine_diagonal.eq((opcode == Opcode.CONV) & instruction.operand.conv.diagonal)
         m.d.comb += [
             self.engine_pool.eq(opcode == Opcode.POOL),
             self.region_mode.eq(Mux(opcode == Opcode.FILL, RegionMode.FILL,

@@ -74,6 +74,7 @@ class _Beat(NamedTuple):
     koff: Value        # c*IN_CSTRIDE + ky*IN_PITCH + kx
     waddr: Value       # its weight word
     last: Value        # it closes its tile
+    channel: Value     # diagonal_weights: bit i set when c == i
 
 
 def _reads_in(valid, slots, cycle):
@@ -89,6 +90,7 @@ class _Gather(NamedTuple):
     pend: Value        # lanes still to read
     waddr: Value       # the beat's weight word
     last: Value        # the beat closes its tile
+    channel: Value     # diagonal_weights: its channel, one-hot
     remaining: Value   # lanes left after this cycle
     hits: list         # hits[bank][lane]: lane reads bank this cycle
     done: Value        # every lane of the held beat is read by the end of this cycle
@@ -132,6 +134,11 @@ class WindowGenerator(wiring.Component):
     w_data : In(8 * rows)
         The weight memory's read port (``config.weight_read_latency`` cycles with ``w_en``,
         the activation buffer's); byte ``i`` feeds array row ``i``.
+    diagonal : In(1)
+        With ``config.diagonal_weights`` only: the walk is a ``CONV`` in the diagonal mode
+        (held from the cycle after ``start``): beat ``(c, ky, kx)`` reads weight word
+        ``W_BASE + g*W_GSTEP + ky*K_W + kx``, and byte ``i`` goes to array row ``i`` only when
+        ``c == i`` (0 otherwise).
     busy : Out(1)
         High from ``start`` until the last beat has been taken.
     """
@@ -151,6 +158,7 @@ class WindowGenerator(wiring.Component):
             "w_addr": Out(config.weight_addr_width),
             "w_en": Out(config.weight_blocks),
             "w_data": In(8 * config.rows),
+            **({"diagonal": In(1)} if config.diagonal_weights else {}),
             "busy": Out(1),
         })
 
@@ -406,10 +414,23 @@ class WindowGenerator(wiring.Component):
         update(m, krow, next_row, enable=load & kx_wrap, reset=start | tile_done)
         update(m, kchan, next_chan, enable=load & kx_wrap & ky_wrap, reset=start | tile_done)
         next_wbase = wbase + regs.w_gstep
+        # At a tile's last beat the weight address goes back to the group's first word, or on
+        # to the next group's.
+        rewind, onward = beat_last, group_done
+        channel = None
+        if config.diagonal_weights:
+            # Diagonal: every channel reads the group's K_H*K_W words again, the weight word
+            # masked to the channel's row.
+            rewind, onward = Mux(self.diagonal, kx_wrap & ky_wrap, beat_last), beat_last & group_done
+            channel = Signal(config.rows, init=1, name="s0_channel")
+            with m.If(start | tile_done):
+                m.d.sync += channel.eq(1)
+            with m.Elif(load & kx_wrap & ky_wrap):
+                m.d.sync += channel.eq(channel << 1)
         with m.If(start):
             m.d.sync += [waddr.eq(regs.w_base), wbase.eq(regs.w_base)]
         with m.Elif(load):
-            m.d.sync += waddr.eq(Mux(beat_last, Mux(group_done, next_wbase, wbase), waddr + 1))
+            m.d.sync += waddr.eq(Mux(rewind, Mux(onward, next_wbase, wbase), waddr + 1))
             with m.If(beat_last & group_done):
                 m.d.sync += wbase.eq(next_wbase)
         with m.If(start):
@@ -418,7 +439,7 @@ class WindowGenerator(wiring.Component):
             m.d.sync += mid.eq(~beat_last)
             with m.If(beat_last & Mux(first, tile.final, s_final)):
                 m.d.sync += finished.eq(1)
-        return _Beat(koff, waddr, beat_last)
+        return _Beat(koff, waddr, beat_last, channel)
 
     def _gather(self, m, *, stall, s1_full):
         """The gather stage (S1), its reads: while the stage holds a beat (``s1_full``), a
@@ -435,6 +456,7 @@ class WindowGenerator(wiring.Component):
         s1_pend = Signal(cols)
         s1_waddr = Signal(ww)
         s1_last = Signal()
+        s1_channel = Signal(config.rows, name="s1_channel") if config.diagonal_weights else None
 
         addresses = [Signal(aw, name=f"lane_addr{j}") for j in range(cols)]
         if config.pipeline_registers:
@@ -472,7 +494,7 @@ class WindowGenerator(wiring.Component):
             m.d.comb += beat_done.eq(s1_full & s1_final_cycle)
         else:
             m.d.comb += beat_done.eq(s1_full & (remaining == 0))
-        return _Gather(s1_base, s1_tvalid, s1_koff, s1_pend, s1_waddr, s1_last, remaining, hits,
+        return _Gather(s1_base, s1_tvalid, s1_koff, s1_pend, s1_waddr, s1_last, s1_channel, remaining, hits,
                        beat_done, addresses, s1_slot, s1_cycles, s1_count, s1_final_cycle, served)
 
     def _gather_load(self, m, gather, *, stall, s1_full, load, first, tile, beat):
@@ -522,6 +544,8 @@ class WindowGenerator(wiring.Component):
             update(m, gather.koff, beat.koff, enable=load)
         update(m, gather.waddr, beat.waddr, enable=load)
         update(m, gather.last, beat.last, enable=load)
+        if config.diagonal_weights:
+            update(m, gather.channel, beat.channel, enable=load)
 
     def _output_stage(self, m, stall, valid, valid_in, *loads):
         """A register stage of the output path: ``valid`` (cleared at start) and the
@@ -540,16 +564,20 @@ class WindowGenerator(wiring.Component):
         config = self.config
         cols, banks = config.cols, config.act_banks
         hits = gather.hits
-        done, last = gather.done, gather.last
+        done, last, channel = gather.done, gather.last, gather.channel
+        diagonal = config.diagonal_weights
         if config.act_read_latency == 2:
             hit_r = [Signal(banks, name=f"hit_r{j}") for j in range(cols)]
             o_last_r = Signal()
+            o_channel_r = Signal(config.rows, name="o_channel_r") if diagonal else None
             self._output_stage(m, stall, o_read, done, [o_last_r.eq(last)],
+                               [o_channel_r.eq(channel)] if diagonal else [],
                                [hit_r[j].eq(Cat(hits[b][j] for b in range(banks))) for j in range(cols)])
             hits = [[hit_r[j][b] for j in range(cols)] for b in range(banks)]
-            done, last = o_read, o_last_r
+            done, last, channel = o_read, o_last_r, o_channel_r
 
         o_last = Signal()
+        o_channel = Signal(config.rows, name="o_channel") if diagonal else None
         hit_d = [Signal(banks, name=f"hit_d{j}") for j in range(cols)]   # lane j read bank b
         b_hold = [Signal(8, name=f"b_hold{j}") for j in range(cols)]
 
@@ -561,9 +589,12 @@ class WindowGenerator(wiring.Component):
                 selected = selected | Mux(hit_d[j][b], self.bank_data[b], 0)
             m.d.comb += b_cur[j].eq(selected)
         self._output_stage(m, stall, o_valid, done, [o_last.eq(last)],
+                           [o_channel.eq(channel)] if diagonal else [],
                            [b_hold[j].eq(b_cur[j]) for j in range(cols)],
                            [hit_d[j].eq(Cat(hits[b][j] for b in range(banks))) for j in range(cols)])
         a_cur = [self.w_data[8 * i:8 * i + 8] for i in range(config.rows)]
+        if diagonal:
+            a_cur = [Mux(~self.diagonal | o_channel[i], a, 0) for i, a in enumerate(a_cur)]
         payload = self.operands.payload
         if config.pipeline_registers:
             return self._offer(m, stall, o_valid, o_last, b_cur, a_cur)

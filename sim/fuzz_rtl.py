@@ -26,7 +26,9 @@ __all__ = ["CONFIGS", "random_fitting_network", "check_network", "main"]
 #: with 3-bit multipliers), four activation banks per lane (the ULX3S has two; again with
 #: 1-bit multipliers, a shift), the tflite requantization mode, and the default's shape
 #: with two requantizer lanes and the pipeline registers (as the ULX3S; as many banks as
-#: lanes, so that bank conflicts are common).
+#: lanes, so that bank conflicts are common). The two without ``mult`` in their names that
+#: have four activation banks per lane or the pipeline registers run depthwise layers and
+#: average pools as ``CONV diagonal`` (``diagonal_weights``).
 CONFIGS = {
     "2x8": AcceleratorConfig(),
     "3x5-requant5": AcceleratorConfig(rows=3, cols=5, requant_lanes=5, requant_latency=5,
@@ -35,7 +37,7 @@ CONFIGS = {
     "8x2-broadcast": AcceleratorConfig(rows=8, cols=2, acc_width=24, broadcast_operands=True,
                                        requant_latency=5, weight_buffer_bytes=8 * 8192),
     "4x4-banks16": AcceleratorConfig(rows=4, cols=4, requant_lanes=2, act_bank_factor=4,
-                                     weight_buffer_bytes=4 * 8192),
+                                     weight_buffer_bytes=4 * 8192, diagonal_weights=True),
     "8x2-broadcast-mult3": AcceleratorConfig(rows=8, cols=2, acc_width=24, broadcast_operands=True,
                                              requant_latency=5, requant_mult_bits=3,
                                              weight_buffer_bytes=8 * 8192),
@@ -43,7 +45,8 @@ CONFIGS = {
                                            requant_mult_bits=1, weight_buffer_bytes=4 * 8192),
     "4x4-tflite": AcceleratorConfig(rows=4, cols=4, requant_lanes=2, requant_mode="tflite",
                                     requant_latency=6, weight_buffer_bytes=4 * 8192),
-    "2x8-pipelined": AcceleratorConfig(requant_lanes=2, pipeline_registers=True),
+    "2x8-pipelined": AcceleratorConfig(requant_lanes=2, pipeline_registers=True,
+                                       diagonal_weights=True),
 }
 
 

@@ -76,9 +76,46 @@ def test_conv_program_matches_numpy(C, H, W, M, k, pad, lanes):
     np.testing.assert_array_equal(out, reference_conv(x, w, bias, mult, shift, zp_in, zp_out, pad))
 
 
+def test_diagonal_conv_is_a_depthwise_conv():
+    """CONV diagonal: one weight word per kernel position, row i weighting only channel i of the
+    walk, over C = 6 channels in groups of rows = 4 (IN_GSTEP steps to a group's channels); the
+    same program without the mode, on a configuration without it, is refused."""
+    config = AcceleratorConfig(rows=4, cols=8, diagonal_weights=True)
+    rng = np.random.default_rng(7)
+    C, H, W, k, pad, rows = 6, 5, 6, 3, 1, config.rows
+    x = rng.integers(-128, 128, (C, H, W)).astype(np.int8)
+    w = rng.integers(-127, 128, (C, 1, k, k)).astype(np.int8)
+    bias, mult, shift = rng.integers(-3000, 3000, C), rng.integers(1 << 14, 1 << 15, C), rng.integers(10, 16, C)
+    program, (Ho, Wo) = conv_program(C, H, W, C, k, pad, 5, -3, rows, 8)
+    regs = {Reg.K_C: rows, Reg.W_GSTEP: k * k}
+    conv = next(i for i, instruction in enumerate(program) if instruction.opcode is Opcode.CONV)
+    cstride = next(p.value for p in program[:conv] if p.opcode is Opcode.SET and p.reg is Reg.IN_CSTRIDE)
+    regs[Reg.IN_GSTEP] = rows * cstride
+    program[conv:conv + 1] = [Instruction(Opcode.SET, reg, value) for reg, value in regs.items()] + \
+        [Instruction(Opcode.CONV, diagonal=True)]
+    machine = Machine(config)
+    machine.program[:len(program)] = [encode(i) for i in program]
+    words = np.zeros((2, k, k, rows), np.int8)          # group g, word (ky, kx), row i: channel g*rows + i
+    for m in range(C):
+        words[m // rows, :, :, m % rows] = w[m, 0]
+    machine.weights[:words.size // rows] = words.reshape(-1, rows)
+    machine.params[:C] = [pack_param(int(b), int(m), int(s)) for b, m, s in zip(bias, mult, shift)]
+    # The last group also walks channels 6 and 7, past the map, which rows 2 and 3 (zero
+    # weights, outputs past M) weight only.
+    out = np.frombuffer(machine.run(x.tobytes()), np.int8).reshape(C, Ho, Wo)
+    expected = np.concatenate([reference_conv(x[c:c + 1], w[c:c + 1], bias[c:c + 1], mult[c:c + 1],
+                                              shift[c:c + 1], 5, -3, pad) for c in range(C)])
+    np.testing.assert_array_equal(out, expected)
+    plain = Machine(config.replace(diagonal_weights=False))
+    plain.program[:len(program)] = [encode(i) for i in program]
+    with pytest.raises(IsaError, match="no diagonal weight mode"):
+        plain.run(x.tobytes())
+
+
 def test_encoding_round_trips():
     for instruction in [Instruction(Opcode.SET, Reg.QUANT, 0xFF80FF), Instruction(Opcode.LOOP, target=513),
-                        Instruction(Opcode.CONV), Instruction(Opcode.END)]:
+                        Instruction(Opcode.CONV), Instruction(Opcode.CONV, diagonal=True),
+                        Instruction(Opcode.END)]:
         assert decode(encode(instruction)) == instruction
     assert unpack_param(pack_param(-5, 1 << 14, 62)) == (-5, 1 << 14, 62)
 
@@ -92,6 +129,7 @@ def test_encoding_is_the_layouts():
         (Instruction(Opcode.SET, Reg.QUANT, 0xFF80FF), {"set": {"reg": Reg.QUANT, "value": 0xFF80FF}}),
         (Instruction(Opcode.LOOP, target=0xFFFF), {"loop": {"target": 0xFFFF}}),
         (Instruction(Opcode.STAMP), {}),
+        (Instruction(Opcode.CONV, diagonal=True), {"conv": {"diagonal": 1}}),
     ]
     for instruction, operand in cases:
         word = encode(instruction)

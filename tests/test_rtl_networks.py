@@ -6,6 +6,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from fpganet.codegen.plan import plan_network
 from fpganet.sim.fuzz_rtl import CONFIGS, check_network, random_fitting_network
 from fpganet.sim.rtl_backend import build_harness
 
@@ -26,17 +27,20 @@ def test_random_networks_on_rtl_match_golden(name):
 @pytest.mark.parametrize("name", ["2x8", "4x4-banks16", "4x4-banks16-mult1", "2x8-pipelined"])
 def test_random_graph_networks_on_rtl_match_golden(name):
     """DAGs: residual adds, depthwise and grouped convs, average pools, as CONVs with
-    block-diagonal weights; four activation banks per lane and 1-bit multipliers; the
-    pipeline registers."""
+    block-diagonal weights (or, with diagonal_weights, depthwise layers and average pools as
+    CONV diagonal); four activation banks per lane and 1-bit multipliers; the pipeline
+    registers."""
     config = CONFIGS[name]
     build = build_harness(config, sim="verilator")
     rng = np.random.default_rng(2027)
-    types = set()
+    types, diagonal = set(), 0
     for _ in range(NETWORKS_PER_CONFIG):
         net = random_fitting_network(rng, config, graph=True)
         types |= {layer.type if getattr(layer, "groups", 1) == 1 else "grouped" for layer in net.layers}
+        diagonal += sum(step.diagonal for step in plan_network(net, config).steps)
         check_network(build, net, rng.integers(-128, 128, (2, *net.input_chw)).astype(np.int8))
     assert {"add", "grouped", "avgpool"} <= types
+    assert (diagonal > 0) == config.diagonal_weights
 
 
 def test_random_networks_on_rtl_match_golden_in_the_tflite_mode():

@@ -130,6 +130,14 @@ class AcceleratorConfig:
         a write stage; the region unit registers an ``OUTPUT`` byte behind the banks' multiplexer (with the
         banks' registers, each ``OUTPUT`` takes two cycles more: :attr:`output_latency`). The
         numerics are the same.
+    diagonal_weights : bool
+        ``CONV``'s diagonal mode (docs/ARCHITECTURE.md, "Instruction set"): array row ``i``
+        weights only channel ``i`` of the walk, and the walk reads one weight word per kernel
+        position, for every channel. A depthwise convolution's or an average pool's weights
+        then take ``K_H * K_W`` words per group of ``rows`` channels instead of the
+        block-diagonal ``rows * K_H * K_W`` (``rows`` times fewer); the window generator
+        masks the weight word with the beat's channel (a ``rows``-bit one-hot register per
+        stage). Same cycles, same numerics.
     clock_hz : float
         Clock the performance figures assume unless a routed Fmax replaces it.
     """
@@ -149,6 +157,7 @@ class AcceleratorConfig:
     broadcast_operands: bool = False
     act_bank_factor: int = 1
     pipeline_registers: bool = False
+    diagonal_weights: bool = False
     clock_hz: float = 40e6
 
     def __post_init__(self):
@@ -179,7 +188,7 @@ class AcceleratorConfig:
             raise ConfigError(f"act_bank_factor must be 1, 2, 4 or 8, not {self.act_bank_factor!r}")
         if self.cols % self.requant_lanes:
             raise ConfigError(f"requant_lanes {self.requant_lanes} does not divide cols {self.cols}")
-        for name in ("broadcast_operands", "pipeline_registers"):
+        for name in ("broadcast_operands", "pipeline_registers", "diagonal_weights"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, not {getattr(self, name)!r}")
         if self.requant_mode not in REQUANT_MODES:

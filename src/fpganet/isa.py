@@ -12,6 +12,8 @@ An instruction is one 64-bit word (:data:`INSTRUCTION_LAYOUT`)::
     [63:60] opcode
     SET     [59:54] register index, [31:0] value
     LOOP    [47:32] target instruction address (taken while LOOP_COUNT != 0, which it decrements)
+    CONV    [0] diagonal: array row i weights only channel i of the walk, one weight word per
+            kernel position (depthwise layers and average pools; AcceleratorConfig.diagonal_weights)
     others  no fields: they read the engine registers
 
 Registers take 32-bit values and keep them until set again; the hardware keeps
@@ -26,7 +28,7 @@ from amaranth.hdl import Shape, signed, unsigned
 from amaranth.lib import data
 
 __all__ = ["Opcode", "Reg", "Instruction", "encode", "decode", "INSTRUCTION_BITS", "INSTRUCTION_LAYOUT",
-           "SET_LAYOUT", "LOOP_LAYOUT", "EMPTY_WALK_COUNTS", "empty_walk", "ENGINE_COUNTS", "REGION_COUNTS", "region_name", "COUNT_WIDTH", "LOOP_COUNT_WIDTH",
+           "SET_LAYOUT", "LOOP_LAYOUT", "CONV_LAYOUT", "EMPTY_WALK_COUNTS", "empty_walk", "ENGINE_COUNTS", "REGION_COUNTS", "region_name", "COUNT_WIDTH", "LOOP_COUNT_WIDTH",
            "count_width", "register_overflow", "HostSpace", "STAMP_BYTES", "host_word_bytes",
            "host_memory_words", "PARAM_BITS", "PARAM_LAYOUTS", "REQUANT_MODES", "TFLITE_MULT_TOP",
            "param_ranges", "pack_param", "unpack_param", "QUANT_LAYOUT", "quant_bits", "pack_quant",
@@ -46,9 +48,14 @@ LOOP_LAYOUT = data.FlexibleLayout(OPERAND_BITS, {
     "target": data.Field(unsigned(16), 32),
 })
 
+#: ``CONV``: the diagonal weight mode (docs/ARCHITECTURE.md, "Instruction set").
+CONV_LAYOUT = data.FlexibleLayout(OPERAND_BITS, {
+    "diagonal": data.Field(unsigned(1), 0),
+})
+
 #: One instruction word: the operand fields as the opcode reads them, the opcode on top.
 INSTRUCTION_LAYOUT = data.StructLayout({
-    "operand": data.UnionLayout({"set": SET_LAYOUT, "loop": LOOP_LAYOUT}),
+    "operand": data.UnionLayout({"set": SET_LAYOUT, "loop": LOOP_LAYOUT, "conv": CONV_LAYOUT}),
     "opcode": unsigned(4),
 })
 
@@ -90,6 +97,7 @@ _OPCODE = _Bits(INSTRUCTION_LAYOUT, "opcode")
 _SET_REG = _Bits(INSTRUCTION_LAYOUT, "operand", "set", "reg")
 _SET_VALUE = _Bits(INSTRUCTION_LAYOUT, "operand", "set", "value")
 _LOOP_TARGET = _Bits(INSTRUCTION_LAYOUT, "operand", "loop", "target")
+_CONV_DIAGONAL = _Bits(INSTRUCTION_LAYOUT, "operand", "conv", "diagonal")
 
 
 class Opcode(enum.IntEnum):
@@ -215,12 +223,15 @@ class Instruction:
     reg: Reg = None
     value: int = 0
     target: int = 0
+    diagonal: bool = False     # CONV only
 
     def __str__(self):
         if self.opcode is Opcode.SET:
             return f"SET {self.reg.name} {self.value}"
         if self.opcode is Opcode.LOOP:
             return f"LOOP {self.target}"
+        if self.diagonal:
+            return f"{self.opcode.name} diagonal"
         return self.opcode.name
 
 
@@ -236,6 +247,10 @@ def encode(instruction):
         if not 0 <= instruction.target < 1 << _LOOP_TARGET.width:
             raise ValueError(f"LOOP target {instruction.target} does not fit {_LOOP_TARGET.width} bits")
         word |= _LOOP_TARGET.put(instruction.target)
+    elif instruction.diagonal:
+        if instruction.opcode is not Opcode.CONV:
+            raise ValueError(f"{instruction.opcode.name} has no diagonal mode (CONV only)")
+        word |= _CONV_DIAGONAL.put(1)
     return word
 
 
@@ -247,6 +262,8 @@ def decode(word):
         return Instruction(opcode, Reg(_SET_REG.get(word)), _SET_VALUE.get(word))
     if opcode is Opcode.LOOP:
         return Instruction(opcode, target=_LOOP_TARGET.get(word))
+    if opcode is Opcode.CONV:
+        return Instruction(opcode, diagonal=bool(_CONV_DIAGONAL.get(word)))
     return Instruction(opcode)
 
 

@@ -125,7 +125,10 @@ class Machine:
                     self.regs[Reg.LOOP_COUNT] -= 1
                     pc = instruction.target
             elif op is Opcode.CONV:
-                self._conv()
+                if instruction.diagonal and not self.config.diagonal_weights:
+                    raise IsaError(f"CONV diagonal at {pc - 1}: the {self.config.name} configuration "
+                                   f"has no diagonal weight mode (diagonal_weights)")
+                self._conv(instruction.diagonal)
             elif op is Opcode.POOL:
                 self._pool()
             elif op is Opcode.FILL:
@@ -167,10 +170,17 @@ class Machine:
         if np.any(last_read > first_write):
             raise IsaError(f"{what} reads activation bytes after a tile before has written them")
 
-    def _conv(self):
+    def _conv(self, diagonal=False):
         regs, rows = self.regs, self.config.rows
         zp_out, lo, hi, single = self._quant()
         k_total = regs[Reg.K_C] * regs[Reg.K_H] * regs[Reg.K_W]
+        beats = np.arange(k_total)
+        if diagonal:
+            # One word per kernel position for every channel c; row i keeps its byte at c == i.
+            positions = regs[Reg.K_H] * regs[Reg.K_W]
+            offsets, keep = beats % positions, beats[:, None] // positions == np.arange(rows)
+        else:
+            offsets, keep = beats, True
         act_bytes = len(self.act)
         tiles = regs[Reg.TILES]
         reads, read_tiles, writes, write_tiles, values = [], [], [], [], []
@@ -178,8 +188,8 @@ class Machine:
         for group in range(regs[Reg.GROUPS]):
             addresses, valid = engine_read_addresses(regs, group, act_bytes)
             b = self.act[addresses].astype(np.int64)                                  # [T, K, L]
-            words = (regs[Reg.W_BASE] + group * regs[Reg.W_GSTEP] + np.arange(k_total)) % len(self.weights)
-            a = self.weights[words].astype(np.int64)                                  # [K, rows]
+            words = (regs[Reg.W_BASE] + group * regs[Reg.W_GSTEP] + offsets) % len(self.weights)
+            a = np.where(keep, self.weights[words], 0).astype(np.int64)               # [K, rows]
             acc = np.einsum("ki,tkj->tij", a, b)                                      # [T, rows, L]
             channels = group * rows + np.arange(rows)
             live = channels < regs[Reg.M]

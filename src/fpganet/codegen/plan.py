@@ -181,6 +181,9 @@ class Step:
     channel_tile: tuple = None
     # add: the second input.
     src_b: FeatureMap = None
+    # grouped, one input channel per output channel (depthwise, an average pool), on a
+    # configuration with diagonal_weights: a CONV diagonal, one weight word per kernel position.
+    diagonal: bool = False
 
     @property
     def sources(self):
@@ -223,10 +226,15 @@ class Step:
             return -(-self.layer.out_shape[0] // rows)
         return self.dst.shape[0]
 
+    @property
+    def group_words(self):
+        """Weight words of one group of output channels (``W_GSTEP`` unless shared)."""
+        return self.kernel[0] * self.kernel[1] if self.diagonal else self.k
+
     def weight_words(self, rows):
         if not self.is_conv:
             return 0
-        return self.k if self.shares_weights else self.groups(rows) * self.k
+        return self.group_words if self.shares_weights else self.groups(rows) * self.group_words
 
     def param_entries(self):
         return self.layer.out_shape[0] if self.is_conv else 0
@@ -424,6 +432,13 @@ def channel_tile(layer, rows):
     return rows // per_out * per_in, rows // per_out * per_in
 
 
+def _one_channel_each(layer):
+    """Output channel ``m`` reads input channel ``m`` only (a depthwise convolution with one
+    output channel per group, an average pool): a grouped step's block-diagonal weights are
+    then diagonal."""
+    return isinstance(layer, QAvgPool) or layer.in_shape[0] == layer.groups == layer.out_shape[0]
+
+
 def _merge_ties(*maps):
     tie = []
     for m in maps:
@@ -569,7 +584,8 @@ def _lower(net, config):
         maps.append(dst)
         steps.append(Step(number, kind, index, layer, src, dst, kernel, stride, out_hw,
                           folded_reshapes=list(pending), read_pads=read_pads,
-                          channel_tile=tile))
+                          channel_tile=tile, diagonal=tile is not None and config.diagonal_weights
+                          and _one_channel_each(layer)))
         values[index] = (dst, None, [])
     output_map, _, trailing = values[len(layers) - 1]
     output_map.last_use = len(steps) + 1

@@ -69,8 +69,8 @@ class Emitter:
         for reg, value in values.items():
             self.set(reg, value, what)
 
-    def op(self, opcode, target=0):
-        self.instructions.append(Instruction(opcode, target=target))
+    def op(self, opcode, target=0, diagonal=False):
+        self.instructions.append(Instruction(opcode, target=target, diagonal=diagonal))
 
 
 def _largest_divisor(n, limit):
@@ -186,7 +186,7 @@ def _engine(emit, step, config, image=0):
         layer = step.layer
         regs.update({Reg.GROUPS: step.groups(config.rows), Reg.M: layer.out_shape[0], **out,
                      Reg.OUT_CSTRIDE: dst.cstride, Reg.OUT_GSTEP: config.rows * dst.cstride,
-                     Reg.W_BASE: step.w_base, Reg.W_GSTEP: 0 if step.shares_weights else step.k,
+                     Reg.W_BASE: step.w_base, Reg.W_GSTEP: 0 if step.shares_weights else step.group_words,
                      Reg.P_BASE: step.p_base,
                      Reg.QUANT: pack_quant(layer.requant_zp, layer.lo, layer.hi,
                                            layer.single_rounding)})
@@ -197,7 +197,7 @@ def _engine(emit, step, config, image=0):
                      Reg.OUT_GSTEP: dst.cstride})
         opcode = Opcode.POOL
     emit.sets(regs, what)
-    emit.op(opcode)
+    emit.op(opcode, diagonal=step.diagonal)
     if step.kind == "add" and dst.padded and (dst.in_place_of is not None or any(
             m.fill != m.zero_point for m in (dst, *step.sources))):
         # The walk wrote the left and right borders with the weighted sum of the inputs' borders:
@@ -297,6 +297,14 @@ def _step_weights(step, rows):
         weight = layer.weight
         per_in = layer.in_shape[0] // layer.groups
         per_out = layer.out_shape[0] // layer.groups
+    if step.diagonal:
+        # CONV diagonal: word (ky, kx) of group g holds row i's weight for its own channel i.
+        words = np.zeros((groups, kh, kw, rows), dtype=np.int8)
+        for g in range(groups):
+            for i in range(min(rows, k_c)):
+                if g * rows + i < weight.shape[0]:
+                    words[g, :, :, i] = weight[g * rows + i, 0]
+        return words.reshape(groups * kh * kw, rows)
     tiles = np.zeros((groups, k_c, kh, kw, rows), dtype=np.int8)
     for g in range(groups):
         for i in range(rows):

@@ -195,18 +195,21 @@ class DeviceInfo(_Packed):
     CONFIG_FIELDS = ("rows", "cols", "operand_width", "acc_width", "requant_lanes",
                      "requant_latency", "broadcast_operands", "requant_mult_bits",
                      "pipeline_registers", "requant_mode", "weight_buffer_bytes",
-                     "act_buffer_bytes", "bias_buffer_words", "program_words", "act_bank_factor")
+                     "act_buffer_bytes", "bias_buffer_words", "program_words", "act_bank_factor",
+                     "diagonal_weights")
     #: The configuration fields ``options`` packs (below), in PING's printout.
     OPTION_FIELDS = ("broadcast_operands", "requant_mult_bits", "pipeline_registers",
-                     "requant_mode")
+                     "requant_mode", "diagonal_weights")
 
     #: ``options`` bit 0: ``broadcast_operands``; bits 1-4 hold ``15 - requant_mult_bits``,
     #: so that a board with whole multipliers (and one built before the field) sends 0 there;
     #: bit 5: ``pipeline_registers`` (the cycles of ``CONV``, ``POOL``, ``FILL``, ``OUTPUT`` and
-    #: a taken ``LOOP``); bit 6: ``requant_mode`` ``"tflite"`` (its numerics and parameter entries).
+    #: a taken ``LOOP``); bit 6: ``requant_mode`` ``"tflite"`` (its numerics and parameter entries);
+    #: bit 7: ``diagonal_weights`` (``CONV``'s diagonal mode; a board built before it sends 0).
     OPTIONS_BROADCAST = 1
     OPTIONS_PIPELINE = 1 << 5
     OPTIONS_TFLITE = 1 << 6
+    OPTIONS_DIAGONAL = 1 << 7
 
     @classmethod
     def options_of(cls, config):
@@ -214,7 +217,8 @@ class DeviceInfo(_Packed):
         return (cls.OPTIONS_BROADCAST * bool(config.broadcast_operands)
                 | (MULT_BITS - config.requant_mult_bits) << 1
                 | cls.OPTIONS_PIPELINE * bool(config.pipeline_registers)
-                | cls.OPTIONS_TFLITE * (config.requant_mode == "tflite"))
+                | cls.OPTIONS_TFLITE * (config.requant_mode == "tflite")
+                | cls.OPTIONS_DIAGONAL * bool(config.diagonal_weights))
 
     @property
     def broadcast_operands(self):
@@ -231,6 +235,10 @@ class DeviceInfo(_Packed):
     @property
     def requant_mode(self):
         return "tflite" if self.options & self.OPTIONS_TFLITE else "fpganet"
+
+    @property
+    def diagonal_weights(self):
+        return bool(self.options & self.OPTIONS_DIAGONAL)
 
     @property
     def weight_word_bytes(self):
