@@ -9,6 +9,7 @@ instruction, which the tests hold the RTL to exactly.
 
 from amaranth import *
 from amaranth.lib import wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 
 from fpganet.config import AcceleratorConfig
@@ -134,6 +135,15 @@ class Accelerator(wiring.Component):
         if config.diagonal_weights:
             # The window reads it from its first beat on, cycles after the start.
             m.d.sync += window.diagonal.eq(ctrl.engine_diagonal)
+        # The array's result rows, through the result queue when there is one.
+        array_payload, array_valid = array.results.payload.as_value(), array.results.valid
+        array_ready = array.results.ready
+        if config.result_queue_rows:
+            m.submodules.result_queue = queue = SyncFIFOBuffered(
+                width=len(array_payload), depth=config.result_queue_rows)
+            m.d.comb += [queue.w_data.eq(array_payload), queue.w_en.eq(array_valid),
+                         array_ready.eq(queue.w_rdy)]
+            array_payload, array_valid, array_ready = queue.r_data, queue.r_rdy, queue.r_en
         m.d.comb += [
             window.start.eq(ctrl.engine_start),
             pool.start.eq(ctrl.engine_start),
@@ -147,9 +157,9 @@ class Accelerator(wiring.Component):
             array.operands.valid.eq(window.operands.valid & ~is_pool),
             pool.operands.valid.eq(window.operands.valid & is_pool),
             window.operands.ready.eq(Mux(is_pool, pool.operands.ready, array.operands.ready)),
-            writer.results.payload.eq(Mux(is_pool, pool.results.payload.as_value(), array.results.payload.as_value())),
-            writer.results.valid.eq(Mux(is_pool, pool.results.valid, array.results.valid)),
-            array.results.ready.eq(writer.results.ready & ~is_pool),
+            writer.results.payload.eq(Mux(is_pool, pool.results.payload.as_value(), array_payload)),
+            writer.results.valid.eq(Mux(is_pool, pool.results.valid, array_valid)),
+            array_ready.eq(writer.results.ready & ~is_pool),
             pool.results.ready.eq(writer.results.ready & is_pool),
         ]
 

@@ -28,7 +28,9 @@ __all__ = ["CONFIGS", "random_fitting_network", "check_network", "main"]
 #: with two requantizer lanes and the pipeline registers (as the ULX3S; as many banks as
 #: lanes, so that bank conflicts are common). The two without ``mult`` in their names that
 #: have four activation banks per lane or the pipeline registers run depthwise layers and
-#: average pools as ``CONV diagonal`` (``diagonal_weights``).
+#: average pools as ``CONV diagonal`` (``diagonal_weights``) and have a result queue between
+#: the array and the writer (``result_queue_rows``: two tiles' rows, and the pipelined one
+#: three rows, so that it fills).
 CONFIGS = {
     "2x8": AcceleratorConfig(),
     "3x5-requant5": AcceleratorConfig(rows=3, cols=5, requant_lanes=5, requant_latency=5,
@@ -37,7 +39,8 @@ CONFIGS = {
     "8x2-broadcast": AcceleratorConfig(rows=8, cols=2, acc_width=24, broadcast_operands=True,
                                        requant_latency=5, weight_buffer_bytes=8 * 8192),
     "4x4-banks16": AcceleratorConfig(rows=4, cols=4, requant_lanes=2, act_bank_factor=4,
-                                     weight_buffer_bytes=4 * 8192, diagonal_weights=True),
+                                     weight_buffer_bytes=4 * 8192, diagonal_weights=True,
+                                     result_queue_rows=8),
     "8x2-broadcast-mult3": AcceleratorConfig(rows=8, cols=2, acc_width=24, broadcast_operands=True,
                                              requant_latency=5, requant_mult_bits=3,
                                              weight_buffer_bytes=8 * 8192),
@@ -46,7 +49,7 @@ CONFIGS = {
     "4x4-tflite": AcceleratorConfig(rows=4, cols=4, requant_lanes=2, requant_mode="tflite",
                                     requant_latency=6, weight_buffer_bytes=4 * 8192),
     "2x8-pipelined": AcceleratorConfig(requant_lanes=2, pipeline_registers=True,
-                                       diagonal_weights=True),
+                                       diagonal_weights=True, result_queue_rows=3),
 }
 
 

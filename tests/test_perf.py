@@ -154,3 +154,19 @@ def test_lenet_conv_layers_closed_form():
         first_accept = 8 + 3 + K
         assert layer["cycles"] == first_accept + period * (tiles - 1) + 10 + 16 - 1 + 5
     assert conv1["macs"] == 6 * 784 * 25 and conv2["macs"] == 16 * 100 * 150
+
+
+def test_result_queue_hides_the_array_latency():
+    """With a queue of a tile's rows, a writer-bound conv tile takes its write cycles, not the
+    array's latency besides: LeNet-5's conv1 on 2x8 (K = 25 beats, 16 write cycles, latency 10)
+    goes from max(25, 10 + 16) = 26 cycles a tile to 25 (3 * 98 tiles), less the queue's own
+    latency at the instruction's end (a row is readable two cycles after it is written), which
+    is all any other instruction gains."""
+    plain = AcceleratorConfig()
+    queued = plain.replace(result_queue_rows=2)
+    builder, _ = lenet_program(plain, images=1)
+    before, after = (perf.program_cycles(builder.words(), config) for config in (plain, queued))
+    for one, other in zip(before.instructions, after.instructions):
+        assert other.cycles <= one.cycles + 3
+    conv1 = [perf.layer_summaries(run, config)[0] for run, config in ((before, plain), (after, queued))]
+    assert conv1[0]["cycles"] - conv1[1]["cycles"] == (3 * 98 - 1) - 2

@@ -25,7 +25,7 @@ import numpy as np
 
 from .config import AcceleratorConfig, ConfigError
 from .isa import REQUANT_MODES
-from .argtypes import positive_float, positive_int
+from .argtypes import non_negative_int, positive_float, positive_int
 from .errors import FpganetError, FpganetWarning, one_line
 from .files import check_output_file, write_npz
 
@@ -79,7 +79,8 @@ def add_config_arguments(parser):
             group.add_argument(flag, dest=f"config_{field.name}", type=_yes_no, metavar="yes|no",
                                help=f"default {'yes' if field.default else 'no'}")
             continue
-        kind = positive_float if field.type in (float, "float") else positive_int
+        kind = (positive_float if field.type in (float, "float") else
+                non_negative_int if field.default == 0 else positive_int)
         default = ("the requantization mode's: 4 (fpganet) or 6 (tflite)"
                    if field.name == "requant_latency" else field.default)
         group.add_argument(flag, dest=f"config_{field.name}", type=kind, metavar="N",

@@ -130,6 +130,16 @@ class AcceleratorConfig:
         a write stage; the region unit registers an ``OUTPUT`` byte behind the banks' multiplexer (with the
         banks' registers, each ``OUTPUT`` takes two cycles more: :attr:`output_latency`). The
         numerics are the same.
+    result_queue_rows : int
+        Result rows queued between the array and the result writer (0: none, the array's
+        results go straight to the writer). The array's result registers hold one tile, and
+        it takes a tile's last beat only once every row of the tile before has left them;
+        without a queue that waits for the writer to requantize every row
+        (``array_latency`` plus the tile's write cycles per tile when the writer is the
+        bottleneck), with a queue of at least ``rows`` only for the rows to move into it, so
+        the array's latency overlaps the writer's work (:mod:`fpganet.perf` models the
+        queue row by row; ``amaranth.lib.fifo.SyncFIFOBuffered``). The numerics are the
+        same.
     diagonal_weights : bool
         ``CONV``'s diagonal mode (docs/ARCHITECTURE.md, "Instruction set"): array row ``i``
         weights only channel ``i`` of the walk, and the walk reads one weight word per kernel
@@ -157,6 +167,7 @@ class AcceleratorConfig:
     broadcast_operands: bool = False
     act_bank_factor: int = 1
     pipeline_registers: bool = False
+    result_queue_rows: int = 0
     diagonal_weights: bool = False
     clock_hz: float = 40e6
 
@@ -184,6 +195,10 @@ class AcceleratorConfig:
             if getattr(self, name) < word:
                 raise ConfigError(f"{name} {getattr(self, name)} is smaller than one "
                                   f"{word}-byte word of the {self.name} array")
+        if (not isinstance(self.result_queue_rows, int) or isinstance(self.result_queue_rows, bool)
+                or self.result_queue_rows == 1 or not 0 <= self.result_queue_rows <= 64):
+            raise ConfigError(f"result_queue_rows must be 0 (no queue) or 2..64, not "
+                              f"{self.result_queue_rows!r}")
         if self.act_bank_factor not in (1, 2, 4, 8) or isinstance(self.act_bank_factor, bool):
             raise ConfigError(f"act_bank_factor must be 1, 2, 4 or 8, not {self.act_bank_factor!r}")
         if self.cols % self.requant_lanes:

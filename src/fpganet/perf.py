@@ -56,6 +56,10 @@ tile's first beat has left the output stage, so the stall it adds is smaller::
     Q_{t+1} = E_{t+1} + B_{t+1} / K + D + OL - 1    (the cycle that beat is offered, unstalled)
     D += max(0, A_t - Q_{t+1} + 1)                 (instead of A_t - P_t)
 
+With ``config.result_queue_rows`` the array's rows go through a queue to the writer, and
+``X`` is the cycle the queue takes a tile's last row; the rows' writes follow row by row
+(:class:`_ResultQueue`), and the instruction ends with the last row's write.
+
 For a conv layer whose reads and writes are conflict-free this is, per tile,
 ``max(K, LANES + 1, LAT + rows * LANES / requant_lanes)`` cycles: LeNet-5's conv1
 on 2x8 takes ``max(25, 9, 10 + 16) = 26`` cycles per 25-beat tile (96 %).
@@ -150,6 +154,8 @@ def engine_cycles(regs, config, pool=False):
     E = config.first_beat_cycle(lanes)
     D = 0
     X = None
+    queue = None if pool or not config.result_queue_rows else _ResultQueue(
+        config.result_queue_rows, _row_costs(regs, config, W))
     B, W = B.reshape(-1).tolist(), W.reshape(-1).tolist()
     for t, (b, w) in enumerate(zip(B, W)):
         P = E + b + D + config.operand_latency - 1
@@ -162,9 +168,61 @@ def engine_cycles(regs, config, pool=False):
             D += max(0, A - Q + 1)
         else:
             D += A - P
-        X = A + lat + w - 1
+        X = A + lat + w - 1 if queue is None else queue.tile(t, A + lat)
         E = E_next
-    return X + config.write_latency + 1
+    return (X if queue is None else queue.finished) + config.write_latency + 1
+
+
+def _row_costs(regs, config, W):
+    """``[GROUPS * TILES, rows]``: the result writer's cycles for each result row of each tile
+    (a live row's lane groups, or one cycle per lane group of a row past ``M``)."""
+    rows, groups = config.rows, regs[Reg.GROUPS]
+    n_chunks = -(-regs[Reg.LANES] // config.requant_lanes)
+    live = np.clip(regs[Reg.M] - np.arange(groups) * rows, 0, rows)                  # [G]
+    dead = (rows - live)[:, None] * n_chunks
+    per_live = np.where(live[:, None] > 0, (W - dead) // np.maximum(live, 1)[:, None], 0)   # [G, T]
+    costs = np.where(np.arange(rows)[None, None, :] < live[:, None, None],
+                     per_live[:, :, None], n_chunks)                                   # [G, T, rows]
+    return costs.reshape(-1, rows).tolist()
+
+
+class _ResultQueue:
+    """The result queue (``config.result_queue_rows``, an ``amaranth.lib.fifo.SyncFIFOBuffered``
+    of depth ``Q``) between the array and the result writer, row by row (``n`` counts the
+    instruction's result rows):
+
+    * the array offers row ``r`` of a tile ``o_n = max(first + r, p_{n-1} + 1)`` (``first``:
+      the cycle its first row could go, ``A + LAT``), and the queue takes it at ``p_n`` =
+      ``max(o_n, i_{n-Q+1} + 1)``: it has room while fewer than ``Q - 1`` rows are in its
+      memory, which a row leaves at ``i_n`` for the output register;
+    * ``i_n = max(p_n + 1, q_{n-1})``: the row moves to the output register once written,
+      when the register is free or its row is being taken;
+    * the writer takes the row at ``q_n = i_n + c_n`` (``c_n``: its cycles for the row, the
+      row's ready coming with its last lane group).
+
+    The array takes the next tile's last beat in the cycle after ``p`` of this tile's last
+    row; the instruction's writes end at the last ``q``.
+    """
+
+    def __init__(self, depth, costs):
+        self.depth, self.costs = depth, costs
+        self.taken_in, self.moved = [], []      # p_n, i_n
+        self.finished = None                    # q of the last row
+
+    def tile(self, t, first):
+        """Rows of tile ``t`` whose first can go at ``first``; returns ``p`` of its last row."""
+        p, q = self.taken_in, self.finished
+        for r, cost in enumerate(self.costs[t]):
+            n = len(p)
+            offer = first + r if not p else max(first + r, p[-1] + 1)
+            if n >= self.depth - 1:
+                offer = max(offer, self.moved[n - self.depth + 1] + 1)
+            p.append(offer)
+            moved = offer + 1 if q is None else max(offer + 1, q)
+            self.moved.append(moved)
+            q = moved + cost
+        self.finished = q
+        return p[-1]
 
 
 def _region_bytes(regs):
