@@ -30,9 +30,8 @@ __all__ = ["SYNC", "PROTOCOL_VERSION", "HEADER_BYTES", "CRC_BYTES", "FRAME_OVERH
 
 SYNC = 0xA5
 #: 4: PING's options byte carries pipeline_registers and the tflite mode (a board built
-#: before them would report an unpipelined fpganet-mode accelerator whatever it holds);
-#: 6: PING ends with result_queue_rows.
-PROTOCOL_VERSION = 6
+#: before them would report an unpipelined fpganet-mode accelerator whatever it holds).
+PROTOCOL_VERSION = 5
 HEADER_BYTES = 4          # sync, type, length (2)
 CRC_BYTES = 2
 FRAME_OVERHEAD = HEADER_BYTES + CRC_BYTES
@@ -191,14 +190,15 @@ class DeviceInfo(_Packed):
     baud: int = _f("I")
     timeout_cycles: int = _f("I")   # inter-byte timeout of the frame parser
     act_bank_factor: int = _f("B")  # activation banks per lane (the gathers' cycles)
-    result_queue_rows: int = _f("B")  # the result queue's rows (the engine's cycles)
 
-    #: Configuration fields a compiled network must match exactly.
+    #: Configuration fields a compiled network must match exactly. ``result_queue_rows`` is
+    #: not among them: a network's program and numerics are the same with any queue (only its
+    #: cycles differ), and a board reports none.
     CONFIG_FIELDS = ("rows", "cols", "operand_width", "acc_width", "requant_lanes",
                      "requant_latency", "broadcast_operands", "requant_mult_bits",
                      "pipeline_registers", "requant_mode", "weight_buffer_bytes",
                      "act_buffer_bytes", "bias_buffer_words", "program_words", "act_bank_factor",
-                     "result_queue_rows", "diagonal_weights")
+                     "diagonal_weights")
     #: The configuration fields ``options`` packs (below), in PING's printout.
     OPTION_FIELDS = ("broadcast_operands", "requant_mult_bits", "pipeline_registers",
                      "requant_mode", "diagonal_weights")
