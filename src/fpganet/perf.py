@@ -105,8 +105,10 @@ def _max_per_bank(banks, mask, n_banks):
     return np.maximum(worst, 1)
 
 
-def engine_tile_costs(regs, config, pool):
-    """``(B, W)``: gather and write cycles of every tile, arrays ``[GROUPS, TILES]``.
+def engine_tile_costs(regs, config, pool, *, rows=False):
+    """``(B, W)``: gather and write cycles of every tile, arrays ``[GROUPS, TILES]``; with
+    ``rows`` (``CONV``) also the write cycles of each of a tile's result rows,
+    ``[GROUPS, TILES, rows]``, whose sum ``W`` is.
 
     Every address of a beat is ``base + k_offset + in_off[j]``: the beats of a tile
     differ by a common shift, which only renames the banks, so all of a tile's
@@ -136,10 +138,20 @@ def engine_tile_costs(regs, config, pool):
     if pool:
         W = np.broadcast_to(live_row, (groups, tiles))
     else:
-        rows = config.rows
-        live = np.clip(regs[Reg.M] - np.arange(groups) * rows, 0, rows)                 # [G]
-        W = live[:, None] * live_row[None, :] + (rows - live)[:, None] * n_chunks
-    return np.array(B, dtype=np.int64), np.array(W, dtype=np.int64)
+        row_costs = _row_costs(regs, config, live_row, n_chunks)
+        W = row_costs.sum(axis=2)
+    B, W = np.array(B, dtype=np.int64), np.array(W, dtype=np.int64)
+    return (B, W, row_costs) if rows else (B, W)
+
+
+def _row_costs(regs, config, live_row, n_chunks):
+    """``[GROUPS, TILES, rows]``: the writer's cycles for each result row of a ``CONV`` tile,
+    ``live_row`` (``[TILES]``) for a row of an output channel ``< M``, else one cycle per
+    lane group."""
+    rows, groups = config.rows, regs[Reg.GROUPS]
+    live = np.clip(regs[Reg.M] - np.arange(groups) * rows, 0, rows)                     # [G]
+    return np.where(np.arange(rows)[None, None, :] < live[:, None, None],
+                    live_row[None, :, None], n_chunks)
 
 
 def engine_cycles(regs, config, pool=False):
@@ -147,15 +159,15 @@ def engine_cycles(regs, config, pool=False):
     if empty_walk(regs):
         return 1
     check_registers(regs, config, Opcode.POOL if pool else Opcode.CONV)
-    B, W = engine_tile_costs(regs, config, pool)
+    queued = not pool and config.result_queue_rows > 0
+    B, W, *row_costs = engine_tile_costs(regs, config, pool, rows=queued)
     lanes = regs[Reg.LANES]
     lat = 1 if pool else config.array_latency
     K = regs[Reg.K_C] * regs[Reg.K_H] * regs[Reg.K_W]
     E = config.first_beat_cycle(lanes)
     D = 0
     X = None
-    queue = None if pool or not config.result_queue_rows else _ResultQueue(
-        config.result_queue_rows, _row_costs(regs, config, W))
+    queue = _ResultQueue(config.result_queue_rows, row_costs[0]) if queued else None
     B, W = B.reshape(-1).tolist(), W.reshape(-1).tolist()
     for t, (b, w) in enumerate(zip(B, W)):
         P = E + b + D + config.operand_latency - 1
@@ -171,19 +183,6 @@ def engine_cycles(regs, config, pool=False):
         X = A + lat + w - 1 if queue is None else queue.tile(t, A + lat)
         E = E_next
     return (X if queue is None else queue.finished) + config.write_latency + 1
-
-
-def _row_costs(regs, config, W):
-    """``[GROUPS * TILES, rows]``: the result writer's cycles for each result row of each tile
-    (a live row's lane groups, or one cycle per lane group of a row past ``M``)."""
-    rows, groups = config.rows, regs[Reg.GROUPS]
-    n_chunks = -(-regs[Reg.LANES] // config.requant_lanes)
-    live = np.clip(regs[Reg.M] - np.arange(groups) * rows, 0, rows)                  # [G]
-    dead = (rows - live)[:, None] * n_chunks
-    per_live = np.where(live[:, None] > 0, (W - dead) // np.maximum(live, 1)[:, None], 0)   # [G, T]
-    costs = np.where(np.arange(rows)[None, None, :] < live[:, None, None],
-                     per_live[:, :, None], n_chunks)                                   # [G, T, rows]
-    return costs.reshape(-1, rows).tolist()
 
 
 class _ResultQueue:
@@ -205,24 +204,25 @@ class _ResultQueue:
     """
 
     def __init__(self, depth, costs):
-        self.depth, self.costs = depth, costs
-        self.taken_in, self.moved = [], []      # p_n, i_n
+        self.depth = depth
+        self.costs = costs.reshape(-1, costs.shape[-1]).tolist()   # [tile][row]
+        self.taken = None                       # p of the last row
+        self.moved = []                         # i_n
         self.finished = None                    # q of the last row
 
     def tile(self, t, first):
         """Rows of tile ``t`` whose first can go at ``first``; returns ``p`` of its last row."""
-        p, q = self.taken_in, self.finished
+        p, q = self.taken, self.finished
         for r, cost in enumerate(self.costs[t]):
-            n = len(p)
-            offer = first + r if not p else max(first + r, p[-1] + 1)
+            n = len(self.moved)
+            p = first + r if p is None else max(first + r, p + 1)
             if n >= self.depth - 1:
-                offer = max(offer, self.moved[n - self.depth + 1] + 1)
-            p.append(offer)
-            moved = offer + 1 if q is None else max(offer + 1, q)
+                p = max(p, self.moved[n - self.depth + 1] + 1)
+            moved = p + 1 if q is None else max(p + 1, q)
             self.moved.append(moved)
             q = moved + cost
-        self.finished = q
-        return p[-1]
+        self.taken, self.finished = p, q
+        return p
 
 
 def _region_bytes(regs):

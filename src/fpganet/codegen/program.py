@@ -297,14 +297,6 @@ def _step_weights(step, rows):
         weight = layer.weight
         per_in = layer.in_shape[0] // layer.groups
         per_out = layer.out_shape[0] // layer.groups
-    if step.diagonal:
-        # CONV diagonal: word (ky, kx) of group g holds row i's weight for its own channel i.
-        words = np.zeros((groups, kh, kw, rows), dtype=np.int8)
-        for g in range(groups):
-            for i in range(min(rows, k_c)):
-                if g * rows + i < weight.shape[0]:
-                    words[g, :, :, i] = weight[g * rows + i, 0]
-        return words.reshape(groups * kh * kw, rows)
     tiles = np.zeros((groups, k_c, kh, kw, rows), dtype=np.int8)
     for g in range(groups):
         for i in range(rows):
@@ -316,6 +308,13 @@ def _step_weights(step, rows):
                 local = first + c - g * channel_step
                 if 0 <= local < k_c:
                     tiles[g, local, :, :, i] = weight[m, c]
+    if step.diagonal:
+        # CONV diagonal: the block-diagonal tiles' diagonal, word (ky, kx) of group g holding
+        # row i's weight for its own channel i (zero past K_C).
+        words = np.zeros((groups, kh, kw, rows), dtype=np.int8)
+        d = np.arange(min(rows, k_c))
+        words[..., d] = tiles[:, d, :, :, d].transpose(1, 2, 3, 0)
+        return words.reshape(groups * kh * kw, rows)
     return tiles.reshape(groups * k, rows)
 
 
