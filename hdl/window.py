@@ -302,7 +302,7 @@ class WindowGenerator(wiring.Component):
         else:
             bank = walked_addr[:config.bank_bits]
         slots, cycles = self._bank_schedule(m, walk=walk, lane=lane, valid=w_n < regs.npix,
-                                            bank=bank, begin=walker_first | start_walk)
+                                            bank=bank, idle=~w_busy)
         update(m, w_tile, w_tile + 1, enable=lane_end, reset=restart)
         # In flip-flops: the comparisons were in front of the walker's resets and enables.
         registered_wrap(m, ox_wrap, w_ox, regs.out_w, restart=restart, step=walk)
@@ -337,7 +337,7 @@ class WindowGenerator(wiring.Component):
         m.d.sync += bank.eq(gbase[:bb] + inoff[:bb])
         return bank
 
-    def _bank_schedule(self, m, *, walk, lane, valid, bank, begin):
+    def _bank_schedule(self, m, *, walk, lane, valid, bank, idle):
         """With ``config.pipeline_registers``: the gather's bank schedule of the tile being
         walked, one lane a cycle. Lane ``j`` reads in gather cycle ``slots[j]``, the number of
         valid lanes before it in its bank, which is when the lowest-lane-first arbitration
@@ -356,9 +356,14 @@ class WindowGenerator(wiring.Component):
         cycles = Signal(range(cols + 1), init=1)
         slot = Signal(range(cols + 1))
         m.d.comb += slot.eq(Array(in_bank)[bank] if banks > 1 else in_bank[0])
+        # The counts start from zero at every walk: they are cleared while the walker is idle (a
+        # walk always starts from idle), and ``cycles`` restarts at a walk's first lane (it is
+        # read by the load that starts the next walk, before that lane). Both from flip-flops:
+        # cleared by the walk's start, which the load decides, they were the end of the ULX3S
+        # builds' longest path.
         for b in range(banks):
             hit = walk & valid & ((bank == b) if banks > 1 else 1)
-            update(m, in_bank[b], in_bank[b] + 1, enable=hit, reset=begin)
+            update(m, in_bank[b], in_bank[b] + 1, enable=hit, reset=idle)
         for j in range(cols):
             update(m, slots[j], slot, enable=walk & (lane == j))
         # A lane's slot is at most ``cycles`` (the most lanes in a bank so far, at least 1), so
@@ -367,7 +372,7 @@ class WindowGenerator(wiring.Component):
         # picks one bit (the multiplexer and the compare in series were a ULX3S build's longest
         # path).
         at_max = [in_bank[b] == cycles for b in range(banks)]
-        with m.If(begin):
+        with m.If(walk & (lane == 0)):
             m.d.sync += cycles.eq(1)
         with m.Elif(walk & valid & (Array(at_max)[bank] if banks > 1 else at_max[0])):
             m.d.sync += cycles.eq(cycles + 1)
