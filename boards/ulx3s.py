@@ -4,10 +4,10 @@ The default core is the accelerator behind the UART host link
 (:func:`accelerator_core`) on an 8x8 array (64 int8 MACs per cycle) with two
 requantizer lanes, one MULT18X18D per processing element with the product
 register inside the DSP (:class:`~fpganet.hdl.ecp5_dsp.ECP5ProcessingElement`),
-and an 87.5 MHz clock from an EHXPLLL (what the design meets today; the aim is
-100 MHz). nextpnr-ecp5 routes with router1: router2 oscillated on this
-design. ``--core stand-in`` builds
-the array alone, fed from ROMs.
+diagonal weights for depthwise layers, an 8-row result queue, and an 87.5 MHz
+clock from an EHXPLLL (what the design meets today; the aim is 100 MHz).
+nextpnr-ecp5 routes with router1: router2 oscillated on this design.
+``--core stand-in`` builds the array alone, fed from ROMs.
 """
 
 from amaranth import *
@@ -29,29 +29,34 @@ __all__ = ["ULX3STop", "BOARD", "DEFAULT_CONFIG", "BAUD", "accelerator_core", "e
 BAUD = 3_000_000
 
 #: 8x8 array (64 MACs/cycle on 64 of 156 MULT18X18D) with two requantizer lanes, sized
-#: for the MLPerf Tiny networks: 288 KiB of weights (VWW MobileNetV1-0.25 needs 281.6 KiB,
-#: its depthwise layers stored block-diagonal; ResNet-8 80.3 KiB; LeNet-5 62.5 KiB), 64 KiB of
-#: activations in 16 banks, two per lane, so that stride-2 layers read without bank
-#: conflicts (VWW needs 55.5 KiB, ResNet-8 54.2 KiB), 4,096 parameter entries (VWW 2,994).
-#: Block RAM: 144 EBR of weights, 32 of activations, 208 on the chip.
+#: for the MLPerf Tiny networks: 288 KiB of weights (VWW MobileNetV1-0.25 needs 204.8 KiB,
+#: its depthwise layers stored as ``CONV diagonal`` words, one per kernel position;
+#: ResNet-8 80.3 KiB; LeNet-5 62.5 KiB), 64 KiB of activations in 16 banks, two per lane,
+#: so that stride-2 layers read without bank conflicts (VWW needs 55.5 KiB, ResNet-8 54.2
+#: KiB), 4,096 parameter entries (VWW 2,994). Block RAM: 144 EBR of weights, 32 of
+#: activations, 208 on the chip.
+#:
+#: The 8-row result queue (``result_queue_rows``) lets the array start a tile while the
+#: writer drains the one before: ResNet-8 -4.2 % cycles, VWW -5.6 %, LeNet-5 -5.6 %.
 #:
 #: The clock is 87.5 MHz (the PLL's exact setting; the UART divides it by 29.17), not the 100
 #: MHz aimed at: with its pipeline registers (``AcceleratorConfig.pipeline_registers``: block
 #: RAM outputs, the gathered operands, the array's result row and its row-valid flag, the
 #: writer's lane-group sums, the instruction word and the window's start in registers, bank
-#: schedules computed ahead instead of arbitrated, the writer's lanes stepped in closed form
-#: from registered step constants, write stages for the program and parameter memories, the
-#: link's reply CRC registered, the banks' byte writes from flip-flops, the window's bank hits
-#: in flip-flops, a skid register behind its offer and copies of its stall for the memories
-#: and the lane walker, the parameter and instruction addresses from registers, the read-ahead
-#: address not waiting for the instruction's done, the clamp against registered thresholds) and
-#: the split-product requantizer (``requant_latency`` 5, its shift in two stages), this design
-#: routes at 88.1 MHz with an 88 MHz target and the board's seed 1 (84.2 with seed 3; 45.2 at
-#: 40 without them). Its long path: the input FIFO's RAM into the byte-write register.
+#: schedules computed ahead instead of arbitrated and cleared while the walker is idle, the
+#: writer's lanes stepped in closed form from registered step constants, write stages for the
+#: program and parameter memories, the link's reply CRC registered, the banks' byte writes
+#: from flip-flops, the window's bank hits in flip-flops, a skid register behind its offer and
+#: copies of its stall for the memories and the lane walker, the parameter and instruction
+#: addresses from registers, the read-ahead address not waiting for the instruction's done,
+#: the clamp against registered thresholds) and the split-product requantizer
+#: (``requant_latency`` 5, its shift in two stages), this design routes at 94.5 MHz with the
+#: board's seed 2 (seeds 1-5 of the same logic before the bank schedule's idle clear: 78.9-83.9;
+#: boards/README.md). Its long path: the output FIFO's block RAM into the UART transmitter.
 DEFAULT_CONFIG = AcceleratorConfig(rows=8, cols=8, requant_lanes=2, weight_buffer_bytes=288 * 1024,
                                    act_buffer_bytes=64 * 1024, act_bank_factor=2,
                                    bias_buffer_words=4096, pipeline_registers=True, requant_latency=5,
-                                   clock_hz=87.5e6)
+                                   diagonal_weights=True, result_queue_rows=8, clock_hz=87.5e6)
 
 
 def ecp5_array(config):
@@ -127,10 +132,9 @@ BOARD = Board(
     # router1: router2 oscillated on the accelerator (overuse falling to a few hundred wires,
     # then climbing) and did not finish in 25 minutes; router1 routed it in 9.
     nextpnr_opts=("--router", "router1"),
-    # At 88 MHz seed 1 routed in 11 minutes (88.1 MHz, timing met at the PLL's 87.5); seed 3
-    # made 84.2. Seeds move this design's Fmax by up to 11 MHz, and the best one changes with
-    # the netlist (boards/README.md).
-    seed=1,
+    # At 87.5 MHz seed 2 routed at 94.5 MHz (timing met); seeds move this design's Fmax by up
+    # to 11 MHz, and the best one changes with the netlist (boards/README.md).
+    seed=2,
     # The default accelerator took 9-35 minutes on two cores, the longest with other jobs.
     build_timeout_s=5400,
     resources={

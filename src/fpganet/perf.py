@@ -346,6 +346,8 @@ def program_cycles(program_words, config=None, *, max_steps=MAX_STEPS):
         macs = 0
         snapshot = None
         if op in (Opcode.CONV, Opcode.POOL):
+            # The operand (CONV's diagonal layout) is not in the key: a diagonal word costs
+            # the window the same cycles as the block-diagonal tile it stands for.
             key = (op, tuple(regs[reg] for reg in Reg if reg not in (Reg.FILL_VALUE, Reg.LOOP_COUNT)))
             if key not in cache:
                 cache[key] = instruction_cycles(instruction, regs, config)
