@@ -124,6 +124,12 @@ def _without_overridden(defaults, given):
     return kept
 
 
+def macs_per_cycle(config, core):
+    """MACs a cycle of ``core`` built for ``config``: the array's PEs times the products each
+    makes (a core factory's ``products_per_pe``, default 1)."""
+    return config.macs_per_cycle * getattr(core, "products_per_pe", 1)
+
+
 def check_buildable(board, config, core=None):
     """Raise :class:`Refused` if ``board`` (a :class:`~fpganet.boards.common.Board`) cannot hold
     ``core`` (default: its default core) built for ``config``: its ``refuse`` says why."""
@@ -255,8 +261,8 @@ def _build_in(board, config, output, shown, *, core, seed, pll, synth_opts, next
             "all": fmax_table,
         },
         "timing_met": bool(fmax_mhz and fmax_mhz >= clock_hz / 1e6 * (1 - 1e-6)),
-        "macs_per_cycle": config.macs_per_cycle,
-        "peak_gmacs": config.macs_per_cycle * achieved_clock / 1e9,
+        "macs_per_cycle": macs_per_cycle(config, core),
+        "peak_gmacs": macs_per_cycle(config, core) * achieved_clock / 1e9,
         "resources": resources,
         "utilization": utilization,
         "core": _describe(core),
@@ -364,10 +370,12 @@ def configure(parser):
                         help="target board")
     parser.add_argument("-o", "--output", metavar="DIR",
                         help="build folder (default build/synth/BOARD)")
-    parser.add_argument("--core", choices=("accelerator", "stand-in"),
+    parser.add_argument("--core", choices=sorted({name for board in BOARDS.values()
+                                                  for name in board.cores}),
                         help="what the bitstream carries: the accelerator behind the UART host "
-                             "link, or the stand-in (the array fed from ROMs); default: the "
-                             "board's choice (README.md)")
+                             "link, or the stand-in (the array fed from ROMs; stand-in-pairs, "
+                             "ULX3S only: two products per PE); default: the board's choice "
+                             "(README.md)")
     parser.add_argument("--seed", type=non_negative_int, default=None,
                         help="nextpnr placement seed (default: the board's, the best of its "
                              "seed sweep: " + ", ".join(f"{name} {board.seed}" for name, board in
@@ -407,11 +415,14 @@ def run(args):
     except ConfigError as error:
         raise FpganetError(str(error)) from None
     output = Path(args.output or Path("build") / "synth" / board.name)
+    if args.core and args.core not in board.cores:
+        raise FpganetError(f"the {board.name} has no core {args.core!r}: use one of "
+                           f"{', '.join(board.cores)}")
     core = board.cores[args.core] if args.core else None
     core_name = args.core or next((name for name, factory in board.cores.items()
                                    if factory is board.default_core), "default core")
     print(f"synth: {board.description}, {core_name}, array {config.name} "
-          f"({config.macs_per_cycle} MACs/cycle), "
+          f"({macs_per_cycle(config, core or board.default_core)} MACs/cycle), "
           f"target {config.clock_hz / 1e6:g} MHz -> {output}/", flush=True)
     seed = board.seed if args.seed is None else args.seed
     result = build(board, config, output, core=core, seed=seed, pll=not args.no_pll,

@@ -15,7 +15,7 @@ from amaranth.lib import io
 from amaranth_boards.ulx3s import ULX3S_85F_Platform
 
 from fpganet.config import AcceleratorConfig
-from fpganet.hdl.ecp5_dsp import ECP5ProcessingElement
+from fpganet.hdl.ecp5_dsp import ECP5PairProcessingElement, ECP5ProcessingElement
 from fpganet.hdl.systolic import SystolicArray
 
 from .common import Board, BoardTop, linked_accelerator
@@ -74,6 +74,17 @@ def stand_in_core(config):
     return ArrayStandIn(config, array=ecp5_array)
 
 
+def stand_in_pairs_core(config):
+    """The stand-in core with pair PEs: two MULT18X18D and one accumulator per PE, each beat two
+    steps of K (``ECP5PairProcessingElement``), so ``2 x rows x cols`` MACs a cycle."""
+    pairs = config.replace(operand_width=2 * config.operand_width)
+    return ArrayStandIn(pairs, array=lambda c: SystolicArray(c, pe=ECP5PairProcessingElement))
+
+
+#: MACs per PE and cycle, read by the build's report (``macs_per_cycle``).
+stand_in_pairs_core.products_per_pe = 2
+
+
 class ULX3STop(BoardTop):
     """ULX3S top-level: EHXPLLL from the 25 MHz oscillator, eight LEDs."""
 
@@ -125,7 +136,8 @@ BOARD = Board(
     top=ULX3STop,
     default_config=DEFAULT_CONFIG,
     default_core=accelerator_core,
-    cores={"accelerator": accelerator_core, "stand-in": stand_in_core},
+    cores={"accelerator": accelerator_core, "stand-in": stand_in_core,
+           "stand-in-pairs": stand_in_pairs_core},
     family="ecp5",
     bitstream="bit",
     synth_opts=(),

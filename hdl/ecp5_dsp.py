@@ -24,7 +24,7 @@ from amaranth import *
 from fpganet.config import ConfigError
 from fpganet.hdl.systolic import ProcessingElement
 
-__all__ = ["ECP5ProcessingElement", "mult18x18d_parameters"]
+__all__ = ["ECP5ProcessingElement", "ECP5PairProcessingElement", "mult18x18d_parameters"]
 
 
 def mult18x18d_parameters():
@@ -60,12 +60,17 @@ class ECP5ProcessingElement(ProcessingElement):
         # register moves into the MULT18X18D (or, with ``model``, stays the base's).
         if self.model:
             return super()._product(m)
+        return self._dsp_product(m, self.a_in, self.b_in, "mult")
+
+    def _dsp_product(self, m, a, b, name):
+        """``a * b`` (signed, at most 18 bits each) from a MULT18X18D named ``name`` with its
+        output register on: the product one cycle after the operands."""
         config = self.config
         product = Signal(signed(config.product_width))
         a18 = Signal(signed(18))
         b18 = Signal(signed(18))
         p36 = Signal(36)
-        m.d.comb += [a18.eq(self.a_in), b18.eq(self.b_in),
+        m.d.comb += [a18.eq(a), b18.eq(b),
                      product.eq(p36[:config.product_width])]
         ports = {}
         for k in range(18):
@@ -74,9 +79,9 @@ class ECP5ProcessingElement(ProcessingElement):
             ports[f"i_C{k}"] = Const(0)
         for k in range(36):
             ports[f"o_P{k}"] = p36[k]
-        m.submodules.mult = Instance(
+        m.submodules[name] = Instance(
             "MULT18X18D",
-            **{f"p_{name}": value for name, value in mult18x18d_parameters().items()},
+            **{f"p_{key}": value for key, value in mult18x18d_parameters().items()},
             i_SIGNEDA=Const(1), i_SIGNEDB=Const(1),
             i_SOURCEA=Const(0), i_SOURCEB=Const(0),
             i_CLK0=ClockSignal(), i_CLK1=Const(0), i_CLK2=Const(0), i_CLK3=Const(0),
@@ -85,3 +90,48 @@ class ECP5ProcessingElement(ProcessingElement):
             **ports,
         )
         return product
+
+
+class ECP5PairProcessingElement(ECP5ProcessingElement):
+    """Two products a cycle into one accumulator: two MULT18X18D per PE.
+
+    Each operand carries a *pair*: the low half of ``a_in`` and ``b_in`` (each
+    ``operand_width // 2`` bits, signed) is one step of the reduction dimension K, the high
+    half the next, and the PE adds ``a0 * b0 + a1 * b1`` to its sum. An array of these
+    makes ``2 x rows x cols`` MACs a cycle with the fabric of ``rows x cols`` PEs (one
+    accumulator, one result register and one row of the result multiplexer per two
+    products), the aim being 128 MACs on the ECP5-85F, whose 156 MULT18X18D sit in three rows
+    of 52 with the PEs' fabric crowded around them. It is the array-side half of that design:
+    only the stand-in (``--core stand-in-pairs``) feeds it; the accelerator's window and
+    weight buffer deliver one K step per beat.
+
+    Latency 3: the products in the DSPs' output registers, their sum in a register, then the
+    accumulator.
+    """
+
+    latency = 3
+
+    def __init__(self, config, *, model=False):
+        if config.operand_width % 2 or config.operand_width // 2 > 18:
+            raise ConfigError(f"a pair PE needs an even operand_width of at most 36 bits (two "
+                              f"operands), not {config.operand_width}")
+        super().__init__(config, model=model)
+
+    def _product(self, m):
+        half = self.config.operand_width // 2
+        pairs = [(self.a_in[k * half:(k + 1) * half].as_signed(),
+                  self.b_in[k * half:(k + 1) * half].as_signed()) for k in range(2)]
+        if self.model:
+            products = [Signal(signed(2 * half), name=f"product{k}") for k in range(2)]
+            m.d.sync += [product.eq(a * b) for product, (a, b) in zip(products, pairs)]
+        else:
+            products = [self._dsp_product(m, a, b, f"mult{k}") for k, (a, b) in enumerate(pairs)]
+        total = Signal(signed(self.config.product_width))
+        m.d.sync += total.eq(products[0] + products[1])
+        return total
+
+    def _product_flags(self, m):
+        valid, last = super()._product_flags(m)
+        valid_q, last_q = Signal(), Signal()
+        m.d.sync += [valid_q.eq(valid), last_q.eq(last)]
+        return valid_q, last_q

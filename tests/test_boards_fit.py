@@ -67,6 +67,31 @@ def test_dsp_option_is_refused_on_ice40(tmp_path, capsys):
     assert len(err) == 1 and err[0].startswith("fpganet: error:") and "2922" in err[0]
 
 
+def test_a_core_the_board_lacks_is_refused_in_one_line(tmp_path, capsys):
+    """The pair stand-in is the ULX3S's (its MULT18X18D pairs): asked of the iCEBreaker, one
+    line naming the board's cores, status 2, nothing written."""
+    status = board_build.main(["--board", "icebreaker", "--core", "stand-in-pairs",
+                               "-o", str(tmp_path / "out")])
+    assert status == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["fpganet: error: the icebreaker has no core 'stand-in-pairs': use one of "
+                   "accelerator, stand-in"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_pair_stand_in_counts_two_macs_per_pe():
+    """128 MULT18X18D on the 8x8, and the report's MAC count is the products, not the PEs."""
+    from amaranth.back import rtlil
+
+    from fpganet.boards.ulx3s import stand_in_pairs_core
+
+    config = BOARDS["ulx3s"].default_config
+    assert board_build.macs_per_cycle(config, stand_in_pairs_core) == 128
+    assert board_build.macs_per_cycle(config, BOARDS["ulx3s"].default_core) == 64
+    text = rtlil.convert(stand_in_pairs_core(config), name="top")
+    assert text.count("cell \\MULT18X18D ") == 128
+
+
 def test_board_defaults_and_overrides():
     assert board_config(BOARDS["icebreaker"]).name == "4x2"
     assert board_config(BOARDS["ulx3s"]).macs_per_cycle == 64
