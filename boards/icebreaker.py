@@ -21,13 +21,14 @@ from amaranth.lib import io
 from amaranth_boards.icebreaker import ICEBreakerPlatform
 
 from fpganet.config import AcceleratorConfig
-from fpganet.hdl.ice40_dsp import UP5K_DSPS, DSPPairing, Ice40SystolicArray
+from fpganet.hdl.ice40_dsp import UP5K_DSPS, DSPPairing, Ice40PairProcessingElement, Ice40SystolicArray
 from fpganet.hdl.ice40_spram import SPRAMWeightBuffer, spram_mapping_problem
 from fpganet.hdl.scatter import ResultWriter
+from fpganet.hdl.systolic import SystolicArray
 
 from .common import Board, BoardTop, linked_accelerator
 from .pll import ice40_pll
-from .standin import ArrayStandIn
+from .standin import ArrayStandIn, pair_config
 
 __all__ = ["ICEBreakerTop", "BOARD", "DEFAULT_CONFIG", "BAUD", "accelerator_core", "requant_multiplier",
            "SHIFT_ADD_BITS", "stand_in_core"]
@@ -102,6 +103,16 @@ def stand_in_core(config):
     return ArrayStandIn(config, array=Ice40SystolicArray)
 
 
+def stand_in_pairs_core(config):
+    """The stand-in core with pair PEs: one SB_MAC16 and one accumulator per PE, each beat two
+    steps of K (``Ice40PairProcessingElement``), so ``2 x rows x cols`` MACs a cycle."""
+    return ArrayStandIn(pair_config(config), array=lambda c: SystolicArray(c, pe=Ice40PairProcessingElement))
+
+
+#: MACs per PE and cycle, read by the build's report (``macs_per_cycle``).
+stand_in_pairs_core.products_per_pe = 2
+
+
 class ICEBreakerTop(BoardTop):
     """iCEBreaker top-level: SB_PLL40_PAD from the 12 MHz oscillator (pin 35), two LEDs."""
 
@@ -142,7 +153,8 @@ BOARD = Board(
     top=ICEBreakerTop,
     default_config=DEFAULT_CONFIG,
     default_core=accelerator_core,
-    cores={"accelerator": accelerator_core, "stand-in": stand_in_core},
+    cores={"accelerator": accelerator_core, "stand-in": stand_in_core,
+           "stand-in-pairs": stand_in_pairs_core},
     refuse=refuse,
     family="ice40",
     bitstream="bin",

@@ -24,7 +24,7 @@ from amaranth.lib.wiring import Out
 
 from fpganet.hdl.systolic import SystolicArray
 
-__all__ = ["ArrayStandIn"]
+__all__ = ["ArrayStandIn", "pair_config"]
 
 
 class ArrayStandIn(wiring.Component):
@@ -129,6 +129,14 @@ class ArrayStandIn(wiring.Component):
             m.d.sync += tiles.eq(~tiles)
         m.d.comb += self.status.eq(Cat(tiles, *[checksum[k::7].xor() for k in range(7)]))
         return m
+
+
+def pair_config(config):
+    """``config`` for an array of pair PEs (:class:`~fpganet.hdl.systolic.PairProducts`): each
+    operand two K steps of ``operand_width`` bits, and accumulators at least as wide as the
+    configuration's checks ask of such operands (the doubled width's product)."""
+    width = 2 * config.operand_width
+    return config.replace(operand_width=width, acc_width=max(config.acc_width, 2 * width))
 
 
 def _xor_all(values):

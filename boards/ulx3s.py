@@ -20,7 +20,7 @@ from fpganet.hdl.systolic import SystolicArray
 
 from .common import Board, BoardTop, linked_accelerator
 from .pll import ecp5_pll
-from .standin import ArrayStandIn
+from .standin import ArrayStandIn, pair_config
 
 __all__ = ["ULX3STop", "BOARD", "DEFAULT_CONFIG", "BAUD", "accelerator_core", "ecp5_array",
            "stand_in_core"]
@@ -77,8 +77,7 @@ def stand_in_core(config):
 def stand_in_pairs_core(config):
     """The stand-in core with pair PEs: two MULT18X18D and one accumulator per PE, each beat two
     steps of K (``ECP5PairProcessingElement``), so ``2 x rows x cols`` MACs a cycle."""
-    pairs = config.replace(operand_width=2 * config.operand_width)
-    return ArrayStandIn(pairs, array=lambda c: SystolicArray(c, pe=ECP5PairProcessingElement))
+    return ArrayStandIn(pair_config(config), array=lambda c: SystolicArray(c, pe=ECP5PairProcessingElement))
 
 
 #: MACs per PE and cycle, read by the build's report (``macs_per_cycle``).

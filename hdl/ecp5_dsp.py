@@ -22,7 +22,7 @@ used here, written from Lattice TN1267 (ECP5 sysDSP usage guide).
 from amaranth import *
 
 from fpganet.config import ConfigError
-from fpganet.hdl.systolic import ProcessingElement
+from fpganet.hdl.systolic import PairProducts, ProcessingElement
 
 __all__ = ["ECP5ProcessingElement", "ECP5PairProcessingElement", "mult18x18d_parameters"]
 
@@ -92,46 +92,21 @@ class ECP5ProcessingElement(ProcessingElement):
         return product
 
 
-class ECP5PairProcessingElement(ECP5ProcessingElement):
-    """Two products a cycle into one accumulator: two MULT18X18D per PE.
+class ECP5PairProcessingElement(PairProducts, ECP5ProcessingElement):
+    """Two products a cycle into one accumulator (:class:`~fpganet.hdl.systolic.PairProducts`)
+    from two MULT18X18D, each with its output register as the product register.
 
-    Each operand carries a *pair*: the low half of ``a_in`` and ``b_in`` (each
-    ``operand_width // 2`` bits, signed) is one step of the reduction dimension K, the high
-    half the next, and the PE adds ``a0 * b0 + a1 * b1`` to its sum. An array of these
-    makes ``2 x rows x cols`` MACs a cycle with the fabric of ``rows x cols`` PEs (one
-    accumulator, one result register and one row of the result multiplexer per two
-    products), the aim being 128 MACs on the ECP5-85F, whose 156 MULT18X18D sit in three rows
-    of 52 with the PEs' fabric crowded around them. It is the array-side half of that design:
-    only the stand-in (``--core stand-in-pairs``) feeds it; the accelerator's window and
+    The array side of 128 MACs on the ECP5-85F, whose 156 MULT18X18D sit in three rows of 52
+    with the PEs' fabric crowded around them: an 8x8 array of these has the 8x8's fabric.
+    Only the stand-in (``--core stand-in-pairs``) feeds it; the accelerator's window and
     weight buffer deliver one K step per beat.
-
-    Latency 3: the products in the DSPs' output registers, their sum in a register, then the
-    accumulator.
     """
 
-    latency = 3
-
     def __init__(self, config, *, model=False):
-        if config.operand_width % 2 or config.operand_width // 2 > 18:
-            raise ConfigError(f"a pair PE needs an even operand_width of at most 36 bits (two "
-                              f"operands), not {config.operand_width}")
+        self.check_operand_width(config)
         super().__init__(config, model=model)
 
-    def _product(self, m):
-        half = self.config.operand_width // 2
-        pairs = [(self.a_in[k * half:(k + 1) * half].as_signed(),
-                  self.b_in[k * half:(k + 1) * half].as_signed()) for k in range(2)]
+    def _pair_products(self, m, pairs):
         if self.model:
-            products = [Signal(signed(2 * half), name=f"product{k}") for k in range(2)]
-            m.d.sync += [product.eq(a * b) for product, (a, b) in zip(products, pairs)]
-        else:
-            products = [self._dsp_product(m, a, b, f"mult{k}") for k, (a, b) in enumerate(pairs)]
-        total = Signal(signed(self.config.product_width))
-        m.d.sync += total.eq(products[0] + products[1])
-        return total
-
-    def _product_flags(self, m):
-        valid, last = super()._product_flags(m)
-        valid_q, last_q = Signal(), Signal()
-        m.d.sync += [valid_q.eq(valid), last_q.eq(last)]
-        return valid_q, last_q
+            return super()._pair_products(m, pairs)
+        return [self._dsp_product(m, a, b, f"mult{k}") for k, (a, b) in enumerate(pairs)]

@@ -31,10 +31,11 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from fpganet.config import ConfigError
-from fpganet.hdl.systolic import ProcessingElement, SystolicArray
+from fpganet.hdl.systolic import PairProducts, ProcessingElement, SystolicArray
 
 __all__ = ["sb_mac16_8x8_parameters", "sb_mac16_multiply_add_parameters", "Mac8x8Pair",
            "sb_mac16_multiply_parameters", "MultiplyAdd16", "Multiply16", "DSPProcessingElement", "DSPPairing",
+           "Ice40PairProcessingElement",
            "Ice40SystolicArray", "UP5K_DSPS"]
 
 #: SB_MAC16 blocks on the iCE40UP5K.
@@ -276,6 +277,30 @@ class DSPProcessingElement(ProcessingElement):
                 m.d.comb += [mac.a_bot.eq(partner.a_in), mac.b_bot.eq(partner.b_in),
                              partner.product.eq(mac.p_bot)]
         return self.product
+
+
+class Ice40PairProcessingElement(PairProducts, ProcessingElement):
+    """Two products a cycle into one accumulator (:class:`~fpganet.hdl.systolic.PairProducts`)
+    from both 8x8 halves of one SB_MAC16.
+
+    Where :class:`DSPPairing` gives the two halves to two PEs, each with its accumulator and
+    result register in logic cells, this PE adds the two products and keeps one of each: the
+    same MACs a cycle on the same DSPs with half the accumulators (a 4x2 array of these is
+    16 MACs on the UP5K's eight SB_MAC16). Only the stand-in (``--core stand-in-pairs``)
+    feeds it; the accelerator's window and weight buffer deliver one K step per beat.
+    """
+
+    def __init__(self, config, *, model=False):
+        self.check_operand_width(config)
+        super().__init__(config, separate_result_adder=True)
+        self.model = model
+
+    def _pair_products(self, m, pairs):
+        (a_bot, b_bot), (a_top, b_top) = pairs
+        m.submodules.mac = mac = Mac8x8Pair(model=self.model)
+        m.d.comb += [mac.a_bot.eq(a_bot), mac.b_bot.eq(b_bot),
+                     mac.a_top.eq(a_top), mac.b_top.eq(b_top)]
+        return mac.p_bot, mac.p_top
 
 
 class DSPPairing:

@@ -26,9 +26,9 @@ from amaranth import *
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fpganet.config import AcceleratorConfig
+from fpganet.config import AcceleratorConfig, ConfigError
 
-__all__ = ["ProcessingElement", "SystolicArray", "operand_layout", "result_layout"]
+__all__ = ["ProcessingElement", "PairProducts", "SystolicArray", "operand_layout", "result_layout"]
 
 
 def operand_layout(config):
@@ -176,6 +176,52 @@ class ProcessingElement(wiring.Component):
             ]
         with m.Elif(product_valid):
             m.d.sync += accumulator.eq(total)
+
+
+class PairProducts:
+    """Mixin for a :class:`ProcessingElement` that makes two products a cycle.
+
+    Each operand carries a *pair*: the low half of ``a_in`` and ``b_in`` (each
+    ``operand_width // 2`` bits, signed) is one step of the reduction dimension K, the high
+    half the next, and the PE adds ``a0 * b0 + a1 * b1`` to its sum. So an array of them
+    makes ``2 x rows x cols`` MACs a cycle with the fabric of ``rows x cols`` PEs: one
+    accumulator, one result register and one row of the result multiplexer per two products.
+
+    A subclass gives :meth:`_pair_products`, the two registered products (in DSPs). Their
+    sum is registered too (no three-input adder in front of the accumulator), so the
+    latency is 3.
+    """
+
+    #: The products, their sum, the accumulator.
+    latency = 3
+
+    @staticmethod
+    def check_operand_width(config):
+        """Raise ConfigError unless ``operand_width`` splits into two operands."""
+        if config.operand_width % 2:
+            raise ConfigError(f"a pair PE needs an even operand_width (two operands), "
+                              f"not {config.operand_width}")
+
+    def _product(self, m):
+        half = self.config.operand_width // 2
+        pairs = [(self.a_in[k * half:(k + 1) * half].as_signed(),
+                  self.b_in[k * half:(k + 1) * half].as_signed()) for k in range(2)]
+        first, second = self._pair_products(m, pairs)
+        total = Signal(signed(2 * half + 1))
+        m.d.sync += total.eq(first + second)
+        return total
+
+    def _pair_products(self, m, pairs):
+        """The products of the two ``(a, b)`` pairs, each registered once (Amaranth's ``*``)."""
+        products = [Signal(signed(2 * len(a)), name=f"product{k}") for k, (a, _) in enumerate(pairs)]
+        m.d.sync += [product.eq(a * b) for product, (a, b) in zip(products, pairs)]
+        return products
+
+    def _product_flags(self, m):
+        valid, last = super()._product_flags(m)
+        valid_q, last_q = Signal(), Signal()
+        m.d.sync += [valid_q.eq(valid), last_q.eq(last)]
+        return valid_q, last_q
 
 
 class SystolicArray(wiring.Component):

@@ -17,10 +17,7 @@ import pytest
 from fpganet.boards.netlist import build_netlist_sim, netlist_simulator, synthesize_netlist
 from fpganet.boards.report import parse_yosys_cells
 from fpganet.config import AcceleratorConfig
-import dataclasses
-
-from fpganet.config import ConfigError
-from fpganet.hdl.ecp5_dsp import ECP5PairProcessingElement, ECP5ProcessingElement
+from fpganet.hdl.ecp5_dsp import ECP5ProcessingElement
 from fpganet.hdl.systolic import SystolicArray
 from fpganet.sim.matmul import assemble, plan_tiles, reference_matmul
 
@@ -39,37 +36,6 @@ def test_ecp5_pe_model_matches_numpy():
     harness = ArrayHarness(dut, tiles, rng=rng, valid_gaps=0.2, ready_stalls=0.3).run()
     np.testing.assert_array_equal(assemble(tiles, harness.tile_sums(), (5, 9)),
                                   reference_matmul(A, B))
-
-
-def pack_pairs(values):
-    """Operands of consecutive beats (K steps 2t and 2t + 1) as one 16-bit pair operand."""
-    values = np.asarray(values, dtype=np.int64)
-    if len(values) % 2:
-        values = np.concatenate([values, np.zeros((1, values.shape[1]), dtype=np.int64)])
-    pairs = (values[0::2] & 0xFF) | (values[1::2] << 8)
-    return np.where(pairs >= 1 << 15, pairs - (1 << 16), pairs)
-
-
-def test_ecp5_pair_pe_model_matches_numpy():
-    """Two products a cycle into one accumulator: a 3x4 array of pair PEs (24 MACs a cycle),
-    K odd so that the last pair has a zero high half, with gaps and back-pressure."""
-    config = AcceleratorConfig(rows=3, cols=4, operand_width=16)
-    rng = np.random.default_rng(12)
-    A = rng.integers(-128, 128, size=(5, 13))
-    B = rng.integers(-128, 128, size=(13, 9))
-    A[0, :2] = -128         # the extreme products: -128 x -128 twice in one pair
-    B[:2, 0] = -128
-    tiles = [dataclasses.replace(tile, a=pack_pairs(tile.a), b=pack_pairs(tile.b))
-             for tile in plan_tiles(A, B, 3, 4)]
-    dut = SystolicArray(config, pe=functools.partial(ECP5PairProcessingElement, model=True))
-    harness = ArrayHarness(dut, tiles, rng=rng, valid_gaps=0.2, ready_stalls=0.3).run()
-    np.testing.assert_array_equal(assemble(tiles, harness.tile_sums(), (5, 9)),
-                                  reference_matmul(A, B))
-
-
-def test_ecp5_pair_pe_refuses_an_odd_operand_width():
-    with pytest.raises(ConfigError, match="even operand_width"):
-        ECP5PairProcessingElement(AcceleratorConfig(operand_width=15))
 
 
 @pytest.mark.skipif(netlist_simulator() is None, reason="Icarus Verilog (iverilog) is not installed")

@@ -67,29 +67,36 @@ def test_dsp_option_is_refused_on_ice40(tmp_path, capsys):
     assert len(err) == 1 and err[0].startswith("fpganet: error:") and "2922" in err[0]
 
 
-def test_a_core_the_board_lacks_is_refused_in_one_line(tmp_path, capsys):
-    """The pair stand-in is the ULX3S's (its MULT18X18D pairs): asked of the iCEBreaker, one
-    line naming the board's cores, status 2, nothing written."""
+def test_a_core_the_board_lacks_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
+    """--core offers every board's cores; a board without the one asked for says so in one
+    line naming its own, status 2, nothing written."""
+    import dataclasses
+
+    lean = dataclasses.replace(BOARDS["icebreaker"], cores={"accelerator": BOARDS["icebreaker"].default_core})
+    monkeypatch.setitem(BOARDS, "icebreaker", lean)
     status = board_build.main(["--board", "icebreaker", "--core", "stand-in-pairs",
                                "-o", str(tmp_path / "out")])
     assert status == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["fpganet: error: the icebreaker has no core 'stand-in-pairs': use one of "
-                   "accelerator, stand-in"]
+                   "accelerator"]
     assert not (tmp_path / "out").exists()
 
 
-def test_the_pair_stand_in_counts_two_macs_per_pe():
-    """128 MULT18X18D on the 8x8, and the report's MAC count is the products, not the PEs."""
+@pytest.mark.parametrize("board, cell", [("ulx3s", "MULT18X18D"), ("icebreaker", "SB_MAC16")])
+def test_the_pair_stand_in_counts_two_macs_per_pe(board, cell):
+    """Both boards' pair stand-ins make twice the PEs' MACs on their DSPs (128 MULT18X18D on
+    the ULX3S's 8x8, the UP5K's eight SB_MAC16 on its 4x2), and the report counts the
+    products, not the PEs."""
     from amaranth.back import rtlil
 
-    from fpganet.boards.ulx3s import stand_in_pairs_core
-
-    config = BOARDS["ulx3s"].default_config
-    assert board_build.macs_per_cycle(config, stand_in_pairs_core) == 128
-    assert board_build.macs_per_cycle(config, BOARDS["ulx3s"].default_core) == 64
-    text = rtlil.convert(stand_in_pairs_core(config), name="top")
-    assert text.count("cell \\MULT18X18D ") == 128
+    spec = BOARDS[board]
+    config = spec.default_config
+    pairs = spec.cores["stand-in-pairs"]
+    assert board_build.macs_per_cycle(config, pairs) == 2 * config.macs_per_cycle
+    assert board_build.macs_per_cycle(config, spec.default_core) == config.macs_per_cycle
+    text = rtlil.convert(pairs(config), name="top")
+    assert text.count(f"cell \\{cell} ") == {"ulx3s": 128, "icebreaker": 8}[board]
 
 
 def test_board_defaults_and_overrides():

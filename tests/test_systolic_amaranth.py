@@ -246,3 +246,53 @@ def test_miswired_array_is_caught():
     tiles = plan_tiles(A, B, 3, 4)
     harness = ArrayHarness(SystolicArray(config, pe=MiswiredPE), tiles).run()
     assert not np.array_equal(assemble(tiles, harness.tile_sums(), (5, 6)), reference_matmul(A, B))
+
+
+def pack_pairs(values):
+    """Operands of consecutive beats (K steps 2t and 2t + 1) as one 16-bit pair operand; an
+    odd K gets a zero high half in its last pair."""
+    values = np.asarray(values, dtype=np.int64)
+    if len(values) % 2:
+        values = np.concatenate([values, np.zeros((1, values.shape[1]), dtype=np.int64)])
+    pairs = (values[0::2] & 0xFF) | (values[1::2] << 8)
+    return np.where(pairs >= 1 << 15, pairs - (1 << 16), pairs)
+
+
+PAIR_PES = ["fpganet.hdl.ecp5_dsp.ECP5PairProcessingElement",
+            "fpganet.hdl.ice40_dsp.Ice40PairProcessingElement"]
+
+
+def pair_pe(path):
+    import importlib
+
+    module, name = path.rsplit(".", 1)
+    return getattr(importlib.import_module(module), name)
+
+
+@pytest.mark.parametrize("path", PAIR_PES)
+def test_pair_pe_model_matches_numpy(path):
+    """Two products a cycle into one accumulator: a 3x4 array of pair PEs (24 MACs a cycle),
+    K odd, the extreme products (-128 x -128 twice in one pair), gaps and back-pressure."""
+    import dataclasses
+    import functools
+
+    config = AcceleratorConfig(rows=3, cols=4, operand_width=16)
+    rng = np.random.default_rng(12)
+    A = rng.integers(-128, 128, size=(5, 13))
+    B = rng.integers(-128, 128, size=(13, 9))
+    A[0, :2] = -128
+    B[:2, 0] = -128
+    tiles = [dataclasses.replace(tile, a=pack_pairs(tile.a), b=pack_pairs(tile.b))
+             for tile in plan_tiles(A, B, 3, 4)]
+    dut = SystolicArray(config, pe=functools.partial(pair_pe(path), model=True))
+    harness = ArrayHarness(dut, tiles, rng=rng, valid_gaps=0.2, ready_stalls=0.3).run()
+    np.testing.assert_array_equal(assemble(tiles, harness.tile_sums(), (5, 9)),
+                                  reference_matmul(A, B))
+
+
+@pytest.mark.parametrize("path", PAIR_PES)
+def test_pair_pe_refuses_an_odd_operand_width(path):
+    from fpganet.config import ConfigError
+
+    with pytest.raises(ConfigError, match="even operand_width"):
+        pair_pe(path)(AcceleratorConfig(operand_width=15))
