@@ -373,8 +373,8 @@ def configure(parser):
     parser.add_argument("--core", choices=sorted({name for board in BOARDS.values()
                                                   for name in board.cores}),
                         help="what the bitstream carries: the accelerator behind the UART host "
-                             "link, or the stand-in (the array fed from ROMs; stand-in-pairs, "
-                             "ULX3S only: two products per PE); default: the board's choice "
+                             "link, the stand-in (the array fed from ROMs), or stand-in-pairs "
+                             "(the same with two products per PE); default: the board's choice "
                              "(README.md)")
     parser.add_argument("--seed", type=non_negative_int, default=None,
                         help="nextpnr placement seed (default: the board's, the best of its "
