@@ -274,6 +274,10 @@ def _build_in(board, config, output, shown, *, core, seed, pll, synth_opts, next
         "synth_s": synth_s,
         "config": config.to_dict(),
     }
+    # A pair stand-in builds its array for doubled operands (boards/standin.py, pair_config).
+    built = getattr(top.core, "config", None)
+    if built is not None and built.replace(clock_hz=config.clock_hz) != config:
+        result["core_config"] = built.to_dict()
     if board.family == "ice40":
         result["dsp_mapping"] = ("two signed 8x8 products per SB_MAC16 (MODE_8x8), instantiated "
                                  "by hand, synthesized without -dsp")

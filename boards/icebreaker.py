@@ -24,14 +24,13 @@ from fpganet.config import AcceleratorConfig
 from fpganet.hdl.ice40_dsp import UP5K_DSPS, DSPPairing, Ice40PairProcessingElement, Ice40SystolicArray
 from fpganet.hdl.ice40_spram import SPRAMWeightBuffer, spram_mapping_problem
 from fpganet.hdl.scatter import ResultWriter
-from fpganet.hdl.systolic import SystolicArray
 
 from .common import Board, BoardTop, linked_accelerator
 from .pll import ice40_pll
-from .standin import ArrayStandIn, pair_config
+from .standin import ArrayStandIn, pair_problem, pair_stand_in_core
 
 __all__ = ["ICEBreakerTop", "BOARD", "DEFAULT_CONFIG", "BAUD", "accelerator_core", "requant_multiplier",
-           "SHIFT_ADD_BITS", "stand_in_core"]
+           "SHIFT_ADD_BITS", "stand_in_core", "stand_in_pairs_core"]
 
 #: UART rate of the host link: the iCEBreaker's FT2232H runs its UART up to 3 Mbaud.
 BAUD = 3_000_000
@@ -88,7 +87,9 @@ def accelerator_core(config):
 
 def refuse(config, core):
     """A weight buffer the SPRAMs cannot hold; the whole accelerator in the ``tflite``
-    requantization mode, which does not fit the UP5K."""
+    requantization mode, which does not fit the UP5K; operands a pair stand-in cannot double."""
+    if core is stand_in_pairs_core:
+        return pair_problem(config)
     if core is accelerator_core and (problem := spram_mapping_problem(config)):
         return problem
     if core is accelerator_core and config.requant_mode == "tflite":
@@ -103,14 +104,10 @@ def stand_in_core(config):
     return ArrayStandIn(config, array=Ice40SystolicArray)
 
 
-def stand_in_pairs_core(config):
+stand_in_pairs_core = pair_stand_in_core(
+    Ice40PairProcessingElement,
     """The stand-in core with pair PEs: one SB_MAC16 and one accumulator per PE, each beat two
-    steps of K (``Ice40PairProcessingElement``), so ``2 x rows x cols`` MACs a cycle."""
-    return ArrayStandIn(pair_config(config), array=lambda c: SystolicArray(c, pe=Ice40PairProcessingElement))
-
-
-#: MACs per PE and cycle, read by the build's report (``macs_per_cycle``).
-stand_in_pairs_core.products_per_pe = 2
+    steps of K, so ``2 x rows x cols`` MACs a cycle.""")
 
 
 class ICEBreakerTop(BoardTop):

@@ -22,9 +22,9 @@ from amaranth import *
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import Out
 
-from fpganet.hdl.systolic import SystolicArray
+from fpganet.hdl.systolic import PairProducts, SystolicArray
 
-__all__ = ["ArrayStandIn", "pair_config"]
+__all__ = ["ArrayStandIn", "pair_config", "pair_problem", "pair_stand_in_core"]
 
 
 class ArrayStandIn(wiring.Component):
@@ -137,6 +137,26 @@ def pair_config(config):
     configuration's checks ask of such operands (the doubled width's product)."""
     width = 2 * config.operand_width
     return config.replace(operand_width=width, acc_width=max(config.acc_width, 2 * width))
+
+
+def pair_problem(config):
+    """Why ``config`` cannot feed a pair stand-in (its operands doubled), or None."""
+    if config.operand_width > 8:
+        return (f"stand-in-pairs carries two operands in each array operand: operand_width at "
+                f"most 8, not {config.operand_width}")
+    return None
+
+
+def pair_stand_in_core(pe, description):
+    """A core factory: :class:`ArrayStandIn` with an array of the pair PE class ``pe``, built
+    for :func:`pair_config` of the configuration given; ``description`` is its docstring."""
+    def core(config):
+        return ArrayStandIn(pair_config(config), array=lambda c: SystolicArray(
+            c, pe=pe, pe_latency=PairProducts.latency))
+    core.__doc__ = description
+    #: MACs per PE and cycle, read by the build's report (``macs_per_cycle``).
+    core.products_per_pe = 2
+    return core
 
 
 def _xor_all(values):

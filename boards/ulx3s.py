@@ -20,10 +20,10 @@ from fpganet.hdl.systolic import SystolicArray
 
 from .common import Board, BoardTop, linked_accelerator
 from .pll import ecp5_pll
-from .standin import ArrayStandIn, pair_config
+from .standin import ArrayStandIn, pair_problem, pair_stand_in_core
 
 __all__ = ["ULX3STop", "BOARD", "DEFAULT_CONFIG", "BAUD", "accelerator_core", "ecp5_array",
-           "stand_in_core"]
+           "stand_in_core", "stand_in_pairs_core"]
 
 #: UART rate of the host link: the ULX3S's FT231X runs up to 3 Mbaud.
 BAUD = 3_000_000
@@ -74,14 +74,15 @@ def stand_in_core(config):
     return ArrayStandIn(config, array=ecp5_array)
 
 
-def stand_in_pairs_core(config):
-    """The stand-in core with pair PEs: two MULT18X18D and one accumulator per PE, each beat two
-    steps of K (``ECP5PairProcessingElement``), so ``2 x rows x cols`` MACs a cycle."""
-    return ArrayStandIn(pair_config(config), array=lambda c: SystolicArray(c, pe=ECP5PairProcessingElement))
+stand_in_pairs_core = pair_stand_in_core(
+    ECP5PairProcessingElement,
+    """The stand-in core with pair PEs: two MULT18X18D and one accumulator per PE, each beat
+    two steps of K, so ``2 x rows x cols`` MACs a cycle.""")
 
 
-#: MACs per PE and cycle, read by the build's report (``macs_per_cycle``).
-stand_in_pairs_core.products_per_pe = 2
+def refuse(config, core):
+    """Operands a pair stand-in cannot double."""
+    return pair_problem(config) if core is stand_in_pairs_core else None
 
 
 class ULX3STop(BoardTop):
@@ -135,6 +136,7 @@ BOARD = Board(
     top=ULX3STop,
     default_config=DEFAULT_CONFIG,
     default_core=accelerator_core,
+    refuse=refuse,
     cores={"accelerator": accelerator_core, "stand-in": stand_in_core,
            "stand-in-pairs": stand_in_pairs_core},
     family="ecp5",

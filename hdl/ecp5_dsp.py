@@ -100,11 +100,16 @@ class ECP5PairProcessingElement(PairProducts, ECP5ProcessingElement):
     with the PEs' fabric crowded around them: an 8x8 array of these has the 8x8's fabric.
     Only the stand-in (``--core stand-in-pairs``) feeds it; the accelerator's window and
     weight buffer deliver one K step per beat.
-    """
 
-    def __init__(self, config, *, model=False):
-        self.check_operand_width(config)
-        super().__init__(config, model=model)
+    Parameters
+    ----------
+    config : AcceleratorConfig
+        ``operand_width``: two operands (even; each half at most 8 bits by the configuration).
+    model : bool
+        Registered products described in Amaranth instead of MULT18X18D (for ``amaranth.sim``).
+
+    Latency 3 (:class:`~fpganet.hdl.systolic.PairProducts`), one beat per cycle.
+    """
 
     def _pair_products(self, m, pairs):
         if self.model:

@@ -288,10 +288,19 @@ class Ice40PairProcessingElement(PairProducts, ProcessingElement):
     same MACs a cycle on the same DSPs with half the accumulators (a 4x2 array of these is
     16 MACs on the UP5K's eight SB_MAC16). Only the stand-in (``--core stand-in-pairs``)
     feeds it; the accelerator's window and weight buffer deliver one K step per beat.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+        ``operand_width``: two operands (even; each half at most 8 bits by the configuration).
+    model : bool
+        Registered products described in Amaranth instead of the SB_MAC16 (for
+        ``amaranth.sim``).
+
+    Latency 3 (:class:`~fpganet.hdl.systolic.PairProducts`), one beat per cycle.
     """
 
     def __init__(self, config, *, model=False):
-        self.check_operand_width(config)
         super().__init__(config, separate_result_adder=True)
         self.model = model
 

@@ -189,15 +189,15 @@ class PairProducts:
 
     A subclass gives :meth:`_pair_products`, the two registered products (in DSPs). Their
     sum is registered too (no three-input adder in front of the accumulator), so the
-    latency is 3.
+    latency is 3 (an array of them takes ``pe_latency=PairProducts.latency``). Throughput:
+    one beat (two products) per cycle. Raises ConfigError for an odd ``operand_width``.
     """
 
     #: The products, their sum, the accumulator.
     latency = 3
 
-    @staticmethod
-    def check_operand_width(config):
-        """Raise ConfigError unless ``operand_width`` splits into two operands."""
+    def __init__(self, config, **options):
+        super().__init__(config, **options)
         if config.operand_width % 2:
             raise ConfigError(f"a pair PE needs an even operand_width (two operands), "
                               f"not {config.operand_width}")
@@ -207,9 +207,9 @@ class PairProducts:
         pairs = [(self.a_in[k * half:(k + 1) * half].as_signed(),
                   self.b_in[k * half:(k + 1) * half].as_signed()) for k in range(2)]
         first, second = self._pair_products(m, pairs)
-        total = Signal(signed(2 * half + 1))
-        m.d.sync += total.eq(first + second)
-        return total
+        pair_sum = Signal(signed(2 * half + 1))
+        m.d.sync += pair_sum.eq(first + second)
+        return pair_sum
 
     def _pair_products(self, m, pairs):
         """The products of the two ``(a, b)`` pairs, each registered once (Amaranth's ``*``)."""
@@ -234,6 +234,9 @@ class SystolicArray(wiring.Component):
     pe : callable, optional
         Factory ``pe(config)`` for the processing elements (tests substitute a
         faulty one to show that the checks catch it).
+    pe_latency : int, optional
+        The PEs' :attr:`ProcessingElement.latency` (default 2; 3 for pair PEs,
+        :class:`PairProducts`), for :attr:`latency` and :attr:`min_tile_cycles`.
 
     Members
     -------
@@ -263,13 +266,16 @@ class SystolicArray(wiring.Component):
     nothing but their cycles.
     """
 
-    def __init__(self, config, *, pe=ProcessingElement):
+    def __init__(self, config, *, pe=ProcessingElement, pe_latency=ProcessingElement.latency):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         if not callable(pe):
             raise TypeError(f"pe must be a callable returning a processing element, not {pe!r}")
+        if isinstance(pe_latency, bool) or not isinstance(pe_latency, int) or pe_latency < 1:
+            raise TypeError(f"pe_latency must be a positive integer, not {pe_latency!r}")
         self.config = config
         self._pe_factory = pe
+        self._pe_latency = pe_latency
         super().__init__({
             "operands": In(stream.Signature(operand_layout(config))),
             "results": Out(stream.Signature(result_layout(config))),
@@ -280,14 +286,15 @@ class SystolicArray(wiring.Component):
         """Cycles from the transfer of a tile's last beat to its first result row.
 
         The last beat reaches PE ``(0, cols-1)`` after ``cols - 1`` cycles of
-        skew (none with ``broadcast_operands``), that PE takes
-        :attr:`ProcessingElement.latency` cycles, and the completed row is
+        skew (none with ``broadcast_operands``), that PE takes its latency
+        (``pe_latency``), and the completed row is
         registered once more before it is offered (twice with ``pipeline_registers``: the
         PEs' result registers, then the selected row's output register). Equals
-        ``config.array_latency``, which the performance model uses.
+        ``config.array_latency``, which the performance model uses, for the accelerator's
+        PEs (latency 2).
         """
         skew = 0 if self.config.broadcast_operands else self.config.cols - 1
-        return skew + ProcessingElement.latency + 1 + (1 if self.config.pipeline_registers else 0)
+        return skew + self._pe_latency + 1 + (1 if self.config.pipeline_registers else 0)
 
     @property
     def min_tile_cycles(self):

@@ -99,6 +99,16 @@ def test_the_pair_stand_in_counts_two_macs_per_pe(board, cell):
     assert text.count(f"cell \\{cell} ") == {"ulx3s": 128, "icebreaker": 8}[board]
 
 
+@pytest.mark.parametrize("board", sorted(BOARDS))
+def test_a_pair_stand_in_refuses_operands_it_cannot_double(board, tmp_path, capsys):
+    status = board_build.main(["--board", board, "--core", "stand-in-pairs", "--operand-width", "12",
+                               "-o", str(tmp_path / "out")])
+    assert status == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "operand_width at most 8, not 12" in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
 def test_board_defaults_and_overrides():
     assert board_config(BOARDS["icebreaker"]).name == "4x2"
     assert board_config(BOARDS["ulx3s"]).macs_per_cycle == 64

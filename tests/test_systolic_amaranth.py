@@ -254,8 +254,7 @@ def pack_pairs(values):
     values = np.asarray(values, dtype=np.int64)
     if len(values) % 2:
         values = np.concatenate([values, np.zeros((1, values.shape[1]), dtype=np.int64)])
-    pairs = (values[0::2] & 0xFF) | (values[1::2] << 8)
-    return np.where(pairs >= 1 << 15, pairs - (1 << 16), pairs)
+    return (values[0::2] & 0xFF) | (values[1::2] << 8)     # the high step's sign carries over
 
 
 PAIR_PES = ["fpganet.hdl.ecp5_dsp.ECP5PairProcessingElement",
@@ -284,10 +283,35 @@ def test_pair_pe_model_matches_numpy(path):
     B[:2, 0] = -128
     tiles = [dataclasses.replace(tile, a=pack_pairs(tile.a), b=pack_pairs(tile.b))
              for tile in plan_tiles(A, B, 3, 4)]
-    dut = SystolicArray(config, pe=functools.partial(pair_pe(path), model=True))
+    dut = SystolicArray(config, pe=functools.partial(pair_pe(path), model=True), pe_latency=3)
     harness = ArrayHarness(dut, tiles, rng=rng, valid_gaps=0.2, ready_stalls=0.3).run()
     np.testing.assert_array_equal(assemble(tiles, harness.tile_sums(), (5, 9)),
                                   reference_matmul(A, B))
+
+
+@pytest.mark.parametrize("path", PAIR_PES)
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_pair_array_latency_and_tile_rate_are_the_documented_ones(path, broadcast):
+    """With ``pe_latency`` the pair PEs' 3, the array's latency and shortest tile are what the
+    hardware does (one pair a tile, back to back)."""
+    import dataclasses
+    import functools
+
+    from fpganet.hdl.systolic import PairProducts
+
+    config = AcceleratorConfig(rows=3, cols=4, operand_width=16, broadcast_operands=broadcast)
+    dut = SystolicArray(config, pe=functools.partial(pair_pe(path), model=True),
+                        pe_latency=PairProducts.latency)
+    assert dut.latency == config.array_latency + 1
+    rng = np.random.default_rng(13)
+    A = rng.integers(-128, 128, size=(3, 2))
+    B = rng.integers(-128, 128, size=(2, 4))
+    tiles = [dataclasses.replace(tile, a=pack_pairs(tile.a), b=pack_pairs(tile.b))
+             for tile in plan_tiles(A, B, 3, 4)] * 5
+    harness = ArrayHarness(dut, tiles).run()
+    first_rows = [cycle for cycle, row, _, _ in harness.rows_out if row == 0]
+    assert [f - l for f, l in zip(first_rows, harness.last_accepted)] == [dut.latency] * 5
+    assert np.diff(harness.last_accepted).tolist() == [dut.min_tile_cycles] * 4
 
 
 @pytest.mark.parametrize("path", PAIR_PES)
