@@ -132,8 +132,12 @@ def macs_per_cycle(config, core):
 
 def check_buildable(board, config, core=None):
     """Raise :class:`Refused` if ``board`` (a :class:`~fpganet.boards.common.Board`) cannot hold
-    ``core`` (default: its default core) built for ``config``: its ``refuse`` says why."""
-    reason = board.refuse(config, core or board.default_core) if board.refuse else None
+    ``core`` (default: its default core) built for ``config``: the board's ``refuse`` says why,
+    or the core factory's own ``refuse(config)`` (a pair stand-in's operands)."""
+    core = core or board.default_core
+    reason = board.refuse(config, core) if board.refuse else None
+    if not reason and (core_refuse := getattr(core, "refuse", None)):
+        reason = core_refuse(config)
     if reason:
         raise Refused(f"{board.description}: {reason}")
 
@@ -422,11 +426,11 @@ def run(args):
     if args.core and args.core not in board.cores:
         raise FpganetError(f"the {board.name} has no core {args.core!r}: use one of "
                            f"{', '.join(board.cores)}")
-    core = board.cores[args.core] if args.core else None
-    core_name = args.core or next((name for name, factory in board.cores.items()
-                                   if factory is board.default_core), "default core")
+    core = board.cores[args.core] if args.core else board.default_core
+    core_name = next((name for name, factory in board.cores.items() if factory is core),
+                     "default core")
     print(f"synth: {board.description}, {core_name}, array {config.name} "
-          f"({macs_per_cycle(config, core or board.default_core)} MACs/cycle), "
+          f"({macs_per_cycle(config, core)} MACs/cycle), "
           f"target {config.clock_hz / 1e6:g} MHz -> {output}/", flush=True)
     seed = board.seed if args.seed is None else args.seed
     result = build(board, config, output, core=core, seed=seed, pll=not args.no_pll,

@@ -27,7 +27,7 @@ from fpganet.hdl.scatter import ResultWriter
 
 from .common import Board, BoardTop, linked_accelerator
 from .pll import ice40_pll
-from .standin import ArrayStandIn, pair_problem, pair_stand_in_core
+from .standin import ArrayStandIn, pair_stand_in_core
 
 __all__ = ["ICEBreakerTop", "BOARD", "DEFAULT_CONFIG", "BAUD", "accelerator_core", "requant_multiplier",
            "SHIFT_ADD_BITS", "stand_in_core", "stand_in_pairs_core"]
@@ -87,9 +87,7 @@ def accelerator_core(config):
 
 def refuse(config, core):
     """A weight buffer the SPRAMs cannot hold; the whole accelerator in the ``tflite``
-    requantization mode, which does not fit the UP5K; operands a pair stand-in cannot double."""
-    if core is stand_in_pairs_core:
-        return pair_problem(config)
+    requantization mode, which does not fit the UP5K."""
     if core is accelerator_core and (problem := spram_mapping_problem(config)):
         return problem
     if core is accelerator_core and config.requant_mode == "tflite":

@@ -149,13 +149,15 @@ def pair_problem(config):
 
 def pair_stand_in_core(pe, description):
     """A core factory: :class:`ArrayStandIn` with an array of the pair PE class ``pe``, built
-    for :func:`pair_config` of the configuration given; ``description`` is its docstring."""
+    for :func:`pair_config` of the configuration given; ``description`` is its docstring. It
+    refuses what :func:`pair_problem` names (``refuse``, read by the build's check)."""
     def core(config):
         return ArrayStandIn(pair_config(config), array=lambda c: SystolicArray(
             c, pe=pe, pe_latency=PairProducts.latency))
     core.__doc__ = description
     #: MACs per PE and cycle, read by the build's report (``macs_per_cycle``).
     core.products_per_pe = 2
+    core.refuse = pair_problem
     return core
 
 

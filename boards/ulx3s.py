@@ -20,7 +20,7 @@ from fpganet.hdl.systolic import SystolicArray
 
 from .common import Board, BoardTop, linked_accelerator
 from .pll import ecp5_pll
-from .standin import ArrayStandIn, pair_problem, pair_stand_in_core
+from .standin import ArrayStandIn, pair_stand_in_core
 
 __all__ = ["ULX3STop", "BOARD", "DEFAULT_CONFIG", "BAUD", "accelerator_core", "ecp5_array",
            "stand_in_core", "stand_in_pairs_core"]
@@ -80,11 +80,6 @@ stand_in_pairs_core = pair_stand_in_core(
     two steps of K, so ``2 x rows x cols`` MACs a cycle.""")
 
 
-def refuse(config, core):
-    """Operands a pair stand-in cannot double."""
-    return pair_problem(config) if core is stand_in_pairs_core else None
-
-
 class ULX3STop(BoardTop):
     """ULX3S top-level: EHXPLLL from the 25 MHz oscillator, eight LEDs."""
 
@@ -136,7 +131,6 @@ BOARD = Board(
     top=ULX3STop,
     default_config=DEFAULT_CONFIG,
     default_core=accelerator_core,
-    refuse=refuse,
     cores={"accelerator": accelerator_core, "stand-in": stand_in_core,
            "stand-in-pairs": stand_in_pairs_core},
     family="ecp5",

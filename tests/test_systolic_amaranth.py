@@ -1,11 +1,16 @@
 """amaranth.sim tests of the processing element and the systolic array against numpy."""
 
+import dataclasses
+import functools
+
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from fpganet.config import AcceleratorConfig
-from fpganet.hdl.systolic import ProcessingElement, SystolicArray
+from fpganet.config import AcceleratorConfig, ConfigError
+from fpganet.hdl.ecp5_dsp import ECP5PairProcessingElement
+from fpganet.hdl.ice40_dsp import Ice40PairProcessingElement
+from fpganet.hdl.systolic import PairProducts, ProcessingElement, SystolicArray
 from fpganet.sim.matmul import assemble, plan_tiles, reference_matmul
 
 
@@ -248,75 +253,57 @@ def test_miswired_array_is_caught():
     assert not np.array_equal(assemble(tiles, harness.tile_sums(), (5, 6)), reference_matmul(A, B))
 
 
-def pack_pairs(values):
-    """Operands of consecutive beats (K steps 2t and 2t + 1) as one 16-bit pair operand; an
-    odd K gets a zero high half in its last pair."""
-    values = np.asarray(values, dtype=np.int64)
-    if len(values) % 2:
-        values = np.concatenate([values, np.zeros((1, values.shape[1]), dtype=np.int64)])
-    return (values[0::2] & 0xFF) | (values[1::2] << 8)     # the high step's sign carries over
+def pair_tiles(A, B, rows, cols):
+    """:func:`plan_tiles` for an array of pair PEs: the operands of K steps 2t and 2t + 1 as
+    one 16-bit pair operand (an odd K's last pair with a zero high half)."""
+    def pack(values):
+        if len(values) % 2:
+            values = np.concatenate([values, np.zeros((1, values.shape[1]), dtype=np.int64)])
+        return (values[0::2] & 0xFF) | (values[1::2] << 8)     # the high step's sign carries over
+
+    return [dataclasses.replace(tile, a=pack(tile.a), b=pack(tile.b))
+            for tile in plan_tiles(A, B, rows, cols)]
 
 
-PAIR_PES = ["fpganet.hdl.ecp5_dsp.ECP5PairProcessingElement",
-            "fpganet.hdl.ice40_dsp.Ice40PairProcessingElement"]
+PAIR_PES = [ECP5PairProcessingElement, Ice40PairProcessingElement]
 
 
-def pair_pe(path):
-    import importlib
-
-    module, name = path.rsplit(".", 1)
-    return getattr(importlib.import_module(module), name)
-
-
-@pytest.mark.parametrize("path", PAIR_PES)
-def test_pair_pe_model_matches_numpy(path):
+@pytest.mark.parametrize("pe", PAIR_PES)
+def test_pair_pe_model_matches_numpy(pe):
     """Two products a cycle into one accumulator: a 3x4 array of pair PEs (24 MACs a cycle),
     K odd, the extreme products (-128 x -128 twice in one pair), gaps and back-pressure."""
-    import dataclasses
-    import functools
-
     config = AcceleratorConfig(rows=3, cols=4, operand_width=16)
     rng = np.random.default_rng(12)
     A = rng.integers(-128, 128, size=(5, 13))
     B = rng.integers(-128, 128, size=(13, 9))
     A[0, :2] = -128
     B[:2, 0] = -128
-    tiles = [dataclasses.replace(tile, a=pack_pairs(tile.a), b=pack_pairs(tile.b))
-             for tile in plan_tiles(A, B, 3, 4)]
-    dut = SystolicArray(config, pe=functools.partial(pair_pe(path), model=True), pe_latency=3)
+    tiles = pair_tiles(A, B, 3, 4)
+    dut = SystolicArray(config, pe=functools.partial(pe, model=True), pe_latency=PairProducts.latency)
     harness = ArrayHarness(dut, tiles, rng=rng, valid_gaps=0.2, ready_stalls=0.3).run()
     np.testing.assert_array_equal(assemble(tiles, harness.tile_sums(), (5, 9)),
                                   reference_matmul(A, B))
 
 
-@pytest.mark.parametrize("path", PAIR_PES)
+@pytest.mark.parametrize("pe", PAIR_PES)
 @pytest.mark.parametrize("broadcast", [False, True])
-def test_pair_array_latency_and_tile_rate_are_the_documented_ones(path, broadcast):
+def test_pair_array_latency_and_tile_rate_are_the_documented_ones(pe, broadcast):
     """With ``pe_latency`` the pair PEs' 3, the array's latency and shortest tile are what the
     hardware does (one pair a tile, back to back)."""
-    import dataclasses
-    import functools
-
-    from fpganet.hdl.systolic import PairProducts
-
     config = AcceleratorConfig(rows=3, cols=4, operand_width=16, broadcast_operands=broadcast)
-    dut = SystolicArray(config, pe=functools.partial(pair_pe(path), model=True),
+    dut = SystolicArray(config, pe=functools.partial(pe, model=True),
                         pe_latency=PairProducts.latency)
     assert dut.latency == config.array_latency + 1
     rng = np.random.default_rng(13)
     A = rng.integers(-128, 128, size=(3, 2))
     B = rng.integers(-128, 128, size=(2, 4))
-    tiles = [dataclasses.replace(tile, a=pack_pairs(tile.a), b=pack_pairs(tile.b))
-             for tile in plan_tiles(A, B, 3, 4)] * 5
-    harness = ArrayHarness(dut, tiles).run()
+    harness = ArrayHarness(dut, pair_tiles(A, B, 3, 4) * 5).run()
     first_rows = [cycle for cycle, row, _, _ in harness.rows_out if row == 0]
     assert [f - l for f, l in zip(first_rows, harness.last_accepted)] == [dut.latency] * 5
     assert np.diff(harness.last_accepted).tolist() == [dut.min_tile_cycles] * 4
 
 
-@pytest.mark.parametrize("path", PAIR_PES)
-def test_pair_pe_refuses_an_odd_operand_width(path):
-    from fpganet.config import ConfigError
-
+@pytest.mark.parametrize("pe", PAIR_PES)
+def test_pair_pe_refuses_an_odd_operand_width(pe):
     with pytest.raises(ConfigError, match="even operand_width"):
-        pair_pe(path)(AcceleratorConfig(operand_width=15))
+        pe(AcceleratorConfig(operand_width=15))
