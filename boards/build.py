@@ -126,8 +126,10 @@ def _without_overridden(defaults, given):
 
 def macs_per_cycle(config, core):
     """MACs a cycle of ``core`` built for ``config``: the array's PEs times the products each
-    makes (a core factory's ``products_per_pe``, default 1)."""
-    return config.macs_per_cycle * getattr(core, "products_per_pe", 1)
+    makes (a core factory with ``pair_products`` builds the configuration with them)."""
+    if getattr(core, "pair_products", False):
+        config = config.replace(pair_products=True)
+    return config.macs_per_cycle
 
 
 def check_buildable(board, config, core=None):
@@ -278,7 +280,7 @@ def _build_in(board, config, output, shown, *, core, seed, pll, synth_opts, next
         "synth_s": synth_s,
         "config": config.to_dict(),
     }
-    # A pair stand-in builds its array for doubled operands (boards/standin.py, pair_config).
+    # A pair stand-in builds its array with pair_products (boards/standin.py).
     built = getattr(top.core, "config", None)
     if built is not None and built.replace(clock_hz=config.clock_hz) != config:
         result["core_config"] = built.to_dict()

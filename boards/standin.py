@@ -22,9 +22,10 @@ from amaranth import *
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import Out
 
-from fpganet.hdl.systolic import PairProducts, SystolicArray
+from fpganet.config import ConfigError
+from fpganet.hdl.systolic import SystolicArray
 
-__all__ = ["ArrayStandIn", "pair_config", "pair_problem", "pair_stand_in_core"]
+__all__ = ["ArrayStandIn", "pair_problem", "pair_stand_in_core"]
 
 
 class ArrayStandIn(wiring.Component):
@@ -60,7 +61,7 @@ class ArrayStandIn(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         config = self.config
-        rows, cols, width = config.rows, config.cols, config.operand_width
+        rows, cols, width = config.rows, config.cols, config.pe_operand_width
         m.submodules.array = array = self.array
 
         rng = random.Random(self.seed)
@@ -131,32 +132,25 @@ class ArrayStandIn(wiring.Component):
         return m
 
 
-def pair_config(config):
-    """``config`` for an array of pair PEs (:class:`~fpganet.hdl.systolic.PairProducts`): each
-    operand two K steps of ``operand_width`` bits, and accumulators at least as wide as the
-    configuration's checks ask of such operands (the doubled width's product)."""
-    width = 2 * config.operand_width
-    return config.replace(operand_width=width, acc_width=max(config.acc_width, 2 * width))
-
-
 def pair_problem(config):
-    """Why ``config`` cannot feed a pair stand-in (its operands doubled), or None."""
-    if config.operand_width > 8:
-        return (f"stand-in-pairs carries two operands in each array operand: operand_width at "
-                f"most 8, not {config.operand_width}")
+    """Why ``config`` with ``pair_products`` cannot be built, or None."""
+    try:
+        config.replace(pair_products=True)
+    except ConfigError as error:
+        return f"stand-in-pairs: {error}"
     return None
 
 
 def pair_stand_in_core(pe, description):
     """A core factory: :class:`ArrayStandIn` with an array of the pair PE class ``pe``, built
-    for :func:`pair_config` of the configuration given; ``description`` is its docstring. It
+    for the configuration given with ``pair_products``; ``description`` is its docstring. It
     refuses what :func:`pair_problem` names (``refuse``, read by the build's check)."""
     def core(config):
-        return ArrayStandIn(pair_config(config), array=lambda c: SystolicArray(
-            c, pe=pe, pe_latency=PairProducts.latency))
+        return ArrayStandIn(config.replace(pair_products=True),
+                            array=lambda c: SystolicArray(c, pe=pe))
     core.__doc__ = description
-    #: MACs per PE and cycle, read by the build's report (``macs_per_cycle``).
-    core.products_per_pe = 2
+    #: It builds the configuration with pair_products (read by the build's ``macs_per_cycle``).
+    core.pair_products = True
     core.refuse = pair_problem
     return core
 

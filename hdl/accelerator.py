@@ -22,7 +22,7 @@ from .memories import (ActivationBuffer, WeightBuffer, bank_select, falling_edge
 from .pool import MaxPool
 from .region import RegionUnit
 from .scatter import ResultWriter
-from .systolic import ProcessingElement, SystolicArray
+from .systolic import SystolicArray
 from .window import WindowGenerator
 
 # host_addr_width and host_write_layout are re-exported: the test benches that load the
@@ -71,11 +71,12 @@ class Accelerator(wiring.Component):
         always valid and ``output`` always ready.
     """
 
-    def __init__(self, config, *, window=WindowGenerator, writer=ResultWriter, pe=ProcessingElement,
+    def __init__(self, config, *, window=WindowGenerator, writer=ResultWriter, pe=None,
                  weights=WeightBuffer):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
-        for name, factory in (("window", window), ("writer", writer), ("pe", pe), ("weights", weights)):
+        for name, factory in (("window", window), ("writer", writer), ("weights", weights),
+                              *([("pe", pe)] if pe is not None else [])):
             if not callable(factory):
                 raise TypeError(f"{name} must be a callable taking the configuration, not {factory!r}")
         self._window, self._writer, self._pe, self._weights = window, writer, pe, weights
@@ -191,7 +192,7 @@ class Accelerator(wiring.Component):
             self.host.ready.eq(~ctrl.busy),
             host_write.eq(self.host.valid & ~ctrl.busy),
             *([] if config.pipeline_registers else program_write),
-            weights.wr_addr.eq(host.addr), weights.wr_data.eq(host.data[:8 * config.rows]),
+            weights.wr_addr.eq(host.addr), weights.wr_data.eq(host.data[:8 * config.weight_word_bytes]),
             weights.wr_en.eq(host_write & (host.space == HostSpace.WEIGHTS)),
         ]
         param_write = [p_wr.addr.eq(host.addr), p_wr.data.eq(param_from_word(host.data, config.requant_mode)),

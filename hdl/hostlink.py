@@ -162,7 +162,7 @@ class HostLinkCore(wiring.Component):
             program_words=config.program_words, host_data_width=config.host_data_width,
             addr_width=addr_width, input_depth=input_depth, output_depth=output_depth,
             max_write_bytes=max_write_bytes, clock_hz=round(clock_hz), baud=round(baud),
-            timeout_cycles=timeout_cycles, act_bank_factor=config.act_bank_factor)
+            timeout_cycles=timeout_cycles, banking=DeviceInfo.banking_of(config))
         super().__init__({
             "rx": In(stream.Signature(8)),
             "tx": Out(stream.Signature(8)),

@@ -374,8 +374,10 @@ class Ice40SystolicArray(SystolicArray):
 
     @staticmethod
     def dsps_needed(config, max_dsps=None):
-        """SB_MAC16 blocks an array of ``config`` uses."""
-        needed = (config.rows * config.cols + 1) // 2
+        """SB_MAC16 blocks an array of ``config`` uses (one a PE with ``pair_products``,
+        :class:`Ice40PairProcessingElement`)."""
+        pes = config.rows * config.cols
+        needed = pes if config.pair_products else (pes + 1) // 2
         return needed if max_dsps is None else min(needed, max_dsps)
 
     def elaborate(self, platform):

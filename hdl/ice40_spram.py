@@ -30,16 +30,17 @@ SPRAM_COUNT = 4
 
 
 def _spram_lanes(config):
-    return -(-8 * config.rows // SPRAM_BITS)
+    return -(-8 * config.weight_word_bytes // SPRAM_BITS)
 
 
 def spram_mapping_problem(config):
     """Why ``config``'s weight buffer does not map onto the UP5K's SPRAMs, or None."""
-    width, words, lanes = 8 * config.rows, config.weight_buffer_words, _spram_lanes(config)
+    width, words, lanes = 8 * config.weight_word_bytes, config.weight_buffer_words, _spram_lanes(config)
     if words % SPRAM_WORDS == 0 and 1 <= words // SPRAM_WORDS and lanes * (words // SPRAM_WORDS) <= SPRAM_COUNT:
         return None
     if lanes > SPRAM_COUNT:
-        need = f"at most {SPRAM_COUNT * SPRAM_BITS // 8} rows"
+        need = (f"at most {SPRAM_COUNT * SPRAM_BITS // 8} bytes a weight word (one a row, two "
+                f"with pair_products), not {config.weight_word_bytes}")
     else:
         need = (f"weight_buffer_bytes a multiple of {SPRAM_WORDS * width // 8} and at most "
                 f"{SPRAM_COUNT // lanes * SPRAM_WORDS * width // 8}")
@@ -82,7 +83,7 @@ class SPRAMWeightBuffer(wiring.Component):
             raise ValueError(problem)
         self.lanes = _spram_lanes(config)                                # cells side by side
         self.depth_cells = config.weight_buffer_words // SPRAM_WORDS     # ...and one above the other
-        width = 8 * config.rows
+        width = 8 * config.weight_word_bytes
         self.config = config
         aw = config.weight_addr_width
         super().__init__({
@@ -92,7 +93,7 @@ class SPRAMWeightBuffer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        width = 8 * self.config.rows
+        width = 8 * self.config.weight_word_bytes
         rd_en = self.rd_en[0]
         low = SPRAM_WORDS.bit_length() - 1
         address = Mux(self.wr_en, self.wr_addr, self.rd_addr)

@@ -291,8 +291,8 @@ class WeightBuffer(wiring.Component):
         self.config = config
         width = config.weight_addr_width
         super().__init__({
-            "rd_addr": In(width), "rd_en": In(config.weight_blocks), "rd_data": Out(8 * config.rows),
-            "wr_addr": In(width), "wr_data": In(8 * config.rows), "wr_en": In(1),
+            "rd_addr": In(width), "rd_en": In(config.weight_blocks), "rd_data": Out(8 * config.weight_word_bytes),
+            "wr_addr": In(width), "wr_data": In(8 * config.weight_word_bytes), "wr_en": In(1),
         })
 
     def elaborate(self, platform):
@@ -300,7 +300,7 @@ class WeightBuffer(wiring.Component):
         write = falling_edge_write_domain(m, "weight_write")
         if self.config.weight_read_latency == 2:
             return self._elaborate_registered(m, write)
-        m.submodules.memory = memory = Memory(shape=8 * self.config.rows,
+        m.submodules.memory = memory = Memory(shape=8 * self.config.weight_word_bytes,
                                               depth=self.config.weight_buffer_words, init=[])
         rd = memory.read_port()
         wr = memory.write_port(domain=write)
@@ -311,7 +311,7 @@ class WeightBuffer(wiring.Component):
     def _elaborate_registered(self, m, write):
         """The buffer as memories of :attr:`block_words` words, a register behind each; the
         block read last is selected from the registers."""
-        words, width = self.config.weight_buffer_words, 8 * self.config.rows
+        words, width = self.config.weight_buffer_words, 8 * self.config.weight_word_bytes
         low = min(words, self.block_words).bit_length() - 1
         blocks = self.config.weight_blocks
         chosen = [Signal(range(blocks), name=f"weight_block{stage}") for stage in (1, 2)]

@@ -86,7 +86,8 @@ class MaxPool(wiring.Component):
             m.d.sync += pending.eq(0)
         with m.If(accept):
             for j in range(cols):
-                b = self.operands.payload.b[j]
+                # With pair products a beat's odd channel rides in the high half; POOL's K_C is 1.
+                b = self.operands.payload.b[j][:self.config.operand_width].as_signed()
                 larger = Mux(fresh | (b > maxima[j]), b, maxima[j])
                 with m.If(self.operands.payload.last):
                     m.d.sync += result[j].eq(larger)

@@ -28,16 +28,18 @@ from amaranth.lib.wiring import In, Out
 
 from fpganet.config import AcceleratorConfig, ConfigError
 
-__all__ = ["ProcessingElement", "PairProducts", "SystolicArray", "operand_layout", "result_layout"]
+__all__ = ["ProcessingElement", "PairProducts", "PairProcessingElement", "SystolicArray",
+           "operand_layout", "result_layout"]
 
 
 def operand_layout(config):
     """Payload of one beat into the array.
 
-    ``a``: one signed operand per array row; ``b``: one per array column;
-    ``last``: this beat ends the tile (the reduction dimension K).
+    ``a``: one signed operand per array row; ``b``: one per array column (with
+    ``config.pair_products`` each two operands side by side, ``config.pe_operand_width``
+    bits); ``last``: this beat ends the tile (the reduction dimension K).
     """
-    operand = signed(config.operand_width)
+    operand = signed(config.pe_operand_width)
     return data.StructLayout({
         "a": data.ArrayLayout(operand, config.rows),
         "b": data.ArrayLayout(operand, config.cols),
@@ -97,9 +99,13 @@ class ProcessingElement(wiring.Component):
     def __init__(self, config, *, separate_result_adder=False):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
+        if config.pair_products != isinstance(self, PairProducts):
+            raise ConfigError(f"{type(self).__name__} makes {2 if isinstance(self, PairProducts) else 1} "
+                              f"product(s) a beat; the configuration has pair_products="
+                              f"{config.pair_products}")
         self.config = config
         self.separate_result_adder = bool(separate_result_adder)
-        operand = signed(config.operand_width)
+        operand = signed(config.pe_operand_width)
         super().__init__({
             "a_in": In(operand), "b_in": In(operand),
             "valid_in": In(1), "last_in": In(1),
@@ -181,29 +187,23 @@ class ProcessingElement(wiring.Component):
 class PairProducts:
     """Mixin for a :class:`ProcessingElement` that makes two products a cycle.
 
-    Each operand carries a *pair*: the low half of ``a_in`` and ``b_in`` (each
-    ``operand_width // 2`` bits, signed) is one step of the reduction dimension K, the high
-    half the next, and the PE adds ``a0 * b0 + a1 * b1`` to its sum. So an array of them
+    For configurations with ``pair_products``. Each operand carries a *pair*: the low half of
+    ``a_in`` and ``b_in`` (each ``operand_width`` bits, signed) is one step of the reduction
+    dimension K, the high half the next, and the PE adds ``a0 * b0 + a1 * b1`` to its sum. So an array of them
     makes ``2 x rows x cols`` MACs a cycle with the fabric of ``rows x cols`` PEs: one
     accumulator, one result register and one row of the result multiplexer per two products.
 
     A subclass gives :meth:`_pair_products`, the two registered products (in DSPs). Their
     sum is registered too (no three-input adder in front of the accumulator), so the
-    latency is 3 (an array of them takes ``pe_latency=PairProducts.latency``). Throughput:
-    one beat (two products) per cycle. Raises ConfigError for an odd ``operand_width``.
+    latency is 3 (``config.pe_latency``). Throughput: one beat (two products) per cycle.
+    A configuration without ``pair_products`` raises ConfigError.
     """
 
     #: The products, their sum, the accumulator.
     latency = 3
 
-    def __init__(self, config, **options):
-        super().__init__(config, **options)
-        if config.operand_width % 2:
-            raise ConfigError(f"a pair PE needs an even operand_width (two operands), "
-                              f"not {config.operand_width}")
-
     def _product(self, m):
-        half = self.config.operand_width // 2
+        half = self.config.operand_width
         pairs = [(self.a_in[k * half:(k + 1) * half].as_signed(),
                   self.b_in[k * half:(k + 1) * half].as_signed()) for k in range(2)]
         first, second = self._pair_products(m, pairs)
@@ -224,6 +224,10 @@ class PairProducts:
         return valid_q, last_q
 
 
+class PairProcessingElement(PairProducts, ProcessingElement):
+    """A pair PE (:class:`PairProducts`) whose two products are Amaranth's ``*``, registered."""
+
+
 class SystolicArray(wiring.Component):
     """A ``rows x cols`` output-stationary array of :class:`ProcessingElement`.
 
@@ -233,10 +237,9 @@ class SystolicArray(wiring.Component):
         ``rows``, ``cols``, ``operand_width``, ``acc_width``.
     pe : callable, optional
         Factory ``pe(config)`` for the processing elements (tests substitute a
-        faulty one to show that the checks catch it).
-    pe_latency : int, optional
-        The PEs' :attr:`ProcessingElement.latency` (default 2; 3 for pair PEs,
-        :class:`PairProducts`), for :attr:`latency` and :attr:`min_tile_cycles`.
+        faulty one to show that the checks catch it); by default
+        :class:`ProcessingElement`, or :class:`PairProcessingElement` with
+        ``config.pair_products``. Their latency is ``config.pe_latency``.
 
     Members
     -------
@@ -266,16 +269,15 @@ class SystolicArray(wiring.Component):
     nothing but their cycles.
     """
 
-    def __init__(self, config, *, pe=ProcessingElement, pe_latency=ProcessingElement.latency):
+    def __init__(self, config, *, pe=None):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
+        if pe is None:
+            pe = PairProcessingElement if config.pair_products else ProcessingElement
         if not callable(pe):
             raise TypeError(f"pe must be a callable returning a processing element, not {pe!r}")
-        if isinstance(pe_latency, bool) or not isinstance(pe_latency, int) or pe_latency < 1:
-            raise TypeError(f"pe_latency must be a positive integer, not {pe_latency!r}")
         self.config = config
         self._pe_factory = pe
-        self._pe_latency = pe_latency
         super().__init__({
             "operands": In(stream.Signature(operand_layout(config))),
             "results": Out(stream.Signature(result_layout(config))),
@@ -287,14 +289,12 @@ class SystolicArray(wiring.Component):
 
         The last beat reaches PE ``(0, cols-1)`` after ``cols - 1`` cycles of
         skew (none with ``broadcast_operands``), that PE takes its latency
-        (``pe_latency``), and the completed row is
+        (``config.pe_latency``), and the completed row is
         registered once more before it is offered (twice with ``pipeline_registers``: the
-        PEs' result registers, then the selected row's output register). Equals
-        ``config.array_latency``, which the performance model uses, for the accelerator's
-        PEs (latency 2).
+        PEs' result registers, then the selected row's output register):
+        ``config.array_latency``, which the performance model uses.
         """
-        skew = 0 if self.config.broadcast_operands else self.config.cols - 1
-        return skew + self._pe_latency + 1 + (1 if self.config.pipeline_registers else 0)
+        return self.config.array_latency
 
     @property
     def min_tile_cycles(self):

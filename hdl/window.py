@@ -50,13 +50,21 @@ from amaranth import *
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fpganet.config import AcceleratorConfig
+from fpganet.config import AcceleratorConfig, ConfigError
 
 from .memories import BankArbiter, bank_hits, route_to_banks
 from .registers import count_down, next_value, register_layout, registered_wrap, update
 from .systolic import operand_layout
 
-__all__ = ["WindowGenerator"]
+__all__ = ["WindowGenerator", "window_problem"]
+
+
+def window_problem(config):
+    """Why the window generator cannot be built for ``config``, or None."""
+    if config.pair_products and config.pipeline_registers:
+        return ("pair_products with pipeline_registers is not built: the window's bank schedule "
+                "gathers one byte per lane")
+    return None
 
 
 class _Tile(NamedTuple):
@@ -75,6 +83,7 @@ class _Beat(NamedTuple):
     waddr: Value       # its weight word
     last: Value        # it closes its tile
     channel: Value     # diagonal_weights: bit i set when c == i
+    odd: Value         # pair_products: channel c + 1 < K_C, its lanes read
 
 
 def _reads_in(valid, slots, cycle):
@@ -100,6 +109,8 @@ class _Gather(NamedTuple):
     count: Value       # ...the beat's gather cycle
     final_cycle: Value # ...which is its last
     served: Value      # ...the lanes it reads (a flip-flop, loaded from the next state)
+    koff_odd: Value    # pair_products: the odd channel's kernel offset, koff + IN_CSTRIDE
+    odd: Value         # ...and whether it is read
 
 
 class WindowGenerator(wiring.Component):
@@ -121,7 +132,11 @@ class WindowGenerator(wiring.Component):
     operands : Out(stream.Signature(operand_layout(config)))
         One beat per ``(g, t, k)`` in loop order; ``a`` is the weight word,
         ``b[j]`` the activation byte of lane ``j`` (stale for invalid lanes),
-        ``last`` closes a tile. ``valid`` never depends on ``ready``.
+        ``last`` closes a tile. ``valid`` never depends on ``ready``. With
+        ``config.pair_products`` a beat is a pair of channels ``(c, c + 1)`` at one kernel
+        position (``c`` even): ``b[j]`` holds lane ``j``'s two bytes, channel ``c`` low and
+        ``c + 1`` (``IN_CSTRIDE`` further on) high, stale where ``c + 1 == K_C``, and ``a[i]``
+        row ``i``'s two weight bytes.
     bank_addr : Out(ArrayLayout(bank_word_width, act_banks))
     bank_en : Out(1)
     bank_data : In(ArrayLayout(8, act_banks))
@@ -133,12 +148,14 @@ class WindowGenerator(wiring.Component):
         stall's copies, :meth:`_stall_copies`), so that no one net reaches every block RAM.
     w_data : In(8 * rows)
         The weight memory's read port (``config.weight_read_latency`` cycles with ``w_en``,
-        the activation buffer's); byte ``i`` feeds array row ``i``.
+        the activation buffer's); byte ``i`` feeds array row ``i`` (bytes ``2i`` and
+        ``2i + 1`` with ``config.pair_products``).
     diagonal : In(1)
         With ``config.diagonal_weights`` only: the walk is a ``CONV`` in the diagonal mode
         (held from the cycle after ``start``): beat ``(c, ky, kx)`` reads weight word
         ``W_BASE + g*W_GSTEP + ky*K_W + kx``, and byte ``i`` goes to array row ``i`` only when
-        ``c == i`` (0 otherwise).
+        ``c == i`` (0 otherwise; with ``config.pair_products`` row ``i``'s low byte when
+        ``c == i``, its high byte when ``c + 1 == i``).
     busy : Out(1)
         High from ``start`` until the last beat has been taken.
     """
@@ -146,6 +163,8 @@ class WindowGenerator(wiring.Component):
     def __init__(self, config):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
+        if problem := window_problem(config):
+            raise ConfigError(problem)
         self.config = config
         banks = config.act_banks
         super().__init__({
@@ -157,7 +176,7 @@ class WindowGenerator(wiring.Component):
             "bank_data": In(data.ArrayLayout(8, banks)),
             "w_addr": Out(config.weight_addr_width),
             "w_en": Out(config.weight_blocks),
-            "w_data": In(8 * config.rows),
+            "w_data": In(8 * config.weight_word_bytes),
             **({"diagonal": In(1)} if config.diagonal_weights else {}),
             "busy": Out(1),
         })
@@ -405,7 +424,18 @@ class WindowGenerator(wiring.Component):
         group_done = Signal()
         kx_wrap = count_down(m, kx, regs.k_w, restart=start, step=load)
         ky_wrap = count_down(m, ky, regs.k_h, restart=start, step=load & kx_wrap)
-        kc_wrap = count_down(m, kc, regs.k_c, restart=start, step=load & kx_wrap & ky_wrap)
+        pairs = config.pair_products
+        if pairs:
+            # Channels left, two a beat: the last beat has one or two, the odd one read if two.
+            kc_wrap = (kc == 1) | (kc == 2)
+            odd = kc != 1
+            with m.If(start | (load & kx_wrap & ky_wrap & kc_wrap)):
+                m.d.sync += kc.eq(regs.k_c)
+            with m.Elif(load & kx_wrap & ky_wrap):
+                m.d.sync += kc.eq(kc - 2)
+        else:
+            kc_wrap = count_down(m, kc, regs.k_c, restart=start, step=load & kx_wrap & ky_wrap)
+            odd = None
         m.d.comb += [
             beat_last.eq(kx_wrap & ky_wrap & kc_wrap),
             tile_done.eq(load & beat_last),
@@ -413,7 +443,7 @@ class WindowGenerator(wiring.Component):
         ]
         update(m, s_group_end, tile.group_end, enable=load & first)
         update(m, s_final, tile.final, enable=load & first)
-        next_chan = kchan + regs.in_cstride
+        next_chan = kchan + (regs.in_cstride << 1 if pairs else regs.in_cstride)
         next_row = Mux(ky_wrap, next_chan, krow + regs.in_pitch)
         update(m, koff, Mux(kx_wrap, next_row, koff + 1), enable=load, reset=start | tile_done)
         update(m, krow, next_row, enable=load & kx_wrap, reset=start | tile_done)
@@ -431,7 +461,7 @@ class WindowGenerator(wiring.Component):
             with m.If(start | tile_done):
                 m.d.sync += channel.eq(1)
             with m.Elif(load & kx_wrap & ky_wrap):
-                m.d.sync += channel.eq(channel << 1)
+                m.d.sync += channel.eq(channel << config.products_per_pe)
         with m.If(start):
             m.d.sync += [waddr.eq(regs.w_base), wbase.eq(regs.w_base)]
         with m.Elif(load):
@@ -444,7 +474,7 @@ class WindowGenerator(wiring.Component):
             m.d.sync += mid.eq(~beat_last)
             with m.If(beat_last & Mux(first, tile.final, s_final)):
                 m.d.sync += finished.eq(1)
-        return _Beat(koff, waddr, beat_last, channel)
+        return _Beat(koff, waddr, beat_last, channel, odd)
 
     def _gather(self, m, *, stall, s1_full):
         """The gather stage (S1), its reads: while the stage holds a beat (``s1_full``), a
@@ -458,12 +488,17 @@ class WindowGenerator(wiring.Component):
         s1_base = [Signal(aw, name=f"s1_base{j}") for j in range(cols)]
         s1_tvalid = Signal(cols)
         s1_koff = Signal(aw)
-        s1_pend = Signal(cols)
+        s1_pend = Signal(cols * config.products_per_pe, name="s1_pend")
         s1_waddr = Signal(ww)
         s1_last = Signal()
         s1_channel = Signal(config.rows, name="s1_channel") if config.diagonal_weights else None
 
-        addresses = [Signal(aw, name=f"lane_addr{j}") for j in range(cols)]
+        # The reads of a beat: each lane's, and with pair products each lane's odd channel's
+        # after them (lanes cols + j).
+        reads = cols * config.products_per_pe
+        addresses = [Signal(aw, name=f"lane_addr{j}") for j in range(reads)]
+        s1_koff_odd = Signal(aw, name="s1_koff_odd") if config.pair_products else None
+        s1_odd = Signal(name="s1_odd") if config.pair_products else None
         if config.pipeline_registers:
             # The addresses are loaded with the beat, the reads follow the tile's schedule.
             s1_slot = [Signal(range(cols), name=f"s1_slot{j}") for j in range(cols)]
@@ -478,9 +513,10 @@ class WindowGenerator(wiring.Component):
             hit_bits = [Signal(cols, name=f"bank_hits{b}") for b in range(config.act_banks)]
             hits = [[hit_bits[b][j] for j in range(cols)] for b in range(config.act_banks)]
         else:
-            m.submodules.arbiter = arbiter = BankArbiter(cols, config.act_banks)
-            for j in range(cols):
-                m.d.comb += addresses[j].eq(s1_base[j] + s1_koff)
+            m.submodules.arbiter = arbiter = BankArbiter(reads, config.act_banks)
+            for j in range(reads):
+                koff = s1_koff if j < cols else s1_koff_odd
+                m.d.comb += addresses[j].eq(s1_base[j % cols] + koff)
                 if bb:
                     m.d.comb += arbiter.bank[j].eq(addresses[j][:bb])
             m.d.comb += arbiter.pending.eq(Mux(s1_full, s1_pend, 0))
@@ -500,7 +536,8 @@ class WindowGenerator(wiring.Component):
         else:
             m.d.comb += beat_done.eq(s1_full & (remaining == 0))
         return _Gather(s1_base, s1_tvalid, s1_koff, s1_pend, s1_waddr, s1_last, s1_channel, remaining, hits,
-                       beat_done, addresses, s1_slot, s1_cycles, s1_count, s1_final_cycle, served)
+                       beat_done, addresses, s1_slot, s1_cycles, s1_count, s1_final_cycle, served,
+                       s1_koff_odd, s1_odd)
 
     def _gather_load(self, m, gather, *, stall, s1_full, load, first, tile, beat):
         """The gather stage (S1), its registers: a beat enters on ``load`` (with its tile's lanes
@@ -540,13 +577,18 @@ class WindowGenerator(wiring.Component):
             for row, row_next in zip(gather.hits, bank_hits(config, banks_next, following)):
                 update(m, Cat(row), Cat(row_next), enable=~stall, reset=self._start)
         else:
-            update(m, gather.pend, Mux(load, Mux(first, tile.valid, gather.tvalid), gather.remaining),
-                   enable=~stall & (load | s1_full))
+            lanes = Mux(first, tile.valid, gather.tvalid)
+            if config.pair_products:
+                lanes = Cat(lanes, Mux(beat.odd, lanes, 0))
+            update(m, gather.pend, Mux(load, lanes, gather.remaining), enable=~stall & (load | s1_full))
         update(m, gather.tvalid, tile.valid, enable=load & first)
         for j in range(config.cols):
             update(m, gather.base[j], tile.addr[j], enable=load & first)
         if not config.pipeline_registers:      # else summed into the addresses at load
             update(m, gather.koff, beat.koff, enable=load)
+        if config.pair_products:
+            update(m, gather.koff_odd, beat.koff + self.regs.in_cstride, enable=load)
+            update(m, gather.odd, beat.odd, enable=load)
         update(m, gather.waddr, beat.waddr, enable=load)
         update(m, gather.last, beat.last, enable=load)
         if config.diagonal_weights:
@@ -568,38 +610,48 @@ class WindowGenerator(wiring.Component):
         buffer's register, and it returns the offer's ``free`` (:meth:`_offer`)."""
         config = self.config
         cols, banks = config.cols, config.act_banks
+        reads = cols * config.products_per_pe
         hits = gather.hits
         done, last, channel = gather.done, gather.last, gather.channel
         diagonal = config.diagonal_weights
         if config.act_read_latency == 2:
-            hit_r = [Signal(banks, name=f"hit_r{j}") for j in range(cols)]
+            hit_r = [Signal(banks, name=f"hit_r{j}") for j in range(reads)]
             o_last_r = Signal()
             o_channel_r = Signal(config.rows, name="o_channel_r") if diagonal else None
             self._output_stage(m, stall, o_read, done, [o_last_r.eq(last)],
                                [o_channel_r.eq(channel)] if diagonal else [],
-                               [hit_r[j].eq(Cat(hits[b][j] for b in range(banks))) for j in range(cols)])
-            hits = [[hit_r[j][b] for j in range(cols)] for b in range(banks)]
+                               [hit_r[j].eq(Cat(hits[b][j] for b in range(banks))) for j in range(reads)])
+            hits = [[hit_r[j][b] for j in range(reads)] for b in range(banks)]
             done, last, channel = o_read, o_last_r, o_channel_r
 
         o_last = Signal()
         o_channel = Signal(config.rows, name="o_channel") if diagonal else None
-        hit_d = [Signal(banks, name=f"hit_d{j}") for j in range(cols)]   # lane j read bank b
-        b_hold = [Signal(8, name=f"b_hold{j}") for j in range(cols)]
+        hit_d = [Signal(banks, name=f"hit_d{j}") for j in range(reads)]   # read j hit bank b
+        b_hold = [Signal(8, name=f"b_hold{j}") for j in range(reads)]
 
-        # One-hot AND-OR selection of the byte each lane read last cycle (or its held byte).
-        b_cur = [Signal(8, name=f"b_cur{j}") for j in range(cols)]
-        for j in range(cols):
+        # One-hot AND-OR selection of the byte each read got last cycle (or its held byte).
+        b_cur = [Signal(8, name=f"b_cur{j}") for j in range(reads)]
+        for j in range(reads):
             selected = Mux(hit_d[j].any(), 0, b_hold[j])
             for b in range(banks):
                 selected = selected | Mux(hit_d[j][b], self.bank_data[b], 0)
             m.d.comb += b_cur[j].eq(selected)
         self._output_stage(m, stall, o_valid, done, [o_last.eq(last)],
                            [o_channel.eq(channel)] if diagonal else [],
-                           [b_hold[j].eq(b_cur[j]) for j in range(cols)],
-                           [hit_d[j].eq(Cat(hits[b][j] for b in range(banks))) for j in range(cols)])
-        a_cur = [self.w_data[8 * i:8 * i + 8] for i in range(config.rows)]
+                           [b_hold[j].eq(b_cur[j]) for j in range(reads)],
+                           [hit_d[j].eq(Cat(hits[b][j] for b in range(banks))) for j in range(reads)])
+        if config.pair_products:
+            b_cur = [Cat(b_cur[j], b_cur[cols + j]) for j in range(cols)]
+        # Row i's weight bytes: byte i, or bytes 2i and 2i + 1 with pair products.
+        halves = config.products_per_pe
+        row_bytes = [[self.w_data[8 * (halves * i + h):8 * (halves * i + h) + 8] for h in range(halves)]
+                     for i in range(config.rows)]
         if diagonal:
-            a_cur = [Mux(~self.diagonal | o_channel[i], a, 0) for i, a in enumerate(a_cur)]
+            # Row i's byte h is the weight of channel c + h: kept where that is channel i.
+            keep = [o_channel] + ([Cat(C(0, 1), o_channel)] if halves == 2 else [])
+            row_bytes = [[Mux(~self.diagonal | keep[h][i], byte, 0) for h, byte in enumerate(row)]
+                         for i, row in enumerate(row_bytes)]
+        a_cur = [row[0] if halves == 1 else Cat(*row) for row in row_bytes]
         payload = self.operands.payload
         if config.pipeline_registers:
             return self._offer(m, stall, o_valid, o_last, b_cur, a_cur)

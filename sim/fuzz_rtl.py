@@ -30,7 +30,9 @@ __all__ = ["CONFIGS", "random_fitting_network", "check_network", "main"]
 #: have four activation banks per lane or the pipeline registers run depthwise layers and
 #: average pools as ``CONV diagonal`` (``diagonal_weights``) and have a result queue between
 #: the array and the writer (``result_queue_rows``: two tiles' rows, and the pipelined one
-#: three rows, so that it fills).
+#: three rows, so that it fills). Two have pair products (two channels a beat, two products a
+#: PE): the iCEBreaker's 16-MAC shape, broadcast, and a systolic 4x4 with two banks per lane,
+#: the diagonal mode and a result queue.
 CONFIGS = {
     "2x8": AcceleratorConfig(),
     "3x5-requant5": AcceleratorConfig(rows=3, cols=5, requant_lanes=5, requant_latency=5,
@@ -50,6 +52,12 @@ CONFIGS = {
                                     requant_latency=6, weight_buffer_bytes=4 * 8192),
     "2x8-pipelined": AcceleratorConfig(requant_lanes=2, pipeline_registers=True,
                                        diagonal_weights=True, result_queue_rows=3),
+    "4x2-pairs-broadcast": AcceleratorConfig(rows=4, cols=2, acc_width=24, broadcast_operands=True,
+                                             requant_latency=5, weight_buffer_bytes=8 * 8192,
+                                             pair_products=True),
+    "4x4-pairs-banks8": AcceleratorConfig(rows=4, cols=4, requant_lanes=2, act_bank_factor=2,
+                                          weight_buffer_bytes=8 * 8192, diagonal_weights=True,
+                                          result_queue_rows=8, pair_products=True),
 }
 
 

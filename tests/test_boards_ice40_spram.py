@@ -74,7 +74,7 @@ def test_generic_weight_buffer_rtl(weight_bytes, registered, tmp_path):
     (2, 48 * 1024, "needs weight_buffer_bytes a multiple of 32768 and at most 131072$"),
     (8, 256 * 1024, "needs weight_buffer_bytes a multiple of 131072 and at most 131072$"),
     (8, 64 * 1024, "needs weight_buffer_bytes a multiple of 131072 and at most 131072$"),
-    (10, 128 * 1024, "needs at most 8 rows$"),
+    (10, 128 * 1024, "needs at most 8 bytes a weight word .*, not 10$"),
 ])
 def test_spram_weight_buffer_refuses_shapes_it_cannot_map(rows, weight_bytes, message):
     config = AcceleratorConfig(rows=rows, cols=2, weight_buffer_bytes=weight_bytes)

@@ -59,6 +59,10 @@ def test_json_round_trip():
     ({"requant_mult_bits": 0}, "^requant_mult_bits must be 1..15, not 0$"),
     ({"requant_mult_bits": 16}, "^requant_mult_bits must be 1..15, not 16$"),
     ({"requant_mult_bits": True}, "^requant_mult_bits must be 1..15, not True$"),
+    ({"pair_products": 1}, "pair_products must be true or false, not 1"),
+    ({"pair_products": True, "operand_width": 12}, "operand_width at most 8, not 12$"),
+    ({"pair_products": True, "acc_width": 16},
+     r"^acc_width 16 cannot hold one 8x8-bit product pair \(17 bits\)$"),
     ({"requant_mode": "tflite", "requant_mult_bits": 4},
      "^requant_mult_bits 4: the tflite requantization keeps TFLite's 31-bit multipliers"),
 ])
@@ -109,3 +113,16 @@ def test_requantization_modes_and_their_latencies():
     modes = {cls.requant_mode for cls in VARIANTS.values()}
     assert {(cls.requant_mode, latency) for (_, latency), cls in VARIANTS.items()} == \
         {(mode, latency) for mode in modes for latency in REQUANT_LATENCIES[mode]}
+
+
+def test_pair_products_double_the_macs_and_the_weight_word():
+    """Two products a PE: twice the MACs, two bytes a row in a weight word, a cycle more in the
+    PE, and the accumulator checked against the pair's 17-bit sum."""
+    single = AcceleratorConfig(rows=4, cols=2, acc_width=24, broadcast_operands=True)
+    pairs = single.replace(pair_products=True)
+    assert (pairs.macs_per_cycle, single.macs_per_cycle) == (16, 8)
+    assert (pairs.weight_word_bytes, pairs.pe_operand_width, pairs.pe_sum_width) == (8, 16, 17)
+    assert pairs.array_latency == single.array_latency + 1 == 4
+    assert pairs.to_dict()["derived"]["products_per_pe"] == 2
+    assert AcceleratorConfig.from_json(pairs.to_json()) == pairs
+    assert AcceleratorConfig(pair_products=True, acc_width=17).pe_sum_width == 17

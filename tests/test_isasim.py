@@ -112,6 +112,38 @@ def test_diagonal_conv_is_a_depthwise_conv():
         plain.run(x.tobytes())
 
 
+def test_pair_products_read_two_channels_a_word_and_refuse_weights_past_k_c():
+    """With pair products a word holds channels 2c' and 2c' + 1 of a kernel position, each row's
+    two bytes side by side: the same convolution as the reference. With an odd K_C the last
+    pair's odd half is past K_C (its lanes do not read, the array multiplies a stale byte),
+    so a non-zero weight byte there is a program error, not a result."""
+    config = AcceleratorConfig(rows=2, cols=8, pair_products=True)
+    rng = np.random.default_rng(11)
+    C, H, W, M, k, pad, rows = 3, 5, 6, 3, 3, 1, config.rows
+    x = rng.integers(-128, 128, (C, H, W)).astype(np.int8)
+    w = rng.integers(-127, 128, (M, C, k, k)).astype(np.int8)
+    bias, mult, shift = rng.integers(-3000, 3000, M), rng.integers(1 << 14, 1 << 15, M), rng.integers(10, 16, M)
+    program, (Ho, Wo) = conv_program(C, H, W, M, k, pad, 5, -3, rows, 8)
+    words_per_group = 2 * k * k                       # ceil(3 / 2) channel pairs x positions
+    conv = next(i for i, instruction in enumerate(program) if instruction.opcode is Opcode.CONV)
+    program.insert(conv, Instruction(Opcode.SET, Reg.W_GSTEP, words_per_group))
+    groups = -(-M // rows)
+    words = np.zeros((groups, 2, k, k, rows, 2), np.int8)     # group, pair, ky, kx, row, half
+    for m in range(M):
+        for c in range(C):
+            words[m // rows, c // 2, :, :, m % rows, c % 2] = w[m, c]
+    machine = Machine(config)
+    machine.program[:len(program)] = [encode(i) for i in program]
+    machine.weights[:groups * words_per_group] = words.reshape(-1, 2 * rows)
+    machine.params[:M] = [pack_param(int(b), int(m), int(s)) for b, m, s in zip(bias, mult, shift)]
+    out = np.frombuffer(machine.run(x.tobytes()), np.int8).reshape(M, Ho, Wo)
+    np.testing.assert_array_equal(out, reference_conv(x, w, bias, mult, shift, 5, -3, pad))
+    machine.weights[k * k + 4, 2 * 1 + 1] = 1        # group 0, pair 1, position 4, row 1, odd half
+    machine.act[:] = 0
+    with pytest.raises(IsaError, match="channel K_C = 3 .* not zero"):
+        machine.run(x.tobytes())
+
+
 def test_encoding_round_trips():
     for instruction in [Instruction(Opcode.SET, Reg.QUANT, 0xFF80FF), Instruction(Opcode.LOOP, target=513),
                         Instruction(Opcode.CONV), Instruction(Opcode.CONV, diagonal=True),

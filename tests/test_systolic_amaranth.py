@@ -10,7 +10,7 @@ from amaranth.sim import Simulator
 from fpganet.config import AcceleratorConfig, ConfigError
 from fpganet.hdl.ecp5_dsp import ECP5PairProcessingElement
 from fpganet.hdl.ice40_dsp import Ice40PairProcessingElement
-from fpganet.hdl.systolic import PairProducts, ProcessingElement, SystolicArray
+from fpganet.hdl.systolic import PairProcessingElement, ProcessingElement, SystolicArray
 from fpganet.sim.matmul import assemble, plan_tiles, reference_matmul
 
 
@@ -272,14 +272,14 @@ PAIR_PES = [ECP5PairProcessingElement, Ice40PairProcessingElement]
 def test_pair_pe_model_matches_numpy(pe):
     """Two products a cycle into one accumulator: a 3x4 array of pair PEs (24 MACs a cycle),
     K odd, the extreme products (-128 x -128 twice in one pair), gaps and back-pressure."""
-    config = AcceleratorConfig(rows=3, cols=4, operand_width=16)
+    config = AcceleratorConfig(rows=3, cols=4, pair_products=True)
     rng = np.random.default_rng(12)
     A = rng.integers(-128, 128, size=(5, 13))
     B = rng.integers(-128, 128, size=(13, 9))
     A[0, :2] = -128
     B[:2, 0] = -128
     tiles = pair_tiles(A, B, 3, 4)
-    dut = SystolicArray(config, pe=functools.partial(pe, model=True), pe_latency=PairProducts.latency)
+    dut = SystolicArray(config, pe=functools.partial(pe, model=True))
     harness = ArrayHarness(dut, tiles, rng=rng, valid_gaps=0.2, ready_stalls=0.3).run()
     np.testing.assert_array_equal(assemble(tiles, harness.tile_sums(), (5, 9)),
                                   reference_matmul(A, B))
@@ -288,12 +288,11 @@ def test_pair_pe_model_matches_numpy(pe):
 @pytest.mark.parametrize("pe", PAIR_PES)
 @pytest.mark.parametrize("broadcast", [False, True])
 def test_pair_array_latency_and_tile_rate_are_the_documented_ones(pe, broadcast):
-    """With ``pe_latency`` the pair PEs' 3, the array's latency and shortest tile are what the
+    """With the pair PEs' latency 3, the array's latency and shortest tile are what the
     hardware does (one pair a tile, back to back)."""
-    config = AcceleratorConfig(rows=3, cols=4, operand_width=16, broadcast_operands=broadcast)
-    dut = SystolicArray(config, pe=functools.partial(pe, model=True),
-                        pe_latency=PairProducts.latency)
-    assert dut.latency == config.array_latency + 1
+    config = AcceleratorConfig(rows=3, cols=4, pair_products=True, broadcast_operands=broadcast)
+    dut = SystolicArray(config, pe=functools.partial(pe, model=True))
+    assert dut.latency == config.array_latency == config.replace(pair_products=False).array_latency + 1
     rng = np.random.default_rng(13)
     A = rng.integers(-128, 128, size=(3, 2))
     B = rng.integers(-128, 128, size=(2, 4))
@@ -304,6 +303,9 @@ def test_pair_array_latency_and_tile_rate_are_the_documented_ones(pe, broadcast)
 
 
 @pytest.mark.parametrize("pe", PAIR_PES)
-def test_pair_pe_refuses_an_odd_operand_width(pe):
-    with pytest.raises(ConfigError, match="even operand_width"):
-        pe(AcceleratorConfig(operand_width=15))
+def test_pe_and_configuration_agree_on_pair_products(pe):
+    """A pair PE refuses a configuration without pair products and a single PE one with them."""
+    with pytest.raises(ConfigError, match="makes 2 product.*pair_products=False"):
+        pe(AcceleratorConfig())
+    with pytest.raises(ConfigError, match="makes 1 product.*pair_products=True"):
+        ProcessingElement(AcceleratorConfig(pair_products=True))

@@ -148,6 +148,16 @@ class AcceleratorConfig:
         block-diagonal ``rows * K_H * K_W`` (``rows`` times fewer); the window generator
         masks the weight word with the beat's channel (a ``rows``-bit one-hot register per
         stage). Same cycles, same numerics.
+    pair_products : bool
+        Two products per PE and cycle (``fpganet.hdl.systolic.PairProducts``): each beat
+        carries two input channels of the reduction, ``c`` and ``c + 1``, at the same kernel
+        position, each array operand the two bytes side by side (the even channel low), and
+        each PE adds ``a0*b0 + a1*b1`` to its sum: ``2 x rows x cols`` MACs a cycle with the
+        accumulators of ``rows x cols`` PEs. A ``CONV`` takes ``ceil(K_C / 2) * K_H * K_W``
+        beats a tile, each lane gathering two bytes (the odd channel's ``IN_CSTRIDE`` further
+        on; not read past ``K_C``); a weight word holds two bytes per row
+        (:attr:`weight_word_bytes`); the PE takes a cycle more (:attr:`pe_latency`). ``POOL``
+        is unchanged (its ``K_C`` is 1). The numerics are the same.
     clock_hz : float
         Clock the performance figures assume unless a routed Fmax replaces it.
     """
@@ -169,6 +179,7 @@ class AcceleratorConfig:
     pipeline_registers: bool = False
     result_queue_rows: int = 0
     diagonal_weights: bool = False
+    pair_products: bool = False
     clock_hz: float = 40e6
 
     def __post_init__(self):
@@ -184,10 +195,13 @@ class AcceleratorConfig:
                               f"this generator supports")
         if not 2 <= self.operand_width <= 16:
             raise ConfigError(f"operand_width must be 2..16 bits, not {self.operand_width}")
-        if self.acc_width < self.product_width:
+        if self.pair_products is True and self.operand_width > 8:
+            raise ConfigError(f"pair_products puts two operands in one DSP multiplier: "
+                              f"operand_width at most 8, not {self.operand_width}")
+        if self.acc_width < self.pe_sum_width:
             raise ConfigError(f"acc_width {self.acc_width} cannot hold one "
-                              f"{self.operand_width}x{self.operand_width}-bit product "
-                              f"({self.product_width} bits)")
+                              f"{self.operand_width}x{self.operand_width}-bit product"
+                              f"{' pair' if self.pair_products else ''} ({self.pe_sum_width} bits)")
         if self.acc_width > 64:
             raise ConfigError(f"acc_width must be at most 64 bits, not {self.acc_width}")
         for name, word in (("weight_buffer_bytes", self.weight_word_bytes),
@@ -203,7 +217,7 @@ class AcceleratorConfig:
             raise ConfigError(f"act_bank_factor must be 1, 2, 4 or 8, not {self.act_bank_factor!r}")
         if self.cols % self.requant_lanes:
             raise ConfigError(f"requant_lanes {self.requant_lanes} does not divide cols {self.cols}")
-        for name in ("broadcast_operands", "pipeline_registers", "diagonal_weights"):
+        for name in ("broadcast_operands", "pipeline_registers", "diagonal_weights", "pair_products"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, not {getattr(self, name)!r}")
         if self.requant_mode not in REQUANT_MODES:
@@ -234,17 +248,40 @@ class AcceleratorConfig:
     # Derived values ------------------------------------------------------------------------
 
     @property
+    def products_per_pe(self):
+        """Products each PE makes per beat: 2 with :attr:`pair_products`, else 1."""
+        return 2 if self.pair_products else 1
+
+    @property
     def macs_per_cycle(self):
         """Multiply-accumulates the array performs per cycle at full occupancy."""
-        return self.rows * self.cols
+        return self.rows * self.cols * self.products_per_pe
+
+    @property
+    def pe_operand_width(self):
+        """Bits of one array operand: ``operand_width``, or with :attr:`pair_products` two
+        operands side by side (the even channel's in the low half)."""
+        return self.operand_width * self.products_per_pe
+
+    @property
+    def pe_sum_width(self):
+        """Bits of what a PE adds to its accumulator per beat: one product, or the sum of two."""
+        return self.product_width + (1 if self.pair_products else 0)
+
+    @property
+    def pe_latency(self):
+        """Cycles through a PE: 2 (product and accumulator registers), 3 with
+        :attr:`pair_products` (the products, their sum, the accumulator)."""
+        return 3 if self.pair_products else 2
 
     @property
     def array_latency(self):
         """Cycles from a tile's last beat into the array to its first result row:
-        ``cols - 1`` of skew (systolic only), 2 in the PE (product and accumulator
-        registers), 1 for the result row, and with :attr:`pipeline_registers` 1 for the
-        array's output register (``SystolicArray.latency``)."""
-        return (3 if self.broadcast_operands else self.cols + 2) + (1 if self.pipeline_registers else 0)
+        ``cols - 1`` of skew (systolic only), :attr:`pe_latency` in the PE, 1 for the result
+        row, and with :attr:`pipeline_registers` 1 for the array's output register
+        (``SystolicArray.latency``)."""
+        skew = 0 if self.broadcast_operands else self.cols - 1
+        return skew + self.pe_latency + 1 + (1 if self.pipeline_registers else 0)
 
     @property
     def act_read_latency(self):
@@ -342,8 +379,9 @@ class AcceleratorConfig:
 
     @property
     def weight_word_bytes(self):
-        """Bytes the weight buffer delivers per cycle: one operand per array row."""
-        return (self.rows * self.operand_width + 7) // 8
+        """Bytes the weight buffer delivers per cycle: one operand per array row (two with
+        :attr:`pair_products`)."""
+        return (self.rows * self.pe_operand_width + 7) // 8
 
     @property
     def act_word_bytes(self):
@@ -443,6 +481,7 @@ class AcceleratorConfig:
             "macs_per_cycle": self.macs_per_cycle,
             "peak_macs_per_s": self.peak_macs_per_s,
             "max_exact_k": self.max_exact_k,
+            "products_per_pe": self.products_per_pe,
             "array_latency": self.array_latency,
             "window_start_latency": self.window_start_latency,
             "operand_latency": self.operand_latency,

@@ -73,8 +73,9 @@ def region_addresses(regs, act_bytes):
 class Machine:
     """The accelerator's memories and registers, and a functional interpreter of its programs.
 
-    Memories: ``program`` (uint64 words), ``weights`` (int8 ``[words, rows]``),
-    ``params`` (uint64 entries), ``act`` (int8 bytes).
+    Memories: ``program`` (uint64 words), ``weights`` (int8 ``[words, weight_word_bytes]``:
+    byte ``i`` row ``i``'s, or with ``pair_products`` bytes ``2i`` and ``2i + 1`` row ``i``'s
+    for an even channel and the next), ``params`` (uint64 entries), ``act`` (int8 bytes).
     """
 
     config: AcceleratorConfig
@@ -89,7 +90,7 @@ class Machine:
         if self.program is None:
             self.program = np.zeros(config.program_words, dtype=np.uint64)
         if self.weights is None:
-            self.weights = np.zeros((config.weight_buffer_words, config.rows), dtype=np.int8)
+            self.weights = np.zeros((config.weight_buffer_words, config.weight_word_bytes), dtype=np.int8)
         if self.params is None:
             self.params = np.zeros(config.bias_buffer_words, dtype=np.uint64)
         if self.act is None:
@@ -128,7 +129,7 @@ class Machine:
                 if instruction.diagonal and not self.config.diagonal_weights:
                     raise IsaError(f"CONV diagonal at {pc - 1}: the {self.config.name} configuration "
                                    f"has no diagonal weight mode (diagonal_weights)")
-                self._conv(instruction.diagonal)
+                self._conv(instruction.diagonal, pc - 1)
             elif op is Opcode.POOL:
                 self._pool()
             elif op is Opcode.FILL:
@@ -170,17 +171,23 @@ class Machine:
         if np.any(last_read > first_write):
             raise IsaError(f"{what} reads activation bytes after a tile before has written them")
 
-    def _conv(self, diagonal=False):
-        regs, rows = self.regs, self.config.rows
+    def _conv(self, diagonal=False, pc=0):
+        regs, rows, pair = self.regs, self.config.rows, self.config.products_per_pe
         zp_out, lo, hi, single = self._quant()
         k_total = regs[Reg.K_C] * regs[Reg.K_H] * regs[Reg.K_W]
         beats = np.arange(k_total)
+        # Step k of the walk is channel c at kernel position p; with pair products channels
+        # 2c' and 2c' + 1 share word c' (of each position), in byte halves 0 and 1 of a row.
+        positions = regs[Reg.K_H] * regs[Reg.K_W]
+        channel, position = np.divmod(beats, positions)
+        half = channel % pair
         if diagonal:
             # One word per kernel position for every channel c; row i keeps its byte at c == i.
-            positions = regs[Reg.K_H] * regs[Reg.K_W]
-            offsets, keep = beats % positions, beats[:, None] // positions == np.arange(rows)
+            offsets, keep = position, channel[:, None] == np.arange(rows)
         else:
-            offsets, keep = beats, True
+            offsets, keep = channel // pair * positions + position, True
+        if pair == 2 and regs[Reg.K_C] % 2:
+            self._check_unread_channel(diagonal, positions, pc)
         act_bytes = len(self.act)
         tiles = regs[Reg.TILES]
         reads, read_tiles, writes, write_tiles, values = [], [], [], [], []
@@ -189,7 +196,8 @@ class Machine:
             addresses, valid = engine_read_addresses(regs, group, act_bytes)
             b = self.act[addresses].astype(np.int64)                                  # [T, K, L]
             words = (regs[Reg.W_BASE] + group * regs[Reg.W_GSTEP] + offsets) % len(self.weights)
-            a = np.where(keep, self.weights[words], 0).astype(np.int64)               # [K, rows]
+            a = self.weights[words].reshape(k_total, rows, pair)[beats, :, half]     # [K, rows]
+            a = np.where(keep, a, 0).astype(np.int64)
             acc = np.einsum("ki,tkj->tij", a, b)                                      # [T, rows, L]
             channels = group * rows + np.arange(rows)
             live = channels < regs[Reg.M]
@@ -217,6 +225,23 @@ class Machine:
             self._check_order(np.concatenate(reads), np.concatenate(read_tiles),
                               np.concatenate(writes), np.concatenate(write_tiles), "CONV")
             self.act[np.concatenate(writes)] = np.concatenate(values)
+
+    def _check_unread_channel(self, diagonal, positions, pc):
+        """With pair products and an odd ``K_C``, the last pair's odd channel is past ``K_C``: its
+        lanes do not read, and the array multiplies a stale byte by the weight bytes there, which
+        must be zero for the result not to depend on timing."""
+        regs, rows = self.regs, self.config.rows
+        k_c = regs[Reg.K_C]
+        first = 0 if diagonal else k_c // 2 * positions
+        for group in range(regs[Reg.GROUPS]):
+            words = (regs[Reg.W_BASE] + group * regs[Reg.W_GSTEP] + first
+                     + np.arange(positions)) % len(self.weights)
+            high = self.weights[words].reshape(positions, rows, 2)[:, :, 1]
+            # In the diagonal mode only row K_C keeps its high byte in that beat.
+            high = high[:, k_c:k_c + 1] if diagonal else high
+            if high.any():
+                raise IsaError(f"CONV at {pc}: the weight bytes of channel K_C = {k_c} (the odd half "
+                               f"of the last channel pair, not read) are not zero")
 
     def _pool(self):
         regs = self.regs

@@ -24,7 +24,10 @@ numbers per tile ``t`` (tiles in ``(g, t)`` order):
 * ``B_t``, gather cycles: the sum over the tile's beats of
   ``max(1, most valid lanes in one bank)``; all beats of a tile shift the lane
   addresses by a common offset, so this is ``K * max(1, most valid lanes whose
-  in_off are congruent modulo act_banks)``;
+  in_off are congruent modulo act_banks)``; with ``config.pair_products`` a beat's reads are
+  each valid lane's two (``in_off`` and ``in_off + IN_CSTRIDE``) in the ``K_C // 2`` pairs
+  of channels of each kernel position and its one in the odd ``K_C``'s last channel
+  (:func:`engine_beats` beats in all);
 * ``W_t``, write cycles: the sum over its result rows (``rows`` for ``CONV``, 1
   for ``POOL``) and over each row's ``ceil(LANES / requant_lanes)`` lane groups of
   ``max(1, most written lanes of the group in one bank)`` (written: valid pixel,
@@ -72,7 +75,8 @@ import numpy as np
 from fpganet.config import AcceleratorConfig
 from fpganet.isa import Opcode, Reg, decode, empty_walk, register_overflow
 
-__all__ = ["ProgramError", "InstructionCycles", "ProgramCycles", "check_registers", "engine_cycles",
+__all__ = ["ProgramError", "InstructionCycles", "ProgramCycles", "check_registers", "engine_beats",
+           "engine_cycles",
            "engine_tile_costs", "fill_runs", "instruction_cycles", "program_cycles", "layer_summaries",
            "STAMP_CYCLES"]
 
@@ -105,6 +109,13 @@ def _max_per_bank(banks, mask, n_banks):
     return np.maximum(worst, 1)
 
 
+def engine_beats(regs, config):
+    """Beats of one tile: ``K_C * K_H * K_W``, or with ``config.pair_products``
+    ``ceil(K_C / 2) * K_H * K_W`` (two channels a beat)."""
+    pairs = config.products_per_pe
+    return -(-regs[Reg.K_C] // pairs) * regs[Reg.K_H] * regs[Reg.K_W]
+
+
 def engine_tile_costs(regs, config, pool, *, rows=False):
     """``(B, W)``: gather and write cycles of every tile, arrays ``[GROUPS, TILES]``; with
     ``rows`` (``CONV``) also the write cycles of each of a tile's result rows,
@@ -120,7 +131,6 @@ def engine_tile_costs(regs, config, pool, *, rows=False):
     """
     n_banks = config.act_banks
     groups, tiles, lanes = regs[Reg.GROUPS], regs[Reg.TILES], regs[Reg.LANES]
-    K = regs[Reg.K_C] * regs[Reg.K_H] * regs[Reg.K_W]
     R = config.requant_lanes
     n = np.arange(tiles)[:, None] * lanes + np.arange(lanes)[None, :]              # [T, L]
     valid = n < regs[Reg.NPIX]
@@ -128,7 +138,13 @@ def engine_tile_costs(regs, config, pool, *, rows=False):
     in_off = oy * regs[Reg.IN_ROWSTEP] + ox * regs[Reg.STRIDE_X]
     out_off = oy * regs[Reg.OUT_PITCH] + ox
     beat = _max_per_bank(in_off % n_banks, valid, n_banks)                         # [T]
-    B = np.broadcast_to(K * beat, (groups, tiles))
+    if config.pair_products:
+        positions, k_c = regs[Reg.K_H] * regs[Reg.K_W], regs[Reg.K_C]
+        both = np.concatenate([in_off, in_off + regs[Reg.IN_CSTRIDE]], axis=1) % n_banks
+        pair = _max_per_bank(both, np.concatenate([valid, valid], axis=1), n_banks)
+        B = np.broadcast_to(positions * (k_c // 2 * pair + k_c % 2 * beat), (groups, tiles))
+    else:
+        B = np.broadcast_to(engine_beats(regs, config) * beat, (groups, tiles))
     n_chunks = -(-lanes // R)
     pad = n_chunks * R - lanes
     chunk_banks = np.concatenate([out_off % n_banks, np.zeros((tiles, pad), np.int64)], axis=1)
@@ -163,7 +179,7 @@ def engine_cycles(regs, config, pool=False):
     B, W, *row_costs = engine_tile_costs(regs, config, pool, rows=queued)
     lanes = regs[Reg.LANES]
     lat = 1 if pool else config.array_latency
-    K = regs[Reg.K_C] * regs[Reg.K_H] * regs[Reg.K_W]
+    K = engine_beats(regs, config)
     E = config.first_beat_cycle(lanes)
     D = 0
     X = None

@@ -112,7 +112,7 @@ def host_writes(memories, config=None, *, skip_zeros=False):
               for key, image in memories.items()}
     writes = []
     for space in LOAD_ORDER:
-        words = memory_words(space, images.get(space), None if config is None else config.rows)
+        words = memory_words(space, images.get(space), None if config is None else config.weight_word_bytes)
         if config is not None and len(words) > host_memory_words(space, config):
             raise ValueError(f"{space.name.lower()} image of {len(words)} words exceeds the "
                              f"{host_memory_words(space, config)} of its memory")
@@ -451,7 +451,7 @@ def _describe(plan, code, images):
             entry.setdefault("steps", []).append({
                 "kind": step.kind, "instructions": [first, end],
                 "lanes": step.lanes, "tiles": step.tiles, "groups": step.groups(config.rows),
-                "k": step.k, "weight_words": [step.w_base, step.w_base + step.weight_words(config.rows)],
+                "k": step.k, "weight_words": [step.w_base, step.w_base + step.weight_words(config.rows, config.products_per_pe)],
                 "param_entries": [step.p_base, step.p_base + step.param_entries()],
                 "src": step.src.describe(), "dst": step.dst.name,
                 "read_beats": measured.get("beats"),

@@ -34,6 +34,7 @@ from ..config import AcceleratorConfig
 from ..errors import FpganetError
 from ..isa import Reg
 from ..isasim import engine_read_addresses
+from ..perf import engine_beats, engine_tile_costs
 from ..qnet import NETWORK_INPUT, QAdd, QAvgPool, QConv, QMaxPool, QReshape, output_zero_point
 
 __all__ = ["FeatureMap", "Step", "Plan", "plan_network", "smallest_act_bytes", "ATTEMPTS",
@@ -184,6 +185,10 @@ class Step:
     # grouped, one input channel per output channel (depthwise, an average pool), on a
     # configuration with diagonal_weights: a CONV diagonal, one weight word per kernel position.
     diagonal: bool = False
+    # conv/dense over one input channel on a configuration with pair_products: the walk takes
+    # the kernel's rows as its channels (K_C = K_H, IN_CSTRIDE = IN_PITCH, K_H = 1), so that a
+    # beat pairs two kernel rows instead of the one channel with nothing.
+    rows_as_channels: bool = False
 
     @property
     def sources(self):
@@ -227,14 +232,23 @@ class Step:
         return self.dst.shape[0]
 
     @property
-    def group_words(self):
-        """Weight words of one group of output channels (``W_GSTEP`` unless shared)."""
-        return self.kernel[0] * self.kernel[1] if self.diagonal else self.k
+    def walk(self):
+        """``(K_C, K_H, K_W)`` of the engine's walk (:attr:`rows_as_channels`)."""
+        if self.rows_as_channels:
+            return self.kernel[0], 1, self.kernel[1]
+        return self.k_c, self.kernel[0], self.kernel[1]
 
-    def weight_words(self, rows):
+    def group_words(self, products=1):
+        """Weight words of one group of output channels (``W_GSTEP`` unless shared); with
+        ``products`` 2 (pair products) two channels of the walk share a word."""
+        k_c, k_h, k_w = self.walk
+        return k_h * k_w if self.diagonal else -(-k_c // products) * k_h * k_w
+
+    def weight_words(self, rows, products=1):
         if not self.is_conv:
             return 0
-        return self.group_words if self.shares_weights else self.groups(rows) * self.group_words
+        words = self.group_words(products)
+        return words if self.shares_weights else self.groups(rows) * words
 
     def param_entries(self):
         return self.layer.out_shape[0] if self.is_conv else 0
@@ -249,8 +263,9 @@ class Step:
     def read_regs(self, pitch, base=0, cstride=0):
         """Engine registers that determine the read addresses, for a source map of ``pitch``."""
         gstep = self.channel_tile[1] * cstride if self.kind == "grouped" else 0
-        return {Reg.IN_BASE: base, Reg.IN_PITCH: pitch, Reg.IN_CSTRIDE: cstride, Reg.IN_GSTEP: gstep,
-                Reg.K_C: self.k_c, Reg.K_H: self.kernel[0], Reg.K_W: self.kernel[1],
+        k_c, k_h, k_w = self.walk
+        return {Reg.IN_BASE: base, Reg.IN_PITCH: pitch, Reg.IN_CSTRIDE: pitch if self.rows_as_channels
+                else cstride, Reg.IN_GSTEP: gstep, Reg.K_C: k_c, Reg.K_H: k_h, Reg.K_W: k_w,
                 Reg.IN_ROWSTEP: self.stride[0] * pitch, Reg.STRIDE_X: self.stride[1],
                 Reg.OUT_W: self.out_hw[1], Reg.NPIX: self.npix, Reg.LANES: self.lanes,
                 Reg.TILES: self.tiles}
@@ -585,7 +600,9 @@ def _lower(net, config):
         steps.append(Step(number, kind, index, layer, src, dst, kernel, stride, out_hw,
                           folded_reshapes=list(pending), read_pads=read_pads,
                           channel_tile=tile, diagonal=tile is not None and config.diagonal_weights
-                          and _one_channel_each(layer)))
+                          and _one_channel_each(layer),
+                          rows_as_channels=config.pair_products and kind in ("conv", "dense")
+                          and src.shape[0] == 1 and kernel[0] > 1))
         values[index] = (dst, None, [])
     output_map, _, trailing = values[len(layers) - 1]
     output_map.last_use = len(steps) + 1
@@ -644,6 +661,11 @@ def _read_cost(step, pitch, config):
         # pitch; an add's lanes read consecutive bytes.
         return 0
     regs = step.read_regs(pitch)
+    if step.rows_as_channels:
+        # A beat reads two kernel rows, a pitch apart: the pitch decides their banks too.
+        regs.update({Reg.GROUPS: 1, Reg.M: 0, Reg.OUT_PITCH: 0})
+        tiles = engine_tile_costs(regs, config, pool=False)[0]
+        return int(tiles.sum() - tiles.size * engine_beats(regs, config)) * step.groups(config.rows)
     regs[Reg.K_C] = 1                # every channel repeats channel 0's bank pattern, shifted
     addresses, valid = engine_read_addresses(regs, 0, 1 << 62)
     extra, _ = beat_extra_cycles(addresses, valid, config.act_banks)
@@ -904,7 +926,7 @@ def plan_network(net, config=None, explore=False, batch=1):
     words = entries = 0
     for step in steps:
         step.w_base, step.p_base = words, entries
-        words += step.weight_words(config.rows)
+        words += step.weight_words(config.rows, config.products_per_pe)
         entries += step.param_entries()
     plan.weight_words, plan.param_entries = words, entries
     if words > config.weight_buffer_words:

@@ -186,7 +186,7 @@ def _engine(emit, step, config, image=0):
         layer = step.layer
         regs.update({Reg.GROUPS: step.groups(config.rows), Reg.M: layer.out_shape[0], **out,
                      Reg.OUT_CSTRIDE: dst.cstride, Reg.OUT_GSTEP: config.rows * dst.cstride,
-                     Reg.W_BASE: step.w_base, Reg.W_GSTEP: 0 if step.shares_weights else step.group_words,
+                     Reg.W_BASE: step.w_base, Reg.W_GSTEP: 0 if step.shares_weights else step.group_words(config.products_per_pe),
                      Reg.P_BASE: step.p_base,
                      Reg.QUANT: pack_quant(layer.requant_zp, layer.lo, layer.hi,
                                            layer.single_rounding)})
@@ -318,15 +318,35 @@ def _step_weights(step, rows):
     return tiles.reshape(groups * k, rows)
 
 
+def _pair_words(step, words):
+    """``words`` (``[words, rows]``, :func:`_step_weights`) for pair products: ``[words',
+    2 * rows]``, channels ``2c'`` and ``2c' + 1`` of each kernel position in word ``c'``, row
+    ``i``'s bytes ``2i`` (even) and ``2i + 1`` (odd), zero past ``K_C``. A diagonal word
+    holds row ``i``'s one weight in both bytes: the window keeps the byte of the beat's
+    channel that is ``i``."""
+    if step.diagonal:
+        return np.repeat(words, 2, axis=1)
+    k_c, k_h, k_w = step.walk
+    rows, positions = words.shape[1], k_h * k_w
+    groups = len(words) // (k_c * positions)
+    channels = np.zeros((groups, k_c + k_c % 2, positions, rows), dtype=np.int8)
+    channels[:, :k_c] = words.reshape(groups, k_c, positions, rows)
+    paired = channels.reshape(groups, -1, 2, positions, rows).transpose(0, 1, 3, 4, 2)
+    return paired.reshape(-1, 2 * rows)
+
+
 def weight_image(plan):
-    """int8 ``[words, rows]``: the steps' weight words (:func:`_step_weights`), each at its
-    ``w_base``."""
-    rows = plan.config.rows
-    image = np.zeros((plan.weight_words, rows), dtype=np.int8)
+    """int8 ``[words, weight_word_bytes]``: the steps' weight words (:func:`_step_weights`,
+    paired by :func:`_pair_words` with pair products), each at its ``w_base``."""
+    config = plan.config
+    rows, products = config.rows, config.products_per_pe
+    image = np.zeros((plan.weight_words, rows * products), dtype=np.int8)
     for step in plan.steps:
-        words = step.weight_words(rows)
+        words = step.weight_words(rows, products)
         if words:
-            image[step.w_base:step.w_base + words] = _step_weights(step, rows)
+            step_words = _step_weights(step, rows)
+            image[step.w_base:step.w_base + words] = (_pair_words(step, step_words) if products == 2
+                                                      else step_words)
     return image
 
 

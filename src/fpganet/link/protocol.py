@@ -189,7 +189,7 @@ class DeviceInfo(_Packed):
     clock_hz: int = _f("I")
     baud: int = _f("I")
     timeout_cycles: int = _f("I")   # inter-byte timeout of the frame parser
-    act_bank_factor: int = _f("B")  # activation banks per lane (the gathers' cycles)
+    banking: int = _f("B")          # act_bank_factor, and pair_products in bit 7 (BANKING_PAIRS)
 
     #: Configuration fields a compiled network must match exactly. ``result_queue_rows`` is
     #: not among them: a network's program and numerics are the same with any queue (only its
@@ -198,7 +198,7 @@ class DeviceInfo(_Packed):
                      "requant_latency", "broadcast_operands", "requant_mult_bits",
                      "pipeline_registers", "requant_mode", "weight_buffer_bytes",
                      "act_buffer_bytes", "bias_buffer_words", "program_words", "act_bank_factor",
-                     "diagonal_weights")
+                     "diagonal_weights", "pair_products")
     #: The configuration fields ``options`` packs (below), in PING's printout.
     OPTION_FIELDS = ("broadcast_operands", "requant_mult_bits", "pipeline_registers",
                      "requant_mode", "diagonal_weights")
@@ -212,6 +212,25 @@ class DeviceInfo(_Packed):
     OPTIONS_PIPELINE = 1 << 5
     OPTIONS_TFLITE = 1 << 6
     OPTIONS_DIAGONAL = 1 << 7
+    #: ``banking``: ``act_bank_factor`` (1 to 8) in the low bits, so that a board built before
+    #: pair products sends its factor alone; bit 7: ``pair_products`` (a ``CONV``'s beats and
+    #: weight words).
+    BANKING_PAIRS = 1 << 7
+    #: The configuration fields ``banking`` packs, in PING's printout.
+    BANKING_FIELDS = ("act_bank_factor", "pair_products")
+
+    @classmethod
+    def banking_of(cls, config):
+        """The ``banking`` byte of an :class:`~fpganet.config.AcceleratorConfig`."""
+        return config.act_bank_factor | cls.BANKING_PAIRS * bool(config.pair_products)
+
+    @property
+    def act_bank_factor(self):
+        return self.banking & ~self.BANKING_PAIRS
+
+    @property
+    def pair_products(self):
+        return bool(self.banking & self.BANKING_PAIRS)
 
     @classmethod
     def options_of(cls, config):
@@ -244,7 +263,7 @@ class DeviceInfo(_Packed):
 
     @property
     def weight_word_bytes(self):
-        return (self.rows * self.operand_width + 7) // 8
+        return (self.rows * self.operand_width * (2 if self.pair_products else 1) + 7) // 8
 
     @property
     def timeout_s(self):
