@@ -98,13 +98,13 @@ class ECP5PairProcessingElement(PairProducts, ECP5ProcessingElement):
 
     The array side of 128 MACs on the ECP5-85F, whose 156 MULT18X18D sit in three rows of 52
     with the PEs' fabric crowded around them: an 8x8 array of these has the 8x8's fabric.
-    Only the stand-in (``--core stand-in-pairs``) feeds it; the accelerator's window and
-    weight buffer deliver one K step per beat.
+    The accelerator uses it with ``config.pair_products`` (boards/ulx3s.py), the stand-in
+    (``--core stand-in-pairs``) always.
 
     Parameters
     ----------
     config : AcceleratorConfig
-        ``operand_width``: two operands (even; each half at most 8 bits by the configuration).
+        With ``pair_products``: each operand two of ``operand_width`` (at most 8) bits.
     model : bool
         Registered products described in Amaranth instead of MULT18X18D (for ``amaranth.sim``).
 

@@ -286,13 +286,14 @@ class Ice40PairProcessingElement(PairProducts, ProcessingElement):
     Where :class:`DSPPairing` gives the two halves to two PEs, each with its accumulator and
     result register in logic cells, this PE adds the two products and keeps one of each: the
     same MACs a cycle on the same DSPs with half the accumulators (a 4x2 array of these is
-    16 MACs on the UP5K's eight SB_MAC16). Only the stand-in (``--core stand-in-pairs``)
-    feeds it; the accelerator's window and weight buffer deliver one K step per beat.
+    16 MACs on the UP5K's eight SB_MAC16). The accelerator uses it with
+    ``config.pair_products`` (boards/icebreaker.py), the stand-in (``--core stand-in-pairs``)
+    always.
 
     Parameters
     ----------
     config : AcceleratorConfig
-        ``operand_width``: two operands (even; each half at most 8 bits by the configuration).
+        With ``pair_products``: each operand two of ``operand_width`` (at most 8) bits.
     model : bool
         Registered products described in Amaranth instead of the SB_MAC16 (for
         ``amaranth.sim``).

@@ -155,6 +155,21 @@ def test_ping_names_the_options():
     assert info.mismatches(CONFIG) == [("requant_latency", 6, 4), ("requant_mode", "tflite", "fpganet")]
 
 
+def test_ping_names_the_banking():
+    """PING's ``banking`` byte: ``act_bank_factor`` alone (what boards built before pair
+    products send), ``pair_products`` in bit 7; a network compiled without them is refused."""
+    from fpganet.hdl.hostlink import HostLink
+    for config in (CONFIG, CONFIG.replace(act_bank_factor=8), CONFIG.replace(pair_products=True)):
+        info = DeviceInfo.unpack(HostLink(config, 12e6, 3e6).info.pack())
+        assert (info.act_bank_factor, info.pair_products, info.weight_word_bytes) == \
+            (config.act_bank_factor, config.pair_products, config.weight_word_bytes)
+        assert info.mismatches(config) == []
+    assert HostLink(CONFIG.replace(act_bank_factor=4), 12e6, 3e6).info.banking == 4
+    info = HostLink(CONFIG.replace(pair_products=True, act_bank_factor=2), 12e6, 3e6).info
+    assert info.banking == 0x82
+    assert info.mismatches(CONFIG.replace(act_bank_factor=2)) == [("pair_products", True, False)]
+
+
 @pytest.mark.parametrize("pipelined", [False, True])
 @pytest.mark.parametrize("tx_stalls", [0.0, 0.7])
 def test_job_through_all_commands(tx_stalls, pipelined):
