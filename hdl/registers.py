@@ -73,20 +73,23 @@ def registered_wrap(m, wrap, count, limit, *, restart, step):
         m.d.sync += wrap.eq(count + 2 == limit)
 
 
-def count_down(m, counter, limit, *, restart, step):
-    """A wrapping counter over ``limit`` steps (a count register, at least 1, holding while it
-    counts) whose value nothing else reads; returns its wrap, true in the last step.
+def count_down(m, counter, limit, *, restart, step, by=1):
+    """A wrapping counter over ``limit`` items (a count register, at least 1, holding while it
+    counts), ``by`` (1 or 2) a step; returns its wrap, true in the last step.
 
-    ``counter`` holds the steps left: ``restart`` and a wrapping ``step`` load ``limit``, another
-    ``step`` decrements it. Counting up, ``count + 1`` would feed both the flip-flops and the
+    ``counter`` holds the items left: ``restart`` and a wrapping ``step`` load ``limit``, another
+    ``step`` takes ``by`` off. Counting up, ``count + 1`` would feed both the flip-flops and the
     comparison with ``limit``, and on an iCE40 each flip-flop would take a logic cell of its own;
-    counting down, the decrement feeds only the flip-flops and the wrap is ``counter == 1``.
+    counting down, the decrement feeds only the flip-flops and the wrap is ``counter == 1`` (or
+    2 when ``by`` is 2).
     """
-    wrap = counter == 1
+    if by not in (1, 2):
+        raise ValueError(f"by must be 1 or 2, not {by!r}")
+    wrap = counter == 1 if by == 1 else (counter == 1) | (counter == 2)
     with m.If(restart | (step & wrap)):
         m.d.sync += counter.eq(limit)
     with m.Elif(step):
-        m.d.sync += counter.eq(counter - 1)
+        m.d.sync += counter.eq(counter - by)
     return wrap
 
 

@@ -92,9 +92,12 @@ class ProcessingElement(wiring.Component):
     Throughput: one beat per cycle, no back-pressure (the array schedules).
     """
 
-    #: Cycles from a tile's last operands at the inputs to its sum on ``result``:
-    #: one for the product register, one for the accumulator.
-    latency = 2
+    @property
+    def latency(self):
+        """Cycles from a tile's last operands at the inputs to its sum on ``result``:
+        ``config.pe_latency`` (one for the product register, one for the accumulator, and with
+        pair products one for the products' sum)."""
+        return self.config.pe_latency
 
     def __init__(self, config, *, separate_result_adder=False):
         if not isinstance(config, AcceleratorConfig):
@@ -199,15 +202,12 @@ class PairProducts:
     A configuration without ``pair_products`` raises ConfigError.
     """
 
-    #: The products, their sum, the accumulator.
-    latency = 3
-
     def _product(self, m):
         half = self.config.operand_width
         pairs = [(self.a_in[k * half:(k + 1) * half].as_signed(),
                   self.b_in[k * half:(k + 1) * half].as_signed()) for k in range(2)]
         first, second = self._pair_products(m, pairs)
-        pair_sum = Signal(signed(2 * half + 1))
+        pair_sum = Signal(signed(self.config.pe_sum_width))
         m.d.sync += pair_sum.eq(first + second)
         return pair_sum
 

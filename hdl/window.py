@@ -110,7 +110,6 @@ class _Gather(NamedTuple):
     final_cycle: Value # ...which is its last
     served: Value      # ...the lanes it reads (a flip-flop, loaded from the next state)
     koff_odd: Value    # pair_products: the odd channel's kernel offset, koff + IN_CSTRIDE
-    odd: Value         # ...and whether it is read
 
 
 class WindowGenerator(wiring.Component):
@@ -424,18 +423,12 @@ class WindowGenerator(wiring.Component):
         group_done = Signal()
         kx_wrap = count_down(m, kx, regs.k_w, restart=start, step=load)
         ky_wrap = count_down(m, ky, regs.k_h, restart=start, step=load & kx_wrap)
+        # Channels left, two a beat with pair products: the last beat has one or two, the odd
+        # one read if two.
         pairs = config.pair_products
-        if pairs:
-            # Channels left, two a beat: the last beat has one or two, the odd one read if two.
-            kc_wrap = (kc == 1) | (kc == 2)
-            odd = kc != 1
-            with m.If(start | (load & kx_wrap & ky_wrap & kc_wrap)):
-                m.d.sync += kc.eq(regs.k_c)
-            with m.Elif(load & kx_wrap & ky_wrap):
-                m.d.sync += kc.eq(kc - 2)
-        else:
-            kc_wrap = count_down(m, kc, regs.k_c, restart=start, step=load & kx_wrap & ky_wrap)
-            odd = None
+        kc_wrap = count_down(m, kc, regs.k_c, restart=start, step=load & kx_wrap & ky_wrap,
+                             by=config.products_per_pe)
+        odd = kc != 1 if pairs else None
         m.d.comb += [
             beat_last.eq(kx_wrap & ky_wrap & kc_wrap),
             tile_done.eq(load & beat_last),
@@ -498,7 +491,6 @@ class WindowGenerator(wiring.Component):
         reads = cols * config.products_per_pe
         addresses = [Signal(aw, name=f"lane_addr{j}") for j in range(reads)]
         s1_koff_odd = Signal(aw, name="s1_koff_odd") if config.pair_products else None
-        s1_odd = Signal(name="s1_odd") if config.pair_products else None
         if config.pipeline_registers:
             # The addresses are loaded with the beat, the reads follow the tile's schedule.
             s1_slot = [Signal(range(cols), name=f"s1_slot{j}") for j in range(cols)]
@@ -537,7 +529,7 @@ class WindowGenerator(wiring.Component):
             m.d.comb += beat_done.eq(s1_full & (remaining == 0))
         return _Gather(s1_base, s1_tvalid, s1_koff, s1_pend, s1_waddr, s1_last, s1_channel, remaining, hits,
                        beat_done, addresses, s1_slot, s1_cycles, s1_count, s1_final_cycle, served,
-                       s1_koff_odd, s1_odd)
+                       s1_koff_odd)
 
     def _gather_load(self, m, gather, *, stall, s1_full, load, first, tile, beat):
         """The gather stage (S1), its registers: a beat enters on ``load`` (with its tile's lanes
@@ -588,7 +580,6 @@ class WindowGenerator(wiring.Component):
             update(m, gather.koff, beat.koff, enable=load)
         if config.pair_products:
             update(m, gather.koff_odd, beat.koff + self.regs.in_cstride, enable=load)
-            update(m, gather.odd, beat.odd, enable=load)
         update(m, gather.waddr, beat.waddr, enable=load)
         update(m, gather.last, beat.last, enable=load)
         if config.diagonal_weights:

@@ -109,6 +109,21 @@ def test_a_pair_stand_in_refuses_operands_it_cannot_double(board, tmp_path, caps
     assert not (tmp_path / "out").exists()
 
 
+def test_pair_products_with_pipeline_registers_are_refused_before_anything_is_built(tmp_path, capsys):
+    """The ULX3S's pipeline registers with pair products: the window's bank schedule is not built
+    for them. synth refuses in one line, exit 2, nothing written; the Accelerator raises the same
+    before it makes any unit."""
+    from fpganet.config import ConfigError
+    from fpganet.hdl.accelerator import Accelerator
+    status = board_build.main(["--board", "ulx3s", "--pair-products", "yes", "-o", str(tmp_path / "out")])
+    assert status == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pair_products with pipeline_registers is not built" in err[0], err
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ConfigError, match="pair_products with pipeline_registers"):
+        Accelerator(BOARDS["ulx3s"].default_config.replace(pair_products=True))
+
+
 def test_board_defaults_and_overrides():
     assert board_config(BOARDS["icebreaker"]).name == "4x2"
     assert board_config(BOARDS["ulx3s"]).macs_per_cycle == 64

@@ -76,7 +76,7 @@ from fpganet.config import AcceleratorConfig
 from fpganet.isa import Opcode, Reg, decode, empty_walk, register_overflow
 
 __all__ = ["ProgramError", "InstructionCycles", "ProgramCycles", "check_registers", "engine_beats",
-           "engine_cycles",
+           "engine_cycles", "gather_cycles",
            "engine_tile_costs", "fill_runs", "instruction_cycles", "program_cycles", "layer_summaries",
            "STAMP_CYCLES"]
 
@@ -116,6 +116,28 @@ def engine_beats(regs, config):
     return -(-regs[Reg.K_C] // pairs) * regs[Reg.K_H] * regs[Reg.K_W]
 
 
+def _tile_lanes(regs):
+    """``(valid, oy, ox)`` of every tile's lanes, arrays ``[TILES, LANES]``."""
+    lanes = regs[Reg.LANES]
+    n = np.arange(regs[Reg.TILES])[:, None] * lanes + np.arange(lanes)[None, :]
+    oy, ox = np.divmod(n, regs[Reg.OUT_W])
+    return n < regs[Reg.NPIX], oy, ox
+
+
+def gather_cycles(regs, config):
+    """``B``: the window's gather cycles of each tile (``[TILES]``, the same in every group)."""
+    n_banks = config.act_banks
+    valid, oy, ox = _tile_lanes(regs)
+    in_off = oy * regs[Reg.IN_ROWSTEP] + ox * regs[Reg.STRIDE_X]
+    beat = _max_per_bank(in_off % n_banks, valid, n_banks)
+    if not config.pair_products:
+        return engine_beats(regs, config) * beat
+    positions, k_c = regs[Reg.K_H] * regs[Reg.K_W], regs[Reg.K_C]
+    both = np.concatenate([in_off, in_off + regs[Reg.IN_CSTRIDE]], axis=1) % n_banks
+    pair = _max_per_bank(both, np.concatenate([valid, valid], axis=1), n_banks)
+    return positions * (k_c // 2 * pair + k_c % 2 * beat)
+
+
 def engine_tile_costs(regs, config, pool, *, rows=False):
     """``(B, W)``: gather and write cycles of every tile, arrays ``[GROUPS, TILES]``; with
     ``rows`` (``CONV``) also the write cycles of each of a tile's result rows,
@@ -132,19 +154,9 @@ def engine_tile_costs(regs, config, pool, *, rows=False):
     n_banks = config.act_banks
     groups, tiles, lanes = regs[Reg.GROUPS], regs[Reg.TILES], regs[Reg.LANES]
     R = config.requant_lanes
-    n = np.arange(tiles)[:, None] * lanes + np.arange(lanes)[None, :]              # [T, L]
-    valid = n < regs[Reg.NPIX]
-    oy, ox = np.divmod(n, regs[Reg.OUT_W])
-    in_off = oy * regs[Reg.IN_ROWSTEP] + ox * regs[Reg.STRIDE_X]
+    valid, oy, ox = _tile_lanes(regs)                                               # [T, L]
     out_off = oy * regs[Reg.OUT_PITCH] + ox
-    beat = _max_per_bank(in_off % n_banks, valid, n_banks)                         # [T]
-    if config.pair_products:
-        positions, k_c = regs[Reg.K_H] * regs[Reg.K_W], regs[Reg.K_C]
-        both = np.concatenate([in_off, in_off + regs[Reg.IN_CSTRIDE]], axis=1) % n_banks
-        pair = _max_per_bank(both, np.concatenate([valid, valid], axis=1), n_banks)
-        B = np.broadcast_to(positions * (k_c // 2 * pair + k_c % 2 * beat), (groups, tiles))
-    else:
-        B = np.broadcast_to(engine_beats(regs, config) * beat, (groups, tiles))
+    B = np.broadcast_to(gather_cycles(regs, config), (groups, tiles))
     n_chunks = -(-lanes // R)
     pad = n_chunks * R - lanes
     chunk_banks = np.concatenate([out_off % n_banks, np.zeros((tiles, pad), np.int64)], axis=1)

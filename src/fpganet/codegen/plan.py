@@ -34,7 +34,7 @@ from ..config import AcceleratorConfig
 from ..errors import FpganetError
 from ..isa import Reg
 from ..isasim import engine_read_addresses
-from ..perf import engine_beats, engine_tile_costs
+from ..perf import engine_beats, gather_cycles
 from ..qnet import NETWORK_INPUT, QAdd, QAvgPool, QConv, QMaxPool, QReshape, output_zero_point
 
 __all__ = ["FeatureMap", "Step", "Plan", "plan_network", "smallest_act_bytes", "ATTEMPTS",
@@ -238,17 +238,17 @@ class Step:
             return self.kernel[0], 1, self.kernel[1]
         return self.k_c, self.kernel[0], self.kernel[1]
 
-    def group_words(self, products=1):
+    def group_words(self, config):
         """Weight words of one group of output channels (``W_GSTEP`` unless shared); with
-        ``products`` 2 (pair products) two channels of the walk share a word."""
+        ``config.pair_products`` two channels of the walk share a word."""
         k_c, k_h, k_w = self.walk
-        return k_h * k_w if self.diagonal else -(-k_c // products) * k_h * k_w
+        return k_h * k_w if self.diagonal else -(-k_c // config.products_per_pe) * k_h * k_w
 
-    def weight_words(self, rows, products=1):
+    def weight_words(self, config):
         if not self.is_conv:
             return 0
-        words = self.group_words(products)
-        return words if self.shares_weights else self.groups(rows) * words
+        words = self.group_words(config)
+        return words if self.shares_weights else self.groups(config.rows) * words
 
     def param_entries(self):
         return self.layer.out_shape[0] if self.is_conv else 0
@@ -663,8 +663,7 @@ def _read_cost(step, pitch, config):
     regs = step.read_regs(pitch)
     if step.rows_as_channels:
         # A beat reads two kernel rows, a pitch apart: the pitch decides their banks too.
-        regs.update({Reg.GROUPS: 1, Reg.M: 0, Reg.OUT_PITCH: 0})
-        tiles = engine_tile_costs(regs, config, pool=False)[0]
+        tiles = gather_cycles(regs, config)
         return int(tiles.sum() - tiles.size * engine_beats(regs, config)) * step.groups(config.rows)
     regs[Reg.K_C] = 1                # every channel repeats channel 0's bank pattern, shifted
     addresses, valid = engine_read_addresses(regs, 0, 1 << 62)
@@ -926,7 +925,7 @@ def plan_network(net, config=None, explore=False, batch=1):
     words = entries = 0
     for step in steps:
         step.w_base, step.p_base = words, entries
-        words += step.weight_words(config.rows, config.products_per_pe)
+        words += step.weight_words(config)
         entries += step.param_entries()
     plan.weight_words, plan.param_entries = words, entries
     if words > config.weight_buffer_words:

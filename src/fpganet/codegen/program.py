@@ -186,7 +186,7 @@ def _engine(emit, step, config, image=0):
         layer = step.layer
         regs.update({Reg.GROUPS: step.groups(config.rows), Reg.M: layer.out_shape[0], **out,
                      Reg.OUT_CSTRIDE: dst.cstride, Reg.OUT_GSTEP: config.rows * dst.cstride,
-                     Reg.W_BASE: step.w_base, Reg.W_GSTEP: 0 if step.shares_weights else step.group_words(config.products_per_pe),
+                     Reg.W_BASE: step.w_base, Reg.W_GSTEP: 0 if step.shares_weights else step.group_words(config),
                      Reg.P_BASE: step.p_base,
                      Reg.QUANT: pack_quant(layer.requant_zp, layer.lo, layer.hi,
                                            layer.single_rounding)})
@@ -339,14 +339,13 @@ def weight_image(plan):
     """int8 ``[words, weight_word_bytes]``: the steps' weight words (:func:`_step_weights`,
     paired by :func:`_pair_words` with pair products), each at its ``w_base``."""
     config = plan.config
-    rows, products = config.rows, config.products_per_pe
-    image = np.zeros((plan.weight_words, rows * products), dtype=np.int8)
+    image = np.zeros((plan.weight_words, config.weight_word_bytes), dtype=np.int8)
     for step in plan.steps:
-        words = step.weight_words(rows, products)
+        words = step.weight_words(config)
         if words:
-            step_words = _step_weights(step, rows)
-            image[step.w_base:step.w_base + words] = (_pair_words(step, step_words) if products == 2
-                                                      else step_words)
+            step_words = _step_weights(step, config.rows)
+            image[step.w_base:step.w_base + words] = (_pair_words(step, step_words)
+                                                      if config.pair_products else step_words)
     return image
 
 
