@@ -24,7 +24,6 @@ from fpganet.config import AcceleratorConfig
 from fpganet.hdl.ice40_dsp import UP5K_DSPS, DSPPairing, Ice40PairProcessingElement, Ice40SystolicArray
 from fpganet.hdl.ice40_spram import SPRAMWeightBuffer, spram_mapping_problem
 from fpganet.hdl.scatter import ResultWriter
-from fpganet.hdl.window import window_problem
 
 from .common import Board, BoardTop, linked_accelerator
 from .pll import ice40_pll
@@ -85,10 +84,6 @@ def accelerator_core(config):
     pe = Ice40PairProcessingElement if config.pair_products else DSPPairing()
     return linked_accelerator(config, BAUD, pe=pe, weights=SPRAMWeightBuffer,
                               writer=partial(ResultWriter, requant_multiplier=requant_multiplier(config)))
-
-
-#: The window generator's refusals (read by the build's check).
-accelerator_core.refuse = window_problem
 
 
 def refuse(config, core):

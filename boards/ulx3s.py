@@ -17,7 +17,6 @@ from amaranth_boards.ulx3s import ULX3S_85F_Platform
 from fpganet.config import AcceleratorConfig
 from fpganet.hdl.ecp5_dsp import ECP5PairProcessingElement, ECP5ProcessingElement
 from fpganet.hdl.systolic import SystolicArray
-from fpganet.hdl.window import window_problem
 
 from .common import Board, BoardTop, linked_accelerator
 from .pll import ecp5_pll
@@ -69,10 +68,6 @@ def accelerator_core(config):
     """The accelerator behind the UART host link, one MULT18X18D per PE."""
     return linked_accelerator(config, BAUD, pe=ECP5PairProcessingElement if config.pair_products
                               else ECP5ProcessingElement)
-
-
-#: The window generator's refusals (read by the build's check).
-accelerator_core.refuse = window_problem
 
 
 def stand_in_core(config):

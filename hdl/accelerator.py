@@ -12,7 +12,7 @@ from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 
-from fpganet.config import AcceleratorConfig, ConfigError
+from fpganet.config import AcceleratorConfig
 from fpganet.isa import INSTRUCTION_BITS, HostSpace
 
 from .controller import Controller
@@ -23,7 +23,7 @@ from .pool import MaxPool
 from .region import RegionUnit
 from .scatter import ResultWriter
 from .systolic import SystolicArray
-from .window import WindowGenerator, window_problem
+from .window import WindowGenerator
 
 # host_addr_width and host_write_layout are re-exported: the test benches that load the
 # memories take the port's shape from here.
@@ -82,9 +82,6 @@ class Accelerator(wiring.Component):
         self._window, self._writer, self._pe, self._weights = window, writer, pe, weights
         if config.operand_width != 8:
             raise ValueError(f"the accelerator moves bytes: operand_width must be 8, not {config.operand_width}")
-        if problem := window_problem(config):
-            # Here, before any unit is made: the window is made in elaborate.
-            raise ConfigError(problem)
         if config.act_buffer_bytes % config.act_banks:
             raise ValueError(f"act_buffer_bytes {config.act_buffer_bytes} is not a multiple of the "
                              f"{config.act_banks} activation banks")

@@ -26,7 +26,11 @@ Stages (each a register boundary):
   lanes read in the cycles of the tile's bank schedule, which the lane walker computes
   (the same order, so the same cycles; :meth:`WindowGenerator._bank_schedule`). A beat
   occupies the stage for ``max(1, most valid lanes in one bank)`` cycles. The weight word
-  is read in the same cycles.
+  is read in the same cycles. With ``config.pair_products`` each lane also reads its odd
+  channel's byte, ``IN_CSTRIDE`` on, and a beat occupies the stage for the most reads in one
+  bank; with the pipeline registers every beat of a tile reads both when ``K_C > 1``, the
+  last of an odd ``K_C`` too, so that one schedule serves the tile (``c + 1 == K_C`` meets
+  weights of 0).
 * **output** (``S2``): the bytes arrive (synchronous reads) and the beat is offered
   on ``operands`` the cycle after its last gather cycle; with
   ``config.pipeline_registers`` the bytes arrive a cycle later, through the activation
@@ -50,21 +54,13 @@ from amaranth import *
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fpganet.config import AcceleratorConfig, ConfigError
+from fpganet.config import AcceleratorConfig
 
 from .memories import BankArbiter, bank_hits, route_to_banks
 from .registers import count_down, next_value, register_layout, registered_wrap, update
 from .systolic import operand_layout
 
-__all__ = ["WindowGenerator", "window_problem"]
-
-
-def window_problem(config):
-    """Why the window generator cannot be built for ``config``, or None."""
-    if config.pair_products and config.pipeline_registers:
-        return ("pair_products with pipeline_registers is not built: the window's bank schedule "
-                "gathers one byte per lane")
-    return None
+__all__ = ["WindowGenerator"]
 
 
 class _Tile(NamedTuple):
@@ -84,6 +80,7 @@ class _Beat(NamedTuple):
     last: Value        # it closes its tile
     channel: Value     # diagonal_weights: bit i set when c == i
     odd: Value         # pair_products: channel c + 1 < K_C, its lanes read
+    koff_odd: Value    # ...with the pipeline registers: the odd channel's offset, koff + IN_CSTRIDE
 
 
 def _reads_in(valid, slots, cycle):
@@ -162,8 +159,6 @@ class WindowGenerator(wiring.Component):
     def __init__(self, config):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
-        if problem := window_problem(config):
-            raise ConfigError(problem)
         self.config = config
         banks = config.act_banks
         super().__init__({
@@ -188,6 +183,9 @@ class WindowGenerator(wiring.Component):
         if self.config.window_start_latency:
             self._start = Signal(name="start_r")
             m.d.sync += self._start.eq(self.start)
+        self._odd_reads = self._odd_same_bank = None
+        if self.config.pair_products and self.config.pipeline_registers:
+            self._pair_read_flags(m)
 
         # Between the stages. The helpers are called, and emit their logic, in pipeline order.
         stall = Signal()       # the offered beat is not taken: every stage holds
@@ -243,6 +241,26 @@ class WindowGenerator(wiring.Component):
         if self.config.pipeline_registers:
             self._stall_copies(m, o_valid, free, walker_stall)
         return m
+
+    def _pair_read_flags(self, m):
+        """With pair products and the pipeline registers, two flags of the instruction, loaded
+        at its start: ``_odd_reads``, every beat reads each lane's odd channel too (``K_C > 1``;
+        a last channel ``K_C - 1`` of an odd ``K_C`` reads the byte ``IN_CSTRIDE`` on, which
+        meets weights of 0), so that one bank schedule serves every beat of a tile; and
+        ``_odd_same_bank``, the two reads of a lane always meet in one bank (``IN_CSTRIDE`` a
+        multiple of the banks)."""
+        regs, bb = self.regs, self.config.bank_bits
+        self._odd_reads, self._odd_same_bank = Signal(), Signal()
+        with m.If(self._start):
+            m.d.sync += [self._odd_reads.eq(regs.k_c != 1),
+                         self._odd_same_bank.eq((regs.k_c != 1) & (regs.in_cstride[:bb] == 0))]
+
+    def _read_lanes(self, valid):
+        """The reads of a beat whose lanes ``valid`` read: each lane's, then with pair products
+        and the pipeline registers each lane's odd channel's (reads ``cols + j``)."""
+        if self._odd_reads is None:
+            return valid
+        return Cat(valid, Mux(self._odd_reads, valid, 0))
 
     def _lane_walker(self, m, *, stall, running, start_walk):
         """The lane walker: the lane addresses and validity of the next tile, one lane a cycle.
@@ -314,13 +332,13 @@ class WindowGenerator(wiring.Component):
         with m.Elif(group_end):
             m.d.sync += w_gbase.eq(next_gbase)
         if config.pipeline_registers:
-            bank = self._walked_bank(
+            bank, bank_odd = self._walked_bank(
                 m, Mux(start, regs.in_base, next_value(w_gbase, next_gbase, enable=group_end)),
                 next_value(w_inoff, next_inoff, enable=walk, reset=restart))
         else:
-            bank = walked_addr[:config.bank_bits]
+            bank, bank_odd = walked_addr[:config.bank_bits], None
         slots, cycles = self._bank_schedule(m, walk=walk, lane=lane, valid=w_n < regs.npix,
-                                            bank=bank, idle=~w_busy)
+                                            bank=bank, bank_odd=bank_odd, idle=~w_busy)
         update(m, w_tile, w_tile + 1, enable=lane_end, reset=restart)
         # In flip-flops: the comparisons were in front of the walker's resets and enables.
         registered_wrap(m, ox_wrap, w_ox, regs.out_w, restart=restart, step=walk)
@@ -347,15 +365,21 @@ class WindowGenerator(wiring.Component):
         """The bank of the walked lane's address ``w_gbase + w_inoff``, in a register loaded
         from the two registers' next values ``gbase`` and ``inoff``: the address adder no
         longer sits in front of the bank schedule's multiplexer (the ULX3S build's longest
-        path with it)."""
+        path with it). Returns ``(bank, bank_odd)``, the second, with pair products, the bank
+        of the lane's odd channel, ``IN_CSTRIDE`` further on (else None)."""
         bb = self.config.bank_bits
+        pairs = self._odd_reads is not None
         if not bb:
-            return C(0, 0)
+            return C(0, 0), (C(0, 0) if pairs else None)
         bank = Signal(bb, name="walked_bank")
         m.d.sync += bank.eq(gbase[:bb] + inoff[:bb])
-        return bank
+        if not pairs:
+            return bank, None
+        bank_odd = Signal(bb, name="walked_bank_odd")
+        m.d.sync += bank_odd.eq(gbase[:bb] + inoff[:bb] + self.regs.in_cstride[:bb])
+        return bank, bank_odd
 
-    def _bank_schedule(self, m, *, walk, lane, valid, bank, idle):
+    def _bank_schedule(self, m, *, walk, lane, valid, bank, bank_odd, idle):
         """With ``config.pipeline_registers``: the gather's bank schedule of the tile being
         walked, one lane a cycle. Lane ``j`` reads in gather cycle ``slots[j]``, the number of
         valid lanes before it in its bank, which is when the lowest-lane-first arbitration
@@ -363,37 +387,67 @@ class WindowGenerator(wiring.Component):
         tile shift the lanes' addresses alike, so one schedule serves them all, and no
         arbitration sits between the gather stage's registers and the load of the next beat.
 
+        With pair products each lane has a second read, its odd channel's in bank ``bank_odd``
+        (read ``cols + j``, slot ``slots[cols + j]``; while ``_odd_reads``), scheduled right
+        after the lane's own: a bank's reads take successive cycles in lane order, so a beat
+        takes the most reads in one bank, as any order that reads one byte a bank a cycle.
+
         Returns ``(slots, cycles)``, or ``([], None)`` without the pipeline registers.
         """
         config = self.config
         if not config.pipeline_registers:
             return [], None
         cols, banks = config.cols, config.act_banks
-        in_bank = [Signal(range(cols + 1), name=f"in_bank{b}") for b in range(banks)]
-        slots = [Signal(range(cols), name=f"lane_next_slot{j}") for j in range(cols)]
-        cycles = Signal(range(cols + 1), init=1)
-        slot = Signal(range(cols + 1))
+        reads = cols * config.products_per_pe
+        in_bank = [Signal(range(reads + 1), name=f"in_bank{b}") for b in range(banks)]
+        slots = [Signal(range(reads), name=f"lane_next_slot{j}") for j in range(reads)]
+        cycles = Signal(range(reads + 1), init=1)
+        slot = Signal(range(reads + 1))
         m.d.comb += slot.eq(Array(in_bank)[bank] if banks > 1 else in_bank[0])
         # The counts start from zero at every walk: they are cleared while the walker is idle (a
         # walk always starts from idle), and ``cycles`` restarts at a walk's first lane (it is
         # read by the load that starts the next walk, before that lane). Both from flip-flops:
         # cleared by the walk's start, which the load decides, they were the end of the ULX3S
         # builds' longest path.
+        odd, same = self._odd_reads, self._odd_same_bank
+
+        def of_bank(values, which):
+            return Array(values)[which] if banks > 1 else values[0]
+
         for b in range(banks):
             hit = walk & valid & ((bank == b) if banks > 1 else 1)
-            update(m, in_bank[b], in_bank[b] + 1, enable=hit, reset=idle)
+            if odd is None:
+                update(m, in_bank[b], in_bank[b] + 1, enable=hit, reset=idle)
+            else:
+                odd_hit = walk & valid & odd & ((bank_odd == b) if banks > 1 else 1)
+                update(m, in_bank[b], in_bank[b] + hit + odd_hit, enable=hit | odd_hit, reset=idle)
+        if odd is not None:
+            slot_odd = Signal(range(reads + 1))
+            m.d.comb += slot_odd.eq(of_bank(in_bank, bank_odd) + same)
+            for j in range(cols):
+                update(m, slots[cols + j], slot_odd, enable=walk & (lane == j))
         for j in range(cols):
             update(m, slots[j], slot, enable=walk & (lane == j))
         # A lane's slot is at most ``cycles`` (the most lanes in a bank so far, at least 1), so
         # ``max(cycles, slot + 1)`` is one more exactly when they are equal: no magnitude compare.
         # Each bank's count is compared with ``cycles`` before the bank's multiplexer, which then
         # picks one bit (the multiplexer and the compare in series were a ULX3S build's longest
-        # path).
+        # path). With two reads a lane in two banks, each bank grows by one: ``cycles`` by one if
+        # either was at it; in one bank, every count is even and ``cycles`` the most (from the
+        # first lane's 2), so the bank grows by two, and ``cycles`` too if it was at it.
         at_max = [in_bank[b] == cycles for b in range(banks)]
-        with m.If(walk & (lane == 0)):
-            m.d.sync += cycles.eq(1)
-        with m.Elif(walk & valid & (Array(at_max)[bank] if banks > 1 else at_max[0])):
-            m.d.sync += cycles.eq(cycles + 1)
+        if odd is None:
+            with m.If(walk & (lane == 0)):
+                m.d.sync += cycles.eq(1)
+            with m.Elif(walk & valid & (Array(at_max)[bank] if banks > 1 else at_max[0])):
+                m.d.sync += cycles.eq(cycles + 1)
+        else:
+            growth = Mux(same, of_bank(at_max, bank) << 1,
+                         of_bank(at_max, bank) | (odd & of_bank(at_max, bank_odd)))
+            with m.If(walk & (lane == 0)):
+                m.d.sync += cycles.eq(1 + (valid & same))
+            with m.Elif(walk & valid):
+                m.d.sync += cycles.eq(cycles + growth)
         return slots, cycles
 
     def _beat_sequencer(self, m, *, load, first, tile, mid, finished):
@@ -404,15 +458,12 @@ class WindowGenerator(wiring.Component):
         beat has entered the gather stage). Returns a :class:`_Beat`.
         """
         config, regs = self.config, self.regs
-        aw, ww, cw = config.act_addr_width, config.weight_addr_width, config.count_width
+        ww, cw = config.weight_addr_width, config.count_width
         start = self._start
 
         kx = Signal(cw)         # kernel columns, rows and channels left
         ky = Signal(cw)
         kc = Signal(cw)
-        koff = Signal(aw)
-        krow = Signal(aw)
-        kchan = Signal(aw)
         waddr = Signal(ww)
         wbase = Signal(ww)
         s_group_end = Signal()  # flags of the tile being sequenced
@@ -436,11 +487,12 @@ class WindowGenerator(wiring.Component):
         ]
         update(m, s_group_end, tile.group_end, enable=load & first)
         update(m, s_final, tile.final, enable=load & first)
-        next_chan = kchan + (regs.in_cstride << 1 if pairs else regs.in_cstride)
-        next_row = Mux(ky_wrap, next_chan, krow + regs.in_pitch)
-        update(m, koff, Mux(kx_wrap, next_row, koff + 1), enable=load, reset=start | tile_done)
-        update(m, krow, next_row, enable=load & kx_wrap, reset=start | tile_done)
-        update(m, kchan, next_chan, enable=load & kx_wrap & ky_wrap, reset=start | tile_done)
+        walk = dict(load=load, restart=start | tile_done, kx_wrap=kx_wrap, ky_wrap=ky_wrap)
+        koff = self._kernel_offset(m, **walk)
+        # With the pipeline registers the odd channel's offset in registers of its own, so that
+        # the gather stage sums each lane's two addresses with one adder each.
+        koff_odd = (self._kernel_offset(m, **walk, origin=regs.in_cstride)
+                    if self._odd_reads is not None else None)
         next_wbase = wbase + regs.w_gstep
         # At a tile's last beat the weight address goes back to the group's first word, or on
         # to the next group's.
@@ -467,7 +519,30 @@ class WindowGenerator(wiring.Component):
             m.d.sync += mid.eq(~beat_last)
             with m.If(beat_last & Mux(first, tile.final, s_final)):
                 m.d.sync += finished.eq(1)
-        return _Beat(koff, waddr, beat_last, channel, odd)
+        return _Beat(koff, waddr, beat_last, channel, odd, koff_odd)
+
+    def _kernel_offset(self, m, *, load, restart, kx_wrap, ky_wrap, origin=None):
+        """``origin + c*IN_CSTRIDE + ky*IN_PITCH + kx`` of the next beat as running sums (the
+        channel, row and offset registers; ``restart`` sets them to ``origin``, else 0), ``c``
+        stepping two channels a beat with pair products."""
+        regs, aw = self.regs, self.config.act_addr_width
+        suffix = "" if origin is None else "_odd"
+        koff = Signal(aw, name=f"koff{suffix}")
+        krow = Signal(aw, name=f"krow{suffix}")
+        kchan = Signal(aw, name=f"kchan{suffix}")
+        next_chan = kchan + (regs.in_cstride << 1 if self.config.pair_products else regs.in_cstride)
+        next_row = Mux(ky_wrap, next_chan, krow + regs.in_pitch)
+        for register, value, enable in ((koff, Mux(kx_wrap, next_row, koff + 1), load),
+                                        (krow, next_row, load & kx_wrap),
+                                        (kchan, next_chan, load & kx_wrap & ky_wrap)):
+            if origin is None:
+                update(m, register, value, enable=enable, reset=restart)
+            else:
+                with m.If(restart):
+                    m.d.sync += register.eq(origin)
+                with m.Elif(enable):
+                    m.d.sync += register.eq(value)
+        return koff
 
     def _gather(self, m, *, stall, s1_full):
         """The gather stage (S1), its reads: while the stage holds a beat (``s1_full``), a
@@ -490,20 +565,21 @@ class WindowGenerator(wiring.Component):
         # after them (lanes cols + j).
         reads = cols * config.products_per_pe
         addresses = [Signal(aw, name=f"lane_addr{j}") for j in range(reads)]
-        s1_koff_odd = Signal(aw, name="s1_koff_odd") if config.pair_products else None
+        s1_koff_odd = (Signal(aw, name="s1_koff_odd") if config.pair_products and not config.pipeline_registers
+                       else None)
         if config.pipeline_registers:
             # The addresses are loaded with the beat, the reads follow the tile's schedule.
-            s1_slot = [Signal(range(cols), name=f"s1_slot{j}") for j in range(cols)]
-            s1_cycles = Signal(range(cols + 1))
-            s1_count = Signal(range(cols))
+            s1_slot = [Signal(range(reads), name=f"s1_slot{j}") for j in range(reads)]
+            s1_cycles = Signal(range(reads + 1))
+            s1_count = Signal(range(reads))
             s1_final_cycle = Signal()
-            served = Signal(cols)      # s1_full & s1_tvalid[j] & (s1_slot[j] == s1_count)
+            served = Signal(reads)     # s1_full & read j's lane valid & (s1_slot[j] == s1_count)
             remaining = None
-            # hits[bank][lane] in flip-flops, loaded with the served lanes and the addresses: the
+            # hits[bank][read] in flip-flops, loaded with the served reads and the addresses: the
             # banks' compares no longer sit between the lane addresses and the banks' read
             # addresses (the ULX3S build's longest path with them).
-            hit_bits = [Signal(cols, name=f"bank_hits{b}") for b in range(config.act_banks)]
-            hits = [[hit_bits[b][j] for j in range(cols)] for b in range(config.act_banks)]
+            hit_bits = [Signal(reads, name=f"bank_hits{b}") for b in range(config.act_banks)]
+            hits = [[hit_bits[b][j] for j in range(reads)] for b in range(config.act_banks)]
         else:
             m.submodules.arbiter = arbiter = BankArbiter(reads, config.act_banks)
             for j in range(reads):
@@ -549,20 +625,24 @@ class WindowGenerator(wiring.Component):
             # The lanes read in the next cycle, from the next state of the stage, the count
             # and the schedule (``load`` implies ``~stall``): the schedule's compare is no
             # longer in front of the banks' read-address multiplexers.
-            following = Mux(load, Mux(first, _reads_in(tile.valid, tile.slot, 0),
-                                      _reads_in(gather.tvalid, gather.slot, 0)),
+            tile_reads, gather_reads = self._read_lanes(tile.valid), self._read_lanes(gather.tvalid)
+            following = Mux(load, Mux(first, _reads_in(tile_reads, tile.slot, 0),
+                                      _reads_in(gather_reads, gather.slot, 0)),
                             Mux(s1_full & ~gather.done,
-                                _reads_in(gather.tvalid, gather.slot, gather.count + 1), 0))
+                                _reads_in(gather_reads, gather.slot, gather.count + 1), 0))
             update(m, gather.served, following, enable=~stall, reset=self._start)
             update(m, gather.cycles, tile.cycles, enable=load & first)
             bb = config.bank_bits
-            banks_next = []         # each lane's bank after this cycle
-            for j in range(config.cols):
+            banks_next = []         # each read's bank after this cycle
+            offsets = [beat.koff] if beat.koff_odd is None else [beat.koff, beat.koff_odd]
+            for j in range(len(gather.slot)):
                 update(m, gather.slot[j], tile.slot[j], enable=load & first)
                 # The lane addresses in flip-flops, summed as the beat loads: the adders no
                 # longer sit in front of the bank schedule and the banks' read addresses.
+                lane = j % config.cols
                 summed = Signal(config.act_addr_width, name=f"lane_sum{j}")
-                m.d.comb += summed.eq(Mux(first, tile.addr[j], gather.base[j]) + beat.koff)
+                m.d.comb += summed.eq(Mux(first, tile.addr[lane], gather.base[lane])
+                                      + offsets[j // config.cols])
                 update(m, gather.addr[j], summed, enable=load)
                 banks_next.append(Mux(load, summed[:bb], gather.addr[j][:bb]))
             # The hits the next cycle's served lanes make, loaded as those lanes are.
@@ -578,7 +658,7 @@ class WindowGenerator(wiring.Component):
             update(m, gather.base[j], tile.addr[j], enable=load & first)
         if not config.pipeline_registers:      # else summed into the addresses at load
             update(m, gather.koff, beat.koff, enable=load)
-        if config.pair_products:
+        if config.pair_products and not config.pipeline_registers:
             update(m, gather.koff_odd, beat.koff + self.regs.in_cstride, enable=load)
         update(m, gather.waddr, beat.waddr, enable=load)
         update(m, gather.last, beat.last, enable=load)

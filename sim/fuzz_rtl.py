@@ -30,9 +30,10 @@ __all__ = ["CONFIGS", "random_fitting_network", "check_network", "main"]
 #: have four activation banks per lane or the pipeline registers run depthwise layers and
 #: average pools as ``CONV diagonal`` (``diagonal_weights``) and have a result queue between
 #: the array and the writer (``result_queue_rows``: two tiles' rows, and the pipelined one
-#: three rows, so that it fills). Two have pair products (two channels a beat, two products a
-#: PE): the iCEBreaker's 16-MAC shape, broadcast, and a systolic 4x4 with two banks per lane,
-#: the diagonal mode and a result queue.
+#: three rows, so that it fills). Three have pair products (two channels a beat, two products a
+#: PE): the iCEBreaker's 16-MAC shape, broadcast; a systolic 4x4 with two banks per lane, the
+#: diagonal mode and a result queue; and the same 4x4 as the ULX3S's 128-MAC accelerator, with
+#: the pipeline registers (one bank per lane, so that a lane's two reads often share a bank).
 CONFIGS = {
     "2x8": AcceleratorConfig(),
     "3x5-requant5": AcceleratorConfig(rows=3, cols=5, requant_lanes=5, requant_latency=5,
@@ -58,6 +59,9 @@ CONFIGS = {
     "4x4-pairs-banks8": AcceleratorConfig(rows=4, cols=4, requant_lanes=2, act_bank_factor=2,
                                           weight_buffer_bytes=8 * 8192, diagonal_weights=True,
                                           result_queue_rows=8, pair_products=True),
+    "4x4-pairs-pipelined": AcceleratorConfig(rows=4, cols=4, requant_lanes=2, pipeline_registers=True,
+                                             weight_buffer_bytes=8 * 8192, diagonal_weights=True,
+                                             result_queue_rows=3, pair_products=True),
 }
 
 

@@ -109,19 +109,17 @@ def test_a_pair_stand_in_refuses_operands_it_cannot_double(board, tmp_path, caps
     assert not (tmp_path / "out").exists()
 
 
-def test_pair_products_with_pipeline_registers_are_refused_before_anything_is_built(tmp_path, capsys):
-    """The ULX3S's pipeline registers with pair products: the window's bank schedule is not built
-    for them. synth refuses in one line, exit 2, nothing written; the Accelerator raises the same
-    before it makes any unit."""
-    from fpganet.config import ConfigError
-    from fpganet.hdl.accelerator import Accelerator
-    status = board_build.main(["--board", "ulx3s", "--pair-products", "yes", "-o", str(tmp_path / "out")])
-    assert status == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "pair_products with pipeline_registers is not built" in err[0], err
-    assert not (tmp_path / "out").exists()
-    with pytest.raises(ConfigError, match="pair_products with pipeline_registers"):
-        Accelerator(BOARDS["ulx3s"].default_config.replace(pair_products=True))
+def test_the_ulx3s_accelerator_takes_pair_products():
+    """The ULX3S's whole accelerator (the pipeline registers) with pair products: buildable, 128
+    MACs a cycle on 128 MULT18X18D, two a PE."""
+    from amaranth.back import rtlil
+
+    spec = BOARDS["ulx3s"]
+    config = board_config(spec, pair_products=True)
+    board_build.check_buildable(spec, config)
+    assert config.pipeline_registers and board_build.macs_per_cycle(config, spec.default_core) == 128
+    text = rtlil.convert(spec.default_core(config), name="top")
+    assert text.count("cell \\MULT18X18D ") == 128
 
 
 def test_board_defaults_and_overrides():

@@ -23,8 +23,11 @@ def brute_force_costs(regs, config, pool):
     for g in range(groups):
         addresses, valid = engine_read_addresses(regs, g, act_bytes)
         for t in range(tiles):
-            for k in range(addresses.shape[1]):
-                B[g, t] += max(1, np.bincount(addresses[t, k][valid[t]] % banks, minlength=1).max())
+            for k, second in _beats(regs, config):
+                reads = addresses[t, k][valid[t]]
+                if second:
+                    reads = np.concatenate([reads, (reads + regs[Reg.IN_CSTRIDE]) % act_bytes])
+                B[g, t] += max(1, np.bincount(reads % banks, minlength=1).max())
             _, _, out_off = engine_lanes(regs, t)
             for i in range(rows):
                 live = pool or g * rows + i < regs[Reg.M]
@@ -36,19 +39,32 @@ def brute_force_costs(regs, config, pool):
     return B, W
 
 
+def _beats(regs, config):
+    """``(k, second)`` for each beat of a tile: its kernel step ``k`` (channel-major) and whether
+    it reads each lane's byte ``IN_CSTRIDE`` on too: with pair products, channel ``c + 1`` of
+    the pair, and with the pipeline registers also past the last channel of an odd ``K_C > 1``."""
+    k_c, positions = regs[Reg.K_C], regs[Reg.K_H] * regs[Reg.K_W]
+    if not config.pair_products:
+        return [(k, False) for k in range(k_c * positions)]
+    return [(c * positions + p, c + 1 < k_c or (config.pipeline_registers and k_c > 1))
+            for c in range(0, k_c, 2) for p in range(positions)]
+
+
 @pytest.mark.parametrize("seed", range(12))
-def test_tile_costs_equal_a_brute_force_count(seed):
+@pytest.mark.parametrize("pairs", ["single", "pairs", "pipelined pairs"])
+def test_tile_costs_equal_a_brute_force_count(seed, pairs):
     rng = np.random.default_rng(seed)
     rows, cols = int(rng.integers(1, 5)), int(rng.choice([2, 4, 5, 8]))
     R = int(rng.choice([d for d in range(1, cols + 1) if cols % d == 0]))
-    config = AcceleratorConfig(rows=rows, cols=cols, requant_lanes=R, act_buffer_bytes=2048)
+    config = AcceleratorConfig(rows=rows, cols=cols, requant_lanes=R, act_buffer_bytes=2048,
+                               pair_products=pairs != "single", pipeline_registers=pairs == "pipelined pairs")
     regs = {reg: 0 for reg in Reg}
     lanes = int(rng.integers(1, cols + 1))
     npix = int(rng.integers(1, 30))
     regs.update({
         Reg.IN_BASE: int(rng.integers(0, 4096)), Reg.IN_PITCH: int(rng.integers(1, 40)),
         Reg.IN_CSTRIDE: int(rng.integers(0, 500)), Reg.IN_GSTEP: int(rng.integers(0, 300)),
-        Reg.K_C: int(rng.integers(1, 3)), Reg.K_H: int(rng.integers(1, 4)), Reg.K_W: int(rng.integers(1, 4)),
+        Reg.K_C: int(rng.integers(1, 4)), Reg.K_H: int(rng.integers(1, 4)), Reg.K_W: int(rng.integers(1, 4)),
         Reg.IN_ROWSTEP: int(rng.integers(1, 120)), Reg.STRIDE_X: int(rng.integers(1, 4)),
         Reg.OUT_W: int(rng.integers(1, 9)), Reg.NPIX: npix, Reg.LANES: lanes,
         Reg.TILES: -(-npix // lanes) + int(rng.integers(0, 2)), Reg.GROUPS: int(rng.integers(1, 4)),

@@ -14,7 +14,7 @@ NETWORKS_PER_CONFIG = 20
 
 
 @pytest.mark.parametrize("name", ["2x8", "3x5-requant5", "8x2-broadcast", "8x2-broadcast-mult3",
-                                  "2x8-pipelined", "4x2-pairs-broadcast"])
+                                  "2x8-pipelined", "4x2-pairs-broadcast", "4x4-pairs-pipelined"])
 def test_random_networks_on_rtl_match_golden(name):
     config = CONFIGS[name]
     build = build_harness(config, sim="verilator")
@@ -25,12 +25,12 @@ def test_random_networks_on_rtl_match_golden(name):
 
 
 @pytest.mark.parametrize("name", ["2x8", "4x4-banks16", "4x4-banks16-mult1", "2x8-pipelined",
-                                  "4x4-pairs-banks8"])
+                                  "4x4-pairs-banks8", "4x4-pairs-pipelined"])
 def test_random_graph_networks_on_rtl_match_golden(name):
     """DAGs: residual adds, depthwise and grouped convs, average pools, as CONVs with
     block-diagonal weights (or, with diagonal_weights, depthwise layers and average pools as
     CONV diagonal); four activation banks per lane and 1-bit multipliers; the pipeline
-    registers; pair products."""
+    registers; pair products, also with the pipeline registers."""
     config = CONFIGS[name]
     build = build_harness(config, sim="verilator")
     rng = np.random.default_rng(2027)

@@ -155,7 +155,8 @@ class AcceleratorConfig:
         each PE adds ``a0*b0 + a1*b1`` to its sum: ``2 x rows x cols`` MACs a cycle with the
         accumulators of ``rows x cols`` PEs. A ``CONV`` takes ``ceil(K_C / 2) * K_H * K_W``
         beats a tile, each lane gathering two bytes (the odd channel's ``IN_CSTRIDE`` further
-        on; not read past ``K_C``); a weight word holds two bytes per row
+        on; not read past ``K_C``, but with :attr:`pipeline_registers` when ``K_C > 1``, the
+        window's one bank schedule a tile); a weight word holds two bytes per row
         (:attr:`weight_word_bytes`); the PE takes a cycle more (:attr:`pe_latency`). ``POOL``
         is unchanged (its ``K_C`` is 1). The numerics are the same.
     clock_hz : float

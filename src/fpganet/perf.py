@@ -27,7 +27,8 @@ numbers per tile ``t`` (tiles in ``(g, t)`` order):
   in_off are congruent modulo act_banks)``; with ``config.pair_products`` a beat's reads are
   each valid lane's two (``in_off`` and ``in_off + IN_CSTRIDE``) in the ``K_C // 2`` pairs
   of channels of each kernel position and its one in the odd ``K_C``'s last channel
-  (:func:`engine_beats` beats in all);
+  (:func:`engine_beats` beats in all), or with ``config.pipeline_registers`` two in that
+  last channel too when ``K_C > 1`` (one bank schedule serves the tile);
 * ``W_t``, write cycles: the sum over its result rows (``rows`` for ``CONV``, 1
   for ``POOL``) and over each row's ``ceil(LANES / requant_lanes)`` lane groups of
   ``max(1, most written lanes of the group in one bank)`` (written: valid pixel,
@@ -133,8 +134,12 @@ def gather_cycles(regs, config):
     if not config.pair_products:
         return engine_beats(regs, config) * beat
     positions, k_c = regs[Reg.K_H] * regs[Reg.K_W], regs[Reg.K_C]
+    if k_c == 1:
+        return positions * beat
     both = np.concatenate([in_off, in_off + regs[Reg.IN_CSTRIDE]], axis=1) % n_banks
     pair = _max_per_bank(both, np.concatenate([valid, valid], axis=1), n_banks)
+    if config.pipeline_registers:       # one schedule a tile: the last odd channel reads two too
+        return engine_beats(regs, config) * pair
     return positions * (k_c // 2 * pair + k_c % 2 * beat)
 
 

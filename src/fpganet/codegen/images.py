@@ -350,7 +350,8 @@ def engine_conflicts(program, config):
     """Bank conflicts of every CONV/POOL of a program, measured from its words alone.
 
     Registers are followed through the program in order (LOOP not taken), and each engine
-    instruction's read addresses come from :func:`fpganet.isasim.engine_read_addresses`.
+    instruction's read addresses come from :func:`fpganet.isasim.engine_read_addresses`
+    (with ``config.pair_products`` two channels a beat: :func:`_beat_reads`).
 
     Returns
     -------
@@ -372,13 +373,38 @@ def engine_conflicts(program, config):
             for group in range(1 if same else groups):
                 addresses, valid = engine_read_addresses({**regs, Reg.K_C: k_c}, group,
                                                          config.act_buffer_bytes)
-                e, c = beat_extra_cycles(addresses, valid, config.act_banks)
                 weight = groups if same else 1
-                extra, conflicted = extra + weight * e, conflicted + weight * c
-                beats += weight * int(valid.any(axis=1).sum()) * addresses.shape[1]
+                for beat_addresses, beat_valid in _beat_reads(addresses, valid, regs, k_c, config):
+                    e, c = beat_extra_cycles(beat_addresses, beat_valid, config.act_banks)
+                    extra, conflicted = extra + weight * e, conflicted + weight * c
+                    beats += weight * int(valid.any(axis=1).sum()) * beat_addresses.shape[1]
             result.append({"pc": pc, "opcode": instruction.opcode.name, "beats": beats,
                            "extra_cycles": extra, "conflicted_beats": conflicted})
     return result
+
+
+def _beat_reads(addresses, valid, regs, k_c, config):
+    """The reads of an engine instruction's beats, as ``(addresses, valid)`` pairs of
+    :func:`beat_extra_cycles`' arguments: every beat one byte a lane, or with
+    ``config.pair_products`` two, channels ``c`` and ``c + 1`` (``IN_CSTRIDE`` on), and the
+    beats of an odd ``K_C``'s last channel one (two with ``config.pipeline_registers``: the
+    byte past it is read too)."""
+    if not config.pair_products or k_c == 1:
+        return [(addresses, valid)]
+    tiles, _, lanes = addresses.shape
+    by_channel = addresses.reshape(tiles, k_c, -1, lanes)
+    pairs = k_c // 2
+    even, odd = by_channel[:, 0:2 * pairs:2], by_channel[:, 1:2 * pairs:2]
+    reads = [(np.concatenate([even, odd], axis=3).reshape(tiles, -1, 2 * lanes),
+              np.concatenate([valid, valid], axis=1))]
+    if k_c % 2:
+        last = by_channel[:, -1]
+        if config.pipeline_registers:
+            past = (last + regs[Reg.IN_CSTRIDE]) % config.act_buffer_bytes
+            reads.append((np.concatenate([last, past], axis=2), np.concatenate([valid, valid], axis=1)))
+        else:
+            reads.append((last, valid))
+    return reads
 
 
 def build_images(net, n_images=1, config=None, batch=1):

@@ -105,11 +105,17 @@ class FeatureMap:
     def padded(self):
         return any(self.pads)
 
-    def set_pitch(self, pitch):
+    def packed_cstride(self, pitch):
+        """The channel stride of tightly packed channels at ``pitch`` (the last row's pitch
+        slack is not needed)."""
+        return (self.padded_h - 1) * int(pitch) + self.padded_w
+
+    def set_pitch(self, pitch, cstride_slack=0):
+        # Channels only share a beat at the same (y, x): one channel a beat, cstride does not
+        # change bank conflicts and the channels are packed; with pair products a beat reads
+        # channels c and c + 1, and ``cstride_slack`` bytes more move c + 1's banks.
         self.pitch = int(pitch)
-        # Channels only ever share a beat at the same (y, x), so cstride does not change bank
-        # conflicts: pack the channels tightly (the last row's pitch slack is not needed).
-        self.cstride = (self.padded_h - 1) * self.pitch + self.padded_w
+        self.cstride = self.packed_cstride(pitch) + int(cstride_slack)
 
     @property
     def image_span(self):
@@ -654,15 +660,20 @@ def _batch_steps(steps, batch):
 
 # Pitch search ------------------------------------------------------------------------------
 
-def _read_cost(step, pitch, config):
-    """Bank-conflict cycles of ``step``'s reads from a source map of ``pitch`` (all groups)."""
-    if step.lanes == 1 or step.batched or step.kind == "add":
+def _read_cost(step, pitch, config, cstride=0):
+    """Bank-conflict cycles of ``step``'s reads from a source map of ``pitch`` and, with
+    ``config.pair_products``, channel stride ``cstride`` (all groups)."""
+    if step.batched or step.kind == "add":
         # A batched dense layer's lanes are images: they differ by the image stride, not the
         # pitch; an add's lanes read consecutive bytes.
         return 0
-    regs = step.read_regs(pitch)
-    if step.rows_as_channels:
-        # A beat reads two kernel rows, a pitch apart: the pitch decides their banks too.
+    pair_reads = config.pair_products and step.walk[0] > 1
+    if step.lanes == 1 and not pair_reads:
+        return 0
+    regs = step.read_regs(pitch, cstride=cstride)
+    if pair_reads:
+        # A beat reads two channels of the walk, IN_CSTRIDE apart (two kernel rows, a pitch
+        # apart, with rows_as_channels): their banks count too.
         tiles = gather_cycles(regs, config)
         return int(tiles.sum() - tiles.size * engine_beats(regs, config)) * step.groups(config.rows)
     regs[Reg.K_C] = 1                # every channel repeats channel 0's bank pattern, shifted
@@ -683,7 +694,9 @@ def _write_cost(step, pitch, config):
 def _choose_pitches(steps, maps, config, search):
     """Pitch of every stored map: its direct readers' reads plus the producer's writes, fewest
     conflict cycles, then the smallest pitch; ``search=False``: the smallest pitch. Maps an add
-    ties together get one pitch, chosen for all of them."""
+    ties together get one pitch, chosen for all of them. With ``config.pair_products`` the
+    channel stride too: packed, or up to ``act_banks - 1`` bytes more (the same for the tied
+    maps), fewest conflict cycles, then the fewest bytes."""
     readers, producers = {}, {id(step.dst): step for step in steps}
     for step in steps:
         for source in step.sources:
@@ -704,21 +717,26 @@ def _choose_pitches(steps, maps, config, search):
                 member.set_pitch(smallest)
             continue
         best = None
+        slacks = range(config.act_banks) if config.pair_products else range(1)
         for pitch in range(smallest, smallest + config.act_banks):
-            cost = 0
-            for member in group:
-                cost += sum(_read_cost(step, pitch, config) for step in readers.get(id(member), []))
-                producer = producers.get(id(member))
-                if producer is not None:
-                    cost += _write_cost(producer, pitch, config)
+            writes = sum(_write_cost(producers[id(member)], pitch, config) for member in group
+                         if id(member) in producers)
+            at_pitch = None
+            for slack in slacks:
+                cost = writes + sum(_read_cost(step, pitch, config, member.packed_cstride(pitch) + slack)
+                                    for member in group for step in readers.get(id(member), []))
+                if at_pitch is None or cost < at_pitch[0]:
+                    at_pitch = (cost, pitch, slack)
+                if cost == 0:
+                    break
             for member in costed:
-                member.pitch_costs[pitch] = cost
-            if best is None or cost < best[0]:
-                best = (cost, pitch)
-            if cost == 0:
+                member.pitch_costs[pitch] = at_pitch[0]
+            if best is None or at_pitch[0] < best[0]:
+                best = at_pitch
+            if best[0] == 0:
                 break
         for member in group:
-            member.set_pitch(best[1])
+            member.set_pitch(best[1], best[2])
     for step in steps:
         if step.kind == "add":
             # The flat walk: rows pt .. pt+H-1 of the padded maps, all pitch bytes of each but
