@@ -79,8 +79,8 @@ class _Beat(NamedTuple):
     waddr: Value       # its weight word
     last: Value        # it closes its tile
     channel: Value     # diagonal_weights: bit i set when c == i
-    odd: Value         # pair_products: channel c + 1 < K_C, its lanes read
-    koff_odd: Value    # ...with the pipeline registers: the odd channel's offset, koff + IN_CSTRIDE
+    odd: Value         # pair_products without the pipeline registers: c + 1 < K_C, its lanes read
+    koff_odd: Value    # pair_products with them: the odd channel's offset, koff + IN_CSTRIDE
 
 
 def _reads_in(valid, slots, cycle):
@@ -106,7 +106,7 @@ class _Gather(NamedTuple):
     count: Value       # ...the beat's gather cycle
     final_cycle: Value # ...which is its last
     served: Value      # ...the lanes it reads (a flip-flop, loaded from the next state)
-    koff_odd: Value    # pair_products: the odd channel's kernel offset, koff + IN_CSTRIDE
+    koff_odd: Value    # pair_products without the pipeline registers: koff + IN_CSTRIDE
 
 
 class WindowGenerator(wiring.Component):
@@ -131,7 +131,7 @@ class WindowGenerator(wiring.Component):
         ``last`` closes a tile. ``valid`` never depends on ``ready``. With
         ``config.pair_products`` a beat is a pair of channels ``(c, c + 1)`` at one kernel
         position (``c`` even): ``b[j]`` holds lane ``j``'s two bytes, channel ``c`` low and
-        ``c + 1`` (``IN_CSTRIDE`` further on) high, stale where ``c + 1 == K_C``, and ``a[i]``
+        ``c + 1`` (``IN_CSTRIDE`` further on) high, arbitrary where ``c + 1 == K_C``, and ``a[i]``
         row ``i``'s two weight bytes.
     bank_addr : Out(ArrayLayout(bank_word_width, act_banks))
     bank_en : Out(1)

@@ -48,8 +48,9 @@ def test_pair_read_conflicts_agree_and_the_channel_stride_removes_them(name):
     for _ in range(100):
         images = _compiled(rng, config)
         plan, program = images.plan, images.program_for(1)
-        measured = engine_conflicts(program, config)
-        for step, entry, (opcode, regs) in zip(plan.steps, measured, _engine_registers(program)):
+        measured, registers = engine_conflicts(program, config), _engine_registers(program)
+        assert len(plan.steps) == len(measured) == len(registers)
+        for step, entry, (opcode, regs) in zip(plan.steps, measured, registers):
             # The compile report's count is the cycle model's.
             if opcode is Opcode.CONV:
                 tiles = gather_cycles(regs, config)
@@ -57,6 +58,7 @@ def test_pair_read_conflicts_agree_and_the_channel_stride_removes_them(name):
                 assert entry["extra_cycles"] == model
             if plan.pitches != "searched" or step.src.parent is not None or step.kind != "conv":
                 continue
+            assert [reader.src for reader in plan.steps].count(step.src) == 1     # a chain
             # ...and the planner's (one reader: its read conflicts, no write conflicts with one
             # requantizer lane).
             assert entry["extra_cycles"] == step.src.pitch_costs[step.src.pitch]

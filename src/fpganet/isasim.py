@@ -228,8 +228,9 @@ class Machine:
 
     def _check_unread_channel(self, diagonal, positions, pc):
         """With pair products and an odd ``K_C``, the last pair's odd channel is past ``K_C``: its
-        lanes do not read, and the array multiplies a stale byte by the weight bytes there, which
-        must be zero for the result not to depend on timing."""
+        lanes do not read (with the pipeline registers they read the byte ``IN_CSTRIDE`` past
+        channel ``K_C - 1``), and the array multiplies that stale or unrelated byte by the weight
+        bytes there, which must be zero for the result not to depend on it."""
         regs, rows = self.regs, self.config.rows
         k_c = regs[Reg.K_C]
         first = 0 if diagonal else k_c // 2 * positions
@@ -241,7 +242,7 @@ class Machine:
             high = high[:, k_c:k_c + 1] if diagonal else high
             if high.any():
                 raise IsaError(f"CONV at {pc}: the weight bytes of channel K_C = {k_c} (the odd half "
-                               f"of the last channel pair, not read) are not zero")
+                               f"of the last channel pair, past K_C) are not zero")
 
     def _pool(self):
         regs = self.regs

@@ -660,7 +660,7 @@ def _batch_steps(steps, batch):
 
 # Pitch search ------------------------------------------------------------------------------
 
-def _read_cost(step, pitch, config, cstride=0):
+def _read_cost(step, pitch, config, cstride):
     """Bank-conflict cycles of ``step``'s reads from a source map of ``pitch`` and, with
     ``config.pair_products``, channel stride ``cstride`` (all groups)."""
     if step.batched or step.kind == "add":
@@ -694,9 +694,10 @@ def _write_cost(step, pitch, config):
 def _choose_pitches(steps, maps, config, search):
     """Pitch of every stored map: its direct readers' reads plus the producer's writes, fewest
     conflict cycles, then the smallest pitch; ``search=False``: the smallest pitch. Maps an add
-    ties together get one pitch, chosen for all of them. With ``config.pair_products`` the
-    channel stride too: packed, or up to ``act_banks - 1`` bytes more (the same for the tied
-    maps), fewest conflict cycles, then the fewest bytes."""
+    ties together get one pitch, chosen for all of them. With ``config.pair_products`` and a
+    reader whose beats read two channels, the channel stride too: packed, or up to
+    ``act_banks - 1`` bytes more (the same for the tied maps); fewest conflict cycles, then the
+    smallest pitch, then the smallest channel stride."""
     readers, producers = {}, {id(step.dst): step for step in steps}
     for step in steps:
         for source in step.sources:
@@ -717,7 +718,9 @@ def _choose_pitches(steps, maps, config, search):
                 member.set_pitch(smallest)
             continue
         best = None
-        slacks = range(config.act_banks) if config.pair_products else range(1)
+        pair_read = config.pair_products and any(step.walk[0] > 1 and step.kind != "add"
+                                                 for member in group for step in readers.get(id(member), []))
+        slacks = range(config.act_banks) if pair_read else range(1)
         for pitch in range(smallest, smallest + config.act_banks):
             writes = sum(_write_cost(producers[id(member)], pitch, config) for member in group
                          if id(member) in producers)
