@@ -33,8 +33,8 @@ __all__ = ["COUNT_WIDTH", "LOOP_COUNT_WIDTH", "register_widths", "register_layou
            "registered_wrap", "count_down", "update"]
 
 
-def update(m, register, value, *, enable, reset=None):
-    """``register <= 0`` on ``reset``, else ``value`` when ``enable``.
+def update(m, register, value, *, enable, reset=None, reset_value=0):
+    """``register <= reset_value`` (0 unless given) on ``reset``, else ``value`` when ``enable``.
 
     Written this way, a register maps onto flip-flops with synchronous reset and enable
     instead of a chain of multiplexers. ``register`` and ``value`` may be views.
@@ -42,7 +42,7 @@ def update(m, register, value, *, enable, reset=None):
     register, value = Value.cast(register), Value.cast(value)
     if reset is not None:
         with m.If(reset):
-            m.d.sync += register.eq(0)
+            m.d.sync += register.eq(reset_value)
         with m.Elif(enable):
             m.d.sync += register.eq(value)
     else:

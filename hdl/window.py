@@ -251,16 +251,16 @@ class WindowGenerator(wiring.Component):
         multiple of the banks)."""
         regs, bb = self.regs, self.config.bank_bits
         self._odd_reads, self._odd_same_bank = Signal(), Signal()
+        odd_reads = regs.k_c != 1
         with m.If(self._start):
-            m.d.sync += [self._odd_reads.eq(regs.k_c != 1),
-                         self._odd_same_bank.eq((regs.k_c != 1) & (regs.in_cstride[:bb] == 0))]
+            m.d.sync += [self._odd_reads.eq(odd_reads),
+                         self._odd_same_bank.eq(odd_reads & (regs.in_cstride[:bb] == 0))]
 
-    def _read_lanes(self, valid):
-        """The reads of a beat whose lanes ``valid`` read: each lane's, then with pair products
-        and the pipeline registers each lane's odd channel's (reads ``cols + j``)."""
-        if self._odd_reads is None:
-            return valid
-        return Cat(valid, Mux(self._odd_reads, valid, 0))
+    @staticmethod
+    def _read_lanes(valid, odd):
+        """The reads of a beat whose lanes ``valid`` read: each lane's, then, with pair products
+        (``odd`` not None), each lane's odd channel's where ``odd`` (reads ``cols + j``)."""
+        return valid if odd is None else Cat(valid, Mux(odd, valid, 0))
 
     def _lane_walker(self, m, *, stall, running, start_walk):
         """The lane walker: the lane addresses and validity of the next tile, one lane a cycle.
@@ -474,12 +474,12 @@ class WindowGenerator(wiring.Component):
         group_done = Signal()
         kx_wrap = count_down(m, kx, regs.k_w, restart=start, step=load)
         ky_wrap = count_down(m, ky, regs.k_h, restart=start, step=load & kx_wrap)
-        # Channels left, two a beat with pair products: the last beat has one or two, the odd
-        # one read if two.
+        # Channels left, two a beat with pair products: the last beat has one or two; without the
+        # pipeline registers its odd one is read only if two.
         pairs = config.pair_products
         kc_wrap = count_down(m, kc, regs.k_c, restart=start, step=load & kx_wrap & ky_wrap,
                              by=config.products_per_pe)
-        odd = kc != 1 if pairs else None
+        odd = kc != 1 if pairs and not config.pipeline_registers else None
         m.d.comb += [
             beat_last.eq(kx_wrap & ky_wrap & kc_wrap),
             tile_done.eq(load & beat_last),
@@ -491,7 +491,7 @@ class WindowGenerator(wiring.Component):
         koff = self._kernel_offset(m, **walk)
         # With the pipeline registers the odd channel's offset in registers of its own, so that
         # the gather stage sums each lane's two addresses with one adder each.
-        koff_odd = (self._kernel_offset(m, **walk, origin=regs.in_cstride)
+        koff_odd = (self._kernel_offset(m, **walk, origin=regs.in_cstride, suffix="_odd")
                     if self._odd_reads is not None else None)
         next_wbase = wbase + regs.w_gstep
         # At a tile's last beat the weight address goes back to the group's first word, or on
@@ -521,12 +521,11 @@ class WindowGenerator(wiring.Component):
                 m.d.sync += finished.eq(1)
         return _Beat(koff, waddr, beat_last, channel, odd, koff_odd)
 
-    def _kernel_offset(self, m, *, load, restart, kx_wrap, ky_wrap, origin=None):
+    def _kernel_offset(self, m, *, load, restart, kx_wrap, ky_wrap, origin=0, suffix=""):
         """``origin + c*IN_CSTRIDE + ky*IN_PITCH + kx`` of the next beat as running sums (the
-        channel, row and offset registers; ``restart`` sets them to ``origin``, else 0), ``c``
-        stepping two channels a beat with pair products."""
+        channel, row and offset registers, named with ``suffix``; ``restart`` sets them to
+        ``origin``), ``c`` stepping two channels a beat with pair products."""
         regs, aw = self.regs, self.config.act_addr_width
-        suffix = "" if origin is None else "_odd"
         koff = Signal(aw, name=f"koff{suffix}")
         krow = Signal(aw, name=f"krow{suffix}")
         kchan = Signal(aw, name=f"kchan{suffix}")
@@ -535,13 +534,7 @@ class WindowGenerator(wiring.Component):
         for register, value, enable in ((koff, Mux(kx_wrap, next_row, koff + 1), load),
                                         (krow, next_row, load & kx_wrap),
                                         (kchan, next_chan, load & kx_wrap & ky_wrap)):
-            if origin is None:
-                update(m, register, value, enable=enable, reset=restart)
-            else:
-                with m.If(restart):
-                    m.d.sync += register.eq(origin)
-                with m.Elif(enable):
-                    m.d.sync += register.eq(value)
+            update(m, register, value, enable=enable, reset=restart, reset_value=origin)
         return koff
 
     def _gather(self, m, *, stall, s1_full):
@@ -625,7 +618,8 @@ class WindowGenerator(wiring.Component):
             # The lanes read in the next cycle, from the next state of the stage, the count
             # and the schedule (``load`` implies ``~stall``): the schedule's compare is no
             # longer in front of the banks' read-address multiplexers.
-            tile_reads, gather_reads = self._read_lanes(tile.valid), self._read_lanes(gather.tvalid)
+            tile_reads = self._read_lanes(tile.valid, self._odd_reads)
+            gather_reads = self._read_lanes(gather.tvalid, self._odd_reads)
             following = Mux(load, Mux(first, _reads_in(tile_reads, tile.slot, 0),
                                       _reads_in(gather_reads, gather.slot, 0)),
                             Mux(s1_full & ~gather.done,
@@ -649,9 +643,7 @@ class WindowGenerator(wiring.Component):
             for row, row_next in zip(gather.hits, bank_hits(config, banks_next, following)):
                 update(m, Cat(row), Cat(row_next), enable=~stall, reset=self._start)
         else:
-            lanes = Mux(first, tile.valid, gather.tvalid)
-            if config.pair_products:
-                lanes = Cat(lanes, Mux(beat.odd, lanes, 0))
+            lanes = self._read_lanes(Mux(first, tile.valid, gather.tvalid), beat.odd)
             update(m, gather.pend, Mux(load, lanes, gather.remaining), enable=~stall & (load | s1_full))
         update(m, gather.tvalid, tile.valid, enable=load & first)
         for j in range(config.cols):

@@ -26,9 +26,9 @@ numbers per tile ``t`` (tiles in ``(g, t)`` order):
   addresses by a common offset, so this is ``K * max(1, most valid lanes whose
   in_off are congruent modulo act_banks)``; with ``config.pair_products`` a beat's reads are
   each valid lane's two (``in_off`` and ``in_off + IN_CSTRIDE``) in the ``K_C // 2`` pairs
-  of channels of each kernel position and its one in the odd ``K_C``'s last channel
-  (:func:`engine_beats` beats in all), or with ``config.pipeline_registers`` two in that
-  last channel too when ``K_C > 1`` (one bank schedule serves the tile);
+  of channels of each kernel position and its one in the odd ``K_C``'s last channel, or with
+  ``config.pipeline_registers`` two in that last channel too when ``K_C > 1`` (one bank
+  schedule serves the tile): :func:`pair_beats`;
 * ``W_t``, write cycles: the sum over its result rows (``rows`` for ``CONV``, 1
   for ``POOL``) and over each row's ``ceil(LANES / requant_lanes)`` lane groups of
   ``max(1, most written lanes of the group in one bank)`` (written: valid pixel,
@@ -77,7 +77,7 @@ from fpganet.config import AcceleratorConfig
 from fpganet.isa import Opcode, Reg, decode, empty_walk, register_overflow
 
 __all__ = ["ProgramError", "InstructionCycles", "ProgramCycles", "check_registers", "engine_beats",
-           "engine_cycles", "gather_cycles",
+           "engine_cycles", "gather_cycles", "pair_beats",
            "engine_tile_costs", "fill_runs", "instruction_cycles", "program_cycles", "layer_summaries",
            "STAMP_CYCLES"]
 
@@ -125,22 +125,34 @@ def _tile_lanes(regs):
     return n < regs[Reg.NPIX], oy, ox
 
 
+def pair_beats(regs, config):
+    """``(two, one)``: the beats of a tile whose lanes read two bytes, channels ``c`` and
+    ``c + 1`` (``IN_CSTRIDE`` on), and those whose lanes read one. Without pair products, or
+    with ``K_C`` 1, every beat reads one; with them the ``K_C // 2`` channel pairs of each
+    kernel position read two, and an odd ``K_C``'s last channel one, or with
+    ``config.pipeline_registers`` two as well (the window's one bank schedule a tile: the byte
+    past channel ``K_C - 1`` is read and meets weights of 0)."""
+    beats = engine_beats(regs, config)
+    k_c = regs[Reg.K_C]
+    if not config.pair_products or k_c == 1:
+        return 0, beats
+    if config.pipeline_registers:
+        return beats, 0
+    positions = regs[Reg.K_H] * regs[Reg.K_W]
+    return k_c // 2 * positions, k_c % 2 * positions
+
+
 def gather_cycles(regs, config):
     """``B``: the window's gather cycles of each tile (``[TILES]``, the same in every group)."""
     n_banks = config.act_banks
     valid, oy, ox = _tile_lanes(regs)
     in_off = oy * regs[Reg.IN_ROWSTEP] + ox * regs[Reg.STRIDE_X]
-    beat = _max_per_bank(in_off % n_banks, valid, n_banks)
-    if not config.pair_products:
-        return engine_beats(regs, config) * beat
-    positions, k_c = regs[Reg.K_H] * regs[Reg.K_W], regs[Reg.K_C]
-    if k_c == 1:
-        return positions * beat
-    both = np.concatenate([in_off, in_off + regs[Reg.IN_CSTRIDE]], axis=1) % n_banks
-    pair = _max_per_bank(both, np.concatenate([valid, valid], axis=1), n_banks)
-    if config.pipeline_registers:       # one schedule a tile: the last odd channel reads two too
-        return engine_beats(regs, config) * pair
-    return positions * (k_c // 2 * pair + k_c % 2 * beat)
+    two, one = pair_beats(regs, config)
+    cycles = one * _max_per_bank(in_off % n_banks, valid, n_banks)
+    if two:
+        both = np.concatenate([in_off, in_off + regs[Reg.IN_CSTRIDE]], axis=1) % n_banks
+        cycles = cycles + two * _max_per_bank(both, np.concatenate([valid, valid], axis=1), n_banks)
+    return cycles
 
 
 def engine_tile_costs(regs, config, pool, *, rows=False):

@@ -17,7 +17,8 @@ from ..errors import FpganetError
 from ..isa import (INSTRUCTION_BITS, LOOP_COUNT_WIDTH, PARAM_BITS, STAMP_BYTES, HostSpace,
                    Instruction, Opcode, Reg, decode, encode, host_memory_words, host_word_bytes)
 from ..isasim import engine_read_addresses
-from .plan import beat_extra_cycles, capacity_error, plan_network
+from ..perf import pair_beats
+from .plan import capacity_error, plan_network
 from .program import generate, param_image, weight_image
 
 __all__ = ["MemoryImages", "StreamLayout", "build_images", "read_images", "NoProgramError", "engine_conflicts",
@@ -346,6 +347,37 @@ class MemoryImages:
 
 # Build -------------------------------------------------------------------------------------
 
+def _beat_extra_cycles(addresses, valid, banks):
+    """Bank-conflict cycles of engine beats.
+
+    Parameters
+    ----------
+    addresses : numpy.ndarray
+        ``[TILES, K, LANES]`` activation addresses (:func:`fpganet.isasim.engine_read_addresses`).
+    valid : numpy.ndarray
+        ``[TILES, LANES]`` valid lanes.
+    banks : int
+        ``act_banks``.
+
+    Returns
+    -------
+    extra : int
+        Cycles beyond one per beat: a beat whose valid lanes put up to ``m`` addresses in one
+        bank takes ``m`` cycles (lanes sharing a bank are read in successive cycles).
+    conflicted : int
+        Beats that take more than one cycle.
+    """
+    tiles, k, lanes = addresses.shape
+    if tiles == 0 or k == 0 or banks == 1 and lanes == 1:
+        return 0, 0
+    mask = np.broadcast_to(valid[:, None, :], addresses.shape)
+    beat = np.broadcast_to(np.arange(tiles * k).reshape(tiles, k, 1), addresses.shape)
+    counts = np.bincount((beat[mask] * banks + addresses[mask] % banks), minlength=tiles * k * banks)
+    worst = counts.reshape(tiles * k, banks).max(axis=1)
+    worst = worst[worst > 0]
+    return int((worst - 1).sum()), int((worst > 1).sum())
+
+
 def engine_conflicts(program, config):
     """Bank conflicts of every CONV/POOL of a program, measured from its words alone.
 
@@ -375,7 +407,7 @@ def engine_conflicts(program, config):
                                                          config.act_buffer_bytes)
                 weight = groups if same else 1
                 for beat_addresses, beat_valid in _beat_reads(addresses, valid, regs, k_c, config):
-                    e, c = beat_extra_cycles(beat_addresses, beat_valid, config.act_banks)
+                    e, c = _beat_extra_cycles(beat_addresses, beat_valid, config.act_banks)
                     extra, conflicted = extra + weight * e, conflicted + weight * c
                     beats += weight * int(valid.any(axis=1).sum()) * beat_addresses.shape[1]
             result.append({"pc": pc, "opcode": instruction.opcode.name, "beats": beats,
@@ -385,25 +417,21 @@ def engine_conflicts(program, config):
 
 def _beat_reads(addresses, valid, regs, k_c, config):
     """The reads of an engine instruction's beats, as ``(addresses, valid)`` pairs of
-    :func:`beat_extra_cycles`' arguments: every beat one byte a lane, or with
-    ``config.pair_products`` two, channels ``c`` and ``c + 1`` (``IN_CSTRIDE`` on), and the
-    beats of an odd ``K_C``'s last channel one (two with ``config.pipeline_registers``: the
-    byte past it is read too)."""
-    if not config.pair_products or k_c == 1:
+    :func:`_beat_extra_cycles`' arguments: each lane's byte, and in the beats that
+    :func:`fpganet.perf.pair_beats` counts as reading two, its byte ``IN_CSTRIDE`` on (channel
+    ``c + 1``; past an odd ``K_C``'s last channel, the byte there)."""
+    two, _ = pair_beats({**regs, Reg.K_C: k_c}, config)
+    if not two:
         return [(addresses, valid)]
     tiles, _, lanes = addresses.shape
     by_channel = addresses.reshape(tiles, k_c, -1, lanes)
-    pairs = k_c // 2
-    even, odd = by_channel[:, 0:2 * pairs:2], by_channel[:, 1:2 * pairs:2]
-    reads = [(np.concatenate([even, odd], axis=3).reshape(tiles, -1, 2 * lanes),
-              np.concatenate([valid, valid], axis=1))]
     if k_c % 2:
-        last = by_channel[:, -1]
-        if config.pipeline_registers:
-            past = (last + regs[Reg.IN_CSTRIDE]) % config.act_buffer_bytes
-            reads.append((np.concatenate([last, past], axis=2), np.concatenate([valid, valid], axis=1)))
-        else:
-            reads.append((last, valid))
+        past = (by_channel[:, -1:] + regs[Reg.IN_CSTRIDE]) % config.act_buffer_bytes
+        by_channel = np.concatenate([by_channel, past], axis=1)
+    pairs = np.concatenate([by_channel[:, 0::2], by_channel[:, 1::2]], axis=3).reshape(tiles, -1, 2 * lanes)
+    reads = [(pairs[:, :two], np.concatenate([valid, valid], axis=1))]
+    if two < pairs.shape[1]:        # the last channel alone
+        reads.append((by_channel[:, -2], valid))
     return reads
 
 

@@ -7,8 +7,8 @@ The plan decides, for an :class:`~fpganet.config.AcceleratorConfig`:
 * the **layout** of every stored feature map in the activation buffer: padding
   (for the consumer: a conv's pads hold ``zp_in``, a padded max-pool's hold
   -128), ``pitch`` (chosen from ``act_banks`` candidates to minimise the bank
-  conflicts of the consumer's reads and the producer's writes, measured on
-  :func:`fpganet.isasim.engine_read_addresses`) and ``cstride``;
+  conflicts of the consumer's reads and the producer's writes, as the cycle model counts
+  them: :func:`fpganet.perf.gather_cycles`) and ``cstride`` (with pair products chosen too);
 * the **allocation** (base address) of every map: disjoint if everything fits,
   else by liveness (a map's bytes are reused once it is dead), and whether a
   map's border is filled once before the image loop or again every image;
@@ -33,12 +33,11 @@ import numpy as np
 from ..config import AcceleratorConfig
 from ..errors import FpganetError
 from ..isa import Reg
-from ..isasim import engine_read_addresses
-from ..perf import engine_beats, gather_cycles
+from ..perf import engine_beats, gather_cycles, pair_beats
 from ..qnet import NETWORK_INPUT, QAdd, QAvgPool, QConv, QMaxPool, QReshape, output_zero_point
 
 __all__ = ["FeatureMap", "Step", "Plan", "plan_network", "smallest_act_bytes", "ATTEMPTS",
-           "beat_extra_cycles", "write_extra_cycles", "capacity_error", "POOL_PAD_VALUE", "COUNT_LIMIT",
+           "write_extra_cycles", "capacity_error", "POOL_PAD_VALUE", "COUNT_LIMIT",
            "channel_tile"]
 
 #: Border value before a padded max-pool: the int8 minimum never wins a window (pads < kernel).
@@ -275,37 +274,6 @@ class Step:
                 Reg.IN_ROWSTEP: self.stride[0] * pitch, Reg.STRIDE_X: self.stride[1],
                 Reg.OUT_W: self.out_hw[1], Reg.NPIX: self.npix, Reg.LANES: self.lanes,
                 Reg.TILES: self.tiles}
-
-
-def beat_extra_cycles(addresses, valid, banks):
-    """Bank-conflict cycles of engine beats.
-
-    Parameters
-    ----------
-    addresses : numpy.ndarray
-        ``[TILES, K, LANES]`` activation addresses (:func:`fpganet.isasim.engine_read_addresses`).
-    valid : numpy.ndarray
-        ``[TILES, LANES]`` valid lanes.
-    banks : int
-        ``act_banks``.
-
-    Returns
-    -------
-    extra : int
-        Cycles beyond one per beat: a beat whose valid lanes put up to ``m`` addresses in one
-        bank takes ``m`` cycles (lanes sharing a bank are read in successive cycles).
-    conflicted : int
-        Beats that take more than one cycle.
-    """
-    tiles, k, lanes = addresses.shape
-    if tiles == 0 or k == 0 or banks == 1 and lanes == 1:
-        return 0, 0
-    mask = np.broadcast_to(valid[:, None, :], addresses.shape)
-    beat = np.broadcast_to(np.arange(tiles * k).reshape(tiles, k, 1), addresses.shape)
-    counts = np.bincount((beat[mask] * banks + addresses[mask] % banks), minlength=tiles * k * banks)
-    worst = counts.reshape(tiles * k, banks).max(axis=1)
-    worst = worst[worst > 0]
-    return int((worst - 1).sum()), int((worst > 1).sum())
 
 
 def write_extra_cycles(out_w, npix, lanes, pitch, banks, chunk):
@@ -661,25 +629,23 @@ def _batch_steps(steps, batch):
 # Pitch search ------------------------------------------------------------------------------
 
 def _read_cost(step, pitch, config, cstride):
-    """Bank-conflict cycles of ``step``'s reads from a source map of ``pitch`` and, with
-    ``config.pair_products``, channel stride ``cstride`` (all groups)."""
+    """Bank-conflict cycles of ``step``'s reads from a source map of ``pitch`` and channel
+    stride ``cstride`` (all groups): the cycle model's gather cycles beyond one a beat."""
     if step.batched or step.kind == "add":
         # A batched dense layer's lanes are images: they differ by the image stride, not the
         # pitch; an add's lanes read consecutive bytes.
         return 0
-    pair_reads = config.pair_products and step.walk[0] > 1
-    if step.lanes == 1 and not pair_reads:
-        return 0
     regs = step.read_regs(pitch, cstride=cstride)
-    if pair_reads:
-        # A beat reads two channels of the walk, IN_CSTRIDE apart (two kernel rows, a pitch
-        # apart, with rows_as_channels): their banks count too.
-        tiles = gather_cycles(regs, config)
-        return int(tiles.sum() - tiles.size * engine_beats(regs, config)) * step.groups(config.rows)
-    regs[Reg.K_C] = 1                # every channel repeats channel 0's bank pattern, shifted
-    addresses, valid = engine_read_addresses(regs, 0, 1 << 62)
-    extra, _ = beat_extra_cycles(addresses, valid, config.act_banks)
-    return extra * step.k_c * step.groups(config.rows)
+    tiles = gather_cycles(regs, config)
+    return int(tiles.sum() - tiles.size * engine_beats(regs, config)) * step.groups(config.rows)
+
+
+def _reads_channel_pairs(step, config):
+    """``step``'s beats read two channels a lane (:func:`fpganet.perf.pair_beats`), so its
+    source's channel stride moves the second read's banks."""
+    if step.batched or step.kind == "add":
+        return False
+    return pair_beats(step.read_regs(1), config)[0] > 0
 
 
 def _write_cost(step, pitch, config):
@@ -718,8 +684,8 @@ def _choose_pitches(steps, maps, config, search):
                 member.set_pitch(smallest)
             continue
         best = None
-        pair_read = config.pair_products and any(step.walk[0] > 1 and step.kind != "add"
-                                                 for member in group for step in readers.get(id(member), []))
+        pair_read = any(_reads_channel_pairs(step, config)
+                        for member in group for step in readers.get(id(member), []))
         slacks = range(config.act_banks) if pair_read else range(1)
         for pitch in range(smallest, smallest + config.act_banks):
             writes = sum(_write_cost(producers[id(member)], pitch, config) for member in group
