@@ -28,9 +28,14 @@ Stages (each a register boundary):
   occupies the stage for ``max(1, most valid lanes in one bank)`` cycles. The weight word
   is read in the same cycles. With ``config.pair_products`` each lane also reads its odd
   channel's byte, ``IN_CSTRIDE`` on, and a beat occupies the stage for the most reads in one
-  bank; with the pipeline registers every beat of a tile reads both when ``K_C > 1``, the
+  bank. With the pipeline registers every beat of a tile reads both when ``K_C > 1``, the
   last of an odd ``K_C`` too, so that one schedule serves the tile (``c + 1 == K_C`` meets
-  weights of 0).
+  weights of 0), and the banks pair up into superbanks, ``b`` and ``b + act_banks / 2``:
+  where ``IN_CSTRIDE % act_banks == act_banks / 2`` a lane's two bytes are one superbank's,
+  read in one cycle, and the tile is scheduled by superbank; otherwise a beat takes two passes
+  of the bank schedule, the lanes' first channels, then their second ones. Either way each
+  bank's read address has one source a lane and each lane's bytes one superbank's word a
+  cycle, the crossbar of the window without pairs.
 * **output** (``S2``): the bytes arrive (synchronous reads) and the beat is offered
   on ``operands`` the cycle after its last gather cycle; with
   ``config.pipeline_registers`` the bytes arrive a cycle later, through the activation
@@ -107,6 +112,8 @@ class _Gather(NamedTuple):
     final_cycle: Value # ...which is its last
     served: Value      # ...the lanes it reads (a flip-flop, loaded from the next state)
     koff_odd: Value    # pair_products without the pipeline registers: koff + IN_CSTRIDE
+    phase: Value       # pair_products with them: the second pass (the lanes' second channels)
+    rows: tuple        # ...lane j's word address in the lower and in the upper half of the banks
 
 
 class WindowGenerator(wiring.Component):
@@ -183,7 +190,7 @@ class WindowGenerator(wiring.Component):
         if self.config.window_start_latency:
             self._start = Signal(name="start_r")
             m.d.sync += self._start.eq(self.start)
-        self._odd_reads = self._odd_same_bank = None
+        self._odd_reads = self._superbank = None
         if self.config.pair_products and self.config.pipeline_registers:
             self._pair_read_flags(m)
 
@@ -247,20 +254,27 @@ class WindowGenerator(wiring.Component):
         at its start: ``_odd_reads``, every beat reads each lane's odd channel too (``K_C > 1``;
         a last channel ``K_C - 1`` of an odd ``K_C`` reads the byte ``IN_CSTRIDE`` on, which
         meets weights of 0), so that one bank schedule serves every beat of a tile; and
-        ``_odd_same_bank``, the two reads of a lane always meet in one bank (``IN_CSTRIDE`` a
-        multiple of the banks)."""
+        ``_superbank``, a lane's two reads fall in the two banks of one superbank, ``b`` and
+        ``b + act_banks / 2`` (``IN_CSTRIDE % act_banks == act_banks / 2``,
+        :func:`fpganet.perf.superbank_pairs`), and are read in the same cycle. With
+        ``_odd_reads`` and not ``_superbank`` a beat's gather takes two passes of its tile's
+        schedule, the lanes' first channels, then their second ones."""
         regs, bb = self.regs, self.config.bank_bits
-        self._odd_reads, self._odd_same_bank = Signal(), Signal()
+        self._odd_reads, self._superbank = Signal(), Signal()
         odd_reads = regs.k_c != 1
+        superbank = odd_reads & (regs.in_cstride[:bb] == 1 << (bb - 1)) if bb else C(0, 1)
         with m.If(self._start):
-            m.d.sync += [self._odd_reads.eq(odd_reads),
-                         self._odd_same_bank.eq(odd_reads & (regs.in_cstride[:bb] == 0))]
+            m.d.sync += [self._odd_reads.eq(odd_reads), self._superbank.eq(superbank)]
 
     @staticmethod
     def _read_lanes(valid, odd):
         """The reads of a beat whose lanes ``valid`` read: each lane's, then, with pair products
         (``odd`` not None), each lane's odd channel's where ``odd`` (reads ``cols + j``)."""
         return valid if odd is None else Cat(valid, Mux(odd, valid, 0))
+
+    def _split_pass(self):
+        """With pair products and the pipeline registers: a beat's gather takes two passes."""
+        return self._odd_reads & ~self._superbank
 
     def _lane_walker(self, m, *, stall, running, start_walk):
         """The lane walker: the lane addresses and validity of the next tile, one lane a cycle.
@@ -332,13 +346,13 @@ class WindowGenerator(wiring.Component):
         with m.Elif(group_end):
             m.d.sync += w_gbase.eq(next_gbase)
         if config.pipeline_registers:
-            bank, bank_odd = self._walked_bank(
+            bank = self._walked_bank(
                 m, Mux(start, regs.in_base, next_value(w_gbase, next_gbase, enable=group_end)),
                 next_value(w_inoff, next_inoff, enable=walk, reset=restart))
         else:
-            bank, bank_odd = walked_addr[:config.bank_bits], None
+            bank = walked_addr[:config.bank_bits]
         slots, cycles = self._bank_schedule(m, walk=walk, lane=lane, valid=w_n < regs.npix,
-                                            bank=bank, bank_odd=bank_odd, idle=~w_busy)
+                                            bank=bank, idle=~w_busy)
         update(m, w_tile, w_tile + 1, enable=lane_end, reset=restart)
         # In flip-flops: the comparisons were in front of the walker's resets and enables.
         registered_wrap(m, ox_wrap, w_ox, regs.out_w, restart=restart, step=walk)
@@ -365,21 +379,19 @@ class WindowGenerator(wiring.Component):
         """The bank of the walked lane's address ``w_gbase + w_inoff``, in a register loaded
         from the two registers' next values ``gbase`` and ``inoff``: the address adder no
         longer sits in front of the bank schedule's multiplexer (the ULX3S build's longest
-        path with it). Returns ``(bank, bank_odd)``, the second, with pair products, the bank
-        of the lane's odd channel, ``IN_CSTRIDE`` further on (else None)."""
+        path with it). With pair products in superbanks (``_superbank``) its top bit is
+        cleared: the lanes are scheduled by superbank, ``b`` and ``b + act_banks / 2`` one."""
         bb = self.config.bank_bits
-        pairs = self._odd_reads is not None
         if not bb:
-            return C(0, 0), (C(0, 0) if pairs else None)
+            return C(0, 0)
         bank = Signal(bb, name="walked_bank")
-        m.d.sync += bank.eq(gbase[:bb] + inoff[:bb])
-        if not pairs:
-            return bank, None
-        bank_odd = Signal(bb, name="walked_bank_odd")
-        m.d.sync += bank_odd.eq(gbase[:bb] + inoff[:bb] + self.regs.in_cstride[:bb])
-        return bank, bank_odd
+        walked = gbase[:bb] + inoff[:bb]
+        if self._superbank is not None:
+            walked = Cat(walked[:bb - 1], walked[bb - 1] & ~self._superbank)
+        m.d.sync += bank.eq(walked)
+        return bank
 
-    def _bank_schedule(self, m, *, walk, lane, valid, bank, bank_odd, idle):
+    def _bank_schedule(self, m, *, walk, lane, valid, bank, idle):
         """With ``config.pipeline_registers``: the gather's bank schedule of the tile being
         walked, one lane a cycle. Lane ``j`` reads in gather cycle ``slots[j]``, the number of
         valid lanes before it in its bank, which is when the lowest-lane-first arbitration
@@ -387,10 +399,8 @@ class WindowGenerator(wiring.Component):
         tile shift the lanes' addresses alike, so one schedule serves them all, and no
         arbitration sits between the gather stage's registers and the load of the next beat.
 
-        With pair products each lane has a second read, its odd channel's in bank ``bank_odd``
-        (read ``cols + j``, slot ``slots[cols + j]``; while ``_odd_reads``), scheduled right
-        after the lane's own: a bank's reads take successive cycles in lane order, so a beat
-        takes the most reads in one bank, as any order that reads one byte a bank a cycle.
+        With pair products ``bank`` is the lane's superbank where its two reads share a
+        cycle (:meth:`_walked_bank`); in two passes each pass follows the schedule.
 
         Returns ``(slots, cycles)``, or ``([], None)`` without the pipeline registers.
         """
@@ -398,56 +408,31 @@ class WindowGenerator(wiring.Component):
         if not config.pipeline_registers:
             return [], None
         cols, banks = config.cols, config.act_banks
-        reads = cols * config.products_per_pe
-        in_bank = [Signal(range(reads + 1), name=f"in_bank{b}") for b in range(banks)]
-        slots = [Signal(range(reads), name=f"lane_next_slot{j}") for j in range(reads)]
-        cycles = Signal(range(reads + 1), init=1)
-        slot = Signal(range(reads + 1))
+        in_bank = [Signal(range(cols + 1), name=f"in_bank{b}") for b in range(banks)]
+        slots = [Signal(range(cols), name=f"lane_next_slot{j}") for j in range(cols)]
+        cycles = Signal(range(cols + 1), init=1)
+        slot = Signal(range(cols + 1))
         m.d.comb += slot.eq(Array(in_bank)[bank] if banks > 1 else in_bank[0])
         # The counts start from zero at every walk: they are cleared while the walker is idle (a
         # walk always starts from idle), and ``cycles`` restarts at a walk's first lane (it is
         # read by the load that starts the next walk, before that lane). Both from flip-flops:
         # cleared by the walk's start, which the load decides, they were the end of the ULX3S
         # builds' longest path.
-        odd, same = self._odd_reads, self._odd_same_bank
-
-        def of_bank(values, which):
-            return Array(values)[which] if banks > 1 else values[0]
-
         for b in range(banks):
             hit = walk & valid & ((bank == b) if banks > 1 else 1)
-            if odd is None:
-                update(m, in_bank[b], in_bank[b] + 1, enable=hit, reset=idle)
-            else:
-                odd_hit = walk & valid & odd & ((bank_odd == b) if banks > 1 else 1)
-                update(m, in_bank[b], in_bank[b] + hit + odd_hit, enable=hit | odd_hit, reset=idle)
-        if odd is not None:
-            slot_odd = Signal(range(reads + 1))
-            m.d.comb += slot_odd.eq(of_bank(in_bank, bank_odd) + same)
-            for j in range(cols):
-                update(m, slots[cols + j], slot_odd, enable=walk & (lane == j))
+            update(m, in_bank[b], in_bank[b] + 1, enable=hit, reset=idle)
         for j in range(cols):
             update(m, slots[j], slot, enable=walk & (lane == j))
         # A lane's slot is at most ``cycles`` (the most lanes in a bank so far, at least 1), so
         # ``max(cycles, slot + 1)`` is one more exactly when they are equal: no magnitude compare.
         # Each bank's count is compared with ``cycles`` before the bank's multiplexer, which then
         # picks one bit (the multiplexer and the compare in series were a ULX3S build's longest
-        # path). With two reads a lane in two banks, each bank grows by one: ``cycles`` by one if
-        # either was at it; in one bank, every count is even and ``cycles`` the most (from the
-        # first lane's 2), so the bank grows by two, and ``cycles`` too if it was at it.
+        # path).
         at_max = [in_bank[b] == cycles for b in range(banks)]
-        if odd is None:
-            with m.If(walk & (lane == 0)):
-                m.d.sync += cycles.eq(1)
-            with m.Elif(walk & valid & (Array(at_max)[bank] if banks > 1 else at_max[0])):
-                m.d.sync += cycles.eq(cycles + 1)
-        else:
-            growth = Mux(same, of_bank(at_max, bank) << 1,
-                         of_bank(at_max, bank) | (odd & of_bank(at_max, bank_odd)))
-            with m.If(walk & (lane == 0)):
-                m.d.sync += cycles.eq(1 + (valid & same))
-            with m.Elif(walk & valid):
-                m.d.sync += cycles.eq(cycles + growth)
+        with m.If(walk & (lane == 0)):
+            m.d.sync += cycles.eq(1)
+        with m.Elif(walk & valid & (Array(at_max)[bank] if banks > 1 else at_max[0])):
+            m.d.sync += cycles.eq(cycles + 1)
         return slots, cycles
 
     def _beat_sequencer(self, m, *, load, first, tile, mid, finished):
@@ -560,19 +545,25 @@ class WindowGenerator(wiring.Component):
         addresses = [Signal(aw, name=f"lane_addr{j}") for j in range(reads)]
         s1_koff_odd = (Signal(aw, name="s1_koff_odd") if config.pair_products and not config.pipeline_registers
                        else None)
+        phase, rows = None, ()
         if config.pipeline_registers:
-            # The addresses are loaded with the beat, the reads follow the tile's schedule.
-            s1_slot = [Signal(range(reads), name=f"s1_slot{j}") for j in range(reads)]
-            s1_cycles = Signal(range(reads + 1))
-            s1_count = Signal(range(reads))
-            s1_final_cycle = Signal()
-            served = Signal(reads)     # s1_full & read j's lane valid & (s1_slot[j] == s1_count)
+            # The addresses are loaded with the beat, the lanes read in the tile's schedule (with
+            # pair products both their reads in a slot, or in two passes of it).
+            s1_slot = [Signal(range(cols), name=f"s1_slot{j}") for j in range(cols)]
+            s1_cycles = Signal(range(cols + 1))
+            s1_count = Signal(range(cols))
+            s1_final_cycle = Signal()  # the last cycle of the pass
+            served = Signal(cols)      # s1_full & lane j valid & (s1_slot[j] == s1_count)
             remaining = None
-            # hits[bank][read] in flip-flops, loaded with the served reads and the addresses: the
+            # hits[bank][lane] in flip-flops, loaded with the served lanes and the addresses: the
             # banks' compares no longer sit between the lane addresses and the banks' read
             # addresses (the ULX3S build's longest path with them).
-            hit_bits = [Signal(reads, name=f"bank_hits{b}") for b in range(config.act_banks)]
-            hits = [[hit_bits[b][j] for j in range(reads)] for b in range(config.act_banks)]
+            hit_bits = [Signal(cols, name=f"bank_hits{b}") for b in range(config.act_banks)]
+            hits = [[hit_bits[b][j] for j in range(cols)] for b in range(config.act_banks)]
+            if config.pair_products:
+                phase = Signal(name="s1_phase")
+                rows = tuple([Signal(aw - bb, name=f"lane_{half}_row{j}") for j in range(cols)]
+                             for half in ("low", "high"))
         else:
             m.submodules.arbiter = arbiter = BankArbiter(reads, config.act_banks)
             for j in range(reads):
@@ -584,7 +575,10 @@ class WindowGenerator(wiring.Component):
             served, remaining = arbiter.served, arbiter.remaining
             s1_slot, s1_cycles, s1_count, s1_final_cycle = [], None, None, None
             hits = bank_hits(config, addresses, served)      # hits[bank][lane]
-        words, _, _ = route_to_banks(m, config, addresses, served, hits=hits)
+        if rows:
+            words = self._route_pairs(hits, rows)
+        else:
+            words, _, _ = route_to_banks(m, config, addresses, served, hits=hits)
         for b in range(config.act_banks):
             m.d.comb += self.bank_addr[b].eq(words[b])
         m.d.comb += self.w_addr.eq(s1_waddr)
@@ -592,13 +586,30 @@ class WindowGenerator(wiring.Component):
             m.d.comb += [self.bank_en.eq(~stall), self.w_en.eq(~stall)]
 
         beat_done = Signal()
-        if config.pipeline_registers:
+        if rows:
+            m.d.comb += beat_done.eq(s1_full & s1_final_cycle & (~self._split_pass() | phase))
+        elif config.pipeline_registers:
             m.d.comb += beat_done.eq(s1_full & s1_final_cycle)
         else:
             m.d.comb += beat_done.eq(s1_full & (remaining == 0))
         return _Gather(s1_base, s1_tvalid, s1_koff, s1_pend, s1_waddr, s1_last, s1_channel, remaining, hits,
                        beat_done, addresses, s1_slot, s1_cycles, s1_count, s1_final_cycle, served,
-                       s1_koff_odd)
+                       s1_koff_odd, phase, rows)
+
+    def _route_pairs(self, hits, rows):
+        """With pair products and the pipeline registers: each bank's word address, the row
+        of the lane that reads it, from the lower half of the banks or the upper
+        (``_Gather.rows``): a bank's multiplexer has one input a lane, as without pairs."""
+        config = self.config
+        banks, half = config.act_banks, max(1, config.act_banks // 2)
+        words = []
+        for b in range(banks):
+            lane_rows = rows[0] if b < half else rows[1]
+            word = 0
+            for j, row in enumerate(lane_rows):
+                word = word | Mux(hits[b][j], row, 0)
+            words.append(word)
+        return words
 
     def _gather_load(self, m, gather, *, stall, s1_full, load, first, tile, beat):
         """The gather stage (S1), its registers: a beat enters on ``load`` (with its tile's lanes
@@ -609,38 +620,55 @@ class WindowGenerator(wiring.Component):
         with m.Elif(~stall):
             m.d.sync += s1_full.eq(load | (s1_full & ~gather.done))
         if config.pipeline_registers:
+            pairs = config.pair_products
             cycles = Mux(first, tile.cycles, gather.cycles)
-            update(m, gather.count, gather.count + 1, enable=~stall & s1_full, reset=~stall & load)
+            # With pairs in two passes: the first pass ends, the second begins (``load`` and
+            # ``switch`` imply ``~stall``).
+            switch = ~stall & s1_full & gather.final_cycle & ~gather.done if pairs else None
+            update(m, gather.count, gather.count + 1, enable=~stall & s1_full,
+                   reset=~stall & (load | switch) if pairs else ~stall & load)
             with m.If(~stall & load):
                 m.d.sync += gather.final_cycle.eq(cycles == 1)
             with m.Elif(~stall & s1_full):
-                m.d.sync += gather.final_cycle.eq(gather.count + 2 == gather.cycles)
+                following_final = gather.count + 2 == gather.cycles
+                if pairs:
+                    following_final = Mux(gather.final_cycle, gather.cycles == 1, following_final)
+                m.d.sync += gather.final_cycle.eq(following_final)
             # The lanes read in the next cycle, from the next state of the stage, the count
             # and the schedule (``load`` implies ``~stall``): the schedule's compare is no
             # longer in front of the banks' read-address multiplexers.
-            tile_reads = self._read_lanes(tile.valid, self._odd_reads)
-            gather_reads = self._read_lanes(gather.tvalid, self._odd_reads)
-            following = Mux(load, Mux(first, _reads_in(tile_reads, tile.slot, 0),
-                                      _reads_in(gather_reads, gather.slot, 0)),
+            next_count = Mux(gather.final_cycle, 0, gather.count + 1) if pairs else gather.count + 1
+            following = Mux(load, Mux(first, _reads_in(tile.valid, tile.slot, 0),
+                                      _reads_in(gather.tvalid, gather.slot, 0)),
                             Mux(s1_full & ~gather.done,
-                                _reads_in(gather_reads, gather.slot, gather.count + 1), 0))
+                                _reads_in(gather.tvalid, gather.slot, next_count), 0))
             update(m, gather.served, following, enable=~stall, reset=self._start)
             update(m, gather.cycles, tile.cycles, enable=load & first)
             bb = config.bank_bits
-            banks_next = []         # each read's bank after this cycle
+            banks_next = []         # each lane's bank after this cycle
             offsets = [beat.koff] if beat.koff_odd is None else [beat.koff, beat.koff_odd]
-            for j in range(len(gather.slot)):
-                update(m, gather.slot[j], tile.slot[j], enable=load & first)
+            sums = []
+            for j in range(len(gather.addr)):
+                lane = j % config.cols
+                if j < config.cols:
+                    update(m, gather.slot[j], tile.slot[j], enable=load & first)
                 # The lane addresses in flip-flops, summed as the beat loads: the adders no
                 # longer sit in front of the bank schedule and the banks' read addresses.
-                lane = j % config.cols
                 summed = Signal(config.act_addr_width, name=f"lane_sum{j}")
                 m.d.comb += summed.eq(Mux(first, tile.addr[lane], gather.base[lane])
                                       + offsets[j // config.cols])
                 update(m, gather.addr[j], summed, enable=load)
-                banks_next.append(Mux(load, summed[:bb], gather.addr[j][:bb]))
+                sums.append(summed)
+                if not pairs:
+                    banks_next.append(Mux(load, summed[:bb], gather.addr[j][:bb]))
+            if pairs:
+                update(m, gather.phase, 1, enable=switch, reset=load)
+                banks_next = self._pair_lanes(m, gather, sums, load=load, switch=switch)
+                hits_next = self._pair_hits(banks_next, following)
+            else:
+                hits_next = bank_hits(config, banks_next, following)
             # The hits the next cycle's served lanes make, loaded as those lanes are.
-            for row, row_next in zip(gather.hits, bank_hits(config, banks_next, following)):
+            for row, row_next in zip(gather.hits, hits_next):
                 update(m, Cat(row), Cat(row_next), enable=~stall, reset=self._start)
         else:
             lanes = self._read_lanes(Mux(first, tile.valid, gather.tvalid), beat.odd)
@@ -656,6 +684,45 @@ class WindowGenerator(wiring.Component):
         update(m, gather.last, beat.last, enable=load)
         if config.diagonal_weights:
             update(m, gather.channel, beat.channel, enable=load)
+
+    def _pair_lanes(self, m, gather, sums, *, load, switch):
+        """With pair products and the pipeline registers: each lane's word addresses in the
+        lower and the upper half of the banks (``gather.rows``), loaded with the beat from its
+        summed addresses ``sums`` (channel ``c``'s, then ``c + 1``'s), and in two passes the
+        second channel's at the ``switch``. Returns each lane's bank after this cycle, the
+        first channel's, or in the second pass the second's."""
+        config = self.config
+        cols, bb = config.cols, config.bank_bits
+        superbank = self._superbank
+        banks_next = []
+        for j in range(cols):
+            even, odd = sums[j], sums[cols + j]
+            upper = even[bb - 1] if bb else C(0, 1)   # the first read's bank is in the upper half
+            low, high = gather.rows[0][j], gather.rows[1][j]
+            with m.If(load):
+                m.d.sync += [low.eq(Mux(superbank & upper, odd[bb:], even[bb:])),
+                             high.eq(Mux(superbank & ~upper, odd[bb:], even[bb:]))]
+            with m.Elif(switch):
+                m.d.sync += [low.eq(gather.addr[cols + j][bb:]), high.eq(gather.addr[cols + j][bb:])]
+            second = gather.phase | switch
+            banks_next.append(Mux(load, even[:bb], Mux(second, gather.addr[cols + j][:bb],
+                                                         gather.addr[j][:bb])))
+        return banks_next
+
+    def _pair_hits(self, banks, served):
+        """``hits[bank][lane]`` of pair reads: lane ``j`` (if ``served``) reads its bank,
+        ``banks[j]``, and in a superbank the other bank of it too."""
+        config = self.config
+        bb, half = config.bank_bits, max(1, config.act_banks // 2)
+        hits = []
+        for b in range(config.act_banks):
+            row = []
+            for j, bank in enumerate(banks):
+                same_low = bank[:bb - 1] == b % half if bb > 1 else C(1, 1)
+                same_top = (bank[bb - 1] == b // half) | self._superbank if bb else C(1, 1)
+                row.append(served[j] & same_low & same_top)
+            hits.append(row)
+        return hits
 
     def _output_stage(self, m, stall, valid, valid_in, *loads):
         """A register stage of the output path: ``valid`` (cleared at start) and the
@@ -674,35 +741,42 @@ class WindowGenerator(wiring.Component):
         config = self.config
         cols, banks = config.cols, config.act_banks
         reads = cols * config.products_per_pe
-        hits = gather.hits
         done, last, channel = gather.done, gather.last, gather.channel
         diagonal = config.diagonal_weights
+        # What each read (with pairs in superbanks, each lane) took from the banks in a gather
+        # cycle, carried to the cycle its bytes arrive: the banks it hit.
+        pair_lanes = bool(gather.rows)
+        taken = (self._pair_reads(gather) if pair_lanes
+                 else [Cat(gather.hits[b][j] for b in range(banks)) for j in range(reads)])
         if config.act_read_latency == 2:
-            hit_r = [Signal(banks, name=f"hit_r{j}") for j in range(reads)]
+            hit_r = [Signal(len(took), name=f"hit_r{j}") for j, took in enumerate(taken)]
             o_last_r = Signal()
             o_channel_r = Signal(config.rows, name="o_channel_r") if diagonal else None
             self._output_stage(m, stall, o_read, done, [o_last_r.eq(last)],
                                [o_channel_r.eq(channel)] if diagonal else [],
-                               [hit_r[j].eq(Cat(hits[b][j] for b in range(banks))) for j in range(reads)])
-            hits = [[hit_r[j][b] for j in range(reads)] for b in range(banks)]
+                               [register.eq(took) for register, took in zip(hit_r, taken)])
+            taken = hit_r
             done, last, channel = o_read, o_last_r, o_channel_r
 
         o_last = Signal()
         o_channel = Signal(config.rows, name="o_channel") if diagonal else None
-        hit_d = [Signal(banks, name=f"hit_d{j}") for j in range(reads)]   # read j hit bank b
+        hit_d = [Signal(len(took), name=f"hit_d{j}") for j, took in enumerate(taken)]  # read j hit bank b
         b_hold = [Signal(8, name=f"b_hold{j}") for j in range(reads)]
 
-        # One-hot AND-OR selection of the byte each read got last cycle (or its held byte).
         b_cur = [Signal(8, name=f"b_cur{j}") for j in range(reads)]
-        for j in range(reads):
-            selected = Mux(hit_d[j].any(), 0, b_hold[j])
-            for b in range(banks):
-                selected = selected | Mux(hit_d[j][b], self.bank_data[b], 0)
-            m.d.comb += b_cur[j].eq(selected)
+        if pair_lanes:
+            self._pair_bytes(m, hit_d, b_hold, b_cur)
+        else:
+            # One-hot AND-OR selection of the byte each read got last cycle (or its held byte).
+            for j in range(reads):
+                selected = Mux(hit_d[j].any(), 0, b_hold[j])
+                for b in range(banks):
+                    selected = selected | Mux(hit_d[j][b], self.bank_data[b], 0)
+                m.d.comb += b_cur[j].eq(selected)
         self._output_stage(m, stall, o_valid, done, [o_last.eq(last)],
                            [o_channel.eq(channel)] if diagonal else [],
                            [b_hold[j].eq(b_cur[j]) for j in range(reads)],
-                           [hit_d[j].eq(Cat(hits[b][j] for b in range(banks))) for j in range(reads)])
+                           [register.eq(took) for register, took in zip(hit_d, taken)])
         if config.pair_products:
             b_cur = [Cat(b_cur[j], b_cur[cols + j]) for j in range(cols)]
         # Row i's weight bytes: byte i, or bytes 2i and 2i + 1 with pair products.
@@ -723,6 +797,43 @@ class WindowGenerator(wiring.Component):
             m.d.comb += [payload.b[j].eq(b_cur[j]) for j in range(cols)]
             m.d.comb += [payload.a[i].eq(a_cur[i]) for i in range(config.rows)]
             m.d.comb += stall.eq(self.operands.valid & ~self.operands.ready)
+
+    def _pair_reads(self, gather):
+        """With pair products and the pipeline registers: what each lane reads in a gather
+        cycle, ``Cat(superbanks, first, second, first_upper, second_upper)``: the superbank it
+        reads (one-hot, ``act_banks / 2`` bits), whether that brings its first channel, its
+        second, and from which half of the superbank (the upper bank, ``b + act_banks / 2``)."""
+        config = self.config
+        banks, bb, half = config.act_banks, config.bank_bits, max(1, config.act_banks // 2)
+        hits, cols = gather.hits, config.cols
+        taken = []
+        for j in range(cols):
+            superbanks = Cat((hits[s][j] | hits[s + half][j]) if banks > 1 else hits[s][j]
+                             for s in range(half))
+            reads = superbanks.any()
+            first_upper = gather.addr[j][bb - 1] if bb else C(0, 1)
+            second_upper = (Mux(self._superbank, ~first_upper, gather.addr[cols + j][bb - 1]) if bb
+                            else C(0, 1))
+            taken.append(Cat(superbanks, reads & ~gather.phase, reads & (gather.phase | self._superbank),
+                             first_upper, second_upper))
+        return taken
+
+    def _pair_bytes(self, m, taken, held, current):
+        """With pair products and the pipeline registers: lane ``j``'s two bytes ``current[j]``
+        and ``current[cols + j]``, the superbank's word its reads ``taken[j]`` hit last cycle
+        (:meth:`_pair_reads`), each half where it was read, or the byte ``held``."""
+        config = self.config
+        banks, cols, half = config.act_banks, config.cols, max(1, config.act_banks // 2)
+        for j in range(cols):
+            superbanks, took = taken[j][:half], taken[j][half:]
+            word = 0
+            for s in range(half):
+                upper = self.bank_data[s + half] if banks > 1 else self.bank_data[s]
+                word = word | Mux(superbanks[s], Cat(self.bank_data[s], upper), 0)
+            for channel in range(2):
+                byte = Mux(took[2 + channel], word[8:], word[:8])
+                m.d.comb += current[channel * cols + j].eq(
+                    Mux(took[channel], byte, held[channel * cols + j]))
 
     def _offer(self, m, stall, o_valid, o_last, b_cur, a_cur):
         """With the pipeline registers: the offer register and a skid register behind it.

@@ -25,8 +25,13 @@ def brute_force_costs(regs, config, pool):
         for t in range(tiles):
             for k, second in _beats(regs, config):
                 reads = addresses[t, k][valid[t]]
+                seconds = (reads + regs[Reg.IN_CSTRIDE]) % act_bytes
+                if second and config.pipeline_registers:
+                    B[g, t] += _pipelined_pair_cycles(reads % banks, seconds % banks, banks,
+                                                      regs[Reg.IN_CSTRIDE] % banks == banks // 2)
+                    continue
                 if second:
-                    reads = np.concatenate([reads, (reads + regs[Reg.IN_CSTRIDE]) % act_bytes])
+                    reads = np.concatenate([reads, seconds])
                 B[g, t] += max(1, np.bincount(reads % banks, minlength=1).max())
             _, _, out_off = engine_lanes(regs, t)
             for i in range(rows):
@@ -37,6 +42,17 @@ def brute_force_costs(regs, config, pool):
                     targets = [(base + out_off[j]) % act_bytes % banks for j in lanes_here]
                     W[g, t] += max(1, np.bincount(targets, minlength=1).max())
     return B, W
+
+
+def _pipelined_pair_cycles(first, second, banks, superbank):
+    """Cycles of a beat whose lanes read banks ``first`` and ``second`` through the pipelined
+    window: in a ``superbank`` instruction each lane's two banks are a pair
+    ``{b, b + banks / 2}``, read in one cycle, a lane a cycle in each pair; else the first
+    reads, then the second ones."""
+    if banks >= 2 and superbank:
+        assert np.all(second == first ^ (banks // 2))
+        return max(1, np.bincount(np.minimum(first, second), minlength=1).max())
+    return 2 * max(1, np.bincount(first, minlength=1).max())
 
 
 def _beats(regs, config):

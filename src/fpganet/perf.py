@@ -77,7 +77,7 @@ from fpganet.config import AcceleratorConfig
 from fpganet.isa import Opcode, Reg, decode, empty_walk, register_overflow
 
 __all__ = ["ProgramError", "InstructionCycles", "ProgramCycles", "check_registers", "engine_beats",
-           "engine_cycles", "gather_cycles", "pair_beats",
+           "engine_cycles", "gather_cycles", "pair_beats", "superbank_pairs",
            "engine_tile_costs", "fill_runs", "instruction_cycles", "program_cycles", "layer_summaries",
            "STAMP_CYCLES"]
 
@@ -148,11 +148,27 @@ def gather_cycles(regs, config):
     valid, oy, ox = _tile_lanes(regs)
     in_off = oy * regs[Reg.IN_ROWSTEP] + ox * regs[Reg.STRIDE_X]
     two, one = pair_beats(regs, config)
-    cycles = one * _max_per_bank(in_off % n_banks, valid, n_banks)
-    if two:
+    single = _max_per_bank(in_off % n_banks, valid, n_banks)
+    cycles = one * single
+    if not two:
+        return cycles
+    if not config.pipeline_registers:
         both = np.concatenate([in_off, in_off + regs[Reg.IN_CSTRIDE]], axis=1) % n_banks
-        cycles = cycles + two * _max_per_bank(both, np.concatenate([valid, valid], axis=1), n_banks)
-    return cycles
+        return cycles + two * _max_per_bank(both, np.concatenate([valid, valid], axis=1), n_banks)
+    if superbank_pairs(regs, config):
+        half = n_banks // 2
+        return cycles + two * _max_per_bank(in_off % half, valid, half)
+    return cycles + two * 2 * single
+
+
+def superbank_pairs(regs, config):
+    """With pair products and the pipeline registers, a lane's two reads of a beat take one
+    cycle when they fall in the two banks of one superbank, ``b`` and ``b + act_banks / 2``:
+    when ``IN_CSTRIDE % act_banks == act_banks / 2`` (the window's lanes are then scheduled
+    by superbank, ``address % (act_banks / 2)``). Otherwise a pair beat reads the lanes'
+    first channels, then, in as many cycles again, their second ones."""
+    n_banks = config.act_banks
+    return n_banks >= 2 and regs[Reg.IN_CSTRIDE] % n_banks == n_banks // 2
 
 
 def engine_tile_costs(regs, config, pool, *, rows=False):

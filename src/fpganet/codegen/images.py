@@ -17,7 +17,7 @@ from ..errors import FpganetError
 from ..isa import (INSTRUCTION_BITS, LOOP_COUNT_WIDTH, PARAM_BITS, STAMP_BYTES, HostSpace,
                    Instruction, Opcode, Reg, decode, encode, host_memory_words, host_word_bytes)
 from ..isasim import engine_read_addresses
-from ..perf import pair_beats
+from ..perf import pair_beats, superbank_pairs
 from .plan import capacity_error, plan_network
 from .program import generate, param_image, weight_image
 
@@ -347,7 +347,7 @@ class MemoryImages:
 
 # Build -------------------------------------------------------------------------------------
 
-def _beat_extra_cycles(addresses, valid, banks):
+def _beat_extra_cycles(addresses, valid, banks, passes=1):
     """Bank-conflict cycles of engine beats.
 
     Parameters
@@ -357,24 +357,27 @@ def _beat_extra_cycles(addresses, valid, banks):
     valid : numpy.ndarray
         ``[TILES, LANES]`` valid lanes.
     banks : int
-        ``act_banks``.
+        ``act_banks`` (or superbanks: :func:`fpganet.perf.superbank_pairs`).
+    passes : int
+        The reads of a beat are made this many times (pairs in two passes, one a channel).
 
     Returns
     -------
     extra : int
         Cycles beyond one per beat: a beat whose valid lanes put up to ``m`` addresses in one
-        bank takes ``m`` cycles (lanes sharing a bank are read in successive cycles).
+        bank takes ``m`` cycles (lanes sharing a bank are read in successive cycles), ``m``
+        cycles a pass.
     conflicted : int
         Beats that take more than one cycle.
     """
     tiles, k, lanes = addresses.shape
-    if tiles == 0 or k == 0 or banks == 1 and lanes == 1:
+    if tiles == 0 or k == 0 or banks == 1 and lanes == 1 and passes == 1:
         return 0, 0
     mask = np.broadcast_to(valid[:, None, :], addresses.shape)
     beat = np.broadcast_to(np.arange(tiles * k).reshape(tiles, k, 1), addresses.shape)
     counts = np.bincount((beat[mask] * banks + addresses[mask] % banks), minlength=tiles * k * banks)
     worst = counts.reshape(tiles * k, banks).max(axis=1)
-    worst = worst[worst > 0]
+    worst = worst[worst > 0] * passes
     return int((worst - 1).sum()), int((worst > 1).sum())
 
 
@@ -406,8 +409,9 @@ def engine_conflicts(program, config):
                 addresses, valid = engine_read_addresses({**regs, Reg.K_C: k_c}, group,
                                                          config.act_buffer_bytes)
                 weight = groups if same else 1
-                for beat_addresses, beat_valid in _beat_reads(addresses, valid, regs, k_c, config):
-                    e, c = _beat_extra_cycles(beat_addresses, beat_valid, config.act_banks)
+                for beat_addresses, beat_valid, banks, passes in _beat_reads(addresses, valid, regs,
+                                                                              k_c, config):
+                    e, c = _beat_extra_cycles(beat_addresses, beat_valid, banks, passes)
                     extra, conflicted = extra + weight * e, conflicted + weight * c
                     beats += weight * int(valid.any(axis=1).sum()) * beat_addresses.shape[1]
             result.append({"pc": pc, "opcode": instruction.opcode.name, "beats": beats,
@@ -416,22 +420,31 @@ def engine_conflicts(program, config):
 
 
 def _beat_reads(addresses, valid, regs, k_c, config):
-    """The reads of an engine instruction's beats, as ``(addresses, valid)`` pairs of
+    """The reads of an engine instruction's beats, as ``(addresses, valid, banks, passes)`` of
     :func:`_beat_extra_cycles`' arguments: each lane's byte, and in the beats that
     :func:`fpganet.perf.pair_beats` counts as reading two, its byte ``IN_CSTRIDE`` on (channel
-    ``c + 1``; past an odd ``K_C``'s last channel, the byte there)."""
-    two, _ = pair_beats({**regs, Reg.K_C: k_c}, config)
+    ``c + 1``; past an odd ``K_C``'s last channel, the byte there). With the pipeline
+    registers a lane's two reads are one superbank's (:func:`fpganet.perf.superbank_pairs`),
+    or the beat reads the first channels and then the second ones."""
+    regs = {**regs, Reg.K_C: k_c}
+    two, _ = pair_beats(regs, config)
+    banks = config.act_banks
     if not two:
-        return [(addresses, valid)]
+        return [(addresses, valid, banks, 1)]
     tiles, _, lanes = addresses.shape
     by_channel = addresses.reshape(tiles, k_c, -1, lanes)
+    if config.pipeline_registers:      # every beat reads two: costed by its first channel's
+        first = by_channel[:, 0::2].reshape(tiles, -1, lanes)
+        if superbank_pairs(regs, config):
+            return [(first, valid, banks // 2, 1)]
+        return [(first, valid, banks, 2)]
     if k_c % 2:
         past = (by_channel[:, -1:] + regs[Reg.IN_CSTRIDE]) % config.act_buffer_bytes
         by_channel = np.concatenate([by_channel, past], axis=1)
     pairs = np.concatenate([by_channel[:, 0::2], by_channel[:, 1::2]], axis=3).reshape(tiles, -1, 2 * lanes)
-    reads = [(pairs[:, :two], np.concatenate([valid, valid], axis=1))]
+    reads = [(pairs[:, :two], np.concatenate([valid, valid], axis=1), banks, 1)]
     if two < pairs.shape[1]:        # the last channel alone
-        reads.append((by_channel[:, -2], valid))
+        reads.append((by_channel[:, -2], valid, banks, 1))
     return reads
 
 
