@@ -294,7 +294,7 @@ class WindowBench(wiring.Component):
     def __init__(self, config, act, weights):
         self.window = WindowGenerator(config)
         self.act = ActivationBuffer(config, init=[int(v) & 0xFF for v in act])
-        self.weights = Memory(shape=8 * config.rows, depth=len(weights),
+        self.weights = Memory(shape=8 * config.weight_word_bytes, depth=len(weights),
                               init=[weight_word(row) for row in weights])
         super().__init__({})
 
@@ -338,20 +338,50 @@ def engine_regs(config, kind, seed=0, **shape):
     return regs, weights, b.params
 
 
+def _most_in_one_bank(banks):
+    return max(1, np.bincount(banks, minlength=1).max(initial=0))
+
+
+def _pair_beat_cycles(config, regs, first, second):
+    """Gather cycles of a beat whose valid lanes read ``first`` and ``second`` (None: one read):
+    without the pipeline registers the most reads in one bank; with them, a lane's two reads in
+    a superbank's two banks (``b``, ``b + banks / 2``) the most lanes in one superbank, else
+    two passes of the most lanes in one bank."""
+    banks = config.act_banks
+    if second is None:
+        return _most_in_one_bank(first % banks)
+    if not config.pipeline_registers:
+        return _most_in_one_bank(np.concatenate([first, second]) % banks)
+    if banks >= 2 and regs[Reg.IN_CSTRIDE] % banks == banks // 2:
+        assert np.all(second % banks == first % banks ^ banks // 2)
+        return _most_in_one_bank(first % (banks // 2))
+    return 2 * _most_in_one_bank(first % banks)
+
+
 def window_model(config, regs):
-    """Expected beats (g, t, k, addresses, valid) and the cycle each is offered with ready high."""
+    """Expected beats ``(g, t, k, addresses, valid, when)``, the cycle each is offered with ready
+    high: one a ``(c, ky, kx)``, or with pair products one a ``(c, ky, kx)`` of even ``c``;
+    ``addresses`` holds the lanes' addresses of ``c`` and of ``c + 1`` (None past ``K_C``)."""
     act_bytes, lanes = config.act_buffer_bytes, regs[Reg.LANES]
-    K = regs[Reg.K_C] * regs[Reg.K_H] * regs[Reg.K_W]
+    k_c, positions = regs[Reg.K_C], regs[Reg.K_H] * regs[Reg.K_W]
+    pairs = config.pair_products
     beats = []
     E = config.first_beat_cycle(lanes)
     for g in range(regs[Reg.GROUPS]):
         addresses, valid = engine_read_addresses(regs, g, act_bytes)
         for t in range(regs[Reg.TILES]):
             when = E
-            for k in range(K):
-                banks = addresses[t, k][valid[t]] % config.act_banks
-                when += max(1, np.bincount(banks, minlength=1).max(initial=0))
-                beats.append((g, t, k, addresses[t, k], valid[t], when + config.operand_latency - 1))
+            for c in range(0, k_c, 2 if pairs else 1):
+                for p in range(positions):
+                    first = addresses[t, c * positions + p]
+                    second = None
+                    if pairs and (c + 1 < k_c or (config.pipeline_registers and k_c > 1)):
+                        second = (first + regs[Reg.IN_CSTRIDE]) % act_bytes
+                    when += _pair_beat_cycles(config, regs, first[valid[t]],
+                                              None if second is None else second[valid[t]])
+                    k = (c // 2 if pairs else c) * positions + p
+                    channels = (first, second if c + 1 < k_c else None)
+                    beats.append((g, t, k, channels, valid[t], when + config.operand_latency - 1))
             E += max(when - E, lanes + 1)      # perf: a tile follows LANES + 1 cycles after at the earliest
     return beats
 
@@ -375,6 +405,24 @@ WINDOW_CASES = [
     # Three weight blocks: three copies of the weight read enable besides the banks'.
     (dict(rows=2, cols=8, pipeline_registers=True, weight_buffer_bytes=2 * 3 * WEIGHT_BLOCK_WORDS),
      "conv", dict(C=2, H=5, W=6, M=3, k=3, pad=1, stride=1, pitch=9)),
+    # Pair products: two channels a beat. With the pipeline registers a channel stride of
+    # 8 (mod the 16 banks) puts a lane's two reads in one superbank (a stride-2 walk: 2-way
+    # conflicts); others take two passes (an odd K_C's last beat reads past it; 2-way
+    # conflicts in each pass); K_C 1 reads
+    # one byte by bank; one bank, every pair in two passes.
+    (dict(rows=2, cols=8, act_bank_factor=2, pipeline_registers=True, pair_products=True), "conv",
+     dict(C=3, H=5, W=9, M=3, k=2, pad=0, stride=2, cstride=8 + 16 * 3)),
+    (dict(rows=2, cols=8, act_bank_factor=2, pipeline_registers=True, pair_products=True), "conv",
+     dict(C=3, H=5, W=6, M=3, k=3, pad=1, stride=1, pitch=9, cstride=73)),
+    (dict(rows=2, cols=8, act_bank_factor=2, pipeline_registers=True, pair_products=True), "conv",
+     dict(C=2, H=5, W=9, M=3, k=2, pad=0, stride=2, cstride=51)),
+    (dict(rows=2, cols=8, act_bank_factor=2, pipeline_registers=True, pair_products=True), "conv",
+     dict(C=4, H=4, W=6, M=2, k=1, pad=0, stride=1, cstride=24)),
+    (dict(rows=2, cols=4, pipeline_registers=True, pair_products=True), "pool",
+     dict(C=2, H=6, W=4, k=2, stride=2)),
+    (dict(rows=2, cols=1, pipeline_registers=True, pair_products=True), "conv",
+     dict(C=3, H=3, W=3, M=2, k=2, pad=0, stride=1, cstride=11)),
+    (dict(rows=2, cols=4, pair_products=True), "conv", dict(C=3, H=4, W=5, M=2, k=2, pad=1, stride=1)),
 ]
 
 
@@ -384,11 +432,19 @@ def test_window_generator_gathers_the_engine_walk(case, stalls):
     overrides, kind, shape = WINDOW_CASES[case]
     config = AcceleratorConfig(**{"act_buffer_bytes": 1024, "weight_buffer_bytes": 256 * overrides["rows"],
                                   **overrides})
-    regs, weights, _ = engine_regs(config, kind, seed=case, **shape)
+    cstride = shape.pop("cstride", None)
     rng = np.random.default_rng(case)
+    if config.pair_products:
+        # The walk's addresses alone: random weight words, and any channel stride.
+        regs, _, _ = engine_regs(config.replace(pair_products=False), kind, seed=case, **shape)
+        weights = rng.integers(-128, 128, (64, config.weight_word_bytes))
+        if cstride is not None:
+            regs[Reg.IN_CSTRIDE] = cstride
+    else:
+        regs, weights, _ = engine_regs(config, kind, seed=case, **shape)
     act = rng.integers(-128, 128, config.act_buffer_bytes)
     every_copy = (1 << config.weight_blocks) - 1
-    words = np.zeros((config.weight_buffer_words, config.rows), np.int8)
+    words = np.zeros((config.weight_buffer_words, config.weight_word_bytes), np.int8)
     words[:len(weights)] = weights
     bench = WindowBench(config, act, words)
     dut = bench.window
@@ -419,13 +475,23 @@ def test_window_generator_gathers_the_engine_walk(case, stalls):
         assert not ctx.get(dut.busy)
 
     simulate(bench, testbench)
-    K = regs[Reg.K_C] * regs[Reg.K_H] * regs[Reg.K_W]
-    for (g, t, k, addresses, valid, when), (cycle, a, b, last) in zip(expected, seen):
+    assert len(seen) == len(expected)
+    K = perf.engine_beats(regs, config)
+    for (g, t, k, (first, second), valid, when), (cycle, a, b, last) in zip(expected, seen):
         word = (regs[Reg.W_BASE] + g * regs[Reg.W_GSTEP] + k) % config.weight_buffer_words
-        assert a == words[word].tolist(), (g, t, k)
-        for j in range(regs[Reg.LANES]):
-            if valid[j]:
-                assert b[j] == act[addresses[j]], (g, t, k, j)
+        if config.pair_products:         # two bytes a row and a lane, the first channel low
+            a = [byte for value in a for byte in (value & 0xFF, (value >> 8) & 0xFF)]
+            assert a == words[word].astype(np.uint8).tolist(), (g, t, k)
+            for j in range(regs[Reg.LANES]):
+                if valid[j]:
+                    assert b[j] & 0xFF == act[first[j]] & 0xFF, (g, t, k, j)
+                    if second is not None:
+                        assert (b[j] >> 8) & 0xFF == act[second[j]] & 0xFF, (g, t, k, j)
+        else:
+            assert a == words[word].tolist(), (g, t, k)
+            for j in range(regs[Reg.LANES]):
+                if valid[j]:
+                    assert b[j] == act[first[j]], (g, t, k, j)
         assert last == (k == K - 1)
         if not stalls:
             assert cycle == when, (g, t, k)
