@@ -663,7 +663,8 @@ def _choose_pitches(steps, maps, config, search):
     ties together get one pitch, chosen for all of them. With ``config.pair_products`` and a
     reader whose beats read two channels, the channel stride too: packed, or up to
     ``act_banks - 1`` bytes more (the same for the tied maps); fewest conflict cycles, then the
-    smallest pitch, then the smallest channel stride."""
+    smallest pitch, then the smallest channel stride. A compact map (read by dense layers only)
+    keeps its pitch and gets the channel stride search alone."""
     readers, producers = {}, {id(step.dst): step for step in steps}
     for step in steps:
         for source in step.sources:
@@ -679,15 +680,17 @@ def _choose_pitches(steps, maps, config, search):
             member.pitch_costs = {}
         costed = [member for member in group if member.role in ("conv", "pool")
                   and readers.get(id(member))]
-        if not search or not costed or any(member.viewed for member in group):
+        pair_read = any(_reads_channel_pairs(step, config)
+                        for member in group for step in readers.get(id(member), []))
+        if not search or not (costed or pair_read) or any(member.viewed for member in group):
             for member in group:
                 member.set_pitch(smallest)
             continue
         best = None
-        pair_read = any(_reads_channel_pairs(step, config)
-                        for member in group for step in readers.get(id(member), []))
         slacks = range(config.act_banks) if pair_read else range(1)
-        for pitch in range(smallest, smallest + config.act_banks):
+        # A compact map (a dense layer's input) keeps its pitch; its channel stride may move.
+        pitches = range(smallest, smallest + (config.act_banks if costed else 1))
+        for pitch in pitches:
             writes = sum(_write_cost(producers[id(member)], pitch, config) for member in group
                          if id(member) in producers)
             at_pitch = None
