@@ -77,7 +77,9 @@ class ResultWriter(wiring.Component):
     regs : In(register_layout(config))
     results : In(stream.Signature(result_layout(config)))
         Rows in tile order. ``ready`` rises in the cycle of a row's final lane
-        group (it never depends on ``valid`` of a later row).
+        group (it never depends on ``valid`` of a later row; with
+        ``config.pipeline_registers`` it comes from flip-flops and may be high without
+        ``valid``).
     param_addr : Out(param_addr_width)
     param_en : Out(1)
     param_data : In(param_layout())
@@ -178,7 +180,11 @@ class ResultWriter(wiring.Component):
         flags = self._group_flags(m, walk, None, group_done=step)           # the walk's
         done = self._end_flags(m, group_done, head.last_group, head.last_row,
                                head.tile_wrap, head.last_grp)                # the head's
-        m.d.comb += self.results.ready.eq(done.take)
+        # Ready from flip-flops alone (the head's last group in its last cycle), not gated by
+        # ``valid``: the result queue's take no longer runs from its output flag through the
+        # writer and back into its level (the ULX3S 128-MAC build's longest path). A row moves
+        # on valid & ready, as before.
+        m.d.comb += self.results.ready.eq(final_cycle & head.last_group)
         start, next_chan = self._bookkeeping(m, walk, flags, None, None, None)
         # The walk's row's parameter address, p_base + chan, in a register: the sum was in
         # front of the parameter memory's read address (the ULX3S build's longest path).
