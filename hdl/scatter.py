@@ -78,8 +78,8 @@ class ResultWriter(wiring.Component):
     results : In(stream.Signature(result_layout(config)))
         Rows in tile order. ``ready`` rises in the cycle of a row's final lane
         group (it never depends on ``valid`` of a later row; with
-        ``config.pipeline_registers`` it comes from flip-flops and may be high without
-        ``valid``).
+        ``config.pipeline_registers`` and ``config.pair_products`` it comes from flip-flops
+        and may be high without ``valid``).
     param_addr : Out(param_addr_width)
     param_en : Out(1)
     param_data : In(param_layout())
@@ -180,11 +180,13 @@ class ResultWriter(wiring.Component):
         flags = self._group_flags(m, walk, None, group_done=step)           # the walk's
         done = self._end_flags(m, group_done, head.last_group, head.last_row,
                                head.tile_wrap, head.last_grp)                # the head's
-        # Ready from flip-flops alone (the head's last group in its last cycle), not gated by
-        # ``valid``: the result queue's take no longer runs from its output flag through the
-        # writer and back into its level (the ULX3S 128-MAC build's longest path). A row moves
-        # on valid & ready, as before.
-        m.d.comb += self.results.ready.eq(final_cycle & head.last_group)
+        # With pair products, ready from flip-flops alone (the head's last group in its last
+        # cycle), not gated by ``valid``: the result queue's take no longer runs from its output
+        # flag through the writer and back into its level (the 128-MAC ULX3S build's longest
+        # path). A row moves on valid & ready either way. Without them the netlist stays the
+        # one the 64-MAC ULX3S default was measured with (boards/README.md).
+        ready = final_cycle & head.last_group if config.pair_products else done.take
+        m.d.comb += self.results.ready.eq(ready)
         start, next_chan = self._bookkeeping(m, walk, flags, None, None, None)
         # The walk's row's parameter address, p_base + chan, in a register: the sum was in
         # front of the parameter memory's read address (the ULX3S build's longest path).
