@@ -28,7 +28,7 @@ from fpganet.isa import PARAM_LAYOUTS
 from .registers import update
 
 __all__ = ["param_layout", "ActivationBuffer", "WeightBuffer", "BankArbiter",
-           "falling_edge_write_domain"]
+           "falling_edge_write_domain", "one_hot_select"]
 
 
 def falling_edge_write_domain(m, name):
@@ -199,6 +199,15 @@ def bank_select(config, address):
     return C(1, 1) << address[:config.bank_bits] if config.bank_bits else C(1, 1)
 
 
+def one_hot_select(selects, values, start=0):
+    """``start`` OR'd with ``values[i]`` where ``selects[i]``: an AND-OR multiplexer for
+    one-hot ``selects`` (``start`` alone where none is set), no priority chain."""
+    result = start
+    for select, value in zip(selects, values):
+        result = result | Mux(select, value, 0)
+    return result
+
+
 def bank_hits(config, addresses, served):
     """``hits[b][j]``: lane ``j`` is served this cycle and wants bank ``b``."""
     bb = config.bank_bits
@@ -225,15 +234,9 @@ def route_to_banks(m, config, addresses, served, values=None, hits=None):
         return words, enables, datas
     words, enables, datas = [], [], []
     for row in hits:
-        word = 0
-        value = 0
-        for j, hit in enumerate(row):
-            word = word | Mux(hit, addresses[j][bb:aw], 0)
-            if values is not None:
-                value = value | Mux(hit, values[j], 0)
-        words.append(word)
+        words.append(one_hot_select(row, [address[bb:aw] for address in addresses]))
         enables.append(Cat(*row).any())
-        datas.append(value if values is not None else None)
+        datas.append(one_hot_select(row, values) if values is not None else None)
     return words, enables, (datas if values is not None else None)
 
 

@@ -45,7 +45,7 @@ from amaranth.lib.wiring import In, Out
 from fpganet.config import AcceleratorConfig
 from fpganet.isa import QUANT_LAYOUT
 
-from .memories import BankArbiter, param_layout, route_to_banks
+from .memories import BankArbiter, one_hot_select, param_layout, route_to_banks
 from .postproc import MULTIPLIERS, requantizer
 from .registers import count_down, next_value, register_layout, registered_wrap, update
 from .systolic import result_layout
@@ -559,11 +559,9 @@ class ResultWriter(wiring.Component):
         m.submodules.requant = requant = requantizer(config, R, multiplier=self.requant_multiplier,
                                                      dsp_model=self.requant_dsp_model)
         group_sums = Signal(config.acc_width * R)
-        selected = 0
-        for g in range(config.cols // R):
-            sums = Cat(self.results.payload.sums[g * R + l] for l in range(R))
-            selected = selected | Mux(group[g], sums, 0)
-        m.d.comb += group_sums.eq(selected)
+        sums = self.results.payload.sums
+        m.d.comb += group_sums.eq(one_hot_select(
+            group, [Cat(sums[g * R + l] for l in range(R)) for g in range(config.cols // R)]))
         inputs = SimpleNamespace(sums=group_sums, valid=active, param=self.param_data)
         if config.pipeline_registers:
             inputs = self._input_stage(m, inputs)

@@ -61,7 +61,7 @@ from amaranth.lib.wiring import In, Out
 
 from fpganet.config import AcceleratorConfig
 
-from .memories import BankArbiter, bank_hits, route_to_banks
+from .memories import BankArbiter, bank_hits, one_hot_select, route_to_banks
 from .registers import count_down, next_value, register_layout, registered_wrap, update
 from .systolic import operand_layout
 
@@ -265,12 +265,6 @@ class WindowGenerator(wiring.Component):
         superbank = odd_reads & (regs.in_cstride[:bb] == 1 << (bb - 1)) if bb else C(0, 1)
         with m.If(self._start):
             m.d.sync += [self._odd_reads.eq(odd_reads), self._superbank.eq(superbank)]
-
-    @staticmethod
-    def _read_lanes(valid, odd):
-        """The reads of a beat whose lanes ``valid`` read: each lane's, then, with pair products
-        (``odd`` not None), each lane's odd channel's where ``odd`` (reads ``cols + j``)."""
-        return valid if odd is None else Cat(valid, Mux(odd, valid, 0))
 
     def _split_pass(self):
         """With pair products and the pipeline registers: a beat's gather takes two passes."""
@@ -602,14 +596,7 @@ class WindowGenerator(wiring.Component):
         (``_Gather.rows``): a bank's multiplexer has one input a lane, as without pairs."""
         config = self.config
         banks, half = config.act_banks, max(1, config.act_banks // 2)
-        words = []
-        for b in range(banks):
-            lane_rows = rows[0] if b < half else rows[1]
-            word = 0
-            for j, row in enumerate(lane_rows):
-                word = word | Mux(hits[b][j], row, 0)
-            words.append(word)
-        return words
+        return [one_hot_select(hits[b], rows[0] if b < half else rows[1]) for b in range(banks)]
 
     def _gather_load(self, m, gather, *, stall, s1_full, load, first, tile, beat):
         """The gather stage (S1), its registers: a beat enters on ``load`` (with its tile's lanes
@@ -671,7 +658,9 @@ class WindowGenerator(wiring.Component):
             for row, row_next in zip(gather.hits, hits_next):
                 update(m, Cat(row), Cat(row_next), enable=~stall, reset=self._start)
         else:
-            lanes = self._read_lanes(Mux(first, tile.valid, gather.tvalid), beat.odd)
+            lanes = Mux(first, tile.valid, gather.tvalid)
+            if config.pair_products:        # then each lane's odd channel's (reads cols + j)
+                lanes = Cat(lanes, Mux(beat.odd, lanes, 0))
             update(m, gather.pend, Mux(load, lanes, gather.remaining), enable=~stall & (load | s1_full))
         update(m, gather.tvalid, tile.valid, enable=load & first)
         for j in range(config.cols):
@@ -769,10 +758,8 @@ class WindowGenerator(wiring.Component):
         else:
             # One-hot AND-OR selection of the byte each read got last cycle (or its held byte).
             for j in range(reads):
-                selected = Mux(hit_d[j].any(), 0, b_hold[j])
-                for b in range(banks):
-                    selected = selected | Mux(hit_d[j][b], self.bank_data[b], 0)
-                m.d.comb += b_cur[j].eq(selected)
+                m.d.comb += b_cur[j].eq(one_hot_select(hit_d[j], [self.bank_data[b] for b in range(banks)],
+                                                       start=Mux(hit_d[j].any(), 0, b_hold[j])))
         self._output_stage(m, stall, o_valid, done, [o_last.eq(last)],
                            [o_channel.eq(channel)] if diagonal else [],
                            [b_hold[j].eq(b_cur[j]) for j in range(reads)],
@@ -824,12 +811,11 @@ class WindowGenerator(wiring.Component):
         (:meth:`_pair_reads`), each half where it was read, or the byte ``held``."""
         config = self.config
         banks, cols, half = config.act_banks, config.cols, max(1, config.act_banks // 2)
+        upper = half if banks > 1 else 0
+        words = [Cat(self.bank_data[s], self.bank_data[s + upper]) for s in range(half)]
         for j in range(cols):
             superbanks, took = taken[j][:half], taken[j][half:]
-            word = 0
-            for s in range(half):
-                upper = self.bank_data[s + half] if banks > 1 else self.bank_data[s]
-                word = word | Mux(superbanks[s], Cat(self.bank_data[s], upper), 0)
+            word = one_hot_select(superbanks, words)
             for channel in range(2):
                 byte = Mux(took[2 + channel], word[8:], word[:8])
                 m.d.comb += current[channel * cols + j].eq(

@@ -28,7 +28,9 @@ numbers per tile ``t`` (tiles in ``(g, t)`` order):
   each valid lane's two (``in_off`` and ``in_off + IN_CSTRIDE``) in the ``K_C // 2`` pairs
   of channels of each kernel position and its one in the odd ``K_C``'s last channel, or with
   ``config.pipeline_registers`` two in that last channel too when ``K_C > 1`` (one bank
-  schedule serves the tile): :func:`pair_beats`;
+  schedule serves the tile): :func:`pair_beats`. With the pipeline registers a pair beat
+  costs ``max(1, most valid lanes in one superbank)`` where :func:`superbank_pairs`, else
+  two passes of ``max(1, most valid lanes in one bank)``;
 * ``W_t``, write cycles: the sum over its result rows (``rows`` for ``CONV``, 1
   for ``POOL``) and over each row's ``ceil(LANES / requant_lanes)`` lane groups of
   ``max(1, most written lanes of the group in one bank)`` (written: valid pixel,
