@@ -80,8 +80,9 @@ class HostLinkCore(wiring.Component):
     config : AcceleratorConfig
         The device's configuration: the host port's data width, the memory depths that
         bound WRITE, and the PING reply; with ``pipeline_registers`` the replier registers
-        the bytes into its CRC (:class:`~fpganet.hdl.replier.Replier`'s ``crc_stage``); the
-        output FIFO always registers its ``w_rdy`` (:class:`~fpganet.hdl.linkfifo.OutputFIFO`'s
+        the bytes into its CRC (:class:`~fpganet.hdl.replier.Replier`'s ``crc_stage``) and
+        the output FIFO its block RAM's data (``registered_output``); the output FIFO
+        always registers its ``w_rdy`` (:class:`~fpganet.hdl.linkfifo.OutputFIFO`'s
         ``registered_ready``: the iCE40's back-pressure path into the region unit).
     clock_hz : int or float
         The clock of domain ``sync`` (for the default timeout and the PING reply).
@@ -174,7 +175,8 @@ class HostLinkCore(wiring.Component):
         self.replier = Replier(self.info.pack(), output_depth=output_depth,
                                crc_stage=config.pipeline_registers)
         self.input_fifo = PacketFIFO(input_depth)
-        self.output_fifo = OutputFIFO(output_depth, registered_ready=True)
+        self.output_fifo = OutputFIFO(output_depth, registered_ready=True,
+                                      registered_output=config.pipeline_registers)
 
     def elaborate(self, platform):
         m = Module()

@@ -147,6 +147,13 @@ class OutputFIFO(wiring.Component):
         earlier): the writer's back-pressure then starts at a flip-flop, not at the level's
         comparisons (on the ULX3S at 75 MHz, the path from the level through the region
         unit's stall into the activation banks' read enables, 14.2 ns).
+    registered_output : bool
+        Put a flip-flop stage behind the memory's read port: ``r_data`` then comes from
+        fabric flip-flops, not from the block RAM's unregistered output (an ECP5 DP16KD's
+        5.8 ns clock-to-output began the 128-MAC ULX3S build's longest path, into the UART
+        transmitter). It then behaves as ``SyncFIFOBuffered(width=8, depth=depth - 1)``
+        followed by a one-byte stream register: ``depth`` bytes in all, one cycle more of
+        latency (:attr:`latency` 3). ``depth`` must be at least 3.
 
     Members
     -------
@@ -164,31 +171,41 @@ class OutputFIFO(wiring.Component):
         Bytes held, the output register's included.
 
     Latency: a byte written into an empty FIFO is readable two cycles later (one for the
-    memory, one for the output register; :attr:`latency`), as ``SyncFIFOBuffered``'s.
-    Throughput: one byte in and one out per cycle.
+    memory, one for the output register; :attr:`latency`), as ``SyncFIFOBuffered``'s; three
+    with ``registered_output``. Throughput: one byte in and one out per cycle.
     """
 
-    #: Cycles from ``w_en`` (into an empty FIFO) to ``r_rdy``.
-    latency = 2
-
-    def __init__(self, depth, *, registered_ready=False):
-        check_int("OutputFIFO depth", depth, 2, MAX_BUFFER)
+    def __init__(self, depth, *, registered_ready=False, registered_output=False):
+        check_int("OutputFIFO depth", depth, 3 if registered_output else 2, MAX_BUFFER)
         self.depth = depth
         self.registered_ready = bool(registered_ready)
+        self.registered_output = bool(registered_output)
         super().__init__({
             "w_data": In(8), "w_en": In(1), "w_rdy": Out(1, init=1 if registered_ready else 0),
             "r_data": Out(8), "r_en": In(1), "r_rdy": Out(1),
             "level": Out(range(depth + 1)),
         })
 
-    def elaborate(self, platform):
-        m = Module()
-        bits = max(1, ceil_log2(self.depth - 1))
+    @property
+    def latency(self):
+        """Cycles from ``w_en`` (into an empty FIFO) to ``r_rdy``."""
+        return 3 if self.registered_output else 2
+
+    @staticmethod
+    def _memory(m, stored):
+        """The memory part, for ``stored`` bytes at most: its ports and free-running pointers
+        over the next power of two (they never meet when it is full)."""
+        bits = max(1, ceil_log2(stored))
         m.submodules.storage = storage = memory.Memory(shape=8, depth=1 << bits, init=[])
         write = storage.write_port()
         read = storage.read_port(transparent_for=(write,))
-        produce = Signal(bits)
-        consume = Signal(bits)
+        return write, read, Signal(bits, name="produce"), Signal(bits, name="consume")
+
+    def elaborate(self, platform):
+        if self.registered_output:
+            return self._elaborate_registered_output()
+        m = Module()
+        write, read, produce, consume = self._memory(m, self.depth - 1)
 
         # The memory part holds level - r_rdy bytes (at most depth - 1).
         stored_any = (self.level[1:] != 0) | (self.level[0] & ~self.r_rdy)
@@ -221,4 +238,51 @@ class OutputFIFO(wiring.Component):
             next_at_full = (at[0] & same) | (at[1] & up)
             next_at_below = (at[1] & same) | (at[0] & down) | (at[2] & up)
             m.d.sync += self.w_rdy.eq(~(next_at_full | (next_at_below & ~next_r_rdy)))
+        return m
+
+    def _elaborate_registered_output(self):
+        m = Module()
+        # The memory part holds level - r_rdy - fetched bytes, at most depth - 2.
+        write, read, produce, consume = self._memory(m, self.depth - 2)
+        fetched = Signal()      # the read port's data are a byte not yet in r_data
+
+        held = Signal(2)        # bytes in the two registers
+        m.d.comb += held.eq(self.r_rdy + fetched)
+        at = {k: self.level == self.depth - k for k in range(4)}     # level == depth - k
+
+        def memory_full(at_, held_):
+            return Cat(*(at_[2 - n] & (held_ == n) for n in range(3))).any()
+
+        stored_any = self.level > held
+        do_write = self.w_en & self.w_rdy
+        do_read = self.r_en & self.r_rdy
+        do_load = fetched & (~self.r_rdy | self.r_en)       # into r_data
+        do_fetch = stored_any & (~fetched | do_load)        # into the read port
+        m.d.comb += [
+            *([] if self.registered_ready else [self.w_rdy.eq(~memory_full(at, held))]),
+            write.addr.eq(produce), write.data.eq(self.w_data), write.en.eq(do_write),
+            read.addr.eq(consume), read.en.eq(do_fetch),
+        ]
+        m.d.sync += [produce.eq(produce + do_write), consume.eq(consume + do_fetch)]
+        with m.If(do_load):
+            m.d.sync += [self.r_data.eq(read.data), self.r_rdy.eq(1)]
+        with m.Elif(self.r_en):
+            m.d.sync += self.r_rdy.eq(0)
+        with m.If(do_fetch):
+            m.d.sync += fetched.eq(1)
+        with m.Elif(do_load):
+            m.d.sync += fetched.eq(0)
+        step = Signal(len(self.level))
+        m.d.comb += step.eq(Mux(do_write, do_write ^ do_read,
+                                Mux(do_read, (1 << len(step)) - 1, 0)))
+        m.d.sync += self.level.eq(self.level + step)
+        if self.registered_ready:
+            # memory_full of the next cycle, from the present level's compares.
+            up, down, same = do_write & ~do_read, do_read & ~do_write, ~(do_write ^ do_read)
+            next_at = {k: (at[k] & same) | (at[k + 1] & up) | ((at[k - 1] & down) if k else 0)
+                       for k in range(3)}
+            next_held = Signal(2)
+            m.d.comb += next_held.eq((do_load | (self.r_rdy & ~self.r_en)) +
+                                     (do_fetch | (fetched & ~do_load)))
+            m.d.sync += self.w_rdy.eq(~memory_full(next_at, next_held))
         return m

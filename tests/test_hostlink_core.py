@@ -468,6 +468,8 @@ def test_block_parameter_checks():
             lambda: Replier(b"x", output_depth=65536))
     refused(ValueError, "PacketFIFO depth must be a power of two, not 12", lambda: PacketFIFO(12))
     refused(ValueError, "OutputFIFO depth must be 2..32768, not 1", lambda: OutputFIFO(1))
+    refused(ValueError, "OutputFIFO depth must be 3..32768, not 2",
+            lambda: OutputFIFO(2, registered_output=True))
     refused(ValueError, "StandInDevice depth must be 1..65536, not 0",
             lambda: StandInDevice(CONFIG, depth=0))
     refused(TypeError, "device must be a callable taking the configuration, not 3",
@@ -489,23 +491,42 @@ def test_lengths_with_small_buffers():
     run(scenario, input_depth=16, max_write_bytes=8)
 
 
+@pytest.mark.parametrize("registered_output", [False, True])
 @pytest.mark.parametrize("registered_ready", [False, True])
-@pytest.mark.parametrize("depth", [2, 3, 5, 8, 17, 33])
-def test_output_fifo_behaves_as_amaranths_buffered_fifo(depth, registered_ready):
+@pytest.mark.parametrize("depth", [3, 4, 5, 8, 17, 33, 2])
+def test_output_fifo_behaves_as_amaranths_buffered_fifo(depth, registered_ready,
+                                                        registered_output):
     """The link's smaller output FIFO against amaranth.lib.fifo.SyncFIFOBuffered, every port
     every cycle, under random write and read rates (the link relies on the same timing);
-    ``registered_ready`` gives the same ``w_rdy`` from a flip-flop."""
+    ``registered_ready`` gives the same ``w_rdy`` from a flip-flop. With
+    ``registered_output`` the reference is ``SyncFIFOBuffered(depth - 1)`` followed by a
+    one-byte stream register."""
     from amaranth import Signal
     from amaranth.lib.fifo import SyncFIFOBuffered
     from fpganet.hdl.linkfifo import OutputFIFO
 
+    if registered_output and depth < 3:
+        pytest.skip("registered_output needs depth >= 3 (refused, tested below)")
     rnd = random.Random(depth)
     m = Module()
-    m.submodules.ref = ref = SyncFIFOBuffered(width=8, depth=depth)
-    m.submodules.dut = dut = OutputFIFO(depth, registered_ready=registered_ready)
+    m.submodules.dut = dut = OutputFIFO(depth, registered_ready=registered_ready,
+                                        registered_output=registered_output)
     w_data, w_en, r_en = Signal(8), Signal(), Signal()
-    for fifo in (ref, dut):
+    m.d.comb += [dut.w_data.eq(w_data), dut.w_en.eq(w_en), dut.r_en.eq(r_en)]
+    if registered_output:
+        m.submodules.inner = inner = SyncFIFOBuffered(width=8, depth=depth - 1)
+        ref_data, ref_valid = Signal(8), Signal()
+        load = inner.r_rdy & (~ref_valid | r_en)
+        m.d.comb += [inner.w_data.eq(w_data), inner.w_en.eq(w_en), inner.r_en.eq(load)]
+        with m.If(load):
+            m.d.sync += [ref_data.eq(inner.r_data), ref_valid.eq(1)]
+        with m.Elif(r_en):
+            m.d.sync += ref_valid.eq(0)
+        ref = (inner.w_rdy, ref_valid, inner.level + ref_valid, ref_data)
+    else:
+        m.submodules.fifo = fifo = SyncFIFOBuffered(width=8, depth=depth)
         m.d.comb += [fifo.w_data.eq(w_data), fifo.w_en.eq(w_en), fifo.r_en.eq(r_en)]
+        ref = (fifo.w_rdy, fifo.r_rdy, fifo.level, fifo.r_data)
 
     async def bench(ctx):
         for cycle in range(1500):
@@ -514,10 +535,10 @@ def test_output_fifo_behaves_as_amaranths_buffered_fifo(depth, registered_ready)
             ctx.set(w_data, rnd.randrange(256))
             ctx.set(w_en, rnd.random() < p_write)
             ctx.set(r_en, rnd.random() < p_read)
-            want = [ctx.get(s) for s in (ref.w_rdy, ref.r_rdy, ref.level)]
+            want = [ctx.get(s) for s in ref[:3]]
             assert [ctx.get(s) for s in (dut.w_rdy, dut.r_rdy, dut.level)] == want, cycle
             if want[1]:
-                assert ctx.get(dut.r_data) == ctx.get(ref.r_data), cycle
+                assert ctx.get(dut.r_data) == ctx.get(ref[3]), cycle
             await ctx.tick()
 
     sim = Simulator(m)
@@ -558,7 +579,9 @@ def test_fifo_latencies():
     from fpganet.hdl.linkfifo import OutputFIFO
 
     for dut, write, readable in ((PacketFIFO(8), "commit", lambda d: d.r.valid),
-                                 (OutputFIFO(8), "w_en", lambda d: d.r_rdy)):
+                                 (OutputFIFO(8), "w_en", lambda d: d.r_rdy),
+                                 (OutputFIFO(8, registered_output=True), "w_en",
+                                  lambda d: d.r_rdy)):
         seen = {}
 
         async def testbench(ctx, dut=dut, write=write, readable=readable, seen=seen):
