@@ -24,7 +24,7 @@ A program whose values do not fit (a count of ``2**count_width`` or more, a ``LO
 runs; :func:`fpganet.perf.check_registers` reports it (the ISA simulator too, but for ``LANES``).
 """
 
-from amaranth.hdl import Mux, Value
+from amaranth.hdl import Mux, Signal, Value
 from amaranth.lib import data
 
 from fpganet.isa import COUNT_WIDTH, LOOP_COUNT_WIDTH, Reg, quant_bits
@@ -73,7 +73,7 @@ def registered_wrap(m, wrap, count, limit, *, restart, step):
         m.d.sync += wrap.eq(count + 2 == limit)
 
 
-def count_down(m, counter, limit, *, restart, step, by=1):
+def count_down(m, counter, limit, *, restart, step, by=1, registered=False):
     """A wrapping counter over ``limit`` items (a count register, at least 1, holding while it
     counts), ``by`` (1 or 2) a step; returns its wrap, true in the last step.
 
@@ -82,10 +82,25 @@ def count_down(m, counter, limit, *, restart, step, by=1):
     comparison with ``limit``, and on an iCE40 each flip-flop would take a logic cell of its own;
     counting down, the decrement feeds only the flip-flops and the wrap is ``counter == 1`` (or
     2 when ``by`` is 2).
+
+    ``registered``: the wrap is a flip-flop loaded from the next count (the comparisons of
+    ``limit`` after a load, of ``counter`` with ``by + 1`` (and ``by + 2``) after a step), so
+    the counter's compare stays out of what the wrap decides. Exact in every cycle.
     """
     if by not in (1, 2):
         raise ValueError(f"by must be 1 or 2, not {by!r}")
-    wrap = counter == 1 if by == 1 else (counter == 1) | (counter == 2)
+
+    def last(value, after=0):       # value - after is the last step's count
+        return value == after + 1 if by == 1 else (value == after + 1) | (value == after + 2)
+
+    if registered:
+        wrap = Signal(name=f"{counter.name}_wrap")
+        with m.If(restart | (step & wrap)):
+            m.d.sync += [counter.eq(limit), wrap.eq(last(limit))]
+        with m.Elif(step):
+            m.d.sync += [counter.eq(counter - by), wrap.eq(last(counter, by))]
+        return wrap
+    wrap = last(counter)
     with m.If(restart | (step & wrap)):
         m.d.sync += counter.eq(limit)
     with m.Elif(step):

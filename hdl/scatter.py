@@ -196,7 +196,11 @@ class ResultWriter(wiring.Component):
         with m.Elif(flags.take):
             m.d.sync += param_addr.eq(self.regs.p_base + next_chan)
         self._advance_lanes(m, lanes, advances, flags, start)
-        m.d.comb += step.eq(~start & (held != 2))      # the walk is reset in the start's cycle
+        # The walk is reset in the start's cycle and steps while the queue has room:
+        # ~start & (held != 2), loaded a cycle ahead (start follows self.start) so that the
+        # walk's resets and enables begin at a flip-flop.
+        held_step = dict(value=held + step - group_done, enable=step | group_done, reset=start)
+        m.d.sync += step.eq(~self.start & (next_value(held, **held_step) != 2))
 
         pushed = Signal(entry)
         m.d.comb += [
@@ -211,7 +215,7 @@ class ResultWriter(wiring.Component):
             update(m, queue[i], pushed, enable=step & (write_ptr == i))
         update(m, write_ptr, ~write_ptr, enable=step, reset=start)
         update(m, read_ptr, ~read_ptr, enable=group_done, reset=start)
-        update(m, held, held + step - group_done, enable=step | group_done, reset=start)
+        update(m, held, **held_step)
         # The group after the head: the queue's other entry, or the one the walk pushes now.
         following = data.View(entry, Mux(held == 2, Mux(read_ptr, queue[0], queue[1]), pushed))
         new_head = group_done | ((held == 0) & step)
@@ -406,6 +410,7 @@ class ResultWriter(wiring.Component):
         group_started = Signal()
         group_pend = Signal(R)
         row = Signal(range(rows + 1))
+        row_last = Signal()                         # row == rows - 1 (look-ahead walk)
         tile = Signal(cw)
         grp = Signal(cw)                            # engine groups left (count_down)
         last_grp = Signal()                         # ...this is the last
@@ -415,7 +420,7 @@ class ResultWriter(wiring.Component):
         rowbase = Signal(aw)                        # gbase + row*OUT_CSTRIDE
         return SimpleNamespace(cursor=cursor, tile_start=tile_start, group=group,
                                group_lane=group_lane, group_started=group_started,
-                               group_pend=group_pend, row=row, tile=tile, grp=grp, last_grp=last_grp,
+                               group_pend=group_pend, row=row, row_last=row_last, tile=tile, grp=grp, last_grp=last_grp,
                                first_chan=first_chan, chan=chan, gbase=gbase, rowbase=rowbase)
 
     def _lane_positions(self, m, walk):
@@ -459,7 +464,8 @@ class ResultWriter(wiring.Component):
                                 last_group.eq(walk.group_lane + R >= regs.lanes)]),
             take.eq(group_done & last_group),
             *([] if ahead else [self.results.ready.eq(take)]),
-            last_row.eq(self.pool | (walk.row == rows - 1)),      # no adder in front
+            # no adder in front; the look-ahead walk's row compare is a flip-flop
+            last_row.eq(self.pool | (walk.row_last if ahead else walk.row == rows - 1)),
             row_end.eq(take & last_row),
             group_end.eq(row_end & tile_wrap),
             final.eq(group_end & walk.last_grp),
@@ -528,6 +534,13 @@ class ResultWriter(wiring.Component):
                    enable=f.group_done, reset=start | f.group_end)
             update(m, w.tile_start, tile_end, enable=f.row_end, reset=start | f.group_end)
         update(m, w.row, w.row + 1, enable=f.take, reset=start | f.row_end)
+        if arbiter is None:
+            # The row compare of the next row (the reset's 0 or row + 1), in a flip-flop: it was
+            # in front of the lanes' resets (the 128-MAC ULX3S build).
+            with m.If(start | f.row_end):
+                m.d.sync += w.row_last.eq(rows == 1)
+            with m.Elif(f.take):
+                m.d.sync += w.row_last.eq(w.row == rows - 2)
         update(m, w.tile, w.tile + 1, enable=f.row_end, reset=start | f.group_end)
         # In a flip-flop: the parameter memory's read address hangs on it, and the comparison
         # was in front of its adder.

@@ -451,13 +451,17 @@ class WindowGenerator(wiring.Component):
         beat_last = Signal()
         tile_done = Signal()
         group_done = Signal()
-        kx_wrap = count_down(m, kx, regs.k_w, restart=start, step=load)
-        ky_wrap = count_down(m, ky, regs.k_h, restart=start, step=load & kx_wrap)
+        # With the pipeline registers the wraps are flip-flops: the counters' compares were in
+        # front of the kernel offsets' and the channel mask's resets (ULX3S, 128 MACs).
+        registered = config.pipeline_registers
+        kx_wrap = count_down(m, kx, regs.k_w, restart=start, step=load, registered=registered)
+        ky_wrap = count_down(m, ky, regs.k_h, restart=start, step=load & kx_wrap,
+                             registered=registered)
         # Channels left, two a beat with pair products: the last beat has one or two; without the
         # pipeline registers its odd one is read only if two.
         pairs = config.pair_products
         kc_wrap = count_down(m, kc, regs.k_c, restart=start, step=load & kx_wrap & ky_wrap,
-                             by=config.products_per_pe)
+                             by=config.products_per_pe, registered=registered)
         odd = kc != 1 if pairs and not config.pipeline_registers else None
         m.d.comb += [
             beat_last.eq(kx_wrap & ky_wrap & kc_wrap),
