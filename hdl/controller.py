@@ -127,6 +127,10 @@ class Controller(wiring.Component):
         # of the value word, rather than tested on every count register.
         widths = register_widths(self.config)
         nonzero = {reg: Signal(name=f"{reg.name.lower()}_nonzero") for reg in EMPTY_WALK_COUNTS}
+        # Pipelined: whether LOOP_COUNT is non-zero, in a flip-flop loaded by SET and by each
+        # taken LOOP (its compare was in front of the program memory's read address, through
+        # ``taken``: the 128-MAC ULX3S build).
+        loops_left = Signal(name="loop_count_nonzero") if pipelined else regs.loop_count != 0
         engine_empty = Signal()
         region_empty = Signal()
         m.d.comb += [
@@ -154,10 +158,14 @@ class Controller(wiring.Component):
                                 m.d.sync += field.eq(set_op.value[:widths[reg]])
                                 if reg in nonzero:
                                     m.d.sync += nonzero[reg].eq(set_op.value[:widths[reg]].any())
+                                if reg == Reg.LOOP_COUNT and pipelined:
+                                    m.d.sync += loops_left.eq(set_op.value[:widths[reg]].any())
                 with m.Case(Opcode.LOOP):
                     m.d.comb += advance.eq(1)
-                    with m.If(regs.loop_count != 0):
+                    with m.If(loops_left):
                         m.d.sync += regs.loop_count.eq(regs.loop_count - 1)
+                        if pipelined:
+                            m.d.sync += loops_left.eq(regs.loop_count != 1)
                         m.d.comb += next_pc.eq(loop_op.target)
                         if pipelined:
                             m.d.comb += taken.eq(1)

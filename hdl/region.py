@@ -110,10 +110,12 @@ class RegionUnit(wiring.Component):
         run = Signal.like(room)
         row_end = Signal()
         fill = self.mode == RegionMode.FILL
+        bb = config.bank_bits
         m.d.comb += [
-            room.eq(config.act_banks - addr[:config.bank_bits]),
+            room.eq(config.act_banks - addr[:bb]),
             run.eq(Mux(fill, room, 1)),
-            row_end.eq(Mux(fill, x <= room, x == 1)),
+            # x <= room compared on room's bits, the rest of x zero: no carry chain along x
+            row_end.eq(Mux(fill, (x[bb + 1:] == 0) & (x[:bb + 1] <= room), x == 1)),
         ]
         with m.If(self.start | (advance & row_end)):
             m.d.sync += x.eq(regs.io_len)
@@ -150,8 +152,12 @@ class RegionUnit(wiring.Component):
             x_wrap, run = self._row_runs(m, x, addr, advance)
         else:
             x_wrap = count_down(m, x, regs.io_len, restart=self.start, step=advance)
-        r_wrap = count_down(m, r, regs.io_rows, restart=self.start, step=advance & x_wrap)
-        c_wrap = count_down(m, c, regs.io_channels, restart=self.start, step=advance & x_wrap & r_wrap)
+        # With the pipeline registers the wraps are flip-flops (the compares were behind the
+        # row's end, in front of the walk's enables: the 128-MAC ULX3S build).
+        r_wrap = count_down(m, r, regs.io_rows, restart=self.start, step=advance & x_wrap,
+                            registered=wide)
+        c_wrap = count_down(m, c, regs.io_channels, restart=self.start,
+                            step=advance & x_wrap & r_wrap, registered=wide)
         m.d.comb += is_last.eq(x_wrap & r_wrap & c_wrap)
         next_chan = chanbase + regs.io_cstride
         next_row = Mux(r_wrap, next_chan, rowbase + regs.io_pitch)

@@ -53,6 +53,7 @@ from the next cycle, on a flip-flop. Timing is therefore a pure function of the
 registers: see :mod:`fpganet.perf`.
 """
 
+import functools
 from typing import NamedTuple
 
 from amaranth import *
@@ -470,7 +471,12 @@ class WindowGenerator(wiring.Component):
         ]
         update(m, s_group_end, tile.group_end, enable=load & first)
         update(m, s_final, tile.final, enable=load & first)
-        walk = dict(load=load, restart=start | tile_done, kx_wrap=kx_wrap, ky_wrap=ky_wrap)
+        # With the pipeline registers a tile's last beat loads the origin instead of resetting
+        # to it: the reset waited for ``load`` (its compares), the multiplexer only for the
+        # registered wraps, and ``load`` reaches the offsets' enables alone.
+        walk = (dict(load=load, restart=start, rewind=beat_last, kx_wrap=kx_wrap, ky_wrap=ky_wrap)
+                if registered else
+                dict(load=load, restart=start | tile_done, kx_wrap=kx_wrap, ky_wrap=ky_wrap))
         koff = self._kernel_offset(m, **walk)
         # With the pipeline registers the odd channel's offset in registers of its own, so that
         # the gather stage sums each lane's two addresses with one adder each.
@@ -486,10 +492,11 @@ class WindowGenerator(wiring.Component):
             # masked to the channel's row.
             rewind, onward = Mux(self.diagonal, kx_wrap & ky_wrap, beat_last), beat_last & group_done
             channel = Signal(config.rows, init=1, name="s0_channel")
-            with m.If(start | tile_done):
+            following = channel << config.products_per_pe
+            with m.If(start if registered else start | tile_done):
                 m.d.sync += channel.eq(1)
             with m.Elif(load & kx_wrap & ky_wrap):
-                m.d.sync += channel.eq(channel << config.products_per_pe)
+                m.d.sync += channel.eq(Mux(kc_wrap, 1, following) if registered else following)
         with m.If(start):
             m.d.sync += [waddr.eq(regs.w_base), wbase.eq(regs.w_base)]
         with m.Elif(load):
@@ -504,10 +511,12 @@ class WindowGenerator(wiring.Component):
                 m.d.sync += finished.eq(1)
         return _Beat(koff, waddr, beat_last, channel, odd, koff_odd)
 
-    def _kernel_offset(self, m, *, load, restart, kx_wrap, ky_wrap, origin=0, suffix=""):
+    def _kernel_offset(self, m, *, load, restart, kx_wrap, ky_wrap, rewind=None, origin=0,
+                       suffix=""):
         """``origin + c*IN_CSTRIDE + ky*IN_PITCH + kx`` of the next beat as running sums (the
         channel, row and offset registers, named with ``suffix``; ``restart`` sets them to
-        ``origin``), ``c`` stepping two channels a beat with pair products."""
+        ``origin``, and so does a ``load`` with ``rewind``), ``c`` stepping two channels a
+        beat with pair products."""
         regs, aw = self.regs, self.config.act_addr_width
         koff = Signal(aw, name=f"koff{suffix}")
         krow = Signal(aw, name=f"krow{suffix}")
@@ -517,6 +526,8 @@ class WindowGenerator(wiring.Component):
         for register, value, enable in ((koff, Mux(kx_wrap, next_row, koff + 1), load),
                                         (krow, next_row, load & kx_wrap),
                                         (kchan, next_chan, load & kx_wrap & ky_wrap)):
+            if rewind is not None:      # every enable here includes the last beat's load
+                value = Mux(rewind, origin, value)
             update(m, register, value, enable=enable, reset=restart, reset_value=origin)
         return koff
 
@@ -629,14 +640,16 @@ class WindowGenerator(wiring.Component):
             # and the schedule (``load`` implies ``~stall``): the schedule's compare is no
             # longer in front of the banks' read-address multiplexers.
             next_count = Mux(gather.final_cycle, 0, gather.count + 1) if pairs else gather.count + 1
-            following = Mux(load, Mux(first, _reads_in(tile.valid, tile.slot, 0),
-                                      _reads_in(gather.tvalid, gather.slot, 0)),
-                            Mux(s1_full & ~gather.done,
-                                _reads_in(gather.tvalid, gather.slot, next_count), 0))
-            update(m, gather.served, following, enable=~stall, reset=self._start)
+            following_load = Mux(first, _reads_in(tile.valid, tile.slot, 0),
+                                 _reads_in(gather.tvalid, gather.slot, 0))
+            following_stay = Mux(s1_full & ~gather.done,
+                                 _reads_in(gather.tvalid, gather.slot, next_count), 0)
+            update(m, gather.served, Mux(load, following_load, following_stay),
+                   enable=~stall, reset=self._start)
             update(m, gather.cycles, tile.cycles, enable=load & first)
             bb = config.bank_bits
-            banks_next = []         # each lane's bank after this cycle
+            # Each lane's bank after this cycle, if a beat loads and if not.
+            banks_load, banks_stay = [], []
             offsets = [beat.koff] if beat.koff_odd is None else [beat.koff, beat.koff_odd]
             sums = []
             for j in range(len(gather.addr)):
@@ -651,16 +664,21 @@ class WindowGenerator(wiring.Component):
                 update(m, gather.addr[j], summed, enable=load)
                 sums.append(summed)
                 if not pairs:
-                    banks_next.append(Mux(load, summed[:bb], gather.addr[j][:bb]))
+                    banks_load.append(summed[:bb])
+                    banks_stay.append(gather.addr[j][:bb])
             if pairs:
                 update(m, gather.phase, 1, enable=switch, reset=load)
-                banks_next = self._pair_lanes(m, gather, sums, load=load, switch=switch)
-                hits_next = self._pair_hits(banks_next, following)
+                banks_load, banks_stay = self._pair_lanes(m, gather, sums, load=load, switch=switch)
+                hits_of = self._pair_hits
             else:
-                hits_next = bank_hits(config, banks_next, following)
-            # The hits the next cycle's served lanes make, loaded as those lanes are.
-            for row, row_next in zip(gather.hits, hits_next):
-                update(m, Cat(row), Cat(row_next), enable=~stall, reset=self._start)
+                hits_of = functools.partial(bank_hits, config)
+            # The hits the next cycle's served lanes make, loaded as those lanes are; both
+            # outcomes side by side, ``load`` choosing between them last (it was in front of
+            # the banks' compares).
+            for row, if_load, if_stay in zip(gather.hits, hits_of(banks_load, following_load),
+                                             hits_of(banks_stay, following_stay)):
+                update(m, Cat(row), Mux(load, Cat(if_load), Cat(if_stay)), enable=~stall,
+                       reset=self._start)
         else:
             lanes = Mux(first, tile.valid, gather.tvalid)
             if config.pair_products:        # then each lane's odd channel's (reads cols + j)
@@ -683,11 +701,11 @@ class WindowGenerator(wiring.Component):
         lower and the upper half of the banks (``gather.rows``), loaded with the beat from its
         summed addresses ``sums`` (channel ``c``'s, then ``c + 1``'s), and in two passes the
         second channel's at the ``switch``. Returns each lane's bank after this cycle, the
-        first channel's, or in the second pass the second's."""
+        first channel's, or in the second pass the second's: if a beat loads, and if not."""
         config = self.config
         cols, bb = config.cols, config.bank_bits
         superbank = self._superbank
-        banks_next = []
+        banks_load, banks_stay = [], []
         for j in range(cols):
             even, odd = sums[j], sums[cols + j]
             upper = even[bb - 1] if bb else C(0, 1)   # the first read's bank is in the upper half
@@ -698,9 +716,9 @@ class WindowGenerator(wiring.Component):
             with m.Elif(switch):
                 m.d.sync += [low.eq(gather.addr[cols + j][bb:]), high.eq(gather.addr[cols + j][bb:])]
             second = gather.phase | switch
-            banks_next.append(Mux(load, even[:bb], Mux(second, gather.addr[cols + j][:bb],
-                                                         gather.addr[j][:bb])))
-        return banks_next
+            banks_load.append(even[:bb])
+            banks_stay.append(Mux(second, gather.addr[cols + j][:bb], gather.addr[j][:bb]))
+        return banks_load, banks_stay
 
     def _pair_hits(self, banks, served):
         """``hits[bank][lane]`` of pair reads: lane ``j`` (if ``served``) reads its bank,
