@@ -71,7 +71,9 @@ class ResultWriter(wiring.Component):
     Members
     -------
     start : In(1)
-        Pulse at the start of a ``CONV``/``POOL``; ``regs`` hold until ``done``.
+        Pulse at the start of a ``CONV``/``POOL``; ``regs`` hold until ``done``, from at
+        least the cycle before. The first row may be offered :attr:`start_latency` cycles
+        after it, not sooner (in the accelerator it comes a whole tile of beats later).
     pool : In(1)
         ``POOL`` mode (held): one row per tile, no requantization, all rows live.
     regs : In(register_layout(config))
@@ -114,6 +116,13 @@ class ResultWriter(wiring.Component):
             "wr_en": Out(banks),
             "done": Out(1),
         })
+
+    @property
+    def start_latency(self):
+        """Cycles from ``start`` to the first cycle a row may be offered: the walk is reset
+        by the start registered once (twice with ``config.pipeline_registers``, whose step
+        constants take two stages from the registers) and pushes its first group after."""
+        return 4 if self.config.pipeline_registers else 3
 
     @property
     def latency(self):
@@ -187,7 +196,11 @@ class ResultWriter(wiring.Component):
         # one the 64-MAC ULX3S default was measured with (boards/README.md).
         ready = final_cycle & head.last_group if config.pair_products else done.take
         m.d.comb += self.results.ready.eq(ready)
-        start, next_chan = self._bookkeeping(m, walk, flags, None, None, None)
+        # The start registered twice: the step constants take two stages from the registers.
+        early_start = Signal()
+        m.d.sync += early_start.eq(self.start)
+        start, next_chan = self._bookkeeping(m, walk, flags, None, None, None,
+                                             early_start=early_start)
         # The walk's row's parameter address, p_base + chan, in a register: the sum was in
         # front of the parameter memory's read address (the ULX3S build's longest path).
         param_addr = Signal(config.param_addr_width)
@@ -197,10 +210,10 @@ class ResultWriter(wiring.Component):
             m.d.sync += param_addr.eq(self.regs.p_base + next_chan)
         self._advance_lanes(m, lanes, advances, flags, start)
         # The walk is reset in the start's cycle and steps while the queue has room:
-        # ~start & (held != 2), loaded a cycle ahead (start follows self.start) so that the
+        # ~start & (held != 2), loaded a cycle ahead (start follows early_start) so that the
         # walk's resets and enables begin at a flip-flop.
         held_step = dict(value=held + step - group_done, enable=step | group_done, reset=start)
-        m.d.sync += step.eq(~self.start & (next_value(held, **held_step) != 2))
+        m.d.sync += step.eq(~early_start & (next_value(held, **held_step) != 2))
 
         pushed = Signal(entry)
         m.d.comb += [
@@ -256,30 +269,40 @@ class ResultWriter(wiring.Component):
 
     def _advance(self, m, amount):
         """The :meth:`_advance_layout` of ``amount`` pixels (``1..requant_lanes``) for this
-        instruction's ``OUT_W`` and ``OUT_PITCH``: ``amount`` pixels on from column ``ox`` is
-        ``q`` rows and ``r`` columns on (``q, r = divmod(amount, OUT_W)``), one row more when
-        ``ox + r >= OUT_W``. ``OUT_W`` only matters up to ``amount``: a wider row holds the
-        whole step (``q = 0``)."""
-        regs, R = self.regs, self.config.requant_lanes
-        q, r = Signal(range(R + 1)), Signal(self.config.count_width)
+        instruction's ``OUT_W`` and ``OUT_PITCH``, registered in two stages: ``amount`` pixels
+        on from column ``ox`` is ``q`` rows and ``r`` columns on (``q, r = divmod(amount,
+        OUT_W)``), one row more when ``ox + r >= OUT_W``. ``OUT_W`` only matters up to
+        ``amount``: a wider row holds the whole step (``q = 0``). The first stage holds
+        ``r``, ``q * OUT_PITCH`` and copies of the two registers, the second the sums (in one
+        stage they were the ULX3S build's longest path, from the register file)."""
+        regs, R, cw = self.regs, self.config.requant_lanes, self.config.count_width
+        aw = self.config.act_addr_width
+        q, r = Signal(range(R + 1)), Signal(cw)
         m.d.comb += [q.eq(0), r.eq(amount)]
         with m.Switch(regs.out_w):
             for w in range(1, amount + 1):
                 with m.Case(w):
                     m.d.comb += [q.eq(amount // w), r.eq(amount % w)]
-        rows_on = sum(Mux(q[i], regs.out_pitch << i, 0) for i in range(len(q)))    # q * OUT_PITCH
+        staged = {name: Signal(shape, name=f"advance{amount}_{name}")
+                  for name, shape in (("r", cw), ("rows_on", aw), ("out_w", cw), ("pitch", aw))}
+        m.d.sync += [
+            staged["r"].eq(r), staged["out_w"].eq(regs.out_w), staged["pitch"].eq(regs.out_pitch),
+            staged["rows_on"].eq(sum(Mux(q[i], regs.out_pitch << i, 0) for i in range(len(q)))),
+        ]
+        r, out_w, rows_on, pitch = staged["r"], staged["out_w"], staged["rows_on"], staged["pitch"]
         advance = Signal(self._advance_layout())
         m.d.comb += [
-            advance.pixels.eq(amount), advance.threshold.eq(regs.out_w - r),
-            advance.ox_add.eq(r), advance.ox_wrap_add.eq(r - regs.out_w),
-            advance.off_add.eq(r + rows_on), advance.off_wrap_add.eq(r - regs.out_w + rows_on + regs.out_pitch),
+            advance.pixels.eq(amount), advance.threshold.eq(out_w - r),
+            advance.ox_add.eq(r), advance.ox_wrap_add.eq(r - out_w),
+            advance.off_add.eq(r + rows_on), advance.off_wrap_add.eq(r - out_w + rows_on + pitch),
         ]
         return advance
 
     def _advance_constants(self, m):
         """The look-ahead walk's steps, in flip-flops loaded from the registers in every cycle
-        (the registers hold from the engine's start; the walk first reads these in the cycle
-        after, when the writer's registered start resets it): ``group``,
+        through two stages (:meth:`_advance`; the registers hold from the engine's start,
+        and the walk first reads these two cycles after, when the writer's start, registered
+        twice, resets it): ``group``,
         ``requant_lanes`` pixels (the next lane group of a row); ``first[l]``, pixel ``l``
         (lane ``l``'s first position) for ``l = 1..requant_lanes-1``; and ``tile``, from a
         row's last group to the next tile's first, ``((LANES - 1) % requant_lanes) + 1``
@@ -493,12 +516,13 @@ class ResultWriter(wiring.Component):
                     m.d.comb += tile_end.eq(chain[count])
         return tile_end
 
-    def _bookkeeping(self, m, walk, flags, chain, tile_end, arbiter):
+    def _bookkeeping(self, m, walk, flags, chain, tile_end, arbiter, *, early_start=None):
         """The walk's registers from group to group, row to row, tile to tile, and the
         arbiter's progress through the group (none without an ``arbiter``: the look-ahead
         walk's groups follow their schedule).
 
-        Returns ``(start, next_chan)``: the registered start and the next row's channel.
+        Returns ``(start, next_chan)``: the registered start (``early_start`` registered, if
+        given) and the next row's channel.
         """
         config, regs, w, f = self.config, self.regs, walk, flags
         R, rows, cw = config.requant_lanes, config.rows, config.count_width
@@ -508,7 +532,7 @@ class ResultWriter(wiring.Component):
         # the program memory without the pipeline registers), and this register keeps that
         # path out of the writer's logic.
         start = Signal()
-        m.d.sync += start.eq(self.start)
+        m.d.sync += start.eq(self.start if early_start is None else early_start)
         next_first_chan = self._count_up(w.first_chan, rows)
         next_chan = Signal(cw + 1)
         m.d.comb += next_chan.eq(Mux(~f.last_row, self._count_up(w.chan, 1),

@@ -588,7 +588,7 @@ def check_result_writer(overrides, kind, shape, seed):
         queue = [(sums[g, t, i], i) for g in range(groups) for t in range(tiles) for i in range(rows)]
         cycle = 0
         while not done_cycles:
-            if queue and cycle >= 3:
+            if queue and cycle >= dut.start_latency:
                 row_sums, i = queue[0]
                 ctx.set(dut.results.payload, {"sums": [int(v) for v in row_sums], "row": i,
                                               "last": i == rows - 1})
@@ -641,7 +641,7 @@ def check_result_writer(overrides, kind, shape, seed):
     _, W = perf.engine_tile_costs(regs, config, pool)
     per_tile = W.reshape(-1)
     tile_done = [takes[(n + 1) * rows - 1] for n in range(len(per_tile))]
-    assert tile_done[0] == 3 + per_tile[0] - 1
+    assert tile_done[0] == dut.start_latency + per_tile[0] - 1
     assert np.diff(tile_done).tolist() == per_tile[1:].tolist()
     assert done_cycles == [takes[-1] + dut.latency]
 
