@@ -1,11 +1,11 @@
 """ULX3S with the ECP5-85F (LFE5U-85F-6BG381): 83,640 LUT4s, 156 MULT18X18D, 208 EBR, 25 MHz oscillator.
 
 The default core is the accelerator behind the UART host link
-(:func:`accelerator_core`) on an 8x8 array (64 int8 MACs per cycle) with two
-requantizer lanes, one MULT18X18D per processing element with the product
-register inside the DSP (:class:`~fpganet.hdl.ecp5_dsp.ECP5ProcessingElement`),
-diagonal weights for depthwise layers, an 8-row result queue, and an 87.5 MHz
-clock from an EHXPLLL (what the design meets today; the aim is 100 MHz).
+(:func:`accelerator_core`) on an 8x8 array of pair processing elements (128 int8
+MACs per cycle) with two requantizer lanes, two MULT18X18D per processing element
+with the product registers inside the DSPs
+(:class:`~fpganet.hdl.ecp5_dsp.ECP5PairProcessingElement`), diagonal weights for
+depthwise layers, an 8-row result queue, and a 100 MHz clock from an EHXPLLL.
 nextpnr-ecp5 routes with router1: router2 oscillated on this design.
 ``--core stand-in`` builds the array alone, fed from ROMs.
 """
@@ -28,35 +28,33 @@ __all__ = ["ULX3STop", "BOARD", "DEFAULT_CONFIG", "BAUD", "accelerator_core", "e
 #: UART rate of the host link: the ULX3S's FT231X runs up to 3 Mbaud.
 BAUD = 3_000_000
 
-#: 8x8 array (64 MACs/cycle on 64 of 156 MULT18X18D) with two requantizer lanes, sized
-#: for the MLPerf Tiny networks: 288 KiB of weights (VWW MobileNetV1-0.25 needs 204.8 KiB,
-#: its depthwise layers stored as ``CONV diagonal`` words, one per kernel position;
+#: 8x8 array of pair PEs (``pair_products``: two MULT18X18D and one accumulator a PE, each
+#: beat two steps of K, so 128 MACs/cycle on 128 of 156 MULT18X18D) with two requantizer
+#: lanes, sized for the MLPerf Tiny networks: 288 KiB of weights (VWW MobileNetV1-0.25 needs
+#: 204.8 KiB, its depthwise layers stored as ``CONV diagonal`` words, one per kernel position;
 #: ResNet-8 80.3 KiB; LeNet-5 62.5 KiB), 64 KiB of activations in 16 banks, two per lane,
-#: so that stride-2 layers read without bank conflicts (VWW needs 55.5 KiB, ResNet-8 54.2
-#: KiB), 4,096 parameter entries (VWW 2,994). Block RAM: 144 EBR of weights, 32 of
-#: activations, 208 on the chip.
+#: read as 8 superbanks of two (a lane's two channels in one cycle where the channel stride
+#: allows), 4,096 parameter entries (VWW 2,994). Block RAM: 186 of 208 EBR.
 #:
 #: The 8-row result queue (``result_queue_rows``) lets the array start a tile while the
-#: writer drains the one before: ResNet-8 -4.2 % cycles, VWW -5.6 %, LeNet-5 -5.6 %.
+#: writer drains the one before.
 #:
-#: The clock is 87.5 MHz (the PLL's exact setting; the UART divides it by 29.17), not the 100
-#: MHz aimed at: with its pipeline registers (``AcceleratorConfig.pipeline_registers``: block
-#: RAM outputs, the gathered operands, the array's result row and its row-valid flag, the
-#: writer's lane-group sums, the instruction word and the window's start in registers, bank
-#: schedules computed ahead instead of arbitrated and cleared while the walker is idle, the
-#: writer's lanes stepped in closed form from registered step constants, write stages for the
-#: program and parameter memories, the link's reply CRC registered, the banks' byte writes
-#: from flip-flops, the window's bank hits in flip-flops, a skid register behind its offer and
-#: copies of its stall for the memories and the lane walker, the parameter and instruction
-#: addresses from registers, the read-ahead address not waiting for the instruction's done,
-#: the clamp against registered thresholds) and the split-product requantizer
-#: (``requant_latency`` 5, its shift in two stages), this design routes at 94.5 MHz with the
-#: board's seed 2 (seeds 1-5 of the same logic before the bank schedule's idle clear: 78.9-83.9;
-#: boards/README.md). Its long path: the output FIFO's block RAM into the UART transmitter.
+#: The clock is 100 MHz from the PLL. With the pipeline registers
+#: (``AcceleratorConfig.pipeline_registers``: block RAM outputs, the gathered operands, the
+#: array's result row and its row-valid flag, the writer's lane-group sums, the instruction
+#: word and the window's start in registers, bank schedules computed ahead, the writer's
+#: lanes stepped in closed form from step constants registered in two stages, the counters'
+#: wraps and the loop flag in flip-flops, write stages for the program and parameter
+#: memories, the link's reply CRC and output FIFO registered, the activation banks read
+#: without Yosys's read-first emulation, a skid register behind the window's offer and
+#: copies of its stall, the clamp against registered thresholds) and the split-product
+#: requantizer (``requant_latency`` 5), it routes at 100.04 MHz with the board's seed 2,
+#: timing met (boards/README.md: other seeds of nearly the same netlist 92.5-95.5 MHz).
 DEFAULT_CONFIG = AcceleratorConfig(rows=8, cols=8, requant_lanes=2, weight_buffer_bytes=288 * 1024,
                                    act_buffer_bytes=64 * 1024, act_bank_factor=2,
                                    bias_buffer_words=4096, pipeline_registers=True, requant_latency=5,
-                                   diagonal_weights=True, result_queue_rows=8, clock_hz=87.5e6)
+                                   diagonal_weights=True, result_queue_rows=8, pair_products=True,
+                                   clock_hz=100e6)
 
 
 def ecp5_array(config):
@@ -140,8 +138,8 @@ BOARD = Board(
     # router1: router2 oscillated on the accelerator (overuse falling to a few hundred wires,
     # then climbing) and did not finish in 25 minutes; router1 routed it in 9.
     nextpnr_opts=("--router", "router1"),
-    # At 87.5 MHz seed 2 routed at 94.5 MHz (timing met); seeds move this design's Fmax by up
-    # to 11 MHz, and the best one changes with the netlist (boards/README.md).
+    # At 100 MHz seed 2 routed at 100.04 MHz (timing met); seeds move this design's Fmax by
+    # up to 11 MHz, and the best one changes with the netlist (boards/README.md).
     seed=2,
     # The default accelerator took 9-35 minutes on two cores, the longest with other jobs.
     build_timeout_s=5400,
