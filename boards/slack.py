@@ -166,6 +166,12 @@ def main(argv=None):
                         help="the period to check (default: the build's target clock)")
     parser.add_argument("--top", type=int, default=20, metavar="N", help="groups shown")
     parser.add_argument("--paths", action="store_true", help="the worst path of each group")
+
+    def one_line(message):
+        print(f"slack: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+    parser.error = one_line
     args = parser.parse_args(argv)
     try:
         build = Path(args.build)

