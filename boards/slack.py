@@ -124,7 +124,10 @@ def read_sdf(path):
             clocks.add((cell, clock))
     # A clock pin without a setup check of its own (a register whose data input is constant).
     clocks |= {key for key in iopaths if re.fullmatch(r"[RW]?CLK[A-Z0-9]*", key[1])}
-    return Timing(cells, iopaths, setups, clocks, interconnect)
+    timing = Timing(cells, iopaths, setups, clocks, interconnect)
+    if not timing.endpoints:
+        raise FpganetError(f"{path}: no path from a register to a register to time")
+    return timing
 
 
 def register_name(pin):
@@ -137,7 +140,7 @@ def register_name(pin):
 def report(timing, period_ps, top=20):
     """The summary as lines of text."""
     late = [(t, e) for t, e in timing.endpoints if t > period_ps]
-    worst = timing.endpoints[0][0] if timing.endpoints else 0
+    worst = timing.endpoints[0][0]
     lines = [f"{len(timing.endpoints):,} endpoints; the worst arrives at {worst / 1000:.2f} ns "
              f"({1e6 / worst:.1f} MHz); {len(late):,} over the {period_ps / 1000:.2f} ns period"
              + (f"; {timing.looped} pins on combinational loops not timed" if timing.looped else "")]

@@ -124,13 +124,13 @@ class Controller(wiring.Component):
 
         # Empty walks finish in their first cycle without starting a unit. Whether a count is
         # non-zero is kept in a flip-flop beside it, loaded by the same SET from one zero test
-        # of the value word, rather than tested on every count register.
+        # of the value word, rather than tested on every count register. Pipelined, LOOP_COUNT
+        # too, and each taken LOOP reloads it (its compare was in front of the program
+        # memory's read address, through ``taken``: the 128-MAC ULX3S build).
         widths = register_widths(self.config)
-        nonzero = {reg: Signal(name=f"{reg.name.lower()}_nonzero") for reg in EMPTY_WALK_COUNTS}
-        # Pipelined: whether LOOP_COUNT is non-zero, in a flip-flop loaded by SET and by each
-        # taken LOOP (its compare was in front of the program memory's read address, through
-        # ``taken``: the 128-MAC ULX3S build).
-        loops_left = Signal(name="loop_count_nonzero") if pipelined else regs.loop_count != 0
+        flagged = EMPTY_WALK_COUNTS + ((Reg.LOOP_COUNT,) if pipelined else ())
+        nonzero = {reg: Signal(name=f"{reg.name.lower()}_nonzero") for reg in flagged}
+        loops_left = nonzero[Reg.LOOP_COUNT] if pipelined else regs.loop_count != 0
         engine_empty = Signal()
         region_empty = Signal()
         m.d.comb += [
@@ -158,8 +158,6 @@ class Controller(wiring.Component):
                                 m.d.sync += field.eq(set_op.value[:widths[reg]])
                                 if reg in nonzero:
                                     m.d.sync += nonzero[reg].eq(set_op.value[:widths[reg]].any())
-                                if reg == Reg.LOOP_COUNT and pipelined:
-                                    m.d.sync += loops_left.eq(set_op.value[:widths[reg]].any())
                 with m.Case(Opcode.LOOP):
                     m.d.comb += advance.eq(1)
                     with m.If(loops_left):

@@ -201,6 +201,18 @@ class OutputFIFO(wiring.Component):
         read = storage.read_port(transparent_for=(write,))
         return write, read, Signal(bits, name="produce"), Signal(bits, name="consume")
 
+    def _count_level(self, m, do_write, do_read):
+        """``level``: +1, -1 or 0 in one adder (a write adds 1, a read adds all ones)."""
+        step = Signal(len(self.level))
+        m.d.comb += step.eq(Mux(do_write, do_write ^ do_read,
+                                Mux(do_read, (1 << len(step)) - 1, 0)))
+        m.d.sync += self.level.eq(self.level + step)
+
+    @staticmethod
+    def _moves(do_write, do_read):
+        """Whether the level goes up, down or stays."""
+        return do_write & ~do_read, do_read & ~do_write, ~(do_write ^ do_read)
+
     def elaborate(self, platform):
         if self.registered_output:
             return self._elaborate_registered_output()
@@ -224,17 +236,13 @@ class OutputFIFO(wiring.Component):
             m.d.sync += self.r_rdy.eq(1)
         with m.Elif(self.r_en):
             m.d.sync += self.r_rdy.eq(0)
-        # +1, -1 or 0 in one adder: a write adds 1, a read adds all ones.
-        step = Signal(len(self.level))
-        m.d.comb += step.eq(Mux(do_write, do_write ^ do_read,
-                                Mux(do_read, (1 << len(step)) - 1, 0)))
-        m.d.sync += self.level.eq(self.level + step)
+        self._count_level(m, do_write, do_read)
         if self.registered_ready:
             # stored_full of the next cycle. The next level is level + 1, level - 1 or level:
             # compared through the present level's compares, not behind the adder; the next
             # r_rdy is the one the If/Elif above loads.
             next_r_rdy = do_fetch | (self.r_rdy & ~self.r_en)
-            up, down, same = do_write & ~do_read, do_read & ~do_write, ~(do_write ^ do_read)
+            up, down, same = self._moves(do_write, do_read)
             next_at_full = (at[0] & same) | (at[1] & up)
             next_at_below = (at[1] & same) | (at[0] & down) | (at[2] & up)
             m.d.sync += self.w_rdy.eq(~(next_at_full | (next_at_below & ~next_r_rdy)))
@@ -272,13 +280,10 @@ class OutputFIFO(wiring.Component):
             m.d.sync += fetched.eq(1)
         with m.Elif(do_load):
             m.d.sync += fetched.eq(0)
-        step = Signal(len(self.level))
-        m.d.comb += step.eq(Mux(do_write, do_write ^ do_read,
-                                Mux(do_read, (1 << len(step)) - 1, 0)))
-        m.d.sync += self.level.eq(self.level + step)
+        self._count_level(m, do_write, do_read)
         if self.registered_ready:
             # memory_full of the next cycle, from the present level's compares.
-            up, down, same = do_write & ~do_read, do_read & ~do_write, ~(do_write ^ do_read)
+            up, down, same = self._moves(do_write, do_read)
             next_at = {k: (at[k] & same) | (at[k + 1] & up) | ((at[k - 1] & down) if k else 0)
                        for k in range(3)}
             next_held = Signal(2)

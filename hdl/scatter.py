@@ -80,8 +80,8 @@ class ResultWriter(wiring.Component):
     results : In(stream.Signature(result_layout(config)))
         Rows in tile order. ``ready`` rises in the cycle of a row's final lane
         group (it never depends on ``valid`` of a later row; with
-        ``config.pipeline_registers`` and ``config.pair_products`` it comes from flip-flops
-        and may be high without ``valid``).
+        ``config.pipeline_registers`` it comes from flip-flops and may be high without
+        ``valid``).
     param_addr : Out(param_addr_width)
     param_en : Out(1)
     param_data : In(param_layout())
@@ -189,13 +189,11 @@ class ResultWriter(wiring.Component):
         flags = self._group_flags(m, walk, None, group_done=step)           # the walk's
         done = self._end_flags(m, group_done, head.last_group, head.last_row,
                                head.tile_wrap, head.last_grp)                # the head's
-        # With pair products, ready from flip-flops alone (the head's last group in its last
-        # cycle), not gated by ``valid``: the result queue's take no longer runs from its output
-        # flag through the writer and back into its level (the 128-MAC ULX3S build's longest
-        # path). A row moves on valid & ready either way. Without them the netlist stays the
-        # one the 64-MAC ULX3S default was measured with (boards/README.md).
-        ready = final_cycle & head.last_group if config.pair_products else done.take
-        m.d.comb += self.results.ready.eq(ready)
+        # Ready from flip-flops alone (the head's last group in its last cycle), not gated by
+        # ``valid``: the result queue's take no longer runs from its output flag through the
+        # writer and back into its level (the 128-MAC ULX3S build's longest path). A row moves
+        # on valid & ready.
+        m.d.comb += self.results.ready.eq(final_cycle & head.last_group)
         # The start registered twice: the step constants take two stages from the registers.
         early_start = Signal()
         m.d.sync += early_start.eq(self.start)
@@ -283,18 +281,20 @@ class ResultWriter(wiring.Component):
             for w in range(1, amount + 1):
                 with m.Case(w):
                     m.d.comb += [q.eq(amount // w), r.eq(amount % w)]
-        staged = {name: Signal(shape, name=f"advance{amount}_{name}")
-                  for name, shape in (("r", cw), ("rows_on", aw), ("out_w", cw), ("pitch", aw))}
+        # The first stage.
+        cols_on, rows_on, out_w, pitch = (
+            Signal(shape, name=f"advance{amount}_{name}")
+            for name, shape in (("r", cw), ("rows_on", aw), ("out_w", cw), ("pitch", aw)))
         m.d.sync += [
-            staged["r"].eq(r), staged["out_w"].eq(regs.out_w), staged["pitch"].eq(regs.out_pitch),
-            staged["rows_on"].eq(sum(Mux(q[i], regs.out_pitch << i, 0) for i in range(len(q)))),
+            cols_on.eq(r), out_w.eq(regs.out_w), pitch.eq(regs.out_pitch),
+            rows_on.eq(sum(Mux(q[i], regs.out_pitch << i, 0) for i in range(len(q)))),  # q * OUT_PITCH
         ]
-        r, out_w, rows_on, pitch = staged["r"], staged["out_w"], staged["rows_on"], staged["pitch"]
         advance = Signal(self._advance_layout())
         m.d.comb += [
-            advance.pixels.eq(amount), advance.threshold.eq(out_w - r),
-            advance.ox_add.eq(r), advance.ox_wrap_add.eq(r - out_w),
-            advance.off_add.eq(r + rows_on), advance.off_wrap_add.eq(r - out_w + rows_on + pitch),
+            advance.pixels.eq(amount), advance.threshold.eq(out_w - cols_on),
+            advance.ox_add.eq(cols_on), advance.ox_wrap_add.eq(cols_on - out_w),
+            advance.off_add.eq(cols_on + rows_on),
+            advance.off_wrap_add.eq(cols_on - out_w + rows_on + pitch),
         ]
         return advance
 

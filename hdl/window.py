@@ -474,9 +474,9 @@ class WindowGenerator(wiring.Component):
         # With the pipeline registers a tile's last beat loads the origin instead of resetting
         # to it: the reset waited for ``load`` (its compares), the multiplexer only for the
         # registered wraps, and ``load`` reaches the offsets' enables alone.
-        walk = (dict(load=load, restart=start, rewind=beat_last, kx_wrap=kx_wrap, ky_wrap=ky_wrap)
-                if registered else
-                dict(load=load, restart=start | tile_done, kx_wrap=kx_wrap, ky_wrap=ky_wrap))
+        restart = start if registered else start | tile_done
+        walk = dict(load=load, restart=restart, rewind=beat_last if registered else None,
+                    kx_wrap=kx_wrap, ky_wrap=ky_wrap)
         koff = self._kernel_offset(m, **walk)
         # With the pipeline registers the odd channel's offset in registers of its own, so that
         # the gather stage sums each lane's two addresses with one adder each.
@@ -493,7 +493,7 @@ class WindowGenerator(wiring.Component):
             rewind, onward = Mux(self.diagonal, kx_wrap & ky_wrap, beat_last), beat_last & group_done
             channel = Signal(config.rows, init=1, name="s0_channel")
             following = channel << config.products_per_pe
-            with m.If(start if registered else start | tile_done):
+            with m.If(restart):
                 m.d.sync += channel.eq(1)
             with m.Elif(load & kx_wrap & ky_wrap):
                 m.d.sync += channel.eq(Mux(kc_wrap, 1, following) if registered else following)
