@@ -186,12 +186,16 @@ def main(argv=None):
             report_json = sdf.parent / "report.json"
             if not report_json.is_file():
                 raise FpganetError(f"no report.json beside {sdf}: give --clock-mhz")
-            mhz = json.loads(report_json.read_text())["clock"]["target_mhz"]
+            try:
+                mhz = float(json.loads(report_json.read_text())["clock"]["target_mhz"])
+            except (ValueError, KeyError, TypeError) as error:
+                raise FpganetError(f"{report_json} is not an fpganet build report "
+                                   f"({type(error).__name__}: {error}): give --clock-mhz")
         if not mhz > 0:
             raise FpganetError(f"--clock-mhz must be positive, not {mhz}")
         timing = read_sdf(sdf)
         lines, groups, worst_of = report(timing, 1e6 / mhz, args.top)
-    except (FpganetError, OSError, ValueError, KeyError) as error:
+    except (FpganetError, OSError, ValueError) as error:
         print(f"slack: error: {error}", file=sys.stderr)
         return 2
     print("\n".join(lines))

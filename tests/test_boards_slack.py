@@ -72,7 +72,7 @@ def test_report_groups_the_late_endpoints_by_register(routed):
     assert ("ra", "mem.0.0") in groups and ("mem.0.0", "r") in groups
 
 
-def test_refuses_a_missing_sdf_in_one_line(tmp_path, capsys):
+def test_refuses_a_missing_sdf_in_one_line(routed, tmp_path, capsys):
     assert main([str(tmp_path)]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and "--sdf=top.sdf" in err
@@ -90,6 +90,11 @@ def test_refuses_a_missing_sdf_in_one_line(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 2, err          # one line for each of the two
     assert all(line.startswith("slack: error:") for line in err.splitlines()), err
+    (tmp_path / "report.json").write_text('{"clock": {}}')       # not a build report
+    (tmp_path / "top.sdf").write_text((routed / "top.sdf").read_text())
+    assert main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "report.json is not an fpganet build report" in err
     (tmp_path / "top.sdf").write_bytes(b"\xff\xfe (CELL")      # not text
     assert main([str(tmp_path), "--clock-mhz", "100"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
