@@ -8,11 +8,18 @@ port, or a LUT with other loads). This module synthesizes a component with
 yosys 0.70's ABC9 assertion under ``-noflatten``) and counts those from the netlist.
 
 ``python -m fpganet.boards.cellcount`` prints the host link's blocks in the iCEBreaker's
-configuration (the figures in boards/README.md and docs/hostlink.md).
+configuration (the figures in boards/README.md and docs/hostlink.md); with
+``--accelerator`` the accelerator's blocks and the whole core, built as the iCEBreaker
+builds them, in its default configuration or the one the configuration flags give
+(``--pair-products yes --weight-buffer-bytes 131072`` ...). Blocks alone keep logic that
+the whole design shares or removes (the registers' unused bits, the memories' ports), so
+their sum differs from the core's count by some per cent.
 """
 
+import argparse
 import json
 import subprocess
+import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -21,7 +28,7 @@ from amaranth.back import rtlil
 
 from .build import toolchain_env
 
-__all__ = ["ice40_cells", "count_cells"]
+__all__ = ["ice40_cells", "count_cells", "host_link_blocks", "accelerator_blocks"]
 
 _FLIP_FLOP_PREFIX = "SB_DFF"
 
@@ -99,14 +106,84 @@ def host_link_blocks():
     }
 
 
-def main():
+def accelerator_blocks(config):
+    """The accelerator's blocks and the whole core, as the iCEBreaker builds them for
+    ``config`` (its PE, weight buffer and requantizer: ``icebreaker.accelerator_options``)."""
+    from fpganet.boards.icebreaker import accelerator_core, accelerator_options
+    from fpganet.hdl.accelerator import Accelerator
+    from fpganet.hdl.controller import Controller
+    from fpganet.hdl.memories import ActivationBuffer
+    from fpganet.hdl.pool import MaxPool
+    from fpganet.hdl.region import RegionUnit
+    from fpganet.hdl.systolic import SystolicArray
+    from fpganet.hdl.window import WindowGenerator
+
+    def option(name):
+        return accelerator_options(config)[name]      # a fresh factory (DSPPairing pairs)
+    return {
+        "window generator": lambda: WindowGenerator(config),
+        "systolic array": lambda: SystolicArray(config, pe=option("pe")),
+        "result writer (requantizer included)": lambda: option("writer")(config),
+        "controller (register file included)": lambda: Controller(config),
+        "region unit": lambda: RegionUnit(config),
+        "activation buffer": lambda: ActivationBuffer(config),
+        "max-pool unit": lambda: MaxPool(config),
+        "weight buffer": lambda: option("weights")(config),
+        "Accelerator (the blocks above, memories, multiplexers)":
+            lambda: Accelerator(config, **accelerator_options(config)),
+        "the core: Accelerator behind the host link": lambda: accelerator_core(config),
+    }
+
+
+def _table(blocks):
     print("| block | LUT4 | SB_CARRY | FF | lonely FF | ~cells | EBR |")
     print("|---|---|---|---|---|---|---|")
-    for name, factory in host_link_blocks().items():
+    for name, factory in blocks.items():
         c = ice40_cells(factory())
         row = (name, c["lut4"], c["carry"], c["ff"], c["lonely_ff"], c["cells"], c["ram"])
         print("| " + " | ".join(f"{v:,}" if isinstance(v, int) else v for v in row) + " |",
               flush=True)
+
+
+def main(argv=None):
+    from fpganet.boards.build import config_from_args
+    from fpganet.boards.icebreaker import BOARD, refuse, accelerator_core
+    from fpganet.cli import add_config_arguments
+    from fpganet.config import ConfigError
+    from fpganet.errors import FpganetError
+
+    parser = argparse.ArgumentParser(
+        prog="python -m fpganet.boards.cellcount",
+        description="iCE40 logic cells of each block, synthesized alone (synth_ice40): the host "
+                    "link's blocks, or with --accelerator the accelerator's")
+    parser.add_argument("--accelerator", action="store_true",
+                        help="the accelerator's blocks and the whole core, in the iCEBreaker's "
+                             "configuration changed by the flags below")
+    add_config_arguments(parser)
+
+    def one_line(message):
+        print(f"cellcount: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+    parser.error = one_line
+    args = parser.parse_args(argv)
+    given = [name for name, value in vars(args).items()
+             if value is not None and (name.startswith("config_") or name == "array")]
+    try:
+        if not args.accelerator:
+            if given:
+                raise FpganetError("the configuration flags need --accelerator (the host link's "
+                                   "blocks are counted in the iCEBreaker's default)")
+            _table(host_link_blocks())
+            return
+        config = config_from_args(BOARD, args)
+        if problem := refuse(config, accelerator_core):
+            raise FpganetError(f"{BOARD.description}: {problem}")
+    except (FpganetError, ConfigError) as error:
+        one_line(error)
+    print(f"iCEBreaker accelerator, array {config.name}, {config.macs_per_cycle} MACs/cycle "
+          f"(synth_ice40 on each block alone; ~cells = LUT4 + lonely flip-flops)", flush=True)
+    _table(accelerator_blocks(config))
 
 
 if __name__ == "__main__":

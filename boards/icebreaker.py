@@ -29,7 +29,7 @@ from .common import Board, BoardTop, linked_accelerator
 from .pll import ice40_pll
 from .standin import ArrayStandIn, pair_stand_in_core
 
-__all__ = ["ICEBreakerTop", "BOARD", "DEFAULT_CONFIG", "BAUD", "accelerator_core", "requant_multiplier",
+__all__ = ["ICEBreakerTop", "BOARD", "DEFAULT_CONFIG", "BAUD", "accelerator_core", "accelerator_options", "requant_multiplier",
            "SHIFT_ADD_BITS", "stand_in_core", "stand_in_pairs_core"]
 
 #: UART rate of the host link: the iCEBreaker's FT2232H runs its UART up to 3 Mbaud.
@@ -77,13 +77,20 @@ def requant_multiplier(config):
     return "booth"
 
 
+def accelerator_options(config):
+    """The UP5K's factories for :class:`~fpganet.hdl.accelerator.Accelerator`: ``pe`` (SB_MAC16
+    pairs; a fresh :class:`DSPPairing` each call, as it pairs the PEs it makes), ``weights``
+    (SPRAM) and ``writer`` (the requantizer of :func:`requant_multiplier`)."""
+    return {"pe": Ice40PairProcessingElement if config.pair_products else DSPPairing(),
+            "weights": SPRAMWeightBuffer,
+            "writer": partial(ResultWriter, requant_multiplier=requant_multiplier(config))}
+
+
 def accelerator_core(config):
     """The accelerator behind the UART host link: SB_MAC16 pairs, weights in SPRAM, the
     requantizer's product in the SB_MAC16 the array leaves free or else in logic cells
-    (:func:`requant_multiplier`)."""
-    pe = Ice40PairProcessingElement if config.pair_products else DSPPairing()
-    return linked_accelerator(config, BAUD, pe=pe, weights=SPRAMWeightBuffer,
-                              writer=partial(ResultWriter, requant_multiplier=requant_multiplier(config)))
+    (:func:`accelerator_options`)."""
+    return linked_accelerator(config, BAUD, **accelerator_options(config))
 
 
 def refuse(config, core):
