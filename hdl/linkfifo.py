@@ -192,13 +192,18 @@ class OutputFIFO(wiring.Component):
         return 3 if self.registered_output else 2
 
     @staticmethod
-    def _memory(m, stored):
+    def _memory(m, stored, *, transparent=True):
         """The memory part, for ``stored`` bytes at most: its ports and free-running pointers
-        over the next power of two (they never meet when it is full)."""
+        over the next power of two (they never meet when it is full). Without
+        ``transparent`` the read port is asynchronous, for a register behind it."""
         bits = max(1, ceil_log2(stored))
-        m.submodules.storage = storage = memory.Memory(shape=8, depth=1 << bits, init=[])
+        m.submodules.storage = storage = memory.Memory(
+            shape=8, depth=1 << bits, init=[], attrs=None if transparent else {"no_rw_check": 1})
         write = storage.write_port()
-        read = storage.read_port(transparent_for=(write,))
+        if transparent:
+            read = storage.read_port(transparent_for=(write,))
+        else:
+            read = storage.read_port(domain="comb")
         return write, read, Signal(bits, name="produce"), Signal(bits, name="consume")
 
     def _count_level(self, m, do_write, do_read):
@@ -217,7 +222,14 @@ class OutputFIFO(wiring.Component):
         if self.registered_output:
             return self._elaborate_registered_output()
         m = Module()
-        write, read, produce, consume = self._memory(m, self.depth - 1)
+        # The fetch never reads the slot written in its cycle (the byte written is not yet
+        # counted as stored, and the pointers never meet while a byte is): an asynchronous
+        # read port and a register, marked no_rw_check, which Yosys merges into the block
+        # RAM. A synchronous port made Yosys emulate its read-during-write behaviour in logic
+        # cells on the iCE40 (a register of the write, a compare, a multiplexer).
+        write, read, produce, consume = self._memory(m, self.depth - 1, transparent=False)
+        fetched = Signal(8, name="fetched")     # the block RAM's own register
+        do_fetch = Signal()                     # into the output register
 
         # The memory part holds level - r_rdy bytes (at most depth - 1).
         stored_any = (self.level[1:] != 0) | (self.level[0] & ~self.r_rdy)
@@ -225,15 +237,15 @@ class OutputFIFO(wiring.Component):
         stored_full = at[0] | (at[1] & ~self.r_rdy)
         do_write = self.w_en & self.w_rdy
         do_read = self.r_en & self.r_rdy
-        do_fetch = stored_any & (~self.r_rdy | self.r_en)   # into the output register
         m.d.comb += [
+            do_fetch.eq(stored_any & (~self.r_rdy | self.r_en)),
             *([] if self.registered_ready else [self.w_rdy.eq(~stored_full)]),
             write.addr.eq(produce), write.data.eq(self.w_data), write.en.eq(do_write),
-            read.addr.eq(consume), read.en.eq(do_fetch), self.r_data.eq(read.data),
+            read.addr.eq(consume), self.r_data.eq(fetched),
         ]
         m.d.sync += [produce.eq(produce + do_write), consume.eq(consume + do_fetch)]
         with m.If(do_fetch):
-            m.d.sync += self.r_rdy.eq(1)
+            m.d.sync += [fetched.eq(read.data), self.r_rdy.eq(1)]
         with m.Elif(self.r_en):
             m.d.sync += self.r_rdy.eq(0)
         self._count_level(m, do_write, do_read)

@@ -94,17 +94,19 @@ class ActivationBuffer(wiring.Component):
     wr_en : In(act_banks)
         Bank ``b`` writes ``wr_data[b]`` at ``wr_addr[b]`` at the end of a cycle
         with ``wr_en[b]``. A read of the word written in the same cycle returns
-        the old byte in simulation; with ``config.pipeline_registers`` it is undefined on
-        the FPGA (below). No program does it: the engine reads a tile's bytes before it
-        writes the tile's results (the ISA simulator refuses a byte read after its tile's
-        write), and the other units run alone.
+        the old byte in simulation and is undefined on the FPGA (below). No program does
+        it: the engine reads a tile's bytes before it writes the tile's results (the ISA
+        simulator refuses a byte read after its tile's write), and the other units run
+        alone.
 
-    With ``config.pipeline_registers`` each bank's read is an asynchronous read port and a
-    register, marked ``no_rw_check``: Yosys merges the register into the block RAM and
-    leaves the collision undefined. A synchronous read port, same-cycle old byte kept, made
-    Yosys emulate it on the ECP5 (the write delayed a cycle and compared with the read
-    address, a bypass multiplexer behind each block RAM): the lanes' address multiplexers
-    then ran on through that compare (the 128-MAC ULX3S build's longest path, 11.2 ns).
+    Each bank's read is an asynchronous read port and a register, marked ``no_rw_check``:
+    Yosys merges the register into the block RAM and leaves the collision undefined. A
+    synchronous read port, same-cycle old byte kept, made Yosys emulate it (the write
+    delayed a cycle and compared with the read address, a bypass multiplexer behind each
+    block RAM): on the ECP5 the lanes' address multiplexers then ran on through that
+    compare (the 128-MAC ULX3S build's longest path, 11.2 ns), on the iCE40 it cost 103
+    logic cells for two banks (127 -> 24 alone, ``python -m fpganet.boards.cellcount
+    --accelerator``).
     """
 
     def __init__(self, config, init=None):
@@ -131,18 +133,13 @@ class ActivationBuffer(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         config = self.config
-        pipelined = config.pipeline_registers
         for b in range(config.act_banks):
             m.submodules[f"bank{b}"] = bank = Memory(
                 shape=8, depth=config.act_bank_depth, init=self._init[b::config.act_banks],
-                attrs={"no_rw_check": 1} if pipelined else None)
-            if pipelined:
-                rd = bank.read_port(domain="comb")
-                read = Signal(8, name=f"bank{b}_read")      # the block RAM's own register
-                update(m, read, rd.data, enable=self.rd_en)
-            else:
-                rd = bank.read_port()
-                read = rd.data
+                attrs={"no_rw_check": 1})
+            rd = bank.read_port(domain="comb")
+            read = Signal(8, name=f"bank{b}_read")      # the block RAM's own register
+            update(m, read, rd.data, enable=self.rd_en)
             wr = bank.write_port()
             if config.act_read_latency == 2:
                 # Beside the block RAM: an ECP5 block RAM's output appears 5.8 ns after the
@@ -151,7 +148,7 @@ class ActivationBuffer(wiring.Component):
                 update(m, registered, read, enable=self.rd_en)
                 read = registered
             m.d.comb += [
-                rd.addr.eq(self.rd_addr[b]), *([] if pipelined else [rd.en.eq(self.rd_en)]),
+                rd.addr.eq(self.rd_addr[b]),
                 self.rd_data[b].eq(read),
                 wr.addr.eq(self.wr_addr[b]), wr.data.eq(self.wr_data[b]), wr.en.eq(self.wr_en[b]),
             ]
