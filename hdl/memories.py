@@ -341,16 +341,26 @@ class WeightBuffer(wiring.Component):
         m.d[write] += [wr_addr.eq(self.wr_addr), wr_data.eq(self.wr_data), wr_en.eq(self.wr_en)]
         outputs = []
         for block in range(blocks):
-            m.submodules[f"block{block}"] = memory = Memory(
-                shape=width, depth=min(self.block_words, words - block * self.block_words), init=[])
-            rd = memory.read_port()
-            wr = memory.write_port(domain=write)
+            depth = min(self.block_words, words - block * self.block_words)
+            # A block deeper than 2,048 words as memories 4 bits wide, an ECP5 DP16KD's
+            # 4,096 x 4 shape: as one wide memory Yosys chose a shallower shape and put a depth
+            # multiplexer between the block RAMs and the register (10.2 ns of the ULX3S's 10 ns
+            # period). A shallower block fits the 2,048 x 9 shape without one.
+            slices = width // 4 if depth > 2048 and width % 4 == 0 else 1
+            step = width // slices
             read_here = (self.rd_addr[low:] == block) if blocks > 1 else 1
             write_here = (wr_addr[low:] == block) if blocks > 1 else 1
+            read_data = []
+            for part in range(slices):
+                m.submodules[f"block{block}_{part}"] = memory = Memory(shape=step, depth=depth, init=[])
+                rd = memory.read_port()
+                wr = memory.write_port(domain=write)
+                m.d.comb += [rd.addr.eq(self.rd_addr[:low]), rd.en.eq(self.rd_en[block] & read_here),
+                             wr.addr.eq(wr_addr[:low]), wr.data.eq(wr_data[part * step:(part + 1) * step]),
+                             wr.en.eq(wr_en & write_here)]
+                read_data.append(rd.data)
             output = Signal(width, name=f"block{block}_data")
-            update(m, output, rd.data, enable=self.rd_en[block])
-            m.d.comb += [rd.addr.eq(self.rd_addr[:low]), rd.en.eq(self.rd_en[block] & read_here),
-                         wr.addr.eq(wr_addr[:low]), wr.data.eq(wr_data), wr.en.eq(wr_en & write_here)]
+            update(m, output, Cat(*read_data), enable=self.rd_en[block])
             outputs.append(output)
         with m.Switch(chosen[1]):
             for block, output in enumerate(outputs):

@@ -101,18 +101,17 @@ class RegionUnit(wiring.Component):
             "done": Out(1),
         })
 
-    def _row_runs(self, m, x, addr, advance):
+    def _row_runs(self, m, x, room, advance):
         """With the pipeline registers, the row's bytes left in ``x``: a ``FILL`` steps a run
         at a time (to the next multiple of ``act_banks``, or the row's end), ``INPUT`` and
-        ``OUTPUT`` a byte. Returns ``(row_end, run)``: the step ends the row; the run's bytes."""
+        ``OUTPUT`` a byte. ``room`` holds the bytes from the address to the next multiple of
+        ``act_banks``. Returns ``(row_end, run)``: the step ends the row; the run's bytes."""
         config, regs = self.config, self.regs
-        room = Signal(config.bank_bits + 1)     # bytes to the next multiple of act_banks
         run = Signal.like(room)
         row_end = Signal()
         fill = self.mode == RegionMode.FILL
         bb = config.bank_bits
         m.d.comb += [
-            room.eq(config.act_banks - addr[:bb]),
             run.eq(Mux(fill, room, 1)),
             # x <= room compared on room's bits, the rest of x zero: no carry chain along x
             row_end.eq(Mux(fill, (x[bb + 1:] == 0) & (x[:bb + 1] <= room), x == 1)),
@@ -149,7 +148,11 @@ class RegionUnit(wiring.Component):
         advance = Signal()
         wide = config.pipeline_registers          # FILL writes a run of banks a cycle
         if wide:
-            x_wrap, run = self._row_runs(m, x, addr, advance)
+            # act_banks - addr % act_banks, kept beside the address in a flip-flop: from the
+            # address's bits it ran through the row's end into the walk's enables (the
+            # 128-MAC ULX3S build at seed 3).
+            room = Signal(bb + 1, name="room")
+            x_wrap, run = self._row_runs(m, x, room, advance)
         else:
             x_wrap = count_down(m, x, regs.io_len, restart=self.start, step=advance)
         # With the pipeline registers the wraps are flip-flops (the compares were behind the
@@ -161,10 +164,15 @@ class RegionUnit(wiring.Component):
         m.d.comb += is_last.eq(x_wrap & r_wrap & c_wrap)
         next_chan = chanbase + regs.io_cstride
         next_row = Mux(r_wrap, next_chan, rowbase + regs.io_pitch)
+        next_addr = Mux(x_wrap, next_row, addr + (run if wide else 1))
         with m.If(self.start):
             m.d.sync += [addr.eq(regs.io_base), rowbase.eq(regs.io_base), chanbase.eq(regs.io_base)]
+            if wide:
+                m.d.sync += room.eq(config.act_banks - regs.io_base[:bb])
         with m.Elif(advance):
-            m.d.sync += addr.eq(Mux(x_wrap, next_row, addr + (run if wide else 1)))
+            m.d.sync += addr.eq(next_addr)
+            if wide:
+                m.d.sync += room.eq(config.act_banks - next_addr[:bb])
             with m.If(x_wrap):
                 m.d.sync += rowbase.eq(next_row)
             with m.If(x_wrap & r_wrap):
