@@ -146,8 +146,8 @@ def _table(blocks):
 
 
 def main(argv=None):
-    from fpganet.boards.build import config_from_args
-    from fpganet.boards.icebreaker import BOARD, refuse, accelerator_core
+    from fpganet.boards.build import check_buildable, config_from_args
+    from fpganet.boards.icebreaker import BOARD
     from fpganet.cli import add_config_arguments
     from fpganet.config import ConfigError
     from fpganet.errors import FpganetError
@@ -177,8 +177,7 @@ def main(argv=None):
             _table(host_link_blocks())
             return
         config = config_from_args(BOARD, args)
-        if problem := refuse(config, accelerator_core):
-            raise FpganetError(f"{BOARD.description}: {problem}")
+        check_buildable(BOARD, config)
     except (FpganetError, ConfigError) as error:
         one_line(error)
     print(f"iCEBreaker accelerator, array {config.name}, {config.macs_per_cycle} MACs/cycle "

@@ -12,7 +12,7 @@ from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from .memories import falling_edge_write_domain
+from .memories import NO_RW_CHECK, falling_edge_write_domain, registered_read
 
 __all__ = ["PacketFIFO", "OutputFIFO", "MAX_BUFFER", "check_int"]
 
@@ -192,19 +192,22 @@ class OutputFIFO(wiring.Component):
         return 3 if self.registered_output else 2
 
     @staticmethod
-    def _memory(m, stored, *, transparent=True):
-        """The memory part, for ``stored`` bytes at most: its ports and free-running pointers
-        over the next power of two (they never meet when it is full). Without
-        ``transparent`` the read port is asynchronous, for a register behind it."""
+    def _memory(m, stored, *, fetch=None):
+        """The memory part, for ``stored`` bytes at most: its write port, its read port and
+        free-running pointers over the next power of two (they never meet when it is full).
+        The read port is synchronous and transparent, or with ``fetch`` (an enable) a
+        :func:`~fpganet.hdl.memories.registered_read`, whose register it returns too."""
         bits = max(1, ceil_log2(stored))
         m.submodules.storage = storage = memory.Memory(
-            shape=8, depth=1 << bits, init=[], attrs=None if transparent else {"no_rw_check": 1})
+            shape=8, depth=1 << bits, init=[], attrs=None if fetch is None else NO_RW_CHECK)
         write = storage.write_port()
-        if transparent:
+        fetched = None
+        if fetch is None:
             read = storage.read_port(transparent_for=(write,))
         else:
             read = storage.read_port(domain="comb")
-        return write, read, Signal(bits, name="produce"), Signal(bits, name="consume")
+            fetched = registered_read(m, read, enable=fetch, name="fetched")
+        return write, read, fetched, Signal(bits, name="produce"), Signal(bits, name="consume")
 
     def _count_level(self, m, do_write, do_read):
         """``level``: +1, -1 or 0 in one adder (a write adds 1, a read adds all ones)."""
@@ -222,14 +225,12 @@ class OutputFIFO(wiring.Component):
         if self.registered_output:
             return self._elaborate_registered_output()
         m = Module()
-        # The fetch never reads the slot written in its cycle (the byte written is not yet
-        # counted as stored, and the pointers never meet while a byte is): an asynchronous
-        # read port and a register, marked no_rw_check, which Yosys merges into the block
-        # RAM. A synchronous port made Yosys emulate its read-during-write behaviour in logic
-        # cells on the iCE40 (a register of the write, a compare, a multiplexer).
-        write, read, produce, consume = self._memory(m, self.depth - 1, transparent=False)
-        fetched = Signal(8, name="fetched")     # the block RAM's own register
+        # A fetch never reads the slot written in its cycle (the byte written is not yet
+        # counted as stored, and the pointers never meet while a byte is), so the output
+        # register is a registered_read (on the iCE40 the FIFO took 71 logic cells with a
+        # synchronous port, 56 without).
         do_fetch = Signal()                     # into the output register
+        write, read, fetched, produce, consume = self._memory(m, self.depth - 1, fetch=do_fetch)
 
         # The memory part holds level - r_rdy bytes (at most depth - 1).
         stored_any = (self.level[1:] != 0) | (self.level[0] & ~self.r_rdy)
@@ -245,7 +246,7 @@ class OutputFIFO(wiring.Component):
         ]
         m.d.sync += [produce.eq(produce + do_write), consume.eq(consume + do_fetch)]
         with m.If(do_fetch):
-            m.d.sync += [fetched.eq(read.data), self.r_rdy.eq(1)]
+            m.d.sync += self.r_rdy.eq(1)
         with m.Elif(self.r_en):
             m.d.sync += self.r_rdy.eq(0)
         self._count_level(m, do_write, do_read)
@@ -263,7 +264,7 @@ class OutputFIFO(wiring.Component):
     def _elaborate_registered_output(self):
         m = Module()
         # The memory part holds level - r_rdy - fetched bytes, at most depth - 2.
-        write, read, produce, consume = self._memory(m, self.depth - 2)
+        write, read, _, produce, consume = self._memory(m, self.depth - 2)
         fetched = Signal()      # the read port's data are a byte not yet in r_data
 
         held = Signal(2)        # bytes in the two registers

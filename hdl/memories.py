@@ -68,6 +68,26 @@ def param_from_word(host_data, mode="fpganet"):
     return Cat(*(entry[name] for name, _ in param_layout(mode)))
 
 
+#: The attributes of a memory read through :func:`registered_read`.
+NO_RW_CHECK = {"no_rw_check": 1}
+
+
+def registered_read(m, port, *, enable, name):
+    """A register ``name`` behind ``port``, an asynchronous read port of a memory made with
+    ``attrs=NO_RW_CHECK``, loaded in cycles with ``enable``: a synchronous read whose
+    collision with a write of the same word is undefined on the FPGA. Returns the register.
+
+    Yosys merges the register into the block RAM. A synchronous read port, whose same-cycle
+    behaviour (old or new word) is defined, made Yosys build it in logic: the write delayed a
+    cycle and compared with the read address, a bypass multiplexer behind the block RAM (on
+    the ECP5 a 128-MAC ULX3S build's longest path; on the iCE40 103 logic cells around two
+    activation banks). Only for memories where no read meets a write of its word.
+    """
+    data = Signal.like(port.data, name=name)
+    update(m, data, port.data, enable=enable)
+    return data
+
+
 class ActivationBuffer(wiring.Component):
     """The banked activation buffer.
 
@@ -99,14 +119,11 @@ class ActivationBuffer(wiring.Component):
         simulator refuses a byte read after its tile's write), and the other units run
         alone.
 
-    Each bank's read is an asynchronous read port and a register, marked ``no_rw_check``:
-    Yosys merges the register into the block RAM and leaves the collision undefined. A
-    synchronous read port, same-cycle old byte kept, made Yosys emulate it (the write
-    delayed a cycle and compared with the read address, a bypass multiplexer behind each
-    block RAM): on the ECP5 the lanes' address multiplexers then ran on through that
-    compare (the 128-MAC ULX3S build's longest path, 11.2 ns), on the iCE40 it cost 103
-    logic cells for two banks (127 -> 24 alone, ``python -m fpganet.boards.cellcount
-    --accelerator``).
+    Each bank is read through :func:`registered_read`: with a synchronous read port, whose
+    same-cycle old byte Yosys built in logic, the lanes' address multiplexers ran on through
+    that logic's compare on the ECP5 (the 128-MAC ULX3S build's longest path, 11.2 ns), and
+    on the iCE40 the buffer took 127 logic cells instead of 24 (``python -m
+    fpganet.boards.cellcount --accelerator``).
     """
 
     def __init__(self, config, init=None):
@@ -136,10 +153,9 @@ class ActivationBuffer(wiring.Component):
         for b in range(config.act_banks):
             m.submodules[f"bank{b}"] = bank = Memory(
                 shape=8, depth=config.act_bank_depth, init=self._init[b::config.act_banks],
-                attrs={"no_rw_check": 1})
+                attrs=NO_RW_CHECK)
             rd = bank.read_port(domain="comb")
-            read = Signal(8, name=f"bank{b}_read")      # the block RAM's own register
-            update(m, read, rd.data, enable=self.rd_en)
+            read = registered_read(m, rd, enable=self.rd_en, name=f"bank{b}_read")
             wr = bank.write_port()
             if config.act_read_latency == 2:
                 # Beside the block RAM: an ECP5 block RAM's output appears 5.8 ns after the
@@ -347,16 +363,17 @@ class WeightBuffer(wiring.Component):
             # multiplexer between the block RAMs and the register (10.2 ns of the ULX3S's 10 ns
             # period). A shallower block fits the 2,048 x 9 shape without one.
             slices = width // 4 if depth > 2048 and width % 4 == 0 else 1
-            step = width // slices
+            part_width = width // slices
             read_here = (self.rd_addr[low:] == block) if blocks > 1 else 1
             write_here = (wr_addr[low:] == block) if blocks > 1 else 1
             read_data = []
             for part in range(slices):
-                m.submodules[f"block{block}_{part}"] = memory = Memory(shape=step, depth=depth, init=[])
+                m.submodules[f"block{block}_{part}"] = memory = Memory(shape=part_width, depth=depth, init=[])
                 rd = memory.read_port()
                 wr = memory.write_port(domain=write)
                 m.d.comb += [rd.addr.eq(self.rd_addr[:low]), rd.en.eq(self.rd_en[block] & read_here),
-                             wr.addr.eq(wr_addr[:low]), wr.data.eq(wr_data[part * step:(part + 1) * step]),
+                             wr.addr.eq(wr_addr[:low]),
+                             wr.data.eq(wr_data[part * part_width:(part + 1) * part_width]),
                              wr.en.eq(wr_en & write_here)]
                 read_data.append(rd.data)
             output = Signal(width, name=f"block{block}_data")
