@@ -4,7 +4,7 @@ The default bitstream carries the whole accelerator behind the UART host link
 (:func:`accelerator_core`): a 4x2 array (8 int8 MACs per cycle, two products per
 SB_MAC16, :class:`~fpganet.hdl.ice40_dsp.Ice40SystolicArray`), the requantizer's
 product on two more SB_MAC16, the weights in two SPRAMs
-(:class:`~fpganet.hdl.ice40_spram.SPRAMWeightBuffer`), at 24 MHz. The synthesis
+(:class:`~fpganet.hdl.ice40_spram.SPRAMWeightBuffer`), at 27 MHz. The synthesis
 runs without ``-dsp``: the hand-instantiated SB_MAC16s must not be re-packed (see
 :mod:`fpganet.hdl.ice40_dsp`).
 
@@ -40,17 +40,18 @@ BAUD = 3_000_000
 #: activations in 16 EBR (8 KiB); program and parameters 256 entries each (LeNet-5 needs
 #: 141 and 236); 24-bit accumulators (LeNet-5 reaches |acc| = 3.7 M < 2^23). Of the
 #: shapes with two columns it is the largest whose whole accelerator routes on the UP5K:
-#: 4,562 of 5,280 LCs, where 8x2 packs in 5,142 with 1-bit multipliers but does not route.
+#: 4,572 of 5,280 LCs, where 8x2 packs in 5,142 with 1-bit multipliers but does not route.
 #: The operands are broadcast to the array's rows and columns instead of passed
-#: from PE to PE (a flip-flop costs a whole logic cell here). The clock is 24 MHz, a
-#: multiple of the UART's 3 Mbaud: routed with a 24 MHz target the design reaches 26.9 MHz
-#: with seed 5 and 23.6 and 22.6 with seeds 4 and 3 (nextpnr router2, router1 does not
-#: converge on it; with seed 6 router2 oscillates at two overused wires), its longest paths
-#: limited by routing at this fill (boards/README.md).
+#: from PE to PE (a flip-flop costs a whole logic cell here). The clock is 27 MHz, nine
+#: cycles per bit of the UART's 3 Mbaud (an integer bit period: a fractional one costs
+#: about 30 logic cells more): routed with a 27 MHz target the design reaches 28.4 MHz with
+#: seed 5 and 27.0 with seed 3, 26.9 and 24.1 with seeds 4 and 6 (nextpnr router2; router1
+#: does not converge on it), its longest paths limited by routing at this fill
+#: (boards/README.md).
 DEFAULT_CONFIG = AcceleratorConfig(rows=4, cols=2, acc_width=24, weight_buffer_bytes=64 * 1024,
                                    act_buffer_bytes=8 * 1024, bias_buffer_words=256,
                                    program_words=256, requant_latency=5, broadcast_operands=True,
-                                   clock_hz=24e6)
+                                   clock_hz=27e6)
 
 
 #: Most multiplier bits (``requant_mult_bits``) for which the shift-and-add product costs
@@ -166,9 +167,8 @@ BOARD = Board(
     # router1 does not converge on the whole accelerator (2,438 overused wires after
     # 290,000 iterations at 4x2); router2 routes it in about 90 s.
     nextpnr_opts=("--router", "router2"),
-    # Seeds 3, 4 and 5 of the 4x2 default at 24 MHz: 22.6 / 23.6 / 26.9 MHz, routed in about
-    # two minutes; seed 6 does not converge, nor did seeds 1 and 2 on the netlist before
-    # (boards/README.md).
+    # Seeds 3, 4, 5 and 6 of the 4x2 default at 27 MHz: 27.0 / 26.9 / 28.4 / 24.1 MHz, routed
+    # in under a minute each (boards/README.md).
     seed=5,
     # The whole accelerator builds in 1-3 minutes on two cores.
     build_timeout_s=900,

@@ -63,7 +63,7 @@ def test_the_accelerator_fits_the_up5k(icebreaker_build):
 
 def test_post_route_clock_meets_the_pll_clock(icebreaker_build):
     _, _, report = icebreaker_build
-    assert report["clock"]["pll_mhz"] == pytest.approx(24)
-    assert report["fmax_mhz"] >= 24
+    assert report["clock"]["pll_mhz"] == pytest.approx(27)   # nine cycles per bit at 3 Mbaud
+    assert report["fmax_mhz"] >= 27
     assert report["timing_met"]
     assert report["peak_gmacs"] == pytest.approx(8 * report["clock"]["pll_mhz"] / 1e3)
