@@ -152,6 +152,10 @@ class RegionUnit(wiring.Component):
             # address's bits it ran through the row's end into the walk's enables (the
             # 128-MAC ULX3S build at seed 3).
             room = Signal(bb + 1, name="room")
+
+            def room_at(address):
+                return config.act_banks - address[:bb]
+
             x_wrap, run = self._row_runs(m, x, room, advance)
         else:
             x_wrap = count_down(m, x, regs.io_len, restart=self.start, step=advance)
@@ -168,11 +172,11 @@ class RegionUnit(wiring.Component):
         with m.If(self.start):
             m.d.sync += [addr.eq(regs.io_base), rowbase.eq(regs.io_base), chanbase.eq(regs.io_base)]
             if wide:
-                m.d.sync += room.eq(config.act_banks - regs.io_base[:bb])
+                m.d.sync += room.eq(room_at(regs.io_base))
         with m.Elif(advance):
             m.d.sync += addr.eq(next_addr)
             if wide:
-                m.d.sync += room.eq(config.act_banks - next_addr[:bb])
+                m.d.sync += room.eq(room_at(next_addr))
             with m.If(x_wrap):
                 m.d.sync += rowbase.eq(next_row)
             with m.If(x_wrap & r_wrap):
