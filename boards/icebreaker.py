@@ -1,17 +1,17 @@
 """iCEBreaker (iCE40UP5K-SG48): 5,280 logic cells, 8 SB_MAC16, 30 EBR, 4 SPRAM, 12 MHz oscillator.
 
 The default bitstream carries the whole accelerator behind the UART host link
-(:func:`accelerator_core`): a 4x2 array (8 int8 MACs per cycle, two products per
-SB_MAC16, :class:`~fpganet.hdl.ice40_dsp.Ice40SystolicArray`), the requantizer's
-product on two more SB_MAC16, the weights in two SPRAMs
-(:class:`~fpganet.hdl.ice40_spram.SPRAMWeightBuffer`), at 27 MHz. The synthesis
-runs without ``-dsp``: the hand-instantiated SB_MAC16s must not be re-packed (see
-:mod:`fpganet.hdl.ice40_dsp`).
+(:func:`accelerator_core`): a 4x2 array of pair PEs (16 int8 MACs per cycle, each PE both
+8x8 products of one SB_MAC16, :class:`~fpganet.hdl.ice40_dsp.Ice40PairProcessingElement`),
+the weights in the four SPRAMs (:class:`~fpganet.hdl.ice40_spram.SPRAMWeightBuffer`), a
+requantizer of shifts in logic cells (1-bit multipliers), at 24 MHz. The synthesis runs
+without ``-dsp``: the hand-instantiated SB_MAC16s must not be re-packed (see
+:mod:`fpganet.hdl.ice40_dsp`). nextpnr places it with its ``static`` placer: at 94 % of the
+logic cells the default HeAP placer's placements mostly do not route (boards/README.md).
 
-The 16-MAC 8x2 array the device's eight SB_MAC16 allow does not route with the rest
-of the accelerator (with 1-bit multipliers it packs in 5,120 of 5,280 LCs; boards/README.md
-has the per-block measurement); ``--rows 8 --weight-buffer-bytes 131072`` builds it, and
-the ``stand-in`` core (the array fed from ROMs) shows its clock alone.
+The 8-MAC configuration before it (``--pair-products no --weight-buffer-bytes 65536
+--requant-mult-bits 15 --requant-latency 5 --act-bank-factor 1 --clock-mhz 27``) keeps
+whole requantizer multipliers, on the two SB_MAC16 its array leaves free.
 """
 
 from functools import partial
@@ -24,6 +24,7 @@ from fpganet.config import AcceleratorConfig
 from fpganet.hdl.ice40_dsp import UP5K_DSPS, DSPPairing, Ice40PairProcessingElement, Ice40SystolicArray
 from fpganet.hdl.ice40_spram import SPRAMWeightBuffer, spram_mapping_problem
 from fpganet.hdl.scatter import ResultWriter
+from fpganet.hdl.systolic import SystolicArray
 
 from .common import Board, BoardTop, linked_accelerator
 from .pll import ice40_pll
@@ -35,23 +36,24 @@ __all__ = ["ICEBreakerTop", "BOARD", "DEFAULT_CONFIG", "BAUD", "accelerator_core
 #: UART rate of the host link: the iCEBreaker's FT2232H runs its UART up to 3 Mbaud.
 BAUD = 3_000_000
 
-#: 4x2 array (8 MACs/cycle on 4 SB_MAC16, two more for the requantizer's product).
-#: Weights: 16K words of 32 bits in two SPRAMs side by side (64 KiB; LeNet-5 uses 61 KiB);
-#: activations in 16 EBR (8 KiB); program and parameters 256 entries each (LeNet-5 needs
-#: 141 and 236); 24-bit accumulators (LeNet-5 reaches |acc| = 3.7 M < 2^23). Of the
-#: shapes with two columns it is the largest whose whole accelerator routes on the UP5K:
-#: 4,572 of 5,280 LCs, where 8x2 packs in 5,142 with 1-bit multipliers but does not route.
-#: The operands are broadcast to the array's rows and columns instead of passed
-#: from PE to PE (a flip-flop costs a whole logic cell here). The clock is 27 MHz, nine
-#: cycles per bit of the UART's 3 Mbaud (an integer bit period: a fractional one costs
-#: about 30 logic cells more): routed with a 27 MHz target the design reaches 28.4 MHz with
-#: seed 5 and 27.0 with seed 3, 26.9 and 24.1 with seeds 4 and 6 (nextpnr router2; router1
-#: does not converge on it), its longest paths limited by routing at this fill
-#: (boards/README.md).
-DEFAULT_CONFIG = AcceleratorConfig(rows=4, cols=2, acc_width=24, weight_buffer_bytes=64 * 1024,
+#: 4x2 array of pair PEs: 16 MACs/cycle on the eight SB_MAC16, each beat two channels of
+#: the reduction. Weights: 16K words of 64 bits in the four SPRAMs side by side (128 KiB;
+#: LeNet-5 uses 61 KiB); activations in 16 EBR (8 KiB) as four banks, two per lane, so that
+#: a lane's two channels are read in one cycle; program and parameters 256 entries each
+#: (LeNet-5 needs 144 and 236); 24-bit accumulators (LeNet-5 reaches |acc| = 3.7 M < 2^23).
+#: With no SB_MAC16 left, the requantizer's multipliers have one significant bit, a shift
+#: (``requant_mult_bits`` 1: the weight scales absorb the rounding; LeNet-5 keeps 99.12 %,
+#: 99.13 % with 15 bits), four stages. The operands are broadcast to the array's rows and
+#: columns instead of passed from PE to PE (a flip-flop costs a whole logic cell here).
+#: 4,954 of 5,280 LCs. The clock is 24 MHz, eight cycles per bit of the UART's 3 Mbaud (an
+#: integer bit period: a fractional one costs about 30 logic cells more): the board's seed
+#: 6 routes at 27.1 MHz; seeds 2 and 5 at 25.1 and 25.4, 1, 4, 7 and 8 at 21.7-23.2 (not
+#: met); seed 3 oscillated in router2 (boards/README.md).
+DEFAULT_CONFIG = AcceleratorConfig(rows=4, cols=2, acc_width=24, weight_buffer_bytes=128 * 1024,
                                    act_buffer_bytes=8 * 1024, bias_buffer_words=256,
-                                   program_words=256, requant_latency=5, broadcast_operands=True,
-                                   clock_hz=27e6)
+                                   program_words=256, requant_latency=4, requant_mult_bits=1,
+                                   broadcast_operands=True, pair_products=True,
+                                   act_bank_factor=2, clock_hz=24e6)
 
 
 #: Most multiplier bits (``requant_mult_bits``) for which the shift-and-add product costs
@@ -107,7 +109,10 @@ def refuse(config, core):
 
 
 def stand_in_core(config):
-    """The stand-in core with the SB_MAC16-paired array."""
+    """The stand-in core with the accelerator's array: pair PEs with ``pair_products`` (the
+    default), else two PEs per SB_MAC16."""
+    if config.pair_products:
+        return ArrayStandIn(config, array=lambda c: SystolicArray(c, pe=Ice40PairProcessingElement))
     return ArrayStandIn(config, array=Ice40SystolicArray)
 
 
@@ -164,13 +169,14 @@ BOARD = Board(
     bitstream="bin",
     # No -dsp: the SB_MAC16s are instantiated in 8x8 mode by hand (yosys issue 2922).
     synth_opts=(),
-    # router1 does not converge on the whole accelerator (2,438 overused wires after
-    # 290,000 iterations at 4x2); router2 routes it in about 90 s.
-    nextpnr_opts=("--router", "router2"),
-    # Seeds 3, 4, 5 and 6 of the 4x2 default at 27 MHz: 27.0 / 26.9 / 28.4 / 24.1 MHz, routed
-    # in under a minute each (boards/README.md).
-    seed=5,
-    # The whole accelerator builds in 1-3 minutes on two cores.
+    # At 91-94 % of the logic cells HeAP's placements route badly (7 of 12 seeds at 16-21
+    # MHz, the others 90-930 overused wires); the static placer's route in 30-40 s.
+    # router1 does not converge on the whole accelerator; router2 does.
+    nextpnr_opts=("--placer", "static", "--router", "router2"),
+    # Seeds 1-8 of the default at 24 MHz: 27.1 MHz with seed 6, 25.4 and 25.1 with 5 and 2
+    # (boards/README.md).
+    seed=6,
+    # The whole accelerator builds in about a minute on two cores.
     build_timeout_s=900,
     resources={
         "ICESTORM_LC": "LC",

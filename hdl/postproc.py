@@ -556,7 +556,9 @@ class ShiftAddRequantizer(_FabricTailRequantizer):
         Results per cycle: ``requant_mult_bits - 1`` adders each.
     {members}
     Latency: 4 cycles (:attr:`latency`): bias add, product, shift and saturation, round,
-    offset and clamp. Throughput: one set per cycle, always; no back-pressure.
+    offset and clamp. At ``b = 1`` the product is ``acc + bias`` itself, no adder, and its
+    stage registers the shift by the multiple of 16 in ``shift - 1`` instead of a copy.
+    Throughput: one set per cycle, always; no back-pressure.
     """.format(members=_MEMBERS)
 
     latency = 4
@@ -573,6 +575,8 @@ class ShiftAddRequantizer(_FabricTailRequantizer):
                            name=f"sum{index}")
 
     def _coarse_product(self, m, lane):
+        if self.config.requant_mult_bits == 1:
+            return self._coarse_registered(m, lane, self._sum(m, lane))
         m.d.sync += lane.product.eq(self._sum(m, lane))
         return self._coarse(m, lane)
 

@@ -115,6 +115,7 @@ class _Gather(NamedTuple):
     koff_odd: Value    # pair_products without the pipeline registers: koff + IN_CSTRIDE
     phase: Value       # pair_products with them: the second pass (the lanes' second channels)
     rows: tuple        # ...lane j's word address in the lower and in the upper half of the banks
+    banks: list        # without them: each read's bank, a flip-flop loaded with the beat
 
 
 class WindowGenerator(wiring.Component):
@@ -554,7 +555,7 @@ class WindowGenerator(wiring.Component):
         addresses = [Signal(aw, name=f"lane_addr{j}") for j in range(reads)]
         s1_koff_odd = (Signal(aw, name="s1_koff_odd") if config.pair_products and not config.pipeline_registers
                        else None)
-        phase, rows = None, ()
+        phase, rows, banks = None, (), []
         if config.pipeline_registers:
             # The addresses are loaded with the beat, the lanes read in the tile's schedule (with
             # pair products both their reads in a slot, or in two passes of it).
@@ -575,15 +576,18 @@ class WindowGenerator(wiring.Component):
                              for half in ("low", "high"))
         else:
             m.submodules.arbiter = arbiter = BankArbiter(reads, config.act_banks)
+            # The reads' banks in flip-flops (_gather_load): the address adders' carries no
+            # longer sit in front of the arbitration, whose end loads the next beat.
+            banks = [Signal(bb, name=f"s1_bank{j}") for j in range(reads)]
             for j in range(reads):
                 koff = s1_koff if j < cols else s1_koff_odd
                 m.d.comb += addresses[j].eq(s1_base[j % cols] + koff)
                 if bb:
-                    m.d.comb += arbiter.bank[j].eq(addresses[j][:bb])
+                    m.d.comb += arbiter.bank[j].eq(banks[j])
             m.d.comb += arbiter.pending.eq(Mux(s1_full, s1_pend, 0))
             served, remaining = arbiter.served, arbiter.remaining
             s1_slot, s1_cycles, s1_count, s1_final_cycle = [], None, None, None
-            hits = bank_hits(config, addresses, served)      # hits[bank][lane]
+            hits = bank_hits(config, banks, served)      # hits[bank][lane]
         if rows:
             words = self._route_pairs(hits, rows)
         else:
@@ -603,7 +607,7 @@ class WindowGenerator(wiring.Component):
             m.d.comb += beat_done.eq(s1_full & (remaining == 0))
         return _Gather(s1_base, s1_tvalid, s1_koff, s1_pend, s1_waddr, s1_last, s1_channel, remaining, hits,
                        beat_done, addresses, s1_slot, s1_cycles, s1_count, s1_final_cycle, served,
-                       s1_koff_odd, phase, rows)
+                       s1_koff_odd, phase, rows, banks)
 
     def _route_pairs(self, hits, rows):
         """With pair products and the pipeline registers: each bank's word address, the row
@@ -684,6 +688,11 @@ class WindowGenerator(wiring.Component):
             if config.pair_products:        # then each lane's odd channel's (reads cols + j)
                 lanes = Cat(lanes, Mux(beat.odd, lanes, 0))
             update(m, gather.pend, Mux(load, lanes, gather.remaining), enable=~stall & (load | s1_full))
+            bb = config.bank_bits
+            for j, bank in enumerate(gather.banks):
+                base = Mux(first, tile.addr[j % config.cols], gather.base[j % config.cols])[:bb]
+                koff = beat.koff[:bb] if j < config.cols else (beat.koff + self.regs.in_cstride)[:bb]
+                update(m, bank, base + koff, enable=load)
         update(m, gather.tvalid, tile.valid, enable=load & first)
         for j in range(config.cols):
             update(m, gather.base[j], tile.addr[j], enable=load & first)

@@ -63,10 +63,11 @@ def test_a_lut_with_one_load_packs_its_flip_flop(shared, lonely):
 @pytest.mark.parametrize("argv, message", [
     (["--rows", "3"], "the configuration flags need --accelerator"),
     (["--accelerator", "--rows", "x"], "argument --rows: 'x' is not an integer"),
-    (["--accelerator", "--pair-products", "yes"], "does not map onto the UP5K's 4 SPRAMs"),
+    (["--accelerator", "--weight-buffer-bytes", "65536"], "does not map onto the UP5K's 4 SPRAMs"),
     (["--accelerator", "--acc-width", "3"], "acc_width 3 cannot hold"),
     (["--accelerator", "--clock-mhz", "20", "--clock-hz", "3"], "give either --clock-hz or --clock-mhz"),
-    (["--accelerator", "--requant-mode", "tflite"], "use --requant-mode fpganet"),
+    (["--accelerator", "--requant-mode", "tflite", "--requant-mult-bits", "15"],
+     "use --requant-mode fpganet"),
 ])
 def test_bad_input_is_one_line_and_status_2(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_:

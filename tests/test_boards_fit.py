@@ -134,7 +134,8 @@ def test_board_defaults_and_overrides():
 
 @pytest.mark.slow
 def test_oversized_array_does_not_fit_the_up5k(tmp_path, capsys):
-    """A 4x8 array wants 16 SB_MAC16: nextpnr stops after packing, the CLI says why (status 2).
+    """A 4x8 array of pair PEs wants 32 SB_MAC16: nextpnr stops after packing, the CLI says why
+    (status 2).
     (The stand-in core, so that the DSPs are what overflows: the whole accelerator at 4x8
     runs out of logic cells as well.)"""
     status = board_build.main(["--board", "icebreaker", "--core", "stand-in", "--array", "4x8",
@@ -162,21 +163,26 @@ def test_icebreaker_requantizer_uses_the_spare_dsps():
     """Two SB_MAC16 per requantizer lane when the array leaves them; otherwise shifted copies
     for multipliers of few bits, Booth logic for the rest."""
     from fpganet.boards.icebreaker import DEFAULT_CONFIG, requant_multiplier
-    assert requant_multiplier(DEFAULT_CONFIG) == "ice40_dsp"              # 4x2: 4 DSPs left
-    assert requant_multiplier(DEFAULT_CONFIG.replace(rows=8)) == "booth"  # 8x2: all 8 DSPs
-    assert requant_multiplier(DEFAULT_CONFIG.replace(rows=6)) == "ice40_dsp"
-    assert requant_multiplier(DEFAULT_CONFIG.replace(rows=6, requant_latency=4)) == "booth"
-    assert requant_multiplier(DEFAULT_CONFIG.replace(rows=7)) == "booth"  # one DSP left
-    assert requant_multiplier(DEFAULT_CONFIG.replace(rows=8, requant_mult_bits=1)) == "shift_add"
-    assert requant_multiplier(DEFAULT_CONFIG.replace(rows=8, requant_mult_bits=10)) == "shift_add"
-    assert requant_multiplier(DEFAULT_CONFIG.replace(rows=8, requant_mult_bits=11)) == "booth"
-    assert requant_multiplier(DEFAULT_CONFIG.replace(requant_mult_bits=1)) == "ice40_dsp"
+    assert requant_multiplier(DEFAULT_CONFIG) == "shift_add"      # pair PEs: all 8 DSPs, 1 bit
+    eight_macs = DEFAULT_CONFIG.replace(pair_products=False, weight_buffer_bytes=64 * 1024,
+                                        requant_mult_bits=15, requant_latency=5, act_bank_factor=1)
+    assert requant_multiplier(eight_macs) == "ice40_dsp"                 # 4x2: 4 DSPs left
+    assert requant_multiplier(eight_macs.replace(rows=8)) == "booth"  # 8x2: all 8 DSPs
+    assert requant_multiplier(eight_macs.replace(rows=6)) == "ice40_dsp"
+    assert requant_multiplier(eight_macs.replace(rows=6, requant_latency=4)) == "booth"
+    assert requant_multiplier(eight_macs.replace(rows=7)) == "booth"  # one DSP left
+    assert requant_multiplier(eight_macs.replace(rows=8, requant_mult_bits=1)) == "shift_add"
+    assert requant_multiplier(eight_macs.replace(rows=8, requant_mult_bits=10)) == "shift_add"
+    assert requant_multiplier(eight_macs.replace(rows=8, requant_mult_bits=11)) == "booth"
+    assert requant_multiplier(eight_macs.replace(requant_mult_bits=1)) == "ice40_dsp"
 
 
 def test_nextpnr_options_given_replace_the_boards():
     """nextpnr refuses an option twice: one given on the command line drops the board's."""
     from fpganet.boards.build import _without_overridden
-    assert BOARDS["icebreaker"].nextpnr_opts == ("--router", "router2")
+    assert BOARDS["icebreaker"].nextpnr_opts == ("--placer", "static", "--router", "router2")
+    assert _without_overridden(("--placer", "static", "--router", "router2"),
+                               ["--placer=heap"]) == ["--router", "router2"]
     assert _without_overridden(("--router", "router2"), ["--router", "router1"]) == []
     assert _without_overridden(("--router", "router2"), ["--router=router1"]) == []
     assert _without_overridden(("--router", "router2", "--tmg-ripup"), ["--seed", "3"]) == \
@@ -191,20 +197,22 @@ def test_icebreaker_refuses_the_tflite_requantizer_before_synthesis(tmp_path, ca
     from fpganet.cli import main
 
     assert main(["synth", "--board", "icebreaker", "--requant-mode", "tflite",
-                 "-o", str(tmp_path / "out")]) == 2
+                 "--requant-mult-bits", "15", "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("fpganet: error: iCEBreaker") and "7,218" in err and "\n" not in err
     assert not (tmp_path / "out").exists()
-    config = BOARDS["icebreaker"].default_config.replace(requant_mode="tflite")
+    config = BOARDS["icebreaker"].default_config.replace(requant_mode="tflite", requant_mult_bits=15,
+                                                         requant_latency=None)
     assert refuse(config, stand_in_core) is None
     assert issubclass(Refused, FpganetError)
 
 
-@pytest.mark.parametrize("flags", [["--requant-mode", "tflite"], ["--rows", "8"]])
+@pytest.mark.parametrize("flags", [["--requant-mode", "tflite", "--requant-mult-bits", "15"],
+                                   ["--rows", "8"]])
 def test_compile_for_a_board_refuses_what_its_build_refuses(tmp_path, capsys, flags):
     """`fpganet compile --board B` compiles for what `fpganet synth --board B` builds: a
-    configuration the build refuses (the tflite requantizer, 8 rows on 64 KiB of weights,
-    which the SPRAMs cannot hold) is refused at compile time, in one line, nothing written."""
+    configuration the build refuses (the tflite requantizer, 8 rows of pair PEs, whose
+    128-bit weight words the SPRAMs cannot hold) is refused at compile time, in one line, nothing written."""
     from fpganet.cli import main
 
     assert main(["compile", "--board", "icebreaker", *flags, "-o", str(tmp_path / "out")]) == 2

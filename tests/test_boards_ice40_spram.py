@@ -84,10 +84,12 @@ def test_spram_weight_buffer_refuses_shapes_it_cannot_map(rows, weight_bytes, me
 
 
 def test_synth_refuses_a_weight_buffer_the_spram_cannot_hold_in_one_line(tmp_path, capsys):
-    """8 rows need 64-bit words over all four SPRAMs: 64 KiB is refused before any tool runs."""
+    """The default's pair PEs need 64-bit words over all four SPRAMs: 64 KiB is refused before
+    any tool runs."""
     from fpganet.cli import main
 
-    assert main(["synth", "--board", "icebreaker", "--rows", "8", "-o", str(tmp_path / "out")]) == 2
+    assert main(["synth", "--board", "icebreaker", "--weight-buffer-bytes", "65536",
+                 "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("fpganet: error: ") and "a multiple of 131072" in err and "\n" not in err
     assert not (tmp_path / "out").exists()
