@@ -7,7 +7,7 @@ the weights in the four SPRAMs (:class:`~fpganet.hdl.ice40_spram.SPRAMWeightBuff
 requantizer of shifts in logic cells (1-bit multipliers), at 24 MHz. The synthesis runs
 without ``-dsp``: the hand-instantiated SB_MAC16s must not be re-packed (see
 :mod:`fpganet.hdl.ice40_dsp`). nextpnr places it with its ``static`` placer: at 94 % of the
-logic cells the default HeAP placer's placements mostly do not route (boards/README.md).
+logic cells the default HeAP placer's placements route badly or not at all (boards/README.md).
 
 The 8-MAC configuration before it (``--pair-products no --weight-buffer-bytes 65536
 --requant-mult-bits 15 --requant-latency 5 --act-bank-factor 1 --clock-mhz 27``) keeps
