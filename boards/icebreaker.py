@@ -24,7 +24,6 @@ from fpganet.config import AcceleratorConfig
 from fpganet.hdl.ice40_dsp import UP5K_DSPS, DSPPairing, Ice40PairProcessingElement, Ice40SystolicArray
 from fpganet.hdl.ice40_spram import SPRAMWeightBuffer, spram_mapping_problem
 from fpganet.hdl.scatter import ResultWriter
-from fpganet.hdl.systolic import SystolicArray
 
 from .common import Board, BoardTop, linked_accelerator
 from .pll import ice40_pll
@@ -109,10 +108,10 @@ def refuse(config, core):
 
 
 def stand_in_core(config):
-    """The stand-in core with the accelerator's array: pair PEs with ``pair_products`` (the
-    default), else two PEs per SB_MAC16."""
+    """The stand-in core with the accelerator's PEs: with ``pair_products`` (the default)
+    :func:`stand_in_pairs_core`, else two PEs per SB_MAC16."""
     if config.pair_products:
-        return ArrayStandIn(config, array=lambda c: SystolicArray(c, pe=Ice40PairProcessingElement))
+        return stand_in_pairs_core(config)
     return ArrayStandIn(config, array=Ice40SystolicArray)
 
 

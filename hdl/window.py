@@ -621,6 +621,7 @@ class WindowGenerator(wiring.Component):
         """The gather stage (S1), its registers: a beat enters on ``load`` (with its tile's lanes
         on ``first``), and leaves when its lanes are all read (``gather.done``)."""
         config = self.config
+        koff_odd = beat.koff + self.regs.in_cstride     # without the pipeline registers
         with m.If(self._start):
             m.d.sync += s1_full.eq(0)
         with m.Elif(~stall):
@@ -690,16 +691,17 @@ class WindowGenerator(wiring.Component):
             update(m, gather.pend, Mux(load, lanes, gather.remaining), enable=~stall & (load | s1_full))
             bb = config.bank_bits
             for j, bank in enumerate(gather.banks):
-                base = Mux(first, tile.addr[j % config.cols], gather.base[j % config.cols])[:bb]
-                koff = beat.koff[:bb] if j < config.cols else (beat.koff + self.regs.in_cstride)[:bb]
-                update(m, bank, base + koff, enable=load)
+                lane = j % config.cols
+                base = Mux(first, tile.addr[lane], gather.base[lane])
+                koff = beat.koff if j < config.cols else koff_odd
+                update(m, bank, base[:bb] + koff[:bb], enable=load)
         update(m, gather.tvalid, tile.valid, enable=load & first)
         for j in range(config.cols):
             update(m, gather.base[j], tile.addr[j], enable=load & first)
         if not config.pipeline_registers:      # else summed into the addresses at load
             update(m, gather.koff, beat.koff, enable=load)
         if config.pair_products and not config.pipeline_registers:
-            update(m, gather.koff_odd, beat.koff + self.regs.in_cstride, enable=load)
+            update(m, gather.koff_odd, koff_odd, enable=load)
         update(m, gather.waddr, beat.waddr, enable=load)
         update(m, gather.last, beat.last, enable=load)
         if config.diagonal_weights:
