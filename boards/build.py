@@ -34,6 +34,7 @@ from fpganet.argtypes import non_negative_int, positive_int
 from fpganet.config import AcceleratorConfig, ConfigError
 from fpganet.errors import FpganetError
 from fpganet.files import staged_directory
+from fpganet.hdl.memories import yosys_idle_written
 
 from . import report as _report
 from .icebreaker import BOARD as ICEBREAKER
@@ -200,7 +201,8 @@ def _build_in(board, config, output, shown, *, core, seed, pll, synth_opts, next
         platform = board.platform()
         top = board.top(config, core, pll=pll)
         plan = platform.build(top, name=NAME, build_dir=str(output), do_build=False,
-                              synth_opts=synth_opts, nextpnr_opts=nextpnr_opts, verbose=verbose)
+                              synth_opts=synth_opts, nextpnr_opts=nextpnr_opts, verbose=verbose,
+                              script_after_read=yosys_idle_written())
     finally:
         for key, value in saved.items():
             if value is None:

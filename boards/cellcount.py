@@ -26,6 +26,8 @@ from pathlib import Path
 
 from amaranth.back import rtlil
 
+from fpganet.hdl.memories import yosys_idle_written
+
 from .build import toolchain_env
 
 __all__ = ["ice40_cells", "count_cells", "host_link_blocks", "accelerator_blocks"]
@@ -71,8 +73,9 @@ def ice40_cells(component, *, script="synth_ice40 -top top"):
         folder = Path(folder)
         (folder / "top.il").write_text(text)
         env = toolchain_env()
+        commands = yosys_idle_written().replace("\n", "; ")
         subprocess.run([env["YOSYS"], "-q", "-p",
-                        f"read_rtlil top.il; {script}; write_json top.json"],
+                        f"read_rtlil top.il; {commands}; {script}; write_json top.json"],
                        cwd=folder, check=True, env=env, stdout=subprocess.DEVNULL)
         return count_cells(json.loads((folder / "top.json").read_text()))
 

@@ -102,19 +102,24 @@ class Accelerator(wiring.Component):
         m.submodules.region = region = RegionUnit(config)
         m.submodules.act = act = ActivationBuffer(config)
 
-        m.submodules.program = program = Memory(shape=INSTRUCTION_BITS, depth=config.program_words, init=[])
-        m.submodules.weights = weights = self._weights(config)
-        m.submodules.params = params = Memory(shape=param_layout(config.requant_mode), depth=config.bias_buffer_words, init=[])
         # The host writes the program and the parameters only while the controller is idle,
         # and the writer reads the parameters only while it runs; the controller reads the
         # program while it runs (and instruction 0 while idle with the pipeline registers,
-        # which a write reaches by the read two cycles later). Written on the falling edge, they
-        # need no read-during-write logic around their block RAMs (about 200 iCE40 logic cells
-        # for the two at 256 words, measured).
+        # which a write reaches by the read two cycles later). So no read meets a write of its
+        # word, and neither needs read-during-write logic around its block RAMs (about 200
+        # iCE40 logic cells for the two at 256 words, measured). With the pipeline registers
+        # they are written on the falling edge, behind a register stage (below). Without them
+        # they are written on the rising edge, a whole cycle from the host port's flip-flops
+        # (half a cycle to the far block RAMs was the iCE40 build's longest path at 30 MHz),
+        # and the builds tell Yosys that a collision is undefined (memories.IDLE_WRITTEN).
+        m.submodules.program = program = Memory(shape=INSTRUCTION_BITS, depth=config.program_words, init=[])
+        m.submodules.weights = weights = self._weights(config)
+        m.submodules.params = params = Memory(shape=param_layout(config.requant_mode), depth=config.bias_buffer_words, init=[])
+        pipelined = config.pipeline_registers
         prog_rd = program.read_port()
-        prog_wr = program.write_port(domain=falling_edge_write_domain(m, "program_write"))
+        prog_wr = program.write_port(domain=falling_edge_write_domain(m, "program_write") if pipelined else "sync")
         p_rd = params.read_port()
-        p_wr = params.write_port(domain=falling_edge_write_domain(m, "params_write"))
+        p_wr = params.write_port(domain=falling_edge_write_domain(m, "params_write") if pipelined else "sync")
 
         # Controller, status.
         m.d.comb += [
@@ -175,13 +180,16 @@ class Accelerator(wiring.Component):
             region.input.payload.eq(self.input.payload),
             self.input.ready.eq(region.input.ready),
         ]
-        with m.If(ctrl.stamp_active):
-            m.d.comb += [self.output.valid.eq(ctrl.stamp.valid), self.output.payload.eq(ctrl.stamp.payload),
-                         ctrl.stamp.ready.eq(self.output.ready)]
-        with m.Else():
-            m.d.comb += [self.output.valid.eq(region.output.valid),
-                         self.output.payload.eq(region.output.payload),
-                         region.output.ready.eq(self.output.ready)]
+        # STAMP and OUTPUT never overlap and each offers only while it runs, so both see the
+        # output's ready and their valids are ORed: the instruction's decode (stamp_active)
+        # picks only the byte, and stays out of OUTPUT's back-pressure into the region unit's
+        # walk (the iCE40 build's longest path at 30 MHz).
+        m.d.comb += [
+            self.output.valid.eq(ctrl.stamp.valid | region.output.valid),
+            self.output.payload.eq(Mux(ctrl.stamp_active, ctrl.stamp.payload, region.output.payload)),
+            ctrl.stamp.ready.eq(self.output.ready),
+            region.output.ready.eq(self.output.ready),
+        ]
 
         # Host writes, while idle.
         host = self.host.payload

@@ -28,7 +28,7 @@ from fpganet.isa import PARAM_LAYOUTS
 from .registers import update
 
 __all__ = ["param_layout", "ActivationBuffer", "WeightBuffer", "BankArbiter",
-           "falling_edge_write_domain", "one_hot_select"]
+           "falling_edge_write_domain", "one_hot_select", "IDLE_WRITTEN", "yosys_idle_written"]
 
 
 def falling_edge_write_domain(m, name):
@@ -66,6 +66,24 @@ def param_from_word(host_data, mode="fpganet"):
     entry = data.View(layout, Value.cast(host_data)[:layout.size])
     # A StructLayout places its fields one after another in this order.
     return Cat(*(entry[name] for name, _ in param_layout(mode)))
+
+
+#: The memories that are written only while nothing reads them, so that a read never meets a
+#: write of its word: the accelerator's program and parameters (``Accelerator``). Amaranth
+#: asks Yosys for the old word on such a collision, which the iCE40's block RAM leaves
+#: undefined, so Yosys would build read-during-write logic around them (a register of the
+#: written data, an address compare and a multiplexer a bit) unless told otherwise
+#: (:func:`yosys_idle_written`).
+IDLE_WRITTEN = ("program", "params")
+
+
+def yosys_idle_written():
+    """Yosys commands, to run after reading the design, that make the :data:`IDLE_WRITTEN`
+    memories' reads undefined on a collision with their write (``COLLISION_X_MASK``), so
+    that a read and a write on the same clock edge map to block RAM alone. Without them the
+    netlist is still right, with the logic above."""
+    return "\n".join(f"setparam -set COLLISION_X_MASK 1 t:$memrd_v2 r:MEMID=\\\\{name} %i"
+                     for name in IDLE_WRITTEN)
 
 
 #: The attributes of a memory read through :func:`registered_read`.
@@ -184,43 +202,67 @@ class BankArbiter(wiring.Component):
     lanes : int
     banks : int
         A power of two.
+    same_banks : bool
+        Take, instead of each lane's bank, whether each two lanes want the same bank
+        (``same``): a user that holds the banks in flip-flops can hold these compares there
+        too, and the arbitration is then their AND-OR alone.
 
     Members
     -------
     pending : In(lanes)
         Lanes that still want their bank.
     bank : In(ArrayLayout(log2(banks), lanes))
-        The bank each lane wants.
+        The bank each lane wants (without ``same_banks``).
+    same : In(lanes * (lanes - 1) // 2)
+        With ``same_banks``: bit :meth:`pair` ``(i, j)``, lanes ``i < j`` want the same bank
+        (:meth:`same_of` computes them from the banks).
     served : Out(lanes)
         Lanes served this cycle (a subset of ``pending``, at most one per bank).
     remaining : Out(lanes)
         ``pending & ~served``.
     """
 
-    def __init__(self, lanes, banks):
+    def __init__(self, lanes, banks, *, same_banks=False):
         if not isinstance(lanes, int) or lanes < 1:
             raise ValueError(f"lanes must be a positive integer, not {lanes!r}")
         if not isinstance(banks, int) or banks < 1 or banks & (banks - 1):
             raise ValueError(f"banks must be a power of two, not {banks!r}")
         self.lanes = lanes
         self.banks = banks
+        self.same_banks = bool(same_banks)
+        compares = ({"same": In(lanes * (lanes - 1) // 2)} if self.same_banks else
+                    {"bank": In(data.ArrayLayout(max(1, (banks - 1).bit_length()), lanes))})
         super().__init__({
             "pending": In(lanes),
-            "bank": In(data.ArrayLayout(max(1, (banks - 1).bit_length()), lanes)),
+            **compares,
             "served": Out(lanes),
             "remaining": Out(lanes),
         })
 
+    @staticmethod
+    def pair(i, j):
+        """The bit of ``same`` for lanes ``i < j``."""
+        return j * (j - 1) // 2 + i
+
+    @classmethod
+    def all_served(cls, pending, same):
+        """Whether ``pending`` lanes, with ``same`` (as the member), are all served in one cycle:
+        no two of them want one bank (``remaining == 0``, from the compares alone)."""
+        return ~Cat(pending[i] & pending[j] & same[cls.pair(i, j)]
+                    for j in range(len(pending)) for i in range(j)).any()
+
+    @staticmethod
+    def same_of(banks):
+        """``same`` of the lanes' ``banks`` (values, one per lane)."""
+        return Cat(banks[i] == banks[j] for j in range(len(banks)) for i in range(j))
+
     def elaborate(self, platform):
         m = Module()
+        same = self.same if self.same_banks else self.same_of(list(self.bank))
         for j in range(self.lanes):
             blocked = Const(0)
-            if self.banks > 1:
-                for i in range(j):
-                    blocked = blocked | (self.pending[i] & (self.bank[i] == self.bank[j]))
-            else:
-                for i in range(j):
-                    blocked = blocked | self.pending[i]
+            for i in range(j):
+                blocked = blocked | (self.pending[i] & same[self.pair(i, j)])
             m.d.comb += self.served[j].eq(self.pending[j] & ~blocked)
         m.d.comb += self.remaining.eq(self.pending & ~self.served)
         return m

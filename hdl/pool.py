@@ -35,15 +35,13 @@ class MaxPool(wiring.Component):
         One row per tile: ``sums[j]`` the maximum of lane ``j`` (sign-extended),
         ``row`` 0, ``last`` 1.
 
-    Latency: the row is valid :attr:`latency` cycle after the transfer of the
-    tile's last beat. Throughput: one beat per cycle. Back-pressure, as the
+    Latency: the row is valid :attr:`latency` cycles after the transfer of the
+    tile's last beat (``config.pool_latency``: without the pipeline registers the beats
+    are registered on entry). Throughput: one beat per cycle. Back-pressure, as the
     array's: a ``last`` beat is held (``operands.ready`` low) while the previous
     row has not been taken; other beats always flow. ``operands.ready`` depends
     only on ``operands.payload.last`` and state.
     """
-
-    #: Cycles from the transfer of a tile's last beat to its result row.
-    latency = 1
 
     def __init__(self, config):
         if not isinstance(config, AcceleratorConfig):
@@ -54,6 +52,11 @@ class MaxPool(wiring.Component):
             "operands": In(stream.Signature(operand_layout(config))),
             "results": Out(stream.Signature(result_layout(config))),
         })
+
+    @property
+    def latency(self):
+        """Cycles from the transfer of a tile's last beat to its result row."""
+        return self.config.pool_latency
 
     @property
     def rows(self):
@@ -71,8 +74,22 @@ class MaxPool(wiring.Component):
 
         accept = Signal()
         take = Signal()
+        # The beat the compares take: the transferred one, or a register loaded with it.
+        beat_valid, beat_last = accept, self.operands.payload.last
+        # With pair products a beat's odd channel rides in the high half; POOL's K_C is 1.
+        beat_b = [self.operands.payload.b[j][:self.config.operand_width].as_signed()
+                  for j in range(cols)]
+        held_last = C(0, 1)          # a last beat is in the register
+        if self.latency == 2:
+            beat_valid, beat_last = Signal(name="beat_valid"), Signal(name="beat_last")
+            registered = [Signal(operand, name=f"beat_b{j}") for j in range(cols)]
+            m.d.sync += beat_valid.eq(accept)
+            with m.If(accept):
+                m.d.sync += [beat_last.eq(self.operands.payload.last),
+                             *(r.eq(b) for r, b in zip(registered, beat_b))]
+            beat_b, held_last = registered, beat_valid & beat_last
         m.d.comb += [
-            self.operands.ready.eq(~(self.operands.payload.last & pending)),
+            self.operands.ready.eq(~(self.operands.payload.last & (pending | held_last))),
             accept.eq(self.operands.valid & self.operands.ready),
             self.results.valid.eq(pending),
             take.eq(self.results.valid & self.results.ready),
@@ -84,17 +101,16 @@ class MaxPool(wiring.Component):
 
         with m.If(take):
             m.d.sync += pending.eq(0)
-        with m.If(accept):
+        with m.If(beat_valid):
             for j in range(cols):
-                # With pair products a beat's odd channel rides in the high half; POOL's K_C is 1.
-                b = self.operands.payload.b[j][:self.config.operand_width].as_signed()
+                b = beat_b[j]
                 larger = Mux(fresh | (b > maxima[j]), b, maxima[j])
-                with m.If(self.operands.payload.last):
+                with m.If(beat_last):
                     m.d.sync += result[j].eq(larger)
                 with m.Else():
                     m.d.sync += maxima[j].eq(larger)
-            m.d.sync += fresh.eq(self.operands.payload.last)
-            with m.If(self.operands.payload.last):
+            m.d.sync += fresh.eq(beat_last)
+            with m.If(beat_last):
                 m.d.sync += pending.eq(1)
         with m.If(self.start):
             m.d.sync += fresh.eq(1)

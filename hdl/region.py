@@ -40,9 +40,10 @@ class RegionUnit(wiring.Component):
     Members
     -------
     start : In(1)
-        Pulse: begin; ``mode`` and ``regs`` hold until ``done``. The region must
-        not be empty (the controller does not start an empty one).
+        Pulse: begin; ``regs`` hold until ``done``. The region must not be empty
+        (the controller does not start an empty one).
     mode : In(RegionMode)
+        Taken with ``start``.
     regs : In(register_layout(config))
     input : In(stream.Signature(8))
         ``INPUT``: one byte per transfer, ``ready`` high while bytes are wanted.
@@ -70,10 +71,10 @@ class RegionUnit(wiring.Component):
         hangs on it, and the compares that find the last byte would otherwise sit
         in front of that fetch (the iCE40 build's longest path).
 
-    Timing, with the streams never stalling: ``FILL`` and ``INPUT`` take ``N + 2``
-    cycles for ``N`` bytes (the ``start`` cycle, one byte per cycle, the ``done``
-    cycle); with ``config.pipeline_registers`` ``FILL`` writes a run of banks a cycle
-    (:func:`fpganet.perf.fill_runs`); ``OUTPUT`` takes ``N + 2 + config.output_latency``: the read, and with
+    Timing, with the streams never stalling: ``FILL`` and ``INPUT`` take ``N + 3``
+    cycles for ``N`` bytes (the ``start`` cycle, the cycle after it, one byte per cycle,
+    the ``done`` cycle); with ``config.pipeline_registers`` ``FILL`` writes a run of banks a
+    cycle (:func:`fpganet.perf.fill_runs`); ``OUTPUT`` takes ``N + 3 + config.output_latency``: the read, and with
     ``config.pipeline_registers`` the banks' registers and a register behind the banks'
     multiplexer, so that a block RAM's output runs neither through the multiplexer nor
     into the consumer of ``output`` in its cycle (each was once the ULX3S build's longest
@@ -101,22 +102,22 @@ class RegionUnit(wiring.Component):
             "done": Out(1),
         })
 
-    def _row_runs(self, m, x, room, advance):
+    def _row_runs(self, m, mode, x, room, advance, *, restart):
         """With the pipeline registers, the row's bytes left in ``x``: a ``FILL`` steps a run
         at a time (to the next multiple of ``act_banks``, or the row's end), ``INPUT`` and
-        ``OUTPUT`` a byte. ``room`` holds the bytes from the address to the next multiple of
-        ``act_banks``. Returns ``(row_end, run)``: the step ends the row; the run's bytes."""
+        ``OUTPUT`` a byte (``mode``). ``room`` holds the bytes from the address to the next
+        multiple of ``act_banks``. Returns ``(row_end, run)``: the step ends the row; the run's bytes."""
         config, regs = self.config, self.regs
         run = Signal.like(room)
         row_end = Signal()
-        fill = self.mode == RegionMode.FILL
+        fill = mode == RegionMode.FILL
         bb = config.bank_bits
         m.d.comb += [
             run.eq(Mux(fill, room, 1)),
             # x <= room compared on room's bits, the rest of x zero: no carry chain along x
             row_end.eq(Mux(fill, (x[bb + 1:] == 0) & (x[:bb + 1] <= room), x == 1)),
         ]
-        with m.If(self.start | (advance & row_end)):
+        with m.If(restart | (advance & row_end)):
             m.d.sync += x.eq(regs.io_len)
         with m.Elif(advance):
             m.d.sync += x.eq(x - run)
@@ -136,8 +137,18 @@ class RegionUnit(wiring.Component):
         config = self.config
         regs = self.regs
         aw, bb, cw = config.act_addr_width, config.bank_bits, config.count_width
-
         walking = Signal()        # elements left to visit
+        # ``start`` is decoded from the instruction word on the program memory's output, far
+        # from here: it reaches two flip-flops and nothing else (in front of the walk's loads
+        # and enables it was the iCE40 build's longest path at 30 MHz). The walk begins in the
+        # cycle after ``started``; until then, idle, its registers load their starts from
+        # ``regs`` in every cycle.
+        started = Signal()
+        mode = Signal(RegionMode)
+        m.d.sync += started.eq(self.start)
+        with m.If(self.start):
+            m.d.sync += mode.eq(self.mode)
+        idle = ~walking
         x = Signal(cw)            # bytes, rows and channels left
         r = Signal(cw)
         c = Signal(cw)
@@ -156,20 +167,20 @@ class RegionUnit(wiring.Component):
             def room_at(address):
                 return config.act_banks - address[:bb]
 
-            x_wrap, run = self._row_runs(m, x, room, advance)
+            x_wrap, run = self._row_runs(m, mode, x, room, advance, restart=idle)
         else:
-            x_wrap = count_down(m, x, regs.io_len, restart=self.start, step=advance)
+            x_wrap = count_down(m, x, regs.io_len, restart=idle, step=advance)
         # With the pipeline registers the wraps are flip-flops (the compares were behind the
         # row's end, in front of the walk's enables: the 128-MAC ULX3S build).
-        r_wrap = count_down(m, r, regs.io_rows, restart=self.start, step=advance & x_wrap,
+        r_wrap = count_down(m, r, regs.io_rows, restart=idle, step=advance & x_wrap,
                             registered=wide)
-        c_wrap = count_down(m, c, regs.io_channels, restart=self.start,
+        c_wrap = count_down(m, c, regs.io_channels, restart=idle,
                             step=advance & x_wrap & r_wrap, registered=wide)
         m.d.comb += is_last.eq(x_wrap & r_wrap & c_wrap)
         next_chan = chanbase + regs.io_cstride
         next_row = Mux(r_wrap, next_chan, rowbase + regs.io_pitch)
         next_addr = Mux(x_wrap, next_row, addr + (run if wide else 1))
-        with m.If(self.start):
+        with m.If(idle):
             m.d.sync += [addr.eq(regs.io_base), rowbase.eq(regs.io_base), chanbase.eq(regs.io_base)]
             if wide:
                 m.d.sync += room.eq(room_at(regs.io_base))
@@ -181,7 +192,7 @@ class RegionUnit(wiring.Component):
                 m.d.sync += rowbase.eq(next_row)
             with m.If(x_wrap & r_wrap):
                 m.d.sync += chanbase.eq(next_chan)
-        with m.If(self.start):
+        with m.If(started):
             m.d.sync += walking.eq(1)
         with m.Elif(advance & is_last):
             m.d.sync += walking.eq(0)
@@ -210,7 +221,7 @@ class RegionUnit(wiring.Component):
             room = ~out_valid | self.output.ready
             drained = ~walking
 
-        with m.Switch(self.mode):
+        with m.Switch(mode):
             with m.Case(RegionMode.FILL):
                 m.d.comb += [advance.eq(walking), self.wr_en.eq(walking),
                              self.wr_data.eq(regs.fill_value)]

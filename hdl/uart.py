@@ -211,12 +211,15 @@ class UARTTransmitter(wiring.Component):
     Members
     -------
     data : In(stream.Signature(8))
-        Bytes to send. ``data.ready`` is high while the line is idle and in the last cycle
-        of a stop bit, so a byte offered in time follows the previous one with no idle
-        time: the throughput is one byte per 10 bit periods.
+        Bytes to send, taken into a holding register: ``data.ready`` (a flip-flop) is high
+        while it is empty. A byte moves on to the line when the line is idle or in the last
+        cycle of a stop bit, so bytes offered in time follow each other with no idle time:
+        the throughput is one byte per 10 bit periods. The register keeps the sender's byte
+        multiplexer and handshake out of the line's shift register and bit count (the
+        host link's longest path on the iCE40 at 30 MHz).
     tx : Out(1)
         The serial line, idle high, straight from a flip-flop (no glitches). The start bit
-        begins the cycle after the byte is taken (latency 1).
+        begins two cycles after an idle transmitter takes the byte (latency 2).
     busy : Out(1)
         A byte is being sent.
     """
@@ -235,15 +238,20 @@ class UARTTransmitter(wiring.Component):
         shift = Signal(10, init=0x3FF)       # stop, data[7:0], start: sent from bit 0
         remaining = Signal(range(10))        # bits after the one on the line
 
+        held = Signal(8)
+        held_valid = Signal()
         last_bit_ends = self.busy & timer.tick & (remaining == 0)
         m.d.comb += [
             self.tx.eq(shift[0]),
-            self.data.ready.eq(~self.busy | last_bit_ends),
+            self.data.ready.eq(~held_valid),
         ]
-        with m.If(self.data.valid & self.data.ready):
+        with m.If(self.data.valid & ~held_valid):
+            m.d.sync += [held.eq(self.data.payload), held_valid.eq(1)]
+        with m.If(held_valid & (~self.busy | last_bit_ends)):
             m.d.comb += timer.restart.eq(1)
             m.d.sync += [
-                shift.eq(Cat(C(0, 1), self.data.payload, C(1, 1))),
+                held_valid.eq(0),
+                shift.eq(Cat(C(0, 1), held, C(1, 1))),
                 remaining.eq(9),
                 self.busy.eq(1),
             ]

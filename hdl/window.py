@@ -116,6 +116,8 @@ class _Gather(NamedTuple):
     phase: Value       # pair_products with them: the second pass (the lanes' second channels)
     rows: tuple        # ...lane j's word address in the lower and in the upper half of the banks
     banks: list        # without them: each read's bank, a flip-flop loaded with the beat
+    same: Value        # ...and which two reads share a bank (BankArbiter.same)
+    alone: Value       # ...and the pending reads' banks are all different: the beat is done
 
 
 class WindowGenerator(wiring.Component):
@@ -199,8 +201,11 @@ class WindowGenerator(wiring.Component):
         # Between the stages. The helpers are called, and emit their logic, in pipeline order.
         stall = Signal()       # the offered beat is not taken: every stage holds
         # ...as the lane walker sees it: with the pipeline registers a copy of its own
-        # (_stall_copies)
-        walker_stall = Signal(name="walker_stall") if self.config.pipeline_registers else stall
+        # (_stall_copies); without them none. The walker fills registers that only the next
+        # tile's first load reads, which the stall holds anyway, so it may run on: the
+        # consumer's ready then no longer reaches the walker's counters (the iCE40 build's
+        # longest path).
+        walker_stall = Signal(name="walker_stall") if self.config.pipeline_registers else C(0, 1)
         running = Signal()     # between start and the final beat leaving
         s_finished = Signal()  # every beat has entered the gather stage
         s1_full = Signal()     # the gather stage holds a beat
@@ -453,17 +458,16 @@ class WindowGenerator(wiring.Component):
         beat_last = Signal()
         tile_done = Signal()
         group_done = Signal()
-        # With the pipeline registers the wraps are flip-flops: the counters' compares were in
-        # front of the kernel offsets' and the channel mask's resets (ULX3S, 128 MACs).
+        # The wraps are flip-flops: the counters' compares were in front of the kernel offsets'
+        # and the channel mask's resets (ULX3S, 128 MACs), and of the loads' enables (iCE40).
         registered = config.pipeline_registers
-        kx_wrap = count_down(m, kx, regs.k_w, restart=start, step=load, registered=registered)
-        ky_wrap = count_down(m, ky, regs.k_h, restart=start, step=load & kx_wrap,
-                             registered=registered)
+        kx_wrap = count_down(m, kx, regs.k_w, restart=start, step=load, registered=True)
+        ky_wrap = count_down(m, ky, regs.k_h, restart=start, step=load & kx_wrap, registered=True)
         # Channels left, two a beat with pair products: the last beat has one or two; without the
         # pipeline registers its odd one is read only if two.
         pairs = config.pair_products
         kc_wrap = count_down(m, kc, regs.k_c, restart=start, step=load & kx_wrap & ky_wrap,
-                             by=config.products_per_pe, registered=registered)
+                             by=config.products_per_pe, registered=True)
         odd = kc != 1 if pairs and not config.pipeline_registers else None
         m.d.comb += [
             beat_last.eq(kx_wrap & ky_wrap & kc_wrap),
@@ -555,7 +559,7 @@ class WindowGenerator(wiring.Component):
         addresses = [Signal(aw, name=f"lane_addr{j}") for j in range(reads)]
         s1_koff_odd = (Signal(aw, name="s1_koff_odd") if config.pair_products and not config.pipeline_registers
                        else None)
-        phase, rows, banks = None, (), []
+        phase, rows, banks, same, alone = None, (), [], None, None
         if config.pipeline_registers:
             # The addresses are loaded with the beat, the lanes read in the tile's schedule (with
             # pair products both their reads in a slot, or in two passes of it).
@@ -575,15 +579,19 @@ class WindowGenerator(wiring.Component):
                 rows = tuple([Signal(aw - bb, name=f"lane_{half}_row{j}") for j in range(cols)]
                              for half in ("low", "high"))
         else:
-            m.submodules.arbiter = arbiter = BankArbiter(reads, config.act_banks)
-            # The reads' banks in flip-flops (_gather_load): the address adders' carries no
-            # longer sit in front of the arbitration, whose end loads the next beat.
+            m.submodules.arbiter = arbiter = BankArbiter(reads, config.act_banks, same_banks=True)
+            # The reads' banks, and which of them are the same, in flip-flops (_gather_load):
+            # the address adders' carries and the banks' compares no longer sit in front of
+            # the arbitration, whose end loads the next beat.
             banks = [Signal(bb, name=f"s1_bank{j}") for j in range(reads)]
+            same = Signal.like(arbiter.same, name="s1_same_bank")
+            m.d.comb += arbiter.same.eq(same)
+            # Whether this is the beat's last gather cycle, in a flip-flop loaded from the next
+            # state: the arbitration no longer sits in front of the load of the next beat.
+            alone = Signal(name="s1_alone")
             for j in range(reads):
                 koff = s1_koff if j < cols else s1_koff_odd
                 m.d.comb += addresses[j].eq(s1_base[j % cols] + koff)
-                if bb:
-                    m.d.comb += arbiter.bank[j].eq(banks[j])
             m.d.comb += arbiter.pending.eq(Mux(s1_full, s1_pend, 0))
             served, remaining = arbiter.served, arbiter.remaining
             s1_slot, s1_cycles, s1_count, s1_final_cycle = [], None, None, None
@@ -604,10 +612,10 @@ class WindowGenerator(wiring.Component):
         elif config.pipeline_registers:
             m.d.comb += beat_done.eq(s1_full & s1_final_cycle)
         else:
-            m.d.comb += beat_done.eq(s1_full & (remaining == 0))
+            m.d.comb += beat_done.eq(s1_full & alone)
         return _Gather(s1_base, s1_tvalid, s1_koff, s1_pend, s1_waddr, s1_last, s1_channel, remaining, hits,
                        beat_done, addresses, s1_slot, s1_cycles, s1_count, s1_final_cycle, served,
-                       s1_koff_odd, phase, rows, banks)
+                       s1_koff_odd, phase, rows, banks, same, alone)
 
     def _route_pairs(self, hits, rows):
         """With pair products and the pipeline registers: each bank's word address, the row
@@ -690,11 +698,19 @@ class WindowGenerator(wiring.Component):
                 lanes = Cat(lanes, Mux(beat.odd, lanes, 0))
             update(m, gather.pend, Mux(load, lanes, gather.remaining), enable=~stall & (load | s1_full))
             bb = config.bank_bits
+            banks = []
             for j, bank in enumerate(gather.banks):
                 lane = j % config.cols
                 base = Mux(first, tile.addr[lane], gather.base[lane])
                 koff = beat.koff if j < config.cols else koff_odd
-                update(m, bank, base[:bb] + koff[:bb], enable=load)
+                banks.append(Signal(bb, name=f"s1_bank_next{j}"))
+                m.d.comb += banks[-1].eq(base[:bb] + koff[:bb])
+                update(m, bank, banks[-1], enable=load)
+            same = BankArbiter.same_of(banks)
+            update(m, gather.same, same, enable=load)
+            update(m, gather.alone, Mux(load, BankArbiter.all_served(lanes, same),
+                                        BankArbiter.all_served(gather.remaining, gather.same)),
+                   enable=~stall & (load | s1_full))
         update(m, gather.tvalid, tile.valid, enable=load & first)
         for j in range(config.cols):
             update(m, gather.base[j], tile.addr[j], enable=load & first)

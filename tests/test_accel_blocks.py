@@ -91,16 +91,21 @@ def test_parameter_entry_from_the_host_word():
 
 # Bank arbiter ------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("same_banks", [False, True])
 @pytest.mark.parametrize("lanes,banks", [(8, 8), (5, 8), (4, 4), (3, 1)])
-def test_bank_arbiter_serves_one_lane_per_bank_lowest_first(lanes, banks):
-    dut = BankArbiter(lanes, banks)
+def test_bank_arbiter_serves_one_lane_per_bank_lowest_first(lanes, banks, same_banks):
+    dut = BankArbiter(lanes, banks, same_banks=same_banks)
     rng = np.random.default_rng(lanes * 10 + banks)
 
     async def testbench(ctx):
         for _ in range(60):
             pending = int(rng.integers(0, 1 << lanes))
             bank = rng.integers(0, banks, lanes)
-            ctx.set(dut.bank, [int(b) for b in bank])
+            if same_banks:
+                ctx.set(dut.same, sum(int(bank[i] == bank[j]) << BankArbiter.pair(i, j)
+                                      for j in range(lanes) for i in range(j)))
+            else:
+                ctx.set(dut.bank, [int(b) for b in bank])
             counts = np.bincount(bank[[j for j in range(lanes) if pending >> j & 1]], minlength=banks)
             cycles = 0
             while pending:
@@ -249,17 +254,23 @@ def test_requantizer_latency_throughput_and_bypass(latency, multiplier):
 
 # Max-pool unit -------------------------------------------------------------------------------
 
-def test_max_pool_unit_maxima_and_hold():
-    config = AcceleratorConfig(rows=2, cols=4)
+@pytest.mark.parametrize("pipelined", [False, True])
+def test_max_pool_unit_maxima_and_hold(pipelined):
+    """Maxima per lane; a last beat waits while the previous row has not been taken (or,
+    with the input register, is still being compared); the row comes ``latency`` cycles
+    after its last beat."""
+    config = AcceleratorConfig(rows=2, cols=4, pipeline_registers=pipelined)
     dut = MaxPool(config)
+    assert dut.latency == (1 if pipelined else 2)
     rng = np.random.default_rng(3)
     tiles = [rng.integers(-128, 128, (int(rng.integers(1, 6)), config.cols)) for _ in range(12)]
-    rows = []
+    rows, last_taken, row_offered = [], [], []
 
     async def producer(ctx):
         ctx.set(dut.start, 1)
         await ctx.tick()
         ctx.set(dut.start, 0)
+        cycle = 1
         for tile in tiles:
             for k, beat in enumerate(tile):
                 ctx.set(dut.operands.payload, {"a": [0] * config.rows, "b": [int(v) for v in beat],
@@ -268,22 +279,33 @@ def test_max_pool_unit_maxima_and_hold():
                 while True:
                     _, _, ready, pending = await ctx.tick().sample(dut.operands.ready, dut.results.valid)
                     if k == len(tile) - 1:
-                        assert ready == (not pending)     # a last beat waits for the previous row
+                        assert not (ready and pending)    # a last beat waits for the previous row
+                        if pipelined:
+                            assert ready == (not pending)
+                        if ready:
+                            last_taken.append(cycle)
+                    cycle += 1
                     if ready:
                         break
         ctx.set(dut.operands.valid, 0)
 
     async def consumer(ctx):
+        cycle, was_valid = 0, False
         while len(rows) < len(tiles):
             ready = int(rng.random() < 0.4)
             ctx.set(dut.results.ready, ready)
             _, _, valid, payload = await ctx.tick().sample(dut.results.valid, dut.results.payload)
+            if valid and not was_valid:
+                row_offered.append(cycle)
+            was_valid = valid and not ready
             if valid and ready:
                 assert payload.row == 0 and payload.last == 1
                 rows.append([payload.sums[j] for j in range(config.cols)])
+            cycle += 1
 
     simulate(dut, producer, consumer)
     assert rows == [tile.max(axis=0).tolist() for tile in tiles]
+    assert [o - t for o, t in zip(row_offered, last_taken)] == [dut.latency] * len(tiles)
 
 
 # Window generator ------------------------------------------------------------------------------

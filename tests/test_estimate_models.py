@@ -79,7 +79,7 @@ def test_simulated_cycles_come_from_the_backend_program(workload, lenet):
         elif layer.type == "maxpool":
             assert 0.75 * cycles < layer.tiled_cycles < cycles, layer.name
     assert workload.tiled_cycles == pytest.approx(total.value, rel=0.05)
-    assert total.extra["io_cycles"] == (784 + 2) + (10 + 3)    # INPUT N + 2, OUTPUT N + 3
+    assert total.extra["io_cycles"] == (784 + 3) + (10 + 4)    # INPUT N + 3, OUTPUT N + 4
 
 
 def test_simulated_cycles_are_the_performance_model_s(workload, lenet):

@@ -106,11 +106,11 @@ def test_instruction_cycles_and_stamps():
     b.op(Opcode.LOOP, target=10)
     b.op(Opcode.END)
     result = perf.program_cycles(b.words(), config, max_steps=1000)
-    # FILL: bytes + 2; OUTPUT: bytes + 3; STAMP 5; SET, LOOP, END 1.
-    assert result.stamps == [7 + 26, 7 + 26 + 5 + 1 + 6 + 8, 7 + 26 + 5 + 1 + 6 + 8 + 5 + 1 + 6 + 8]
+    # FILL: bytes + 3; OUTPUT: bytes + 4; STAMP 5; SET, LOOP, END 1.
+    assert result.stamps == [7 + 27, 7 + 27 + 5 + 1 + 6 + 9, 7 + 27 + 5 + 1 + 6 + 9 + 5 + 1 + 6 + 9]
     assert result.stamp_offsets == [0, 9, 18] and result.output_bytes == 22
     assert result.total == result.stamps[-1] + 5 + 1 + 1
-    assert result.by_opcode()["OUTPUT"] == 2 * 8 and result.by_opcode()["LOOP"] == 2
+    assert result.by_opcode()["OUTPUT"] == 2 * 9 and result.by_opcode()["LOOP"] == 2
 
 
 def test_register_limits_are_reported():

@@ -285,6 +285,15 @@ class AcceleratorConfig:
         return skew + self.pe_latency + 1 + (1 if self.pipeline_registers else 0)
 
     @property
+    def pool_latency(self):
+        """Cycles from a tile's last beat into the max-pool unit to its result row: 1, and
+        without :attr:`pipeline_registers` 2 (a register on the unit's input: the beats' bytes
+        come straight from the activation banks' multiplexer, which the compares would follow
+        in one cycle; with the pipeline registers the window registers its offer)
+        (``MaxPool.latency``)."""
+        return 1 if self.pipeline_registers else 2
+
+    @property
     def act_read_latency(self):
         """Cycles from an activation-buffer read to its bytes: 1 (the block RAMs' read), 2
         with :attr:`pipeline_registers` (a register behind each bank's block RAM)."""
@@ -337,7 +346,7 @@ class AcceleratorConfig:
         """Cycles from an ``OUTPUT`` byte's read to its offer on the output stream:
         :attr:`act_read_latency`, and with :attr:`pipeline_registers` one more (the byte is
         registered behind the banks' multiplexer): 1 or 3. An ``OUTPUT`` of ``N`` bytes takes
-        ``N + 2 + output_latency`` cycles."""
+        ``N + 3 + output_latency`` cycles."""
         return self.act_read_latency + (1 if self.pipeline_registers else 0)
 
     @property

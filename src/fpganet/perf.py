@@ -12,9 +12,9 @@ Cycles per instruction (``N`` bytes of a region, ``AW = act_addr_width``):
 ====================  =====================================================
 ``SET, LOOP, END``    1 (a taken ``LOOP``: 2 with ``config.pipeline_registers``)
 ``STAMP``             5
-``FILL, INPUT``       ``N + 2`` (1 when the region is empty); a ``FILL`` with
-                      ``config.pipeline_registers``: :func:`fill_runs` ``+ 2``
-``OUTPUT``            ``N + 2 + config.output_latency`` (1 when empty)
+``FILL, INPUT``       ``N + 3`` (1 when the region is empty); a ``FILL`` with
+                      ``config.pipeline_registers``: :func:`fill_runs` ``+ 3``
+``OUTPUT``            ``N + 3 + config.output_latency`` (1 when empty)
 ``CONV, POOL``        :func:`engine_cycles` (1 when the walk is empty)
 ====================  =====================================================
 
@@ -37,9 +37,10 @@ numbers per tile ``t`` (tiles in ``(g, t)`` order):
   output channel ``< M``); with ``requant_lanes == 1``, ``rows * LANES``;
 * ``LAT``: the array's latency ``config.array_latency`` (``cols + 2``, or 3 with
   ``broadcast_operands``, one more with ``pipeline_registers``; ``CONV``) or the pool
-  unit's 1;
+  unit's ``config.pool_latency`` (2, 1 with ``pipeline_registers``);
 * ``LANES``: the lane walker prepares a tile in ``LANES`` cycles, starting in the
-  cycle after the previous tile's first beat entered the gather stage.
+  cycle after the previous tile's first beat entered the gather stage; with
+  ``pipeline_registers`` it holds while the front end is stalled, without them it runs on.
 
 With ``E`` the cycle a tile's first beat enters the gather stage in stall-free
 time, ``P`` the cycle its last beat is offered, ``A`` the cycle that beat is
@@ -52,8 +53,14 @@ cycles the front end has been stalled so far::
     P_t = E_t + B_t + D + OL - 1           (OL: config.operand_latency, 1 or 3)
     A_t = max(P_t, X_{t-1} + 1);   D += A_t - P_t
     X_t = A_t + LAT + W_t - 1
-    E_{t+1} = E_t + max(B_t, LANES + 1)
+    E_{t+1} = E_t + max(B_t, LANES + 1)    (pipeline_registers; without them see below)
     cycles = X_last + WL + 1                (WL: config.write_latency, 4 to 7)
+
+Without ``pipeline_registers`` the walker does not hold on the stalls, the ``A_t - P_t``
+cycles in which the front end is held at its (stall-free) time ``T_t = E_t + B_t + OL``; so
+``E_{t+1} = max(E_t + B_t, R)``, with ``R`` the front end's time when the walk that began at
+``E_t`` has had ``LANES + 1`` cycles: the stalls of tiles ``t - 1`` and ``t`` that fall
+between count towards them (:func:`_walker_ready`).
 
 With ``pipeline_registers`` the window generator has a skid register behind its offer: the
 front end runs on while the last beat waits, and freezes only from the cycle after the next
@@ -225,27 +232,50 @@ def engine_cycles(regs, config, pool=False):
     queued = not pool and config.result_queue_rows > 0
     B, W, *row_costs = engine_tile_costs(regs, config, pool, rows=queued)
     lanes = regs[Reg.LANES]
-    lat = 1 if pool else config.array_latency
+    lat = config.pool_latency if pool else config.array_latency
     K = engine_beats(regs, config)
     E = config.first_beat_cycle(lanes)
     D = 0
     X = None
     queue = _ResultQueue(config.result_queue_rows, row_costs[0]) if queued else None
     B, W = B.reshape(-1).tolist(), W.reshape(-1).tolist()
+    stall = None
     for t, (b, w) in enumerate(zip(B, W)):
         P = E + b + D + config.operand_latency - 1
         A = P if X is None else max(P, X + 1)
-        E_next = E + max(b, lanes + 1)
-        if config.pipeline_registers and t + 1 < len(B):
+        if not config.pipeline_registers:
+            # The walker runs on through the stalls after E: the previous tile's and this one's.
+            this = (E + b + config.operand_latency, A - P)
+            stalls = [s for s in (stall, this) if s is not None and s[0] > E]
+            E_next = max(E + b, _walker_ready(E, lanes + 1, stalls))
+            stall = this
+            D += A - P
+        elif t + 1 < len(B):
+            E_next = E + max(b, lanes + 1)
             # The skid: the front end freezes only from the cycle after the next tile's first
             # beat, offered at Q without the stall, has left the output stage.
             Q = E_next + B[t + 1] // K + D + config.operand_latency - 1
             D += max(0, A - Q + 1)
         else:
+            E_next = E + max(b, lanes + 1)
             D += A - P
         X = A + lat + w - 1 if queue is None else queue.tile(t, A + lat)
         E = E_next
     return (X if queue is None else queue.finished) + config.write_latency + 1
+
+
+def _walker_ready(E, cycles, stalls):
+    """The front end's time at which the lane walker, started at ``E`` and busy for ``cycles``
+    cycles that stalls do not hold, has its tile ready; ``stalls``: ``(T, S)``, ``S`` cycles with
+    the front end held at its time ``T``, in order."""
+    for T, S in stalls:
+        if T - E >= cycles:
+            break
+        cycles -= T - E + min(S, cycles - (T - E))
+        E = T
+        if cycles == 0:
+            return E
+    return E + cycles
 
 
 class _ResultQueue:
@@ -320,8 +350,8 @@ def instruction_cycles(instruction, regs, config):
         if n == 0:
             return 1
         if op is Opcode.FILL and config.pipeline_registers:
-            return fill_runs(regs, config) + 2
-        return n + 2 + (config.output_latency if op is Opcode.OUTPUT else 0)
+            return fill_runs(regs, config) + 3
+        return n + 3 + (config.output_latency if op is Opcode.OUTPUT else 0)
     if op in (Opcode.CONV, Opcode.POOL):
         return engine_cycles(regs, config, pool=op is Opcode.POOL)
     raise ProgramError(f"unknown opcode {op!r}")
