@@ -66,16 +66,17 @@ def count_cells(netlist):
             "cells": types["SB_LUT4"] + lonely}
 
 
-def ice40_cells(component, *, script="synth_ice40 -top top"):
-    """Synthesize ``component`` alone for iCE40 and return :func:`count_cells`'s counts."""
+def ice40_cells(component, *, script="synth_ice40 -top top", config=None):
+    """Synthesize ``component`` alone for iCE40 and return :func:`count_cells`'s counts; with
+    ``config``, the accelerator's, as the board build does (:func:`yosys_idle_written`)."""
     text = rtlil.convert(component, name="top")
     with tempfile.TemporaryDirectory() as folder:
         folder = Path(folder)
         (folder / "top.il").write_text(text)
         env = toolchain_env()
-        commands = yosys_idle_written().replace("\n", "; ")
+        commands = yosys_idle_written(config).replace("\n", "; ") + "; " if config else ""
         subprocess.run([env["YOSYS"], "-q", "-p",
-                        f"read_rtlil top.il; {commands}; {script}; write_json top.json"],
+                        f"read_rtlil top.il; {commands}{script}; write_json top.json"],
                        cwd=folder, check=True, env=env, stdout=subprocess.DEVNULL)
         return count_cells(json.loads((folder / "top.json").read_text()))
 
@@ -138,11 +139,11 @@ def accelerator_blocks(config):
     }
 
 
-def _table(blocks):
+def _table(blocks, config):
     print("| block | LUT4 | SB_CARRY | FF | lonely FF | ~cells | EBR |")
     print("|---|---|---|---|---|---|---|")
     for name, factory in blocks.items():
-        c = ice40_cells(factory())
+        c = ice40_cells(factory(), config=config)
         row = (name, c["lut4"], c["carry"], c["ff"], c["lonely_ff"], c["cells"], c["ram"])
         print("| " + " | ".join(f"{v:,}" if isinstance(v, int) else v for v in row) + " |",
               flush=True)
@@ -177,7 +178,7 @@ def main(argv=None):
             if given:
                 raise FpganetError("the configuration flags need --accelerator (the host link's "
                                    "blocks are counted in the iCEBreaker's default)")
-            _table(host_link_blocks())
+            _table(host_link_blocks(), None)
             return
         config = config_from_args(BOARD, args)
         check_buildable(BOARD, config)
@@ -185,7 +186,7 @@ def main(argv=None):
         one_line(error)
     print(f"iCEBreaker accelerator, array {config.name}, {config.macs_per_cycle} MACs/cycle "
           f"(synth_ice40 on each block alone; ~cells = LUT4 + lonely flip-flops)", flush=True)
-    _table(accelerator_blocks(config))
+    _table(accelerator_blocks(config), config)
 
 
 if __name__ == "__main__":

@@ -69,19 +69,24 @@ def param_from_word(host_data, mode="fpganet"):
 
 
 #: The memories that are written only while nothing reads them, so that a read never meets a
-#: write of its word: the accelerator's program and parameters (``Accelerator``). Amaranth
-#: asks Yosys for the old word on such a collision, which the iCE40's block RAM leaves
-#: undefined, so Yosys would build read-during-write logic around them (a register of the
-#: written data, an address compare and a multiplexer a bit) unless told otherwise
+#: write of its word: the accelerator's program and parameters (``Accelerator``), which
+#: without the pipeline registers are written on the read port's clock edge. Amaranth asks
+#: Yosys for the old word on such a collision, which the iCE40's block RAM leaves undefined,
+#: so Yosys would build read-during-write logic around them (a register of the written
+#: data, an address compare and a multiplexer a bit) unless told otherwise
 #: (:func:`yosys_idle_written`).
 IDLE_WRITTEN = ("program", "params")
 
 
-def yosys_idle_written():
-    """Yosys commands, to run after reading the design, that make the :data:`IDLE_WRITTEN`
-    memories' reads undefined on a collision with their write (``COLLISION_X_MASK``), so
-    that a read and a write on the same clock edge map to block RAM alone. Without them the
-    netlist is still right, with the logic above."""
+def yosys_idle_written(config):
+    """Yosys commands, to run after reading a design with ``config``'s accelerator, that make
+    the :data:`IDLE_WRITTEN` memories' reads undefined on a collision with their write
+    (``COLLISION_X_MASK``), so that a read and a write on the same clock edge map to block RAM
+    alone; none with ``config.pipeline_registers``, where those memories are written on the
+    other edge (Yosys refuses the mask across clocks). Without them the netlist is still
+    right, with the logic above."""
+    if config.pipeline_registers:
+        return ""
     return "\n".join(f"setparam -set COLLISION_X_MASK 1 t:$memrd_v2 r:MEMID=\\\\{name} %i"
                      for name in IDLE_WRITTEN)
 

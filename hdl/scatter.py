@@ -407,11 +407,15 @@ class ResultWriter(wiring.Component):
         aw, cw = self.config.act_addr_width, self.config.count_width
         return data.StructLayout({"n": cw + 1, "ox": cw, "rowoff": aw, "off": aw})
 
-    def _step(self, m, pos):
-        """The position of the next pixel."""
+    def _last_column(self, pos):
+        """``pos`` is in the output map's last column."""
+        return pos.ox + 1 == self.regs.out_w
+
+    def _step(self, m, pos, wrap=None):
+        """The position of the next pixel (``wrap``: :meth:`_last_column` of ``pos``, if known)."""
         regs = self.regs
         nxt = Signal(self._position_layout())
-        wrap = pos.ox + 1 == regs.out_w
+        wrap = self._last_column(pos) if wrap is None else wrap
         m.d.comb += [
             nxt.n.eq(self._count_up(pos.n, 1)),
             nxt.ox.eq(Mux(wrap, 0, pos.ox + 1)),
@@ -428,6 +432,9 @@ class ResultWriter(wiring.Component):
         position = self._position_layout()
         cursor = Signal(position)     # pixel of the group's first lane
         tile_start = Signal(position)
+        # ...each in the last column (the arbitrated walk keeps these beside them: the
+        # compare was in front of the next positions' multiplexers)
+        cursor_wrap, tile_start_wrap = Signal(), Signal()
         group = Signal(cols // R, init=1)           # lane group within the row, one-hot
         group_lane = Signal(range(cols + R + 1))    # its first lane, group * R
         group_started = Signal()
@@ -441,7 +448,8 @@ class ResultWriter(wiring.Component):
         chan = Signal(cw + 1)                       # g*rows + row
         gbase = Signal(aw)                          # OUT_BASE + g*OUT_GSTEP
         rowbase = Signal(aw)                        # gbase + row*OUT_CSTRIDE
-        return SimpleNamespace(cursor=cursor, tile_start=tile_start, group=group,
+        return SimpleNamespace(cursor=cursor, tile_start=tile_start, cursor_wrap=cursor_wrap,
+                               tile_start_wrap=tile_start_wrap, group=group,
                                group_lane=group_lane, group_started=group_started,
                                group_pend=group_pend, row=row, row_last=row_last, tile=tile, grp=grp, last_grp=last_grp,
                                first_chan=first_chan, chan=chan, gbase=gbase, rowbase=rowbase)
@@ -449,8 +457,8 @@ class ResultWriter(wiring.Component):
     def _lane_positions(self, m, walk):
         """The lanes of the walk's group: positions (``chain``), addresses, which are written."""
         R = self.config.requant_lanes
-        chain = [walk.cursor]
-        for _ in range(R):
+        chain = [walk.cursor, self._step(m, walk.cursor, walk.cursor_wrap)]
+        for _ in range(R - 1):
             chain.append(self._step(m, chain[-1]))
         addresses, writable = self._lane_addresses(m, walk, chain[:R])
         return chain, addresses, writable
@@ -552,11 +560,23 @@ class ResultWriter(wiring.Component):
             # lanes move in _advance_lanes.
             m.d.sync += f.last_group.eq(next_value(w.group_lane, **lane_step) + R >= regs.lanes)
         else:
+            # The last-column flags follow the positions, from their next values.
+            tile_end_wrap, at_first = self._last_column(tile_end), regs.out_w == 1
             update(m, w.cursor, Mux(f.last_group, Mux(f.last_row, tile_end.as_value(),
                                                       w.tile_start.as_value()),
                                     chain[R].as_value()),
                    enable=f.group_done, reset=start | f.group_end)
+            with m.If(start | f.group_end):
+                m.d.sync += w.cursor_wrap.eq(at_first)
+            with m.Elif(f.group_done):
+                m.d.sync += w.cursor_wrap.eq(Mux(f.last_group, Mux(f.last_row, tile_end_wrap,
+                                                                   w.tile_start_wrap),
+                                                 self._last_column(chain[R])))
             update(m, w.tile_start, tile_end, enable=f.row_end, reset=start | f.group_end)
+            with m.If(start | f.group_end):
+                m.d.sync += w.tile_start_wrap.eq(at_first)
+            with m.Elif(f.row_end):
+                m.d.sync += w.tile_start_wrap.eq(tile_end_wrap)
         update(m, w.row, w.row + 1, enable=f.take, reset=start | f.row_end)
         if arbiter is None:
             # The row compare of the next row (the reset's 0 or row + 1), in a flip-flop: it was

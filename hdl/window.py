@@ -21,7 +21,9 @@ Stages (each a register boundary):
   previous one ``LANES + 1`` cycles after it started at the earliest.
 * **gather** (``S1``): holds one beat; a :class:`~fpganet.hdl.memories.BankArbiter`
   serves, each cycle, one pending lane per bank, lowest lane first; lanes sharing a bank
-  are read in successive cycles; invalid lanes do not read. With
+  are read in successive cycles; invalid lanes do not read. Which lanes share a bank,
+  and whether the beat's last gather cycle is this one, are flip-flops loaded with the
+  beat and from the next state. With
   ``config.pipeline_registers`` the lane addresses are summed as the beat loads and the
   lanes read in the cycles of the tile's bank schedule, which the lane walker computes
   (the same order, so the same cycles; :meth:`WindowGenerator._bank_schedule`). A beat
@@ -45,12 +47,13 @@ Stages (each a register boundary):
   output shares a cycle with neither the gather nor the consumer's logic.
 
 Back-pressure: while an offered beat is not taken (the array holds a tile's
-``last`` beat until the previous tile's results are out), every stage freezes,
-the lane walker included, and the memory read ports hold their data. With
+``last`` beat until the previous tile's results are out), every stage freezes
+and the memory read ports hold their data; the lane walker runs on (it fills
+registers that only the next tile's first load reads). With
 ``config.pipeline_registers`` a skid register behind the offer lets the stages run
 on until a beat leaves the output stage behind the waiting one, and they freeze
-from the next cycle, on a flip-flop. Timing is therefore a pure function of the
-registers: see :mod:`fpganet.perf`.
+from the next cycle, on a flip-flop, the lane walker too. Timing is therefore a pure
+function of the registers: see :mod:`fpganet.perf`.
 """
 
 import functools

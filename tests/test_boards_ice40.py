@@ -19,8 +19,8 @@ REQUIRED_KEYS = {"board", "device", "fmax_mhz", "macs_per_cycle", "resources", "
 @pytest.fixture(scope="module")
 def icebreaker_build(tmp_path_factory):
     output = tmp_path_factory.mktemp("icebreaker")
-    # The board's own seed, the build `make synth` ships: router2 oscillates on some seeds
-    # (seed 1 of this netlist: 2 overused wires after 30,000 iterations).
+    # The board's own seed, the build `make synth` ships: others miss the clock, and router2
+    # oscillates on some (boards/README.md).
     status = board_build.main(["--board", "icebreaker", "-o", str(output)])
     report = json.loads((output / "report.json").read_text()) \
         if (output / "report.json").exists() else None
@@ -64,7 +64,7 @@ def test_the_accelerator_fits_the_up5k(icebreaker_build):
 
 def test_post_route_clock_meets_the_pll_clock(icebreaker_build):
     _, _, report = icebreaker_build
-    assert report["clock"]["pll_mhz"] == pytest.approx(24)   # eight cycles per bit at 3 Mbaud
-    assert report["fmax_mhz"] >= 24
+    assert report["clock"]["pll_mhz"] == pytest.approx(30)   # ten cycles per bit at 3 Mbaud
+    assert report["fmax_mhz"] >= 30
     assert report["timing_met"]
     assert report["peak_gmacs"] == pytest.approx(16 * report["clock"]["pll_mhz"] / 1e3)
