@@ -106,7 +106,8 @@ def host_link_blocks():
         "PacketFIFO (input)": lambda: PacketFIFO(c.input_depth),
         "OutputFIFO": lambda: OutputFIFO(c.output_depth),
         "UARTReceiver": lambda: UARTReceiver(HostLink(config, config.clock_hz, BAUD).divisor),
-        "UARTTransmitter": lambda: UARTTransmitter(HostLink(config, config.clock_hz, BAUD).divisor),
+        "UARTTransmitter": lambda: UARTTransmitter(HostLink(config, config.clock_hz, BAUD).divisor,
+                                                   holding_register=not config.pipeline_registers),
     }
 
 

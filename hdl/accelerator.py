@@ -180,16 +180,26 @@ class Accelerator(wiring.Component):
             region.input.payload.eq(self.input.payload),
             self.input.ready.eq(region.input.ready),
         ]
-        # STAMP and OUTPUT never overlap and each offers only while it runs, so both see the
-        # output's ready and their valids are ORed: the instruction's decode (stamp_active)
-        # picks only the byte, and stays out of OUTPUT's back-pressure into the region unit's
-        # walk (the iCE40 build's longest path at 30 MHz).
-        m.d.comb += [
-            self.output.valid.eq(ctrl.stamp.valid | region.output.valid),
-            self.output.payload.eq(Mux(ctrl.stamp_active, ctrl.stamp.payload, region.output.payload)),
-            ctrl.stamp.ready.eq(self.output.ready),
-            region.output.ready.eq(self.output.ready),
-        ]
+        if config.pipeline_registers:
+            with m.If(ctrl.stamp_active):
+                m.d.comb += [self.output.valid.eq(ctrl.stamp.valid), self.output.payload.eq(ctrl.stamp.payload),
+                             ctrl.stamp.ready.eq(self.output.ready)]
+            with m.Else():
+                m.d.comb += [self.output.valid.eq(region.output.valid),
+                             self.output.payload.eq(region.output.payload),
+                             region.output.ready.eq(self.output.ready)]
+        else:
+            # STAMP and OUTPUT never overlap and each offers only while it runs, so both see
+            # the output's ready and their valids are ORed: the instruction's decode
+            # (stamp_active) picks only the byte, and stays out of OUTPUT's back-pressure into
+            # the region unit's walk (the iCE40 build's longest path at 30 MHz). The pipeline
+            # registers' configuration keeps the multiplexer its builds were measured with.
+            m.d.comb += [
+                self.output.valid.eq(ctrl.stamp.valid | region.output.valid),
+                self.output.payload.eq(Mux(ctrl.stamp_active, ctrl.stamp.payload, region.output.payload)),
+                ctrl.stamp.ready.eq(self.output.ready),
+                region.output.ready.eq(self.output.ready),
+            ]
 
         # Host writes, while idle.
         host = self.host.payload

@@ -301,7 +301,10 @@ class HostLink(wiring.Component):
         m = Module()
         m.submodules.core = core = self.core
         m.submodules.receiver = receiver = UARTReceiver(self.divisor)
-        m.submodules.transmitter = transmitter = UARTTransmitter(self.divisor)
+        # The holding register where the output FIFO's bytes do not leave through one
+        # already (registered_output, with the pipeline registers).
+        m.submodules.transmitter = transmitter = UARTTransmitter(
+            self.divisor, holding_register=not self.config.pipeline_registers)
         wiring.connect(m, receiver.data, core.rx)
         wiring.connect(m, core.tx, transmitter.data)
         wiring.connect(m, wiring.flipped(self.device), core.device)

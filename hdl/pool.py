@@ -79,7 +79,7 @@ class MaxPool(wiring.Component):
         # With pair products a beat's odd channel rides in the high half; POOL's K_C is 1.
         beat_b = [self.operands.payload.b[j][:self.config.operand_width].as_signed()
                   for j in range(cols)]
-        held_last = C(0, 1)          # a last beat is in the register
+        blocked = pending            # a last beat waits: the row is not taken (or not yet made)
         if self.latency == 2:
             beat_valid, beat_last = Signal(name="beat_valid"), Signal(name="beat_last")
             registered = [Signal(operand, name=f"beat_b{j}") for j in range(cols)]
@@ -87,9 +87,9 @@ class MaxPool(wiring.Component):
             with m.If(accept):
                 m.d.sync += [beat_last.eq(self.operands.payload.last),
                              *(r.eq(b) for r, b in zip(registered, beat_b))]
-            beat_b, held_last = registered, beat_valid & beat_last
+            beat_b, blocked = registered, pending | (beat_valid & beat_last)
         m.d.comb += [
-            self.operands.ready.eq(~(self.operands.payload.last & (pending | held_last))),
+            self.operands.ready.eq(~(self.operands.payload.last & blocked)),
             accept.eq(self.operands.valid & self.operands.ready),
             self.results.valid.eq(pending),
             take.eq(self.results.valid & self.results.ready),

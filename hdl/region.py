@@ -43,7 +43,7 @@ class RegionUnit(wiring.Component):
         Pulse: begin; ``regs`` hold until ``done``. The region must not be empty
         (the controller does not start an empty one).
     mode : In(RegionMode)
-        Taken with ``start``.
+        Taken with ``start`` (without ``config.region_start_latency``, held until ``done``).
     regs : In(register_layout(config))
     input : In(stream.Signature(8))
         ``INPUT``: one byte per transfer, ``ready`` high while bytes are wanted.
@@ -71,10 +71,11 @@ class RegionUnit(wiring.Component):
         hangs on it, and the compares that find the last byte would otherwise sit
         in front of that fetch (the iCE40 build's longest path).
 
-    Timing, with the streams never stalling: ``FILL`` and ``INPUT`` take ``N + 3``
-    cycles for ``N`` bytes (the ``start`` cycle, the cycle after it, one byte per cycle,
-    the ``done`` cycle); with ``config.pipeline_registers`` ``FILL`` writes a run of banks a
-    cycle (:func:`fpganet.perf.fill_runs`); ``OUTPUT`` takes ``N + 3 + config.output_latency``: the read, and with
+    Timing, with the streams never stalling: ``FILL`` and ``INPUT`` take ``N + 2 + RS``
+    cycles for ``N`` bytes (the ``start`` cycle, ``RS = config.region_start_latency`` cycles,
+    one byte per cycle, the ``done`` cycle); with ``config.pipeline_registers`` ``FILL`` writes
+    a run of banks a cycle (:func:`fpganet.perf.fill_runs`); ``OUTPUT`` takes
+    ``N + 2 + RS + config.output_latency``: the read, and with
     ``config.pipeline_registers`` the banks' registers and a register behind the banks'
     multiplexer, so that a block RAM's output runs neither through the multiplexer nor
     into the consumer of ``output`` in its cycle (each was once the ULX3S build's longest
@@ -139,16 +140,18 @@ class RegionUnit(wiring.Component):
         aw, bb, cw = config.act_addr_width, config.bank_bits, config.count_width
         walking = Signal()        # elements left to visit
         # ``start`` is decoded from the instruction word on the program memory's output, far
-        # from here: it reaches two flip-flops and nothing else (in front of the walk's loads
-        # and enables it was the iCE40 build's longest path at 30 MHz). The walk begins in the
-        # cycle after ``started``; until then, idle, its registers load their starts from
-        # ``regs`` in every cycle.
-        started = Signal()
-        mode = Signal(RegionMode)
-        m.d.sync += started.eq(self.start)
-        with m.If(self.start):
-            m.d.sync += mode.eq(self.mode)
-        idle = ~walking
+        # from here. With ``config.region_start_latency`` it reaches two flip-flops and nothing
+        # else (in front of the walk's loads and enables it was the iCE40 build's longest path
+        # at 30 MHz): the walk begins in the cycle after ``begin``, its registered copy, and
+        # until then, idle, its registers load their starts from ``regs`` in every cycle.
+        # Without it the start loads them and begins the walk.
+        restart, begin, mode = self.start, self.start, self.mode
+        if config.region_start_latency:
+            begin, mode = Signal(name="started"), Signal(RegionMode, name="mode")
+            m.d.sync += begin.eq(self.start)
+            with m.If(self.start):
+                m.d.sync += mode.eq(self.mode)
+            restart = ~walking
         x = Signal(cw)            # bytes, rows and channels left
         r = Signal(cw)
         c = Signal(cw)
@@ -167,20 +170,20 @@ class RegionUnit(wiring.Component):
             def room_at(address):
                 return config.act_banks - address[:bb]
 
-            x_wrap, run = self._row_runs(m, mode, x, room, advance, restart=idle)
+            x_wrap, run = self._row_runs(m, mode, x, room, advance, restart=restart)
         else:
-            x_wrap = count_down(m, x, regs.io_len, restart=idle, step=advance)
+            x_wrap = count_down(m, x, regs.io_len, restart=restart, step=advance)
         # With the pipeline registers the wraps are flip-flops (the compares were behind the
         # row's end, in front of the walk's enables: the 128-MAC ULX3S build).
-        r_wrap = count_down(m, r, regs.io_rows, restart=idle, step=advance & x_wrap,
+        r_wrap = count_down(m, r, regs.io_rows, restart=restart, step=advance & x_wrap,
                             registered=wide)
-        c_wrap = count_down(m, c, regs.io_channels, restart=idle,
+        c_wrap = count_down(m, c, regs.io_channels, restart=restart,
                             step=advance & x_wrap & r_wrap, registered=wide)
         m.d.comb += is_last.eq(x_wrap & r_wrap & c_wrap)
         next_chan = chanbase + regs.io_cstride
         next_row = Mux(r_wrap, next_chan, rowbase + regs.io_pitch)
         next_addr = Mux(x_wrap, next_row, addr + (run if wide else 1))
-        with m.If(idle):
+        with m.If(restart):
             m.d.sync += [addr.eq(regs.io_base), rowbase.eq(regs.io_base), chanbase.eq(regs.io_base)]
             if wide:
                 m.d.sync += room.eq(room_at(regs.io_base))
@@ -192,7 +195,7 @@ class RegionUnit(wiring.Component):
                 m.d.sync += rowbase.eq(next_row)
             with m.If(x_wrap & r_wrap):
                 m.d.sync += chanbase.eq(next_chan)
-        with m.If(started):
+        with m.If(begin):
             m.d.sync += walking.eq(1)
         with m.Elif(advance & is_last):
             m.d.sync += walking.eq(0)

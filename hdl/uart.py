@@ -207,30 +207,40 @@ class UARTTransmitter(wiring.Component):
     ----------
     divisor : int, float or Fraction
         Clock cycles per bit, ``clock_hz / baud`` (at least 4; fractions kept).
+    holding_register : bool
+        Take each byte into a register first: ``data.ready`` is then that register's empty
+        flag, a flip-flop, and the sender's byte multiplexer and handshake end there, not in
+        the line's shift register and bit count (the host link's longest path on the iCE40
+        at 30 MHz).
 
     Members
     -------
     data : In(stream.Signature(8))
-        Bytes to send, taken into a holding register: ``data.ready`` (a flip-flop) is high
-        while it is empty. A byte moves on to the line when the line is idle or in the last
+        Bytes to send. A byte moves on to the line when the line is idle or in the last
         cycle of a stop bit, so bytes offered in time follow each other with no idle time:
-        the throughput is one byte per 10 bit periods. The register keeps the sender's byte
-        multiplexer and handshake out of the line's shift register and bit count (the
-        host link's longest path on the iCE40 at 30 MHz).
+        the throughput is one byte per 10 bit periods. Without the holding register
+        ``data.ready`` is high in those cycles; with it, while the register is empty.
     tx : Out(1)
         The serial line, idle high, straight from a flip-flop (no glitches). The start bit
-        begins two cycles after an idle transmitter takes the byte (latency 2).
+        begins the cycle after an idle transmitter takes the byte, two with the holding
+        register (:attr:`latency`).
     busy : Out(1)
         A byte is being sent.
     """
 
-    def __init__(self, divisor):
+    def __init__(self, divisor, *, holding_register=False):
         self.divisor = uart_divisor(divisor)
+        self.holding_register = bool(holding_register)
         super().__init__({
             "data": In(stream.Signature(8)),
             "tx": Out(1, init=1),
             "busy": Out(1),
         })
+
+    @property
+    def latency(self):
+        """Cycles from an idle transmitter taking a byte to its start bit on the line."""
+        return 2 if self.holding_register else 1
 
     def elaborate(self, platform):
         m = Module()
@@ -238,20 +248,25 @@ class UARTTransmitter(wiring.Component):
         shift = Signal(10, init=0x3FF)       # stop, data[7:0], start: sent from bit 0
         remaining = Signal(range(10))        # bits after the one on the line
 
-        held = Signal(8)
-        held_valid = Signal()
-        last_bit_ends = self.busy & timer.tick & (remaining == 0)
-        m.d.comb += [
-            self.tx.eq(shift[0]),
-            self.data.ready.eq(~held_valid),
-        ]
-        with m.If(self.data.valid & ~held_valid):
-            m.d.sync += [held.eq(self.data.payload), held_valid.eq(1)]
-        with m.If(held_valid & (~self.busy | last_bit_ends)):
+        # A byte goes on the line when the line is free (idle, or in a stop bit's last cycle):
+        # the offered one, or with the holding register the held one.
+        if self.holding_register:
+            held = Signal(8)
+            held_valid = Signal()
+            last_bit_ends = self.busy & timer.tick & (remaining == 0)
+            m.d.comb += [self.tx.eq(shift[0]), self.data.ready.eq(~held_valid)]
+            with m.If(self.data.valid & ~held_valid):
+                m.d.sync += [held.eq(self.data.payload), held_valid.eq(1)]
+            send, byte, moved = held_valid & (~self.busy | last_bit_ends), held, [held_valid.eq(0)]
+        else:
+            last_bit_ends = self.busy & timer.tick & (remaining == 0)
+            m.d.comb += [self.tx.eq(shift[0]), self.data.ready.eq(~self.busy | last_bit_ends)]
+            send, byte, moved = self.data.valid & self.data.ready, self.data.payload, []
+        with m.If(send):
             m.d.comb += timer.restart.eq(1)
             m.d.sync += [
-                held_valid.eq(0),
-                shift.eq(Cat(C(0, 1), held, C(1, 1))),
+                *moved,
+                shift.eq(Cat(C(0, 1), byte, C(1, 1))),
                 remaining.eq(9),
                 self.busy.eq(1),
             ]

@@ -285,6 +285,14 @@ class AcceleratorConfig:
         return skew + self.pe_latency + 1 + (1 if self.pipeline_registers else 0)
 
     @property
+    def region_start_latency(self):
+        """Cycles the region unit takes a start late: 1 without :attr:`pipeline_registers` (the
+        start, decoded from the instruction word on the program memory's output, reaches two
+        of its flip-flops and none of its counters, which load while it is idle), 0 with them.
+        A ``FILL``, ``INPUT`` or ``OUTPUT`` takes that many cycles more."""
+        return 0 if self.pipeline_registers else 1
+
+    @property
     def pool_latency(self):
         """Cycles from a tile's last beat into the max-pool unit to its result row: 1, and
         without :attr:`pipeline_registers` 2 (a register on the unit's input: the beats' bytes
@@ -346,7 +354,7 @@ class AcceleratorConfig:
         """Cycles from an ``OUTPUT`` byte's read to its offer on the output stream:
         :attr:`act_read_latency`, and with :attr:`pipeline_registers` one more (the byte is
         registered behind the banks' multiplexer): 1 or 3. An ``OUTPUT`` of ``N`` bytes takes
-        ``N + 3 + output_latency`` cycles."""
+        ``N + 2 + region_start_latency + output_latency`` cycles."""
         return self.act_read_latency + (1 if self.pipeline_registers else 0)
 
     @property

@@ -12,9 +12,11 @@ Cycles per instruction (``N`` bytes of a region, ``AW = act_addr_width``):
 ====================  =====================================================
 ``SET, LOOP, END``    1 (a taken ``LOOP``: 2 with ``config.pipeline_registers``)
 ``STAMP``             5
-``FILL, INPUT``       ``N + 3`` (1 when the region is empty); a ``FILL`` with
-                      ``config.pipeline_registers``: :func:`fill_runs` ``+ 3``
-``OUTPUT``            ``N + 3 + config.output_latency`` (1 when empty)
+``FILL, INPUT``       ``N + 2 + RS`` (1 when the region is empty; ``RS``:
+                      ``config.region_start_latency``, 1, or 0 with
+                      ``config.pipeline_registers``); a ``FILL`` with the pipeline
+                      registers: :func:`fill_runs` ``+ 2``
+``OUTPUT``            ``N + 2 + RS + config.output_latency`` (1 when empty)
 ``CONV, POOL``        :func:`engine_cycles` (1 when the walk is empty)
 ====================  =====================================================
 
@@ -349,9 +351,10 @@ def instruction_cycles(instruction, regs, config):
         n = _region_bytes(regs)
         if n == 0:
             return 1
+        overhead = 2 + config.region_start_latency
         if op is Opcode.FILL and config.pipeline_registers:
-            return fill_runs(regs, config) + 3
-        return n + 3 + (config.output_latency if op is Opcode.OUTPUT else 0)
+            return fill_runs(regs, config) + overhead
+        return n + overhead + (config.output_latency if op is Opcode.OUTPUT else 0)
     if op in (Opcode.CONV, Opcode.POOL):
         return engine_cycles(regs, config, pool=op is Opcode.POOL)
     raise ProgramError(f"unknown opcode {op!r}")
