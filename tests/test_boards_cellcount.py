@@ -9,9 +9,12 @@ each kind after ``synth_ice40``.
 import pytest
 from amaranth import *
 from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from fpganet.boards.cellcount import ice40_cells, main
+from fpganet.config import AcceleratorConfig
+from fpganet.hdl.memories import IDLE_WRITTEN
 
 
 class _Chain(wiring.Component):
@@ -58,6 +61,36 @@ def test_a_lut_with_one_load_packs_its_flip_flop(shared, lonely):
     counts = ice40_cells(_Xor(6, shared=shared))
     assert counts["lut4"] == 6 and counts["ff"] == 6 and counts["lonely_ff"] == lonely
     assert counts["cells"] == 6 + lonely
+
+
+class _IdleWritten(wiring.Component):
+    """Memories named as the accelerator's program and parameters, written and read on the
+    same clock edge (as without the pipeline registers)."""
+
+    def __init__(self):
+        super().__init__({"wa": In(8), "wd": In(53), "we": In(1), "ra": In(8), "re": In(1),
+                          "program_data": Out(53), "params_data": Out(53)})
+
+    def elaborate(self, platform):
+        m = Module()
+        for name in IDLE_WRITTEN:
+            m.submodules[name] = memory = Memory(shape=53, depth=256, init=[])
+            write, read = memory.write_port(), memory.read_port()
+            m.d.comb += [write.addr.eq(self.wa), write.data.eq(self.wd), write.en.eq(self.we),
+                         read.addr.eq(self.ra), read.en.eq(self.re),
+                         getattr(self, f"{name}_data").eq(read.data)]
+        return m
+
+
+def test_idle_written_memories_need_no_read_during_write_logic():
+    """The builds' Yosys commands (memories.yosys_idle_written) leave the program and the
+    parameters in block RAM alone; without them Yosys wraps each in a register of the written
+    word, an address compare and a multiplexer per bit."""
+    told = ice40_cells(_IdleWritten(), config=AcceleratorConfig())
+    untold = ice40_cells(_IdleWritten())
+    assert told["ram"] == untold["ram"] == 8
+    assert told["ff"] == 0 and told["lut4"] <= 2
+    assert untold["ff"] > 100 and untold["lut4"] > 100
 
 
 @pytest.mark.parametrize("argv, message", [
