@@ -202,7 +202,7 @@ def _build_in(board, config, output, shown, *, core, seed, pll, synth_opts, next
         top = board.top(config, core, pll=pll)
         plan = platform.build(top, name=NAME, build_dir=str(output), do_build=False,
                               synth_opts=synth_opts, nextpnr_opts=nextpnr_opts, verbose=verbose,
-                              script_after_read=yosys_idle_written(config))
+                              script_after_read="\n".join(yosys_idle_written(config)))
     finally:
         for key, value in saved.items():
             if value is None:

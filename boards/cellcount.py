@@ -74,9 +74,9 @@ def ice40_cells(component, *, script="synth_ice40 -top top", config=None):
         folder = Path(folder)
         (folder / "top.il").write_text(text)
         env = toolchain_env()
-        commands = yosys_idle_written(config).replace("\n", "; ") + "; " if config else ""
-        subprocess.run([env["YOSYS"], "-q", "-p",
-                        f"read_rtlil top.il; {commands}{script}; write_json top.json"],
+        commands = ["read_rtlil top.il", *(yosys_idle_written(config) if config else ()),
+                    script, "write_json top.json"]
+        subprocess.run([env["YOSYS"], "-q", "-p", "; ".join(commands)],
                        cwd=folder, check=True, env=env, stdout=subprocess.DEVNULL)
         return count_cells(json.loads((folder / "top.json").read_text()))
 

@@ -79,16 +79,16 @@ IDLE_WRITTEN = ("program", "params")
 
 
 def yosys_idle_written(config):
-    """Yosys commands, to run after reading a design with ``config``'s accelerator, that make
-    the :data:`IDLE_WRITTEN` memories' reads undefined on a collision with their write
+    """The Yosys commands, to run after reading a design with ``config``'s accelerator, that
+    make the :data:`IDLE_WRITTEN` memories' reads undefined on a collision with their write
     (``COLLISION_X_MASK``), so that a read and a write on the same clock edge map to block RAM
     alone; none with ``config.pipeline_registers``, where those memories are written on the
     other edge (Yosys refuses the mask across clocks). Without them the netlist is still
     right, with the logic above."""
     if config.pipeline_registers:
-        return ""
-    return "\n".join(f"setparam -set COLLISION_X_MASK 1 t:$memrd_v2 r:MEMID=\\\\{name} %i"
-                     for name in IDLE_WRITTEN)
+        return ()
+    return tuple(f"setparam -set COLLISION_X_MASK 1 t:$memrd_v2 r:MEMID=\\\\{name} %i"
+                 for name in IDLE_WRITTEN)
 
 
 #: The attributes of a memory read through :func:`registered_read`.

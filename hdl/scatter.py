@@ -560,8 +560,10 @@ class ResultWriter(wiring.Component):
             # lanes move in _advance_lanes.
             m.d.sync += f.last_group.eq(next_value(w.group_lane, **lane_step) + R >= regs.lanes)
         else:
-            # The last-column flags follow the positions, from their next values.
-            tile_end_wrap, at_first = self._last_column(tile_end), regs.out_w == 1
+            # The last-column flags follow the positions, from their next values (with one
+            # requantizer lane the tile's end is the next lane's position: one compare).
+            next_wrap, at_first = self._last_column(chain[R]), regs.out_w == 1
+            tile_end_wrap = next_wrap if tile_end is chain[R] else self._last_column(tile_end)
             update(m, w.cursor, Mux(f.last_group, Mux(f.last_row, tile_end.as_value(),
                                                       w.tile_start.as_value()),
                                     chain[R].as_value()),
@@ -571,7 +573,7 @@ class ResultWriter(wiring.Component):
             with m.Elif(f.group_done):
                 m.d.sync += w.cursor_wrap.eq(Mux(f.last_group, Mux(f.last_row, tile_end_wrap,
                                                                    w.tile_start_wrap),
-                                                 self._last_column(chain[R])))
+                                                 next_wrap))
             update(m, w.tile_start, tile_end, enable=f.row_end, reset=start | f.group_end)
             with m.If(start | f.group_end):
                 m.d.sync += w.tile_start_wrap.eq(at_first)

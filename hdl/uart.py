@@ -250,17 +250,17 @@ class UARTTransmitter(wiring.Component):
 
         # A byte goes on the line when the line is free (idle, or in a stop bit's last cycle):
         # the offered one, or with the holding register the held one.
+        last_bit_ends = self.busy & timer.tick & (remaining == 0)
+        m.d.comb += self.tx.eq(shift[0])
         if self.holding_register:
             held = Signal(8)
             held_valid = Signal()
-            last_bit_ends = self.busy & timer.tick & (remaining == 0)
-            m.d.comb += [self.tx.eq(shift[0]), self.data.ready.eq(~held_valid)]
+            m.d.comb += self.data.ready.eq(~held_valid)
             with m.If(self.data.valid & ~held_valid):
                 m.d.sync += [held.eq(self.data.payload), held_valid.eq(1)]
             send, byte, moved = held_valid & (~self.busy | last_bit_ends), held, [held_valid.eq(0)]
         else:
-            last_bit_ends = self.busy & timer.tick & (remaining == 0)
-            m.d.comb += [self.tx.eq(shift[0]), self.data.ready.eq(~self.busy | last_bit_ends)]
+            m.d.comb += self.data.ready.eq(~self.busy | last_bit_ends)
             send, byte, moved = self.data.valid & self.data.ready, self.data.payload, []
         with m.If(send):
             m.d.comb += timer.restart.eq(1)

@@ -136,7 +136,7 @@ def test_control_flow_regions_and_stamps(pipelined):
     b = control_program(config)
     x = np.arange(18, dtype=np.uint8).tobytes()
     timing = check(config, b.machine(), x)
-    fill = 2 * (1 + 2 + 1) + 2 if pipelined else 2 * 3 * 4 + 3   # + config.region_start_latency
+    fill = (2 * (1 + 2 + 1) if pipelined else 2 * 3 * 4) + 2 + config.region_start_latency
     assert len(timing.stamps) == 4 and timing.stamps[0] == 7 + fill               # 7 SETs, FILL
     assert timing.by_opcode()["CONV"] == 1 and timing.by_opcode()["LOOP"] == (5 if pipelined else 3)
 

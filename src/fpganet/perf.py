@@ -251,15 +251,14 @@ def engine_cycles(regs, config, pool=False):
             stalls = [s for s in (stall, this) if s is not None and s[0] > E]
             E_next = max(E + b, _walker_ready(E, lanes + 1, stalls))
             stall = this
-            D += A - P
-        elif t + 1 < len(B):
+        else:
             E_next = E + max(b, lanes + 1)
+        if config.pipeline_registers and t + 1 < len(B):
             # The skid: the front end freezes only from the cycle after the next tile's first
             # beat, offered at Q without the stall, has left the output stage.
             Q = E_next + B[t + 1] // K + D + config.operand_latency - 1
             D += max(0, A - Q + 1)
         else:
-            E_next = E + max(b, lanes + 1)
             D += A - P
         X = A + lat + w - 1 if queue is None else queue.tile(t, A + lat)
         E = E_next
