@@ -220,6 +220,25 @@ def test_lenet_cycles_per_image(lenet):
     assert measured[("8x8-requant2", 8)] < 0.65 * measured[("8x8-requant2", 1)]
 
 
+def test_batched_pair_reads_share_no_bank():
+    """With pair products each image's lane reads two channels of its copy: the image stride
+    (and the copy's channel stride) put all four bytes of a beat in different banks, so the
+    iCEBreaker's batched dense layers gather a beat a cycle (an odd image stride with an odd
+    channel stride made every beat take two cycles)."""
+    from fpganet.boards.icebreaker import DEFAULT_CONFIG as config
+    from fpganet.codegen import engine_conflicts
+    from fpganet.compiler import compile_model
+
+    images = build_images(compile_model(config=config), 1, config, batch=2)
+    plan = images.plan
+    pcs = [images.layout["layers"][s.layer_index]["steps"][0]["instructions"][1] - 1
+           for s in plan.group_steps]
+    conflicts = [e for e in engine_conflicts(images.program_for(2), config) if e["pc"] in pcs]
+    assert len(conflicts) == 3 and all(e["extra_cycles"] == 0 for e in conflicts)
+    slot = plan.slot_map
+    assert (slot.copy_stride - slot.cstride) % config.act_banks
+
+
 def test_compile_batch_and_the_consumers(lenet, tmp_path, mnist_q):
     from fpganet.backends import run_network
     from fpganet.link import load_compiled_job

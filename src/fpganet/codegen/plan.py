@@ -729,21 +729,29 @@ def _choose_pitches(steps, maps, config, search):
 def _image_stride(slot, reader, config, search):
     """Bytes between the images' copies of ``slot``, which the batched dense layer ``reader``
     reads with lane j at ``j*stride``: from the copy's span up, the first stride that puts the
-    lanes in different banks (an odd one does: ``act_banks`` is a power of two), else the one
-    with the fewest conflict cycles; ``search=False``: the span itself."""
-    span = slot.image_span
+    lanes' reads in different banks (with pair products each lane reads two channels, and the
+    slot's channel stride may move too: up to ``act_banks - 1`` bytes more), else the one with
+    the fewest conflict cycles, as the cycle model counts them; ``search=False``: the span."""
     if not search:
-        return span
-    banks = config.act_banks
+        return slot.image_span
+    banks, pitch = config.act_banks, slot.pitch
+    regs = reader.read_regs(pitch, cstride=slot.cstride)
+    slacks = range(banks) if pair_beats(regs, config)[0] else range(1)
     best = None
-    for stride in range(span, span + banks):
-        per_bank = np.bincount(np.arange(reader.lanes) * stride % banks, minlength=banks)
-        cost = (int(per_bank.max()) - 1) * reader.k * reader.groups(config.rows)
-        if best is None or cost < best[0]:
-            best = (cost, stride)
-        if cost == 0:
+    for slack in slacks:
+        slot.set_pitch(pitch, slack)
+        span = slot.image_span
+        for stride in range(span, span + banks):
+            regs.update({Reg.IN_CSTRIDE: slot.cstride, Reg.STRIDE_X: stride})
+            cost = int(gather_cycles(regs, config).sum() - engine_beats(regs, config))
+            if best is None or cost < best[0]:
+                best = (cost, slack, stride)
+            if cost == 0:
+                break
+        if best[0] == 0:
             break
-    return best[1]
+    slot.set_pitch(pitch, best[1])
+    return best[2]
 
 
 # Allocation --------------------------------------------------------------------------------
