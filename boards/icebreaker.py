@@ -52,7 +52,7 @@ DEFAULT_CONFIG = AcceleratorConfig(rows=4, cols=2, acc_width=24, weight_buffer_b
                                    act_buffer_bytes=8 * 1024, bias_buffer_words=256,
                                    program_words=256, requant_latency=4, requant_mult_bits=1,
                                    broadcast_operands=True, pair_products=True,
-                                   act_bank_factor=2, clock_hz=30e6)
+                                   act_bank_factor=2, fused_max_pool=True, clock_hz=30e6)
 
 
 #: Most multiplier bits (``requant_mult_bits``) for which the shift-and-add product costs

@@ -141,6 +141,9 @@ class Accelerator(wiring.Component):
         if config.diagonal_weights:
             # The window reads it from its first beat on, cycles after the start.
             m.d.sync += window.diagonal.eq(ctrl.engine_diagonal)
+        if config.fused_max_pool:
+            # The writer reads it from the first result row on, a tile of beats after the start.
+            m.d.sync += writer.pooled.eq(ctrl.engine_pooled)
         # The array's result rows, through the result queue when there is one.
         array_payload, array_valid = array.results.payload.as_value(), array.results.valid
         array_ready = array.results.ready

@@ -68,6 +68,8 @@ class Controller(wiring.Component):
         Start pulse of ``CONV``/``POOL`` (``engine_pool`` for ``POOL``, held).
     engine_diagonal : Out(1)
         With ``config.diagonal_weights`` only: a ``CONV`` in the diagonal mode (held).
+    engine_pooled : Out(1)
+        With ``config.fused_max_pool`` only: a ``CONV pool`` (held).
     engine_active : Out(1)
         A ``CONV`` or ``POOL`` is executing (the engine owns the activation buffer).
     engine_done : In(1)
@@ -96,6 +98,7 @@ class Controller(wiring.Component):
             "engine_start": Out(1),
             "engine_pool": Out(1),
             **({"engine_diagonal": Out(1)} if config.diagonal_weights else {}),
+            **({"engine_pooled": Out(1)} if config.fused_max_pool else {}),
             "engine_active": Out(1),
             "engine_done": In(1),
             "region_start": Out(1),
@@ -194,6 +197,8 @@ class Controller(wiring.Component):
 
         if self.config.diagonal_weights:
             m.d.comb += self.engine_diagonal.eq((opcode == Opcode.CONV) & instruction.operand.conv.diagonal)
+        if self.config.fused_max_pool:
+            m.d.comb += self.engine_pooled.eq((opcode == Opcode.CONV) & instruction.operand.conv.pool)
         m.d.comb += [
             self.engine_pool.eq(opcode == Opcode.POOL),
             self.region_mode.eq(Mux(opcode == Opcode.FILL, RegionMode.FILL,

@@ -8,6 +8,11 @@ each row walks its lanes ``requant_lanes`` at a time (a *lane group*)::
           for rows i with g*rows + i < M and valid lanes j
     POOL: act[OUT_BASE + g*OUT_GSTEP + out_off[j]] = max[j]           for valid lanes j
 
+and, with ``config.fused_max_pool``, the pooled ``CONV``: rows ``i < M`` of every group read
+the parameters at ``P_BASE + i``, and each pair of rows ``2p, 2p + 1`` writes one byte, the
+maximum of both rows' requantized bytes over the tile's valid lanes, at row ``2p + 1``'s address
+of the tile's last lane (a running maximum beside the write; no cycle changes).
+
 with ``out_off[j] = oy*OUT_PITCH + ox`` of pixel ``n = t*LANES + j`` kept as running
 sums (no division, no multiplier).
 
@@ -76,6 +81,8 @@ class ResultWriter(wiring.Component):
         after it, not sooner (in the accelerator it comes a whole tile of beats later).
     pool : In(1)
         ``POOL`` mode (held): one row per tile, no requantization, all rows live.
+    pooled : In(1)
+        With ``config.fused_max_pool`` only: a ``CONV pool`` (held).
     regs : In(register_layout(config))
     results : In(stream.Signature(result_layout(config)))
         Rows in tile order. ``ready`` rises in the cycle of a row's final lane
@@ -106,6 +113,7 @@ class ResultWriter(wiring.Component):
         super().__init__({
             "start": In(1),
             "pool": In(1),
+            **({"pooled": In(1)} if config.fused_max_pool else {}),
             "regs": In(register_layout(config)),
             "results": In(stream.Signature(result_layout(config))),
             "param_addr": Out(config.param_addr_width),
@@ -145,8 +153,18 @@ class ResultWriter(wiring.Component):
         start, next_chan = self._bookkeeping(m, walk, flags, chain, tile_end, arbiter)
         self._parameter_read(m, start, flags.take, self.regs.p_base + next_chan)
         requant = self._postprocess(m, walk.group, flags.active)
-        self._write(m, requant, addresses, arbiter.served, flags.active, flags.final)
+        self._write(m, requant, addresses, arbiter.served, flags.active, flags.final,
+                    self._pool_flags(m, walk, flags) if self.config.fused_max_pool else None)
         return m
+
+    def _pool_flags(self, m, walk, flags):
+        """``CONV pool``'s flags of the walk's lane group (one lane: ``requant_lanes`` 1): it
+        opens a row pair (an even row's first lane), and whether its lane may write (in the
+        pooled mode only an odd row's last lane)."""
+        opens, writes = Signal(name="pool_opens"), Signal(name="pool_writes")
+        m.d.comb += [opens.eq(self.pooled & flags.active & ~walk.row[0] & walk.group[0]),
+                     writes.eq(~self.pooled | (walk.row[0] & flags.last_group))]
+        return SimpleNamespace(opens=opens, writes=writes)
 
     def _elaborate_ahead(self, m):
         """With ``config.pipeline_registers``: the walk runs up to two lane groups ahead of the
@@ -543,8 +561,10 @@ class ResultWriter(wiring.Component):
         m.d.sync += start.eq(self.start if early_start is None else early_start)
         next_first_chan = self._count_up(w.first_chan, rows)
         next_chan = Signal(cw + 1)
+        # CONV pool: every engine group has rows 0..rows-1's parameters.
+        next_group = f.tile_wrap & ~self.pooled if config.fused_max_pool else f.tile_wrap
         m.d.comb += next_chan.eq(Mux(~f.last_row, self._count_up(w.chan, 1),
-                                     Mux(f.tile_wrap, next_first_chan, w.first_chan)))
+                                     Mux(next_group, next_first_chan, w.first_chan)))
         if arbiter is not None:
             update(m, w.group_started, ~f.group_done, enable=f.active, reset=start)
             update(m, w.group_pend, arbiter.remaining, enable=f.active & ~f.group_done)
@@ -592,7 +612,8 @@ class ResultWriter(wiring.Component):
         # was in front of its adder.
         registered_wrap(m, f.tile_wrap, w.tile, regs.tiles, restart=start, step=f.row_end)
         m.d.comb += w.last_grp.eq(count_down(m, w.grp, regs.groups, restart=start, step=f.group_end))
-        update(m, w.first_chan, next_first_chan, enable=f.group_end, reset=start)
+        update(m, w.first_chan, next_first_chan,
+               enable=f.group_end & ~self.pooled if config.fused_max_pool else f.group_end, reset=start)
         update(m, w.chan, next_chan, enable=f.take, reset=start)
         next_gbase = w.gbase + regs.out_gstep
         with m.If(start):
@@ -652,12 +673,14 @@ class ResultWriter(wiring.Component):
         m.d.sync += [sums.eq(inputs.sums), valid.eq(inputs.valid), param.eq(inputs.param)]
         return SimpleNamespace(sums=sums, valid=valid, param=param)
 
-    def _write(self, m, requant, addresses, served, active, final):
+    def _write(self, m, requant, addresses, served, active, final, pool=None):
         """The lane addresses delayed beside the requantizer (:attr:`latency`), and the
-        bytes routed to their banks; ``done`` with the final write."""
+        bytes routed to their banks; ``done`` with the final write. ``pool``
+        (:meth:`_pool_flags`): the pooled writes' running maximum."""
         config = self.config
         aw, R = config.act_addr_width, config.requant_lanes
         addr_d, served_d, final_d = addresses, Mux(active, served, 0), final
+        pool_d = pool
         for stage in range(self.latency):
             addr_q = [Signal(aw, name=f"addr{l}_d{stage}") for l in range(R)]
             served_q = Signal(R, name=f"served_d{stage}")
@@ -665,9 +688,28 @@ class ResultWriter(wiring.Component):
             m.d.sync += [a.eq(b) for a, b in zip(addr_q, addr_d)]
             m.d.sync += [served_q.eq(served_d), final_q.eq(final_d)]
             addr_d, served_d, final_d = addr_q, served_q, final_q
-        words, enables, values = route_to_banks(m, config, addr_d, served_d,
-                                                [requant.y[l] for l in range(R)])
+            if pool is not None:
+                pool_q = SimpleNamespace(opens=Signal(name=f"pool_opens_d{stage}"),
+                                         writes=Signal(name=f"pool_writes_d{stage}"))
+                m.d.sync += [pool_q.opens.eq(pool_d.opens), pool_q.writes.eq(pool_d.writes)]
+                pool_d = pool_q
+        results = [requant.y[l] for l in range(R)]
+        if pool is not None:
+            results, served_d = self._running_max(m, results[0], served_d, pool_d)
+        words, enables, values = route_to_banks(m, config, addr_d, served_d, results)
         for b in range(config.act_banks):
             m.d.comb += [self.wr_addr[b].eq(words[b]), self.wr_data[b].eq(values[b]),
                          self.wr_en[b].eq(enables[b])]
         m.d.comb += self.done.eq(final_d)
+
+    def _running_max(self, m, y, served, pool):
+        """The pooled writes at the requantizer's output: the row pair's maximum so far,
+        restarted (from -128, the int8 minimum) where the pair opens, taking each served byte;
+        in the pooled mode the byte written is that maximum and only a pair's last lane writes.
+        Returns the values and the served lanes to write."""
+        best = Signal(signed(8), name="pool_max")
+        so_far = Mux(pool.opens, -128, best)
+        larger = Signal(signed(8), name="pool_max_next")
+        m.d.comb += larger.eq(Mux(served[0] & (y > so_far), y, so_far))
+        m.d.sync += best.eq(larger)
+        return [Mux(self.pooled, larger, y)], served & pool.writes

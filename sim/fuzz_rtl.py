@@ -62,6 +62,10 @@ CONFIGS = {
     "4x4-pairs-pipelined": AcceleratorConfig(rows=4, cols=4, requant_lanes=2, pipeline_registers=True,
                                              weight_buffer_bytes=8 * 8192, diagonal_weights=True,
                                              result_queue_rows=3, pair_products=True),
+    "4x2-pairs-pooled": AcceleratorConfig(rows=4, cols=2, acc_width=24, broadcast_operands=True,
+                                          weight_buffer_bytes=8 * 8192, act_bank_factor=2,
+                                          pair_products=True, fused_max_pool=True),
+    "4x2-pooled": AcceleratorConfig(rows=4, cols=2, fused_max_pool=True, weight_buffer_bytes=8192),
 }
 
 

@@ -165,7 +165,8 @@ def test_icebreaker_requantizer_uses_the_spare_dsps():
     from fpganet.boards.icebreaker import DEFAULT_CONFIG, requant_multiplier
     assert requant_multiplier(DEFAULT_CONFIG) == "shift_add"      # pair PEs: all 8 DSPs, 1 bit
     eight_macs = DEFAULT_CONFIG.replace(pair_products=False, weight_buffer_bytes=64 * 1024,
-                                        requant_mult_bits=15, requant_latency=5, act_bank_factor=1)
+                                        requant_mult_bits=15, requant_latency=5, act_bank_factor=1,
+                                        fused_max_pool=False)
     assert requant_multiplier(eight_macs) == "ice40_dsp"                 # 4x2: 4 DSPs left
     assert requant_multiplier(eight_macs.replace(rows=8)) == "booth"  # 8x2: all 8 DSPs
     assert requant_multiplier(eight_macs.replace(rows=6)) == "ice40_dsp"

@@ -51,7 +51,7 @@ def test_example_space_then_served_from_the_cache(tmp_path):
         assert int(row["cycles_per_image"]) > 0
         assert float(row["images_per_s"]) > 0 and float(row["watts"]) > 0
         assert float(row["images_per_s_per_w"]) > 0
-    # The 4x2 array needs fewer cycles than the 1x8 on LeNet-5 (README's table: 38,377 vs 58,340
+    # The 4x2 array needs fewer cycles than the 1x8 on LeNet-5 (README's table
     # on the iCEBreaker's configuration).
     cycles = {row["array"]: int(row["cycles_per_image"]) for row in rows}
     assert cycles["4x2"] < cycles["2x4"] < cycles["1x8"]

@@ -6,7 +6,9 @@ import dataclasses
 import numpy as np
 import pytest
 
+from fpganet.codegen.fuzz import random_pooled_network
 from fpganet.codegen.plan import plan_network
+from fpganet.errors import FpganetError
 from fpganet.sim.fuzz_rtl import CONFIGS, check_network, random_fitting_network
 from fpganet.sim.rtl_backend import build_harness
 
@@ -42,6 +44,27 @@ def test_random_graph_networks_on_rtl_match_golden(name):
         check_network(build, net, rng.integers(-128, 128, (2, *net.input_chw)).astype(np.int8))
     assert {"add", "grouped", "avgpool"} <= types
     assert (diagonal > 0) == config.diagonal_weights
+
+
+@pytest.mark.parametrize("name", ["4x2-pairs-pooled", "4x2-pooled"])
+def test_fused_max_pool_networks_on_rtl_match_golden(name):
+    """A stride-1 conv and the 2x2 max-pool after it as CONV pools (fused_max_pool): the result
+    writer's running maximum, the parameters of rows 0..rows-1 in every group; with pair
+    products over one input channel the kernel's columns are the walk's channels."""
+    config = CONFIGS[name]
+    build = build_harness(config, sim="verilator")
+    rng = np.random.default_rng(2029)
+    pooled, checked = 0, 0
+    while checked < NETWORKS_PER_CONFIG:
+        net = random_pooled_network(rng, config)
+        try:
+            steps = plan_network(net, config).steps
+        except FpganetError:
+            continue                    # does not fit
+        pooled += any(step.pooled for step in steps)
+        check_network(build, net, rng.integers(-128, 128, (2, *net.input_chw)).astype(np.int8))
+        checked += 1
+    assert pooled >= NETWORKS_PER_CONFIG // 2
 
 
 def test_random_networks_on_rtl_match_golden_in_the_tflite_mode():

@@ -159,6 +159,14 @@ class AcceleratorConfig:
         window's one bank schedule a tile); a weight word holds two bytes per row
         (:attr:`weight_word_bytes`); the PE takes a cycle more (:attr:`pe_latency`). ``POOL``
         is unchanged (its ``K_C`` is 1). The numerics are the same.
+    fused_max_pool : bool
+        ``CONV``'s pooled writes (docs/ARCHITECTURE.md, "Instruction set"): the result writer
+        keeps a running maximum of the requantized bytes of each pair of result rows over the
+        tile's lanes and writes one byte per pair, so that a convolution and the 2x2 max-pool
+        after it run as ``CONV`` instructions without a ``POOL`` (the compiler maps output columns
+        ``2x, 2x + 1`` to the row pair and output rows ``2y, 2y + 1`` to two lanes). An
+        8-bit register and compare; needs ``requant_lanes`` 1, no :attr:`pipeline_registers`
+        and 2 columns or more (the compiler uses it with 2 rows or more). Same cycles for every other instruction.
     clock_hz : float
         Clock the performance figures assume unless a routed Fmax replaces it.
     """
@@ -181,6 +189,7 @@ class AcceleratorConfig:
     result_queue_rows: int = 0
     diagonal_weights: bool = False
     pair_products: bool = False
+    fused_max_pool: bool = False
     clock_hz: float = 40e6
 
     def __post_init__(self):
@@ -218,9 +227,16 @@ class AcceleratorConfig:
             raise ConfigError(f"act_bank_factor must be 1, 2, 4 or 8, not {self.act_bank_factor!r}")
         if self.cols % self.requant_lanes:
             raise ConfigError(f"requant_lanes {self.requant_lanes} does not divide cols {self.cols}")
-        for name in ("broadcast_operands", "pipeline_registers", "diagonal_weights", "pair_products"):
+        for name in ("broadcast_operands", "pipeline_registers", "diagonal_weights", "pair_products",
+                     "fused_max_pool"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, not {getattr(self, name)!r}")
+        if self.fused_max_pool and (self.requant_lanes != 1 or self.pipeline_registers
+                                    or self.cols < 2):
+            raise ConfigError(f"fused_max_pool needs requant_lanes 1, no pipeline_registers and "
+                              f"at least 2 columns; the {self.name} configuration has "
+                              f"requant_lanes {self.requant_lanes}"
+                              f"{', pipeline_registers' if self.pipeline_registers else ''}")
         if self.requant_mode not in REQUANT_MODES:
             raise ConfigError(f"requant_mode must be one of {', '.join(REQUANT_MODES)}, "
                               f"not {self.requant_mode!r}")

@@ -14,6 +14,10 @@ An instruction is one 64-bit word (:data:`INSTRUCTION_LAYOUT`)::
     LOOP    [47:32] target instruction address (taken while LOOP_COUNT != 0, which it decrements)
     CONV    [0] diagonal: array row i weights only channel i of the walk, one weight word per
             kernel position (depthwise layers and average pools; AcceleratorConfig.diagonal_weights)
+            [1] pool: each engine group uses the parameters of rows 0..rows-1 (P_BASE + i), and
+            the result writer writes, per tile, one byte per pair of rows 2p, 2p+1: the maximum
+            over both rows and the tile's lanes (a fused 2x2 max-pool;
+            AcceleratorConfig.fused_max_pool)
     others  no fields: they read the engine registers
 
 Registers take 32-bit values and keep them until set again; the hardware keeps
@@ -48,9 +52,11 @@ LOOP_LAYOUT = data.FlexibleLayout(OPERAND_BITS, {
     "target": data.Field(unsigned(16), 32),
 })
 
-#: ``CONV``: the diagonal weight mode (docs/ARCHITECTURE.md, "Instruction set").
+#: ``CONV``: the diagonal weight mode and the pooled writes (docs/ARCHITECTURE.md,
+#: "Instruction set").
 CONV_LAYOUT = data.FlexibleLayout(OPERAND_BITS, {
     "diagonal": data.Field(unsigned(1), 0),
+    "pool": data.Field(unsigned(1), 1),
 })
 
 #: One instruction word: the operand fields as the opcode reads them, the opcode on top.
@@ -98,6 +104,7 @@ _SET_REG = _Bits(INSTRUCTION_LAYOUT, "operand", "set", "reg")
 _SET_VALUE = _Bits(INSTRUCTION_LAYOUT, "operand", "set", "value")
 _LOOP_TARGET = _Bits(INSTRUCTION_LAYOUT, "operand", "loop", "target")
 _CONV_DIAGONAL = _Bits(INSTRUCTION_LAYOUT, "operand", "conv", "diagonal")
+_CONV_POOL = _Bits(INSTRUCTION_LAYOUT, "operand", "conv", "pool")
 
 
 class Opcode(enum.IntEnum):
@@ -224,15 +231,15 @@ class Instruction:
     value: int = 0
     target: int = 0
     diagonal: bool = False     # CONV only
+    pool: bool = False         # CONV only
 
     def __str__(self):
         if self.opcode is Opcode.SET:
             return f"SET {self.reg.name} {self.value}"
         if self.opcode is Opcode.LOOP:
             return f"LOOP {self.target}"
-        if self.diagonal:
-            return f"{self.opcode.name} diagonal"
-        return self.opcode.name
+        modes = [name for name in ("diagonal", "pool") if getattr(self, name)]
+        return " ".join([self.opcode.name, *modes])
 
 
 def encode(instruction):
@@ -247,10 +254,12 @@ def encode(instruction):
         if not 0 <= instruction.target < 1 << _LOOP_TARGET.width:
             raise ValueError(f"LOOP target {instruction.target} does not fit {_LOOP_TARGET.width} bits")
         word |= _LOOP_TARGET.put(instruction.target)
-    elif instruction.diagonal:
-        if instruction.opcode is not Opcode.CONV:
-            raise ValueError(f"{instruction.opcode.name} has no diagonal mode (CONV only)")
-        word |= _CONV_DIAGONAL.put(1)
+    else:
+        for name, bits in (("diagonal", _CONV_DIAGONAL), ("pool", _CONV_POOL)):
+            if getattr(instruction, name):
+                if instruction.opcode is not Opcode.CONV:
+                    raise ValueError(f"{instruction.opcode.name} has no {name} mode (CONV only)")
+                word |= bits.put(1)
     return word
 
 
@@ -263,7 +272,8 @@ def decode(word):
     if opcode is Opcode.LOOP:
         return Instruction(opcode, target=_LOOP_TARGET.get(word))
     if opcode is Opcode.CONV:
-        return Instruction(opcode, diagonal=bool(_CONV_DIAGONAL.get(word)))
+        return Instruction(opcode, diagonal=bool(_CONV_DIAGONAL.get(word)),
+                           pool=bool(_CONV_POOL.get(word)))
     return Instruction(opcode)
 
 

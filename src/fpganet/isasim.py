@@ -21,6 +21,19 @@ __all__ = ["Machine", "IsaError", "engine_lanes", "engine_read_addresses", "regi
 MAX_STEPS = 50_000_000
 
 
+
+def _pooled_writes(y, targets, valid):
+    """``CONV pool``: per tile, one byte per pair of live rows ``2p, 2p + 1``, the maximum of
+    both rows' bytes over the tile's valid lanes, written at row ``2p + 1``'s address of the
+    tile's last lane if that lane is valid. ``y`` and ``targets`` are ``[T, live rows, L]``;
+    returns them ``[T, pairs, 1]`` with the write mask."""
+    tiles, live, lanes = y.shape
+    pairs = live // 2
+    values = np.where(valid[:, None, :], y, -128)[:, :2 * pairs].reshape(tiles, pairs, 2 * lanes)
+    mask = np.broadcast_to(valid[:, None, -1:], (tiles, pairs, 1))
+    return (values.max(axis=2)[:, :, None].astype(np.int8),
+            targets[:, 1:2 * pairs:2, -1:], mask)
+
 class IsaError(RuntimeError):
     """A program that breaks the ISA's rules (a compiler bug, not bad user input)."""
 
@@ -129,7 +142,10 @@ class Machine:
                 if instruction.diagonal and not self.config.diagonal_weights:
                     raise IsaError(f"CONV diagonal at {pc - 1}: the {self.config.name} configuration "
                                    f"has no diagonal weight mode (diagonal_weights)")
-                self._conv(instruction.diagonal, pc - 1)
+                if instruction.pool and not self.config.fused_max_pool:
+                    raise IsaError(f"CONV pool at {pc - 1}: the {self.config.name} configuration "
+                                   f"has no pooled writes (fused_max_pool)")
+                self._conv(instruction.diagonal, pc - 1, instruction.pool)
             elif op is Opcode.POOL:
                 self._pool()
             elif op is Opcode.FILL:
@@ -171,7 +187,7 @@ class Machine:
         if np.any(last_read > first_write):
             raise IsaError(f"{what} reads activation bytes after a tile before has written them")
 
-    def _conv(self, diagonal=False, pc=0):
+    def _conv(self, diagonal=False, pc=0, pool=False):
         regs, rows, pair = self.regs, self.config.rows, self.config.products_per_pe
         zp_out, lo, hi, single = self._quant()
         k_total = regs[Reg.K_C] * regs[Reg.K_H] * regs[Reg.K_W]
@@ -199,7 +215,8 @@ class Machine:
             a = self.weights[words].reshape(k_total, rows, pair)[beats, :, half]     # [K, rows]
             a = np.where(keep, a, 0).astype(np.int64)
             acc = np.einsum("ki,tkj->tij", a, b)                                      # [T, rows, L]
-            channels = group * rows + np.arange(rows)
+            # The pooled writes: every group has the parameters of rows 0..rows-1.
+            channels = (0 if pool else group * rows) + np.arange(rows)
             live = channels < regs[Reg.M]
             if not live.any():
                 continue                # a group past M: its reads and sums change nothing
@@ -213,11 +230,13 @@ class Machine:
             out_off = np.stack([engine_lanes(regs, t)[2] for t in range(tiles)])       # [T, L]
             targets = (out_base + np.arange(rows)[live][None, :, None] * regs[Reg.OUT_CSTRIDE]
                        + out_off[:, None, :]) % act_bytes                                 # [T, rows, L]
+            mask = np.broadcast_to(valid[:, None, :], targets.shape)
+            if pool:
+                y, targets, mask = _pooled_writes(y, targets, valid)
             tile_of = group * tiles + np.arange(tiles)
             read_mask = np.broadcast_to(valid[:, None, :], addresses.shape)
             reads.append(addresses[read_mask])
             read_tiles.append(np.broadcast_to(tile_of[:, None, None], addresses.shape)[read_mask])
-            mask = np.broadcast_to(valid[:, None, :], targets.shape)
             writes.append(targets[mask])
             write_tiles.append(np.broadcast_to(tile_of[:, None, None], targets.shape)[mask])
             values.append(y[mask])

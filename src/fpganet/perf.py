@@ -408,10 +408,13 @@ class ProgramCycles:
         return bytes(output)
 
 
-def useful_macs(regs, config):
-    """Multiply-accumulates of a ``CONV`` that produce a written output."""
+def useful_macs(regs, config, pool=False):
+    """Multiply-accumulates of a ``CONV`` that produce a written output (``pool``: of a
+    ``CONV pool``, whose every group has rows ``0..M-1``; those of its walk's kernel, with the
+    zeros the compiler's shifted kernels hold)."""
     groups, rows = regs[Reg.GROUPS], config.rows
-    live = sum(1 for g in range(groups) for i in range(rows) if g * rows + i < regs[Reg.M])
+    live = sum(1 for g in range(groups) for i in range(rows)
+               if (0 if pool else g * rows) + i < regs[Reg.M])
     pixels = min(regs[Reg.NPIX], regs[Reg.TILES] * regs[Reg.LANES])
     return live * pixels * regs[Reg.K_C] * regs[Reg.K_H] * regs[Reg.K_W]
 
@@ -449,7 +452,7 @@ def program_cycles(program_words, config=None, *, max_steps=MAX_STEPS):
             cycles = cache[key]
             snapshot = dict(regs)
             if op is Opcode.CONV and not empty_walk(regs):
-                macs = useful_macs(regs, config)
+                macs = useful_macs(regs, config, instruction.pool)
         else:
             cycles = instruction_cycles(instruction, regs, config)
         result.instructions.append(InstructionCycles(pc, op, now, cycles, macs, snapshot))

@@ -31,7 +31,7 @@ from .images import build_images
 from .plan import smallest_act_bytes
 from .run import run_isa
 
-__all__ = ["random_network", "random_graph_network", "random_case", "check_case", "FuzzCase", "ARRAYS", "main"]
+__all__ = ["random_network", "random_graph_network", "random_pooled_network", "random_case", "check_case", "FuzzCase", "ARRAYS", "main"]
 
 ARRAYS = ("2x8", "3x5", "4x4", "1x1")
 MAX_MAP = 1500      # bytes of the largest interior map the generator makes
@@ -221,6 +221,51 @@ def random_network(rng, config=None):
             output_shape = (int(np.prod(shape)),)
     layers = _in_requant_mode(rng, layers, config)
     net = QNetwork(layers=layers, input_name="x", input_shape=input_shape, input_scale=0.05,
+                   input_zp=input_zp, output_name="y", output_shape=output_shape, output_scale=0.05,
+                   output_zp=zp, config=config)
+    net.validate()
+    return net
+
+
+def random_pooled_network(rng, config=None):
+    """A random :class:`~fpganet.qnet.QNetwork` (validated) whose first layers are a stride-1
+    conv with an even output and the unpadded 2x2 max-pool of stride 2 after it, the pair a
+    configuration with ``fused_max_pool`` runs as ``CONV pool`` instructions; then maybe another conv and
+    pool, and maybe dense layers."""
+    config = config or AcceleratorConfig()
+    while True:
+        c, h, w = (int(v) for v in (rng.integers(1, 5), rng.integers(3, 17), rng.integers(3, 17)))
+        kernel = (int(rng.integers(1, 6)), int(rng.integers(1, 6)))
+        pads = tuple(int(rng.integers(0, k)) if rng.random() < 0.6 else 0
+                     for k in (kernel[0], kernel[1], kernel[0], kernel[1]))
+        ho, wo = _out(h, kernel[0], 1, pads[0], pads[2]), _out(w, kernel[1], 1, pads[1], pads[3])
+        m = int(rng.integers(1, 10))
+        if ho >= 2 and wo >= 2 and ho % 2 == 0 and wo % 2 == 0 and m * ho * wo <= MAX_MAP:
+            break
+    zp = input_zp = int(rng.integers(-128, 128))
+    conv = _conv(rng, "conv0", (c, h, w), zp, m=m, kernel=kernel, pads=pads)
+    shape = (m, ho // 2, wo // 2)
+    layers = [conv, QMaxPool(name="pool0", in_shape=conv.out_shape, out_shape=shape, kernel=(2, 2),
+                             stride=(2, 2), pads=(0, 0, 0, 0), zp=conv.zp_out, s=0.05)]
+    zp = conv.zp_out
+    if rng.random() < 0.5:
+        layer = _spatial_conv(rng, "conv1", shape, zp)
+        layers.append(layer)
+        shape, zp = tuple(layer.out_shape), layer.zp_out
+        if rng.random() < 0.5:
+            layer = _pool(rng, "pool1", shape, zp)
+            if layer is not None:
+                layers.append(layer)
+                shape = tuple(layer.out_shape)
+    output_shape = shape
+    if rng.random() < 0.5:
+        flat = (int(np.prod(shape)), 1, 1)
+        layers.append(QReshape(name="flatten", in_shape=shape, out_shape=flat, zp=zp, s=0.05))
+        layer = _conv(rng, "dense0", flat, zp, kind="dense", m=int(rng.integers(1, 12)))
+        layers.append(layer)
+        output_shape, zp = (layer.out_shape[0],), layer.zp_out
+    layers = _in_requant_mode(rng, layers, config)
+    net = QNetwork(layers=layers, input_name="x", input_shape=(c, h, w), input_scale=0.05,
                    input_zp=input_zp, output_name="y", output_shape=output_shape, output_scale=0.05,
                    output_zp=zp, config=config)
     net.validate()

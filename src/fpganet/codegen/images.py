@@ -519,7 +519,7 @@ def _describe(plan, code, images):
                 "kind": step.kind, "instructions": [first, end],
                 "lanes": step.lanes, "tiles": step.tiles, "groups": step.groups(config.rows),
                 "k": step.k, "weight_words": [step.w_base, step.w_base + step.weight_words(config)],
-                "param_entries": [step.p_base, step.p_base + step.param_entries()],
+                "param_entries": [step.p_base, step.p_base + step.param_entries(config.rows)],
                 "src": step.src.describe(), "dst": step.dst.name,
                 "read_beats": measured.get("beats"),
                 "read_conflict_cycles": measured.get("extra_cycles"),

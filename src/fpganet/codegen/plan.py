@@ -194,6 +194,21 @@ class Step:
     # the kernel's rows as its channels (K_C = K_H, IN_CSTRIDE = IN_PITCH, K_H = 1), so that a
     # beat pairs two kernel rows instead of the one channel with nothing.
     rows_as_channels: bool = False
+    # conv with the 2x2 max-pool after it fused (config.fused_max_pool): CONV pools, one per
+    # rows/2 output channels (:meth:`passes`), each engine group a pair of output rows (two
+    # lanes), each array row one of a pair of output columns of a channel (the kernel one
+    # column wider, shifted by the column); the writer keeps the maximum of each row pair.
+    pool_layer: object = None
+    pair_columns: bool = False          # pooled, one input channel, pair products
+
+    @property
+    def pooled(self):
+        return self.pool_layer is not None
+
+    def passes(self, rows):
+        """Engine instructions of the step: a pooled conv's ``CONV pool`` per ``rows / 2``
+        output channels, else 1."""
+        return -(-self.layer.out_shape[0] // (rows // 2)) if self.pooled else 1
 
     @property
     def sources(self):
@@ -217,6 +232,8 @@ class Step:
 
     @property
     def k(self):
+        if self.pooled:
+            return _prod(self.walk)
         return self.k_c * self.kernel[0] * self.kernel[1]
 
     @property
@@ -232,13 +249,21 @@ class Step:
         return self.kind == "add" or isinstance(self.layer, QAvgPool)
 
     def groups(self, rows):
+        if self.pooled:
+            return self.out_hw[0] // 2          # pairs of output rows
         if self.is_conv:
             return -(-self.layer.out_shape[0] // rows)
         return self.dst.shape[0]
 
     @property
     def walk(self):
-        """``(K_C, K_H, K_W)`` of the engine's walk (:attr:`rows_as_channels`)."""
+        """``(K_C, K_H, K_W)`` of the engine's walk (:attr:`rows_as_channels`; a pooled conv's
+        kernel is a column wider, and over one input channel with pair products its columns are
+        the walk's channels)."""
+        if self.pooled:
+            if self.src.shape[0] == 1 and self.pair_columns:
+                return self.kernel[1] + 1, self.kernel[0], 1
+            return self.k_c, self.kernel[0], self.kernel[1] + 1
         if self.rows_as_channels:
             return self.kernel[0], 1, self.kernel[1]
         return self.k_c, self.kernel[0], self.kernel[1]
@@ -253,9 +278,14 @@ class Step:
         if not self.is_conv:
             return 0
         words = self.group_words(config)
+        if self.pooled:
+            return self.passes(config.rows) * words
         return words if self.shares_weights else self.groups(config.rows) * words
 
-    def param_entries(self):
+    def param_entries(self, rows=None):
+        """Parameter entries (a pooled conv's: ``rows`` a pass, each channel's twice)."""
+        if self.pooled:
+            return self.passes(rows) * rows
         return self.layer.out_shape[0] if self.is_conv else 0
 
     def read_base(self):
@@ -269,6 +299,14 @@ class Step:
         """Engine registers that determine the read addresses, for a source map of ``pitch``."""
         gstep = self.channel_tile[1] * cstride if self.kind == "grouped" else 0
         k_c, k_h, k_w = self.walk
+        if self.pooled:
+            # Group: a pair of output rows; tile: a pair of output columns, lane j row 2y + j.
+            width = self.out_hw[1]
+            return {Reg.IN_BASE: base, Reg.IN_PITCH: pitch,
+                    Reg.IN_CSTRIDE: 1 if k_w == 1 else cstride, Reg.IN_GSTEP: 2 * pitch,
+                    Reg.K_C: k_c, Reg.K_H: k_h, Reg.K_W: k_w, Reg.IN_ROWSTEP: 2,
+                    Reg.STRIDE_X: pitch, Reg.OUT_W: 2, Reg.NPIX: width, Reg.LANES: 2,
+                    Reg.TILES: width // 2}
         return {Reg.IN_BASE: base, Reg.IN_PITCH: pitch, Reg.IN_CSTRIDE: pitch if self.rows_as_channels
                 else cstride, Reg.IN_GSTEP: gstep, Reg.K_C: k_c, Reg.K_H: k_h, Reg.K_W: k_w,
                 Reg.IN_ROWSTEP: self.stride[0] * pitch, Reg.STRIDE_X: self.stride[1],
@@ -471,6 +509,10 @@ def _lower(net, config):
     maps.append(input_map)
     # Per layer output: (stored map, reshaped view of it or None, reshape layers folded so far).
     values = {NETWORK_INPUT: (input_map, None, [])}
+    readers = {}
+    for index in range(len(layers)):
+        for source in net.layer_inputs(index):
+            readers[source] = readers.get(source, 0) + 1
 
     def require(stored, layer):
         """``layer`` reads ``stored`` directly: its padding (the largest of the readers) and
@@ -525,6 +567,17 @@ def _lower(net, config):
         if not isinstance(layer, (QConv, QMaxPool, QAvgPool)):
             raise FpganetError(f"layer '{getattr(layer, 'name', index)}': the accelerator has no "
                                f"instruction for a {type(layer).__name__}")
+        if isinstance(layer, QMaxPool) and _fuses(steps, values[sources[0]], layer, config,
+                                                   readers[sources[0]]):
+            conv = steps[-1]
+            maps.remove(conv.dst)
+            dst = FeatureMap(layer.name, tuple(layer.out_shape), producer=conv.number,
+                             zero_point=int(output_zero_point(layer)))
+            maps.append(dst)
+            conv.dst, conv.pool_layer, conv.rows_as_channels = dst, layer, False
+            conv.pair_columns = config.pair_products
+            values[index] = (dst, None, [])
+            continue
         if isinstance(layer, QMaxPool):
             kind = "pool"
         elif isinstance(layer, QAvgPool) or layer.groups != 1:
@@ -593,7 +646,40 @@ def _lower(net, config):
                  and source.copies == 1 and source is not step.dst), None)
     for step in steps:
         step.lanes = 1 if step.kind == "dense" else max(1, min(config.cols, step.npix))
+        if step.pooled:
+            step.lanes = 2
     return steps, maps, input_map, output_map, trailing
+
+
+def _fuses(steps, source, pool, config, readers):
+    """Whether the 2x2 max-pool ``pool`` runs fused into the conv step before it (``CONV
+    pool``): the configuration has the pooled writes, the pool reads that conv's map alone,
+    unpadded, with a 2x2 window and stride 2, the conv has stride 1 and an even output, and the
+    fused walk takes fewer beats than the conv and the ``POOL`` (its kernel is a column wider:
+    on LeNet-5's first layer 8,820 against 14,112; not on its second)."""
+    stored, view, _ = source
+    if not (config.fused_max_pool and config.rows >= 2 and steps and steps[-1].kind == "conv"
+            and view is None
+            and steps[-1].dst is stored and readers == 1 and stored.parent is None):
+        return False
+    if (tuple(pool.kernel), tuple(pool.stride), any(pool.pads)) != ((2, 2), (2, 2), False):
+        return False
+    if config.act_buffer_bytes & (config.act_buffer_bytes - 1):
+        return False            # the writes' bases wrap modulo the buffer, as the hardware's
+    conv = steps[-1]
+    channels, height, width = conv.layer.out_shape
+    if tuple(conv.stride) != (1, 1) or height % 2 or width % 2:
+        return False
+    pairs = config.products_per_pe
+    c, (kh, kw) = conv.src.shape[0], conv.kernel
+    beats = -(-c // pairs) * kh * kw
+    if conv.rows_as_channels:
+        beats = -(-kh // pairs) * kw
+    fused = -(-(kw + 1) // pairs) * kh if c == 1 and pairs == 2 else -(-c // pairs) * kh * (kw + 1)
+    tiles = -(-height * width // min(config.cols, height * width))
+    unfused = (-(-channels // config.rows) * tiles * beats
+               + channels * -(-height * width // 4 // min(config.cols, height * width // 4)) * 4)
+    return -(-channels // (config.rows // 2)) * (height // 2) * (width // 2) * fused < unfused
 
 
 def _batch_steps(steps, batch):
@@ -637,7 +723,8 @@ def _read_cost(step, pitch, config, cstride):
         return 0
     regs = step.read_regs(pitch, cstride=cstride)
     tiles = gather_cycles(regs, config)
-    return int(tiles.sum() - tiles.size * engine_beats(regs, config)) * step.groups(config.rows)
+    return (int(tiles.sum() - tiles.size * engine_beats(regs, config)) * step.groups(config.rows)
+            * step.passes(config.rows))
 
 
 def _reads_channel_pairs(step, config):
@@ -682,12 +769,18 @@ def _choose_pitches(steps, maps, config, search):
                   and readers.get(id(member))]
         pair_read = any(_reads_channel_pairs(step, config)
                         for member in group for step in readers.get(id(member), []))
+        # A pooled conv writes channel c's bytes at rows 2c + 1 of a half channel stride.
+        even = any(id(member) in producers and producers[id(member)].pooled for member in group)
+
+        def odd_cstrides(pitch, slack):
+            return even and any((member.packed_cstride(pitch) + slack) % 2 for member in group)
+
         if not search or not (costed or pair_read) or any(member.viewed for member in group):
             for member in group:
-                member.set_pitch(smallest)
+                member.set_pitch(smallest, int(odd_cstrides(smallest, 0)))
             continue
         best = None
-        slacks = range(config.act_banks) if pair_read else range(1)
+        slacks = range(config.act_banks if pair_read else 2 if even else 1)
         # A compact map (a dense layer's input) keeps its pitch; its channel stride may move.
         pitches = range(smallest, smallest + (config.act_banks if costed else 1))
         for pitch in pitches:
@@ -695,6 +788,8 @@ def _choose_pitches(steps, maps, config, search):
                          if id(member) in producers)
             at_pitch = None
             for slack in slacks:
+                if odd_cstrides(pitch, slack):
+                    continue
                 cost = writes + sum(_read_cost(step, pitch, config, member.packed_cstride(pitch) + slack)
                                     for member in group for step in readers.get(id(member), []))
                 if at_pitch is None or cost < at_pitch[0]:
@@ -924,7 +1019,7 @@ def plan_network(net, config=None, explore=False, batch=1):
     for step in steps:
         step.w_base, step.p_base = words, entries
         words += step.weight_words(config)
-        entries += step.param_entries()
+        entries += step.param_entries(config.rows)
     plan.weight_words, plan.param_entries = words, entries
     if words > config.weight_buffer_words:
         shortfalls.append(capacity_error("weight buffer", words * config.weight_word_bytes,

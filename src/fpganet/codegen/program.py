@@ -69,8 +69,8 @@ class Emitter:
         for reg, value in values.items():
             self.set(reg, value, what)
 
-    def op(self, opcode, target=0, diagonal=False):
-        self.instructions.append(Instruction(opcode, target=target, diagonal=diagonal))
+    def op(self, opcode, target=0, diagonal=False, pool=False):
+        self.instructions.append(Instruction(opcode, target=target, diagonal=diagonal, pool=pool))
 
 
 def _largest_divisor(n, limit):
@@ -176,6 +176,9 @@ def _engine(emit, step, config, image=0):
     """``step``'s SETs and CONV/POOL; ``image``: which copy of a batch slot it writes."""
     src, dst = step.src, step.dst
     what = f"layer '{step.layer.name if step.layer is not None else step.dst.name}'"
+    if step.pooled:
+        _pooled_conv(emit, step, config, image, what)
+        return
     if step.kind == "add":
         regs, out_base = _add_walk(step, config)
     else:
@@ -204,6 +207,27 @@ def _engine(emit, step, config, image=0):
         # real zero, unless a border holds something else (a max-pool's -128); an output
         # written in place still has its input's top and bottom borders.
         _fill_border(emit, dst)
+
+
+def _pooled_conv(emit, step, config, image, what):
+    """A conv with its 2x2 max-pool: a ``CONV pool`` per ``rows / 2`` output channels. Array
+    row ``2p + dx`` of pass ``k`` is channel ``m = k*rows/2 + p`` at output column ``2x + dx``,
+    lane ``dy`` output row ``2y + dy``; the writer writes the pair's maximum at row ``2p + 1``'s
+    address of lane 1, ``OUT_BASE + (2p + 1)*OUT_CSTRIDE + y*OUT_GSTEP + x*OUT_PITCH + 1``,
+    which is the pooled map's ``(m, y, x)`` with ``OUT_CSTRIDE`` half its (even) channel stride."""
+    src, dst, layer, rows = step.src, step.dst, step.layer, config.rows
+    pairs, channels = rows // 2, layer.out_shape[0]
+    regs = step.read_regs(src.pitch, base=step.read_base(), cstride=src.cstride)
+    for k in range(step.passes(rows)):
+        first = dst.origin + image * dst.copy_stride + k * pairs * dst.cstride
+        regs.update({Reg.GROUPS: step.groups(rows), Reg.M: 2 * min(pairs, channels - k * pairs),
+                     Reg.OUT_BASE: (first - dst.cstride // 2 - 1) % config.act_buffer_bytes,
+                     Reg.OUT_PITCH: 1, Reg.OUT_CSTRIDE: dst.cstride // 2, Reg.OUT_GSTEP: dst.pitch,
+                     Reg.W_BASE: step.w_base + k * step.group_words(config), Reg.W_GSTEP: 0,
+                     Reg.P_BASE: step.p_base + k * rows,
+                     Reg.QUANT: pack_quant(layer.requant_zp, layer.lo, layer.hi, layer.single_rounding)})
+        emit.sets(regs, what)
+        emit.op(Opcode.CONV, pool=True)
 
 
 class Program:
@@ -282,6 +306,8 @@ def _step_weights(step, rows):
         for t, (_, weight) in enumerate(add_order(step)):
             words[t] = np.diag(np.full(rows, weight))
         return words.reshape(2 * rows, rows)
+    if step.pooled:
+        return _pooled_weights(step, rows)
     if step.kind in ("conv", "dense"):
         matrix = layer.weight_matrix
         m = matrix.shape[0]
@@ -316,6 +342,32 @@ def _step_weights(step, rows):
         words[..., d] = tiles[:, d, :, :, d].transpose(1, 2, 3, 0)
         return words.reshape(groups * kh * kw, rows)
     return tiles.reshape(groups * k, rows)
+
+
+def _pooled_rows(passes, rows, channels):
+    """A pooled conv's row pairs: the index of each pair's first row among all passes' rows
+    (pass ``k``'s rows from ``k*rows``) and its output channel."""
+    pairs = rows // 2
+    channel = np.arange(channels)
+    return channel // pairs * rows + channel % pairs * 2, channel
+
+
+def _pooled_weights(step, rows):
+    """A pooled conv's words (:func:`_pooled_conv`): per pass, per beat of the walk, row
+    ``2p + dx`` the kernel of channel ``k*rows/2 + p`` shifted ``dx`` columns right in one a
+    column wider (zero past the channels)."""
+    weight = step.layer.weight
+    channels, c, kh, kw = weight.shape
+    passes = step.passes(rows)
+    shifted = np.zeros((passes * rows, c, kh, kw + 1), dtype=np.int8)
+    row, channel = _pooled_rows(passes, rows, channels)
+    for dx in (0, 1):
+        shifted[row + dx, :, :, dx:dx + kw] = weight[channel]
+    k_c, k_h, k_w = step.walk
+    if k_w == 1:
+        shifted = shifted[:, 0].transpose(0, 2, 1)          # the columns are the walk's channels
+    matrix = shifted.reshape(passes, rows, -1)
+    return matrix.transpose(0, 2, 1).reshape(-1, rows)
 
 
 def _pair_words(step, words):
@@ -356,11 +408,18 @@ def param_image(plan):
     image = np.zeros(plan.param_entries, dtype=np.uint64)
     mode = plan.config.requant_mode
     for step in plan.steps:
-        entries = step.param_entries()
+        entries = step.param_entries(plan.config.rows)
         if not entries:
             continue
         layer = step.layer
-        if isinstance(layer, QConv):
+        if step.pooled:
+            # Rows 2p and 2p + 1 of pass k: channel k*rows/2 + p (other rows: the first's).
+            channel = np.zeros(entries, dtype=np.int64)
+            row, channel_of_row = _pooled_rows(step.passes(plan.config.rows), plan.config.rows,
+                                               layer.out_shape[0])
+            channel[row], channel[row + 1] = channel_of_row, channel_of_row
+            bias, mult, shift = layer.bias[channel], layer.mult[channel], layer.shift[channel]
+        elif isinstance(layer, QConv):
             bias, mult, shift = layer.bias, layer.mult, layer.shift
         else:
             # The zero points folded in: the array sums the codes q, not q - zp.

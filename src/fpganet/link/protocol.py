@@ -189,7 +189,7 @@ class DeviceInfo(_Packed):
     clock_hz: int = _f("I")
     baud: int = _f("I")
     timeout_cycles: int = _f("I")   # inter-byte timeout of the frame parser
-    banking: int = _f("B")          # act_bank_factor, and pair_products in bit 7 (BANKING_PAIRS)
+    banking: int = _f("B")          # act_bank_factor; fused_max_pool, pair_products in bits 6, 7
 
     #: Configuration fields a compiled network must match exactly. ``result_queue_rows`` is
     #: not among them: a network's program and numerics are the same with any queue (only its
@@ -198,7 +198,7 @@ class DeviceInfo(_Packed):
                      "requant_latency", "broadcast_operands", "requant_mult_bits",
                      "pipeline_registers", "requant_mode", "weight_buffer_bytes",
                      "act_buffer_bytes", "bias_buffer_words", "program_words", "act_bank_factor",
-                     "diagonal_weights", "pair_products")
+                     "diagonal_weights", "pair_products", "fused_max_pool")
     #: The configuration fields ``options`` packs (below), in PING's printout.
     OPTION_FIELDS = ("broadcast_operands", "requant_mult_bits", "pipeline_registers",
                      "requant_mode", "diagonal_weights")
@@ -214,23 +214,29 @@ class DeviceInfo(_Packed):
     OPTIONS_DIAGONAL = 1 << 7
     #: ``banking``: ``act_bank_factor`` (1 to 8) in the low bits, so that a board built before
     #: pair products sends its factor alone; bit 7: ``pair_products`` (a ``CONV``'s beats and
-    #: weight words).
+    #: weight words); bit 6: ``fused_max_pool`` (``CONV``'s pooled writes).
     BANKING_PAIRS = 1 << 7
+    BANKING_POOL = 1 << 6
     #: The configuration fields ``banking`` packs, in PING's printout.
-    BANKING_FIELDS = ("act_bank_factor", "pair_products")
+    BANKING_FIELDS = ("act_bank_factor", "pair_products", "fused_max_pool")
 
     @classmethod
     def banking_of(cls, config):
         """The ``banking`` byte of an :class:`~fpganet.config.AcceleratorConfig`."""
-        return config.act_bank_factor | cls.BANKING_PAIRS * bool(config.pair_products)
+        return (config.act_bank_factor | cls.BANKING_PAIRS * bool(config.pair_products)
+                | cls.BANKING_POOL * bool(config.fused_max_pool))
 
     @property
     def act_bank_factor(self):
-        return self.banking & ~self.BANKING_PAIRS
+        return self.banking & ~(self.BANKING_PAIRS | self.BANKING_POOL)
 
     @property
     def pair_products(self):
         return bool(self.banking & self.BANKING_PAIRS)
+
+    @property
+    def fused_max_pool(self):
+        return bool(self.banking & self.BANKING_POOL)
 
     @classmethod
     def options_of(cls, config):
