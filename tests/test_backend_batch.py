@@ -18,6 +18,7 @@ from fpganet.codegen.plan import smallest_act_bytes
 from fpganet.config import AcceleratorConfig
 from fpganet.errors import FpganetError
 from fpganet.golden import run_golden
+from fpganet.isa import HostSpace
 from fpganet.perf import program_cycles
 
 #: LeNet-5 configurations of the batching report (docs/backend.md, "Batching").
@@ -239,6 +240,26 @@ def test_batched_pair_reads_share_no_bank():
     assert (slot.copy_stride - slot.cstride) % config.act_banks
 
 
+def test_estimate_uses_the_batched_program():
+    """`fpganet estimate` of a directory compiled with --batch 2 counts the batched program's
+    steady-state cycles per image (the board runs it two images a START); the per-layer
+    cycles give the dense layers' a half each and add up with the rest to the total."""
+    from fpganet.boards.icebreaker import DEFAULT_CONFIG as config
+    from fpganet.compiler import compile_model
+    from fpganet.estimate.comparison import estimate
+    from fpganet.estimate.workload import simulated_cycles
+
+    net = compile_model(config=config)
+    result = estimate(net, board="icebreaker", program_batch=2)
+    assert result.cycles.value == _cycles_per_image(build_images(net, 1, config, batch=2), config)
+    assert result.cycles.value < _cycles_per_image(build_images(net, 1, config), config)
+    assert any("--batch 2" in note for note in result.notes)
+    alone = simulated_cycles(net, config)["per_layer"]
+    dense = [i for i, layer in enumerate(net.layers) if getattr(layer, "kind", "") == "dense"]
+    assert len(dense) == 3 and all(result.layer_cycles[i] < 0.55 * alone[i] for i in dense)
+    assert sum(result.layer_cycles) < result.cycles.value
+
+
 def test_compile_batch_and_the_consumers(lenet, tmp_path, mnist_q):
     from fpganet.backends import run_network
     from fpganet.link import load_compiled_job
@@ -256,8 +277,9 @@ def test_compile_batch_and_the_consumers(lenet, tmp_path, mnist_q):
     isa = run_network(lenet, x, backend="isa", compiled=out)
     golden = run_network(lenet, x, backend="golden")
     np.testing.assert_array_equal(isa.q, golden.q)
-    with pytest.raises(FpganetError, match="compiled with --batch 4; the board driver runs one"):
-        load_compiled_job(out)
+    job = load_compiled_job(out)          # one START runs one group of 4 images
+    assert job.batch == 4 and job.memories[HostSpace.PROGRAM] == [
+        int(word) for word in images.for_images(4).program]
     assert main(["compile", "-o", str(tmp_path / "no"), "--batch", "9"]) != 0
     assert not (tmp_path / "no").exists()
 

@@ -194,6 +194,32 @@ def test_board_run_reads_the_compiled_directory(tmp_path, capsys):
     assert err.startswith("fpganet: error: cannot open serial port") and err.count("\n") == 1
 
 
+def test_several_images_a_start():
+    """A program that runs two images a START (``--batch 2``): the driver sends both inputs
+    before the START, zeros for a missing last one, and keeps the real images' outputs."""
+    import numpy as np
+
+    from fpganet.hdl.accelerator import Accelerator
+    from fpganet.isa import Instruction, Opcode, Reg, encode
+
+    config = AcceleratorConfig(rows=2, cols=4, weight_buffer_bytes=256, act_buffer_bytes=256,
+                               bias_buffer_words=16, program_words=32)
+    region = [(Reg.IO_BASE, 16), (Reg.IO_CHANNELS, 1), (Reg.IO_CSTRIDE, 8), (Reg.IO_ROWS, 1),
+              (Reg.IO_PITCH, 8), (Reg.IO_LEN, 5)]
+    program = [encode(Instruction(Opcode.SET, reg, value)) for reg, value in region]
+    program += [encode(Instruction(op)) for op in (Opcode.INPUT, Opcode.OUTPUT, Opcode.STAMP) * 2]
+    program.append(encode(Instruction(Opcode.END)))
+    images = [bytes(range(10 * i, 10 * i + 5)) for i in range(3)]
+    port = SimulatedPort(config, device=lambda config, addr_width: Accelerator(config), **SMALL)
+    link = BoardLink(port, timeout=10)
+    seen = []
+    run = run_images(link, {HostSpace.PROGRAM: program}, images, output_bytes=5, config=config,
+                     images_per_start=2, progress=lambda i, out, cycles: seen.append(i))
+    assert run.outputs == images and seen == [0, 1, 2]
+    assert run.cycles[0] < run.cycles[1] and run.cycles[2] == run.cycles[0]
+    assert len(run.image_seconds) == 3 and link.status().done_seen
+
+
 def test_real_accelerator_through_the_link():
     """The driver loads a program into the real Accelerator through HostLinkCore, streams two
     images through INPUT/OUTPUT/STAMP, and gets what the ISA simulator gives."""

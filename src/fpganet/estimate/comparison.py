@@ -258,9 +258,9 @@ def estimate(net, *, board="icebreaker", board_report=None, clock_hz=None, link=
     gpus : sequence of str
         GPU keys (figures.GPUS).
     program_batch : int
-        The ``--batch`` the network was compiled with. The FPGA and ASIC rows always use the
-        batch-1 program, the one a board runs (its driver sends one image per START); a
-        batched directory gets a note saying so.
+        The ``--batch`` the network was compiled with. The FPGA and ASIC rows use that
+        program's steady-state cycles per image (the board's driver runs its B images a START);
+        a batched directory gets a note saying so.
     batch : int, optional
         The GPUs' large batch (default per GPU: the smallest of 256-65536 whose work hides
         the kernel-launch floor, :func:`fpganet.estimate.gpu.best_batch`).
@@ -278,10 +278,10 @@ def estimate(net, *, board="icebreaker", board_report=None, clock_hz=None, link=
     board_info = dict(BOARDS[board], key=board)
     notes = []
     if program_batch > 1:
-        notes.append(f"the directory was compiled with --batch {program_batch}; the FPGA and ASIC "
-                     f"figures use the batch-1 program, the one a board runs (the board driver "
-                     f"sends one image per START); the batched program's cycles per image are in "
-                     f"docs/backend.md (fpganet.perf on program_for(2B) - program_for(B), over B)")
+        notes.append(f"the directory was compiled with --batch {program_batch}: the FPGA and ASIC "
+                     f"figures use the batched program's cycles per image, the one a board runs "
+                     f"({program_batch} images a START); the switching activity (--activity rtl) "
+                     f"is measured on its batch-1 program")
     config = net.config
     report_obj = None
     if board_report is not None:
@@ -300,7 +300,7 @@ def estimate(net, *, board="icebreaker", board_report=None, clock_hz=None, link=
     clock = clock_quantity(config, report_obj, clock_hz)
     cycles_q, per_layer, per_layer_source = cycles_per_image(
         workload, net, cycles=cycles, layer_cycles=layer_cycles, model=cycles_model,
-        simulate=simulate)
+        simulate=simulate, batch=program_batch)
     if cycles_q.extra.get("fallback") == "ideal":
         notes.append(f"cycles: the ideal fallback, not simulated; the tiled estimate is "
                      f"{workload.tiled_cycles:,} cycles "

@@ -229,14 +229,16 @@ def _layer_work(layer, config):
 
 # Cycles ----------------------------------------------------------------------------------
 
-def simulated_cycles(net, config=None):
+def simulated_cycles(net, config=None, batch=1):
     """Cycles per image from the project's performance model (equal to the RTL's by test).
 
-    The compiler back end's program (``fpganet.codegen.build_images``) timed by
-    ``fpganet.perf.program_cycles``: cycles per image = (program for 2 images) -
-    (program for 1 image), the steady state of the per-image loop; per-layer cycles
-    from the first image's CONV/POOL instructions mapped to layers through the
-    plan's steps.
+    The compiler back end's program (``fpganet.codegen.build_images``, at ``batch``) timed by
+    ``fpganet.perf.program_cycles``: cycles per image = ((program for 2B images) - (program
+    for B images)) / B, the steady state of the loop; per-layer cycles from the first pass's
+    CONV/POOL instructions mapped to layers through the instruction ranges of the plan's steps
+    (a step run once for B images counting a B-th; a conv's fused max-pool counting as the
+    conv's).
+
 
     Returns
     -------
@@ -251,7 +253,7 @@ def simulated_cycles(net, config=None):
     config = config or net.config
     simulated_cycles.last_reason = None
     try:
-        return _program_cycles(net, config, perf)
+        return _program_cycles(net, config, perf, batch)
     except FpganetError as error:
         simulated_cycles.last_reason = f"no simulated cycles: {' '.join(str(error).split())}"
         return None
@@ -260,35 +262,44 @@ def simulated_cycles(net, config=None):
 simulated_cycles.last_reason = None
 
 
-def _program_cycles(net, config, perf):
+def _program_cycles(net, config, perf, batch):
     from ..codegen import build_images
 
-    images = build_images(net, n_images=1, config=config)
-    one = perf.program_cycles(images.program_for(1), config)
-    two = perf.program_cycles(images.program_for(2), config)
-    total = two.total - one.total
+    images = build_images(net, n_images=batch, config=config, batch=batch)
+    one = perf.program_cycles(images.program_for(batch), config)
+    two = perf.program_cycles(images.program_for(2 * batch), config)
+
+    def per_image(cycles):
+        return int(cycles) // batch if cycles % batch == 0 else cycles / batch
+
+    total = per_image(two.total - one.total)
     per_image_ops = {}
     for name, cycles in two.by_opcode().items():
-        per_image_ops[name] = cycles - one.by_opcode().get(name, 0)
+        per_image_ops[name] = per_image(cycles - one.by_opcode().get(name, 0))
     io = per_image_ops.get("INPUT", 0) + per_image_ops.get("OUTPUT", 0)
-    engine = [r for r in one.instructions if r.opcode.name in ("CONV", "POOL")]
-    steps = list(getattr(images.plan, "steps", []) or [])
-    per_layer = None
-    if steps and len(steps) == len(engine):
-        per_layer = [0] * len(net.layers)
-        for step, record in zip(steps, engine):
-            per_layer[step.layer_index] += int(record.cycles)
-    other = total - sum(per_layer or [])
+    engine = {r.pc: r.cycles for r in one.instructions if r.opcode.name in ("CONV", "POOL")}
+    plan = images.plan
+    per_layer = [0] * len(net.layers)
+    for entry in images.layout["layers"]:
+        for step in entry.get("steps", []):
+            first, end = step["instructions"]
+            per_layer[entry["index"]] += sum(engine.get(pc, 0) for pc in range(first, end))
+    for step in plan.group_steps:
+        per_layer[step.layer_index] = per_image(per_layer[step.layer_index])
+    other = total - sum(per_layer)
+    program = ("program for 2 images - program for 1" if batch == 1 else
+               f"(program for {2 * batch} images - program for {batch}) / {batch}, compiled with "
+               f"--batch {batch}")
     basis = (f"fpganet.perf.program_cycles on the fpganet.codegen program (equal to the RTL "
-             f"cycle counter by test): steady-state cycles per image = program for 2 images - "
-             f"program for 1; {other:,} of them outside the engine (SET, INPUT, OUTPUT, STAMP, "
-             f"LOOP), of which INPUT and OUTPUT at one byte per cycle {io:,}")
-    return {"total": int(total), "per_layer": per_layer, "io_cycles": int(io), "basis": basis,
+             f"cycle counter by test): steady-state cycles per image = {program}; {other:,} of "
+             f"them outside the engine (SET, INPUT, OUTPUT, STAMP, LOOP), of which INPUT and "
+             f"OUTPUT at one byte per cycle {io:,}")
+    return {"total": total, "per_layer": per_layer, "io_cycles": io, "basis": basis,
             "by_opcode": per_image_ops}
 
 
 def cycles_per_image(workload, net=None, *, cycles=None, layer_cycles=None, model="ideal",
-                     cycles_source="simulated", cycles_basis=None, simulate=True):
+                     cycles_source="simulated", cycles_basis=None, simulate=True, batch=1):
     """The cycles per image to use, as a Quantity, and per-layer cycles with their source.
 
     Order of preference: ``cycles``/``layer_cycles`` given by the caller (e.g. measured
@@ -296,7 +307,8 @@ def cycles_per_image(workload, net=None, *, cycles=None, layer_cycles=None, mode
     ``fpganet.perf`` (simulated); the ``model`` fallback (estimated, "ideal, not
     simulated" or "tiled, not simulated"). Where no per-layer cycles come with the
     total, the tiled estimate's per-layer cycles are returned, labelled so.
-    ``simulate=False`` skips fpganet.perf (forces the fallback).
+    ``simulate=False`` skips fpganet.perf (forces the fallback); ``batch``: the program's
+    (``--batch``).
 
     Returns
     -------
@@ -327,7 +339,7 @@ def cycles_per_image(workload, net=None, *, cycles=None, layer_cycles=None, mode
     if net is not None and not simulate:
         reason = "the simulated cycles were not asked for"
     elif net is not None:
-        found = simulated_cycles(net, workload.config)
+        found = simulated_cycles(net, workload.config, batch)
         if found is not None:
             total = Quantity(found["total"], "cycles", "simulated", found["basis"],
                              extra={"io_cycles": found["io_cycles"]})

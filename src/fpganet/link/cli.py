@@ -88,7 +88,7 @@ def _run_network_command(args):
 
     with BoardLink(args.port, args.baud, args.timeout) as link:
         run = run_images(link, job.memories, images, output_bytes=job.output_bytes,
-                         config=job.config, timeout=args.timeout)
+                         config=job.config, timeout=args.timeout, images_per_start=job.batch)
     q = np.frombuffer(b"".join(run.outputs), dtype=np.int8).reshape(len(images), *job.output_shape)
     logits = job.dequantize(q)
     cycles = np.array(run.cycles, dtype=np.uint32)
@@ -98,10 +98,16 @@ def _run_network_command(args):
     count = len(images)
     per_image = sum(run.image_seconds) / count
     info = run.info
+    # An image's stamp counts from its START; at --batch B a START's last one covers B images.
+    if count >= job.batch:
+        per_image_cycles = float(np.mean(cycles[job.batch - 1::job.batch])) / job.batch
+    else:
+        per_image_cycles = float(cycles[-1]) / count
+    batch = f" (--batch {job.batch}: {job.batch} images a START)" if job.batch > 1 else ""
     print(f"loaded {run.stats.bytes_sent:,} bytes in {run.load_seconds:.2f} s; {count} images of "
           f"{where}: {per_image * 1e3:.2f} ms per image over the link, "
-          f"{float(np.mean(cycles)):,.0f} accelerator cycles per image "
-          f"({float(np.mean(cycles)) / info.clock_hz * 1e6:.1f} us at {info.clock_hz / 1e6:g} MHz)")
+          f"{per_image_cycles:,.0f} accelerator cycles per image{batch} "
+          f"({per_image_cycles / info.clock_hz * 1e6:.1f} us at {info.clock_hz / 1e6:g} MHz)")
     if y is not None:
         correct = int(np.sum(q.reshape(count, -1).argmax(axis=1) == y))
         print(f"top-1 accuracy {100 * correct / count:.2f} % ({correct} of {count} correct), "

@@ -21,11 +21,12 @@ class BoardRun:
     outputs : list of bytes
         Each image's output bytes (without the stamp).
     cycles : list of int
-        Each image's cycle stamp (the accelerator's counter at its STAMP).
+        Each image's cycle stamp (the accelerator's counter at its STAMP; with several images
+        a START, the counter since that START).
     image_seconds : list of float
-        Wall time per image: from the previous image's output (the first: from sending
-        its input) to this image's output. The next image's input is sent while an
-        image computes, so this is the time per image of a long run.
+        Wall time per image: from the previous START's outputs (the first: from sending
+        its input) to this START's, shared by its images. The next START's input is sent while
+        one computes, so this is the time per image of a long run.
     load_seconds : float
         Wall time of the memory load.
     stats : LinkStats
@@ -40,7 +41,7 @@ class BoardRun:
 
 
 def run_images(link, memories, inputs, *, output_bytes, stamp_bytes=STAMP_BYTES, config=None,
-               timeout=10.0, progress=None):
+               timeout=10.0, progress=None, images_per_start=1):
     """Load a compiled network once, then run it on each image, sending each image's input
     while the previous one computes (the host link's input FIFO holds it).
 
@@ -50,10 +51,11 @@ def run_images(link, memories, inputs, *, output_bytes, stamp_bytes=STAMP_BYTES,
     memories : dict
         ``{HostSpace: words}``: the words (integers) of each memory from address 0, as the
         host write port takes them (program words, weight words with byte ``i`` = array row
-        ``i``, parameter entries, activation bytes). The program must process one image per
-        START and end with the image's outputs and a STAMP.
+        ``i``, parameter entries, activation bytes). The program must process
+        ``images_per_start`` images per START, each ending with its outputs and a STAMP.
     inputs : iterable of bytes
-        Each image's input-stream bytes.
+        Each image's input-stream bytes (all of one length when ``images_per_start`` > 1: the
+        last START's missing images are sent as zeros, and their outputs dropped).
     output_bytes : int
         Output bytes per image, before the ``stamp_bytes`` of the cycle stamp.
     config : AcceleratorConfig, optional
@@ -62,6 +64,8 @@ def run_images(link, memories, inputs, *, output_bytes, stamp_bytes=STAMP_BYTES,
         Seconds one image may take.
     progress : callable, optional
         ``progress(index, output, cycles)`` after each image.
+    images_per_start : int
+        Images one START runs (a program compiled with ``--batch B``: B).
 
     Returns
     -------
@@ -92,39 +96,51 @@ def run_images(link, memories, inputs, *, output_bytes, stamp_bytes=STAMP_BYTES,
             link.start(wait=timeout)
             link.send_input(data, timeout=timeout)
 
-    images = iter(inputs)
+    images = _starts(inputs, images_per_start)
     current = next(images, None)
     if current is None:
         return result
-    current = bytes(current)
     began = time.monotonic()
-    launch(current)
+    launch(current[0])
     index = 0
     while current is not None:
         following = next(images, None)
-        following = None if following is None else bytes(following)
-        # The next image goes into the input FIFO while this one computes (its bytes wait
-        # there until the program's INPUT of the next run): the link works while the
+        # The next START's images go into the input FIFO while this one computes (their bytes
+        # wait there until the program's INPUTs of the next run): the link works while the
         # accelerator does, the double buffering of the whole system.
         # Only when both images fit the FIFO together: a SEND_INPUT that finds the FIFO still
         # holding this image's bytes would be refused (NO_SPACE) and cost a STATUS round trip.
-        queued = following is not None and len(current) + len(following) <= info.input_depth
+        queued = following is not None and len(current[0]) + len(following[0]) <= info.input_depth
         if queued:
-            link.send_input(following, timeout=timeout)
-        out = link.read_output(record, timeout=timeout)
-        cycles = int.from_bytes(out[output_bytes:], "little")
-        result.outputs.append(out[:output_bytes])
-        result.cycles.append(cycles)
+            link.send_input(following[0], timeout=timeout)
+        data = link.read_output(record * images_per_start, timeout=timeout)
         now = time.monotonic()
-        result.image_seconds.append(now - began)
+        for out in (data[i * record:(i + 1) * record] for i in range(current[1])):
+            cycles = int.from_bytes(out[output_bytes:], "little")
+            result.outputs.append(out[:output_bytes])
+            result.cycles.append(cycles)
+            result.image_seconds.append((now - began) / current[1])
+            if progress is not None:
+                progress(index, out[:output_bytes], cycles)
+            index += 1
         began = now
-        if progress is not None:
-            progress(index, out[:output_bytes], cycles)
         if following is not None:
             if queued:
                 link.start(wait=timeout)
             else:
-                launch(following)
+                launch(following[0])
         current = following
-        index += 1
     return result
+
+
+def _starts(inputs, images_per_start):
+    """``(bytes, images)`` of each START: ``images_per_start`` inputs side by side, the last
+    START's missing ones zeros."""
+    group = []
+    for data in inputs:
+        group.append(bytes(data))
+        if len(group) == images_per_start:
+            yield b"".join(group), len(group)
+            group = []
+    if group:
+        yield b"".join(group) + bytes(len(group[0]) * (images_per_start - len(group))), len(group)
