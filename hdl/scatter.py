@@ -562,9 +562,9 @@ class ResultWriter(wiring.Component):
         next_first_chan = self._count_up(w.first_chan, rows)
         next_chan = Signal(cw + 1)
         # CONV pool: every engine group has rows 0..rows-1's parameters.
-        next_group = f.tile_wrap & ~self.pooled if config.fused_max_pool else f.tile_wrap
         m.d.comb += next_chan.eq(Mux(~f.last_row, self._count_up(w.chan, 1),
-                                     Mux(next_group, next_first_chan, w.first_chan)))
+                                     Mux(self._unless_pooled(f.tile_wrap), next_first_chan,
+                                         w.first_chan)))
         if arbiter is not None:
             update(m, w.group_started, ~f.group_done, enable=f.active, reset=start)
             update(m, w.group_pend, arbiter.remaining, enable=f.active & ~f.group_done)
@@ -612,8 +612,7 @@ class ResultWriter(wiring.Component):
         # was in front of its adder.
         registered_wrap(m, f.tile_wrap, w.tile, regs.tiles, restart=start, step=f.row_end)
         m.d.comb += w.last_grp.eq(count_down(m, w.grp, regs.groups, restart=start, step=f.group_end))
-        update(m, w.first_chan, next_first_chan,
-               enable=f.group_end & ~self.pooled if config.fused_max_pool else f.group_end, reset=start)
+        update(m, w.first_chan, next_first_chan, enable=self._unless_pooled(f.group_end), reset=start)
         update(m, w.chan, next_chan, enable=f.take, reset=start)
         next_gbase = w.gbase + regs.out_gstep
         with m.If(start):
@@ -624,6 +623,11 @@ class ResultWriter(wiring.Component):
             with m.If(f.group_end):
                 m.d.sync += w.gbase.eq(next_gbase)
         return start, next_chan
+
+    def _unless_pooled(self, value):
+        """``value``, and not in a ``CONV pool`` (with ``config.fused_max_pool``; without it
+        ``value`` itself, no gate)."""
+        return value & ~self.pooled if self.config.fused_max_pool else value
 
     def _parameter_read(self, m, start, take, address):
         """Parameters of the next row, at ``address``, read as this one is taken (and at
