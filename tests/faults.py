@@ -1,11 +1,14 @@
 """Deliberately faulty gateware (a miswired PE, an off-by-one window generator, a late result
-writer, a tflite requantizer rounding ties the wrong way), to show that the checks catch a
-wrong design."""
+writer, a result writer whose pooled maximum never restarts, a tflite requantizer rounding ties
+the wrong way), to show that the checks catch a wrong design."""
+
+from types import SimpleNamespace
 
 from amaranth import C, Cat, Module
 from amaranth.lib import wiring
 
 from fpganet.hdl.postproc import TfliteRequantizer
+from fpganet.hdl.scatter import ResultWriter
 from fpganet.hdl.systolic import ProcessingElement
 
 
@@ -87,6 +90,14 @@ class LateWriter(_Wrapper):
             m.d.sync += self.done.eq(self.inner.done)
             return True
         return False
+
+
+class UnopenedPoolWriter(ResultWriter):
+    """A result writer whose ``CONV pool`` maximum never restarts at a row pair: each pooled
+    byte is the largest since the instruction began (or before)."""
+
+    def _running_max(self, m, y, served, pool):
+        return super()._running_max(m, y, served, SimpleNamespace(opens=C(0, 1), writes=pool.writes))
 
 
 class TiesTowardInfinityDivide(TfliteRequantizer):

@@ -13,7 +13,7 @@ from fpganet.sim.rtl_images import host_writes, images_from_machine
 
 from accel_programs import ProgramBuilder, conv_layer_program, pool_layer_program, scale_shift
 from accel_pysim import run_pysim
-from faults import LateWriter, OffByOneWindow
+from faults import LateWriter, OffByOneWindow, UnopenedPoolWriter
 from test_isasim import conv_program
 
 
@@ -262,6 +262,39 @@ def test_late_writer_is_caught_by_the_cycle_count():
     got, cycles = run_pysim(config, images_from_machine(machine), x, dut=Accelerator(config, writer=LateWriter))
     assert got == want               # right bytes...
     assert cycles == timing.total + 1  # ...one cycle late
+
+
+def test_pooled_writes_and_a_maximum_that_never_restarts():
+    """CONV pool in amaranth.sim: a conv and its 2x2 max-pool equal the golden model, in the
+    cycles fpganet.perf counts; a result writer whose running maximum never restarts at a row
+    pair (faults.UnopenedPoolWriter) does not."""
+    from fpganet.codegen import build_images
+    from fpganet.codegen.fuzz import random_pooled_network
+    from fpganet.errors import FpganetError
+    from fpganet.golden import run_golden
+
+    config = AcceleratorConfig(rows=4, cols=2, acc_width=24, broadcast_operands=True,
+                               pair_products=True, act_bank_factor=2, fused_max_pool=True,
+                               weight_buffer_bytes=4096, act_buffer_bytes=2048,
+                               bias_buffer_words=64, program_words=64)
+    rng = np.random.default_rng(12)
+    while True:
+        net = random_pooled_network(rng, config)
+        try:
+            images = build_images(net, 1, config)
+        except FpganetError:
+            continue
+        if images.plan.steps[0].pooled and len(net.layers) == 2:
+            break
+    q_in = rng.integers(-128, 128, (1, *net.input_chw)).astype(np.int8)
+    want = run_golden(net, q_in)
+    got, cycles = run_pysim(config, images.memories, images.pack_inputs(q_in), max_cycles=50_000)
+    q, _ = images.unpack_outputs(got)
+    np.testing.assert_array_equal(q, want)
+    assert cycles == perf.program_cycles(images.program_for(1), config).total
+    got, _ = run_pysim(config, images.memories, images.pack_inputs(q_in), max_cycles=50_000,
+                       dut=Accelerator(config, writer=UnopenedPoolWriter))
+    assert not np.array_equal(images.unpack_outputs(got)[0], want)
 
 
 @pytest.mark.parametrize("acc_width,broadcast,multiplier,bits", [

@@ -60,6 +60,11 @@ def test_json_round_trip():
     ({"requant_mult_bits": 16}, "^requant_mult_bits must be 1..15, not 16$"),
     ({"requant_mult_bits": True}, "^requant_mult_bits must be 1..15, not True$"),
     ({"pair_products": 1}, "pair_products must be true or false, not 1"),
+    ({"fused_max_pool": 1}, "fused_max_pool must be true or false, not 1"),
+    ({"fused_max_pool": True, "requant_lanes": 2},
+     "^fused_max_pool needs requant_lanes 1, no pipeline_registers and at least 2 columns; the "
+     "2x8 configuration has requant_lanes 2$"),
+    ({"fused_max_pool": True, "cols": 1}, "^fused_max_pool needs requant_lanes 1"),
     ({"pair_products": True, "operand_width": 12}, "operand_width at most 8, not 12$"),
     ({"pair_products": True, "acc_width": 16},
      r"^acc_width 16 cannot hold one 8x8-bit product pair \(17 bits\)$"),

@@ -112,6 +112,22 @@ def test_diagonal_conv_is_a_depthwise_conv():
         plain.run(x.tobytes())
 
 
+def test_conv_pool_encoding_and_refusal():
+    """CONV pool is operand bit 1 (beside diagonal's bit 0), printed as such; a configuration
+    without fused_max_pool refuses it."""
+    for diagonal, pool in ((False, True), (True, True), (True, False)):
+        instruction = Instruction(Opcode.CONV, diagonal=diagonal, pool=pool)
+        assert decode(encode(instruction)) == instruction
+    assert encode(Instruction(Opcode.CONV, pool=True)) & 0b11 == 0b10
+    assert str(Instruction(Opcode.CONV, diagonal=True, pool=True)) == "CONV diagonal pool"
+    with pytest.raises(ValueError, match="POOL has no pool mode"):
+        encode(Instruction(Opcode.POOL, pool=True))
+    machine = Machine(AcceleratorConfig(rows=4, cols=2))
+    machine.program[:2] = [encode(Instruction(Opcode.CONV, pool=True)), encode(Instruction(Opcode.END))]
+    with pytest.raises(IsaError, match=r"^CONV pool at 0: the 4x2 configuration has no pooled writes"):
+        machine.run(b"")
+
+
 def test_pair_products_read_two_channels_a_word_and_refuse_weights_past_k_c():
     """With pair products a word holds channels 2c' and 2c' + 1 of a kernel position, each row's
     two bytes side by side: the same convolution as the reference. With an odd K_C the last

@@ -344,7 +344,7 @@ def _step_weights(step, rows):
     return tiles.reshape(groups * k, rows)
 
 
-def _pooled_rows(passes, rows, channels):
+def _pooled_rows(rows, channels):
     """A pooled conv's row pairs: the index of each pair's first row among all passes' rows
     (pass ``k``'s rows from ``k*rows``) and its output channel."""
     pairs = rows // 2
@@ -360,11 +360,10 @@ def _pooled_weights(step, rows):
     channels, c, kh, kw = weight.shape
     passes = step.passes(rows)
     shifted = np.zeros((passes * rows, c, kh, kw + 1), dtype=np.int8)
-    row, channel = _pooled_rows(passes, rows, channels)
+    row, channel = _pooled_rows(rows, channels)
     for dx in (0, 1):
         shifted[row + dx, :, :, dx:dx + kw] = weight[channel]
-    k_c, k_h, k_w = step.walk
-    if k_w == 1:
+    if step.walk[2] == 1:
         shifted = shifted[:, 0].transpose(0, 2, 1)          # the columns are the walk's channels
     matrix = shifted.reshape(passes, rows, -1)
     return matrix.transpose(0, 2, 1).reshape(-1, rows)
@@ -415,8 +414,7 @@ def param_image(plan):
         if step.pooled:
             # Rows 2p and 2p + 1 of pass k: channel k*rows/2 + p (other rows: the first's).
             channel = np.zeros(entries, dtype=np.int64)
-            row, channel_of_row = _pooled_rows(step.passes(plan.config.rows), plan.config.rows,
-                                               layer.out_shape[0])
+            row, channel_of_row = _pooled_rows(plan.config.rows, layer.out_shape[0])
             channel[row], channel[row + 1] = channel_of_row, channel_of_row
             bias, mult, shift = layer.bias[channel], layer.mult[channel], layer.shift[channel]
         elif isinstance(layer, QConv):
