@@ -231,12 +231,15 @@ class AcceleratorConfig:
                      "fused_max_pool"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, not {getattr(self, name)!r}")
-        if self.fused_max_pool and (self.requant_lanes != 1 or self.pipeline_registers
-                                    or self.cols < 2):
-            raise ConfigError(f"fused_max_pool needs requant_lanes 1, no pipeline_registers and "
-                              f"at least 2 columns; the {self.name} configuration has "
-                              f"requant_lanes {self.requant_lanes}"
-                              f"{', pipeline_registers' if self.pipeline_registers else ''}")
+        if self.fused_max_pool:
+            against = [what for what, wrong in ((f"requant_lanes {self.requant_lanes}",
+                                                 self.requant_lanes != 1),
+                                                ("pipeline_registers", self.pipeline_registers),
+                                                (f"{self.cols} column", self.cols < 2)) if wrong]
+            if against:
+                raise ConfigError(f"fused_max_pool needs requant_lanes 1, no pipeline_registers and "
+                                  f"at least 2 columns; the {self.name} configuration has "
+                                  f"{', '.join(against)}")
         if self.requant_mode not in REQUANT_MODES:
             raise ConfigError(f"requant_mode must be one of {', '.join(REQUANT_MODES)}, "
                               f"not {self.requant_mode!r}")

@@ -26,7 +26,7 @@ Everything that does not fit raises one :class:`~fpganet.errors.FpganetError`
 line naming the buffer, the bytes needed and available, and the flag to change.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -282,8 +282,9 @@ class Step:
             return self.passes(config.rows) * words
         return words if self.shares_weights else self.groups(config.rows) * words
 
-    def param_entries(self, rows=None):
-        """Parameter entries (a pooled conv's: ``rows`` a pass, each channel's twice)."""
+    def param_entries(self, rows):
+        """Parameter entries, with ``rows`` array rows (a pooled conv's: ``rows`` a pass, each
+        channel's twice)."""
         if self.pooled:
             return self.passes(rows) * rows
         return self.layer.out_shape[0] if self.is_conv else 0
@@ -659,8 +660,7 @@ def _fuses(steps, source, pool, config, readers):
     on LeNet-5's first layer 8,820 against 14,112; not on its second)."""
     stored, view, _ = source
     if not (config.fused_max_pool and config.rows >= 2 and steps and steps[-1].kind == "conv"
-            and view is None
-            and steps[-1].dst is stored and readers == 1 and stored.parent is None):
+            and view is None and steps[-1].dst is stored and readers == 1 and stored.parent is None):
         return False
     if (tuple(pool.kernel), tuple(pool.stride), any(pool.pads)) != ((2, 2), (2, 2), False):
         return False
@@ -670,16 +670,15 @@ def _fuses(steps, source, pool, config, readers):
     channels, height, width = conv.layer.out_shape
     if tuple(conv.stride) != (1, 1) or height % 2 or width % 2:
         return False
-    pairs = config.products_per_pe
-    c, (kh, kw) = conv.src.shape[0], conv.kernel
-    beats = -(-c // pairs) * kh * kw
-    if conv.rows_as_channels:
-        beats = -(-kh // pairs) * kw
-    fused = -(-(kw + 1) // pairs) * kh if c == 1 and pairs == 2 else -(-c // pairs) * kh * (kw + 1)
-    tiles = -(-height * width // min(config.cols, height * width))
-    unfused = (-(-channels // config.rows) * tiles * beats
-               + channels * -(-height * width // 4 // min(config.cols, height * width // 4)) * 4)
-    return -(-channels // (config.rows // 2)) * (height // 2) * (width // 2) * fused < unfused
+    fused = replace(conv, pool_layer=pool, rows_as_channels=False, pair_columns=config.pair_products)
+
+    def beats(step):
+        return engine_beats(dict(zip((Reg.K_C, Reg.K_H, Reg.K_W), step.walk)), config)
+
+    rows, pixels, pooled = config.rows, height * width, height * width // 4
+    unfused = (conv.groups(rows) * -(-pixels // min(config.cols, pixels)) * beats(conv)
+               + channels * -(-pooled // min(config.cols, pooled)) * 4)
+    return fused.passes(rows) * fused.groups(rows) * (width // 2) * beats(fused) < unfused
 
 
 def _batch_steps(steps, batch):

@@ -190,9 +190,7 @@ def _engine(emit, step, config, image=0):
         regs.update({Reg.GROUPS: step.groups(config.rows), Reg.M: layer.out_shape[0], **out,
                      Reg.OUT_CSTRIDE: dst.cstride, Reg.OUT_GSTEP: config.rows * dst.cstride,
                      Reg.W_BASE: step.w_base, Reg.W_GSTEP: 0 if step.shares_weights else step.group_words(config),
-                     Reg.P_BASE: step.p_base,
-                     Reg.QUANT: pack_quant(layer.requant_zp, layer.lo, layer.hi,
-                                           layer.single_rounding)})
+                     Reg.P_BASE: step.p_base, Reg.QUANT: _quant(layer)})
         opcode = Opcode.CONV
     else:
         del regs[Reg.IN_CSTRIDE]       # K_C = 1: POOL never uses it
@@ -207,6 +205,11 @@ def _engine(emit, step, config, image=0):
         # real zero, unless a border holds something else (a max-pool's -128); an output
         # written in place still has its input's top and bottom borders.
         _fill_border(emit, dst)
+
+
+def _quant(layer):
+    """``QUANT`` of a layer the array computes: its output zero point, clamp and rounding."""
+    return pack_quant(layer.requant_zp, layer.lo, layer.hi, layer.single_rounding)
 
 
 def _pooled_conv(emit, step, config, image, what):
@@ -224,8 +227,7 @@ def _pooled_conv(emit, step, config, image, what):
                      Reg.OUT_BASE: (first - dst.cstride // 2 - 1) % config.act_buffer_bytes,
                      Reg.OUT_PITCH: 1, Reg.OUT_CSTRIDE: dst.cstride // 2, Reg.OUT_GSTEP: dst.pitch,
                      Reg.W_BASE: step.w_base + k * step.group_words(config), Reg.W_GSTEP: 0,
-                     Reg.P_BASE: step.p_base + k * rows,
-                     Reg.QUANT: pack_quant(layer.requant_zp, layer.lo, layer.hi, layer.single_rounding)})
+                     Reg.P_BASE: step.p_base + k * rows, Reg.QUANT: _quant(layer)})
         emit.sets(regs, what)
         emit.op(Opcode.CONV, pool=True)
 

@@ -98,11 +98,10 @@ def _run_network_command(args):
     count = len(images)
     per_image = sum(run.image_seconds) / count
     info = run.info
-    # An image's stamp counts from its START; at --batch B a START's last one covers B images.
-    if count >= job.batch:
-        per_image_cycles = float(np.mean(cycles[job.batch - 1::job.batch])) / job.batch
-    else:
-        per_image_cycles = float(cycles[-1]) / count
+    # An image's stamp counts from its START, which runs B images at --batch B (a short last
+    # group padded with zero images): a START's last stamp covers B.
+    last = cycles[job.batch - 1::job.batch] if count >= job.batch else cycles[-1:]
+    per_image_cycles = float(np.mean(last)) / job.batch
     batch = f" (--batch {job.batch}: {job.batch} images a START)" if job.batch > 1 else ""
     print(f"loaded {run.stats.bytes_sent:,} bytes in {run.load_seconds:.2f} s; {count} images of "
           f"{where}: {per_image * 1e3:.2f} ms per image over the link, "

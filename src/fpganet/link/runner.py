@@ -104,22 +104,23 @@ def run_images(link, memories, inputs, *, output_bytes, stamp_bytes=STAMP_BYTES,
     launch(current[0])
     index = 0
     while current is not None:
+        sent, count = current
         following = next(images, None)
         # The next START's images go into the input FIFO while this one computes (their bytes
         # wait there until the program's INPUTs of the next run): the link works while the
         # accelerator does, the double buffering of the whole system.
         # Only when both images fit the FIFO together: a SEND_INPUT that finds the FIFO still
         # holding this image's bytes would be refused (NO_SPACE) and cost a STATUS round trip.
-        queued = following is not None and len(current[0]) + len(following[0]) <= info.input_depth
+        queued = following is not None and len(sent) + len(following[0]) <= info.input_depth
         if queued:
             link.send_input(following[0], timeout=timeout)
         data = link.read_output(record * images_per_start, timeout=timeout)
         now = time.monotonic()
-        for out in (data[i * record:(i + 1) * record] for i in range(current[1])):
+        for out in (data[i * record:(i + 1) * record] for i in range(count)):
             cycles = int.from_bytes(out[output_bytes:], "little")
             result.outputs.append(out[:output_bytes])
             result.cycles.append(cycles)
-            result.image_seconds.append((now - began) / current[1])
+            result.image_seconds.append((now - began) / count)
             if progress is not None:
                 progress(index, out[:output_bytes], cycles)
             index += 1
