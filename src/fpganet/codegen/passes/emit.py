@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...isa import Opcode, Reg
 from ..program import Program, generate, param_image, weight_image
 
 __all__ = ["Emission", "emit", "format_emission"]
@@ -41,6 +42,26 @@ def _labels(plan, program):
     return labels
 
 
+#: Instructions over a region, whose SETs name the registers by their ``IO_*`` names.
+REGION_OPCODES = (Opcode.FILL, Opcode.INPUT, Opcode.OUTPUT)
+_IO_NAMES = {member: name for name, member in Reg.__members__.items() if name.startswith("IO_")}
+
+
+def _texts(instructions):
+    """Each instruction's text; a SET before a region instruction by its register's ``IO_*``
+    name (``IO_LEN``, not ``K_W``: the registers are shared)."""
+    texts, region = [], False
+    for instruction in reversed(instructions):
+        if instruction.opcode is not Opcode.SET:
+            region = instruction.opcode in REGION_OPCODES
+            texts.append(str(instruction))
+        elif region and instruction.reg in _IO_NAMES:
+            texts.append(f"SET {_IO_NAMES[instruction.reg]} {instruction.value}")
+        else:
+            texts.append(str(instruction))
+    return texts[::-1]
+
+
 def format_emission(emission, plan):
     """The emitted program as text (one instruction a line, its index first; each step's first
     instruction marked), then the sizes of the weight and parameter images."""
@@ -49,12 +70,12 @@ def format_emission(emission, plan):
     lines = [f"program: {len(program.prologue)} prologue instructions (instruction "
              f"{program.loop_count_index} sets LOOP_COUNT), {len(program.body)} in the loop body, "
              f"then LOOP {len(program.prologue)} and END", "prologue:"]
-    lines += [f"  {pc:5d}  {instruction}" for pc, instruction in enumerate(program.prologue)]
+    lines += [f"  {pc:5d}  {text}" for pc, text in enumerate(_texts(program.prologue))]
     lines.append("body:")
-    for pc, instruction in enumerate(program.body, len(program.prologue)):
+    for pc, text in enumerate(_texts(program.body), len(program.prologue)):
         if pc in labels:
             lines.append(f"        ; {labels[pc]}")
-        lines.append(f"  {pc:5d}  {instruction}")
+        lines.append(f"  {pc:5d}  {text}")
     lines.append(f"weights: {len(emission.weights):,} words of {emission.weights.shape[1]} bytes; "
                  f"params: {len(emission.params):,} entries")
     return "\n".join(lines) + "\n"

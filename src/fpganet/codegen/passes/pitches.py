@@ -153,6 +153,8 @@ def _image_stride(slot, reader, config, search):
 
 
 def search_pitches(plan):
-    """:func:`choose_pitches` with the search (the allocation falls back to compact pitches
-    when no allocation of these fits)."""
+    """Reads the maps' geometry, roles, ties and readers; writes each map's ``pitch``,
+    ``cstride``, ``pitch_costs`` and ``copy_stride``, and an add step's flat walk:
+    :func:`choose_pitches` with the search (the allocation falls back to compact pitches when
+    no allocation of these fits)."""
     choose_pitches(plan, search=True)
