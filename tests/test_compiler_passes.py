@@ -309,7 +309,7 @@ def test_compile_dump_ir_prints_each_pass(capfd, tmp_path):
     assert headers == [f"=== IR after pass '{name}' ===" for name in PASS_NAMES + ["emit"]]
     # The plan after fusion: LeNet-5's first conv runs its pool (icebreaker: fused_max_pool).
     fused = stdout.split("=== IR after pass 'fuse' ===")[1].split("===")[0]
-    assert "pool maxpool_13" in fused
+    assert "pool 'maxpool_13'" in fused
     assert stdout.index("=== IR after pass 'emit'") < stdout.index("compiled lenet.onnx")
     # The dump changes nothing in what is written.
     plain = tmp_path / "plain"

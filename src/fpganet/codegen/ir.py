@@ -428,6 +428,9 @@ def channel_tile(layer, rows):
 
 
 # Text form ---------------------------------------------------------------------------------
+#
+# Maps are named %0, %1, ... in production order (layer names can be long: a TFLite tensor's
+# holds every op fused into it); each map's line gives its name once.
 
 def _shape(shape):
     return "x".join(map(str, shape))
@@ -437,9 +440,9 @@ def _unset(value):
     return "?" if value is None else value
 
 
-def _map_line(m):
+def _map_line(m, ref):
     """One stored map: geometry, border, layout and liveness (``?``: not decided yet)."""
-    words = [f"{m.name}: {_shape(m.shape)}"]
+    words = [f"{ref(m)} {_shape(m.shape)}"]
     if m.padded:
         words.append(f"pads {','.join(map(str, m.pads))} fill {_unset(m.fill)}"
                      f"{' per image' if m.fill_per_image else ''}")
@@ -449,27 +452,22 @@ def _map_line(m):
         words.append(f"x{m.copies} images {'interleaved' if m.interleaved else 'side by side'} "
                      f"stride {m.copy_stride}")
     if m.in_place_of is not None:
-        words.append(f"in place of {m.in_place_of.name}")
+        words.append(f"in place of {ref(m.in_place_of)}")
     if m.tie:
-        words.append("tied to " + ", ".join(other.name for other in m.tie if other is not m))
+        words.append("tied to " + ",".join(ref(other) for other in m.tie if other is not m))
     if m.viewed:
         words.append("viewed")
-    return "  ".join(words)
+    return "  ".join(words + [f"'{m.name}'"])
 
 
-def _source_name(m):
-    return m.name if m.parent is None else f"[{m.name}]"
-
-
-def _step_line(step, config, placed):
+def _step_line(step, config, placed, ref):
     """One step: its instruction, what it reads and writes, its walk and where its weights go."""
-    what = step.layer.name if step.layer is not None else "(reshape)"
     flags = [name for name in ("batched", "diagonal", "rows_as_channels", "pair_columns")
              if getattr(step, name)]
     if step.pooled:
-        flags.append(f"pool {step.pool_layer.name}")
-    sources = ", ".join(_source_name(m) for m in step.sources)
-    words = [f"{step.number:3d} {step.kind:7s} {what}: {sources} -> {step.dst.name}",
+        flags.append(f"pool '{step.pool_layer.name}'")
+    sources = ", ".join(ref(m) for m in step.sources)
+    words = [f"{step.number:3d} {step.kind:7s} {sources} -> {ref(step.dst)}",
              f"kernel {_shape(step.kernel)} stride {_shape(step.stride)} out {_shape(step.out_hw)} "
              f"lanes {step.lanes}"]
     if step.read_pads is not None and any(step.read_pads):
@@ -480,13 +478,21 @@ def _step_line(step, config, placed):
                      f"params {step.p_base if placed else '?'}+{step.param_entries(config.rows)}")
     if step.folded_reshapes:
         words.append(f"reshapes {step.folded_reshapes}")
-    return "  ".join(words + flags)
+    what = step.layer.name if step.layer is not None else "reshape copy"
+    return "  ".join(words + flags + [f"'{what}'"])
 
 
 def format_plan(plan):
-    """The plan as text: a header, the stored maps (production order), then the steps. A view
-    of another map's bytes (a reshape) is written ``[name]``."""
+    """The plan as text: a header, the stored maps (production order, ``%i``), then the steps.
+    A view of another map's bytes (a reshape) is written ``%i as CxHxW``."""
     config = plan.config
+    ids = {id(m): f"%{number}" for number, m in enumerate(plan.maps)}
+
+    def ref(m):
+        if m.parent is not None:
+            return f"{ref(m.parent)} as {_shape(m.shape)}"
+        return ids.get(id(m), "%?")
+
     lines = [f"plan: {len(plan.net.layers)} layers on the {config.name} configuration, "
              f"batch {plan.batch}"]
     if plan.allocation:
@@ -497,7 +503,7 @@ def format_plan(plan):
         lines.append(f"buffers: {plan.weight_words:,} weight words, {plan.param_entries:,} "
                      f"parameter entries")
     lines.append(f"maps ({len(plan.maps)}):")
-    lines += [f"  {_map_line(m)}" for m in plan.maps]
+    lines += [f"  {_map_line(m, ref)}" for m in plan.maps]
     lines.append(f"steps ({len(plan.steps)}):")
-    lines += [f"  {_step_line(step, config, placed)}" for step in plan.steps]
+    lines += [f"  {_step_line(step, config, placed, ref)}" for step in plan.steps]
     return "\n".join(lines) + "\n"
