@@ -83,8 +83,7 @@ class _Lowering:
     def __init__(self, plan):
         self.plan, self.config, self.layers = plan, plan.config, list(plan.net.layers)
         net = plan.net
-        plan.input_map = FeatureMap("input", tuple(net.input_chw), producer=0,
-                                    zero_point=int(net.input_zp))
+        plan.input_map = FeatureMap("input", tuple(net.input_chw), zero_point=int(net.input_zp))
         plan.maps.append(plan.input_map)
         self.values = {NETWORK_INPUT: (plan.input_map, None, [])}
 
@@ -139,9 +138,6 @@ class _Lowering:
 
     def engine_layer(self, index, layer, sources):
         """A conv, dense, grouped (depthwise, grouped conv, average pool) or max-pool step."""
-        if not isinstance(layer, (QConv, QMaxPool, QAvgPool)):
-            raise FpganetError(f"layer '{getattr(layer, 'name', index)}': the accelerator has no "
-                               f"instruction for a {type(layer).__name__}")
         if isinstance(layer, QMaxPool):
             kind = "pool"
         elif isinstance(layer, QAvgPool) or layer.groups != 1:
@@ -183,7 +179,8 @@ class _Lowering:
 
 
 #: The lowering of each layer type (anything else is refused).
-HANDLERS = {QReshape: _Lowering.reshape, QAdd: _Lowering.add}
+HANDLERS = {QReshape: _Lowering.reshape, QAdd: _Lowering.add, QConv: _Lowering.engine_layer,
+            QMaxPool: _Lowering.engine_layer, QAvgPool: _Lowering.engine_layer}
 
 
 def lower(plan):
@@ -195,7 +192,10 @@ def lower(plan):
     lowering = _Lowering(plan)
     for index, layer in enumerate(lowering.layers):
         handler = next((handler for kind, handler in HANDLERS.items() if isinstance(layer, kind)),
-                       _Lowering.engine_layer)
+                       None)
+        if handler is None:
+            raise FpganetError(f"layer '{getattr(layer, 'name', index)}': the accelerator has no "
+                               f"instruction for a {type(layer).__name__}")
         handler(lowering, index, layer, plan.net.layer_inputs(index))
     plan.output_map, _, trailing = lowering.values[len(lowering.layers) - 1]
     for step in plan.steps:
