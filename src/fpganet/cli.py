@@ -144,6 +144,11 @@ def _configure_compile(parser):
     parser.add_argument("--board", choices=_board_names(),
                         help="start from the configuration that 'fpganet synth --board B' builds "
                              "(the flags below change it, as they do for synth)")
+    parser.add_argument("--dump-ir", action="store_true",
+                        help="print the compiler's intermediate form after each pass (check, "
+                             "lower, fuse, ..., emit; one '=== IR after pass' section each) on "
+                             "standard output, before the summary; a refused compile prints the "
+                             "passes before the refusal and writes nothing")
     add_config_arguments(parser)
 
 
@@ -179,7 +184,8 @@ def _run_compile(args):
     config = _compile_config(args)
     net = compile_model(args.model, args.calib, args.output, config=config, method=args.method,
                         calib_limit=args.calib_limit, program=not args.no_program,
-                        n_images=args.images, batch=args.batch)
+                        n_images=args.images, batch=args.batch,
+                        dump_ir=sys.stdout if args.dump_ir else None)
     source = net.source
     print(f"compiled {source['file']} ({'embedded' if source['embedded'] else source['path']}) "
           f"into {args.output}")

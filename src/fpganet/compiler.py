@@ -106,7 +106,7 @@ def _check_x(x, input_shape, what, input_name):
 
 
 def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=None,
-                  calib_limit=None, program=True, n_images=1, batch=1):
+                  calib_limit=None, program=True, n_images=1, batch=1, dump_ir=None):
     """Import, quantize and optionally write a network.
 
     Parameters
@@ -139,6 +139,9 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     batch : int
         1..cols: the written program runs the dense layers once per group of ``batch`` images
         (docs/backend.md, "Batching"); refused for a network without dense layers.
+    dump_ir : text stream, optional
+        Gets the compiler's intermediate form after each pass (:mod:`fpganet.codegen.passes`);
+        needs ``out_dir`` and ``program``.
 
     Returns
     -------
@@ -151,6 +154,9 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
 
     config = config or DEFAULT_CONFIG
     method = method or DEFAULT_METHOD
+    if dump_ir is not None and (out_dir is None or not program):
+        raise FpganetError("--dump-ir prints the passes that make the accelerator program; "
+                           "with --no-program none runs")
     parse_method(method)
     model_path = Path(datasets.LENET5_ONNX if model is None else model)
     origin = {}
@@ -163,7 +169,7 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
             _warn_rounded_multipliers(config, "int8 TFLite")
             if out_dir is not None:
                 write_compiled(net, out_dir, program=program, n_images=n_images, batch=batch,
-                               inputs=(model_path,))
+                               inputs=(model_path,), dump_ir=dump_ir)
             return net
     else:
         graph = load_onnx(model_path)
@@ -209,7 +215,8 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
                          calibration=calibration)
     if out_dir is not None:
         write_compiled(net, out_dir, program=program, n_images=n_images, batch=batch,
-                       inputs=(model_path, calib if isinstance(calib, (str, os.PathLike)) else None))
+                       inputs=(model_path, calib if isinstance(calib, (str, os.PathLike)) else None),
+                       dump_ir=dump_ir)
     return net
 
 
@@ -252,7 +259,7 @@ def _load_tflite(model_path, calib, config):
     return loaded
 
 
-def write_compiled(net, out_dir, program=True, n_images=1, batch=1, inputs=()):
+def write_compiled(net, out_dir, program=True, n_images=1, batch=1, inputs=(), dump_ir=None):
     """Write ``net`` into ``out_dir``, built aside and renamed into place.
 
     With ``program`` the accelerator program and memory images for ``n_images``
@@ -264,12 +271,13 @@ def write_compiled(net, out_dir, program=True, n_images=1, batch=1, inputs=()):
     The directory also holds ``SHA256SUMS`` (:mod:`fpganet.files`), which readers
     verify. An existing ``out_dir`` is replaced only when every file in it is one
     fpganet wrote, unchanged; ``out_dir`` never holds one of ``inputs`` (the model
-    and calibration files).
+    and calibration files). ``dump_ir``: a text stream for the compiler's intermediate form
+    after each pass.
     """
     images = None
     if program:
         from .codegen import build_images
-        images = build_images(net, n_images, batch=batch)
+        images = build_images(net, n_images, batch=batch, dump=dump_ir)
     with staged_directory(out_dir, inputs=inputs) as staging:
         net.save(staging, extra=None if images is None else {"accelerator": images.layout})
         if images is not None:

@@ -18,7 +18,9 @@ loader) needs::
 ``images.program_for(n)`` the program for another image count, and
 :func:`read_images` reads what ``fpganet compile`` wrote into ``OUT/``.
 
-Modules: :mod:`~fpganet.codegen.plan` (layouts, pitches, allocation, capacity),
+Modules: :mod:`~fpganet.codegen.ir` (the intermediate form: plan, steps, maps),
+:mod:`~fpganet.codegen.passes` (the compiler as named passes over it),
+:mod:`~fpganet.codegen.plan` (runs the planning passes),
 :mod:`~fpganet.codegen.program` (code generation, weight and parameter images),
 :mod:`~fpganet.codegen.images` (memory images, streams, files),
 :mod:`~fpganet.codegen.run` (the ``isa`` backend), :mod:`~fpganet.codegen.fuzz`

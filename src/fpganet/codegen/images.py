@@ -18,8 +18,8 @@ from ..isa import (INSTRUCTION_BITS, LOOP_COUNT_WIDTH, PARAM_BITS, STAMP_BYTES, 
                    Instruction, Opcode, Reg, decode, encode, host_memory_words, host_word_bytes)
 from ..isasim import engine_read_addresses
 from ..perf import pair_beats, superbank_pairs
+from .passes import EMIT_PASS, dump_section, emit, format_emission
 from .plan import capacity_error, plan_network
-from .program import generate, param_image, weight_image
 
 __all__ = ["MemoryImages", "StreamLayout", "build_images", "read_images", "NoProgramError", "engine_conflicts",
            "STAMP_BYTES", "FILES", "LOAD_ORDER", "pack_weight_word", "memory_words", "host_writes",
@@ -448,8 +448,9 @@ def _beat_reads(addresses, valid, regs, k_c, config):
     return reads
 
 
-def build_images(net, n_images=1, config=None, batch=1):
-    """Plan, generate and lay out ``net`` for ``config`` (default ``net.config``).
+def build_images(net, n_images=1, config=None, batch=1, dump=None):
+    """Plan, generate and lay out ``net`` for ``config`` (default ``net.config``): the passes
+    of :data:`fpganet.codegen.passes.PLAN_PASSES`, then ``emit``.
 
     Parameters
     ----------
@@ -460,6 +461,8 @@ def build_images(net, n_images=1, config=None, batch=1):
     batch : int
         1..cols: the dense layers at the end of the network run once per group of ``batch``
         images, one array column per image (docs/backend.md, "Batching").
+    dump : text stream, optional
+        Gets the intermediate form after each pass (``fpganet compile --dump-ir``).
 
     Returns
     -------
@@ -471,13 +474,15 @@ def build_images(net, n_images=1, config=None, batch=1):
         The network does not fit a buffer or the program memory, or a layer cannot run.
     """
     config = config or net.config
-    plan = plan_network(net, config, batch=batch)
-    code = generate(plan)
+    plan = plan_network(net, config, batch=batch, dump=dump)
+    emission = emit(plan)
+    dump_section(dump, EMIT_PASS, format_emission(emission, plan))
+    code = emission.program
     prologue = np.array([encode(i) for i in code.prologue], dtype=np.uint64)
     body = np.array([encode(i) for i in code.body], dtype=np.uint64)
     streams = StreamLayout(tuple(net.input_chw), tuple(net.output_shape))
     images = MemoryImages(config, n_images, prologue, body, code.loop_count_index,
-                          weight_image(plan), param_image(plan), streams, plan=plan,
+                          emission.weights, emission.params, streams, plan=plan,
                           batch=batch)
     images.check_program_size()
     images.layout = _plain(_describe(plan, code, images))

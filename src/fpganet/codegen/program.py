@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import FpganetError
 from ..isa import Instruction, Opcode, Reg, pack_param, pack_quant
 from ..qnet import QAvgPool, QConv
-from .plan import COUNT_LIMIT
+from .ir import COUNT_LIMIT
 
 __all__ = ["Emitter", "generate", "Program", "weight_image", "param_image",
            "COUNT_LIMIT"]
