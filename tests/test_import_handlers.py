@@ -1,0 +1,148 @@
+"""The ONNX importer's op registry: each handler on a one-node model, and the supported list.
+
+Each registered op is imported here as the only node of a model (a second node only where
+the op cannot stand alone: BatchNormalization, a constant Add and MatMul fold into the
+Gemm before them) with :class:`~fpganet.model.onnx_context.ImportContext` before ReLU
+fusion, and its IR checked against onnxruntime on random inputs.
+"""
+
+import numpy as np
+import pytest
+
+from fpganet.errors import FpganetError
+from fpganet.model import SUPPORTED_OPS, import_model, run_float
+from fpganet.model.ir import Add, AvgPool, Conv, Dense, MaxPool, Relu, Reshape
+from fpganet.model.onnx_context import ImportContext
+from fpganet.model.onnx_ops import ONNX_OPS, OnnxOp, onnx_handler
+from onnx_builders import init, make, node, ort_run, weights
+
+MAP = ("N", 4, 6, 6)
+VECTOR = ("N", 6)
+
+
+def gemm_before(name):
+    """A Gemm on [N, 6] making the [N, 5] tensor ``name`` (for ops that fold into it)."""
+    return ([node("Gemm", ["x", "gw", "gb"], [name], transB=1)],
+            [init("gw", weights((5, 6), 40)), init("gb", weights((5,), 41, 0.1))])
+
+
+def one_node(op, inputs=("x",), inits=(), **attrs):
+    return [node(op, list(inputs), ["y"], **attrs)], list(inits)
+
+
+def bn_after_gemm():
+    nodes, inits = gemm_before("g")
+    nodes.append(node("BatchNormalization", ["g", "s", "bb", "m", "v"], ["y"]))
+    inits += [init("s", weights((5,), 42) + 1), init("bb", weights((5,), 43)),
+              init("m", weights((5,), 44)), init("v", np.abs(weights((5,), 45)) + 0.5)]
+    return nodes, inits
+
+
+def add_after_gemm():
+    nodes, inits = gemm_before("g")
+    nodes.append(node("Add", ["g", "c"], ["y"]))
+    return nodes, inits + [init("c", weights((5,), 46))]
+
+
+def matmul_add():
+    return ([node("MatMul", ["x", "mw"], ["t"]), node("Add", ["t", "mb"], ["y"])],
+            [init("mw", weights((6, 3), 47)), init("mb", weights((3,), 48))])
+
+
+#: op -> (nodes and initializers, input shape, the IR layer types it makes).
+CASES = {
+    "Conv": (one_node("Conv", ("x", "w", "b"), [init("w", weights((5, 4, 3, 3), 1)),
+                                                init("b", weights((5,), 2))], pads=[1, 0, 1, 2]),
+             MAP, [Conv]),
+    "Relu": (one_node("Relu"), MAP, [Relu]),
+    "Clip": (one_node("Clip", ("x", "lo", "hi"), [init("lo", np.float32(0)),
+                                                  init("hi", np.float32(0.5))]), MAP, [Relu]),
+    "MaxPool": (one_node("MaxPool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+                MAP, [MaxPool]),
+    "AveragePool": (one_node("AveragePool", kernel_shape=[2, 2], strides=[2, 2]), MAP, [AvgPool]),
+    "GlobalAveragePool": (one_node("GlobalAveragePool"), MAP, [AvgPool]),
+    "ReduceMean": (one_node("ReduceMean", axes=[2, 3]), MAP, [AvgPool]),
+    "Gemm": (one_node("Gemm", ("x", "w", "b"), [init("w", weights((5, 6), 3)),
+                                                init("b", weights((5,), 4))], transB=1),
+             VECTOR, [Dense]),
+    "MatMul": (matmul_add(), VECTOR, [Dense]),
+    "Add": (add_after_gemm(), VECTOR, [Dense]),
+    "BatchNormalization": (bn_after_gemm(), VECTOR, [Dense]),
+    "Flatten": (one_node("Flatten"), MAP, [Reshape]),
+    "Reshape": (one_node("Reshape", ("x", "shape"), [init("shape", np.array([-1, 72, 2]))]),
+                MAP, [Reshape]),
+    "Unsqueeze": (one_node("Unsqueeze", ("x", "axes"), [init("axes", np.array([2]))]), VECTOR,
+                  []),
+    "Squeeze": (one_node("Squeeze", ("x", "axes"), [init("axes", np.array([2]))]),
+                ("N", 6, 1), []),
+    "Transpose": (([node("Transpose", ["x"], ["t"], perm=[1, 0]),
+                    node("Gemm", ["w", "t"], ["u"]), node("Transpose", ["u"], ["y"], perm=[1, 0])],
+                   [init("w", weights((4, 6), 5))]), VECTOR, [Dense]),
+    "Dropout": (one_node("Dropout"), MAP, []),
+    "Identity": (one_node("Identity"), MAP, []),
+    "Softmax": (one_node("Softmax"), VECTOR, []),
+    "LogSoftmax": (one_node("LogSoftmax"), VECTOR, []),
+}
+
+
+def test_every_registered_op_has_a_case_here():
+    assert sorted(CASES) == sorted(ONNX_OPS)
+
+
+@pytest.mark.parametrize("op", sorted(CASES))
+def test_handler_on_a_one_node_model(op):
+    (nodes, inits), in_shape, kinds = CASES[op]
+    assert any(n.op_type == op for n in nodes)
+    model = make(nodes, inits, in_shape=in_shape)
+    graph = ImportContext(model).run()
+    assert [type(layer) for layer in graph.layers] == kinds
+    x = np.random.default_rng(7).normal(0, 1, (3, *in_shape[1:])).astype(np.float32)
+    expected = ort_run(model, x)
+    if graph.dropped_output_op:
+        assert graph.dropped_output_op == op
+        expected = x   # the IR outputs the logits before the dropped normalization
+    got = run_float(graph, x) if graph.layers else x
+    np.testing.assert_allclose(got.reshape(expected.shape), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_supported_ops_are_the_registry():
+    assert SUPPORTED_OPS == {op: entry.restriction for op, entry in ONNX_OPS.items()}
+    assert all(entry.op_type == op for op, entry in ONNX_OPS.items())
+
+
+def unsupported_list(model):
+    with pytest.raises(FpganetError) as caught:
+        import_model(model)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("unsupported op 'Sigmoid' in Sigmoid node 'act'; supported: ")
+    return message.split("; supported: ")[1].split(", ")
+
+
+def test_refusal_lists_exactly_the_registry():
+    model = make([node("Sigmoid", ["x"], ["y"], name="act")], in_shape=VECTOR)
+    assert unsupported_list(model) == sorted(ONNX_OPS)
+
+
+def test_a_new_op_is_one_registered_function(monkeypatch):
+    """Registering a handler is all the importer needs: the op imports, and the refusal
+    message names every registered op."""
+    model = make([node("Sigmoid", ["x"], ["y"], name="act")], in_shape=VECTOR)
+    monkeypatch.setitem(ONNX_OPS, "Tanh", OnnxOp("Tanh", None))
+    assert "Tanh" in unsupported_list(model)
+
+    def sigmoid_as_identity(ctx, node, index, data):
+        return data.view, data.orientation
+
+    onnx_handler("Sigmoid", "test only")(sigmoid_as_identity)
+    try:
+        graph = import_model(model)
+    finally:
+        del ONNX_OPS["Sigmoid"]
+    assert graph.layers == [] and graph.output_shape == (6,)
+    unsupported_list(model)
+
+
+def test_two_handlers_for_one_op_are_refused():
+    with pytest.raises(ValueError, match="two handlers for ONNX op 'Conv'"):
+        onnx_handler("Conv")(lambda ctx, node, index, data: None)
