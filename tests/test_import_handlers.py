@@ -146,3 +146,158 @@ def test_a_new_op_is_one_registered_function(monkeypatch):
 def test_two_handlers_for_one_op_are_refused():
     with pytest.raises(ValueError, match="two handlers for ONNX op 'Conv'"):
         onnx_handler("Conv")(lambda ctx, node, index, data: None)
+
+
+# TFLite --------------------------------------------------------------------------------------
+
+def tflite_model(build_ops, in_shape=(1, 6, 6, 4), dtype=None, quant=None):
+    """A float (or int8 input, with ``quant``) TFLite model: ``build_ops(m, x)`` adds the ops
+    and returns the output tensor."""
+    from test_tflite_float import FLOAT32, TFLiteModel
+
+    m = TFLiteModel(seed=3)
+    x = m.tensor("image", in_shape, FLOAT32 if dtype is None else dtype, quant=quant)
+    y = build_ops(m, x)
+    return m.build([x], [y])
+
+
+def tfl_conv(m, x, depthwise=False):
+    from test_tflite_float import SAME
+
+    if depthwise:
+        w, b = m.weights("dw", (1, 3, 3, 8))
+        y = m.tensor("y", (1, 3, 3, 8))
+        return m.op("DEPTHWISE_CONV_2D", [x, w, b], [y], "DepthwiseConv2DOptions", Padding=SAME,
+                    StrideH=2, StrideW=2, DepthMultiplier=2, FusedActivationFunction=0,
+                    DilationHFactor=1, DilationWFactor=1)
+    w, b = m.weights("conv", (5, 3, 2, 4))
+    y = m.tensor("y", (1, 3, 3, 5))
+    return m.op("CONV_2D", [x, w, b], [y], "Conv2DOptions", Padding=SAME, StrideH=2,
+                StrideW=2, FusedActivationFunction=3, DilationHFactor=1, DilationWFactor=1)
+
+
+def tfl_flatten_dense(m, x, reshape=True):
+    flat = x
+    if reshape:
+        flat = m.tensor("flat", (1, 144))
+        m.op("RESHAPE", [x, m.const("shape", np.array([1, 144], np.int32))], [flat],
+             "ReshapeOptions", NewShape=[1, 144])
+    w, b = m.weights("fc", (7, 144))
+    y = m.tensor("y", (1, 7))
+    return m.op("FULLY_CONNECTED", [flat, w, b], [y], "FullyConnectedOptions",
+                FusedActivationFunction=1)
+
+
+def tfl_pool(code, **fields):
+    def build(m, x):
+        y = m.tensor("y", (1, 3, 3, 4))
+        return m.op(code, [x], [y], "Pool2DOptions", StrideH=2, StrideW=2, FilterHeight=2,
+                    FilterWidth=2, FusedActivationFunction=0, **fields)
+    return build
+
+
+def tfl_single(code, out_shape=(1, 6, 6, 4), *extra, options=None, **fields):
+    def build(m, x):
+        y = m.tensor("y", out_shape)
+        inputs = [x] + [m.const(name, array) for name, array in extra]
+        return m.op(code, inputs, [y], options, **fields)
+    return build
+
+
+def tfl_softmax(m, x):
+    logits = tfl_flatten_dense(m, x)
+    y = m.tensor("probabilities", (1, 7))
+    return m.op("SOFTMAX", [logits], [y], "SoftmaxOptions", Beta=1.0)
+
+
+#: float op -> (builder, the IR layer types its walk makes).
+TFLITE_CASES = {
+    "CONV_2D": (tfl_conv, [Conv]),
+    "DEPTHWISE_CONV_2D": (lambda m, x: tfl_conv(m, x, depthwise=True), [Conv]),
+    # TFLite's FULLY_CONNECTED flattens an H x W x C input itself.
+    "FULLY_CONNECTED": (lambda m, x: tfl_flatten_dense(m, x, reshape=False), [Reshape, Dense]),
+    "RESHAPE": (tfl_flatten_dense, [Reshape, Dense]),
+    "ADD": (lambda m, x: m.op("ADD", [x, x], [m.tensor("y", (1, 6, 6, 4))], "AddOptions",
+                              FusedActivationFunction=0), [Add]),
+    "AVERAGE_POOL_2D": (tfl_pool("AVERAGE_POOL_2D", Padding=1), [AvgPool]),
+    "MAX_POOL_2D": (tfl_pool("MAX_POOL_2D", Padding=0), [MaxPool]),
+    "MEAN": (tfl_single("MEAN", (1, 4), ("axes", np.array([1, 2], np.int32)),
+                        options="ReducerOptions", KeepDims=False), [AvgPool]),
+    "RELU": (tfl_single("RELU"), [Relu]),
+    "RELU6": (tfl_single("RELU6"), [Relu]),
+    "SOFTMAX": (tfl_softmax, [Reshape, Dense]),
+}
+
+
+def tflite_parts(path):
+    from fpganet.model.tflite_import import _parse
+
+    parsed = _parse(path)
+    return parsed.tensors, parsed.ops, parsed.graph_inputs, parsed.graph_outputs
+
+
+def test_every_float_tflite_op_has_a_case_here():
+    from fpganet.model.tflite_import import FLOAT_OPS
+
+    assert sorted(TFLITE_CASES) == sorted(FLOAT_OPS)
+
+
+@pytest.mark.parametrize("code", sorted(TFLITE_CASES))
+def test_tflite_handler_on_a_small_float_model(code, tmp_path):
+    """The op's handler (before ReLU fusion) against LiteRT's float kernels."""
+    from fpganet.model.ir import Graph
+    from fpganet.model.tflite_context import FloatContext
+    from test_tflite_float import litert
+
+    build, kinds = TFLITE_CASES[code]
+    path = tmp_path / f"{code}.tflite"
+    path.write_bytes(tflite_model(build))
+    tensors, ops, inputs, outputs = tflite_parts(path)
+    assert any(op.code == code for op in ops)
+    ctx = FloatContext(tensors, ops, inputs, outputs)
+    ctx.run()
+    assert [type(layer) for layer in ctx.layers] == kinds
+    name, shape = ctx.logits_name_shape()
+    graph = Graph("t", ctx.input_name, ctx.input_chw, name, shape, ctx.layers)
+    # Spread wide enough that RELU6 clips.
+    x = 4 * np.random.default_rng(8).standard_normal((4, *ctx.input_chw)).astype(np.float32)
+    reference, _ = litert(path, x)
+    ours = run_float(graph, x)
+    if ours.ndim == 4:   # NCHW against LiteRT's NHWC
+        ours = ours.transpose(0, 2, 3, 1)
+    np.testing.assert_allclose(ours.reshape(reference.shape), reference, rtol=1e-4, atol=1e-4)
+
+
+def tflite_unsupported_list(path, load):
+    with pytest.raises(FpganetError) as caught:
+        load(path)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("unsupported op TANH (#0, output 'y'); supported: ")
+    return tuple(message.split("; supported: ")[1].split(", "))
+
+
+@pytest.mark.parametrize("kind", ["float", "int8"])
+def test_tflite_refusal_lists_exactly_the_registry(kind, tmp_path):
+    from fpganet.model.tflite_import import FLOAT_OPS, TFLITE_OPS, load_tflite, load_tflite_float
+    from fpganet.model.tflite_registry import HANDLERS, supported
+    from test_tflite_float import INT8
+
+    int8 = kind == "int8"
+    path = tmp_path / "tanh.tflite"
+    path.write_bytes(tflite_model(tfl_single("TANH"), dtype=INT8 if int8 else None,
+                                  quant=([0.1], [0]) if int8 else None))
+    listed = tflite_unsupported_list(path, load_tflite if int8 else load_tflite_float)
+    assert listed == supported(kind) == (TFLITE_OPS if int8 else FLOAT_OPS)
+    assert set(listed) <= set(HANDLERS[kind])
+
+
+def test_float_tflite_quantize_is_refused_as_a_mixed_model(tmp_path):
+    from fpganet.model.tflite_import import load_tflite_float
+
+    path = tmp_path / "mixed.tflite"
+    path.write_bytes(tflite_model(lambda m, x: tfl_conv(m, m.op(
+        "QUANTIZE", [x], [m.tensor("q", (1, 6, 6, 4))]))))
+    with pytest.raises(FpganetError, match="QUANTIZE #0 .* in a model with float32 weights: "
+                                           "a mixed model"):
+        load_tflite_float(path)
