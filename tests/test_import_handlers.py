@@ -301,3 +301,71 @@ def test_float_tflite_quantize_is_refused_as_a_mixed_model(tmp_path):
     with pytest.raises(FpganetError, match="QUANTIZE #0 .* in a model with float32 weights: "
                                            "a mixed model"):
         load_tflite_float(path)
+
+
+# The int8 TFLite path: the float IR with the model's quantization attached -------------------
+
+def int8_tflite_model():
+    """image int8 [1, 6, 6, 4] -> CONV_2D 3x3 SAME stride 2 RELU (per-channel weight scales)
+    -> FULLY_CONNECTED over the flattened 3x3x5 map -> logits int8 [1, 3]."""
+    from test_tflite_float import INT8, INT32, SAME, TFLiteModel
+
+    rng = np.random.default_rng(11)
+    m = TFLiteModel()
+    x = m.tensor("image", (1, 6, 6, 4), INT8, quant=([0.05], [-3]))
+    conv_codes = rng.integers(-127, 128, (5, 3, 3, 4)).astype(np.int8)
+    conv_scales = rng.uniform(0.002, 0.01, 5).astype(np.float32)
+    w = m.tensor("conv/w", conv_codes.shape, INT8, conv_codes.tobytes(),
+                 quant=(conv_scales, [0] * 5))
+    b = m.tensor("conv/b", (5,), INT32, rng.integers(-500, 500, 5).astype(np.int32).tobytes())
+    y = m.tensor("conv", (1, 3, 3, 5), INT8, quant=([0.08], [-128]))
+    m.op("CONV_2D", [x, w, b], [y], "Conv2DOptions", Padding=SAME, StrideH=2, StrideW=2,
+         FusedActivationFunction=1, DilationHFactor=1, DilationWFactor=1)
+    fc_codes = rng.integers(-127, 128, (3, 45)).astype(np.int8)
+    fw = m.tensor("fc/w", fc_codes.shape, INT8, fc_codes.tobytes(), quant=([0.004], [0]))
+    fb = m.tensor("fc/b", (3,), INT32, rng.integers(-900, 900, 3).astype(np.int32).tobytes())
+    logits = m.tensor("logits", (1, 3), INT8, quant=([0.2], [5]))
+    m.op("FULLY_CONNECTED", [y, fw, fb], [logits], "FullyConnectedOptions",
+         FusedActivationFunction=0)
+    return m.build([x], [logits]), conv_codes, conv_scales
+
+
+def test_int8_tflite_enters_through_the_float_ir(tmp_path):
+    from fpganet.model.tflite_import import load_tflite, load_tflite_graph
+
+    data, conv_codes, conv_scales = int8_tflite_model()
+    path = tmp_path / "int8.tflite"
+    path.write_bytes(data)
+    graph = load_tflite_graph(path)
+    assert [type(layer) for layer in graph.layers] == [Conv, Reshape, Dense]
+    given = graph.quantization
+    assert given["activations"] == {-1: (pytest.approx(0.05), -3), 0: (pytest.approx(0.08), -128),
+                                    2: (pytest.approx(0.2), 5)}
+    assert sorted(given["integers"]) == sorted(given["weight_scales"]) == [0, 2]
+    oihw = conv_codes.transpose(0, 3, 1, 2)
+    assert np.array_equal(given["integers"][0].weight, oihw)
+    assert given["integers"][0].origin == "CONV_2D #0 ('conv')"
+    # The IR's float weights are the codes times their scales (a float reference model).
+    np.testing.assert_allclose(graph.layers[0].weight, oihw * conv_scales[:, None, None, None],
+                               rtol=1e-6)
+    net = load_tflite(path)
+    assert [layer.name for layer in net.layers] == [layer.name for layer in graph.layers]
+    assert np.array_equal(net.layers[0].weight, oihw)
+    assert net.calibration["method"] == "tflite" and net.source["format"] == "tflite"
+
+
+def test_quantizer_takes_the_given_integers(tmp_path):
+    """The integers attached to the IR are used as they are, not requantized from the float
+    weights: changing one changes the network."""
+    from fpganet.config import DEFAULT_CONFIG
+    from fpganet.model.tflite_import import load_tflite_graph
+    from fpganet.quantize import quantize_graph
+
+    path = tmp_path / "int8.tflite"
+    path.write_bytes(int8_tflite_model()[0])
+    graph = load_tflite_graph(path)
+    before = quantize_graph(graph, None, config=DEFAULT_CONFIG).layers[0]
+    graph.quantization["integers"][0].bias[1] += 7
+    after = quantize_graph(graph, None, config=DEFAULT_CONFIG).layers[0]
+    assert after.bias[1] == before.bias[1] + 7
+    assert np.array_equal(np.delete(after.bias, 1), np.delete(before.bias, 1))

@@ -2,26 +2,24 @@
 
 :class:`TfliteContext` holds what every op handler (:mod:`fpganet.model.tflite_ops`)
 shares: labels, shapes, constants, fused activations, SAME/VALID windows, the NHWC -> NCHW
-weight layouts and the flatten before FULLY_CONNECTED. Its two kinds differ only in the
-tensors they accept and in what a layer becomes: :class:`FloatContext` emits the float IR
-(:mod:`fpganet.model.ir`) for post-training quantization; :class:`Int8Context` emits the
-integer network's layers (:mod:`fpganet.qnet`) with the model's own scales, zero points,
-int8 weights and int32 biases.
+weight layouts and the flatten before FULLY_CONNECTED, and the layers it emits in the float
+IR (:mod:`fpganet.model.ir`). Its two kinds differ only in the tensors they accept and in a
+linear layer's parameters: :class:`FloatContext` reads a float32 model, for post-training
+quantization; :class:`Int8Context` a fully-int8 one, whose own scales, zero points, int8
+weights and int32 biases it records as the graph's quantization (``"activations"``,
+``"weight_scales"``, ``"integers"``), which the quantizer takes as given.
 """
 
-import dataclasses
 from collections import namedtuple
 
 import numpy as np
 
 from ..errors import FpganetError
-from ..quantize.fixed_point import average_multiplier
-from .ir import Add, AvgPool, Conv, Dense, Reshape
+from .ir import REQUANTIZING_LAYERS, AvgPool, Conv, Dense, IntegerWeights, Reshape
 from .tflite_registry import HANDLERS, MIXED, supported
 from .tflite_read import NUMPY_DTYPES
 
-__all__ = ["TfliteContext", "Int8Context", "FloatContext", "TensorValue", "Output",
-           "constant_channels"]
+__all__ = ["TfliteContext", "Int8Context", "FloatContext", "TensorValue", "Output"]
 
 _ACTIVATIONS = {0: None, 1: "RELU", 3: "RELU6"}
 
@@ -44,9 +42,8 @@ class TfliteContext:
     """The walk over the operators that the int8 and the float reader share.
 
     A kind names its handlers' registry in ``KIND`` (:data:`fpganet.model.tflite_registry.HANDLERS`)
-    and the weights' dtype in ``WEIGHTS``, and provides ``output(op)`` (an :data:`Output`),
-    ``conv``, ``dense``, ``reshape_layer`` and ``lower``: what a layer the handlers describe
-    becomes.
+    and the weights' dtype in ``WEIGHTS``, and provides ``output(op)`` (an :data:`Output`)
+    and ``linear_parts`` (a linear layer's float weight and bias, and its fused activation).
     """
 
     KIND = None
@@ -126,13 +123,12 @@ class TfliteContext:
             raise FpganetError(f"{op.code} #{op.index} has {len(op.outputs)} outputs; expected one")
         return self.tensors[op.outputs[0]], f"output of {op.code} #{op.index}"
 
-    def emit(self, layer, op, sources, out_index, flat_from=None):
+    def emit(self, layer, sources, out_index, quant=(None, None)):
+        """Append an IR layer reading the layers ``sources`` (-1: the network input); it computes
+        tensor ``out_index``, whose ``(scale, zero point)`` is ``quant`` (None in a float model)."""
         layer.inputs = tuple(sources)
         self.layers.append(layer)
-        # An integer layer carries its output's (scale, zero point); a float IR layer none.
-        scale, zero_point = getattr(layer, "scale", (None, None))
-        self.values[out_index] = TensorValue(len(self.layers) - 1, tuple(layer.out_shape), scale,
-                                        zero_point, flat_from)
+        self.values[out_index] = TensorValue(len(self.layers) - 1, tuple(layer.out_shape), *quant)
 
     def activation(self, op):
         code = op.options.get("activation", 0)
@@ -295,12 +291,37 @@ class TfliteContext:
         pads, stride = self.window(op, value.chw, kernel, out_chw)
         return tuple(kernel), stride, pads
 
+    # What a layer becomes: an IR layer, the same for both kinds -------------------------
+
     def flatten(self, op, value, flat, k, name):
         """Emit the flatten of an ``H x W x C`` map (``flat``) before a FULLY_CONNECTED into a
         vector of ``k``; returns that vector."""
-        self.emit(self.reshape_layer(name, flat, (k, 1, 1), value), op, (value.layer,),
-                  ("flatten", op.index))
+        self.emit(Reshape(name=name, in_shape=flat, out_shape=(k, 1, 1)), (value.layer,),
+                  ("flatten", op.index), (value.scale, value.zp))
         return TensorValue(len(self.layers) - 1, (k, 1, 1), value.scale, value.zp)
+
+    def conv(self, op, value, out, weight, axis, groups, stride, pads):
+        weight, bias, relu, clip_max = self.linear_parts(op, value, weight, axis)
+        self.lower(Conv(name=out.tensor.name, weight=weight, bias=bias, stride=stride, pads=pads,
+                        in_shape=value.chw, out_shape=out.chw, relu=relu, groups=int(groups),
+                        clip_max=clip_max), (value,), out)
+
+    def dense(self, op, value, out, weight):
+        m, k = weight.shape
+        weight, bias, relu, clip_max = self.linear_parts(op, value, weight, 0)
+        self.lower(Dense(name=out.tensor.name, weight=weight, bias=bias, in_shape=(k, 1, 1),
+                         out_shape=(m, 1, 1), relu=relu, clip_max=clip_max), (value,), out)
+
+    def lower(self, layer, inputs, out):
+        """Emit the IR layer a handler describes, reading ``inputs`` (:class:`TensorValue`),
+        computing ``out``."""
+        self.emit(layer, [value.layer for value in inputs], out.tensor.index, (out.scale, out.zp))
+
+    def quantization(self):
+        """The model's own quantization, as :attr:`fpganet.model.ir.Graph.quantization` (None:
+        a float model)."""
+        return None
+
 
 class Int8Context(TfliteContext):
     """A fully-int8 model into the integer network's layers."""
@@ -308,9 +329,11 @@ class Int8Context(TfliteContext):
     KIND = "int8"
     WEIGHTS = "int8"
 
-    def __init__(self, tensors, ops, graph_inputs, graph_outputs, config):
+    def __init__(self, tensors, ops, graph_inputs, graph_outputs):
         super().__init__(tensors, ops, graph_inputs, graph_outputs)
-        self.config = config
+        self.activations = {}      # layer index (-1: the input) -> (scale, zero point)
+        self.weight_scales = {}    # linear layer index -> float32 [M]
+        self.integers = {}         # linear layer index -> IntegerWeights
 
     def activation_qparams(self, tensor, what):
         """(scale, zero point) of an int8 activation tensor, or a one-line refusal."""
@@ -360,14 +383,13 @@ class Int8Context(TfliteContext):
         if self.input_q is None:
             raise FpganetError(f"the network input {source} is float32 and no QUANTIZE reads it: "
                                f"the model is not fully int8 quantized")
+        self.activations[-1] = self.input_q
         return self.result(output_index)
 
-    def linear(self, op, value, tensor, out_chw, s_out, zp_out, weight, axis, kind, stride, pads,
-               groups):
-        from ..qnet import QConv
-        from ..quantize.quantizer import channel_multipliers, clamp_codes
-
-        name = tensor.name
+    def linear_parts(self, op, value, weight, axis):
+        """The float IR weight and bias of a linear op whose int8 ``weight`` (OIHW, or a
+        dense ``[M, K]``) has its scales along ``axis``, with its fused activation; its
+        integers and scales are recorded for the quantizer."""
         m = weight.shape[0]
         w_tensor = self.tensors[op.inputs[1]]
         s_w = w_tensor.scale
@@ -395,74 +417,25 @@ class Int8Context(TfliteContext):
         if bias.shape != (m,):
             raise FpganetError(f"{self.label(op)}: bias {self.tensors[op.inputs[2]]} has shape "
                                f"{list(bias.shape)}, expected [{m}]")
-        row_sums = weight.reshape(m, -1).astype(np.int64).sum(axis=1)
-        bias64 = bias.astype(np.int64) - value.zp * row_sums
-        mode = self.config.requant_mode
-        # LiteRT's reference FULLY_CONNECTED rounds once, its convolutions twice.
-        single = kind == "dense" and mode == "tflite"
-        # With fewer multiplier bits than 15, the model's own scales are kept and its
-        # multipliers rounded (docs/numerics.md section 9).
-        mult, shift = channel_multipliers(value.scale, s_w, s_out, name, mode,
-                                          self.config.requant_mult_bits)
-        if mode == "tflite":
-            weight, bias64, mult, shift = constant_channels(weight, bias64, mult, shift, single)
-        if np.any(np.abs(bias64) >= 1 << 31):
-            channel = int(np.argmax(np.abs(bias64)))
-            raise FpganetError(f"{self.label(op)}: the bias of output channel {channel} with the "
-                               f"input zero point folded in, {int(bias64[channel])}, is not int32")
-        # The fused activation folds into the clamp as the quantizer folds a ReLU / ReLU6.
         relu, clip_max = self.relu(op)
-        lo, hi = clamp_codes(relu, clip_max, s_out, zp_out)
-        layer = QConv(name=name, kind=kind, in_shape=tuple(value.chw), out_shape=tuple(out_chw),
-                      kernel=tuple(weight.shape[2:]), stride=tuple(stride), pads=tuple(pads),
-                      zp_in=int(value.zp), zp_out=int(zp_out), lo=lo, hi=hi,
-                      relu=relu, weight=weight.astype(np.int8),
-                      bias=bias64.astype(np.int32), mult=mult, shift=shift, s_in=value.scale,
-                      s_out=s_out, s_w=s_w.astype(np.float32), groups=int(groups),
-                      single_rounding=single)
-        layer.validate(self.config.acc_width, self.config.requant_mode)   # naming the layer
-        self.emit(layer, op, (value.layer,), tensor.index)
+        index = len(self.layers)
+        codes = weight if weight.ndim == 4 else np.ascontiguousarray(weight.reshape(m, -1, 1, 1))
+        self.integers[index] = IntegerWeights(codes, bias, self.label(op))
+        self.weight_scales[index] = s_w.astype(np.float32)
+        # The IR's float values are the model's: codes times scales.
+        scales = s_w.astype(np.float64).reshape((m,) + (1,) * (weight.ndim - 1))
+        real_weight = (weight.astype(np.float64) * scales).astype(np.float32)
+        real_bias = (bias.astype(np.float64) * value.scale * s_w).astype(np.float32)
+        return real_weight, real_bias, relu, clip_max
 
-    # What a layer becomes: the integer network's -----------------------------------------
+    def lower(self, layer, inputs, out):
+        if isinstance(layer, REQUANTIZING_LAYERS):
+            self.activations[len(self.layers)] = (out.scale, out.zp)
+        super().lower(layer, inputs, out)
 
-    def conv(self, op, value, out, weight, axis, groups, stride, pads):
-        self.linear(op, value, out.tensor, out.chw, out.scale, out.zp, weight, axis, "conv",
-                    stride, pads, groups)
-
-    def dense(self, op, value, out, weight):
-        value = TensorValue(value.layer, (weight.shape[1], 1, 1), value.scale, value.zp)
-        self.linear(op, value, out.tensor, out.chw, out.scale, out.zp,
-                    np.ascontiguousarray(weight.reshape(*weight.shape, 1, 1)), 0, "dense",
-                    (1, 1), (0, 0, 0, 0), 1)
-
-    def reshape_layer(self, name, in_shape, out_shape, value):
-        from ..qnet import QReshape
-
-        return QReshape(name=name, in_shape=in_shape, out_shape=out_shape, zp=value.zp,
-                        s=value.scale)
-
-    def lower(self, layer, op, inputs, out):
-        """Emit the integer layer of an IR Add, AvgPool or MaxPool reading ``inputs``."""
-        from ..qnet import QMaxPool
-        from ..quantize.quantizer import quantize_add, quantize_avgpool
-
-        mode, bits = self.config.requant_mode, self.config.requant_mult_bits
-        value = inputs[0]
-        if isinstance(layer, Add):
-            layer = quantize_add(layer, (value.scale, value.zp), (inputs[1].scale, inputs[1].zp),
-                                 (out.scale, out.zp), mode, bits)
-        elif isinstance(layer, AvgPool):
-            layer = quantize_avgpool(layer, value.scale, value.zp, out.scale, out.zp, mode, bits)
-            if mode == "tflite" and (value.scale, value.zp) == (out.scale, out.zp):
-                # LiteRT's own arithmetic: the codes' sum divided by the count, rounded half
-                # away from zero, which one rounding by a multiplier just above 1 / count gives.
-                mult, shift = average_multiplier(layer.count)
-                layer = dataclasses.replace(layer, sum_codes=True, mult=mult, shift=shift)
-        else:
-            layer = QMaxPool(name=layer.name, in_shape=layer.in_shape, out_shape=layer.out_shape,
-                             kernel=layer.kernel, stride=layer.stride, pads=layer.pads,
-                             zp=value.zp, s=value.scale)
-        self.emit(layer, op, tuple(v.layer for v in inputs), out.tensor.index)
+    def quantization(self):
+        return {"activations": self.activations, "weight_scales": self.weight_scales,
+                "integers": self.integers, "arithmetic": "tflite"}
 
 
 class FloatContext(TfliteContext):
@@ -501,49 +474,7 @@ class FloatContext(TfliteContext):
         self.walk(output_index)
         return self.result(output_index)
 
-    # What a layer becomes: the float IR's ----------------------------------------------
-
-    def conv(self, op, value, out, weight, axis, groups, stride, pads):
+    def linear_parts(self, op, value, weight, axis):
+        """The float weight and bias of a linear op, with its fused activation."""
         relu, clip_max = self.relu(op)
-        self.emit(Conv(name=out.tensor.name, weight=weight, bias=self.bias(op, len(weight)),
-                       stride=stride, pads=pads, in_shape=value.chw, out_shape=out.chw,
-                       relu=relu, groups=int(groups), clip_max=clip_max),
-                  op, (value.layer,), out.tensor.index)
-
-    def dense(self, op, value, out, weight):
-        m, k = weight.shape
-        relu, clip_max = self.relu(op)
-        self.emit(Dense(name=out.tensor.name, weight=weight, bias=self.bias(op, m),
-                        in_shape=(k, 1, 1), out_shape=(m, 1, 1), relu=relu, clip_max=clip_max),
-                  op, (value.layer,), out.tensor.index)
-
-    def reshape_layer(self, name, in_shape, out_shape, value):
-        return Reshape(name=name, in_shape=in_shape, out_shape=out_shape)
-
-    def lower(self, layer, op, inputs, out):
-        self.emit(layer, op, tuple(v.layer for v in inputs), out.tensor.index)
-
-
-def constant_channels(weight, bias, mult, shift, single):
-    """A layer's channels whose output does not depend on its input, in the ``tflite``
-    requantization mode's parameter entry, with the same outputs.
-
-    A channel TFLite gives the multiplier 0 (its real multiplier is below 2**-32) outputs its
-    zero point: weights and bias become 0, the multiplier 2**30. A channel whose weights are all
-    zero outputs the constant ``multiply_tflite(bias, M, shift)`` (converters leave such
-    channels, a folded batch norm's, with biases near 2**30): the bias becomes that constant
-    (bounded to +-1024, where the clamp decides alike) and ``M = 2**31 - 1``, ``shift`` 0,
-    which return it unchanged with either rounding. Neither fits the entry as it came (``M``
-    in [2**30, 2**31), a 28-bit bias).
-    """
-    from ..quantize.fixed_point import multiply_tflite
-
-    weight, bias = weight.copy(), bias.copy()
-    mult, shift = mult.copy(), shift.copy()
-    silent = mult == 0
-    weight[silent], bias[silent], mult[silent], shift[silent] = 0, 0, 1 << 30, 0
-    flat = ~weight.reshape(len(weight), -1).any(axis=1) & ~silent
-    value = multiply_tflite(bias[flat], mult[flat], shift[flat], single)
-    bias[flat] = np.clip(value, -1024, 1024)
-    mult[flat], shift[flat] = (1 << 31) - 1, 0
-    return weight, bias, mult, shift
+        return weight, self.bias(op, len(weight)), relu, clip_max

@@ -43,12 +43,13 @@ from ..errors import FpganetError, one_line
 from ..files import existing_file
 from . import tflite_ops  # noqa: F401  (registers the op handlers)
 from .ir import Graph, fuse_relu
-from .tflite_context import FloatContext, Int8Context, constant_channels
+from .tflite_context import FloatContext, Int8Context
 from .tflite_read import read_model
 from .tflite_registry import supported
 
-__all__ = ["load_tflite", "load_tflite_float", "load_tflite_any", "tflite_kind", "is_tflite",
-           "TFLITE_OPS", "FLOAT_OPS", "constant_channels"]
+__all__ = ["load_tflite", "load_tflite_float", "load_tflite_any", "load_tflite_graph",
+           "tflite_kind", "is_tflite",
+           "TFLITE_OPS", "FLOAT_OPS"]
 
 #: The flatbuffer file identifier of a TFLite model (bytes 4..8).
 IDENTIFIER = b"TFL3"
@@ -190,19 +191,21 @@ def load_tflite_float(path):
     if parsed.kind != "float":
         raise FpganetError(f"'{os.fspath(path)}' is a fully-int8 TFLite model, not a float one: "
                            f"it compiles with its own quantization (load_tflite)")
-    return _float_graph(path, parsed)
+    return _graph(path, parsed)
 
 
-def _float_graph(path, parsed):
-    importer = FloatContext(parsed.tensors, parsed.ops, parsed.graph_inputs,
-                            parsed.graph_outputs)
+def _graph(path, parsed):
+    """The float IR of a read model: a float32 one's with its ReLUs fused, a fully-int8 one's
+    with its own quantization attached."""
+    context = FloatContext if parsed.kind == "float" else Int8Context
+    importer = context(parsed.tensors, parsed.ops, parsed.graph_inputs, parsed.graph_outputs)
     importer.run()
     output_name, output_shape = importer.logits_name_shape()
     graph = Graph(name=Path(path).stem, input_name=importer.input_name,
                   input_shape=tuple(importer.input_chw), output_name=output_name,
                   output_shape=output_shape, layers=importer.layers, notes=importer.notes,
-                  dropped_output_op=importer.dropped)
-    return fuse_relu(graph)
+                  dropped_output_op=importer.dropped, quantization=importer.quantization())
+    return fuse_relu(graph) if parsed.kind == "float" else graph
 
 
 def load_tflite(path, config=None, source=None):
@@ -232,7 +235,7 @@ def load_tflite(path, config=None, source=None):
         raise FpganetError(f"'{os.fspath(path)}' is a float32 TFLite model, not a fully-int8 "
                            f"one: it needs post-training quantization with calibration data "
                            f"(--calib)")
-    return _int8_network(parsed, config, source)
+    return _int8_network(path, parsed, config, source)
 
 
 def load_tflite_any(path, config=None, source=None):
@@ -241,34 +244,33 @@ def load_tflite_any(path, config=None, source=None):
     unused)."""
     parsed = _parse(path)
     if parsed.kind == "float":
-        return _float_graph(path, parsed)
-    return _int8_network(parsed, config, source)
+        return _graph(path, parsed)
+    return _int8_network(path, parsed, config, source)
 
 
-def _int8_network(parsed, config, source):
+def load_tflite_graph(path):
+    """A TFLite model of either kind at ``path`` in the float IR (a
+    :class:`~fpganet.model.ir.Graph`): a float32 model's as :func:`load_tflite_float` gives it;
+    a fully-int8 model's with the model's own quantization attached
+    (:attr:`~fpganet.model.ir.Graph.quantization`: its tensors' scales and zero points, weight
+    scales, int8 weights and int32 biases), which :func:`~fpganet.quantize.quantize_graph`
+    takes as given (as :func:`load_tflite` does). Its float weights and biases are the
+    model's codes times their scales."""
+    return _graph(path, _parse(path))
+
+
+def _int8_network(path, parsed, config, source):
+    """A fully-int8 model's graph quantized with its own quantization, as given."""
     from ..config import DEFAULT_CONFIG
-    from ..qnet import QNetwork
+    from ..quantize import quantize_graph
 
     config = config or DEFAULT_CONFIG
     if config.operand_width != 8:
         raise FpganetError(f"a TFLite int8 model needs operand_width 8, not {config.operand_width}")
-    importer = Int8Context(parsed.tensors, parsed.ops, parsed.graph_inputs,
-                           parsed.graph_outputs, config)
-    result = importer.run()
-    output_name, output_shape = importer.logits_name_shape()
-    layers = importer.layers
-    for index, layer in enumerate(layers):
-        # A chain stays without explicit inputs, as the ONNX path writes it.
-        if tuple(layer.inputs) == (index - 1,):
-            layer.inputs = None
+    graph = _graph(path, parsed)
     info = {"format": "tflite", "schema_version": parsed.version,
-            "description": parsed.description, "dropped_output_op": importer.dropped,
-            "notes": list(importer.notes), "ops": len(parsed.ops), **(source or {})}
-    net = QNetwork(layers=layers, input_name=importer.input_name, input_shape=importer.input_chw,
-                   input_scale=importer.input_q[0], input_zp=importer.input_q[1],
-                   output_name=output_name, output_shape=output_shape,
-                   output_scale=result.scale, output_zp=result.zp, config=config, source=info,
-                   calibration={"data": "scales and zero points of the TFLite model's int8 "
-                                        "tensors", "method": "tflite", "samples": 0})
-    net.validate()
-    return net
+            "description": parsed.description, "dropped_output_op": graph.dropped_output_op,
+            "notes": list(graph.notes), "ops": len(parsed.ops), **(source or {})}
+    return quantize_graph(graph, None, config=config, source=info,
+                          calibration={"data": "scales and zero points of the TFLite model's "
+                                               "int8 tensors", "method": "tflite", "samples": 0})

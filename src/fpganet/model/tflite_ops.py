@@ -5,7 +5,8 @@ A handler is ``handler(ctx, op)``: ``ctx`` the walk's
 :class:`~fpganet.model.tflite_context.Int8Context` for a fully-int8 model, a
 :class:`~fpganet.model.tflite_context.FloatContext` for a float32 one), ``op`` the read
 operator. It checks the op, reads its tensors through ``ctx`` and has ``ctx`` emit the
-layer (``conv``, ``dense``, ``lower``), which the kind makes an integer or a float IR layer.
+layer of the float IR (``conv``, ``dense``, ``lower``); an int8 model's carries the model's
+quantization as annotations (:attr:`fpganet.model.ir.Graph.quantization`).
 A new op is one such function under :func:`tflite_handler`; each kind's supported list and
 its refusal of any other op come from the registry
 (:data:`fpganet.model.tflite_registry.HANDLERS`).
@@ -52,15 +53,15 @@ def add(ctx, op):
     out = ctx.output(op)
     a, b = ctx.add_operands(op, out.chw)
     relu, clip_max = ctx.relu(op)
-    ctx.lower(Add(name=out.tensor.name, in_shape=out.chw, relu=relu, clip_max=clip_max), op,
-              (a, b), out)
+    ctx.lower(Add(name=out.tensor.name, in_shape=out.chw, relu=relu, clip_max=clip_max), (a, b),
+              out)
 
 
 @tflite_handler("AVERAGE_POOL_2D", "int8", "float")
 def average_pool_2d(ctx, op):
     value = ctx.value(op, 0)
     out = ctx.output(op)
-    ctx.lower(ctx.average_pool(op, value, out.tensor, out.chw), op, (value,), out)
+    ctx.lower(ctx.average_pool(op, value, out.tensor, out.chw), (value,), out)
 
 
 @tflite_handler("MAX_POOL_2D", "int8", "float")
@@ -72,7 +73,7 @@ def max_pool_2d(ctx, op):
                            f"pooling passes them through")
     kernel, stride, pads = ctx.max_pool_window(op, value, out.chw)
     ctx.lower(MaxPool(name=out.tensor.name, kernel=kernel, stride=stride, pads=pads,
-                      in_shape=value.chw, out_shape=out.chw), op, (value,), out)
+                      in_shape=value.chw, out_shape=out.chw), (value,), out)
 
 
 @tflite_handler("MEAN", "float")
@@ -89,7 +90,7 @@ def mean(ctx, op):
         raise FpganetError(f"{ctx.label(op)}: MEAN over axes {axes} of {shape}; fpganet takes a "
                            f"mean over H and W of a [1, H, W, C] map (a global average pool)")
     ctx.lower(AvgPool(name=out.tensor.name, kernel=(h, w), stride=(1, 1), pads=(0, 0, 0, 0),
-                      in_shape=value.chw, out_shape=out.chw), op, (value,), out)
+                      in_shape=value.chw, out_shape=out.chw), (value,), out)
 
 
 @tflite_handler("RESHAPE", "int8", "float")
@@ -118,8 +119,7 @@ def relu(ctx, op, clip_max=None):
     out = ctx.output(op)
     if out.chw != value.chw:
         raise FpganetError(f"{ctx.label(op)} changes the shape of its input")
-    ctx.lower(Relu(name=out.tensor.name, in_shape=value.chw, clip_max=clip_max), op, (value,),
-              out)
+    ctx.lower(Relu(name=out.tensor.name, in_shape=value.chw, clip_max=clip_max), (value,), out)
 
 
 @tflite_handler("RELU6", "float")
