@@ -355,12 +355,25 @@ def attach_quantization(graph, info, tensor_layers, node_layers, ignored=None):
         A quantized tensor the accelerator fuses away with another scale, a requantizing
         layer without an output quantization, weights changed by a fold.
     """
-    layers = graph.layers
-    index_of = {id(layer): index for index, layer in enumerate(layers)}
+    index_of = {id(layer): index for index, layer in enumerate(graph.layers)}
 
     def layer_index(layer):
         return GRAPH_INPUT if layer is None else index_of.get(id(layer))
 
+    act = _activation_parameters(graph, info, tensor_layers, layer_index, ignored)
+    _pass_through_parameters(graph.layers, act)
+    scales = _weight_scales(graph.layers, info, node_layers, layer_index)
+    graph.quantization = {"activations": {index: value[:2] for index, value in act.items()},
+                          "tensors": {index: value[3] for index, value in act.items()
+                                      if value[3] is not None},
+                          "weight_scales": scales}
+    return graph
+
+
+def _activation_parameters(graph, info, tensor_layers, layer_index, ignored):
+    """Layer index (-1: the input) -> ``(scale, zero point, node, tensor)`` of the activations
+    the model quantizes; the input must be one."""
+    layers = graph.layers
     act = {}
     for tensor, (scale, zp, node, original) in info.activations.items():
         if tensor == ignored:
@@ -379,7 +392,12 @@ def attach_quantization(graph, info, tensor_layers, node_layers, ignored=None):
     if GRAPH_INPUT not in act:
         raise FpganetError(f"the graph input '{graph.input_name}' has no QuantizeLinear; a QDQ "
                            f"model must quantize its input")
-    # Pass-through layers keep their input's quantization: the model must agree.
+    return act
+
+
+def _pass_through_parameters(layers, act):
+    """Give pass-through layers their input's parameters in ``act`` (the model must agree);
+    every requantizing layer must have its own."""
     for index, layer in enumerate(layers):
         source = layer_inputs(layers, index)[0]
         if isinstance(layer, REQUANTIZING_LAYERS):
@@ -397,6 +415,11 @@ def attach_quantization(graph, info, tensor_layers, node_layers, ignored=None):
                                f"through")
         if index not in act:
             act[index] = act[source][:3] + (None,)
+
+
+def _weight_scales(layers, info, node_layers, layer_index):
+    """Linear layer index -> its per-output-channel weight scales; every linear layer's
+    weights must be the model's int8 values."""
     weights = {}
     for node, inputs, touched in node_layers:
         quantized = [name for name in inputs if name in info.constants
@@ -418,11 +441,7 @@ def attach_quantization(graph, info, tensor_layers, node_layers, ignored=None):
                                f"weights must come through a DequantizeLinear")
         (q, scale, dq_node), node = weights[index]
         scales[index] = _channel_scales(layer, q, scale, dq_node)
-    graph.quantization = {"activations": {index: value[:2] for index, value in act.items()},
-                          "tensors": {index: value[3] for index, value in act.items()
-                                      if value[3] is not None},
-                          "weight_scales": scales}
-    return graph
+    return scales
 
 
 def _layer_label(layers, index):
