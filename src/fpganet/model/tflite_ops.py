@@ -40,6 +40,8 @@ def depthwise_conv_2d(ctx, op):
 
 @tflite_handler("FULLY_CONNECTED", "int8", "float")
 def fully_connected(ctx, op):
+    """A dense layer; an ``H x W x C`` input is flattened first (a Reshape, the
+    weight columns permuted from TFLite's (h, w, c) order to fpganet's (c, h, w))."""
     value = ctx.value(op, 0)
     out = ctx.output(op)
     weight, flat = ctx.dense_weight(op, value, out.tensor, out.chw)
@@ -95,6 +97,8 @@ def mean(ctx, op):
 
 @tflite_handler("RESHAPE", "int8", "float")
 def reshape(ctx, op):
+    """Only the flatten before FULLY_CONNECTED (recorded on the value, emitted there), or a
+    reshape where H = W = 1: no layer of its own."""
     value = ctx.value(op, 0)
     tensor, chw, scale, zero_point = ctx.output(op)
     if (scale, zero_point) != (value.scale, value.zp):
@@ -129,6 +133,7 @@ def relu6(ctx, op):
 
 @tflite_handler("SOFTMAX", "int8", "float")
 def softmax(ctx, op):
+    """Dropped at the end of the network: the outputs are the logits before it."""
     readers = ctx.consumers.get(op.outputs[0] if op.outputs else -1, [])
     last = op.outputs == [ctx.output_index] or (
         len(readers) == 1 and readers[0].code == "DEQUANTIZE"
@@ -146,6 +151,7 @@ def softmax(ctx, op):
 
 @tflite_handler("QUANTIZE", "int8")
 def quantize(ctx, op):
+    """Only on the float network input: its output gives the input's scale and zero point."""
     source = op.inputs[0] if op.inputs else -1
     if source != ctx.graph_inputs[0] or ctx.tensors[source].dtype != "float32" \
             or ctx.input_q is not None:
@@ -160,6 +166,7 @@ def quantize(ctx, op):
 
 @tflite_handler("DEQUANTIZE", "int8")
 def dequantize(ctx, op):
+    """Only as the last op: the network outputs the int8 tensor it reads (with its scale)."""
     if op.outputs != [ctx.output_index]:
         raise FpganetError(f"{ctx.label(op)}: DEQUANTIZE is taken only as the network's last "
                            f"op (a float tensor inside the network is not supported)")

@@ -33,6 +33,7 @@ def spatial_pads(ctx, node, index, attrs, in_hw, kernel, stride):
 
 @onnx_handler("Conv", "2-D, dilation 1, any group (depthwise)", takes_affine=True)
 def conv(ctx, node, index, data):
+    """An IR Conv; a per-channel affine still pending from before is folded into it."""
     ctx.data_index(node, index, data.name, (0,))
     attrs = ctx.attrs(node)
     weight = ctx.const(node.input[1], node, index, "weight").astype(np.float32)
@@ -43,8 +44,8 @@ def conv(ctx, node, index, data):
     ctx.require(dilations == [1, 1], node, index, f"dilations {dilations} are not supported "
                 f"(only 1)")
     m, c, kh, kw = weight.shape
-    ctx.require(data.orientation == 0 and len(data.view) == 3, node, index, f"needs an [N, C, H, W] input, "
-                f"got {shape_text(['N', *data.view])}")
+    ctx.require(data.orientation == 0 and len(data.view) == 3, node, index,
+                f"needs an [N, C, H, W] input, got {shape_text(['N', *data.view])}")
     ctx.require(isinstance(groups, int) and groups >= 1 and data.view[0] == c * groups
                 and m % groups == 0, node, index,
                 f"group {groups} with weight {shape_text(weight.shape)} does not fit the "
@@ -82,8 +83,8 @@ def max_pool(ctx, node, index, data):
     if len(node.output) > 1 and node.output[1] and ctx.consumers.get(node.output[1]):
         raise FpganetError(f"{describe(node, index)}: its Indices output is used; not supported")
     attrs = ctx.attrs(node)
-    ctx.require(data.orientation == 0 and len(data.view) == 3, node, index, f"needs an [N, C, H, W] input, "
-                f"got {shape_text(['N', *data.view])}")
+    ctx.require(data.orientation == 0 and len(data.view) == 3, node, index,
+                f"needs an [N, C, H, W] input, got {shape_text(['N', *data.view])}")
     kernel = tuple(attrs.get("kernel_shape", ()))
     ctx.require(len(kernel) == 2, node, index, f"kernel_shape {list(kernel)} is not 2-D")
     dilations = list(attrs.get("dilations", (1, 1)))
@@ -125,6 +126,7 @@ def relu(ctx, node, index, data):
 
 @onnx_handler("Clip", "min 0 (ReLU, ReLU6)")
 def clip(ctx, node, index, data):
+    """Clip(0, max) is a ReLU with ``clip_max`` (ReLU6), fused into the layer before it."""
     ctx.data_index(node, index, data.name, (0,))
     attrs = ctx.attrs(node)
     if "min" in attrs or "max" in attrs:   # before opset 11: attributes
@@ -189,7 +191,8 @@ def global_average_pool(ctx, node, index, data):
     ctx.data_index(node, index, data.name, (0,))
     ctx.require(len(data.view) == 3, node, index, f"needs an [N, C, H, W] input, got "
                 f"{shape_text(['N', *data.view])}")
-    out = pool_window(ctx, node, index, data.view, data.orientation, tuple(data.view[1:]), (1, 1), (0, 0, 0, 0))
+    out = pool_window(ctx, node, index, data.view, data.orientation, tuple(data.view[1:]),
+                      (1, 1), (0, 0, 0, 0))
     return out, 0
 
 
@@ -201,5 +204,6 @@ def reduce_mean(ctx, node, index, data):
     ctx.require(len(data.view) == 3 and axes == [2, 3], node, index,
                 f"ReduceMean over axes {axes} of {shape_text(['N', *data.view])} is not "
                 f"supported; only over H and W (axes [2, 3]) of [N, C, H, W]")
-    out = pool_window(ctx, node, index, data.view, data.orientation, tuple(data.view[1:]), (1, 1), (0, 0, 0, 0))
+    out = pool_window(ctx, node, index, data.view, data.orientation, tuple(data.view[1:]),
+                      (1, 1), (0, 0, 0, 0))
     return (out if attrs.get("keepdims", 1) else (out[0],)), 0

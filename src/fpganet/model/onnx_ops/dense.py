@@ -36,6 +36,8 @@ def dense(ctx, node, index, view, weight, bias):
 
 @onnx_handler("Gemm", "one constant operand", takes_affine=True, takes_order=True)
 def gemm(ctx, node, index, data):
+    """A dense layer; the data tensor may be either operand (its orientation says which
+    way the batch lies)."""
     position = ctx.data_index(node, index, data.name, (0, 1))
     attrs = ctx.attrs(node)
     alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
@@ -71,6 +73,7 @@ def gemm(ctx, node, index, data):
 @onnx_handler("MatMul", "one constant 2-D operand, followed by Add as dense",
               takes_affine=True, takes_order=True)
 def mat_mul(ctx, node, index, data):
+    """A dense layer without bias (an Add after it folds into the bias)."""
     position = ctx.data_index(node, index, data.name, (0, 1))
     ctx.require(len(data.view) == 1, node, index, f"needs a 2-D input, got "
                 f"{shape_text(['N', *data.view])}")

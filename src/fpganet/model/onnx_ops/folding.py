@@ -69,6 +69,8 @@ def residual_add(ctx, node, index, names):
 @onnx_handler("Add", "two feature maps of one shape (residual), or a per-channel constant, folded",
               takes_affine=True, join=residual_add)
 def add(ctx, node, index, data):
+    """A per-channel constant: folded into the bias of the Conv/Gemm before it, or pending
+    forward into the one after it. (An Add of two feature maps is :func:`residual_add`.)"""
     position = ctx.data_index(node, index, data.name, (0, 1))
     layer = last_linear(ctx, node, index, data.view)
     const = ctx.const(node.input[1 - position], node, index, "addend").astype(np.float64)
@@ -78,8 +80,8 @@ def add(ctx, node, index, data):
         pend_affine(ctx, node, index, data.view, np.ones_like(shift), shift)
         return data.view, data.orientation
     m = layer.out_shape[0]
-    layer.bias = (layer.bias.astype(np.float64)
-                  + per_channel(ctx, node, index, const, data.view, data.orientation, m)).astype(np.float32)
+    shift = per_channel(ctx, node, index, const, data.view, data.orientation, m)
+    layer.bias = (layer.bias.astype(np.float64) + shift).astype(np.float32)
     ctx.notes.append(f"folded Add '{layer_name(node, index)}' into the bias of '{layer.name}'")
     return data.view, data.orientation
 
@@ -87,6 +89,8 @@ def add(ctx, node, index, data):
 @onnx_handler("BatchNormalization", "folded into the Conv/Gemm before or after it",
               takes_affine=True)
 def batch_normalization(ctx, node, index, data):
+    """Folded into the weights and bias of the Conv/Gemm before it, or, after anything
+    else (a ReLU), pending forward into the one after it."""
     ctx.data_index(node, index, data.name, (0,))
     attrs = ctx.attrs(node)
     ctx.require(not attrs.get("training_mode", 0), node, index, "training_mode 1 is not supported")

@@ -26,6 +26,8 @@ def dropout(ctx, node, index, data):
 @onnx_handler("Softmax", "final node, dropped")
 @onnx_handler("LogSoftmax", "final node, dropped")
 def final_normalization(ctx, node, index, data):
+    """A final Softmax/LogSoftmax: dropped, the graph then outputs the logits before it
+    (the arg-max is unchanged)."""
     ctx.data_index(node, index, data.name, (0,))
     if node.output[0] != ctx.graph.output[0].name:
         raise FpganetError(f"{describe(node, index)} is not the last node; {node.op_type} is "
@@ -97,6 +99,8 @@ def flatten(ctx, node, index, data):
 
 @onnx_handler("Reshape", "batch stays axis 0", takes_affine=True, takes_order=True)
 def reshape(ctx, node, index, data):
+    """The target shape folded from a constant or a shape expression (``x.view(x.size(0),
+    -1)``), else ONNX's inferred shape; the batch stays axis 0."""
     ctx.data_index(node, index, data.name, (0,))
     ctx.require(data.orientation == 0, node, index, "reshaping a transposed tensor is not supported")
     allow_zero = ctx.attrs(node).get("allowzero", 0)
@@ -154,11 +158,14 @@ def reshape_to(ctx, node, index, target, view, size, allow_zero):
 @onnx_handler("Transpose", "perm [1, 0] on 2-D around Gemm/MatMul; batch-first perms before a Gemm",
               takes_affine=True, takes_order=True)
 def transpose(ctx, node, index, data):
+    """``[1, 0]`` on a 2-D tensor flips the orientation (around Gemm/MatMul); a batch-first
+    permutation is tracked as a data order until a Gemm/MatMul permutes its weight columns."""
     ctx.data_index(node, index, data.name, (0,))
-    perm = list(ctx.attrs(node).get("perm", reversed(range(len(data.view) + 1))))
-    if perm == list(range(len(data.view) + 1)):
+    rank = len(data.view) + 1
+    perm = list(ctx.attrs(node).get("perm", reversed(range(rank))))
+    if perm == list(range(rank)):
         return data.view, data.orientation
-    if len(data.view) >= 2 and data.orientation == 0 and sorted(perm) == list(range(len(data.view) + 1)) \
+    if len(data.view) >= 2 and data.orientation == 0 and sorted(perm) == list(range(rank)) \
             and perm[0] == 0:
         # The batch stays first: the data are reordered, which only a Gemm/MatMul after a
         # flatten can absorb (its weight columns are permuted); tracked until then.
