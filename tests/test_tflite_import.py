@@ -265,7 +265,7 @@ def test_constant_channels_keep_their_outputs(single):
     weights with biases near 2**30) are rewritten into the 64-bit tflite entry with the same
     outputs for any accumulator, with either rounding."""
     from fpganet.isa import param_ranges
-    from fpganet.model.tflite_import import constant_channels
+    from fpganet.quantize.quantizer import constant_channels
     from fpganet.quantize.fixed_point import multiply_tflite
 
     rng = np.random.default_rng(5)

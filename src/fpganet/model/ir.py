@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["Conv", "Dense", "Relu", "MaxPool", "AvgPool", "Add", "Reshape", "Graph",
-           "LINEAR_LAYERS", "REQUANTIZING_LAYERS", "layer_inputs", "fuse_relu"]
+           "IntegerWeights", "LINEAR_LAYERS", "REQUANTIZING_LAYERS", "layer_inputs", "fuse_relu"]
 
 #: Index in ``inputs`` that names the graph input.
 GRAPH_INPUT = -1
@@ -190,6 +190,26 @@ class Reshape:
     inputs: tuple = None
 
 
+@dataclass
+class IntegerWeights:
+    """A Conv's or Dense's integers as a pre-quantized model gives them (a fully-int8 TFLite
+    model): the quantizer takes them as they are (:attr:`Graph.quantization` ``"integers"``).
+
+    Attributes
+    ----------
+    weight : numpy.ndarray
+        int8 [M, C / groups, kh, kw] (a Dense's [M, K, 1, 1]), -127..127.
+    bias : numpy.ndarray
+        int32 [M] at scale ``s_in * s_w[m]``, the input zero point not folded in.
+    origin : str
+        The op that gave them, for messages (``"CONV_2D #3 ('name')"``).
+    """
+
+    weight: np.ndarray
+    bias: np.ndarray
+    origin: str
+
+
 LINEAR_LAYERS = (Conv, Dense)
 #: Layers that compute new values (and so can fold a following ReLU into their output clamp).
 REQUANTIZING_LAYERS = (Conv, Dense, AvgPool, Add)
@@ -222,11 +242,15 @@ class Graph:
         ``"Softmax"`` or ``"LogSoftmax"`` when the final normalization was dropped;
         the IR then outputs the logits before it (same arg-max).
     quantization : dict or None
-        A pre-quantized (QDQ) model's own quantization (:mod:`fpganet.model.qdq`):
-        ``"activations"``, layer index (-1: the input) -> ``(scale, zero_point)`` int8, and
-        ``"weight_scales"``, linear layer index -> float32 [M], and ``"tensors"``, layer
-        index -> the ONNX tensor whose QuantizeLinear gave its output's parameters (where
-        one did); None for a float model.
+        A pre-quantized model's own quantization, which the quantizer takes as given
+        (a QDQ model's, :mod:`fpganet.model.qdq`; a fully-int8 TFLite model's,
+        :mod:`fpganet.model.tflite_import`): ``"activations"``, layer index (-1: the input)
+        -> ``(scale, zero_point)`` int8, and ``"weight_scales"``, linear layer index ->
+        float32 [M]; a QDQ model's ``"tensors"``, layer index -> the ONNX tensor whose
+        QuantizeLinear gave its output's parameters (where one did); a TFLite model's
+        ``"integers"``, linear layer index -> :class:`IntegerWeights`, and ``"arithmetic"``
+        ``"tflite"`` (in the ``tflite`` requantization mode, LiteRT's reference kernels'
+        roundings). None for a float model.
     """
 
     name: str

@@ -68,15 +68,24 @@ def strip_qdq(model):
         integer type other than int8/uint8 for activations, a zero or non-finite scale.
     """
     import onnx
-    from onnx import numpy_helper
 
-    graph = model.graph
     if not any(node.op_type == "QuantizeLinear" and node.domain in ("", "ai.onnx")
-               for node in graph.node):
+               for node in model.graph.node):
         return model, None
     model = onnx.ModelProto.FromString(model.SerializeToString())
-    graph = model.graph
-    info = QdqInfo()
+    strip = _QdqStrip(model.graph)
+    strip.fold_weight_quantizers()
+    strip.dequantize_constants()
+    strip.remove_activation_pairs()
+    strip.refuse_stray_dequantizers()
+    strip.rewire()
+    return model, strip.info
+
+
+def _constant_arrays(graph):
+    """Initializer and Constant name -> array, with the Identity aliases of initializers."""
+    from onnx import numpy_helper
+
     initializers = {}
     for tensor in graph.initializer:
         try:
@@ -96,166 +105,213 @@ def strip_qdq(model):
               and node.input[0] in initializers):
             # torch.onnx.export shares one zero point among Q/DQ nodes through Identity nodes.
             initializers[node.output[0]] = initializers[node.input[0]]
-    consumers = {}
-    for node in graph.node:
-        for name in node.input:
-            consumers.setdefault(name, []).append(node)
-    graph_outputs = {info_.name for info_ in graph.output}
+    return initializers
 
-    def params(node, per_tensor):
-        if node.domain not in ("", "ai.onnx") or len(node.input) < 2 or len(node.output) != 1:
-            raise FpganetError(f"{_name(node)} has {len(node.input)} input(s) and "
-                               f"{len(node.output)} output(s); expected x, scale[, zero_point]")
-        for position, name in enumerate(node.input[1:3]):
-            if (name or position == 0) and name not in initializers:
-                raise FpganetError(f"{_name(node)}: its scale or zero point '{name}' is not a "
-                                   f"constant")
-        scale = np.asarray(initializers[node.input[1]])
-        zp_name = node.input[2] if len(node.input) > 2 else ""
-        if zp_name:
-            zero_point = np.asarray(initializers[zp_name])
-        else:
-            # No zero point: 0 of the type output_dtype names (uint8 by default).
-            from onnx import helper
 
-            to = next((a.i for a in node.attribute if a.name == "output_dtype"), 0)
-            try:
-                dtype = helper.tensor_dtype_to_np_dtype(to) if to else np.uint8
-            except Exception:
-                dtype = np.float32   # refused below as not int8/uint8
-            zero_point = np.zeros((), dtype)
-        if scale.dtype != np.float32 or not scale.size:
-            raise FpganetError(f"{_name(node)}: its scale is {scale.dtype} {list(scale.shape)}; "
-                               f"expected float32")
-        if not np.all(np.isfinite(scale)) or not np.all(scale > 0):
-            raise FpganetError(f"{_name(node)}: its scale must be finite and positive")
-        if per_tensor and (scale.size != 1 or zero_point.size != 1):
-            raise FpganetError(f"{_name(node)} quantizes an activation per channel ({scale.size} "
-                               f"scales); the accelerator has one scale per activation tensor")
-        if zero_point.size not in (1, scale.size):
-            raise FpganetError(f"{_name(node)}: {zero_point.size} zero points for "
-                               f"{scale.size} scales")
-        return scale.astype(np.float32), zero_point
+def _qdq_params(node, initializers, per_tensor):
+    """``(scale, zero_point)`` of a Q/DQ node, checked: float32 finite positive scales, one
+    (``per_tensor``) or one zero point per scale; a missing zero point is 0 of the type
+    ``output_dtype`` names (uint8 by default)."""
+    if node.domain not in ("", "ai.onnx") or len(node.input) < 2 or len(node.output) != 1:
+        raise FpganetError(f"{_name(node)} has {len(node.input)} input(s) and "
+                           f"{len(node.output)} output(s); expected x, scale[, zero_point]")
+    for position, name in enumerate(node.input[1:3]):
+        if (name or position == 0) and name not in initializers:
+            raise FpganetError(f"{_name(node)}: its scale or zero point '{name}' is not a "
+                               f"constant")
+    scale = np.asarray(initializers[node.input[1]])
+    zp_name = node.input[2] if len(node.input) > 2 else ""
+    if zp_name:
+        zero_point = np.asarray(initializers[zp_name])
+    else:
+        from onnx import helper
 
-    removed = set()
-    alias = {}         # DequantizeLinear output -> the tensor it stands for
-    # torch.onnx.export writes a fake-quantized weight as float constant -> QuantizeLinear ->
-    # DequantizeLinear: the QuantizeLinear is folded into the integer constant ONNX defines
-    # (x / scale rounded half to even, plus the zero point, saturated), which the
-    # DequantizeLinear below then reads like any stored int8 weight.
-    for index, node in enumerate(graph.node):
-        source = node.input[0] if node.op_type == "QuantizeLinear" and node.input else None
-        if (source not in initializers or not node.output
-                or not np.issubdtype(np.asarray(initializers[source]).dtype, np.floating)):
-            continue   # not a float constant's QuantizeLinear: the activation rules below apply
-        readers = consumers.get(node.output[0], [])
-        other = next((r for r in readers if r.op_type != "DequantizeLinear"), None)
-        if other is not None or not readers or node.output[0] in graph_outputs:
-            raise FpganetError(f"{_name(node)} quantizes the constant '{source}'"
-                               + (f" and feeds {_name(other)}" if other else "")
-                               + "; only a DequantizeLinear may read its output")
-        scale, zero_point = params(node, per_tensor=False)
-        if zero_point.dtype not in (np.int8, np.uint8):
-            raise FpganetError(f"{_name(node)} quantizes to {zero_point.dtype}; only int8 "
-                               f"weights are supported")
-        x = np.asarray(initializers[source], dtype=np.float32)
-        limits = np.iinfo(zero_point.dtype)
-        with np.errstate(all="ignore"):
-            codes = np.rint(x / _along_axis(node, scale, x.shape))
-            codes = codes + _along_axis(node, zero_point.astype(np.float32), x.shape)
-        if not np.all(np.isfinite(codes)):
-            raise FpganetError(f"{_name(node)} quantizes a constant holding NaN or infinity")
-        initializers[node.output[0]] = np.clip(codes, limits.min, limits.max).astype(
-            zero_point.dtype)
-        removed.add(index)
-    for index, node in enumerate(graph.node):
-        if node.op_type != "DequantizeLinear" or not node.input or node.input[0] not in initializers:
-            continue
-        scale, zero_point = params(node, per_tensor=False)
-        q = np.asarray(initializers[node.input[0]])
-        if q.dtype not in (np.int8, np.uint8, np.int32):
-            raise FpganetError(f"{_name(node)} dequantizes {q.dtype}; only int8 weights and "
-                               f"int32 biases are supported")
-        if np.any(zero_point != 0):
-            raise FpganetError(f"{_name(node)}: {q.dtype} constant with a nonzero zero point; "
-                               f"the accelerator's weights are symmetric (zero point 0)")
-        values = (q.astype(np.float32) * _along_axis(node, scale, q.shape)).astype(np.float32)
-        output = node.output[0]
-        info.constants[output] = (q, scale.ravel(), _name(node))
-        graph.initializer.append(numpy_helper.from_array(values, output))
-        initializers[output] = values
-        removed.add(index)
-    for index, node in enumerate(graph.node):
-        if node.op_type != "QuantizeLinear" or index in removed:
-            continue
-        scale, zero_point = params(node, per_tensor=True)
-        if zero_point.dtype not in (np.int8, np.uint8):
-            raise FpganetError(f"{_name(node)} quantizes to {zero_point.dtype}; the accelerator's "
-                               f"activations are int8 (uint8 is shifted by 128)")
-        zp = int(zero_point.ravel()[0]) - (128 if zero_point.dtype == np.uint8 else 0)
-        source, output = node.input[0], node.output[0]
-        readers = consumers.get(output, [])
-        if output in graph_outputs or not readers:
-            raise FpganetError(f"{_name(node)}: its output must feed DequantizeLinear nodes "
-                               f"(a QuantizeLinear -> DequantizeLinear pair)")
-        for reader in readers:
-            if reader.op_type != "DequantizeLinear" or reader.input[0] != output:
-                raise FpganetError(f"{_name(node)} feeds {_name(reader)}; only a DequantizeLinear "
-                                   f"may read a quantized activation")
-            r_scale, r_zero_point = params(reader, per_tensor=True)
-            # Without a zero point a DequantizeLinear takes its input's type (the Q's).
-            typed = len(reader.input) > 2 and reader.input[2]
-            if (r_scale.ravel()[0] != scale.ravel()[0]
-                    or (typed and r_zero_point.dtype != zero_point.dtype)
-                    or r_zero_point.ravel()[0] != zero_point.ravel()[0]):
-                raise FpganetError(f"{_name(reader)} dequantizes with another scale or zero point "
-                                   f"than {_name(node)}")
-            removed.add(next(i for i, n in enumerate(graph.node) if n is reader))
-            alias[reader.output[0]] = source
-        removed.add(index)
-        previous = info.activations.get(source)
-        value = (float(scale.ravel()[0]), zp, _name(node), source)
-        if previous is not None and previous[:2] != value[:2]:
-            raise FpganetError(f"{previous[2]} and {value[2]} quantize '{source}' differently")
-        info.activations[source] = value
-    for index, node in enumerate(graph.node):
-        if node.op_type == "DequantizeLinear" and index not in removed:
-            raise FpganetError(f"{_name(node)} reads '{node.input[0] if node.input else ''}', "
-                               f"neither a constant nor the output of a QuantizeLinear")
-    kept = [node for index, node in enumerate(graph.node) if index not in removed]
+        to = next((a.i for a in node.attribute if a.name == "output_dtype"), 0)
+        try:
+            dtype = helper.tensor_dtype_to_np_dtype(to) if to else np.uint8
+        except Exception:
+            dtype = np.float32   # refused by the caller as not int8/uint8
+        zero_point = np.zeros((), dtype)
+    if scale.dtype != np.float32 or not scale.size:
+        raise FpganetError(f"{_name(node)}: its scale is {scale.dtype} {list(scale.shape)}; "
+                           f"expected float32")
+    if not np.all(np.isfinite(scale)) or not np.all(scale > 0):
+        raise FpganetError(f"{_name(node)}: its scale must be finite and positive")
+    if per_tensor and (scale.size != 1 or zero_point.size != 1):
+        raise FpganetError(f"{_name(node)} quantizes an activation per channel ({scale.size} "
+                           f"scales); the accelerator has one scale per activation tensor")
+    if zero_point.size not in (1, scale.size):
+        raise FpganetError(f"{_name(node)}: {zero_point.size} zero points for "
+                           f"{scale.size} scales")
+    return scale.astype(np.float32), zero_point
 
-    def resolve(name):
+
+class _QdqStrip:
+    """One :func:`strip_qdq`: the graph's constants and readers, and the steps, in order.
+
+    Each step marks the nodes it takes in ``removed``; :meth:`rewire` then drops them and
+    points their readers at the tensors they stood for (``alias``).
+    """
+
+    def __init__(self, graph):
+        self.graph = graph
+        self.info = QdqInfo()
+        self.initializers = _constant_arrays(graph)
+        self.consumers = {}
+        for node in graph.node:
+            for name in node.input:
+                self.consumers.setdefault(name, []).append(node)
+        self.graph_outputs = {output.name for output in graph.output}
+        self.removed = set()
+        self.alias = {}         # DequantizeLinear output -> the tensor it stands for
+
+    def params(self, node, per_tensor):
+        return _qdq_params(node, self.initializers, per_tensor)
+
+    def fold_weight_quantizers(self):
+        """Fold a float constant's QuantizeLinear into its integer constant.
+
+        torch.onnx.export writes a fake-quantized weight as float constant -> QuantizeLinear
+        -> DequantizeLinear: the QuantizeLinear becomes the integer constant ONNX defines
+        (x / scale rounded half to even, plus the zero point, saturated), which
+        :meth:`dequantize_constants` then reads like any stored int8 weight.
+        """
+        initializers = self.initializers
+        for index, node in enumerate(self.graph.node):
+            source = node.input[0] if node.op_type == "QuantizeLinear" and node.input else None
+            if (source not in initializers or not node.output
+                    or not np.issubdtype(np.asarray(initializers[source]).dtype, np.floating)):
+                continue   # not a float constant's QuantizeLinear: the activation rules apply
+            readers = self.consumers.get(node.output[0], [])
+            other = next((r for r in readers if r.op_type != "DequantizeLinear"), None)
+            if other is not None or not readers or node.output[0] in self.graph_outputs:
+                raise FpganetError(f"{_name(node)} quantizes the constant '{source}'"
+                                   + (f" and feeds {_name(other)}" if other else "")
+                                   + "; only a DequantizeLinear may read its output")
+            scale, zero_point = self.params(node, per_tensor=False)
+            if zero_point.dtype not in (np.int8, np.uint8):
+                raise FpganetError(f"{_name(node)} quantizes to {zero_point.dtype}; only int8 "
+                                   f"weights are supported")
+            x = np.asarray(initializers[source], dtype=np.float32)
+            limits = np.iinfo(zero_point.dtype)
+            with np.errstate(all="ignore"):
+                codes = np.rint(x / _along_axis(node, scale, x.shape))
+                codes = codes + _along_axis(node, zero_point.astype(np.float32), x.shape)
+            if not np.all(np.isfinite(codes)):
+                raise FpganetError(f"{_name(node)} quantizes a constant holding NaN or infinity")
+            initializers[node.output[0]] = np.clip(codes, limits.min, limits.max).astype(
+                zero_point.dtype)
+            self.removed.add(index)
+
+    def dequantize_constants(self):
+        """Replace each constant's DequantizeLinear by a float initializer holding its exact
+        value, keeping the integer values and scales in ``info.constants``."""
+        from onnx import numpy_helper
+
+        for index, node in enumerate(self.graph.node):
+            if node.op_type != "DequantizeLinear" or not node.input \
+                    or node.input[0] not in self.initializers:
+                continue
+            scale, zero_point = self.params(node, per_tensor=False)
+            q = np.asarray(self.initializers[node.input[0]])
+            if q.dtype not in (np.int8, np.uint8, np.int32):
+                raise FpganetError(f"{_name(node)} dequantizes {q.dtype}; only int8 weights and "
+                                   f"int32 biases are supported")
+            if np.any(zero_point != 0):
+                raise FpganetError(f"{_name(node)}: {q.dtype} constant with a nonzero zero "
+                                   f"point; the accelerator's weights are symmetric (zero point 0)")
+            values = (q.astype(np.float32) * _along_axis(node, scale, q.shape)).astype(np.float32)
+            output = node.output[0]
+            self.info.constants[output] = (q, scale.ravel(), _name(node))
+            self.graph.initializer.append(numpy_helper.from_array(values, output))
+            self.initializers[output] = values
+            self.removed.add(index)
+
+    def remove_activation_pairs(self):
+        """Take each activation's QuantizeLinear -> DequantizeLinear pair out, recording its
+        scale and zero point (int8) in ``info.activations``."""
+        for index, node in enumerate(self.graph.node):
+            if node.op_type != "QuantizeLinear" or index in self.removed:
+                continue
+            scale, zero_point = self.params(node, per_tensor=True)
+            if zero_point.dtype not in (np.int8, np.uint8):
+                raise FpganetError(f"{_name(node)} quantizes to {zero_point.dtype}; the "
+                                   f"accelerator's activations are int8 (uint8 is shifted by 128)")
+            zp = int(zero_point.ravel()[0]) - (128 if zero_point.dtype == np.uint8 else 0)
+            source, output = node.input[0], node.output[0]
+            readers = self.consumers.get(output, [])
+            if output in self.graph_outputs or not readers:
+                raise FpganetError(f"{_name(node)}: its output must feed DequantizeLinear nodes "
+                                   f"(a QuantizeLinear -> DequantizeLinear pair)")
+            for reader in readers:
+                self._remove_dequantizer(node, reader, scale, zero_point, source)
+            self.removed.add(index)
+            previous = self.info.activations.get(source)
+            value = (float(scale.ravel()[0]), zp, _name(node), source)
+            if previous is not None and previous[:2] != value[:2]:
+                raise FpganetError(f"{previous[2]} and {value[2]} quantize '{source}' differently")
+            self.info.activations[source] = value
+
+    def _remove_dequantizer(self, quantizer, reader, scale, zero_point, source):
+        """Remove the DequantizeLinear ``reader`` of an activation's QuantizeLinear, which must
+        use the same scale and zero point."""
+        output = quantizer.output[0]
+        if reader.op_type != "DequantizeLinear" or reader.input[0] != output:
+            raise FpganetError(f"{_name(quantizer)} feeds {_name(reader)}; only a "
+                               f"DequantizeLinear may read a quantized activation")
+        r_scale, r_zero_point = self.params(reader, per_tensor=True)
+        # Without a zero point a DequantizeLinear takes its input's type (the Q's).
+        typed = len(reader.input) > 2 and reader.input[2]
+        if (r_scale.ravel()[0] != scale.ravel()[0]
+                or (typed and r_zero_point.dtype != zero_point.dtype)
+                or r_zero_point.ravel()[0] != zero_point.ravel()[0]):
+            raise FpganetError(f"{_name(reader)} dequantizes with another scale or zero point "
+                               f"than {_name(quantizer)}")
+        self.removed.add(next(i for i, n in enumerate(self.graph.node) if n is reader))
+        self.alias[reader.output[0]] = source
+
+    def refuse_stray_dequantizers(self):
+        for index, node in enumerate(self.graph.node):
+            if node.op_type == "DequantizeLinear" and index not in self.removed:
+                raise FpganetError(f"{_name(node)} reads '{node.input[0] if node.input else ''}', "
+                                   f"neither a constant nor the output of a QuantizeLinear")
+
+    def resolve(self, name):
+        """The tensor a chain of removed DequantizeLinear outputs stands for."""
         seen = set()
-        while name in alias and name not in seen:
+        while name in self.alias and name not in seen:
             seen.add(name)
-            name = alias[name]
+            name = self.alias[name]
         return name
 
-    # A graph output that a DequantizeLinear produced: its source tensor takes the name.
-    rename = {}
-    for output in graph.output:
-        if output.name in alias:
-            rename[resolve(output.name)] = output.name
-    for name, new in rename.items():
-        if name in info.activations:
-            info.activations[new] = info.activations.pop(name)
-        if name in {i.name for i in graph.input}:
-            raise FpganetError(f"the graph output '{new}' is the quantized graph input")
-    for node in kept:
-        for position, name in enumerate(node.input):
-            target = resolve(name) if name in alias else name
-            node.input[position] = rename.get(target, target)
-        for position, name in enumerate(node.output):
-            node.output[position] = rename.get(name, name)
-    del graph.node[:]
-    graph.node.extend(kept)
-    # Consumers of a dropped node's output are gone; its stale shape annotations would
-    # contradict the renamed tensors.
-    stale = set(alias) | set(rename)
-    keep_info = [v for v in graph.value_info if v.name not in stale]
-    del graph.value_info[:]
-    graph.value_info.extend(keep_info)
-    return model, info
+    def rewire(self):
+        """Drop the removed nodes; their readers read the tensors they stood for, and a graph
+        output that a DequantizeLinear produced passes its name to its source tensor."""
+        graph, info = self.graph, self.info
+        kept = [node for index, node in enumerate(graph.node) if index not in self.removed]
+        rename = {}
+        for output in graph.output:
+            if output.name in self.alias:
+                rename[self.resolve(output.name)] = output.name
+        for name, new in rename.items():
+            if name in info.activations:
+                info.activations[new] = info.activations.pop(name)
+            if name in {i.name for i in graph.input}:
+                raise FpganetError(f"the graph output '{new}' is the quantized graph input")
+        for node in kept:
+            for position, name in enumerate(node.input):
+                target = self.resolve(name) if name in self.alias else name
+                node.input[position] = rename.get(target, target)
+            for position, name in enumerate(node.output):
+                node.output[position] = rename.get(name, name)
+        del graph.node[:]
+        graph.node.extend(kept)
+        # Consumers of a dropped node's output are gone; its stale shape annotations would
+        # contradict the renamed tensors.
+        stale = set(self.alias) | set(rename)
+        keep_info = [v for v in graph.value_info if v.name not in stale]
+        del graph.value_info[:]
+        graph.value_info.extend(keep_info)
 
 
 def _along_axis(node, values, shape):
@@ -299,12 +355,25 @@ def attach_quantization(graph, info, tensor_layers, node_layers, ignored=None):
         A quantized tensor the accelerator fuses away with another scale, a requantizing
         layer without an output quantization, weights changed by a fold.
     """
-    layers = graph.layers
-    index_of = {id(layer): index for index, layer in enumerate(layers)}
+    index_of = {id(layer): index for index, layer in enumerate(graph.layers)}
 
     def layer_index(layer):
         return GRAPH_INPUT if layer is None else index_of.get(id(layer))
 
+    act = _activation_parameters(graph, info, tensor_layers, layer_index, ignored)
+    _pass_through_parameters(graph.layers, act)
+    scales = _weight_scales(graph.layers, info, node_layers, layer_index)
+    graph.quantization = {"activations": {index: value[:2] for index, value in act.items()},
+                          "tensors": {index: value[3] for index, value in act.items()
+                                      if value[3] is not None},
+                          "weight_scales": scales}
+    return graph
+
+
+def _activation_parameters(graph, info, tensor_layers, layer_index, ignored):
+    """Layer index (-1: the input) -> ``(scale, zero point, node, tensor)`` of the activations
+    the model quantizes; the input must be one."""
+    layers = graph.layers
     act = {}
     for tensor, (scale, zp, node, original) in info.activations.items():
         if tensor == ignored:
@@ -323,7 +392,12 @@ def attach_quantization(graph, info, tensor_layers, node_layers, ignored=None):
     if GRAPH_INPUT not in act:
         raise FpganetError(f"the graph input '{graph.input_name}' has no QuantizeLinear; a QDQ "
                            f"model must quantize its input")
-    # Pass-through layers keep their input's quantization: the model must agree.
+    return act
+
+
+def _pass_through_parameters(layers, act):
+    """Give pass-through layers their input's parameters in ``act`` (the model must agree);
+    every requantizing layer must have its own."""
     for index, layer in enumerate(layers):
         source = layer_inputs(layers, index)[0]
         if isinstance(layer, REQUANTIZING_LAYERS):
@@ -341,6 +415,11 @@ def attach_quantization(graph, info, tensor_layers, node_layers, ignored=None):
                                f"through")
         if index not in act:
             act[index] = act[source][:3] + (None,)
+
+
+def _weight_scales(layers, info, node_layers, layer_index):
+    """Linear layer index -> its per-output-channel weight scales; every linear layer's
+    weights must be the model's int8 values."""
     weights = {}
     for node, inputs, touched in node_layers:
         quantized = [name for name in inputs if name in info.constants
@@ -362,11 +441,7 @@ def attach_quantization(graph, info, tensor_layers, node_layers, ignored=None):
                                f"weights must come through a DequantizeLinear")
         (q, scale, dq_node), node = weights[index]
         scales[index] = _channel_scales(layer, q, scale, dq_node)
-    graph.quantization = {"activations": {index: value[:2] for index, value in act.items()},
-                          "tensors": {index: value[3] for index, value in act.items()
-                                      if value[3] is not None},
-                          "weight_scales": scales}
-    return graph
+    return scales
 
 
 def _layer_label(layers, index):

@@ -13,6 +13,7 @@ The scheme (fixed by the numerics contract, ``docs/numerics.md``):
   scale (``docs/numerics.md``).
 """
 
+import dataclasses
 import math
 import warnings
 
@@ -24,10 +25,11 @@ from ..model.ir import Add, AvgPool, Conv, Dense, MaxPool, Reshape, layer_inputs
 from ..model.reference import run_float
 from ..qnet import ADD_WEIGHT_MAX, QAdd, QAvgPool, QConv, QMaxPool, QNetwork, QReshape
 from .calibrate import DEFAULT_METHOD, parse_method, tensor_range
-from .fixed_point import (activation_qparams, exact_weight_scales, multiplier_for,
-                          significant_bits, weight_qparams)
+from .fixed_point import (activation_qparams, average_multiplier, exact_weight_scales,
+                          multiplier_for, multiply_tflite, significant_bits, weight_qparams)
 
-__all__ = ["quantize_graph", "quantize_linear_layer", "quantize_add", "quantize_avgpool",
+__all__ = ["quantize_graph", "quantize_linear_layer", "quantize_given_linear", "constant_channels",
+           "quantize_add", "quantize_avgpool",
            "channel_multipliers", "clamp_codes",
            "check_calibration", "warn_degenerate",
            "MIN_CALIBRATION_SAMPLES", "LARGE_INPUT"]
@@ -67,9 +69,9 @@ def quantize_graph(graph, calib_x, method=DEFAULT_METHOD, config=DEFAULT_CONFIG,
         raise FpganetError(f"the quantizer produces int8 networks; operand_width must be 8, "
                            f"not {config.operand_width}")
     given = graph.quantization
-    mode, bits = config.requant_mode, config.requant_mult_bits
     if given is not None:
-        # A pre-quantized (QDQ) model: its scales, zero points and int8 weights as they are.
+        # A pre-quantized model (QDQ, int8 TFLite): its scales, zero points and int8 weights
+        # as they are.
         outputs = [None] * len(graph.layers)
         s_act, zp_act = given["activations"][-1]
     else:
@@ -85,35 +87,8 @@ def quantize_graph(graph, calib_x, method=DEFAULT_METHOD, config=DEFAULT_CONFIG,
     layers = []
     for index, (layer, values) in enumerate(zip(graph.layers, outputs)):
         sources = layer_inputs(graph.layers, index)
-        s_act, zp_act = act[sources[0]]
-        if isinstance(layer, (Conv, Dense, Add, AvgPool)):
-            if given is not None:
-                s_out, zp_out = given["activations"][index]
-            else:
-                rmin, rmax = tensor_range(values, method)
-                if isinstance(layer, AvgPool) and bits < MULT_BITS:   # fpganet mode only
-                    rmin, rmax = exact_avgpool_range(layer, s_act, rmin, rmax, bits)
-                s_out, zp_out = activation_qparams(rmin, rmax)
-                warn_degenerate(f"the output of layer '{layer.name}'", values, s_out)
-        if isinstance(layer, (Conv, Dense)):
-            s_w = None if given is None else given["weight_scales"][index]
-            qlayer = quantize_linear_layer(layer, s_act, zp_act, s_out, zp_out, config.acc_width,
-                                           s_w=s_w, mode=mode, bits=bits)
-        elif isinstance(layer, Add):
-            qlayer = quantize_add(layer, act[sources[0]], act[sources[1]], (s_out, zp_out), mode,
-                                  bits)
-        elif isinstance(layer, AvgPool):
-            qlayer = quantize_avgpool(layer, s_act, zp_act, s_out, zp_out, mode, bits)
-        elif isinstance(layer, MaxPool):
-            qlayer = QMaxPool(name=layer.name, in_shape=layer.in_shape, out_shape=layer.out_shape,
-                              kernel=tuple(layer.kernel), stride=tuple(layer.stride),
-                              pads=tuple(layer.pads), zp=zp_act, s=s_act)
-        elif isinstance(layer, Reshape):
-            qlayer = QReshape(name=layer.name, in_shape=layer.in_shape, out_shape=layer.out_shape,
-                              zp=zp_act, s=s_act)
-        else:
-            raise FpganetError(f"layer '{layer.name}' ({type(layer).__name__}) cannot be quantized "
-                               f"on its own")
+        qlayer = _quantize_layer(layer, index, values, [act[s] for s in sources], given, config,
+                                 method)
         # A chain stays without explicit inputs (its manifest is unchanged).
         qlayer.inputs = None if sources == (index - 1,) else tuple(sources)
         act[index] = qlayer.scale
@@ -128,6 +103,50 @@ def quantize_graph(graph, calib_x, method=DEFAULT_METHOD, config=DEFAULT_CONFIG,
     net.validate()
     return net
 
+
+def _quantize_layer(layer, index, values, inputs, given, config, method):
+    """The integer layer of ``graph.layers[index]``: ``values`` its float calibration outputs
+    (None for a pre-quantized graph), ``inputs`` its inputs' ``(scale, zero_point)``, ``given``
+    the graph's own quantization (or None)."""
+    mode, bits = config.requant_mode, config.requant_mult_bits
+    s_act, zp_act = inputs[0]
+    if isinstance(layer, (Conv, Dense, Add, AvgPool)):
+        if given is not None:
+            s_out, zp_out = given["activations"][index]
+        else:
+            rmin, rmax = tensor_range(values, method)
+            if isinstance(layer, AvgPool) and bits < MULT_BITS:   # fpganet mode only
+                rmin, rmax = exact_avgpool_range(layer, s_act, rmin, rmax, bits)
+            s_out, zp_out = activation_qparams(rmin, rmax)
+            warn_degenerate(f"the output of layer '{layer.name}'", values, s_out)
+    litert = given is not None and given.get("arithmetic") == "tflite" and mode == "tflite"
+    if isinstance(layer, (Conv, Dense)):
+        s_w = None if given is None else given["weight_scales"][index]
+        integers = None if given is None else given.get("integers", {}).get(index)
+        if integers is not None:
+            return quantize_given_linear(layer, integers, s_w, (s_act, zp_act), (s_out, zp_out),
+                                         config, litert)
+        return quantize_linear_layer(layer, s_act, zp_act, s_out, zp_out, config.acc_width,
+                                     s_w=s_w, mode=mode, bits=bits)
+    if isinstance(layer, Add):
+        return quantize_add(layer, inputs[0], inputs[1], (s_out, zp_out), mode, bits)
+    if isinstance(layer, AvgPool):
+        qlayer = quantize_avgpool(layer, s_act, zp_act, s_out, zp_out, mode, bits)
+        if litert and (s_act, zp_act) == (s_out, zp_out):
+            # LiteRT's own arithmetic: the codes' sum divided by the count, rounded half away
+            # from zero, which one rounding by a multiplier just above 1 / count gives.
+            mult, shift = average_multiplier(qlayer.count)
+            qlayer = dataclasses.replace(qlayer, sum_codes=True, mult=mult, shift=shift)
+        return qlayer
+    if isinstance(layer, MaxPool):
+        return QMaxPool(name=layer.name, in_shape=layer.in_shape, out_shape=layer.out_shape,
+                        kernel=tuple(layer.kernel), stride=tuple(layer.stride),
+                        pads=tuple(layer.pads), zp=zp_act, s=s_act)
+    if isinstance(layer, Reshape):
+        return QReshape(name=layer.name, in_shape=layer.in_shape, out_shape=layer.out_shape,
+                        zp=zp_act, s=s_act)
+    raise FpganetError(f"layer '{layer.name}' ({type(layer).__name__}) cannot be quantized "
+                       f"on its own")
 
 #: Fewer calibration samples than this get a warning: the ranges then rest on too few images
 #: (TFLite's converter documentation asks for a hundred or more representative samples).
@@ -247,6 +266,86 @@ def quantize_linear_layer(layer, s_in, zp_in, s_out, zp_out, acc_width=32, s_w=N
                  relu=bool(layer.relu), weight=q_w, bias=bias.astype(np.int32), mult=mult,
                  shift=shift, s_in=float(s_in), s_out=float(s_out), s_w=s_w,
                  groups=int(getattr(layer, "groups", 1)))
+
+
+def quantize_given_linear(layer, integers, s_w, act_in, act_out, config, litert=False):
+    """Requantize a Conv or Dense whose int8 weights and int32 biases the model gives (a
+    fully-int8 TFLite model's), as they are.
+
+    Parameters
+    ----------
+    layer : fpganet.model.Conv or fpganet.model.Dense
+    integers : fpganet.model.ir.IntegerWeights
+    s_w : numpy.ndarray
+        float32 [M], the weights' scales.
+    act_in, act_out : tuple
+        ``(scale, zero_point)`` of the input and the output.
+    config : fpganet.config.AcceleratorConfig
+    litert : bool
+        LiteRT's reference kernels' roundings (the ``tflite`` requantization mode of a TFLite
+        model): a dense layer rounds once, and channels that do not depend on their input
+        are rewritten by :func:`constant_channels`.
+
+    Returns
+    -------
+    fpganet.qnet.QConv
+        Validated, the message naming the op that gave the integers.
+    """
+    (s_in, zp_in), (s_out, zp_out) = act_in, act_out
+    weight = integers.weight
+    m = weight.shape[0]
+    dense = isinstance(layer, Dense)
+    row_sums = weight.reshape(m, -1).astype(np.int64).sum(axis=1)
+    bias64 = integers.bias.astype(np.int64) - zp_in * row_sums
+    mode = config.requant_mode
+    # LiteRT's reference FULLY_CONNECTED rounds once, its convolutions twice.
+    single = litert and dense
+    # With fewer multiplier bits than 15, the model's own scales are kept and its
+    # multipliers rounded (docs/numerics.md section 9).
+    mult, shift = channel_multipliers(s_in, s_w, s_out, layer.name, mode,
+                                      config.requant_mult_bits)
+    if litert:
+        weight, bias64, mult, shift = constant_channels(weight, bias64, mult, shift, single)
+    if np.any(np.abs(bias64) >= 1 << 31):
+        channel = int(np.argmax(np.abs(bias64)))
+        raise FpganetError(f"{integers.origin}: the bias of output channel {channel} with the "
+                           f"input zero point folded in, {int(bias64[channel])}, is not int32")
+    # The fused activation folds into the clamp as a ReLU / ReLU6 does.
+    lo, hi = clamp_codes(layer.relu, layer.clip_max, s_out, zp_out)
+    qlayer = QConv(name=layer.name, kind="dense" if dense else "conv",
+                   in_shape=tuple(layer.in_shape), out_shape=tuple(layer.out_shape),
+                   kernel=tuple(weight.shape[2:]),
+                   stride=(1, 1) if dense else tuple(layer.stride),
+                   pads=(0, 0, 0, 0) if dense else tuple(layer.pads),
+                   zp_in=int(zp_in), zp_out=int(zp_out), lo=lo, hi=hi, relu=layer.relu,
+                   weight=weight.astype(np.int8), bias=bias64.astype(np.int32), mult=mult,
+                   shift=shift, s_in=s_in, s_out=s_out, s_w=s_w.astype(np.float32),
+                   groups=int(getattr(layer, "groups", 1)), single_rounding=single)
+    qlayer.validate(config.acc_width, config.requant_mode)   # naming the layer
+    return qlayer
+
+
+def constant_channels(weight, bias, mult, shift, single):
+    """A layer's channels whose output does not depend on its input, in the ``tflite``
+    requantization mode's parameter entry, with the same outputs.
+
+    A channel TFLite gives the multiplier 0 (its real multiplier is below 2**-32) outputs its
+    zero point: weights and bias become 0, the multiplier 2**30. A channel whose weights are all
+    zero outputs the constant ``multiply_tflite(bias, M, shift)`` (converters leave such
+    channels, a folded batch norm's, with biases near 2**30): the bias becomes that constant
+    (bounded to +-1024, where the clamp decides alike) and ``M = 2**31 - 1``, ``shift`` 0,
+    which return it unchanged with either rounding. Neither fits the entry as it came (``M``
+    in [2**30, 2**31), a 28-bit bias).
+    """
+    weight, bias = weight.copy(), bias.copy()
+    mult, shift = mult.copy(), shift.copy()
+    silent = mult == 0
+    weight[silent], bias[silent], mult[silent], shift[silent] = 0, 0, 1 << 30, 0
+    flat = ~weight.reshape(len(weight), -1).any(axis=1) & ~silent
+    value = multiply_tflite(bias[flat], mult[flat], shift[flat], single)
+    bias[flat] = np.clip(value, -1024, 1024)
+    mult[flat], shift[flat] = (1 << 31) - 1, 0
+    return weight, bias, mult, shift
 
 
 def clamp_codes(relu, clip_max, s_out, zp_out):
