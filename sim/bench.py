@@ -98,42 +98,21 @@ def bench_cocotb(config, sim, mode, tiles, tile_k, build_root=None):
     return measurement
 
 
-VERILATOR_MAIN = r"""
-#include <chrono>
-#include <cstdio>
-#include "Vfree_running_array_core.h"
-#include "verilated.h"
-
-int main(int argc, char **argv) {
-    VerilatedContext context;
-    context.commandArgs(argc, argv);
-    Vfree_running_array_core top{&context};
-    top.rst = 1;
-    for (int i = 0; i < 2; i++) { top.clk = 0; top.eval(); top.clk = 1; top.eval(); }
-    top.rst = 0;
-    auto start = std::chrono::steady_clock::now();
-    while (!top.done) { top.clk = 0; top.eval(); top.clk = 1; top.eval(); }
-    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("{\"cycles\": %u, \"wall_s\": %.6f, \"checksum\": %d}\n",
-                (unsigned)top.cycles, wall, (int)top.checksum);
-    top.final();
-    return 0;
-}
-"""
 
 
 def bench_verilator_alone(config, tiles, tile_k, build_root=None):
     """The free-running design under a C++ main, no Python and no VPI: Verilator's own speed."""
     runner.ensure_simulator("verilator")
     text = runner.generate_verilog(FreeRunningArray(config, tiles, tile_k), "free_running_array_core")
-    key = hashlib.sha256(json.dumps([text, VERILATOR_MAIN, runner.VERILATOR_ARGS]).encode()).hexdigest()[:16]
+    main_cpp = runner.verilator_main("Vfree_running_array_core", "timed_run")
+    key = hashlib.sha256(json.dumps([text, main_cpp, runner.VERILATOR_ARGS]).encode()).hexdigest()[:16]
     directory = (Path(build_root) if build_root else runner.default_build_root()) / "sim" / f"verilator-alone-{key}"
     binary = directory / "Vfree_running_array_core"
     start = time.perf_counter()
     if not binary.exists():
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "core.v").write_text(text)
-        (directory / "main.cpp").write_text(VERILATOR_MAIN)
+        (directory / "main.cpp").write_text(main_cpp)
         subprocess.run(["verilator", "--cc", "--exe", "--build", "-j", "2", *runner.VERILATOR_ARGS,
                         "--top-module", "free_running_array_core", "-Mdir", str(directory),
                         str(directory / "core.v"), str(directory / "main.cpp")],
