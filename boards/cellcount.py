@@ -153,7 +153,7 @@ def _table(blocks, config):
 def main(argv=None):
     from fpganet.boards.build import check_buildable, config_from_args
     from fpganet.boards.icebreaker import BOARD
-    from fpganet.cli import add_config_arguments
+    from fpganet.argtypes import add_config_arguments
     from fpganet.config import ConfigError
     from fpganet.errors import FpganetError
 

@@ -53,6 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fpganet.command_line import run_subcommand
 from fpganet.config import AcceleratorConfig
 from fpganet.errors import FpganetError
 from fpganet.files import write_text_atomic
@@ -563,10 +564,7 @@ def run(args):
 
 def main(argv=None):
     """``python -m fpganet.sim.activity``: the same as ``fpganet activity``."""
-    import sys
-
-    from fpganet.cli import main as cli_main
-    return cli_main(["activity", *(sys.argv[1:] if argv is None else argv)])
+    return run_subcommand("activity", configure, run, argv)
 
 
 if __name__ == "__main__":

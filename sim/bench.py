@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 from amaranth.sim import Simulator
 
+from fpganet.command_line import run_subcommand
 from fpganet.config import AcceleratorConfig
 from fpganet.hdl.systolic import SystolicArray
 from fpganet.sim import runner
@@ -194,8 +195,7 @@ def configure(parser):
 
 def main(argv=None):
     """``python -m fpganet.sim.bench``: the same as ``fpganet bench``."""
-    from fpganet.cli import main as cli_main
-    return cli_main(["bench", *(sys.argv[1:] if argv is None else argv)])
+    return run_subcommand("bench", configure, run, argv)
 
 
 def run(args):

@@ -21,6 +21,8 @@ import time
 import numpy as np
 from tqdm import tqdm
 
+from fpganet.command_line import run_subcommand
+
 
 #: ``--net``: name -> what it is, as the report says.
 NETS = {"lenet5": "LeNet-5 (trained elsewhere, int8) on {n} MNIST test images",
@@ -74,8 +76,7 @@ def configure(parser):
 
 def main(argv=None):
     """``python -m fpganet.sim.main``: the same as ``fpganet sim``."""
-    from fpganet.cli import main as cli_main
-    return cli_main(["sim", *(sys.argv[1:] if argv is None else argv)])
+    return run_subcommand("sim", configure, run, argv)
 
 
 def run(args):

@@ -7,34 +7,24 @@ function each; accelerator parameters are added to any subcommand with
 
 User errors (:class:`~fpganet.errors.FpganetError`, a bad flag, a bad
 configuration) print one line, ``fpganet: error: <message>``, on stderr and
-exit with status 2 (docs/errors.md); this is the one place that prints them.
+exit with status 2 (docs/errors.md; :mod:`fpganet.command_line` prints them).
 ``fpganet check``, ``sim``, ``bench`` and ``fuzz`` exit with 1 when what they
 check fails.
 """
 
-import argparse
-import contextlib
-import dataclasses
 import os
-import signal
 import sys
-import threading
-import warnings
 
 import numpy as np
 
-from .config import AcceleratorConfig, ConfigError
-from .isa import REQUANT_MODES
-from .argtypes import non_negative_int, positive_float, positive_int
-from .errors import FpganetError, FpganetWarning, one_line
+from .config import AcceleratorConfig
+from .argtypes import add_config_arguments, config_from_args, non_negative_int, positive_int
+from .command_line import EXIT_CHECK_FAILED, PROG, Parser, run_command_line
+from .errors import FpganetError
 from .files import check_output_file, write_npz
 
 __all__ = ["main", "build_parser", "command", "COMMANDS", "add_config_arguments",
            "config_from_args"]
-
-PROG = "fpganet"
-EXIT_ERROR = 2
-EXIT_CHECK_FAILED = 1
 
 #: name -> (help, configure(parser), run(args) -> exit status)
 COMMANDS = {}
@@ -54,62 +44,6 @@ def arguments(configure):
         run.configure = configure
         return run
     return attach
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error as a FpganetError (one line) instead of exiting."""
-
-    def error(self, message):
-        raise FpganetError(f"{message} (see '{self.prog} --help')")
-
-
-# Accelerator configuration flags -----------------------------------------------------------
-
-def add_config_arguments(parser):
-    """Add ``--array RxC`` and one flag per :class:`AcceleratorConfig` field (``--acc-width``...)."""
-    group = parser.add_argument_group("accelerator configuration (stored in the manifest)")
-    group.add_argument("--array", metavar="RxC", help="systolic array rows x columns, e.g. 2x8")
-    for field in dataclasses.fields(AcceleratorConfig):
-        flag = "--" + field.name.replace("_", "-")
-        if field.name == "requant_mode":
-            group.add_argument(flag, dest=f"config_{field.name}", choices=REQUANT_MODES,
-                               help=f"default {field.default}")
-            continue
-        if field.type in (bool, "bool"):
-            group.add_argument(flag, dest=f"config_{field.name}", type=_yes_no, metavar="yes|no",
-                               help=f"default {'yes' if field.default else 'no'}")
-            continue
-        kind = (positive_float if field.type in (float, "float") else
-                non_negative_int if field.default == 0 else positive_int)
-        default = ("the requantization mode's: 4 (fpganet) or 6 (tflite)"
-                   if field.name == "requant_latency" else field.default)
-        group.add_argument(flag, dest=f"config_{field.name}", type=kind, metavar="N",
-                           help=f"default {default}")
-    group.add_argument("--clock-mhz", dest="config_clock_mhz", type=positive_float, metavar="F",
-                       help="the clock in MHz (instead of --clock-hz)")
-
-
-def _yes_no(text):
-    value = {"yes": True, "true": True, "1": True, "no": False, "false": False, "0": False}.get(text.lower())
-    if value is None:
-        raise argparse.ArgumentTypeError(f"expected yes or no, not {text!r}")
-    return value
-
-
-def config_from_args(args):
-    """The :class:`AcceleratorConfig` the flags of :func:`add_config_arguments` describe."""
-    values = {field.name: getattr(args, f"config_{field.name}")
-              for field in dataclasses.fields(AcceleratorConfig)
-              if getattr(args, f"config_{field.name}", None) is not None}
-    if getattr(args, "config_clock_mhz", None) is not None:
-        if "clock_hz" in values:
-            raise FpganetError("give either --clock-hz or --clock-mhz, not both")
-        values["clock_hz"] = args.config_clock_mhz * 1e6
-    if getattr(args, "array", None):
-        if "rows" in values or "cols" in values:
-            raise FpganetError("give either --array or --rows/--cols, not both")
-        return AcceleratorConfig.parse_array(args.array, **values)
-    return AcceleratorConfig(**values)
 
 
 # compile -----------------------------------------------------------------------------------
@@ -445,7 +379,6 @@ def _run_report(args):
 def _configure_synth(parser):
     from .boards.build import configure
     configure(parser)
-    add_config_arguments(parser)
 
 
 @command("synth", help="build a board's bitstream with yosys and nextpnr; write report.json")
@@ -507,7 +440,6 @@ def _run_activity(args):
 
 
 def _configure_fuzz(parser):
-    from .argtypes import non_negative_int
     from .codegen.fuzz import ARRAYS
 
     parser.add_argument("--cases", type=non_negative_int, default=200, metavar="N",
@@ -527,8 +459,6 @@ def _configure_fuzz(parser):
                       "each against the golden model (and the RTL against the cycle model)")
 @arguments(_configure_fuzz)
 def _run_fuzz(args):
-    from .config import AcceleratorConfig
-
     arrays = tuple(args.arrays.split(","))
     for array in arrays:
         AcceleratorConfig.parse_array(array)        # one line for a bad shape, before any work
@@ -552,7 +482,7 @@ def build_parser():
     """The argparse parser with every registered subcommand."""
     from . import __version__
 
-    parser = _Parser(prog=PROG, description="From a trained CNN (ONNX) to an int8 systolic-array "
+    parser = Parser(prog=PROG, description="From a trained CNN (ONNX) to an int8 systolic-array "
                                             "accelerator.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -563,72 +493,10 @@ def build_parser():
     return parser
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None):
-    """Warnings about the user's input as one line each; any other as Python shows it."""
-    if issubclass(category, FpganetWarning):
-        print(f"{PROG}: warning: {one_line(message)}", file=sys.stderr)
-    else:
-        warnings._showwarning_orig(message, category, filename, lineno, file, line)
-
-
-class _Terminated(BaseException):
-    """SIGTERM, raised where the command is, as Ctrl-C raises KeyboardInterrupt."""
-
-
-def _raise_terminated(signum, frame):
-    raise _Terminated
-
-
-@contextlib.contextmanager
-def _sigterm_as_exception():
-    """Turn SIGTERM into :class:`_Terminated` for the duration, so that a terminated command
-    cleans up as an interrupted one does (a build's tool session killed, the folder built
-    aside removed) instead of leaving its tools running. Only the main thread gets signals;
-    an ignored SIGTERM stays ignored."""
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN):
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield
-    finally:
-        # None: a handler installed outside Python, which cannot be put back from here.
-        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
-
-
 def main(argv=None):
     """Run the command line; returns the exit status (0, 1 for a failed check, 2 for an error,
     130 interrupted, 143 terminated)."""
-    with warnings.catch_warnings(), _sigterm_as_exception():
-        warnings.showwarning = _show_warning
-        warnings.simplefilter("always", FpganetWarning)
-        return _main(argv)
-
-
-def _main(argv):
-    try:
-        args = build_parser().parse_args(argv)
-        return COMMANDS[args.command][2](args)
-    except (FpganetError, ConfigError) as error:
-        print(f"{PROG}: error: {' '.join(str(error).split())}", file=sys.stderr)
-        return EXIT_ERROR
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
-    except _Terminated:
-        print(f"{PROG}: terminated", file=sys.stderr)
-        return 128 + signal.SIGTERM
-    except BrokenPipeError:
-        # The reader went away (``fpganet ... | head``): stop quietly, as Python's docs advise.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
-    except OSError as error:
-        # The file system refused a path the user gave (too long, no permission, a full disk);
-        # every writer builds its output aside, so nothing is left half-written.
-        where = f"'{error.filename}': " if error.filename else ""
-        print(f"{PROG}: error: {where}{error.strerror or one_line(error)}", file=sys.stderr)
-        return EXIT_ERROR
+    return run_command_line(build_parser, lambda args: COMMANDS[args.command][2](args), argv)
 
 
 if __name__ == "__main__":

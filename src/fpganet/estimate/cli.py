@@ -2,14 +2,15 @@
 ``fpganet report OUT/ -o DIR/``.
 
 Each comes as ``configure_*(parser)`` + ``run_*(args)`` for the ``fpganet`` command
-registry in :mod:`fpganet.cli`, which prints the errors; ``*_main(argv)`` runs the same
-through :func:`fpganet.cli.main`.
+registry in :mod:`fpganet.cli`; ``*_main(argv)`` runs one alone. Either way
+:mod:`fpganet.command_line` prints the errors.
 """
 
 import argparse
 import sys
 
 from ..argtypes import positive_float, positive_int
+from ..command_line import run_subcommand
 from ..errors import FpganetError
 
 __all__ = ["configure_estimate_parser", "run_estimate", "estimate_main",
@@ -155,14 +156,12 @@ def run_report(args):
 
 def estimate_main(argv=None):
     """``fpganet estimate OUT/ --board B [--json]`` as a standalone entry point."""
-    from ..cli import main
-    return main(["estimate", *(sys.argv[1:] if argv is None else argv)])
+    return run_subcommand("estimate", configure_estimate_parser, run_estimate, argv)
 
 
 def report_main(argv=None):
     """``fpganet report OUT/ -o DIR/`` as a standalone entry point."""
-    from ..cli import main
-    return main(["report", *(sys.argv[1:] if argv is None else argv)])
+    return run_subcommand("report", configure_report_parser, run_report, argv)
 
 
 if __name__ == "__main__":

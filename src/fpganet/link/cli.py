@@ -3,6 +3,7 @@
 import sys
 
 from ..argtypes import positive_float, positive_int
+from ..command_line import run_subcommand
 from ..errors import FpganetError
 from ..files import check_output_file, write_npz
 from .client import BoardLink
@@ -118,8 +119,7 @@ def _run_network_command(args):
 
 def main(argv=None):
     """``python -m fpganet.link.cli``: the same as ``fpganet board``."""
-    from ..cli import main as cli_main
-    return cli_main(["board", *(sys.argv[1:] if argv is None else argv)])
+    return run_subcommand("board", add_arguments, run_command, argv)
 
 
 if __name__ == "__main__":
