@@ -49,14 +49,22 @@ import tempfile
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 
+import amaranth
 import numpy as np
 
+from fpganet.argtypes import positive_int
+from fpganet.codegen import build_images
 from fpganet.command_line import run_subcommand
+from fpganet.compiler import compile_model, load_compiled
 from fpganet.config import AcceleratorConfig
+from fpganet.datasets import CALIB_COUNT, mnist
 from fpganet.errors import FpganetError
 from fpganet.files import write_text_atomic
+from fpganet.hdl import accelerator
+from fpganet.sim import rtl_backend, runner
 from fpganet.sim.rtl_backend import CORE, TOP, RtlBuild, RtlError, _sources
 from fpganet.sim.runner import VERILATOR_ARGS, _locked, default_build_root, verilator_main
 from fpganet.sim.toolchain import ensure_verilator
@@ -102,11 +110,6 @@ COVERAGE_ARGS = ("--coverage-toggle", "--output-split", "0")
 
 def _gateware_key(config):
     """Hash of everything the instrumented model depends on, without generating the Verilog."""
-    import amaranth
-
-    from fpganet.hdl import accelerator
-    from fpganet.sim import rtl_backend, runner
-
     hdl = Path(accelerator.__file__).resolve().parent
     texts = [(path.name, path.read_text()) for path in sorted(hdl.glob("*.py"))]
     for module in (rtl_backend, runner):
@@ -117,8 +120,6 @@ def _gateware_key(config):
 
 
 def _verilator_version():
-    from importlib import metadata
-
     try:
         return metadata.version("verilator")
     except metadata.PackageNotFoundError:
@@ -433,8 +434,6 @@ def default_inputs(net, n_images=2, seed=0):
     network uniform random int8 (no data set is known for it).
     """
     if (net.source or {}).get("embedded") and tuple(net.input_shape) == (1, 28, 28):
-        from fpganet.datasets import CALIB_COUNT, mnist
-
         x, _ = mnist("eval", n_images)
         return (net.quantize_input(x),
                 f"MNIST test images {CALIB_COUNT}..{CALIB_COUNT + n_images - 1}, quantized")
@@ -460,8 +459,6 @@ def measure_activity(net, q_in=None, *, data=None, config=None, n_images=2, buil
     build_root : path, optional
         Where the Verilator build is kept (default ``build/``).
     """
-    from fpganet.codegen import build_images
-
     config = config or net.config
     if q_in is None:
         q_in, data = default_inputs(net, n_images)
@@ -488,8 +485,6 @@ def measure_activity(net, q_in=None, *, data=None, config=None, n_images=2, buil
 # Cached measurements of a compiled network ----------------------------------------------------
 
 def _result_key(net, config, n_images):
-    from fpganet.codegen import build_images
-
     q_in, data = default_inputs(net, n_images)
     images = build_images(net, len(q_in), config)
     digest = hashlib.sha256()
@@ -542,8 +537,6 @@ def measure_network_activity(net, *, cache_dir=None, n_images=2, build_root=None
 
 def configure(parser):
     """Arguments of ``fpganet activity``."""
-    from fpganet.argtypes import positive_int
-
     parser.add_argument("compiled", nargs="?", metavar="OUT",
                         help="directory written by fpganet compile (default: the embedded LeNet-5)")
     parser.add_argument("--images", type=positive_int, default=2, help="images to run (default 2)")
@@ -551,8 +544,6 @@ def configure(parser):
 
 def run(args):
     """``fpganet activity``: measure and print the switching activity of a network as JSON."""
-    from fpganet.compiler import compile_model, load_compiled
-
     net = load_compiled(args.compiled) if args.compiled else compile_model()
     try:
         result = measure_activity(net, n_images=args.images, verbose=True)

@@ -32,10 +32,16 @@ from pathlib import Path
 import numpy as np
 from amaranth.sim import Simulator
 
+from fpganet.argtypes import non_negative_int
 from fpganet.command_line import run_subcommand
+from fpganet.compiler import compile_model
 from fpganet.config import AcceleratorConfig
+from fpganet.datasets import mnist
+from fpganet.estimate.workload import simulated_cycles
+from fpganet.files import check_output_directory, staged_directory
+from fpganet.golden import layer_macs, run_golden
 from fpganet.hdl.systolic import SystolicArray
-from fpganet.sim import runner
+from fpganet.sim import rtl_backend, runner
 from fpganet.sim.free_running import FreeRunningArray, expected_checksum
 
 __all__ = ["bench_amaranth", "bench_cocotb", "main"]
@@ -134,12 +140,6 @@ def bench_lenet_rtl(images, chunk=100, sim="verilator"):
     every output checked against the golden model; and the per-layer cycles and
     utilization from the performance model (equal to the RTL by test).
     """
-    from fpganet.compiler import compile_model
-    from fpganet.datasets import mnist
-    from fpganet.estimate.workload import simulated_cycles
-    from fpganet.golden import layer_macs, run_golden
-    from fpganet.sim import rtl_backend
-
     with tempfile.TemporaryDirectory() as scratch:
         net = compile_model(out_dir=f"{scratch}/lenet5")
     config = net.config
@@ -182,8 +182,6 @@ def bench_lenet_rtl(images, chunk=100, sim="verilator"):
 
 def configure(parser):
     """Arguments of ``fpganet bench``."""
-    from fpganet.argtypes import non_negative_int
-
     parser.add_argument("-o", "--output", default="build/bench",
                         help="report folder (default: %(default)s)")
     parser.add_argument("--array", default="4x4", help="array size ROWSxCOLS (default: %(default)s)")
@@ -200,8 +198,6 @@ def main(argv=None):
 
 def run(args):
     """``fpganet bench``: 0 when every run checked its results, 1 otherwise."""
-    from fpganet.files import check_output_directory, staged_directory
-
     # The report folder is refused before minutes of benchmarking, and written whole at the end.
     check_output_directory(args.output, what="report folder")
     config = AcceleratorConfig.parse_array(args.array)

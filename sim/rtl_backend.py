@@ -33,14 +33,18 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import amaranth
 import numpy as np
 
+from fpganet.codegen import build_images, read_images
 from fpganet.config import AcceleratorConfig
 from fpganet.errors import FpganetError
+from fpganet.hdl import accelerator
 from fpganet.hdl.accelerator import Accelerator, host_addr_width
 from fpganet.sim.rtl_images import host_writes, images_from_machine
-from fpganet.sim.runner import (ICARUS_ARGS, VERILATOR_ARGS, _locked, default_build_root,
-                                default_simulator, generate_verilog, verilator_main)
+from fpganet.sim.runner import (ICARUS_ARGS, SimBuild, VERILATOR_ARGS, _locked, _verilator_runner,
+                                default_build_root, default_simulator, generate_verilog,
+                                verilator_main)
 from fpganet.sim.toolchain import ensure_simulator
 
 __all__ = ["RtlError", "RtlResult", "RtlBuild", "harness_verilog", "build_harness", "run_program",
@@ -313,7 +317,6 @@ class RtlBuild:
 
     def _run_cocotb(self, plusargs, run_dir):
         """Run under cocotb; return None, or what went wrong."""
-        from fpganet.sim.runner import SimBuild
         result = SimBuild(self.sim, COCOTB_TOP, self.directory).run(
             "fpganet.sim.tb_rtl", "run_to_done", plusargs=[*plusargs, "+no_finish"],
             test_dir=run_dir, log_file=run_dir / "sim.log")
@@ -337,8 +340,6 @@ _BUILDS = {}
 
 def _source_key(config, sim, driver, args):
     """Hash of everything the generated sources depend on, without generating them (fast path)."""
-    import amaranth
-    from fpganet.hdl import accelerator
     hdl = Path(accelerator.__file__).resolve().parent
     texts = [(path.name, path.read_text()) for path in sorted(hdl.glob("*.py"))]
     for name in ("rtl_backend.py", "verilator_main.cpp"):
@@ -418,10 +419,10 @@ COCOTB_VERILATOR_ARGS = ("--timing", "-CFLAGS", "-std=c++20", "--public-depth", 
 
 
 def _build_for_cocotb(sim, directory, paths, args):
-    from fpganet.sim.runner import _verilator_runner
     if sim == "verilator":
         runner = _verilator_runner(ports_only=True)
     else:
+        # Imported here, not at the top: cocotb is slow to import.
         from cocotb_tools.runner import get_runner
         runner = get_runner(sim)
     try:
@@ -459,8 +460,6 @@ def run_network_rtl(net, q_in, *, compiled=None, sim=None, driver="cocotb", chun
     accelerator's own counter (STAMP): the first image of a chunk also carries the
     program's prologue.
     """
-    from fpganet.codegen import build_images, read_images
-
     config = net.config
     build = build_harness(config, sim=sim, driver=driver)
     base = read_images(compiled) if compiled is not None else build_images(net, 1)

@@ -143,6 +143,7 @@ class SimBuild:
     directory: Path
 
     def _runner(self):
+        # Imported here, not at the top: cocotb is slow to import.
         from cocotb_tools.runner import get_runner
         return get_runner(self.sim)
 

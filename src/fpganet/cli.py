@@ -12,16 +12,33 @@ exit with status 2 (docs/errors.md; :mod:`fpganet.command_line` prints them).
 check fails.
 """
 
+import importlib
 import os
 import sys
 
 import numpy as np
 
-from .config import AcceleratorConfig
+from . import __version__
 from .argtypes import add_config_arguments, config_from_args, non_negative_int, positive_int
+from .backends import BACKENDS, run_network
+from .boards.build import BOARDS, Refused, check_buildable
+from .boards.build import config_from_args as board_config_from_args
+from .boards.build import configure as configure_synth
+from .boards.build import run as run_synth
+from .codegen.fuzz import ARRAYS
+from .codegen.images import NoProgramError, read_images
 from .command_line import EXIT_CHECK_FAILED, PROG, Parser, run_command_line
+from .compiler import compile_model, load_compiled, read_inputs
+from .config import AcceleratorConfig
+from .datasets import SPLITS, mnist
 from .errors import FpganetError
+from .estimate.cli import (configure_estimate_parser, configure_report_parser, run_estimate,
+                           run_report)
 from .files import check_output_file, write_npz
+from .golden import run_golden
+from .link.cli import add_arguments, run_command
+from .model import file_sha256
+from .quantize import DEFAULT_METHOD, METHODS
 
 __all__ = ["main", "build_parser", "command", "COMMANDS", "add_config_arguments",
            "config_from_args"]
@@ -49,8 +66,6 @@ def arguments(configure):
 # compile -----------------------------------------------------------------------------------
 
 def _configure_compile(parser):
-    from .quantize import DEFAULT_METHOD, METHODS
-
     parser.add_argument("model", nargs="?", metavar="MODEL.onnx",
                         help="ONNX or TFLite model (a pre-quantized one, QDQ ONNX or fully-int8 "
                              "TFLite, keeps its own scales and zero points: no --calib); "
@@ -82,8 +97,6 @@ def _configure_compile(parser):
 
 
 def _board_names():
-    from .boards.build import BOARDS
-
     return sorted(BOARDS)
 
 
@@ -91,8 +104,6 @@ def _compile_config(args):
     """The configuration of a compile command line: the board's, or the defaults, plus flags.
     A board refuses a configuration its build would refuse (``Board.refuse``)."""
     if getattr(args, "board", None):
-        from .boards.build import BOARDS, Refused, check_buildable, config_from_args as board_config_from_args
-
         board = BOARDS[args.board]
         config = board_config_from_args(board, args)
         try:
@@ -108,8 +119,6 @@ def _compile_config(args):
                          "network for the accelerator")
 @arguments(_configure_compile)
 def _run_compile(args):
-    from .compiler import compile_model
-
     config = _compile_config(args)
     net = compile_model(args.model, args.calib, args.output, config=config, method=args.method,
                         calib_limit=args.calib_limit, program=not args.no_program,
@@ -148,8 +157,6 @@ def _run_compile(args):
 
 def _print_program(out_dir):
     """Summary of the accelerator section of a compiled directory's manifest."""
-    from .codegen import read_images
-
     layout = read_images(out_dir).layout
     act, weights, params, program = (layout[key] for key in ("activations", "weights", "params",
                                                               "program"))
@@ -171,8 +178,6 @@ def _print_program(out_dir):
 
 def _load_inputs(args, net):
     """``x``, ``y`` from --inputs, or the embedded MNIST eval split for the embedded LeNet-5."""
-    from .compiler import read_inputs
-
     if args.inputs is not None:
         x, y = read_inputs(args.inputs, net.input_shape, input_name=net.input_name)
         where = f"'{args.inputs}'"
@@ -180,7 +185,6 @@ def _load_inputs(args, net):
         if not net.source.get("embedded"):
             raise FpganetError("--inputs X.npz is required (the network is not the embedded "
                                "LeNet-5, whose MNIST eval split would be the default)")
-        from .datasets import mnist
         x, y = mnist("eval")
         where = "the embedded MNIST eval split (test images 500..9999)"
     if args.limit is not None:
@@ -190,8 +194,6 @@ def _load_inputs(args, net):
 
 
 def _configure_run(parser):
-    from .backends import BACKENDS
-
     parser.add_argument("compiled", metavar="OUT", help="directory written by fpganet compile")
     parser.add_argument("--inputs", metavar="X.npz",
                         help="array 'x' float32 [N, C, H, W] (model input domain), optional "
@@ -206,9 +208,6 @@ def _configure_run(parser):
 @command("run", help="run a compiled network on inputs with a backend")
 @arguments(_configure_run)
 def _run_run(args):
-    from .backends import run_network
-    from .compiler import load_compiled
-
     net = load_compiled(args.compiled)
     if args.out:
         check_output_file(args.out, inputs=(args.inputs, args.compiled))
@@ -247,8 +246,6 @@ def _run_run(args):
 
 def _compiled_batch(compiled):
     """The ``--batch`` a compiled directory was made with (1 without a program)."""
-    from .codegen.images import NoProgramError, read_images
-
     try:
         return read_images(compiled).batch
     except NoProgramError:
@@ -270,9 +267,7 @@ def _configure_check(parser):
 @command("check", help="compare the golden model with onnxruntime, layer by layer and end to end")
 @arguments(_configure_check)
 def _run_check(args):
-    from .compiler import load_compiled
-    from .golden import run_golden
-    from .model import file_sha256
+    # Imported here, not at the top: the ONNX export is slow to import (`fpganet --help`).
     from .qdq_export import compare_layers, run_onnx, run_source_model, to_onnx
 
     net = load_compiled(args.compiled)
@@ -328,8 +323,6 @@ def _check_source_model(model, net, x):
 # mnist -------------------------------------------------------------------------------------
 
 def _configure_mnist(parser):
-    from .datasets import SPLITS
-
     parser.add_argument("--split", default="eval", choices=list(SPLITS),
                         help="calib: test images 0..499; eval: 500..9999; all (default eval)")
     parser.add_argument("--limit", type=positive_int, metavar="N", help="only the first N images")
@@ -340,8 +333,6 @@ def _configure_mnist(parser):
 @command("mnist", help="write preprocessed embedded MNIST test images as an inputs/calibration file")
 @arguments(_configure_mnist)
 def _run_mnist(args):
-    from .datasets import mnist
-
     x, y = mnist(args.split, args.limit)
     write_npz(args.output, "mnist", x=x, y=y)
     print(f"wrote {args.output}: {x.shape[0]} images of the {args.split} split")
@@ -350,42 +341,24 @@ def _run_mnist(args):
 
 # estimate / report -------------------------------------------------------------------------
 
-def _configure_estimate(parser):
-    from .estimate.cli import configure_estimate_parser
-    configure_estimate_parser(parser)
-
-
 @command("estimate", help="images/s, latency, watts and images/s/W: the FPGA, an ASIC and GPUs")
-@arguments(_configure_estimate)
+@arguments(configure_estimate_parser)
 def _run_estimate(args):
-    from .estimate.cli import run_estimate
     return run_estimate(args)
 
 
-def _configure_report(parser):
-    from .estimate.cli import configure_report_parser
-    configure_report_parser(parser)
-
-
 @command("report", help="write the estimate as Markdown with PNG plots")
-@arguments(_configure_report)
+@arguments(configure_report_parser)
 def _run_report(args):
-    from .estimate.cli import run_report
     return run_report(args)
 
 
 # synth -------------------------------------------------------------------------------------
 
-def _configure_synth(parser):
-    from .boards.build import configure
-    configure(parser)
-
-
 @command("synth", help="build a board's bitstream with yosys and nextpnr; write report.json")
-@arguments(_configure_synth)
+@arguments(configure_synth)
 def _run_synth(args):
-    from .boards.build import run
-    return run(args)
+    return run_synth(args)
 
 
 # dse ---------------------------------------------------------------------------------------
@@ -399,15 +372,9 @@ def _run_dse(args):
 
 # board -------------------------------------------------------------------------------------
 
-def _configure_board(parser):
-    from .link.cli import add_arguments
-    add_arguments(parser)
-
-
 @command("board", help="run a compiled network on an FPGA board over its UART (run, ping, status)")
-@arguments(_configure_board)
+@arguments(add_arguments)
 def _run_board(args):
-    from .link.cli import run_command
     return run_command(args)
 
 
@@ -440,8 +407,6 @@ def _run_activity(args):
 
 
 def _configure_fuzz(parser):
-    from .codegen.fuzz import ARRAYS
-
     parser.add_argument("--cases", type=non_negative_int, default=200, metavar="N",
                         help="random networks on the ISA simulator (default 200; 0 skips them)")
     parser.add_argument("--networks", type=non_negative_int, default=40, metavar="N",
@@ -472,7 +437,6 @@ def _run_fuzz(args):
 
 
 def _module(name):
-    import importlib
     return importlib.import_module(name)
 
 
@@ -480,8 +444,6 @@ def _module(name):
 
 def build_parser():
     """The argparse parser with every registered subcommand."""
-    from . import __version__
-
     parser = Parser(prog=PROG, description="From a trained CNN (ONNX) to an int8 systolic-array "
                                             "accelerator.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
