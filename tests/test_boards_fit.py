@@ -1,5 +1,6 @@
 """Builds that cannot work stop with one clear line: the resource that overflowed, or the refused option."""
 
+import dataclasses
 import signal
 import subprocess
 import sys
@@ -79,8 +80,6 @@ def test_dsp_option_is_refused_on_ice40(tmp_path, capsys):
 def test_a_core_the_board_lacks_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
     """--core offers every board's cores; a board without the one asked for says so in one
     line naming its own, status 2, nothing written."""
-    import dataclasses
-
     lean = dataclasses.replace(BOARDS["icebreaker"], cores={"accelerator": BOARDS["icebreaker"].default_core})
     monkeypatch.setitem(BOARDS, "icebreaker", lean)
     status = board_build.main(["--board", "icebreaker", "--core", "stand-in-pairs",

@@ -13,9 +13,10 @@ from fpganet.codegen import build_images
 from fpganet.compiler import compile_model
 from fpganet.config import AcceleratorConfig
 from fpganet.errors import FpganetError
-from fpganet.estimate import figures
+from fpganet.estimate import asic, figures
 from fpganet.estimate.asic import (GATE_ENERGY_CALIBRATION, asic_projection, sram_read_energy,
                                    synthesize, verilog_of)
+from fpganet.estimate.cli import configure_estimate_parser
 from fpganet.estimate.gpu import DEFAULT_GPUS, batch1_latency, gpu_rows
 from fpganet.estimate.power import canonical_resources
 from fpganet.estimate.quantity import Quantity
@@ -273,9 +274,6 @@ def test_memory_initialization_is_stripped_from_amaranth_verilog():
 
 def test_design_synthesis_is_found_again_by_source_hash(tmp_path, monkeypatch):
     """The whole accelerator is the default design; a stored result needs neither Amaranth nor yosys."""
-    from fpganet.estimate import asic
-    from fpganet.estimate.cli import configure_estimate_parser
-
     parser = argparse.ArgumentParser()
     configure_estimate_parser(parser)
     assert parser.parse_args(["out"]).design == "accelerator"
