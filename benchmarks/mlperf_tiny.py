@@ -26,11 +26,14 @@ from pathlib import Path
 
 import numpy as np
 
+from fpganet.compiler import compile_model
 from fpganet.datasets import MLPERF_TINY as MODELS
 from fpganet.datasets import mlperf_tiny as load_set         # (model, split, shared): x, y
 from fpganet.datasets import mlperf_tiny_dir
 from fpganet.datasets import mlperf_tiny_model as model_path  # (model, shared): the float ONNX
 from fpganet.files import write_text_atomic
+from fpganet.golden import run_golden
+from fpganet.qdq_export import compare_layers, run_source_model
 
 #: ``../shared`` beside the checkout, where the project's shared test material lives.
 SHARED = mlperf_tiny_dir()
@@ -55,10 +58,6 @@ def measure(model, method="mse", shared=SHARED, layers=True):
     -------
     dict
     """
-    from fpganet.compiler import compile_model
-    from fpganet.golden import run_golden
-    from fpganet.qdq_export import compare_layers, run_source_model
-
     calib_x, _ = load_set(model, "calib", shared)
     x, y = load_set(model, "test", shared)
     start = time.perf_counter()

@@ -37,7 +37,12 @@ from pathlib import Path
 
 import numpy as np
 
+from fpganet import datasets
+from fpganet.compiler import compile_model
 from fpganet.files import write_text_atomic
+from fpganet.golden import run_golden
+from fpganet.model.qdq import onnxruntime_qdq
+from fpganet.qdq_export import run_source_model
 
 #: Random networks: calibration and evaluation samples.
 RANDOM_CALIB, RANDOM_EVAL = 200, 500
@@ -56,6 +61,7 @@ def random_network(seed):
     as in trained networks), biases normal(0, 0.1); the last Gemm's rows are rescaled and its
     bias set so that each logit has mean 0 and spread 1 on 256 normal inputs of its own.
     """
+    # Imported here, not at the top: onnx is slow to import.
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(seed)
@@ -192,11 +198,6 @@ def compare(model_path, calib_x, x, y=None, methods=("mse",), work=None, batch=N
         ``float_top1`` (with labels); ``fpganet`` (method -> ``agreement``, ``top1``) and
         ``onnxruntime`` (``agreement``, ``top1``); ``images``, ``calibration_images``.
     """
-    from fpganet.compiler import compile_model
-    from fpganet.golden import run_golden
-    from fpganet.model.qdq import onnxruntime_qdq
-    from fpganet.qdq_export import run_source_model
-
     model_path = Path(model_path)
     work = Path(work or model_path.parent)
     work.mkdir(parents=True, exist_ok=True)
@@ -269,7 +270,6 @@ def line(name, row, methods):
 
 
 def main(argv=None):
-    from fpganet import datasets
     import onnxruntime
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

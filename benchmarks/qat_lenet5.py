@@ -30,6 +30,7 @@ Writes ``OUT/lenet5_qat.onnx``, ``OUT/compiled/`` (``fpganet compile``) and ``OU
 import argparse
 import gzip
 import hashlib
+import io
 import json
 import os
 import platform
@@ -41,6 +42,13 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+
+from fpganet import datasets
+from fpganet.compiler import compile_model
+from fpganet.datasets import preprocess_mnist
+from fpganet.errors import FpganetError
+from fpganet.files import atomic_file
+from fpganet.golden import run_golden
 
 HERE = Path(__file__).resolve().parent
 #: Where torchvision fetches MNIST from (torchvision.datasets.MNIST.mirrors).
@@ -76,8 +84,6 @@ def _read_idx(data):
 def _fetch(name, directory):
     """Bytes of the decompressed MNIST file ``name``: from ``directory`` if there, else
     downloaded into it (written aside and renamed); checked against :data:`TRAIN_FILES`."""
-    from fpganet.files import atomic_file
-
     for folder in (directory, directory / "MNIST" / "raw"):
         for candidate, opener in ((folder / name, open), (folder / f"{name}.gz", gzip.open)):
             if candidate.is_file():
@@ -111,8 +117,6 @@ def _fetch(name, directory):
 
 def mnist_train(directory):
     """The 60,000 MNIST training images, preprocessed as LeNet-5 expects, and labels."""
-    from fpganet.datasets import preprocess_mnist
-
     directory = Path(directory).expanduser()
     images = _read_idx(_fetch("train-images-idx3-ubyte", directory))
     labels = _read_idx(_fetch("train-labels-idx1-ubyte", directory))
@@ -121,8 +125,6 @@ def mnist_train(directory):
 
 def mnist_test():
     """The 10,000 MNIST test images (the embedded copy), preprocessed, and labels."""
-    from fpganet import datasets
-
     return datasets.mnist("all")
 
 
@@ -130,6 +132,7 @@ def mnist_test():
 
 def float_weights(path):
     """The float ONNX's weights, after checking that it is the LeNet-5 rebuilt here."""
+    # Imported here, not at the top: onnx is slow to import.
     import onnx
     from onnx import helper, numpy_helper
 
@@ -279,11 +282,8 @@ def train(model, x, y, epochs, batch, lr, seed, freeze_epoch):
 
 def export_qdq(model, path, sample):
     """The fake-quantized model as QDQ ONNX (opset 13: per-channel Q/DQ), batch dynamic."""
-    import io
-
     import torch
     from torch.ao import quantization as tq
-    from fpganet.files import atomic_file
 
     model.eval()
     model.apply(tq.disable_observer)
@@ -357,7 +357,6 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--train-limit", type=int, help="first N training images only")
     args = parser.parse_args(argv)
-    from fpganet.errors import FpganetError
 
     try:
         return run(args)
@@ -383,11 +382,6 @@ def run(args):
         raise BadInput("PyTorch is not installed: pip install -e '.[qat]'") from None
     import onnx
     import onnxruntime
-    from fpganet import datasets
-    from fpganet.compiler import compile_model
-    from fpganet.errors import FpganetError
-    from fpganet.files import atomic_file
-    from fpganet.golden import run_golden
     sys.path.insert(0, str(HERE))
     from qdq_lenet5 import compare_qdq
 

@@ -25,6 +25,13 @@ from pathlib import Path
 
 import numpy as np
 
+from fpganet import datasets
+from fpganet.compiler import compile_model
+from fpganet.golden import run_golden, run_layer
+from fpganet.model import load_onnx
+from fpganet.model.qdq import onnxruntime_qdq
+from fpganet.qnet import QReshape
+
 #: The embedded LeNet-5's ONNX fixes the batch size at 10 (its input and a Reshape constant).
 ORT_BATCH = 10
 
@@ -47,6 +54,7 @@ def onnxruntime_codes(path, x, tensors, batch=ORT_BATCH):
     dict
         Layer index -> int8 [N, ...] (uint8 codes shifted by 128).
     """
+    # Imported here, not at the top: onnx is slow to import.
     import onnx
     import onnxruntime as ort
 
@@ -82,10 +90,6 @@ def compare_qdq(net, path, x, batch=ORT_BATCH):
         share of its codes equal in the whole network; ``isolated``: layer name -> (share
         equal, largest difference) with the layer fed onnxruntime's codes of its input.
     """
-    from fpganet.golden import run_golden, run_layer
-    from fpganet.model import load_onnx
-    from fpganet.qnet import QReshape
-
     tensors = load_onnx(path).quantization["tensors"]
     golden, layers = run_golden(net, net.quantize_input(x), layer_outputs=True)
     ort = onnxruntime_codes(path, x, tensors, batch)
@@ -116,8 +120,6 @@ def compare_qdq(net, path, x, batch=ORT_BATCH):
 
 def measure(path, x, y):
     """Compile the QDQ model at ``path`` without calibration and compare it with onnxruntime."""
-    from fpganet.compiler import compile_model
-
     net = compile_model(path, program=False)
     result = compare_qdq(net, path, x)
     golden, ort_logits = result["golden"], result["onnxruntime"]
@@ -181,8 +183,6 @@ def mlperf_tiny(inputs, out):
 
 
 def main(argv=None):
-    from fpganet import datasets
-    from fpganet.model.qdq import onnxruntime_qdq
     import onnxruntime
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

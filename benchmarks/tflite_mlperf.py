@@ -28,7 +28,15 @@ from pathlib import Path
 
 import numpy as np
 
+from fpganet.argtypes import positive_int
+from fpganet.compiler import compile_model
+from fpganet.config import DEFAULT_CONFIG
 from fpganet.datasets import mlperf_tiny, mlperf_tiny_dir
+from fpganet.errors import FpganetError
+from fpganet.files import write_text_atomic
+from fpganet.golden import run_golden, run_layer
+from fpganet.isa import REQUANT_MODES
+from fpganet.qnet import NETWORK_INPUT
 
 #: model key -> the int8 TFLite file in the shared folder.
 TFLITE = {"resnet8": "resnet8_int8.tflite", "vww": "vww_mobilenetv1_025_int8.tflite"}
@@ -40,6 +48,7 @@ def tflite_path(model, shared=None):
 
 def litert(path, preserve=False, reference=True):
     """A LiteRT interpreter on the reference kernels (``reference=False``: the optimized ones)."""
+    # Imported here, not at the top: ai-edge-litert is an optional dependency (the dev extra).
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     kind = OpResolverType.BUILTIN_REF if reference else OpResolverType.BUILTIN
@@ -89,9 +98,6 @@ def nchw(a):
 
 def compare_layers(net, interpreter, q_in):
     """Each fpganet layer fed LiteRT's int8 inputs, against LiteRT's int8 output."""
-    from fpganet.golden import run_layer
-    from fpganet.qnet import NETWORK_INPUT
-
     names = {d["name"] for d in interpreter.get_tensor_details()}
     wanted = [layer.name for layer in net.layers if layer.name in names]
     _, tensors = run_litert(interpreter, q_in, wanted)
@@ -118,10 +124,6 @@ def compare_layers(net, interpreter, q_in):
 
 
 def measure(model, limit=None, shared=None, layers=True, mode="fpganet"):
-    from fpganet.compiler import compile_model
-    from fpganet.config import DEFAULT_CONFIG
-    from fpganet.golden import run_golden
-
     path = tflite_path(model, shared)
     x, y = mlperf_tiny(model, "test", shared)
     pixels = np.load(Path(shared or mlperf_tiny_dir())
@@ -173,10 +175,6 @@ def measure(model, limit=None, shared=None, layers=True, mode="fpganet"):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    from fpganet.argtypes import positive_int
-    from fpganet.errors import FpganetError
-    from fpganet.files import write_text_atomic
-    from fpganet.isa import REQUANT_MODES
 
     parser.add_argument("--models", default="resnet8,vww", help=f"of {', '.join(TFLITE)}")
     parser.add_argument("--limit", type=positive_int, help="only the first N test images")

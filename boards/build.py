@@ -30,7 +30,8 @@ import sys
 import time
 from pathlib import Path
 
-from fpganet.argtypes import non_negative_int, positive_int
+from fpganet.argtypes import add_config_arguments, non_negative_int, positive_int
+from fpganet.command_line import run_subcommand
 from fpganet.config import AcceleratorConfig, ConfigError
 from fpganet.errors import FpganetError
 from fpganet.files import staged_directory
@@ -377,7 +378,7 @@ def _describe(core):
 # Command line --------------------------------------------------------------------------------
 
 def configure(parser):
-    """Add the synth arguments (not the configuration flags) to ``parser``."""
+    """Add the synth arguments and the configuration flags to ``parser``."""
     parser.add_argument("--board", required=True, choices=sorted(BOARDS),
                         help="target board")
     parser.add_argument("-o", "--output", metavar="DIR",
@@ -405,6 +406,7 @@ def configure(parser):
     parser.add_argument("--require-timing", action="store_true",
                         help="exit with status 1 when the routed Fmax misses the target clock")
     parser.add_argument("-v", "--verbose", action="store_true", help="show the tools' output")
+    add_config_arguments(parser)
 
 
 def config_from_args(board, args):
@@ -457,8 +459,7 @@ def run(args):
 
 def main(argv=None):
     """``python -m fpganet.boards.build``: the same as ``fpganet synth``."""
-    from fpganet.cli import main as cli_main
-    return cli_main(["synth", *(sys.argv[1:] if argv is None else argv)])
+    return run_subcommand("synth", configure, run, argv)
 
 
 if __name__ == "__main__":

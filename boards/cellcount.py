@@ -26,9 +26,25 @@ from pathlib import Path
 
 from amaranth.back import rtlil
 
-from fpganet.hdl.memories import yosys_idle_written
+from fpganet.argtypes import add_config_arguments
+from fpganet.boards.icebreaker import BAUD, BOARD, DEFAULT_CONFIG, accelerator_core, accelerator_options
+from fpganet.config import ConfigError
+from fpganet.errors import FpganetError
+from fpganet.hdl.accelerator import Accelerator
+from fpganet.hdl.controller import Controller
+from fpganet.hdl.deframer import Deframer
+from fpganet.hdl.executor import CommandExecutor
+from fpganet.hdl.hostlink import HostLink, HostLinkCore
+from fpganet.hdl.linkfifo import OutputFIFO, PacketFIFO
+from fpganet.hdl.memories import ActivationBuffer, yosys_idle_written
+from fpganet.hdl.pool import MaxPool
+from fpganet.hdl.region import RegionUnit
+from fpganet.hdl.replier import Replier
+from fpganet.hdl.systolic import SystolicArray
+from fpganet.hdl.uart import UARTReceiver, UARTTransmitter
+from fpganet.hdl.window import WindowGenerator
 
-from .build import toolchain_env
+from .build import check_buildable, config_from_args, toolchain_env
 
 __all__ = ["ice40_cells", "count_cells", "host_link_blocks", "accelerator_blocks"]
 
@@ -84,13 +100,7 @@ def ice40_cells(component, *, script="synth_ice40 -top top", config=None):
 def host_link_blocks():
     """The host link and each of its blocks, fresh, in the iCEBreaker's configuration
     (its clock, 3 Mbaud)."""
-    from fpganet.boards.icebreaker import BAUD, DEFAULT_CONFIG as config
-    from fpganet.hdl.deframer import Deframer
-    from fpganet.hdl.executor import CommandExecutor
-    from fpganet.hdl.hostlink import HostLink, HostLinkCore
-    from fpganet.hdl.linkfifo import OutputFIFO, PacketFIFO
-    from fpganet.hdl.replier import Replier
-    from fpganet.hdl.uart import UARTReceiver, UARTTransmitter
+    config = DEFAULT_CONFIG
 
     def core():
         return HostLinkCore(config, config.clock_hz, BAUD)
@@ -114,15 +124,6 @@ def host_link_blocks():
 def accelerator_blocks(config):
     """The accelerator's blocks and the whole core, as the iCEBreaker builds them for
     ``config`` (its PE, weight buffer and requantizer: ``icebreaker.accelerator_options``)."""
-    from fpganet.boards.icebreaker import accelerator_core, accelerator_options
-    from fpganet.hdl.accelerator import Accelerator
-    from fpganet.hdl.controller import Controller
-    from fpganet.hdl.memories import ActivationBuffer
-    from fpganet.hdl.pool import MaxPool
-    from fpganet.hdl.region import RegionUnit
-    from fpganet.hdl.systolic import SystolicArray
-    from fpganet.hdl.window import WindowGenerator
-
     def option(name):
         return accelerator_options(config)[name]      # a fresh factory (DSPPairing pairs)
     return {
@@ -151,12 +152,6 @@ def _table(blocks, config):
 
 
 def main(argv=None):
-    from fpganet.boards.build import check_buildable, config_from_args
-    from fpganet.boards.icebreaker import BOARD
-    from fpganet.cli import add_config_arguments
-    from fpganet.config import ConfigError
-    from fpganet.errors import FpganetError
-
     parser = argparse.ArgumentParser(
         prog="python -m fpganet.boards.cellcount",
         description="iCE40 logic cells of each block, synthesized alone (synth_ice40): the host "

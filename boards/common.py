@@ -13,6 +13,7 @@ def linked_accelerator(config, baud, **accelerator_options):
     """The accelerator behind the UART host link: a :class:`~fpganet.hdl.hostlink.HostLinkSystem`
     whose device is ``Accelerator(config, **accelerator_options)`` (the board's PE and
     weight-buffer factories)."""
+    # Imported here, not at the top: the gateware (amaranth) only when a board top is built.
     from fpganet.hdl.accelerator import Accelerator
     from fpganet.hdl.hostlink import HostLinkSystem
 

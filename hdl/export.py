@@ -9,6 +9,7 @@ from pathlib import Path
 
 from amaranth.back import verilog
 
+from fpganet.command_line import run_subcommand
 from fpganet.config import AcceleratorConfig
 from fpganet.files import staged_directory
 from fpganet.hdl.systolic import SystolicArray
@@ -76,8 +77,7 @@ def run(args):
 
 def main(argv=None):
     """``python -m fpganet.hdl.export``: the same as ``fpganet verilog``."""
-    from fpganet.cli import main as cli_main
-    return cli_main(["verilog", *(sys.argv[1:] if argv is None else argv)])
+    return run_subcommand("verilog", configure, run, argv)
 
 
 if __name__ == "__main__":

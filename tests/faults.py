@@ -10,6 +10,7 @@ from amaranth.lib import wiring
 from fpganet.hdl.postproc import TfliteRequantizer
 from fpganet.hdl.scatter import ResultWriter
 from fpganet.hdl.systolic import ProcessingElement
+from fpganet.hdl.window import WindowGenerator
 
 
 class MiswiredPE(wiring.Component):
@@ -67,7 +68,6 @@ class OffByOneWindow(_Wrapper):
     """A window generator that walks kernel rows one byte too far apart (``IN_PITCH + 1``)."""
 
     def __init__(self, config):
-        from fpganet.hdl.window import WindowGenerator
         super().__init__(WindowGenerator(config))
 
     def patch(self, m, path):
@@ -82,7 +82,6 @@ class LateWriter(_Wrapper):
     """A result writer whose `done` comes one cycle late (right data, wrong timing)."""
 
     def __init__(self, config):
-        from fpganet.hdl.scatter import ResultWriter
         super().__init__(ResultWriter(config))
 
     def patch(self, m, path):

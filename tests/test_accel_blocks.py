@@ -11,13 +11,15 @@ from amaranth.sim import Simulator
 
 from fpganet import perf
 from fpganet.config import WEIGHT_BLOCK_WORDS, AcceleratorConfig
+from fpganet.hdl.controller import Controller
 from fpganet.hdl.memories import ActivationBuffer, BankArbiter, param_from_word, param_layout
 from fpganet.hdl.pool import MaxPool
 from fpganet.hdl.postproc import requantizer
 from fpganet.hdl.registers import COUNT_WIDTH, register_layout, register_widths
 from fpganet.hdl.scatter import ResultWriter
 from fpganet.hdl.window import WindowGenerator
-from fpganet.isa import ENGINE_COUNTS, REGION_COUNTS, Reg, pack_param, unpack_param
+from fpganet.isa import (ENGINE_COUNTS, INSTRUCTION_BITS, Instruction, Opcode, REGION_COUNTS, Reg,
+                         encode, pack_param, unpack_param)
 from fpganet.isasim import engine_lanes, engine_read_addresses
 from fpganet.quantize.fixed_point import requantize
 from fpganet.sim.rtl_images import weight_word
@@ -675,9 +677,6 @@ def check_result_writer(overrides, kind, shape, seed):
 def test_controller_restarts_from_instruction_zero(pipelined, delay):
     """A second run started in the cycle ``done`` rises (or the next) runs instruction 0 again:
     with the pipeline registers the word is read ahead while idle, and END reads it already."""
-    from fpganet.hdl.controller import Controller
-    from fpganet.isa import INSTRUCTION_BITS, Instruction, Opcode, encode
-
     program = [Instruction(Opcode.SET, Reg.FILL_VALUE, 5), Instruction(Opcode.END),
                Instruction(Opcode.SET, Reg.FILL_VALUE, 9), Instruction(Opcode.END)]
     config = AcceleratorConfig(pipeline_registers=pipelined)

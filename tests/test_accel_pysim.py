@@ -1,12 +1,19 @@
 """The whole accelerator under amaranth.sim: small programs against the ISA simulator (bytes)
 and the performance model (cycles, exactly); back-pressure; deliberately broken variants."""
 
+from functools import partial
+
 import numpy as np
 import pytest
 
 from fpganet import perf
+from fpganet.codegen import build_images
+from fpganet.codegen.fuzz import random_pooled_network
 from fpganet.config import AcceleratorConfig
+from fpganet.errors import FpganetError
+from fpganet.golden import run_golden
 from fpganet.hdl.accelerator import Accelerator, host_write_layout
+from fpganet.hdl.scatter import ResultWriter
 from fpganet.isa import HostSpace, Instruction, Opcode, Reg, count_width, encode, pack_param
 from fpganet.isasim import Machine
 from fpganet.sim.rtl_images import host_writes, images_from_machine
@@ -268,11 +275,6 @@ def test_pooled_writes_and_a_maximum_that_never_restarts():
     """CONV pool in amaranth.sim: a conv and its 2x2 max-pool equal the golden model, in the
     cycles fpganet.perf counts; a result writer whose running maximum never restarts at a row
     pair (faults.UnopenedPoolWriter) does not."""
-    from fpganet.codegen import build_images
-    from fpganet.codegen.fuzz import random_pooled_network
-    from fpganet.errors import FpganetError
-    from fpganet.golden import run_golden
-
     config = AcceleratorConfig(rows=4, cols=2, acc_width=24, broadcast_operands=True,
                                pair_products=True, act_bank_factor=2, fused_max_pool=True,
                                weight_buffer_bytes=4096, act_buffer_bytes=2048,
@@ -305,8 +307,6 @@ def test_ice40_requantizers_in_the_accelerator(acc_width, broadcast, multiplier,
     their Amaranth models, or shifted copies for multipliers of few bits; five requantizer
     stages), with operands broadcast or systolic: the same bytes as the instruction-set
     simulator and the cycles fpganet.perf counts."""
-    from functools import partial
-    from fpganet.hdl.scatter import ResultWriter
     config = small(acc_width=acc_width, requant_latency=5, requant_lanes=2,
                    broadcast_operands=broadcast, requant_mult_bits=bits)
     builder, x = conv_layer_program(config, 2, 5, 6, 5, 3, 1, seed=11)

@@ -10,7 +10,7 @@ import pytest
 from fpganet import perf
 from fpganet.config import AcceleratorConfig
 from fpganet.isasim import Machine
-from fpganet.sim.rtl_backend import build_harness, run_machine, run_program
+from fpganet.sim.rtl_backend import RtlError, build_harness, run_machine, run_program
 
 from accel_programs import conv_layer_program, lenet_program, pool_layer_program
 from test_accel_pysim import LAYERS, control_program, isasim_conv_machine
@@ -92,7 +92,6 @@ def test_stream_back_pressure_on_verilog(default_build, ready, valid):
 
 
 def test_timeout_is_reported(default_build):
-    from fpganet.sim.rtl_backend import RtlError
     config = AcceleratorConfig()
     builder, x = lenet_program(config, images=1)
     with pytest.raises(RtlError, match="did not finish"):

@@ -12,14 +12,25 @@ import json
 import numpy as np
 import pytest
 
-from fpganet.codegen import build_images, plan_network, read_images, run_isa
-from fpganet.codegen.fuzz import random_network
+from fpganet.backends import run_network
+from fpganet.boards.icebreaker import DEFAULT_CONFIG as ICEBREAKER_CONFIG
+from fpganet.cli import main
+from fpganet.codegen import build_images, engine_conflicts, plan_network, read_images, run_isa
+from fpganet.codegen.fuzz import _conv, random_case, random_network
 from fpganet.codegen.plan import smallest_act_bytes
+from fpganet.compiler import compile_model, write_compiled
 from fpganet.config import AcceleratorConfig
+from fpganet.datasets import mnist
 from fpganet.errors import FpganetError
+from fpganet.estimate.comparison import estimate
+from fpganet.estimate.workload import simulated_cycles
 from fpganet.golden import run_golden
 from fpganet.isa import HostSpace
+from fpganet.link import load_compiled_job
 from fpganet.perf import program_cycles
+from fpganet.qnet import QNetwork, QReshape
+from fpganet.sim.fuzz_rtl import CONFIGS as RTL_CONFIGS
+from fpganet.sim.rtl_backend import build_harness
 
 #: LeNet-5 configurations of the batching report (docs/backend.md, "Batching").
 CONFIGS = {
@@ -59,15 +70,11 @@ def _digest(images):
 
 @pytest.fixture(scope="module")
 def lenet():
-    from fpganet.compiler import compile_model
-
     return compile_model()
 
 
 @pytest.fixture(scope="module")
 def mnist_q(lenet):
-    from fpganet.datasets import mnist
-
     x, _ = mnist("eval", 40)
     q_in = lenet.quantize_input(x)
     return q_in, run_golden(lenet, q_in)
@@ -83,8 +90,6 @@ def _cycles_per_image(images, config):
 # Batch 1 is today's compiler ---------------------------------------------------------------
 
 def test_batch_1_is_byte_identical_to_the_unbatched_compiler(lenet):
-    from fpganet.codegen.fuzz import random_case
-
     for name, config in CONFIGS.items():
         assert _digest(build_images(lenet, 1, config)) == LENET_DIGESTS[name], name
         assert _digest(build_images(lenet, 1, config, batch=1)) == LENET_DIGESTS[name], name
@@ -94,8 +99,6 @@ def test_batch_1_is_byte_identical_to_the_unbatched_compiler(lenet):
 
 
 def test_batch_1_compiled_directory_is_unchanged(lenet, tmp_path):
-    from fpganet.compiler import write_compiled
-
     write_compiled(lenet, tmp_path / "default")
     write_compiled(lenet, tmp_path / "batch1", batch=1)
     for name in ("program.hex", "weights.hex", "params.hex", "manifest.json", "network.npz"):
@@ -146,8 +149,6 @@ def test_random_batched_networks_on_isa_match_golden(array):
         assert plan.group_steps and all(step.lanes == batch for step in plan.group_steps)
         if plan.pitches == "searched":
             # An odd image stride and interleaved outputs: the batched lanes never share a bank.
-            from fpganet.codegen import engine_conflicts
-
             conflicts = engine_conflicts(images.program_for(batch), config)
             pcs = [images.layout["layers"][s.layer_index]["steps"][0]["instructions"][1] - 1
                    for s in plan.group_steps]
@@ -226,10 +227,7 @@ def test_batched_pair_reads_share_no_bank():
     (and the copy's channel stride) put all four bytes of a beat in different banks, so the
     iCEBreaker's batched dense layers gather a beat a cycle (an odd image stride with an odd
     channel stride made every beat take two cycles)."""
-    from fpganet.boards.icebreaker import DEFAULT_CONFIG as config
-    from fpganet.codegen import engine_conflicts
-    from fpganet.compiler import compile_model
-
+    config = ICEBREAKER_CONFIG
     images = build_images(compile_model(config=config), 1, config, batch=2)
     plan = images.plan
     pcs = [images.layout["layers"][s.layer_index]["steps"][0]["instructions"][1] - 1
@@ -244,11 +242,7 @@ def test_estimate_uses_the_batched_program():
     """`fpganet estimate` of a directory compiled with --batch 2 counts the batched program's
     steady-state cycles per image (the board runs it two images a START); the per-layer
     cycles give the dense layers' a half each and add up with the rest to the total."""
-    from fpganet.boards.icebreaker import DEFAULT_CONFIG as config
-    from fpganet.compiler import compile_model
-    from fpganet.estimate.comparison import estimate
-    from fpganet.estimate.workload import simulated_cycles
-
+    config = ICEBREAKER_CONFIG
     net = compile_model(config=config)
     result = estimate(net, board="icebreaker", program_batch=2)
     assert result.cycles.value == _cycles_per_image(build_images(net, 1, config, batch=2), config)
@@ -261,11 +255,6 @@ def test_estimate_uses_the_batched_program():
 
 
 def test_compile_batch_and_the_consumers(lenet, tmp_path, mnist_q):
-    from fpganet.backends import run_network
-    from fpganet.link import load_compiled_job
-    from fpganet.cli import main
-    from fpganet.datasets import mnist
-
     out = tmp_path / "lenet-b4"
     assert main(["compile", "-o", str(out), "--batch", "4"]) == 0
     section = json.loads((out / "manifest.json").read_text())["accelerator"]
@@ -299,9 +288,6 @@ def _check_on_rtl(build, net, q_in, batch):
 
 @pytest.mark.parametrize("name", ["2x8", "3x5-requant5"])
 def test_random_batched_networks_on_rtl(name):
-    from fpganet.sim.fuzz_rtl import CONFIGS as RTL_CONFIGS
-    from fpganet.sim.rtl_backend import build_harness
-
     config = RTL_CONFIGS[name]
     build = build_harness(config, sim="verilator")
     rng = np.random.default_rng([2027, sum(map(ord, name))])
@@ -315,8 +301,6 @@ def test_random_batched_networks_on_rtl(name):
 def test_lenet_batched_on_rtl(lenet, mnist_q):
     """On the default 2x8 build (8 KiB of activations: batch 4 is the largest that fits with
     searched pitches)."""
-    from fpganet.sim.rtl_backend import build_harness
-
     build = build_harness(AcceleratorConfig(), sim="verilator")
     q_in, _ = mnist_q
     _check_on_rtl(build, lenet, q_in[:5], 4)
@@ -325,8 +309,6 @@ def test_lenet_batched_on_rtl(lenet, mnist_q):
 def test_lenet_batch_cols_on_rtl(lenet, mnist_q):
     """Batch 8 = cols on a 2x8 array with 16 KiB of activations (8 slot copies do not fit the
     default 8 KiB): one more Verilator build (~30 s, cached in build/sim afterwards)."""
-    from fpganet.sim.rtl_backend import build_harness
-
     build = build_harness(AcceleratorConfig(act_buffer_bytes=16384), sim="verilator")
     q_in, _ = mnist_q
     _check_on_rtl(build, lenet, q_in[:10], 8)
@@ -336,11 +318,7 @@ def test_lenet_batched_on_the_icebreakers_rtl():
     """The iCEBreaker's configuration at batch 2: its first conv and pool as CONV pools, pair
     products, the batch slot's image and channel strides for pair reads (29,369 cycles an
     image, 1,021 images/s at its 30 MHz)."""
-    from fpganet.boards.icebreaker import DEFAULT_CONFIG as config
-    from fpganet.compiler import compile_model
-    from fpganet.datasets import mnist
-    from fpganet.sim.rtl_backend import build_harness
-
+    config = ICEBREAKER_CONFIG
     net = compile_model(config=config)
     x, _ = mnist("eval", 3)
     images = build_images(net, 1, config, batch=2)
@@ -351,9 +329,6 @@ def test_lenet_batched_on_the_icebreakers_rtl():
 
 def test_mlp_whose_input_is_the_batch_slot():
     """No conv layer: INPUT writes image j's copy of the slot directly."""
-    from fpganet.codegen.fuzz import _conv
-    from fpganet.qnet import QNetwork, QReshape
-
     rng = np.random.default_rng(11)
     config = AcceleratorConfig(rows=3, cols=5)
     shape = (3, 4, 5)

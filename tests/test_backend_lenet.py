@@ -2,6 +2,7 @@
 layout and bank conflicts on 2x8, the compiled directory, capacity errors."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -166,7 +167,6 @@ def test_capacity_errors_leave_no_output(flags, message, capfd, tmp_path):
     assert status == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("fpganet: error: ")
-    import re
     assert re.fullmatch(message, lines[0][len("fpganet: error: "):]), lines[0]
     assert list(tmp_path.iterdir()) == []
 

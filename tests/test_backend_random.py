@@ -9,10 +9,13 @@ from onnx_builders import save, small_cnn
 from fpganet.codegen import build_images, engine_conflicts, plan_network, run_isa
 from fpganet.codegen.fuzz import ARRAYS, check_case, random_case
 from fpganet.codegen.plan import smallest_act_bytes
+from fpganet.codegen.program import COUNT_LIMIT, region_runs
 from fpganet.compiler import compile_model
 from fpganet.config import AcceleratorConfig
 from fpganet.errors import FpganetError
 from fpganet.golden import run_golden
+from fpganet.isa import Reg
+from fpganet.isasim import region_addresses
 from fpganet.qnet import QConv, QMaxPool, QNetwork, QReshape
 
 SEED = 20240611
@@ -158,10 +161,6 @@ def test_programs_are_accepted_by_the_performance_model():
 
 
 def test_region_runs_cover_the_same_bytes_in_order():
-    from fpganet.codegen.program import COUNT_LIMIT, region_runs
-    from fpganet.isa import Reg
-    from fpganet.isasim import region_addresses
-
     def addresses(base, channels, cstride, rows, pitch, length):
         regs = {Reg.IO_BASE: base, Reg.IO_CHANNELS: channels, Reg.IO_CSTRIDE: cstride,
                 Reg.IO_ROWS: rows, Reg.IO_PITCH: pitch, Reg.IO_LEN: length}

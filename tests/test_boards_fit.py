@@ -1,11 +1,21 @@
 """Builds that cannot work stop with one clear line: the resource that overflowed, or the refused option."""
 
+import dataclasses
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
+from amaranth.back import rtlil
 
 from fpganet.boards import build as board_build
-from fpganet.boards.build import BOARDS, DoesNotFit, board_config
+from fpganet.boards.build import BOARDS, DoesNotFit, Refused, _without_overridden, board_config
+from fpganet.boards.icebreaker import DEFAULT_CONFIG, refuse, requant_multiplier, stand_in_core
 from fpganet.boards.report import (overflows, parse_errors, parse_log_fmax, parse_utilization,
                                    select_main_clock)
+from fpganet.cli import main
 from fpganet.errors import FpganetError
 
 # Captured from the nextpnr-ice40 log (top.tim) of a 4x8 array on the UP5K: 16 SB_MAC16
@@ -70,8 +80,6 @@ def test_dsp_option_is_refused_on_ice40(tmp_path, capsys):
 def test_a_core_the_board_lacks_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
     """--core offers every board's cores; a board without the one asked for says so in one
     line naming its own, status 2, nothing written."""
-    import dataclasses
-
     lean = dataclasses.replace(BOARDS["icebreaker"], cores={"accelerator": BOARDS["icebreaker"].default_core})
     monkeypatch.setitem(BOARDS, "icebreaker", lean)
     status = board_build.main(["--board", "icebreaker", "--core", "stand-in-pairs",
@@ -88,8 +96,6 @@ def test_the_pair_stand_in_counts_two_macs_per_pe(board, cell):
     """Both boards' pair stand-ins make twice the PEs' MACs on their DSPs (128 MULT18X18D on
     the ULX3S's 8x8, the UP5K's eight SB_MAC16 on its 4x2), and the report counts the
     products, not the PEs."""
-    from amaranth.back import rtlil
-
     spec = BOARDS[board]
     config = spec.default_config.replace(pair_products=False)     # the ULX3S's has pairs
     pairs = spec.cores["stand-in-pairs"]
@@ -112,8 +118,6 @@ def test_a_pair_stand_in_refuses_operands_it_cannot_double(board, tmp_path, caps
 def test_the_ulx3s_accelerator_takes_pair_products():
     """The ULX3S's whole accelerator (the pipeline registers) with pair products: buildable, 128
     MACs a cycle on 128 MULT18X18D, two a PE."""
-    from amaranth.back import rtlil
-
     spec = BOARDS["ulx3s"]
     config = board_config(spec, pair_products=True)
     board_build.check_buildable(spec, config)
@@ -150,8 +154,6 @@ def test_oversized_array_does_not_fit_the_up5k(tmp_path, capsys):
 def test_accelerator_core_elaborates(board):
     """Each board's accelerator core (host link + accelerator with the board's PE and weight
     buffer) converts to RTLIL: the SB_MAC16/SPRAM or MULT18 instances and the link wiring."""
-    from amaranth.back import rtlil
-
     spec = BOARDS[board]
     text = rtlil.convert(spec.cores["accelerator"](spec.default_config), name="top")
     cells = {"icebreaker": ("SB_MAC16", "SB_SPRAM256KA"), "ulx3s": ("MULT18X18D",)}[board]
@@ -162,7 +164,6 @@ def test_accelerator_core_elaborates(board):
 def test_icebreaker_requantizer_uses_the_spare_dsps():
     """Two SB_MAC16 per requantizer lane when the array leaves them; otherwise shifted copies
     for multipliers of few bits, Booth logic for the rest."""
-    from fpganet.boards.icebreaker import DEFAULT_CONFIG, requant_multiplier
     assert requant_multiplier(DEFAULT_CONFIG) == "shift_add"      # pair PEs: all 8 DSPs, 1 bit
     eight_macs = DEFAULT_CONFIG.replace(pair_products=False, weight_buffer_bytes=64 * 1024,
                                         requant_mult_bits=15, requant_latency=5, act_bank_factor=1,
@@ -180,7 +181,6 @@ def test_icebreaker_requantizer_uses_the_spare_dsps():
 
 def test_nextpnr_options_given_replace_the_boards():
     """nextpnr refuses an option twice: one given on the command line drops the board's."""
-    from fpganet.boards.build import _without_overridden
     assert BOARDS["icebreaker"].nextpnr_opts == ("--placer", "static", "--router", "router2")
     assert _without_overridden(("--placer", "static", "--router", "router2"),
                                ["--placer=heap"]) == ["--router", "router2"]
@@ -193,10 +193,6 @@ def test_nextpnr_options_given_replace_the_boards():
 def test_icebreaker_refuses_the_tflite_requantizer_before_synthesis(tmp_path, capsys):
     """Measured not to fit (7,218 / 5,280 LC): said in one line at once, nothing written; the
     array alone (the stand-in core, no requantizer) still builds in that mode."""
-    from fpganet.boards.build import Refused
-    from fpganet.boards.icebreaker import refuse, stand_in_core
-    from fpganet.cli import main
-
     assert main(["synth", "--board", "icebreaker", "--requant-mode", "tflite",
                  "--requant-mult-bits", "15", "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
@@ -214,8 +210,6 @@ def test_compile_for_a_board_refuses_what_its_build_refuses(tmp_path, capsys, fl
     """`fpganet compile --board B` compiles for what `fpganet synth --board B` builds: a
     configuration the build refuses (the tflite requantizer, 8 rows of pair PEs, whose
     128-bit weight words the SPRAMs cannot hold) is refused at compile time, in one line, nothing written."""
-    from fpganet.cli import main
-
     assert main(["compile", "--board", "icebreaker", *flags, "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("fpganet: error: iCEBreaker") and "\n" not in err
@@ -225,8 +219,6 @@ def test_compile_for_a_board_refuses_what_its_build_refuses(tmp_path, capsys, fl
 
 def _processes_in(folder):
     """Processes whose working directory is under ``folder`` (Linux's /proc; empty elsewhere)."""
-    from pathlib import Path
-
     found = []
     for entry in Path("/proc").glob("[0-9]*"):
         try:
@@ -240,11 +232,6 @@ def _processes_in(folder):
 def test_a_terminated_build_stops_its_tools_and_leaves_nothing(tmp_path):
     """SIGTERM (kill, a job scheduler's limit) cleans up as Ctrl-C does: the tool session is
     killed, the folder built aside removed, and the command says so in one line."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
     process = subprocess.Popen([sys.executable, "-m", "fpganet", "synth", "--board", "icebreaker",
                                 "--core", "stand-in", "-o", str(tmp_path / "out")],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -261,8 +248,6 @@ def test_a_terminated_build_stops_its_tools_and_leaves_nothing(tmp_path):
 def test_a_build_past_its_time_limit_stops_its_tools_and_says_so_in_one_line(tmp_path, capsys):
     """A router that oscillates never finishes by itself: --timeout stops the whole tool
     session and names what it was doing; the logs land for the user to read."""
-    from fpganet.cli import main
-
     out = tmp_path / "out"
     assert main(["synth", "--board", "icebreaker", "--core", "stand-in", "--timeout", "2",
                  "-o", str(out)]) == 2

@@ -20,6 +20,7 @@ from fpganet.hdl.ice40_dsp import (DSPPairing, DSPProcessingElement, Ice40Systol
 from fpganet.hdl.systolic import ProcessingElement, SystolicArray
 from fpganet.sim.matmul import assemble, plan_tiles, reference_matmul
 
+from amaranth.hdl import Fragment
 from test_systolic_amaranth import ArrayHarness
 
 TB_MODULE = "fpganet.sim.tb_systolic"
@@ -59,7 +60,6 @@ def test_pairing_shares_one_dsp_per_two_pes():
 
 def test_pairing_serves_several_designs():
     """An odd PE count: the last PE keeps its DSP; the next design starts fresh pairs."""
-    from amaranth.hdl import Fragment
     config = AcceleratorConfig(rows=1, cols=3)
     pairing = DSPPairing()
     first = SystolicArray(config, pe=pairing)

@@ -13,6 +13,7 @@ import pytest
 
 from fpganet.boards.netlist import build_netlist_sim, netlist_simulator, synthesize_netlist
 from fpganet.boards.report import parse_yosys_cells
+from fpganet.cli import main
 from fpganet.config import AcceleratorConfig
 from fpganet.hdl.ice40_spram import SPRAMWeightBuffer, spram_mapping_problem
 from fpganet.hdl.memories import WeightBuffer
@@ -86,8 +87,6 @@ def test_spram_weight_buffer_refuses_shapes_it_cannot_map(rows, weight_bytes, me
 def test_synth_refuses_a_weight_buffer_the_spram_cannot_hold_in_one_line(tmp_path, capsys):
     """The default's pair PEs need 64-bit words over all four SPRAMs: 64 KiB is refused before
     any tool runs."""
-    from fpganet.cli import main
-
     assert main(["synth", "--board", "icebreaker", "--weight-buffer-bytes", "65536",
                  "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()

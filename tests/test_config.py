@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from fpganet.config import DEFAULT_CONFIG, AcceleratorConfig, ConfigError
+from fpganet.config import DEFAULT_CONFIG, AcceleratorConfig, ConfigError, REQUANT_LATENCIES
+from fpganet.hdl.postproc import VARIANTS
 
 
 def test_derived_values():
@@ -102,9 +103,6 @@ def test_requantization_modes_and_their_latencies():
     """A mode given without a latency gets the mode's first (constructor, JSON, replace); the
     modes' latencies are disjoint, so a board's PING (which reports requant_latency) tells its
     mode; each (mode, latency) has a requantizer variant."""
-    from fpganet.config import REQUANT_LATENCIES
-    from fpganet.hdl.postproc import VARIANTS
-
     assert AcceleratorConfig().requant_latency == 4
     assert AcceleratorConfig(requant_mode="tflite").requant_latency == 6
     assert AcceleratorConfig.from_dict({"requant_mode": "tflite"}).requant_latency == 6

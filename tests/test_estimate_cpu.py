@@ -1,5 +1,7 @@
 """Measuring the network with onnxruntime on this machine (tiny runs; nothing is asserted on time)."""
 
+import dataclasses
+
 import pytest
 
 from fpganet.compiler import compile_model
@@ -32,6 +34,7 @@ def test_cpu_rows_for_the_float_and_int8_models(measured):
 
 
 def test_cuda_is_measured_or_skipped_with_a_reason(measured):
+    # Imported here, not at the top: onnxruntime is slow to import.
     import onnxruntime
 
     if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
@@ -52,8 +55,6 @@ def test_fixed_batch_model_is_freed(lenet):
 
 
 def test_missing_float_model_is_skipped(lenet):
-    import dataclasses
-
     moved = dataclasses.replace(lenet, source=dict(lenet.source, path="/nonexistent/lenet.onnx"))
     result = measure_network(moved, batches=(1,), min_time_s=0.0, providers=["CPUExecutionProvider"])
     assert [row["name"].split(", ", 1)[1].split()[0] for row in result["rows"]] == ["int8"]

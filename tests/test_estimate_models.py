@@ -4,17 +4,27 @@ import argparse
 import json
 
 import pytest
+from amaranth import Module
+from amaranth.lib import memory, wiring
+from amaranth.lib.wiring import In, Out
 
+from fpganet import perf
+from fpganet.codegen import build_images
 from fpganet.compiler import compile_model
 from fpganet.config import AcceleratorConfig
 from fpganet.errors import FpganetError
-from fpganet.estimate import figures
+from fpganet.estimate import asic, figures
 from fpganet.estimate.asic import (GATE_ENERGY_CALIBRATION, asic_projection, sram_read_energy,
-                                   synthesize)
+                                   synthesize, verilog_of)
+from fpganet.estimate.cli import configure_estimate_parser
 from fpganet.estimate.gpu import DEFAULT_GPUS, batch1_latency, gpu_rows
+from fpganet.estimate.power import canonical_resources
 from fpganet.estimate.quantity import Quantity
-from fpganet.estimate.throughput import HostLink, fpga_performance, load_board_report
-from fpganet.estimate.workload import Workload, cycles_per_image
+from fpganet.estimate.throughput import (HostLink, clock_quantity, fpga_performance,
+                                         load_board_report)
+from fpganet.estimate.workload import Workload, cycles_per_image, simulated_cycles
+from fpganet.hdl.systolic import SystolicArray
+from fpganet.perf import program_cycles
 
 
 @pytest.fixture(scope="module")
@@ -60,9 +70,6 @@ def test_cycles_fallbacks_are_labelled(workload, lenet):
 
 
 def test_simulated_cycles_come_from_the_backend_program(workload, lenet):
-    from fpganet import perf
-    from fpganet.codegen import build_images
-
     total, per_layer, source = cycles_per_image(workload, lenet)
     assert total.source == "simulated" and source.startswith("simulated")
     images = build_images(lenet, n_images=3)
@@ -83,10 +90,6 @@ def test_simulated_cycles_come_from_the_backend_program(workload, lenet):
 
 
 def test_simulated_cycles_are_the_performance_model_s(workload, lenet):
-    from fpganet.codegen import build_images
-    from fpganet.estimate.workload import simulated_cycles
-    from fpganet.perf import program_cycles
-
     total, per_layer, source = cycles_per_image(workload, lenet)
     images = build_images(lenet, 1, lenet.config)
     steady = (program_cycles(images.program_for(2), lenet.config).total
@@ -134,8 +137,6 @@ def test_board_report_is_read_and_checked(tmp_path):
                                                                {"ICESTORM_LC": 3000})
     # As boards/build.py writes it: the board clock (PLL) below the routed Fmax is the clock;
     # nextpnr's raw utilization table is preferred to the renamed resources.
-    from fpganet.estimate.power import canonical_resources
-    from fpganet.estimate.throughput import clock_quantity
 
     built = dict(good, fmax_mhz=44.8, clock={"target_mhz": 40.0, "pll_mhz": 39.75},
                  resources={"LC": {"used": 3000, "available": 5280},
@@ -231,8 +232,6 @@ def test_gate_energy_calibration_reproduces():
 
 
 def test_asic_projection_of_a_small_array(lenet):
-    from fpganet.hdl.systolic import SystolicArray
-
     config = AcceleratorConfig(rows=1, cols=2)
     workload = Workload.from_network(lenet, config)
     cycles = Quantity(workload.tiled_cycles, "cycles", "estimated", "test")
@@ -250,12 +249,6 @@ def test_asic_projection_of_a_small_array(lenet):
 
 
 def test_memory_initialization_is_stripped_from_amaranth_verilog():
-    from amaranth import Module
-    from amaranth.lib import memory, wiring
-    from amaranth.lib.wiring import In, Out
-
-    from fpganet.estimate.asic import verilog_of
-
     class Table(wiring.Component):
         addr: In(4)
         wdata: In(8)
@@ -281,9 +274,6 @@ def test_memory_initialization_is_stripped_from_amaranth_verilog():
 
 def test_design_synthesis_is_found_again_by_source_hash(tmp_path, monkeypatch):
     """The whole accelerator is the default design; a stored result needs neither Amaranth nor yosys."""
-    from fpganet.estimate import asic
-    from fpganet.estimate.cli import configure_estimate_parser
-
     parser = argparse.ArgumentParser()
     configure_estimate_parser(parser)
     assert parser.parse_args(["out"]).design == "accelerator"

@@ -2,11 +2,15 @@
 
 import pytest
 
+from fpganet.compiler import compile_model
 from fpganet.estimate import figures
+from fpganet.estimate.activity import Activity
 from fpganet.estimate.figures import ECP5_FLIP_FLOP, FF_PER_LUT
 from fpganet.estimate.power import (COEFFICIENTS, accelerator_power, canonical_resources,
                                     ecp5_power, ice40_power, marlann_check,
                                     reproduce_ice40_measurements)
+from fpganet.estimate.quantity import Quantity
+from fpganet.estimate.workload import Workload
 
 
 def coefficient(name):
@@ -120,10 +124,6 @@ def test_nextpnr_resource_names_are_understood():
 
 
 def test_accelerator_power_uses_the_engine_duty():
-    from fpganet.compiler import compile_model
-    from fpganet.estimate.quantity import Quantity
-    from fpganet.estimate.workload import Workload
-
     workload = Workload.from_network(compile_model())
     cycles = Quantity(workload.tiled_cycles, "cycles", "estimated", "test")
     clock = Quantity(40e6, "Hz", "estimated", "test")
@@ -140,10 +140,6 @@ def test_accelerator_power_uses_the_engine_duty():
 
 
 def _lenet_power(activity, duty=1.0):
-    from fpganet.compiler import compile_model
-    from fpganet.estimate.quantity import Quantity
-    from fpganet.estimate.workload import Workload
-
     workload = Workload.from_network(compile_model())
     cycles = Quantity(workload.tiled_cycles, "cycles", "estimated", "test")
     clock = Quantity(40e6, "Hz", "estimated", "test")
@@ -153,8 +149,6 @@ def _lenet_power(activity, duty=1.0):
 
 
 def test_simulated_activity_scales_both_ends_and_replaces_the_utilization():
-    from fpganet.estimate.activity import Activity
-
     default = _lenet_power(None)
     simulated = Activity(logic=(0.10, 0.12), data=(0.3, 0.3), source="simulated",
                          basis="test", data_includes_utilization=True, origin="test")

@@ -2,18 +2,27 @@
 ReLU6, BatchNorm folded forward, NHWC classifier heads; imported against onnxruntime, quantized
 through the golden model against onnxruntime layer by layer, and refused by the accelerator."""
 
+import dataclasses
+import sys
+import warnings
+from pathlib import Path
+
 import numpy as np
 import pytest
-from onnx_builders import init, make, node, ort_run, weights
+from hypothesis import HealthCheck, given, settings, strategies as st
+from onnx_builders import init, make, node, ort_run, save, weights
 
-from fpganet.codegen import build_images
+from fpganet.cli import main
+from fpganet.codegen import build_images, run_isa
+from fpganet.compiler import write_compiled
+from fpganet.config import AcceleratorConfig
 from fpganet.errors import FpganetError
-from fpganet.golden import run_golden
-from fpganet.model import import_model, run_float
+from fpganet.golden import run_golden, run_layer
+from fpganet.model import import_model, load_onnx, run_float
 from fpganet.model.ir import Add, AvgPool, Conv, Dense
-from fpganet.qdq_export import compare_layers, run_onnx, to_onnx
-from fpganet.qnet import QAdd, QAvgPool, load_network
-from fpganet.quantize import quantize_graph
+from fpganet.qdq_export import compare_layers, run_onnx, run_source_model, to_onnx
+from fpganet.qnet import QAdd, QAvgPool, QNetwork, load_network
+from fpganet.quantize import quantize_add, quantize_graph, quantize_linear_layer
 
 RNG = np.random.default_rng(77)
 
@@ -198,9 +207,6 @@ def test_golden_end_to_end_against_onnxruntime_and_float(quantized):
 
 
 def test_compiled_graph_round_trips_and_runs_on_the_isa_simulator(quantized, tmp_path):
-    from fpganet.codegen import run_isa
-    from fpganet.compiler import write_compiled
-
     _, _, net, x = quantized
     q_in = net.quantize_input(x[:20])
     q_isa, _ = run_isa(net, q_in)
@@ -214,13 +220,10 @@ def test_compiled_graph_round_trips_and_runs_on_the_isa_simulator(quantized, tmp
 
 
 def test_add_rescales_each_input_then_requantizes():
-    from fpganet.quantize import quantize_add
-
     layer = Add(name="a", in_shape=(1, 1, 4), relu=True)
     q = quantize_add(layer, (0.02, 5), (0.05, -3), (0.08, -128))
     a = np.array([[[[-128, 5, 60, 127]]]], np.int8)
     b = np.array([[[[127, -3, -50, -128]]]], np.int8)
-    from fpganet.golden import run_layer
     got = run_layer(q, a, b)
     real = 0.02 * (a.astype(float) - 5) + 0.05 * (b.astype(float) + 3)
     expected = np.clip(np.floor(real / 0.08 + 0.5) - 128, -128, 127)
@@ -228,8 +231,6 @@ def test_add_rescales_each_input_then_requantizes():
 
 
 def test_relu6_clamps_at_the_code_of_six():
-    from fpganet.quantize import quantize_linear_layer
-
     layer = Dense(name="d", weight=np.eye(2, dtype=np.float32), bias=np.zeros(2, np.float32),
                   in_shape=(2, 1, 1), out_shape=(2, 1, 1), relu=True, clip_max=6.0)
     q = quantize_linear_layer(layer, 0.1, 0, 0.05, -128)
@@ -239,9 +240,6 @@ def test_relu6_clamps_at_the_code_of_six():
 # The MLPerf Tiny networks on the shared test material --------------------------------------------
 
 def _shared():
-    import sys
-    from pathlib import Path
-
     root = Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(root / "benchmarks"))
     import mlperf_tiny
@@ -256,9 +254,6 @@ TARGETS = {"resnet8": 0.85, "vww": 0.83}
 
 @pytest.mark.parametrize("model", ["resnet8", "vww"])
 def test_mlperf_tiny_float_ir_matches_onnxruntime(model):
-    from fpganet.model import load_onnx
-    from fpganet.qdq_export import run_source_model
-
     mlperf_tiny = _shared()
     x, _ = mlperf_tiny.load_set(model, "test")
     x = x[:40]
@@ -283,7 +278,6 @@ def test_mlperf_tiny_through_the_golden_model(model):
 def _mutated_graph(draw):
     """The residual or the MobileNet block with up to three random mutations of an op, an
     attribute, an edge (a new branch, a join, a cycle) or an initializer."""
-    from hypothesis import strategies as st
     from onnx import helper, numpy_helper
 
     model = draw(st.sampled_from([residual_model, mobilenet_block]))()
@@ -320,9 +314,6 @@ def _mutated_graph(draw):
 
 
 def test_mutated_graphs_import_run_and_quantize_or_refuse_in_one_line():
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
-
     @settings(max_examples=150, deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow])
     @given(st.composite(_mutated_graph)())
@@ -340,17 +331,12 @@ def test_mutated_graphs_import_run_and_quantize_or_refuse_in_one_line():
         except FpganetError as error:
             assert "\n" not in str(error) and str(error)
 
-    import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check()
 
 
 def test_cli_compiles_runs_checks_and_estimates_a_graph(tmp_path, capfd):
-    from onnx_builders import save
-
-    from fpganet.cli import main
-
     model = save(residual_model(), tmp_path / "residual.onnx")
     np.savez(tmp_path / "C.npz", x=inputs((3, 8, 8), 64))
     np.savez(tmp_path / "X.npz", x=inputs((3, 8, 8), 20), y=np.zeros(20, np.int64))
@@ -374,8 +360,6 @@ def test_cli_compiles_runs_checks_and_estimates_a_graph(tmp_path, capfd):
 def test_check_counts_average_pool_rounding_ties_as_agreeing():
     """With s_in = s_out (TFLite's average pools) a 2x2 mean lands exactly halfway between two
     codes whenever the window's sum is 2 mod 4: fpganet rounds it up, onnxruntime to even."""
-    from fpganet.qnet import QNetwork
-
     pool = QAvgPool(name="pool", in_shape=(1, 4, 4), out_shape=(1, 2, 2), kernel=(2, 2),
                     stride=(2, 2), pads=(0, 0, 0, 0), zp_in=0, zp_out=0, lo=-128, hi=127,
                     relu=False, mult=1 << 14, shift=16, s_in=0.5, s_out=0.5)
@@ -395,10 +379,6 @@ def test_one_bit_multipliers_on_a_graph(kind):
     average pool) is a power of two, the program equals the golden model on the ISA
     simulator, and the answers stay close to the float model's; a multiplier with a lower
     bit set is refused by the back end, naming its layer."""
-    import dataclasses
-    from fpganet.codegen import run_isa
-    from fpganet.config import AcceleratorConfig
-
     model, shape, low, high = ((residual_model(), (3, 8, 8), -1.0, 1.0) if kind == "residual"
                                else (mobilenet_block(), (3, 9, 7), -3.0, 3.0))
     graph = import_model(model)

@@ -2,17 +2,24 @@
 the byte-stream level: every command, every error reply, and recovery after each."""
 
 import random
+import re
 
 import pytest
-from amaranth import Module
+from amaranth import Module, Signal
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.sim import Simulator
 
+from fpganet.config import AcceleratorConfig
+from fpganet.hdl.deframer import Deframer
+from fpganet.hdl.executor import CommandExecutor
+from fpganet.hdl.hostlink import (HostLink, HostLinkCore, HostLinkSystem, PacketFIFO,
+                                  connect_device, host_addr_width)
+from fpganet.hdl.linkfifo import OutputFIFO
+from fpganet.hdl.replier import Replier
+from fpganet.isa import HostSpace
 from fpganet.link import protocol
 from fpganet.link.protocol import Command, DeviceInfo, ErrorCode, Status, encode_frame
-from fpganet.config import AcceleratorConfig
-from fpganet.hdl.hostlink import HostLink, HostLinkCore, PacketFIFO, connect_device, host_addr_width
 from fpganet.sim.standin_device import StandInDevice
-from fpganet.isa import HostSpace
 
 CONFIG = AcceleratorConfig(rows=2, cols=8)
 TIMEOUT = 300
@@ -137,7 +144,6 @@ def test_ping_names_the_options():
     whole multipliers, as boards built before it send), ``pipeline_registers`` and the
     ``tflite`` requantization mode: a network compiled for other options is refused, naming
     the field, but for multipliers with fewer bits than the board's requantizer keeps."""
-    from fpganet.hdl.hostlink import HostLink
     for config in (CONFIG, CONFIG.replace(requant_mult_bits=1, broadcast_operands=True),
                    CONFIG.replace(requant_mult_bits=14, pipeline_registers=True),
                    CONFIG.replace(requant_mode="tflite", pipeline_registers=True)):
@@ -158,7 +164,6 @@ def test_ping_names_the_options():
 def test_ping_names_the_banking():
     """PING's ``banking`` byte: ``act_bank_factor`` alone (what boards built before pair
     products send), ``pair_products`` in bit 7; a network compiled without them is refused."""
-    from fpganet.hdl.hostlink import HostLink
     for config in (CONFIG, CONFIG.replace(act_bank_factor=8), CONFIG.replace(pair_products=True)):
         info = DeviceInfo.unpack(HostLink(config, 12e6, 3e6).info.pack())
         assert (info.act_bank_factor, info.pair_products, info.weight_word_bytes) == \
@@ -438,14 +443,6 @@ def test_parameter_checks():
 
 def test_block_parameter_checks():
     """Each block checks its own parameters, with messages that name them."""
-    import re
-
-    from fpganet.hdl.deframer import Deframer
-    from fpganet.hdl.executor import CommandExecutor
-    from fpganet.hdl.hostlink import HostLinkSystem
-    from fpganet.hdl.linkfifo import OutputFIFO
-    from fpganet.hdl.replier import Replier
-
     def refused(error, message, factory):
         with pytest.raises(error, match=re.escape(message)):
             factory()
@@ -501,10 +498,6 @@ def test_output_fifo_behaves_as_amaranths_buffered_fifo(depth, registered_ready,
     ``registered_ready`` gives the same ``w_rdy`` from a flip-flop. With
     ``registered_output`` the reference is ``SyncFIFOBuffered(depth - 1)`` followed by a
     one-byte stream register."""
-    from amaranth import Signal
-    from amaranth.lib.fifo import SyncFIFOBuffered
-    from fpganet.hdl.linkfifo import OutputFIFO
-
     if registered_output and depth < 3:
         pytest.skip("registered_output needs depth >= 3 (refused, tested below)")
     rnd = random.Random(depth)
@@ -576,8 +569,6 @@ def test_reply_latency_is_the_sum_of_the_blocks():
 
 def test_fifo_latencies():
     """Each FIFO's ``latency`` is what it does: commit to readable, write to readable."""
-    from fpganet.hdl.linkfifo import OutputFIFO
-
     for dut, write, readable in ((PacketFIFO(8), "commit", lambda d: d.r.valid),
                                  (OutputFIFO(8), "w_en", lambda d: d.r_rdy),
                                  (OutputFIFO(8, registered_output=True), "w_en",

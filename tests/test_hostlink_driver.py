@@ -3,15 +3,20 @@ gateware in amaranth.sim (SimulatedPort), and its one-line errors."""
 
 import random
 
+import numpy as np
 import pytest
 
-from fpganet.link import protocol
+from fpganet.cli import main as cli_main
+from fpganet.codegen.images import read_images
+from fpganet.config import AcceleratorConfig
+from fpganet.hdl.accelerator import Accelerator
+from fpganet.isa import HostSpace, Instruction, Opcode, Reg, encode
+from fpganet.isasim import Machine
+from fpganet.link import load_compiled_job, protocol
 from fpganet.link import BoardLink, DeviceError, LinkError, run_images
 from fpganet.link.cli import main
 from fpganet.link.protocol import ErrorCode
 from fpganet.link.simport import SimulatedPort
-from fpganet.config import AcceleratorConfig
-from fpganet.isa import HostSpace
 
 CONFIG = AcceleratorConfig(rows=2, cols=8)
 SMALL = dict(input_depth=64, output_depth=64, max_write_bytes=64, timeout_cycles=400)
@@ -176,10 +181,6 @@ def test_protocol_reference_values():
 def test_board_run_reads_the_compiled_directory(tmp_path, capsys):
     """`fpganet board run`: the compiled LeNet-5 becomes memory words and input bytes (the
     compiler API in one function); a missing port is a one-line error."""
-    from fpganet.codegen.images import read_images
-    from fpganet.link import load_compiled_job
-    from fpganet.cli import main as cli_main
-
     out = tmp_path / "lenet"
     assert cli_main(["compile", "-o", str(out), "--array", "2x8"]) == 0
     job = load_compiled_job(out)
@@ -197,11 +198,6 @@ def test_board_run_reads_the_compiled_directory(tmp_path, capsys):
 def test_several_images_a_start():
     """A program that runs two images a START (``--batch 2``): the driver sends both inputs
     before the START, zeros for a missing last one, and keeps the real images' outputs."""
-    import numpy as np
-
-    from fpganet.hdl.accelerator import Accelerator
-    from fpganet.isa import Instruction, Opcode, Reg, encode
-
     config = AcceleratorConfig(rows=2, cols=4, weight_buffer_bytes=256, act_buffer_bytes=256,
                                bias_buffer_words=16, program_words=32)
     region = [(Reg.IO_BASE, 16), (Reg.IO_CHANNELS, 1), (Reg.IO_CSTRIDE, 8), (Reg.IO_ROWS, 1),
@@ -223,12 +219,6 @@ def test_several_images_a_start():
 def test_real_accelerator_through_the_link():
     """The driver loads a program into the real Accelerator through HostLinkCore, streams two
     images through INPUT/OUTPUT/STAMP, and gets what the ISA simulator gives."""
-    import numpy as np
-
-    from fpganet.hdl.accelerator import Accelerator
-    from fpganet.isa import Instruction, Opcode, Reg, encode
-    from fpganet.isasim import Machine
-
     config = AcceleratorConfig(rows=2, cols=4, weight_buffer_bytes=256, act_buffer_bytes=256,
                                bias_buffer_words=16, program_words=32)
     region = [(Reg.IO_BASE, 16), (Reg.IO_CHANNELS, 2), (Reg.IO_CSTRIDE, 32), (Reg.IO_ROWS, 2),

@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fpganet import datasets
+
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxruntime.quantization")
 
@@ -57,8 +59,6 @@ def test_random_networks_fpganet_agrees_with_float_at_least_as_often(bench, tmp_
 
 
 def test_lenet5_fpganet_agrees_with_float_at_least_as_often(bench, tmp_path):
-    from fpganet import datasets
-
     calib_x, _ = datasets.mnist("calib")
     x, y = datasets.mnist("eval", limit=500)
     row = bench.compare(datasets.LENET5_ONNX, calib_x, x, y, ("mse",), tmp_path, batch=10)

@@ -7,6 +7,7 @@ agree with onnxruntime running the same QDQ model; models it cannot represent ar
 in one line. The full-split figures come from ``benchmarks/qdq_lenet5.py``.
 """
 
+import importlib.util
 import logging
 import os
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+import test_graph_networks
 from onnx import numpy_helper
 
 from fpganet import datasets
@@ -52,6 +54,7 @@ def initializers(path):
 
 def onnxruntime_logits(path, x):
     """onnxruntime's int8 codes of the logits (the QuantizeLinear before the Softmax)."""
+    # Imported here, not at the top: onnxruntime is slow to import.
     import onnxruntime as ort
 
     model = onnx.load(str(path))
@@ -269,8 +272,6 @@ def test_random_qdq_mutations_fail_cleanly(qdq_models):
 
 def _benchmark():
     """``benchmarks/qdq_lenet5.py`` as a module (its layer-by-layer comparison)."""
-    import importlib.util
-
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "qdq_lenet5.py"
     spec = importlib.util.spec_from_file_location("qdq_lenet5", path)
     module = importlib.util.module_from_spec(spec)
@@ -283,8 +284,6 @@ def test_qdq_graph_networks_agree_with_onnxruntime(builder, tmp_path):
     """Residual add, global and plain average pooling, depthwise convs, ReLU6 (onnxruntime
     removes it into the output range) and an NHWC head, quantized by onnxruntime: every
     layer, fed onnxruntime's codes of its input, within 1 LSB of onnxruntime's."""
-    import test_graph_networks
-
     model = getattr(test_graph_networks, builder)()
     shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim[1:]]
     x = np.random.default_rng(1).uniform(-1, 1, (64, *shape)).astype(np.float32)

@@ -9,16 +9,19 @@ import numpy as np
 import pytest
 
 from fpganet.compiler import compile_model
-from fpganet.config import AcceleratorConfig
+from fpganet.config import AcceleratorConfig, DEFAULT_CONFIG
 from fpganet.datasets import LENET5_ONNX, mnist
 from fpganet.errors import FpganetError
 from fpganet.files import write_sums
 from fpganet.golden import accumulate, run_golden, run_layer
 from fpganet.model import Conv, Dense, load_onnx, run_float
-from fpganet.qnet import QConv, load_network
+from fpganet.model.reference import _layer as float_layer
+from fpganet.qnet import QAvgPool, QConv, QNetwork, load_network
 from fpganet.quantize import (METHODS, activation_qparams, parse_method, quantize_linear_layer,
                               quantize_multiplier, requantize, tensor_range, weight_qparams)
-from fpganet.quantize.fixed_point import exact_weight_scales
+from fpganet.quantize.fixed_point import (average_multiplier, exact_weight_scales, multiply_tflite,
+                                          quantize_multiplier_tflite)
+from fpganet.quantize.quantizer import exact_add_weights
 
 RNG = np.random.default_rng(7)
 
@@ -61,7 +64,6 @@ def test_exact_weight_scales_make_the_multipliers_exact(bits):
 def test_exact_add_weights_keep_the_ratio_with_an_exact_multiplier(bits):
     """A residual add's common step makes its multiplier exact in ``bits``; the larger weight
     stays in the upper half of 1..127, so each input's scale is within 1/128 of its own."""
-    from fpganet.quantize.quantizer import exact_add_weights
     for _ in range(200):
         s_a, s_b, s_out = RNG.uniform(0.01, 0.5, 3)
         w_a, w_b, step = exact_add_weights(s_a, s_b, s_out, bits)
@@ -131,8 +133,6 @@ def _tflite_multiply(x, mult, shift):
 
 
 def test_tflite_multiply_is_tflites_arithmetic():
-    from fpganet.quantize.fixed_point import multiply_tflite
-
     rng = np.random.default_rng(3)
     cases = []
     for _ in range(20000):
@@ -158,8 +158,6 @@ def test_tflite_multiply_is_tflites_arithmetic():
 
 
 def test_tflite_multiplier_is_tflites_quantize_multiplier():
-    from fpganet.quantize.fixed_point import quantize_multiplier_tflite
-
     for real in (1e-9, 3.7e-5, 0.00123, 0.25, 0.5, 0.999999, 1.0, 7.3, 16383.0):
         mult, shift = quantize_multiplier_tflite(real, "layer")
         assert 2**30 <= mult < 2**31 and -31 <= shift <= 30
@@ -175,8 +173,6 @@ def test_tflite_multiplier_is_tflites_quantize_multiplier():
 def test_average_multiplier_divides_as_tflite_average_pool(count):
     """TFLite's AVERAGE_POOL_2D: (sum + count/2) / count for sum > 0, (sum - count/2) / count
     otherwise, C++ division truncating; every int8 sum of ``count`` codes."""
-    from fpganet.quantize.fixed_point import average_multiplier, multiply_tflite
-
     total = np.arange(-128 * count, 127 * count + 1, dtype=np.int64)
     half = count // 2
     expected = np.where(total > 0, (total + half) // count, -((half - total) // count))
@@ -198,8 +194,6 @@ def _tflite_conv(mode="tflite", **changes):
 def test_tflite_layers_are_checked_against_the_mode():
     """The tflite layer forms are refused in the fpganet mode, naming the cause first; a left
     shift that could leave int32 and a bias beyond the 28-bit entry are refused by name."""
-    from fpganet.qnet import QAvgPool
-
     _tflite_conv().validate(32, "tflite")
     with pytest.raises(FpganetError, match="layer 'c': single rounding is a tflite requantization; "
                                            "this network is fpganet"):
@@ -224,9 +218,6 @@ def test_tflite_layers_are_checked_against_the_mode():
 def test_tflite_network_round_trips_with_its_mode(tmp_path):
     """single_rounding and sum_codes survive save and load; an older manifest without
     requant_mode (or either field) reads as the fpganet mode."""
-    from fpganet.config import DEFAULT_CONFIG
-    from fpganet.qnet import QAvgPool, QNetwork
-
     config = DEFAULT_CONFIG.replace(requant_mode="tflite")
     pool = QAvgPool(name="p", in_shape=(3, 3, 3), out_shape=(3, 1, 1), kernel=(3, 3), stride=(3, 3),
                     pads=(0, 0, 0, 0), zp_in=0, zp_out=0, lo=-128, hi=127, relu=False,
@@ -315,7 +306,6 @@ def test_relu_is_folded_into_the_clamp():
 def test_integer_layer_tracks_the_float_layer():
     layer = random_conv(relu=False, pads=(0, 0, 0, 0), stride=(1, 1))
     x = RNG.normal(0, 1, (4, *layer.in_shape)).astype(np.float32)
-    from fpganet.model.reference import _layer as float_layer
     y = float_layer(layer, x)
     s_in, zp_in = activation_qparams(x.min(), x.max())
     s_out, zp_out = activation_qparams(y.min(), y.max())

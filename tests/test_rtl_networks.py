@@ -6,9 +6,15 @@ import dataclasses
 import numpy as np
 import pytest
 
+from fpganet.backends import run_network
 from fpganet.codegen.fuzz import random_pooled_network
 from fpganet.codegen.plan import plan_network
+from fpganet.compiler import compile_model
+from fpganet.datasets import mnist
 from fpganet.errors import FpganetError
+from fpganet.estimate.workload import simulated_cycles
+from fpganet.qnet import QAvgPool, QConv, QNetwork
+from fpganet.quantize.fixed_point import average_multiplier
 from fpganet.sim.fuzz_rtl import CONFIGS, check_network, random_fitting_network
 from fpganet.sim.rtl_backend import build_harness
 
@@ -86,9 +92,6 @@ def test_tflite_roundings_on_rtl_match_golden():
     """Both tflite roundings where they differ most (a right shift of 1 or 2: a quarter of
     the outputs differ between them), and a TFLite average pool, on the RTL: the single
     rounding is QUANT bit 24, which only a layer's own outputs show."""
-    from fpganet.qnet import QAvgPool, QConv, QNetwork
-    from fpganet.quantize.fixed_point import average_multiplier
-
     config = CONFIGS["4x4-tflite"]
     build = build_harness(config, sim="verilator")
     rng = np.random.default_rng(2029)
@@ -119,11 +122,6 @@ def test_tflite_roundings_on_rtl_match_golden():
 
 def test_rtl_backend_through_cocotb_on_lenet(tmp_path):
     """`fpganet run --backend rtl`: LeNet-5 on Verilator through cocotb, equal to golden, cycles = model."""
-    from fpganet.backends import run_network
-    from fpganet.compiler import compile_model
-    from fpganet.datasets import mnist
-    from fpganet.estimate.workload import simulated_cycles
-
     net = compile_model(out_dir=tmp_path / "lenet5")
     x, _ = mnist("eval", 5)
     rtl = run_network(net, x, backend="rtl", compiled=tmp_path / "lenet5")

@@ -6,6 +6,7 @@ import functools
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
+from faults import MiswiredPE
 
 from fpganet.config import AcceleratorConfig, ConfigError
 from fpganet.hdl.ecp5_dsp import ECP5PairProcessingElement
@@ -243,7 +244,6 @@ def test_array_rejects_bad_parameters():
 
 def test_miswired_array_is_caught():
     """The checks above fail on an array whose PEs pass `a` south instead of `b`."""
-    from faults import MiswiredPE
     config = AcceleratorConfig(rows=3, cols=4)
     rng = np.random.default_rng(3)
     A = rng.integers(-128, 128, size=(5, 7))

@@ -11,14 +11,20 @@ golden model; what the importer cannot take is refused in one line.
 
 import warnings
 
+import flatbuffers
 import numpy as np
 import pytest
 
 from fpganet.cli import main
+from fpganet.codegen import run_isa
 from fpganet.compiler import compile_model
 from fpganet.datasets import mlperf_tiny, mlperf_tiny_dir
 from fpganet.errors import FpganetError, FpganetWarning
-from fpganet.golden import run_golden
+from fpganet.golden import run_golden, run_layer
+from fpganet.isa import param_ranges
+from fpganet.quantize.quantizer import constant_channels
+from fpganet.qnet import NETWORK_INPUT
+from fpganet.quantize.fixed_point import multiply_tflite
 
 SHARED = mlperf_tiny_dir()
 MODELS = {"resnet8": "resnet8_int8.tflite", "vww": "vww_mobilenetv1_025_int8.tflite"}
@@ -97,8 +103,6 @@ def test_tflite_requantization_is_litert_bit_exact_but_for_the_residual_adds():
     the accelerator's two-input convolution does not), and the top-1 answers agree; VWW,
     without adds, is bit-exact end to end."""
     from fpganet.config import DEFAULT_CONFIG
-    from fpganet.golden import run_layer
-    from fpganet.qnet import NETWORK_INPUT
 
     config = DEFAULT_CONFIG.replace(requant_mode="tflite")
     x_vww, _ = mlperf_tiny("vww", "test")
@@ -135,7 +139,6 @@ def test_tflite_requantization_is_litert_bit_exact_but_for_the_residual_adds():
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_isa_program_equals_golden_on_the_ulx3s(model, mode, tmp_path):
     from fpganet.boards.ulx3s import DEFAULT_CONFIG
-    from fpganet.codegen import run_isa
 
     config = DEFAULT_CONFIG.replace(requant_mode=mode)
     net = compile_model(SHARED / MODELS[model], out_dir=tmp_path / "OUT", config=config)
@@ -152,7 +155,6 @@ def test_few_multiplier_bits_round_the_models_own_multipliers():
     rounded to them, with a warning, and the program still equals the golden model. (Top-1
     on the 200 test images, measured: 83.5 % at 3 bits, 84.5 % at 15, 35.0 % at one.)"""
     from fpganet.boards.ulx3s import DEFAULT_CONFIG
-    from fpganet.codegen import run_isa
 
     config = DEFAULT_CONFIG.replace(requant_mult_bits=3)
     with pytest.warns(FpganetWarning, match=r"pre-quantized \(int8 TFLite\).*"
@@ -184,8 +186,6 @@ def test_cli_compiles_tflite_and_ignores_calib_with_a_warning(tmp_path, capfd):
 
 def _table_field(buf, table_pos, slot):
     """Absolute position of a scalar field of a flatbuffer table (slot: the vtable offset)."""
-    import flatbuffers
-
     tab = flatbuffers.table.Table(buf, table_pos)
     offset = tab.Offset(slot)
     assert offset, "field absent"
@@ -207,8 +207,6 @@ def _set_opcode(code):
     def mutate(buf, model):
         # The AVERAGE_POOL_2D's operator code (1): builtin_code (int32, slot 10) and the
         # deprecated int8 one (slot 4), where stored.
-        import flatbuffers
-
         for index in range(model.OperatorCodesLength()):
             entry = model.OperatorCodes(index)
             if max(entry.BuiltinCode(), entry.DeprecatedBuiltinCode()) == 1:
@@ -264,10 +262,6 @@ def test_constant_channels_keep_their_outputs(single):
     """Channels whose output does not depend on the input (TFLite's zero multiplier; all-zero
     weights with biases near 2**30) are rewritten into the 64-bit tflite entry with the same
     outputs for any accumulator, with either rounding."""
-    from fpganet.isa import param_ranges
-    from fpganet.quantize.quantizer import constant_channels
-    from fpganet.quantize.fixed_point import multiply_tflite
-
     rng = np.random.default_rng(5)
     weight = rng.integers(-127, 128, (6, 4, 3, 3)).astype(np.int8)
     weight[2] = weight[3] = 0

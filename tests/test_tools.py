@@ -6,9 +6,13 @@ import subprocess
 
 import pytest
 
+from amaranth import Module, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from fpganet.config import AcceleratorConfig
+from fpganet.datasets import mlperf_tiny_dir
 from fpganet.hdl import export
 from fpganet.sim import main as sim_main
 from fpganet.sim import runner, toolchain
@@ -37,10 +41,6 @@ def test_generated_verilog_refuses_an_always_block_that_never_runs():
     that part as ``always @*`` with nothing to read, which simulators never run (the part
     stays 0 in Verilator while the netlist has the constant). The simulations' Verilog is
     refused, naming it; the whole signal assigned in the process passes."""
-    from amaranth import Module, Signal
-    from amaranth.lib import data, wiring
-    from amaranth.lib.wiring import In, Out
-
     class Fields(wiring.Component):
         sel: In(2)
         y: Out(data.StructLayout({"k": 3, "v": 8}))
@@ -82,10 +82,6 @@ def test_make_sim_runs_lenet_on_the_rtl(capsys):
 def test_make_sim_runs_resnet8_on_the_ulx3s_rtl(capsys):
     """`make sim NET=resnet8` on two images of the shared MLPerf Tiny material: residual adds,
     strided convs, the average pool, on the ULX3S configuration's Verilog, equal to golden."""
-    import pytest
-
-    from fpganet.datasets import mlperf_tiny_dir
-
     if not (mlperf_tiny_dir() / "resnet8.onnx").is_file():
         pytest.skip(f"no shared MLPerf Tiny material at {mlperf_tiny_dir()}")
     assert sim_main.main(["--net", "resnet8", "--images", "2", "--chunk", "2"]) == 0

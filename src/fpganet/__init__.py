@@ -12,6 +12,8 @@ that ``import fpganet.hdl`` does not pay for onnx and onnxruntime):
 - :class:`FpganetError` the user-facing error.
 """
 
+import importlib
+
 __version__ = "0.1.0"
 
 _LAZY = {
@@ -32,7 +34,5 @@ __all__ = ["__version__", *_LAZY]
 
 def __getattr__(name):
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'fpganet' has no attribute {name!r}")

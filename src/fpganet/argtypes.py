@@ -1,9 +1,16 @@
-"""argparse value types shared by the command lines (``type=`` callables with one-line errors)."""
+"""argparse value types shared by the command lines (``type=`` callables with one-line errors),
+and the flags of an :class:`~fpganet.config.AcceleratorConfig`."""
 
 import argparse
+import dataclasses
 import math
 
-__all__ = ["positive_int", "non_negative_int", "positive_float", "finite_float"]
+from .config import AcceleratorConfig
+from .errors import FpganetError
+from .isa import REQUANT_MODES
+
+__all__ = ["positive_int", "non_negative_int", "positive_float", "finite_float",
+           "add_config_arguments", "config_from_args"]
 
 
 def positive_int(text):
@@ -43,3 +50,52 @@ def finite_float(text):
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"must be a finite number, not {text}")
     return value
+
+
+# Accelerator configuration flags (compile, synth, dse ...) -------------------------------
+
+def add_config_arguments(parser):
+    """Add ``--array RxC`` and one flag per :class:`AcceleratorConfig` field (``--acc-width``...)."""
+    group = parser.add_argument_group("accelerator configuration (stored in the manifest)")
+    group.add_argument("--array", metavar="RxC", help="systolic array rows x columns, e.g. 2x8")
+    for field in dataclasses.fields(AcceleratorConfig):
+        flag = "--" + field.name.replace("_", "-")
+        if field.name == "requant_mode":
+            group.add_argument(flag, dest=f"config_{field.name}", choices=REQUANT_MODES,
+                               help=f"default {field.default}")
+            continue
+        if field.type in (bool, "bool"):
+            group.add_argument(flag, dest=f"config_{field.name}", type=_yes_no, metavar="yes|no",
+                               help=f"default {'yes' if field.default else 'no'}")
+            continue
+        kind = (positive_float if field.type in (float, "float") else
+                non_negative_int if field.default == 0 else positive_int)
+        default = ("the requantization mode's: 4 (fpganet) or 6 (tflite)"
+                   if field.name == "requant_latency" else field.default)
+        group.add_argument(flag, dest=f"config_{field.name}", type=kind, metavar="N",
+                           help=f"default {default}")
+    group.add_argument("--clock-mhz", dest="config_clock_mhz", type=positive_float, metavar="F",
+                       help="the clock in MHz (instead of --clock-hz)")
+
+
+def _yes_no(text):
+    value = {"yes": True, "true": True, "1": True, "no": False, "false": False, "0": False}.get(text.lower())
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected yes or no, not {text!r}")
+    return value
+
+
+def config_from_args(args):
+    """The :class:`AcceleratorConfig` the flags of :func:`add_config_arguments` describe."""
+    values = {field.name: getattr(args, f"config_{field.name}")
+              for field in dataclasses.fields(AcceleratorConfig)
+              if getattr(args, f"config_{field.name}", None) is not None}
+    if getattr(args, "config_clock_mhz", None) is not None:
+        if "clock_hz" in values:
+            raise FpganetError("give either --clock-hz or --clock-mhz, not both")
+        values["clock_hz"] = args.config_clock_mhz * 1e6
+    if getattr(args, "array", None):
+        if "rows" in values or "cols" in values:
+            raise FpganetError("give either --array or --rows/--cols, not both")
+        return AcceleratorConfig.parse_array(args.array, **values)
+    return AcceleratorConfig(**values)

@@ -7,34 +7,41 @@ function each; accelerator parameters are added to any subcommand with
 
 User errors (:class:`~fpganet.errors.FpganetError`, a bad flag, a bad
 configuration) print one line, ``fpganet: error: <message>``, on stderr and
-exit with status 2 (docs/errors.md); this is the one place that prints them.
+exit with status 2 (docs/errors.md; :mod:`fpganet.command_line` prints them).
 ``fpganet check``, ``sim``, ``bench`` and ``fuzz`` exit with 1 when what they
 check fails.
 """
 
-import argparse
-import contextlib
-import dataclasses
+import importlib
 import os
-import signal
 import sys
-import threading
-import warnings
 
 import numpy as np
 
-from .config import AcceleratorConfig, ConfigError
-from .isa import REQUANT_MODES
-from .argtypes import non_negative_int, positive_float, positive_int
-from .errors import FpganetError, FpganetWarning, one_line
+from . import __version__
+from .argtypes import add_config_arguments, config_from_args, non_negative_int, positive_int
+from .backends import BACKENDS, run_network
+from .boards.build import BOARDS, Refused, check_buildable
+from .boards.build import config_from_args as board_config_from_args
+from .boards.build import configure as configure_synth
+from .boards.build import run as run_synth
+from .codegen.fuzz import ARRAYS
+from .codegen.images import NoProgramError, read_images
+from .command_line import EXIT_CHECK_FAILED, PROG, Parser, run_command_line
+from .compiler import compile_model, load_compiled, read_inputs
+from .config import AcceleratorConfig
+from .datasets import SPLITS, mnist
+from .errors import FpganetError
+from .estimate.cli import (configure_estimate_parser, configure_report_parser, run_estimate,
+                           run_report)
 from .files import check_output_file, write_npz
+from .golden import run_golden
+from .link.cli import add_arguments, run_command
+from .model import file_sha256
+from .quantize import DEFAULT_METHOD, METHODS
 
 __all__ = ["main", "build_parser", "command", "COMMANDS", "add_config_arguments",
            "config_from_args"]
-
-PROG = "fpganet"
-EXIT_ERROR = 2
-EXIT_CHECK_FAILED = 1
 
 #: name -> (help, configure(parser), run(args) -> exit status)
 COMMANDS = {}
@@ -56,67 +63,9 @@ def arguments(configure):
     return attach
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error as a FpganetError (one line) instead of exiting."""
-
-    def error(self, message):
-        raise FpganetError(f"{message} (see '{self.prog} --help')")
-
-
-# Accelerator configuration flags -----------------------------------------------------------
-
-def add_config_arguments(parser):
-    """Add ``--array RxC`` and one flag per :class:`AcceleratorConfig` field (``--acc-width``...)."""
-    group = parser.add_argument_group("accelerator configuration (stored in the manifest)")
-    group.add_argument("--array", metavar="RxC", help="systolic array rows x columns, e.g. 2x8")
-    for field in dataclasses.fields(AcceleratorConfig):
-        flag = "--" + field.name.replace("_", "-")
-        if field.name == "requant_mode":
-            group.add_argument(flag, dest=f"config_{field.name}", choices=REQUANT_MODES,
-                               help=f"default {field.default}")
-            continue
-        if field.type in (bool, "bool"):
-            group.add_argument(flag, dest=f"config_{field.name}", type=_yes_no, metavar="yes|no",
-                               help=f"default {'yes' if field.default else 'no'}")
-            continue
-        kind = (positive_float if field.type in (float, "float") else
-                non_negative_int if field.default == 0 else positive_int)
-        default = ("the requantization mode's: 4 (fpganet) or 6 (tflite)"
-                   if field.name == "requant_latency" else field.default)
-        group.add_argument(flag, dest=f"config_{field.name}", type=kind, metavar="N",
-                           help=f"default {default}")
-    group.add_argument("--clock-mhz", dest="config_clock_mhz", type=positive_float, metavar="F",
-                       help="the clock in MHz (instead of --clock-hz)")
-
-
-def _yes_no(text):
-    value = {"yes": True, "true": True, "1": True, "no": False, "false": False, "0": False}.get(text.lower())
-    if value is None:
-        raise argparse.ArgumentTypeError(f"expected yes or no, not {text!r}")
-    return value
-
-
-def config_from_args(args):
-    """The :class:`AcceleratorConfig` the flags of :func:`add_config_arguments` describe."""
-    values = {field.name: getattr(args, f"config_{field.name}")
-              for field in dataclasses.fields(AcceleratorConfig)
-              if getattr(args, f"config_{field.name}", None) is not None}
-    if getattr(args, "config_clock_mhz", None) is not None:
-        if "clock_hz" in values:
-            raise FpganetError("give either --clock-hz or --clock-mhz, not both")
-        values["clock_hz"] = args.config_clock_mhz * 1e6
-    if getattr(args, "array", None):
-        if "rows" in values or "cols" in values:
-            raise FpganetError("give either --array or --rows/--cols, not both")
-        return AcceleratorConfig.parse_array(args.array, **values)
-    return AcceleratorConfig(**values)
-
-
 # compile -----------------------------------------------------------------------------------
 
 def _configure_compile(parser):
-    from .quantize import DEFAULT_METHOD, METHODS
-
     parser.add_argument("model", nargs="?", metavar="MODEL.onnx",
                         help="ONNX or TFLite model (a pre-quantized one, QDQ ONNX or fully-int8 "
                              "TFLite, keeps its own scales and zero points: no --calib); "
@@ -153,8 +102,6 @@ def _configure_compile(parser):
 
 
 def _board_names():
-    from .boards.build import BOARDS
-
     return sorted(BOARDS)
 
 
@@ -162,8 +109,6 @@ def _compile_config(args):
     """The configuration of a compile command line: the board's, or the defaults, plus flags.
     A board refuses a configuration its build would refuse (``Board.refuse``)."""
     if getattr(args, "board", None):
-        from .boards.build import BOARDS, Refused, check_buildable, config_from_args as board_config_from_args
-
         board = BOARDS[args.board]
         config = board_config_from_args(board, args)
         try:
@@ -179,8 +124,6 @@ def _compile_config(args):
                          "network for the accelerator")
 @arguments(_configure_compile)
 def _run_compile(args):
-    from .compiler import compile_model
-
     config = _compile_config(args)
     net = compile_model(args.model, args.calib, args.output, config=config, method=args.method,
                         calib_limit=args.calib_limit, program=not args.no_program,
@@ -220,8 +163,6 @@ def _run_compile(args):
 
 def _print_program(out_dir):
     """Summary of the accelerator section of a compiled directory's manifest."""
-    from .codegen import read_images
-
     layout = read_images(out_dir).layout
     act, weights, params, program = (layout[key] for key in ("activations", "weights", "params",
                                                               "program"))
@@ -243,8 +184,6 @@ def _print_program(out_dir):
 
 def _load_inputs(args, net):
     """``x``, ``y`` from --inputs, or the embedded MNIST eval split for the embedded LeNet-5."""
-    from .compiler import read_inputs
-
     if args.inputs is not None:
         x, y = read_inputs(args.inputs, net.input_shape, input_name=net.input_name)
         where = f"'{args.inputs}'"
@@ -252,7 +191,6 @@ def _load_inputs(args, net):
         if not net.source.get("embedded"):
             raise FpganetError("--inputs X.npz is required (the network is not the embedded "
                                "LeNet-5, whose MNIST eval split would be the default)")
-        from .datasets import mnist
         x, y = mnist("eval")
         where = "the embedded MNIST eval split (test images 500..9999)"
     if args.limit is not None:
@@ -262,8 +200,6 @@ def _load_inputs(args, net):
 
 
 def _configure_run(parser):
-    from .backends import BACKENDS
-
     parser.add_argument("compiled", metavar="OUT", help="directory written by fpganet compile")
     parser.add_argument("--inputs", metavar="X.npz",
                         help="array 'x' float32 [N, C, H, W] (model input domain), optional "
@@ -278,9 +214,6 @@ def _configure_run(parser):
 @command("run", help="run a compiled network on inputs with a backend")
 @arguments(_configure_run)
 def _run_run(args):
-    from .backends import run_network
-    from .compiler import load_compiled
-
     net = load_compiled(args.compiled)
     if args.out:
         check_output_file(args.out, inputs=(args.inputs, args.compiled))
@@ -319,8 +252,6 @@ def _run_run(args):
 
 def _compiled_batch(compiled):
     """The ``--batch`` a compiled directory was made with (1 without a program)."""
-    from .codegen.images import NoProgramError, read_images
-
     try:
         return read_images(compiled).batch
     except NoProgramError:
@@ -342,9 +273,7 @@ def _configure_check(parser):
 @command("check", help="compare the golden model with onnxruntime, layer by layer and end to end")
 @arguments(_configure_check)
 def _run_check(args):
-    from .compiler import load_compiled
-    from .golden import run_golden
-    from .model import file_sha256
+    # Imported here, not at the top: the ONNX export is slow to import (`fpganet --help`).
     from .qdq_export import compare_layers, run_onnx, run_source_model, to_onnx
 
     net = load_compiled(args.compiled)
@@ -400,8 +329,6 @@ def _check_source_model(model, net, x):
 # mnist -------------------------------------------------------------------------------------
 
 def _configure_mnist(parser):
-    from .datasets import SPLITS
-
     parser.add_argument("--split", default="eval", choices=list(SPLITS),
                         help="calib: test images 0..499; eval: 500..9999; all (default eval)")
     parser.add_argument("--limit", type=positive_int, metavar="N", help="only the first N images")
@@ -412,8 +339,6 @@ def _configure_mnist(parser):
 @command("mnist", help="write preprocessed embedded MNIST test images as an inputs/calibration file")
 @arguments(_configure_mnist)
 def _run_mnist(args):
-    from .datasets import mnist
-
     x, y = mnist(args.split, args.limit)
     write_npz(args.output, "mnist", x=x, y=y)
     print(f"wrote {args.output}: {x.shape[0]} images of the {args.split} split")
@@ -422,43 +347,24 @@ def _run_mnist(args):
 
 # estimate / report -------------------------------------------------------------------------
 
-def _configure_estimate(parser):
-    from .estimate.cli import configure_estimate_parser
-    configure_estimate_parser(parser)
-
-
 @command("estimate", help="images/s, latency, watts and images/s/W: the FPGA, an ASIC and GPUs")
-@arguments(_configure_estimate)
+@arguments(configure_estimate_parser)
 def _run_estimate(args):
-    from .estimate.cli import run_estimate
     return run_estimate(args)
 
 
-def _configure_report(parser):
-    from .estimate.cli import configure_report_parser
-    configure_report_parser(parser)
-
-
 @command("report", help="write the estimate as Markdown with PNG plots")
-@arguments(_configure_report)
+@arguments(configure_report_parser)
 def _run_report(args):
-    from .estimate.cli import run_report
     return run_report(args)
 
 
 # synth -------------------------------------------------------------------------------------
 
-def _configure_synth(parser):
-    from .boards.build import configure
-    configure(parser)
-    add_config_arguments(parser)
-
-
 @command("synth", help="build a board's bitstream with yosys and nextpnr; write report.json")
-@arguments(_configure_synth)
+@arguments(configure_synth)
 def _run_synth(args):
-    from .boards.build import run
-    return run(args)
+    return run_synth(args)
 
 
 # dse ---------------------------------------------------------------------------------------
@@ -472,15 +378,9 @@ def _run_dse(args):
 
 # board -------------------------------------------------------------------------------------
 
-def _configure_board(parser):
-    from .link.cli import add_arguments
-    add_arguments(parser)
-
-
 @command("board", help="run a compiled network on an FPGA board over its UART (run, ping, status)")
-@arguments(_configure_board)
+@arguments(add_arguments)
 def _run_board(args):
-    from .link.cli import run_command
     return run_command(args)
 
 
@@ -513,9 +413,6 @@ def _run_activity(args):
 
 
 def _configure_fuzz(parser):
-    from .argtypes import non_negative_int
-    from .codegen.fuzz import ARRAYS
-
     parser.add_argument("--cases", type=non_negative_int, default=200, metavar="N",
                         help="random networks on the ISA simulator (default 200; 0 skips them)")
     parser.add_argument("--networks", type=non_negative_int, default=40, metavar="N",
@@ -533,8 +430,6 @@ def _configure_fuzz(parser):
                       "each against the golden model (and the RTL against the cycle model)")
 @arguments(_configure_fuzz)
 def _run_fuzz(args):
-    from .config import AcceleratorConfig
-
     arrays = tuple(args.arrays.split(","))
     for array in arrays:
         AcceleratorConfig.parse_array(array)        # one line for a bad shape, before any work
@@ -548,7 +443,6 @@ def _run_fuzz(args):
 
 
 def _module(name):
-    import importlib
     return importlib.import_module(name)
 
 
@@ -556,9 +450,7 @@ def _module(name):
 
 def build_parser():
     """The argparse parser with every registered subcommand."""
-    from . import __version__
-
-    parser = _Parser(prog=PROG, description="From a trained CNN (ONNX) to an int8 systolic-array "
+    parser = Parser(prog=PROG, description="From a trained CNN (ONNX) to an int8 systolic-array "
                                             "accelerator.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -569,72 +461,10 @@ def build_parser():
     return parser
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None):
-    """Warnings about the user's input as one line each; any other as Python shows it."""
-    if issubclass(category, FpganetWarning):
-        print(f"{PROG}: warning: {one_line(message)}", file=sys.stderr)
-    else:
-        warnings._showwarning_orig(message, category, filename, lineno, file, line)
-
-
-class _Terminated(BaseException):
-    """SIGTERM, raised where the command is, as Ctrl-C raises KeyboardInterrupt."""
-
-
-def _raise_terminated(signum, frame):
-    raise _Terminated
-
-
-@contextlib.contextmanager
-def _sigterm_as_exception():
-    """Turn SIGTERM into :class:`_Terminated` for the duration, so that a terminated command
-    cleans up as an interrupted one does (a build's tool session killed, the folder built
-    aside removed) instead of leaving its tools running. Only the main thread gets signals;
-    an ignored SIGTERM stays ignored."""
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN):
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield
-    finally:
-        # None: a handler installed outside Python, which cannot be put back from here.
-        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
-
-
 def main(argv=None):
     """Run the command line; returns the exit status (0, 1 for a failed check, 2 for an error,
     130 interrupted, 143 terminated)."""
-    with warnings.catch_warnings(), _sigterm_as_exception():
-        warnings.showwarning = _show_warning
-        warnings.simplefilter("always", FpganetWarning)
-        return _main(argv)
-
-
-def _main(argv):
-    try:
-        args = build_parser().parse_args(argv)
-        return COMMANDS[args.command][2](args)
-    except (FpganetError, ConfigError) as error:
-        print(f"{PROG}: error: {' '.join(str(error).split())}", file=sys.stderr)
-        return EXIT_ERROR
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
-    except _Terminated:
-        print(f"{PROG}: terminated", file=sys.stderr)
-        return 128 + signal.SIGTERM
-    except BrokenPipeError:
-        # The reader went away (``fpganet ... | head``): stop quietly, as Python's docs advise.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
-    except OSError as error:
-        # The file system refused a path the user gave (too long, no permission, a full disk);
-        # every writer builds its output aside, so nothing is left half-written.
-        where = f"'{error.filename}': " if error.filename else ""
-        print(f"{PROG}: error: {where}{error.strerror or one_line(error)}", file=sys.stderr)
-        return EXIT_ERROR
+    return run_command_line(build_parser, lambda args: COMMANDS[args.command][2](args), argv)
 
 
 if __name__ == "__main__":

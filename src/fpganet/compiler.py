@@ -17,10 +17,14 @@ from pathlib import Path
 
 import numpy as np
 
+from . import datasets
+from .codegen import build_images
 from .config import DEFAULT_CONFIG, MULT_BITS
 from .errors import FpganetError, FpganetWarning
 from .files import staged_directory
+from .model import Graph, file_sha256, load_onnx
 from .qnet import load_network
+from .quantize import DEFAULT_METHOD, parse_method, quantize_graph
 
 __all__ = ["compile_model", "load_compiled", "read_npz", "read_inputs", "write_compiled"]
 
@@ -147,10 +151,8 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     -------
     fpganet.qnet.QNetwork
     """
-    from . import datasets
-    from .model import Graph, file_sha256, load_onnx
+    # Imported here, not at the top: the TFLite importer is slow to import (`fpganet --help`).
     from .model.tflite_import import is_tflite
-    from .quantize import DEFAULT_METHOD, parse_method, quantize_graph
 
     config = config or DEFAULT_CONFIG
     method = method or DEFAULT_METHOD
@@ -234,7 +236,6 @@ def _load_tflite(model_path, calib, config):
     """A fully-int8 TFLite model with its own quantization, as a network, or a float32 one as
     a float graph for post-training quantization (:mod:`fpganet.model.tflite_import`, one read
     of the file)."""
-    from .model import Graph, file_sha256
     from .model.tflite_import import load_tflite_any
 
     loaded = load_tflite_any(model_path, config=config)
@@ -276,7 +277,6 @@ def write_compiled(net, out_dir, program=True, n_images=1, batch=1, inputs=(), d
     """
     images = None
     if program:
-        from .codegen import build_images
         images = build_images(net, n_images, batch=batch, dump=dump_ir)
     with staged_directory(out_dir, inputs=inputs) as staging:
         net.save(staging, extra=None if images is None else {"accelerator": images.layout})

@@ -21,6 +21,7 @@ gets ``results.csv``, ``results.json`` and Pareto plots, built aside and renamed
 import csv
 import dataclasses
 import hashlib
+import importlib.metadata
 import io
 import itertools
 import json
@@ -32,8 +33,18 @@ import time
 import tomllib
 from pathlib import Path
 
+import numpy as np
+from tqdm import tqdm
+
+from . import __version__, boards, datasets, hdl
+from .argtypes import positive_float, positive_int
+from .boards.build import (BOARDS, BuildError, DoesNotFit, Refused, board_config, build,
+                           toolchain_versions)
+from .codegen import build_images
+from .compiler import compile_model, read_npz
 from .config import AcceleratorConfig, ConfigError
 from .errors import FpganetError
+from .files import atomic_file, check_output_directory, file_sha256, staged_directory
 from .isa import REQUANT_MODES
 
 __all__ = ["Space", "load_space", "point_config", "point_key", "run_dse", "configure", "run",
@@ -162,8 +173,6 @@ def point_config(board, point):
 
     Raises :class:`~fpganet.config.ConfigError` for a combination that cannot be built.
     """
-    from .boards.build import board_config
-
     changes = dict(point)
     if "clock_mhz" in changes:
         changes["clock_hz"] = changes.pop("clock_mhz") * 1e6
@@ -195,17 +204,10 @@ def tool_versions():
     ``synth``: the gateware and board sources and the toolchain's package versions, so that
     an edit to the estimator does not throw away the board builds.
     """
-    import importlib.metadata
-
-    import numpy
-
-    from . import __version__, boards, hdl
-    from .boards.build import toolchain_versions
-
     package = Path(__file__).resolve().parent
     gateware = [Path(hdl.__file__).resolve().parent, Path(boards.__file__).resolve().parent]
     versions = {"fpganet": __version__, "python": sys.version.split()[0],
-                "numpy": numpy.__version__}
+                "numpy": np.__version__}
     for name in ("onnx", "onnxruntime"):
         try:
             versions[name] = importlib.metadata.version(name)
@@ -240,8 +242,6 @@ class Cache:
             return None             # a damaged entry is computed again
 
     def put(self, key, value):
-        from .files import atomic_file
-
         self.folder.mkdir(parents=True, exist_ok=True)
         with atomic_file(self.folder / f"{key}.json") as stream:
             stream.write(json.dumps(value, indent=1).encode())
@@ -268,8 +268,7 @@ def evaluate_point(board, config_dict, model_bytes, calib, report=None):
     report : dict, optional
         A board build's report.json: routed Fmax and resources for the estimate.
     """
-    from .codegen import build_images
-    from .compiler import compile_model
+    # Imported here, not at the top: the estimator's tables are slow to import (`fpganet --help`).
     from .estimate.comparison import estimate
 
     config = AcceleratorConfig.from_dict(config_dict)
@@ -314,8 +313,6 @@ def evaluate_point(board, config_dict, model_bytes, calib, report=None):
 
 def synth_point(board, config_dict, seed):
     """Build one configuration for ``board`` with one nextpnr seed; returns a plain dict."""
-    from .boards.build import BuildError, DoesNotFit, Refused, build
-
     config = AcceleratorConfig.from_dict(config_dict)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="fpganet-dse-synth-") as scratch:
@@ -335,6 +332,7 @@ def synth_point(board, config_dict, seed):
 
 def _ray():
     try:
+        # Imported here, not at the top: ray is an optional dependency (the dse extra).
         import ray
     except ImportError:
         raise FpganetError(INSTALL_HINT) from None
@@ -455,12 +453,6 @@ def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=No
     meta : dict
         ``results.json`` (with the rows).
     """
-    import numpy as np
-
-    from .boards.build import BOARDS
-    from .compiler import read_npz
-    from .files import check_output_directory, file_sha256
-
     cache_dir = Path(os.path.expanduser(cache_dir or DEFAULT_CACHE))
     # Refused before Ray starts, not after minutes of work (written aside again at the end).
     inputs = (model, calib, space.path, cache_dir)
@@ -470,14 +462,12 @@ def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=No
     if model is not None and not os.path.isfile(model):
         raise FpganetError(f"model '{model}' does not exist or is not a file")
     if model is not None and calib is None:
-        from . import datasets
         if file_sha256(model) != file_sha256(datasets.LENET5_ONNX):
             raise FpganetError("a calibration file is required for a model other than the "
                                "embedded LeNet-5 (--calib CALIB.npz with an array 'x')")
     calib_x = None
     if calib is not None:
         calib_x = np.asarray(read_npz(calib, "calibration file")["x"])
-    from . import datasets
     model_bytes = None if model is None else Path(model).read_bytes()
     model_sha = hashlib.sha256(model_bytes if model_bytes is not None
                                else Path(datasets.LENET5_ONNX).read_bytes()).hexdigest()
@@ -522,7 +512,6 @@ def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=No
         scheduler.add(submit, done)
 
     ray = _ray()
-    from tqdm import tqdm
 
     _init_ray(ray, address or os.environ.get("RAY_ADDRESS"), cpus)
     scheduler = None
@@ -704,7 +693,6 @@ def _label(row):
 
 def _write(out, rows, meta, synth, inputs):
     from .estimate.comparison import _finite
-    from .files import staged_directory
 
     columns = []
     for row in rows:
@@ -737,9 +725,6 @@ def _write(out, rows, meta, synth, inputs):
 
 def configure(parser):
     """Add the ``fpganet dse`` arguments to ``parser``."""
-    from .argtypes import positive_float, positive_int
-    from .boards.build import BOARDS
-
     parser.add_argument("model", nargs="?", metavar="MODEL.onnx",
                         help="ONNX model; omitted: the embedded LeNet-5 with its MNIST "
                              "calibration split")
@@ -770,8 +755,6 @@ def configure(parser):
 
 def run(args):
     """Run a parsed ``fpganet dse`` command line; return the exit status."""
-    from .boards.build import BOARDS
-
     space = load_space(args.space)
     if args.seeds > 1 and not args.synth:
         raise FpganetError("--seeds needs --synth (seeds are nextpnr placement seeds)")

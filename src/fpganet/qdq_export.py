@@ -37,6 +37,7 @@ _IR_VERSION = 7
 
 
 def _helpers():
+    # Imported here, not at the top: onnx is slow to import.
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 

@@ -26,10 +26,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import __version__
 from .config import MULT_BITS, AcceleratorConfig, ConfigError
 from .errors import FpganetError, FpganetWarning
 from .files import verify_directory
 from .isa import param_ranges
+from .model.ir import canonical_shape
 
 __all__ = ["QConv", "QMaxPool", "QReshape", "QAdd", "QAvgPool", "QNetwork", "load_network",
            "quantize_input", "MULT_BITS", "MULT_MIN", "MULT_MAX", "SHIFT_MIN", "SHIFT_MAX",
@@ -599,7 +601,6 @@ class QNetwork:
 
     @property
     def input_chw(self):
-        from .model.ir import canonical_shape
         if self.layers and self.is_chain:
             return tuple(self.layers[0].in_shape)
         return canonical_shape(self.input_shape)
@@ -741,7 +742,6 @@ class QNetwork:
                                                  "of q (TFLite's AVERAGE_POOL_2D, rounded once)")
         if any(getattr(layer, "groups", 1) != 1 for layer in self.layers):
             numerics["groups"] = "output channel m reads only the input channels of its group"
-        from . import __version__
         return {
             "format": FORMAT,
             "fpganet_version": __version__,

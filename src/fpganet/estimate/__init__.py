@@ -26,6 +26,8 @@ Modules:
 - :mod:`~fpganet.estimate.cli` ``fpganet estimate`` and ``fpganet report``.
 """
 
+import importlib
+
 _LAZY = {
     "estimate": "fpganet.estimate.comparison",
     "report": "fpganet.estimate.comparison",
@@ -47,7 +49,5 @@ def __getattr__(name):
     # Loaded on first use, so that ``python -m fpganet.estimate.cli`` and the light modules
     # (figures, quantity) do not pull in the rest.
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'fpganet.estimate' has no attribute {name!r}")

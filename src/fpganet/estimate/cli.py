@@ -2,15 +2,24 @@
 ``fpganet report OUT/ -o DIR/``.
 
 Each comes as ``configure_*(parser)`` + ``run_*(args)`` for the ``fpganet`` command
-registry in :mod:`fpganet.cli`, which prints the errors; ``*_main(argv)`` runs the same
-through :func:`fpganet.cli.main`.
+registry in :mod:`fpganet.cli`; ``*_main(argv)`` runs one alone. Either way
+:mod:`fpganet.command_line` prints the errors.
 """
 
 import argparse
 import sys
+from pathlib import Path
 
 from ..argtypes import positive_float, positive_int
+from ..codegen.images import NoProgramError, read_images
+from ..command_line import run_subcommand
+from ..compiler import load_compiled
 from ..errors import FpganetError
+from ..files import check_output_directory
+from .activity import ACTIVITY_CHOICES
+from .gpu import DEFAULT_GPUS
+from .throughput import BOARDS, HostLink
+from .workload import CYCLE_MODELS
 
 __all__ = ["configure_estimate_parser", "run_estimate", "estimate_main",
            "configure_report_parser", "run_report", "report_main"]
@@ -19,8 +28,6 @@ PROG = "fpganet"
 
 
 def _activity(text):
-    from .activity import ACTIVITY_CHOICES
-
     if text in ACTIVITY_CHOICES:
         return text
     try:
@@ -34,10 +41,6 @@ def _activity(text):
 
 
 def _common_arguments(parser):
-    from .gpu import DEFAULT_GPUS
-    from .throughput import BOARDS
-    from .workload import CYCLE_MODELS
-
     parser.add_argument("compiled", metavar="OUT", help="directory written by fpganet compile")
     parser.add_argument("--board", default="icebreaker", choices=sorted(BOARDS),
                         help="target board (default icebreaker)")
@@ -98,16 +101,11 @@ def configure_report_parser(parser):
 
 
 def _run(args):
-    from pathlib import Path
-
-    from ..compiler import load_compiled
-    from .gpu import DEFAULT_GPUS
+    # Imported here, not at the top: the estimator's tables are slow to import (`fpganet --help`).
     from .comparison import estimate
-    from .throughput import HostLink
 
     net = load_compiled(args.compiled)
     link = HostLink(baud=args.baud) if args.baud else None
-    from ..codegen.images import NoProgramError, read_images
     try:
         program_batch = read_images(args.compiled).batch
     except NoProgramError:
@@ -141,12 +139,11 @@ def run_estimate(args):
 
 def run_report(args):
     """``fpganet report``: write report.md, estimate.json and plots; returns the exit status."""
-    from ..files import check_output_directory
-    from .comparison import report
-
     # Refused before the estimate's minutes of work, and checked again when written.
     inputs = (args.compiled, args.board_report)
     check_output_directory(args.output, inputs, "report folder")
+    from .comparison import report
+
     result = _run(args)
     for path in report(result, args.output, inputs=inputs):
         print(f"wrote {path}")
@@ -155,14 +152,12 @@ def run_report(args):
 
 def estimate_main(argv=None):
     """``fpganet estimate OUT/ --board B [--json]`` as a standalone entry point."""
-    from ..cli import main
-    return main(["estimate", *(sys.argv[1:] if argv is None else argv)])
+    return run_subcommand("estimate", configure_estimate_parser, run_estimate, argv)
 
 
 def report_main(argv=None):
     """``fpganet report OUT/ -o DIR/`` as a standalone entry point."""
-    from ..cli import main
-    return main(["report", *(sys.argv[1:] if argv is None else argv)])
+    return run_subcommand("report", configure_report_parser, run_report, argv)
 
 
 if __name__ == "__main__":

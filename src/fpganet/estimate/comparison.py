@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import FpganetError
 from ..files import staged_directory
 from ..qnet import short_name
@@ -18,6 +20,7 @@ from . import figures
 from .activity import resolve_activity
 from .asic import NODES, asic_projection, synthesize, synthesize_design
 from .gpu import DEFAULT_GPUS, gpu_rows
+from .measure import measure_network
 from .power import accelerator_power, canonical_resources, marlann_check
 from .quantity import Quantity, quantity_dict, ratio
 from .throughput import (BOARDS, HostLink, clock_quantity, device_family, fpga_performance,
@@ -379,8 +382,6 @@ def estimate(net, *, board="icebreaker", board_report=None, clock_hz=None, link=
     gpu_list = gpu_rows(workload, gpus, batch=batch)
     measured = {"rows": [], "skipped": ["not requested (measure=False)"], "machine": None}
     if measure:
-        from .measure import measure_network
-
         measured = measure_network(net, **(measure_options or {}))
     network = {"name": workload.name, "macs": workload.macs, "ops": workload.ops,
                "weight_bytes": workload.weight_bytes, "input_bytes": workload.input_bytes,
@@ -419,6 +420,7 @@ def report(result, out_dir, inputs=()):
         (staging / "estimate.json").write_text(result.to_json() + "\n")
         plots = []
         try:
+            # Imported here, not at the top: matplotlib is slow to import.
             import matplotlib
         except ImportError:
             plot_note = "matplotlib is not installed: no plots"
@@ -581,7 +583,6 @@ def _plot_efficiency(result, path):
 
 def _plot_roofline(result, path):
     import matplotlib.pyplot as plt
-    import numpy as np
 
     w = result.workload
     fig, ax = plt.subplots(figsize=(8, 5))

@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 
+from ..model import file_sha256
 from .quantity import Quantity, missing
 
 __all__ = ["measure_network", "machine_description", "time_run", "free_batch_dimension",
@@ -54,6 +55,7 @@ def time_run(function, min_time_s=0.3, min_runs=3, max_runs=1000, warmup=2):
 
 def free_batch_dimension(model):
     """A copy of an ONNX model whose first input and output dimension is symbolic ``N``."""
+    # Imported here, not at the top: onnx is slow to import.
     import onnx
 
     model = onnx.ModelProto.FromString(model.SerializeToString())
@@ -141,7 +143,6 @@ def measure_network(net, *, batches=DEFAULT_BATCHES, min_time_s=0.3, float_model
     import onnx
     import onnxruntime
 
-    from ..model import file_sha256
     from ..qdq_export import to_onnx
 
     available = onnxruntime.get_available_providers()

@@ -21,7 +21,9 @@ import os
 from dataclasses import dataclass, field
 
 from ..boards.build import BOARDS as BOARD_REGISTRY
+from ..codegen.images import STAMP_BYTES
 from ..errors import FpganetError
+from ..link.protocol import FRAME_OVERHEAD
 from .figures import HOST_LINK
 from .quantity import Quantity, missing
 
@@ -237,9 +239,6 @@ def protocol_overhead():
     wait_for); board to host: the SEND_INPUT ACK, the READ_OUTPUT reply's framing and the
     4-byte cycle stamp the program sends after each image's output.
     """
-    from ..codegen.images import STAMP_BYTES
-    from ..link.protocol import FRAME_OVERHEAD
-
     return (2 * FRAME_OVERHEAD + 4, 2 * FRAME_OVERHEAD + STAMP_BYTES,
             f"fpganet.link.protocol frames ({FRAME_OVERHEAD} bytes each): SEND_INPUT + READ_OUTPUT "
             f"request (4-byte payload) to the board; SEND_INPUT ACK + READ_OUTPUT reply + the "

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import perf
+from ..codegen import build_images
 from ..codegen.plan import channel_tile
 from ..config import AcceleratorConfig
 from ..errors import FpganetError
@@ -248,8 +250,6 @@ def simulated_cycles(net, config=None, batch=1):
         refuses the network for ``config``, with its reason in
         ``simulated_cycles.last_reason``.
     """
-    from .. import perf
-
     config = config or net.config
     simulated_cycles.last_reason = None
     try:
@@ -263,8 +263,6 @@ simulated_cycles.last_reason = None
 
 
 def _program_cycles(net, config, perf, batch):
-    from ..codegen import build_images
-
     images = build_images(net, n_images=batch, config=config, batch=batch)
     one = perf.program_cycles(images.program_for(batch), config)
     two = perf.program_cycles(images.program_for(2 * batch), config)

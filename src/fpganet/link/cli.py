@@ -2,7 +2,12 @@
 
 import sys
 
+import numpy as np
+
 from ..argtypes import positive_float, positive_int
+from ..command_line import run_subcommand
+from ..compiler import read_inputs
+from ..datasets import mnist
 from ..errors import FpganetError
 from ..files import check_output_file, write_npz
 from .client import BoardLink
@@ -64,17 +69,13 @@ def run_command(args):
 
 
 def _run_network_command(args):
-    import numpy as np
-
     job = load_compiled_job(args.compiled)
     if args.out:
         check_output_file(args.out, inputs=(args.inputs, args.compiled))
     if args.inputs is not None:
-        from ..compiler import read_inputs
         x, y = read_inputs(args.inputs, job.input_shape, input_name=job.input_name)
         where = f"'{args.inputs}'"
     elif job.embedded:
-        from ..datasets import mnist
         x, y = mnist("eval")
         where = "the embedded MNIST eval split"
     else:
@@ -118,8 +119,7 @@ def _run_network_command(args):
 
 def main(argv=None):
     """``python -m fpganet.link.cli``: the same as ``fpganet board``."""
-    from ..cli import main as cli_main
-    return cli_main(["board", *(sys.argv[1:] if argv is None else argv)])
+    return run_subcommand("board", add_arguments, run_command, argv)
 
 
 if __name__ == "__main__":

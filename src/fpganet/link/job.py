@@ -3,6 +3,8 @@ output for the board."""
 
 from dataclasses import dataclass
 
+from ..codegen.images import read_images
+from ..compiler import load_compiled
 from ..isa import HostSpace
 
 __all__ = ["CompiledJob", "load_compiled_job"]
@@ -34,9 +36,6 @@ def load_compiled_job(out_dir):
     image, or per group of B images when compiled with ``--batch B``. If the compiled-images
     API changes, only this function changes.
     """
-    from ..codegen.images import read_images
-    from ..compiler import load_compiled
-
     net = load_compiled(out_dir)
     images = read_images(out_dir)
     batch = images.batch

@@ -13,6 +13,8 @@ and a device), not a model of it.
 from amaranth import Module
 from amaranth.sim import Simulator
 
+from fpganet.config import AcceleratorConfig
+
 __all__ = ["SimulatedPort"]
 
 
@@ -42,7 +44,7 @@ class SimulatedPort:
 
     def __init__(self, config=None, *, device=None, clock_hz=1e6, baud=3_000_000,
                  quiet_cycles=5000, tamper=None, **options):
-        from fpganet.config import AcceleratorConfig
+        # Imported here, not at the top: the gateware (amaranth) only when the stand-in device runs.
         from fpganet.hdl.hostlink import HostLinkCore, connect_device
         from fpganet.sim.standin_device import StandInDevice
 

@@ -20,6 +20,7 @@ class LinkError(FpganetError):
 def open_serial(path, baud=DEFAULT_BAUD, timeout=1.0):
     """Open a serial port 8N1 with pyserial; errors as :class:`LinkError`."""
     try:
+        # Imported here, not at the top: pyserial only when a real serial port is opened.
         import serial
     except ImportError:
         raise LinkError("talking to a board needs pyserial (pip install pyserial==3.5)") from None
