@@ -1,7 +1,7 @@
 """MLPerf Tiny's int8 TFLite models compiled by fpganet, against LiteRT's reference kernels.
 
 ``fpganet compile MODEL.tflite`` keeps the model's own scales, zero points, int8 weights
-and int32 biases (``src/fpganet/model/tflite_import.py``, ``docs/tflite.md``). This script
+and int32 biases (``src/fpganet/model/tflite_import.py``, ``docs/guide/tflite.md``). This script
 compiles the two MLPerf Tiny reference int8 models (ResNet-8 and VWW MobileNetV1-0.25,
 from ``../shared/models/mlperf-tiny/``, see its SOURCE.md), runs fpganet's golden model and
 LiteRT (``ai-edge-litert``, ``OpResolverType.BUILTIN_REF``: the reference kernels, which

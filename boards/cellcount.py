@@ -8,7 +8,7 @@ port, or a LUT with other loads). This module synthesizes a component with
 yosys 0.70's ABC9 assertion under ``-noflatten``) and counts those from the netlist.
 
 ``python -m fpganet.boards.cellcount`` prints the host link's blocks in the iCEBreaker's
-configuration (the figures in boards/README.md and docs/hostlink.md); with
+configuration (the figures in docs/journal/boards.md and docs/reference/hostlink.md); with
 ``--accelerator`` the accelerator's blocks and the whole core, built as the iCEBreaker
 builds them, in its default configuration or the one the configuration flags give
 (``--pair-products yes --weight-buffer-bytes 131072`` ...). Blocks alone keep logic that

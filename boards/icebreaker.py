@@ -7,7 +7,7 @@ the weights in the four SPRAMs (:class:`~fpganet.hdl.ice40_spram.SPRAMWeightBuff
 requantizer of shifts in logic cells (1-bit multipliers), at 30 MHz. The synthesis runs
 without ``-dsp``: the hand-instantiated SB_MAC16s must not be re-packed (see
 :mod:`fpganet.hdl.ice40_dsp`). nextpnr places it with its ``static`` placer: at 94 % of the
-logic cells the default HeAP placer's placements route badly or not at all (boards/README.md).
+logic cells the default HeAP placer's placements route badly or not at all (docs/journal/boards.md).
 
 The 8-MAC configuration before it (``--pair-products no --weight-buffer-bytes 65536
 --requant-mult-bits 15 --requant-latency 5 --act-bank-factor 1 --clock-mhz 27``) keeps
@@ -48,7 +48,7 @@ BAUD = 3_000_000
 #: one pass). 5,052 of 5,280 LCs. The clock is 30 MHz, ten cycles per bit of the UART's 3 Mbaud
 #: (an integer bit period: a fractional one costs about 30 logic cells more): the board's seed
 #: 6 routes at 30.5 MHz, timing met (16 x 30 MHz = 0.48 GMAC/s); the other seeds 1-20 at
-#: 24.1-29.7 MHz or not within 150 s (boards/README.md).
+#: 24.1-29.7 MHz or not within 150 s (docs/journal/boards.md).
 DEFAULT_CONFIG = AcceleratorConfig(rows=4, cols=2, acc_width=24, weight_buffer_bytes=128 * 1024,
                                    act_buffer_bytes=8 * 1024, bias_buffer_words=256,
                                    program_words=256, requant_latency=4, requant_mult_bits=1,
@@ -174,7 +174,7 @@ BOARD = Board(
     # router1 does not converge on the whole accelerator; router2 does.
     nextpnr_opts=("--placer", "static", "--router", "router2"),
     # Seeds 1-20 of the default at 30 MHz: 30.5 MHz with seed 6, the others 24.1-29.7 or
-    # not routed within 150 s (boards/README.md).
+    # not routed within 150 s (docs/journal/boards.md).
     seed=6,
     # The whole accelerator builds in about a minute on two cores.
     build_timeout_s=900,

@@ -50,7 +50,7 @@ BAUD = 3_000_000
 #: region unit's run room in a flip-flop, a skid register behind the window's offer and
 #: copies of its stall, the clamp against registered thresholds) and the split-product
 #: requantizer (``requant_latency`` 5), it routes at 100.1 MHz with the board's seed 3,
-#: timing met (boards/README.md: 101.7 on the same cells before two named wires of the ISA's
+#: timing met (docs/journal/boards.md: 101.7 on the same cells before two named wires of the ISA's
 #: pool bit; seed 2 96.4 MHz; other seeds of nearly the same netlist 92.5-100.04 MHz).
 DEFAULT_CONFIG = AcceleratorConfig(rows=8, cols=8, requant_lanes=2, weight_buffer_bytes=288 * 1024,
                                    act_buffer_bytes=64 * 1024, act_bank_factor=2,
@@ -143,7 +143,7 @@ BOARD = Board(
     # At 100 MHz seed 3 routes at 100.1 MHz (timing met; 101.7 before the pool bit's named
     # wires), seed 2 at 96.4; seeds move this
     # design's Fmax by up to 11 MHz, and the best one changes with the netlist
-    # (boards/README.md).
+    # (docs/journal/boards.md).
     seed=3,
     # The default accelerator took 9-35 minutes on two cores, the longest with other jobs.
     build_timeout_s=5400,

@@ -2,7 +2,7 @@
 max-pool unit, result writer) and the region unit, behind a host write port and
 two byte streams.
 
-See docs/ARCHITECTURE.md ("The accelerator") for the block diagram, the memory
+See docs/reference/architecture.md ("The accelerator") for the block diagram, the memory
 map and the instruction set, and :mod:`fpganet.perf` for the cycle count of every
 instruction, which the tests hold the RTL to exactly.
 """

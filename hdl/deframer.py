@@ -1,7 +1,7 @@
 """The host link's request deframer: bytes from the UART in, frame fields and payload bytes out.
 
 A request frame is ``sync, type, length (2, little-endian), payload, CRC-16 (2, most
-significant first)`` (docs/hostlink.md). The deframer finds the sync byte, keeps the type
+significant first)`` (docs/reference/hostlink.md). The deframer finds the sync byte, keeps the type
 and the length, passes each payload byte on with its index, checks the CRC
 (:data:`amaranth.lib.crc.catalog.CRC16_CCITT_FALSE`) and the inter-byte timeout, and then
 holds the line until the reply has gone out. What a frame means is the executor's business

@@ -5,7 +5,7 @@
 one reply frame, an ACK (with data) or an ERROR with a code, and an ERROR
 means the request had no effect. The protocol (frame format, CRC, commands,
 error codes) is defined in :mod:`fpganet.link.protocol` and described in
-docs/hostlink.md.
+docs/reference/hostlink.md.
 
 Blocks, each a ``wiring.Component`` of its own module::
 

@@ -6,7 +6,7 @@ For each lane::
 
 with ``>>`` an arithmetic (floor) shift, so ties round toward +infinity; exactly
 ``fpganet.quantize.fixed_point.requantize`` followed by the clamp of
-docs/ARCHITECTURE.md. The rounding uses ``(x >> (shift-1)) + 1 >> 1``, which equals
+docs/reference/architecture.md. The rounding uses ``(x >> (shift-1)) + 1 >> 1``, which equals
 ``(x + 2^(shift-1)) >> shift`` for every integer ``x`` and needs no wide adder.
 
 ``x >> (shift-1)`` is saturated to 11 bits before the rounding (exact: see
@@ -31,7 +31,7 @@ component                              multiplier  latency  the product
 =====================================  ==========  =======  =========================================
 
 An eighth, :class:`TfliteRequantizer` (latency 6), computes the ``tflite`` requantization mode
-(``config.requant_mode``, docs/numerics.md section 8): TFLite's rounding doubling high multiply
+(``config.requant_mode``, docs/reference/numerics.md section 8): TFLite's rounding doubling high multiply
 by a 31-bit multiplier and rounding divide by a power of two, with the parameter entry's
 ports of that mode (:data:`fpganet.isa.PARAM_LAYOUTS`).
 
@@ -640,7 +640,7 @@ class SplitProductRequantizer(_FabricTailRequantizer):
 
 
 class TfliteRequantizer(Requantizer):
-    __doc__ = """The ``tflite`` requantization (docs/numerics.md section 8) for 18x18 DSP
+    __doc__ = """The ``tflite`` requantization (docs/reference/numerics.md section 8) for 18x18 DSP
     multipliers; six stages.
 
     For each lane::

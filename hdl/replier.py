@@ -1,7 +1,7 @@
 """The host link's replier: one reply frame per request, and the STATUS counters.
 
 A reply frame is ``sync, type, length (2, little-endian), payload, CRC-16 (2, most
-significant first)`` (docs/hostlink.md): an ACK (type = request | 0x80) with the command's
+significant first)`` (docs/reference/hostlink.md): an ACK (type = request | 0x80) with the command's
 payload, or an ERROR (type 0xFF, payload ``[code, request type]``). The replier builds it
 from a descriptor (:func:`~fpganet.hdl.executor.reply_layout`) and keeps the counters that
 STATUS reports: replies (ACKs) and ERRORs by code, UART framing errors and overruns,
@@ -151,7 +151,7 @@ class Replier(wiring.Component):
         # the top of the register: taking in its own high byte leaves the register shifted
         # left by 8 bits (the table's entry for 0 is 0), the low byte on top. (One processor
         # shared with the deframer saved 32 cells, but that iCEBreaker build did not route:
-        # boards/README.md.)
+        # docs/journal/boards.md.)
         m.submodules.crc = reply_crc = crc.catalog.CRC16_CCITT_FALSE(data_width=8).create()
         reply_type = Mux(code != 0, protocol.ERROR_TYPE, request | protocol.ACK_FLAG)
         from_fifo = kind == _OUTPUT

@@ -1,6 +1,6 @@
 """The engine's window generator: im2col address generation and the banked gather.
 
-It walks the engine loops of docs/ARCHITECTURE.md ("Instruction set") exactly::
+It walks the engine loops of docs/reference/architecture.md ("Instruction set") exactly::
 
     for g in range(GROUPS):
         for t in range(TILES):

@@ -1,7 +1,7 @@
 """cocotb testbench of a weight buffer (:class:`fpganet.hdl.memories.WeightBuffer` or the
 synthesized :class:`fpganet.hdl.ice40_spram.SPRAMWeightBuffer`) against a Python model.
 
-The accelerator's contract with its weight buffer (docs/ARCHITECTURE.md): writes
+The accelerator's contract with its weight buffer (docs/reference/architecture.md): writes
 happen only while idle, reads only while running; a read's word appears one cycle
 after ``rd_en`` (``latency``, two with the pipeline registers: the word of the read one
 ``rd_en`` cycle before the latest) and stays while ``rd_en`` is low. The testbench writes

@@ -32,7 +32,7 @@ from fpganet.qnet import QNetwork, QReshape
 from fpganet.sim.fuzz_rtl import CONFIGS as RTL_CONFIGS
 from fpganet.sim.rtl_backend import build_harness
 
-#: LeNet-5 configurations of the batching report (docs/backend.md, "Batching").
+#: LeNet-5 configurations of the batching report (docs/reference/compiler.md, "Batching").
 CONFIGS = {
     "2x8": AcceleratorConfig(),
     "8x2": AcceleratorConfig(rows=8, cols=2, acc_width=24, weight_buffer_bytes=131072,
@@ -205,7 +205,7 @@ def test_lenet_batched_on_isa_matches_golden(lenet, mnist_q):
 
 
 def test_lenet_cycles_per_image(lenet):
-    """The numbers docs/backend.md quotes."""
+    """The numbers docs/reference/compiler.md quotes."""
     measured = {}
     for name, config in {**CONFIGS, "2x8-16k": AcceleratorConfig(act_buffer_bytes=16384)}.items():
         for batch in sorted({1, 4 if name == "2x8" else config.cols, config.cols}):

@@ -20,7 +20,7 @@ REQUIRED_KEYS = {"board", "device", "fmax_mhz", "macs_per_cycle", "resources", "
 def icebreaker_build(tmp_path_factory):
     output = tmp_path_factory.mktemp("icebreaker")
     # The board's own seed, the build `make synth` ships: others miss the clock, and router2
-    # oscillates on some (boards/README.md).
+    # oscillates on some (docs/journal/boards.md).
     status = board_build.main(["--board", "icebreaker", "-o", str(output)])
     report = json.loads((output / "report.json").read_text()) \
         if (output / "report.json").exists() else None

@@ -47,7 +47,7 @@ def test_marlann_running_power_lies_in_the_model_range():
     """MARLANN (never fitted): 10.58 mW at 12 MHz, 16.99 mW at 20 MHz, running.
 
     The model brackets both; its midpoint is 20 % low at 12 MHz and 13 % low at 20 MHz
-    (docs/estimator.md, "How close the power model gets").
+    (docs/guide/estimator.md, "How close the power model gets").
     """
     running = [check for check in marlann_check() if "longrun" in check["name"]]
     assert len(running) == 2
@@ -62,7 +62,7 @@ def test_marlann_running_power_lies_in_the_model_range():
 def test_marlann_idle_power_is_the_known_gap():
     # Idle (clocked, not computing) the model finds 1.2-1.6 mW against 3.53 mW measured: the
     # clock distribution of a full design is missing (documented). If this changes, update
-    # docs/estimator.md.
+    # docs/guide/estimator.md.
     (idle,) = [check for check in marlann_check() if check["name"].startswith("idle")]
     assert not idle["within"]
     assert 0.3 < idle["nominal_w"] / idle["measured_w"] < 0.6

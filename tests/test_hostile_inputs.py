@@ -1,4 +1,4 @@
-"""What every command promises on bad input (docs/errors.md), case by case.
+"""What every command promises on bad input (docs/reference/errors.md), case by case.
 
 Each case is one a hostile user tried: an output that would destroy files fpganet did not
 write, a graph that would hang the importer, a number that is not finite, a compiled

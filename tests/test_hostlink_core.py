@@ -542,7 +542,7 @@ def test_output_fifo_behaves_as_amaranths_buffered_fifo(depth, registered_ready,
 
 def test_reply_latency_is_the_sum_of_the_blocks():
     """A PING's reply offers its sync byte deframer + executor + replier latencies after the
-    last CRC byte (the "three cycles" of docs/hostlink.md)."""
+    last CRC byte (the "three cycles" of docs/reference/hostlink.md)."""
     harness = CoreHarness()
     core = harness.core
     expected = core.deframer.latency + core.executor.latency + core.replier.latency

@@ -1,4 +1,4 @@
-"""Property-based tests of the bad-input contract (docs/errors.md), with hypothesis.
+"""Property-based tests of the bad-input contract (docs/reference/errors.md), with hypothesis.
 
 Random command lines over a sandbox of real files (a small model, calibration and input
 files, a compiled directory, folders and files fpganet did not write, damaged files), and

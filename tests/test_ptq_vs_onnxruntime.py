@@ -5,7 +5,7 @@ A fast cut of ``benchmarks/ptq_vs_onnxruntime.py``: the same float model quantiz
 per-channel int8 weights, int8 activations, MinMax) from the same calibration samples; each
 int8 network's arg-max agreement with the float model (the source ONNX in onnxruntime).
 The full figures (24 random networks, ResNet-8, VWW, all 9,500 MNIST eval images) are in
-docs/numerics.md, section 6, "Against onnxruntime's quantizer".
+docs/reference/numerics.md, section 6, "Against onnxruntime's quantizer".
 """
 
 import logging

@@ -3,7 +3,7 @@
 The two MLPerf Tiny reference int8 models (../shared, SOURCE.md) compile without
 calibration; fpganet's golden int8 logits agree with LiteRT's reference kernels
 (``OpResolverType.BUILTIN_REF``) on the 200 test images at least as often as measured
-(``benchmarks/tflite_mlperf.py``, docs/tflite.md): with fpganet's 15-bit requantization
+(``benchmarks/tflite_mlperf.py``, docs/guide/tflite.md): with fpganet's 15-bit requantization
 within a few LSB; with the ``tflite`` requantization mode every layer but the residual add
 bit for bit (VWW's logits all equal). The accelerator program (ISA simulator) equals the
 golden model; what the importer cannot take is refused in one line.

@@ -7,7 +7,7 @@ function each; accelerator parameters are added to any subcommand with
 
 User errors (:class:`~fpganet.errors.FpganetError`, a bad flag, a bad
 configuration) print one line, ``fpganet: error: <message>``, on stderr and
-exit with status 2 (docs/errors.md; :mod:`fpganet.command_line` prints them).
+exit with status 2 (docs/reference/errors.md; :mod:`fpganet.command_line` prints them).
 ``fpganet check``, ``sim``, ``bench`` and ``fuzz`` exit with 1 when what they
 check fails.
 """

@@ -5,7 +5,7 @@
 never imports :mod:`fpganet.cli`, which imports the command modules.
 
 User errors (:class:`~fpganet.errors.FpganetError`, a bad flag, a bad configuration) print
-one line, ``fpganet: error: <message>``, on stderr and exit with status 2 (docs/errors.md);
+one line, ``fpganet: error: <message>``, on stderr and exit with status 2 (docs/reference/errors.md);
 this is the one place that prints them.
 """
 

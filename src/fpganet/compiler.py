@@ -5,7 +5,7 @@
 inputs, and (optionally) writes ``OUT/manifest.json`` and ``OUT/network.npz``,
 with the accelerator program and memory images of :mod:`fpganet.codegen`
 (``program.hex``, ``weights.hex``, ``params.hex``, ``memories.npz``; see
-docs/backend.md), and ``SHA256SUMS``: everything is computed in memory, written into a
+docs/reference/compiler.md), and ``SHA256SUMS``: everything is computed in memory, written into a
 temporary directory beside ``OUT`` and renamed into place, so a failure leaves no
 partial ``OUT`` (:mod:`fpganet.files`). :func:`load_compiled` reads it back. The command line
 (:mod:`fpganet.cli`) is a thin layer over these.
@@ -142,7 +142,7 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
         Images the written program processes (the host sends that many).
     batch : int
         1..cols: the written program runs the dense layers once per group of ``batch`` images
-        (docs/backend.md, "Batching"); refused for a network without dense layers.
+        (docs/reference/compiler.md, "Batching"); refused for a network without dense layers.
     dump_ir : text stream, optional
         Gets the compiler's intermediate form after each pass (:mod:`fpganet.codegen.passes`);
         needs ``out_dir`` and ``program``.
@@ -224,7 +224,7 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
 
 def _warn_rounded_multipliers(config, kind):
     """A pre-quantized model keeps its scales: with fewer multiplier bits than 15 its
-    multipliers are rounded, not made exact (docs/numerics.md section 9)."""
+    multipliers are rounded, not made exact (docs/reference/numerics.md section 9)."""
     if config.requant_mult_bits < MULT_BITS:   # the tflite mode keeps its 31 bits
         warnings.warn(f"the model is pre-quantized ({kind}): its own scales keep their "
                       f"multipliers, which --requant-mult-bits {config.requant_mult_bits} rounds; "

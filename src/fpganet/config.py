@@ -86,7 +86,7 @@ class AcceleratorConfig:
         requantization mode has 6 (:data:`REQUANT_LATENCIES`). Not given (None): the
         mode's first, 4 or 6.
     requant_mode : str
-        The requantization arithmetic (docs/numerics.md): ``"fpganet"`` (a 15-bit
+        The requantization arithmetic (docs/reference/numerics.md): ``"fpganet"`` (a 15-bit
         multiplier and one rounding shift) or ``"tflite"`` (TFLite's 31-bit rounding
         doubling high multiply and rounding divide by a power of two, bit-exact with
         LiteRT's reference kernels; one 32x31-bit product per lane). A compiled network
@@ -141,7 +141,7 @@ class AcceleratorConfig:
         queue row by row; ``amaranth.lib.fifo.SyncFIFOBuffered``). The numerics are the
         same.
     diagonal_weights : bool
-        ``CONV``'s diagonal mode (docs/ARCHITECTURE.md, "Instruction set"): array row ``i``
+        ``CONV``'s diagonal mode (docs/reference/architecture.md, "Instruction set"): array row ``i``
         weights only channel ``i`` of the walk, and the walk reads one weight word per kernel
         position, for every channel. A depthwise convolution's or an average pool's weights
         then take ``K_H * K_W`` words per group of ``rows`` channels instead of the
@@ -160,7 +160,7 @@ class AcceleratorConfig:
         (:attr:`weight_word_bytes`); the PE takes a cycle more (:attr:`pe_latency`). ``POOL``
         is unchanged (its ``K_C`` is 1). The numerics are the same.
     fused_max_pool : bool
-        ``CONV``'s pooled writes (docs/ARCHITECTURE.md, "Instruction set"): the result writer
+        ``CONV``'s pooled writes (docs/reference/architecture.md, "Instruction set"): the result writer
         keeps a running maximum of the requantized bytes of each pair of result rows over the
         tile's lanes and writes one byte per pair, so that a convolution and the 2x2 max-pool
         after it run as ``CONV`` instructions without a ``POOL`` (the compiler maps output columns

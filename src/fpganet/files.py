@@ -1,6 +1,6 @@
 """What fpganet writes: built aside, renamed into place, and verifiable.
 
-The rules every command follows (docs/errors.md):
+The rules every command follows (docs/reference/errors.md):
 
 - An output directory (``compile -o``, ``report -o``, ``synth -o``) is built in a
   temporary sibling and renamed into place, so a failure leaves nothing half-written.

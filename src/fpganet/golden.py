@@ -1,7 +1,7 @@
 """The golden model: a vectorized numpy executor of the integer network.
 
 This module *is* the definition of the accelerator's numerics (see
-``docs/numerics.md``); the RTL must match it bit for bit, layer by layer.
+``docs/reference/numerics.md``); the RTL must match it bit for bit, layer by layer.
 
 For each :class:`~fpganet.qnet.QConv`::
 

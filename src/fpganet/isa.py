@@ -1,7 +1,7 @@
 """The accelerator's instruction set: encoding, decoding and the engine registers.
 
 This module is the contract between the compiler back end, the controller
-gateware (``fpganet.hdl``) and the performance model. docs/ARCHITECTURE.md
+gateware (``fpganet.hdl``) and the performance model. docs/reference/architecture.md
 ("Instruction set") gives the semantics; the encodings live only here, as
 ``amaranth.lib.data`` layouts that the gateware reads by field name and from which
 :func:`encode`, :func:`decode`, :func:`pack_param` and :func:`unpack_param` take
@@ -52,7 +52,7 @@ LOOP_LAYOUT = data.FlexibleLayout(OPERAND_BITS, {
     "target": data.Field(unsigned(16), 32),
 })
 
-#: ``CONV``: the diagonal weight mode and the pooled writes (docs/ARCHITECTURE.md,
+#: ``CONV``: the diagonal weight mode and the pooled writes (docs/reference/architecture.md,
 #: "Instruction set").
 CONV_LAYOUT = data.FlexibleLayout(OPERAND_BITS, {
     "diagonal": data.Field(unsigned(1), 0),
@@ -341,7 +341,7 @@ def unpack_quant(value):
 #: Bits of one parameter entry as the host writes it.
 PARAM_BITS = 64
 
-#: Requantization arithmetics (``AcceleratorConfig.requant_mode``, docs/numerics.md), each
+#: Requantization arithmetics (``AcceleratorConfig.requant_mode``, docs/reference/numerics.md), each
 #: with its parameter entry of one output channel (:data:`PARAM_LAYOUTS`).
 REQUANT_MODES = ("fpganet", "tflite")
 

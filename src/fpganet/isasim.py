@@ -1,7 +1,7 @@
 """Functional simulator of the instruction set: the ISA's semantics in numpy.
 
 It runs a program on numpy copies of the accelerator's memories, exactly as
-docs/ARCHITECTURE.md ("Instruction set") defines it, so that the compiler's
+docs/reference/architecture.md ("Instruction set") defines it, so that the compiler's
 programs can be checked against the golden model without RTL, and the RTL
 against the program without the compiler. Timing is not modelled here (see
 ``fpganet.perf``).

@@ -8,7 +8,7 @@ layer before it unless its ``inputs`` name others (layer indices, ``-1`` the
 network input); the last layer's output is the network output. Every field the accelerator needs is
 here, as plain ints, tuples and numpy arrays; the float scales ride along only
 to document the mapping and to dequantize the output. The arithmetic itself
-is defined in :mod:`fpganet.golden` and in ``docs/numerics.md``.
+is defined in :mod:`fpganet.golden` and in ``docs/reference/numerics.md``.
 
 Feature maps are int8 ``(C, H, W)`` per sample in NCHW order. A dense layer is a
 :class:`QConv` with ``kind == "dense"``: a 1x1 kernel on a ``(K, 1, 1)`` input.
@@ -349,7 +349,7 @@ class QAdd:
     ``single_rounding`` (``tflite`` requantization only) rescales with TFLite's single
     rounding, which the quantizer picks in that mode: it follows TFLite's ADD, whose
     intermediate sums carry 19 bits below the output's step, far more closely than the
-    double rounding does (docs/tflite.md).
+    double rounding does (docs/guide/tflite.md).
     """
 
     name: str
@@ -725,7 +725,7 @@ class QNetwork:
             "requantize": REQUANTIZE_TEXT[self.config.requant_mode],
             "input": "q = clamp(round_half_to_even(x / input.scale) + input.zero_point, -128, 127)",
             "output": "logits = output.scale * (q - output.zero_point)",
-            "document": "docs/numerics.md",
+            "document": "docs/reference/numerics.md",
         }
         # Only networks that have them say so: a chain's manifest stays as it was.
         types = {layer.type for layer in self.layers}

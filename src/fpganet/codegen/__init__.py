@@ -1,6 +1,6 @@
 """The compiler back end: a :class:`~fpganet.qnet.QNetwork` into a program and memory images.
 
-docs/ARCHITECTURE.md ("The accelerator") is the contract; this package produces
+docs/reference/architecture.md ("The accelerator") is the contract; this package produces
 programs for it. The API a runner (the ISA simulator, the RTL simulator, a board
 loader) needs::
 

@@ -460,7 +460,7 @@ def build_images(net, n_images=1, config=None, batch=1, dump=None):
     config : fpganet.config.AcceleratorConfig, optional
     batch : int
         1..cols: the dense layers at the end of the network run once per group of ``batch``
-        images, one array column per image (docs/backend.md, "Batching").
+        images, one array column per image (docs/reference/compiler.md, "Batching").
     dump : text stream, optional
         Gets the intermediate form after each pass (``fpganet compile --dump-ir``).
 

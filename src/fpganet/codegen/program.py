@@ -1,6 +1,6 @@
 """Code generation: a :class:`~fpganet.codegen.plan.Plan` into a program and memory images.
 
-The program (docs/ARCHITECTURE.md, "Instruction set")::
+The program (docs/reference/architecture.md, "Instruction set")::
 
     prologue   FILL of every padded map whose bytes nothing else uses (once)
                SET LOOP_COUNT n_images - 1

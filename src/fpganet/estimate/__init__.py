@@ -8,7 +8,7 @@ Fmax and resources from a boards report, onnxruntime timings on this machine) an
 on published figures,
 each cited (:mod:`fpganet.estimate.figures`). Every figure is a
 :class:`~fpganet.estimate.quantity.Quantity`: value, unit, source (measured /
-simulated / published / estimated) and basis. See docs/estimator.md.
+simulated / published / estimated) and basis. See docs/guide/estimator.md.
 
 Modules:
 

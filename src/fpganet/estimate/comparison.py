@@ -127,7 +127,7 @@ class Estimate:
             out.append("  ".join(cells).rstrip())
         out.append("")
         out.append("ranges in parentheses are low-high of the estimate; W: FPGA chip power, ASIC "
-                   "dynamic power, GPU board/module power (see docs/estimator.md)")
+                   "dynamic power, GPU board/module power (see docs/guide/estimator.md)")
         for note in self.notes:
             out.append(f"note: {note}")
         for reason in self.measured.get("skipped", []):
@@ -459,7 +459,7 @@ def _markdown(result, plots, plot_note):
              f"{result.clock.value / 1e6:g} MHz ({result.clock.basis}).", "",
              "Every figure below carries its source in `estimate.json` (measured / simulated / "
              "published / estimated, with its basis); what the models rest on is in "
-             "`docs/estimator.md`.", "", "## Side by side", "", _md_table(result.rows()), "",
+             "`docs/guide/estimator.md`.", "", "## Side by side", "", _md_table(result.rows()), "",
              "Ranges in parentheses are the low-high of an estimate. Power boundaries differ: "
              "FPGA = chip (core, PLL, I/O rails); ASIC = dynamic energy of logic and SRAM; GPU = "
              "board TDP or module power mode (MLPerf's boundary; an upper bound at batch 1); the "

@@ -6,7 +6,7 @@ measured; batch size. The reference notes these come from are
 ``../shared/reference/figures.md`` (beside the project checkout); figures that the notes
 mark "unverified", and figures added here from memory that could not be
 checked against a source in this environment, carry ``unverified=True`` and
-are listed in ``docs/estimator.md``.
+are listed in ``docs/guide/estimator.md``.
 
 Nothing here is fitted to the figures the tests check the models against
 (MARLANN's power, MLPerf SingleStream latency): those are kept separately as
@@ -478,7 +478,7 @@ FF_PER_LUT = (0.45, 0.8)
 
 ECP5_PLACEHOLDER = {
     "basis": "PLACEHOLDER, unverified: no ECP5 per-LUT, per-multiplier, per-EBR or PLL power "
-             "figure could be found (what was searched: figures.ECP5_SEARCH, docs/estimator.md). "
+             "figure could be found (what was searched: figures.ECP5_SEARCH, docs/guide/estimator.md). "
              "Those coefficients are by analogy with the measured iCE40 (both 40 nm; ECP5 core "
              "at 1.1 V, larger routing: 1-2x per LUT); replace them with the Lattice Power "
              "Calculator's per-resource figures (TN1266) or a ULX3S measurement. The flip-flop "

@@ -285,7 +285,7 @@ def ecp5_power(clock_hz, *, lcs=0, ffs=None, multipliers=0, dsp_utilization=1.0,
     data_ref = ACTIVITY["data"][0]
     logic_lo, logic_hi, logic_text = _logic_factors(logic_activity, duty)
     activity_note = f" [activity: {activity_basis}]" if activity_basis else ""
-    tag = "PLACEHOLDER (unverified: no ECP5 figure for this term found; see docs/estimator.md)"
+    tag = "PLACEHOLDER (unverified: no ECP5 figure for this term found; see docs/guide/estimator.md)"
     comps = {
         "static": static["core_aux_w"],
         "static_io": static["io_w"],

@@ -46,7 +46,7 @@ class Quantity:
         Range of an estimate (both or neither).
     unverified : bool
         The figure, or one it rests on, is marked "unverified" in the reference
-        material (docs/estimator.md lists them).
+        material (docs/guide/estimator.md lists them).
     """
 
     value: object

@@ -10,7 +10,7 @@ one of two labelled fallbacks, neither simulated:
     ``MACs / (rows * cols)``: every multiplier busy every cycle (an upper
     bound on speed that no real array reaches);
 ``tiled``
-    the engine loop of docs/ARCHITECTURE.md counted tile by tile: each tile of
+    the engine loop of docs/reference/architecture.md counted tile by tile: each tile of
     ``rows`` output channels x ``LANES`` output pixels streams ``K`` beats, at
     least ``min_tile_cycles = array_latency + rows`` and at least the
     post-processing time ``rows * LANES / requant_lanes``; a dense layer at
@@ -187,7 +187,7 @@ class Workload:
 
 def _layer_work(layer, config):
     rows, cols = config.rows, config.cols
-    min_tile = config.array_latency + rows      # SystolicArray.min_tile_cycles (docs/ARCHITECTURE.md)
+    min_tile = config.array_latency + rows      # SystolicArray.min_tile_cycles (docs/reference/architecture.md)
     drain = config.array_latency + rows         # the last tile's results leave the array
     out_c, out_h, out_w = layer.out_shape
     npix = out_h * out_w

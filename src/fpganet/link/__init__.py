@@ -1,4 +1,4 @@
-"""The host side of a board's UART host link (docs/hostlink.md).
+"""The host side of a board's UART host link (docs/reference/hostlink.md).
 
 - :mod:`fpganet.link.protocol` frames, CRC, commands, error codes, reply payloads
   (shared with the gateware, :mod:`fpganet.hdl.hostlink`);

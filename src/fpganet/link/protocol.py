@@ -2,7 +2,7 @@
 
 This module is the one definition of the protocol that the gateware
 (:mod:`fpganet.hdl.hostlink`) and the host driver (:mod:`fpganet.link`)
-both import; docs/hostlink.md describes it for people. It needs nothing but
+both import; docs/reference/hostlink.md describes it for people. It needs nothing but
 the standard library.
 
 Frame (both directions)::

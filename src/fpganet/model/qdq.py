@@ -18,7 +18,7 @@ returns what they said:
 
 :func:`attach_quantization` then maps them onto the imported layers
 (:attr:`fpganet.model.ir.Graph.quantization`); the quantizer uses them as given
-(``docs/numerics.md``, "Pre-quantized QDQ models"). What fpganet's integer network cannot
+(``docs/reference/numerics.md``, "Pre-quantized QDQ models"). What fpganet's integer network cannot
 represent is refused in one line naming the node.
 """
 

@@ -6,13 +6,13 @@ and zero point per tensor, int8 weights with one scale per output channel and ze
 0, int32 biases) already holds every integer fpganet's accelerator needs.
 :func:`load_tflite` reads the flatbuffer with the ``tflite`` schema package (no
 TensorFlow) and builds a :class:`~fpganet.qnet.QNetwork` directly, layer by layer, with
-fpganet's documented arithmetic (``docs/numerics.md``): the model's scales, zero points,
+fpganet's documented arithmetic (``docs/reference/numerics.md``): the model's scales, zero points,
 int8 weights and int32 biases as they are; the requantization multipliers from the float
 scales ``s_in * s_w[m] / s_out`` in fpganet's 15-bit form (not TFLite's 31-bit one), the
 residual add and the average pool as fpganet's :class:`~fpganet.qnet.QAdd` and
 :class:`~fpganet.qnet.QAvgPool` (:func:`~fpganet.quantize.quantizer.quantize_add`,
 :func:`~fpganet.quantize.quantizer.quantize_avgpool`). How each op maps and how closely
-the result follows LiteRT's reference kernels: ``docs/tflite.md``.
+the result follows LiteRT's reference kernels: ``docs/guide/tflite.md``.
 
 Each op is one small handler in :mod:`fpganet.model.tflite_ops`, registered for the reader
 kinds that take it (:mod:`fpganet.model.tflite_registry`); the walk they share and what a

@@ -3,7 +3,7 @@
 Each method maps the float values one tensor took over the calibration set to
 a real range ``[rmin, rmax]``; :func:`~fpganet.quantize.fixed_point.activation_qparams`
 turns that into a scale and zero point. The measured effect of each method on
-LeNet-5 is in ``docs/numerics.md``.
+LeNet-5 is in ``docs/reference/numerics.md``.
 """
 
 import numpy as np
@@ -20,7 +20,7 @@ METHODS = {
     "mse": "clipping range (a scaled min/max) that minimizes the quantization MSE",
     "kl": "TensorRT-style entropy (KL divergence) threshold for non-negative tensors, min/max otherwise",
 }
-#: Chosen by top-1 accuracy of LeNet-5 on the MNIST eval split (docs/numerics.md): mse 99.13 %,
+#: Chosen by top-1 accuracy of LeNet-5 on the MNIST eval split (docs/reference/numerics.md): mse 99.13 %,
 #: percentile 99.11-99.12 %, minmax 99.07 %, kl 99.06 %, float 99.12 %.
 DEFAULT_METHOD = "mse"
 DEFAULT_PERCENTILE = 99.99

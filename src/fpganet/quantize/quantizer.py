@@ -1,6 +1,6 @@
 """Post-training quantization of the float IR into the integer network.
 
-The scheme (fixed by the numerics contract, ``docs/numerics.md``):
+The scheme (fixed by the numerics contract, ``docs/reference/numerics.md``):
 
 * weights int8 symmetric per output channel, zero point 0, -127..127;
 * activations int8 asymmetric per tensor (TFLite convention), one scale and
@@ -10,7 +10,7 @@ The scheme (fixed by the numerics contract, ``docs/numerics.md``):
 * requantization by a 15-bit multiplier and a shift; a ReLU is folded into the
   lower clamp bound (ReLU6 also into the upper one);
 * a residual add and an average pool requantize to their own calibrated output
-  scale (``docs/numerics.md``).
+  scale (``docs/reference/numerics.md``).
 """
 
 import dataclasses
@@ -301,7 +301,7 @@ def quantize_given_linear(layer, integers, s_w, act_in, act_out, config, litert=
     # LiteRT's reference FULLY_CONNECTED rounds once, its convolutions twice.
     single = litert and dense
     # With fewer multiplier bits than 15, the model's own scales are kept and its
-    # multipliers rounded (docs/numerics.md section 9).
+    # multipliers rounded (docs/reference/numerics.md section 9).
     mult, shift = channel_multipliers(s_in, s_w, s_out, layer.name, mode,
                                       config.requant_mult_bits)
     if litert:
