@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fpganet.errors import FpganetError
 from fpganet.results import make_row, write_rows
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,14 +53,24 @@ def main(argv=None):
                         help="read DIR/BOARD/report.json instead of building")
     parser.add_argument("-o", "--output", default=str(ROOT / "benchmarks/results/boards.json"))
     args = parser.parse_args(argv)
+    boards = args.boards.split(",")
+    if set(boards) - set(BOARDS):
+        parser.error(f"--boards: unknown board {sorted(set(boards) - set(BOARDS))[0]!r} "
+                     f"(known: {', '.join(BOARDS)})")
     rows = []
-    for board in args.boards.split(","):
-        folder = Path(args.reports or ROOT / "build/synth") / board
-        if not args.reports:
-            subprocess.run([sys.executable, "-m", "fpganet", "synth", "--board", board,
-                            "-o", str(folder)], check=True, cwd=ROOT)
-        rows += board_rows(board, json.loads((folder / "report.json").read_text()))
-    write_rows(args.output, rows)
+    try:
+        for board in boards:
+            folder = Path(args.reports or ROOT / "build/synth") / board
+            if not args.reports and subprocess.run(
+                    [sys.executable, "-m", "fpganet", "synth", "--board", board, "-o", str(folder)],
+                    cwd=ROOT).returncode:
+                return 2                        # fpganet synth has said why, in one line
+            rows += board_rows(board, json.loads((folder / "report.json").read_text()))
+        write_rows(args.output, rows)
+    except (FpganetError, OSError, ValueError, KeyError) as error:
+        print(f"{parser.prog}: error: {error!s} (a report.json of `fpganet synth`?)",
+              file=sys.stderr)
+        return 2
     print(f"wrote {args.output}: {len(rows)} rows")
     return 0
 

@@ -82,10 +82,6 @@ def _test_set(name, work):
     return x, y, calib
 
 
-def _command(args):
-    return " ".join(shlex.quote(arg) for arg in args)
-
-
 def measure_case(network, board, configuration, compile_args, test_set, work, synth=None,
                  activity="rtl"):
     """The rows of one case."""
@@ -94,7 +90,7 @@ def measure_case(network, board, configuration, compile_args, test_set, work, sy
     args = [arg.replace("{calib}", str(calib)) for arg in compile_args]
     shown = [arg.replace("{calib}", f"CALIB_{test_set.upper()}.npz") for arg in compile_args]
     _fpganet("compile", *args, "-o", str(out), cwd=ROOT)
-    compile_command = _command([FPGANET, "compile", *shown, "-o", "OUT"])
+    compile_command = shlex.join([FPGANET, "compile", *shown, "-o", "OUT"])
     rows = []
 
     def add(metric, value, basis, command, **extra):
@@ -121,24 +117,26 @@ def measure_case(network, board, configuration, compile_args, test_set, work, sy
             estimate_args += ["--report", str(report)]
             shown_estimate += ["--report", f"build/synth/{board}/report.json"]
     estimate = json.loads(_fpganet(*estimate_args, cwd=ROOT))
-    estimate_command = f"{compile_command}; {_command(shown_estimate)}"
+    estimate_command = f"{compile_command}; {shlex.join(shown_estimate)}"
     add("cycles_per_image", estimate["cycles_per_image"]["value"], "model", estimate_command)
     if board != "none":
-        _fpga_rows(add, estimate, estimate_command)
+        for metric, value in _fpga_figures(estimate):
+            add(metric, value, "estimated", estimate_command)
     if network == "lenet5" and board == "icebreaker" and configuration == "batch 1":
         rows += _gpu_rows(out)
     return rows
 
 
-def _fpga_rows(add, estimate, command):
+def _fpga_figures(estimate):
+    """(metric, value) of the FPGA's estimate, compute-bound and over the host link."""
     throughput = estimate["fpga"]["throughput"]
     compute = estimate["fpga"]["what_if"][0]
-    add("images_per_s_compute", throughput["compute_images_per_s"]["value"], "estimated", command)
-    add("images_per_s_delivered", throughput["images_per_s"]["value"], "estimated", command)
-    add("watts_chip_compute", compute["watts"]["value"], "estimated", command)
-    add("watts_chip_delivered", estimate["fpga"]["power"]["total"]["value"], "estimated", command)
-    add("images_per_s_per_w_chip", compute["images_per_s_per_w"]["value"], "estimated", command)
-    add("uj_per_inference_chip", 1e6 * compute["joules_per_image"]["value"], "estimated", command)
+    return [("images_per_s_compute", throughput["compute_images_per_s"]["value"]),
+            ("images_per_s_delivered", throughput["images_per_s"]["value"]),
+            ("watts_chip_compute", compute["watts"]["value"]),
+            ("watts_chip_delivered", estimate["fpga"]["power"]["total"]["value"]),
+            ("images_per_s_per_w_chip", compute["images_per_s_per_w"]["value"]),
+            ("uj_per_inference_chip", 1e6 * compute["joules_per_image"]["value"])]
 
 
 def _gpu_rows(out):
@@ -147,7 +145,7 @@ def _gpu_rows(out):
     for gpu in GPUS:
         args += ["--gpu", gpu]
     estimate = json.loads(_fpganet(*args, cwd=ROOT))
-    command = _command([FPGANET, "estimate", "OUT", *args[5:]])
+    command = shlex.join([FPGANET, "estimate", "OUT", *args[5:]])
     rows = []
     for entry in estimate["gpus"]:
         regime = "batch 1" if entry["batch"] == 1 else "large batch"
@@ -188,6 +186,24 @@ def main(argv=None):
     parser.add_argument("-o", "--output", default=str(RESULTS / "networks.json"))
     args = parser.parse_args(argv)
     wanted = set(args.networks.split(",")) if args.networks else None
+    unknown = sorted(wanted - {case[0] for case in CASES}) if wanted else []
+    if unknown:
+        parser.error(f"--networks: unknown network {unknown[0]!r} "
+                     f"(known: {', '.join(dict.fromkeys(case[0] for case in CASES))})")
+    try:
+        rows = _measure(wanted, args)
+        if wanted and Path(args.output).exists():      # keep the other networks' rows
+            kept = check_rows(json.loads(Path(args.output).read_text()), args.output)
+            rows += [row for row in kept if row.network not in wanted]
+        write_rows(args.output, rows)
+    except (FpganetError, OSError, ValueError) as error:
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.output}: {len(rows)} rows")
+    return 0
+
+
+def _measure(wanted, args):
     rows = []
     with tempfile.TemporaryDirectory() as work:
         for network, board, configuration, compile_args, test_set in CASES:
@@ -200,12 +216,7 @@ def main(argv=None):
                                 args.synth, args.activity)
             print(f"{network} on {board}, {configuration}: {len(case)} rows", flush=True)
             rows += case
-    if wanted and Path(args.output).exists():      # keep the other networks' rows
-        kept = check_rows(json.loads(Path(args.output).read_text()), args.output)
-        rows += [row for row in kept if row.network not in wanted]
-    write_rows(args.output, rows)
-    print(f"wrote {args.output}: {len(rows)} rows")
-    return 0
+    return rows
 
 
 if __name__ == "__main__":

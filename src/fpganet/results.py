@@ -209,11 +209,9 @@ def format_value(row, spec=None):
         return f"{value / 1e3:,.1f} k"
     if spec:
         return format(value, spec)
-    if row.unit == "%":
+    if row.unit in ("%", "MHz"):
         return f"{value:.1f}"
-    if row.unit in ("MHz", "W"):
-        return f"{value:.1f}" if row.unit == "MHz" else _significant(value)
-    if abs(value) >= 100 or value == int(value):
+    if row.unit != "W" and (abs(value) >= 100 or value == int(value)):
         return f"{value:,.0f}"
     return _significant(value)
 
