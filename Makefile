@@ -10,6 +10,8 @@ BUILD  := build
 
 # Simulator for cocotb runs: verilator (default) or icarus.
 SIM ?= verilator
+# pytest-xdist workers for `make test` (auto: one per core; 0 runs in this process).
+TEST_JOBS ?= auto
 # Board for `make synth`: icebreaker or ulx3s.
 BOARD ?= icebreaker
 # Network for `make sim`: lenet5 (default, embedded), resnet8 or vww (the shared MLPerf Tiny material).
@@ -53,7 +55,7 @@ sim: $(STAMP)
 	$(BIN)/fpganet sim $(if $(NET),--net $(NET))
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS)
 
 verilog: $(STAMP)
 	$(BIN)/fpganet verilog -o $(BUILD)/verilog

@@ -216,7 +216,8 @@ def _build_in(board, config, output, shown, *, core, seed, pll, synth_opts, next
     start = time.monotonic()
     with open(log_path, "w") as log:
         returncode = _run_tools(["sh", f"build_{NAME}.sh"], cwd=output, env=env,
-                                stdout=None if verbose else log, timeout_s=timeout_s)
+                                stdout=None if verbose else log, timeout_s=timeout_s,
+                                stop_when=_overflow_seen(output / f"{NAME}.tim"))
     runtime = time.monotonic() - start
 
     yosys_log = _read(output / f"{NAME}.rpt")
@@ -294,19 +295,45 @@ def _build_in(board, config, output, shown, *, core, seed, pll, synth_opts, next
     return result
 
 
-def _run_tools(command, *, cwd, env, stdout, timeout_s):
+def _run_tools(command, *, cwd, env, stdout, timeout_s, stop_when=None, poll_s=0.5):
     """Run the build script in a session of its own; its exit status, or None when it ran past
-    ``timeout_s`` (or was interrupted) and the whole session, tools included, was killed."""
+    ``timeout_s`` (or was interrupted) and the whole session, tools included, was killed.
+    ``stop_when`` is asked every ``poll_s`` seconds; once it is true the session is killed and
+    the (negative) status returned."""
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=stdout, stderr=subprocess.STDOUT,
                                start_new_session=True)
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     try:
-        return process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_session(process)
-        return None
+        while True:
+            wait_s = poll_s if deadline is None else min(poll_s, max(0, deadline - time.monotonic()))
+            try:
+                return process.wait(timeout=wait_s)
+            except subprocess.TimeoutExpired:
+                if deadline is not None and time.monotonic() >= deadline:
+                    _kill_session(process)
+                    return None
+                if stop_when is not None and stop_when():
+                    _kill_session(process)
+                    return process.returncode
     except BaseException:
         _kill_session(process)
         raise
+
+
+def _overflow_seen(nextpnr_log):
+    """True once nextpnr's log shows a cell type used beyond what the device has. nextpnr prints
+    its utilisation after packing, then its placer searches for minutes before it gives up
+    (six on the UP5K for 32 DSPs); the build stops at the table instead. The table comes in
+    the log's first lines: only its first 64 KiB are read, only whole lines parsed."""
+    def seen():
+        try:
+            with open(nextpnr_log, errors="replace") as log:
+                text = log.read(1 << 16)
+        except FileNotFoundError:
+            return False
+        whole_lines = text[:text.rfind("\n") + 1]
+        return bool(_report.overflows(_report.parse_utilization(whole_lines)))
+    return seen
 
 
 def _kill_session(process):

@@ -138,8 +138,8 @@ def test_board_defaults_and_overrides():
 
 @pytest.mark.slow
 def test_oversized_array_does_not_fit_the_up5k(tmp_path, capsys):
-    """A 4x8 array of pair PEs wants 32 SB_MAC16: nextpnr stops after packing, the CLI says why
-    (status 2).
+    """A 4x8 array of pair PEs wants 32 SB_MAC16: the build stops at nextpnr's utilisation table
+    after packing (its placer would search for minutes), the CLI says why (status 2).
     (The stand-in core, so that the DSPs are what overflows: the whole accelerator at 4x8
     runs out of logic cells as well.)"""
     status = board_build.main(["--board", "icebreaker", "--core", "stand-in", "--array", "4x8",
