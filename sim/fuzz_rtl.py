@@ -34,6 +34,8 @@ __all__ = ["CONFIGS", "random_fitting_network", "check_network", "main"]
 #: PE): the iCEBreaker's 16-MAC shape, broadcast; a systolic 4x4 with two banks per lane, the
 #: diagonal mode and a result queue; and the same 4x4 as the ULX3S's 128-MAC accelerator, with
 #: the pipeline registers (one bank per lane, so that a lane's two reads often share a bank).
+#: The degenerate shapes: a single row with a requantizer lane per column, a single column,
+#: and the single PE with the pipeline registers (one lane, one bank).
 CONFIGS = {
     "2x8": AcceleratorConfig(),
     "3x5-requant5": AcceleratorConfig(rows=3, cols=5, requant_lanes=5, requant_latency=5,
@@ -66,6 +68,10 @@ CONFIGS = {
                                           weight_buffer_bytes=8 * 8192, act_bank_factor=2,
                                           pair_products=True, fused_max_pool=True),
     "4x2-pooled": AcceleratorConfig(rows=4, cols=2, fused_max_pool=True, weight_buffer_bytes=8192),
+    "1x4-lanes4": AcceleratorConfig(rows=1, cols=4, requant_lanes=4, weight_buffer_bytes=8192),
+    "4x1": AcceleratorConfig(rows=4, cols=1, weight_buffer_bytes=4 * 8192),
+    "1x1-pipelined": AcceleratorConfig(rows=1, cols=1, pipeline_registers=True, weight_buffer_bytes=8192,
+                                       act_buffer_bytes=8192),
 }
 
 

@@ -41,6 +41,7 @@ from fpganet.config import AcceleratorConfig
 from fpganet.errors import FpganetError
 from fpganet.hdl import accelerator
 from fpganet.hdl.accelerator import Accelerator, host_addr_width
+from fpganet.perf import program_cycles
 from fpganet.sim.rtl_images import host_writes, images_from_machine
 from fpganet.sim.runner import (ICARUS_ARGS, SimBuild, VERILATOR_ARGS, _locked, _verilator_runner,
                                 default_build_root, default_simulator, generate_verilog,
@@ -474,6 +475,20 @@ def run_network_rtl(net, q_in, *, compiled=None, sim=None, driver="cocotb", chun
         if progress:
             progress(first + len(batch), len(q_in))
     return np.concatenate(outputs), np.concatenate(cycles)
+
+
+def model_cycles(net, n_images, *, compiled=None, chunk=100):
+    """The cycles of each image of :func:`run_network_rtl` (same ``chunk``) as the cycle model
+    counts them: the same programs, timed by :func:`fpganet.perf.program_cycles`, so that the
+    first image of each chunk carries the prologue here too."""
+    base = read_images(compiled) if compiled is not None else build_images(net, 1)
+    by_length = {}
+    for first in range(0, n_images, chunk):
+        length = min(chunk, n_images - first)
+        if length not in by_length:
+            stamps = program_cycles(base.for_images(length).program_for(length), net.config).stamps
+            by_length[length] = np.diff(np.concatenate([[0], np.asarray(stamps, dtype=np.int64)]))
+        yield from by_length[length]
 
 
 def backend(net, q_in, *, compiled=None, sim=None, **_):
