@@ -273,3 +273,40 @@ def test_non_float_input_is_refused():
                               [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     assert "INT64" in refusal(model)
+
+
+# Import simplification: graphs equivalent to supported ones -----------------------------------
+
+def _conv_then(nodes, initializers, batch=1):
+    """Conv(1 -> 6, 3x3) on an 8x8 input of declared batch ``batch``, then ``nodes`` to 'y'."""
+    conv_w = weights((6, 1, 3, 3), 1)
+    return make([node("Conv", ["x", "w"], ["c"]), node("Relu", ["c"], ["r"]), *nodes],
+                [init("w", conv_w), *initializers], in_shape=(batch, 1, 8, 8))
+
+
+def test_matmul_weight_reshaped_from_an_initializer_is_a_constant():
+    """The ONNX zoo's mnist-8 writes its dense weight as Reshape(initializer, shape)."""
+    fc = weights((216, 10), 2)
+    model = _conv_then([node("Reshape", ["r", "s"], ["f"]), node("Reshape", ["fc_flat", "fc_shape"], ["fc"]),
+                        node("MatMul", ["f", "fc"], ["y"])],
+                       [init("s", np.array([1, 216])), init("fc_flat", fc.reshape(-1)),
+                        init("fc_shape", np.array([216, 10]))])
+    graph = assert_matches_ort(model, inputs((1, 8, 8), n=1))
+    assert [type(layer).__name__ for layer in graph.layers] == ["Conv", "Reshape", "Dense"]
+
+
+def test_matmul_weight_transposed_and_scaled_from_constants_is_a_constant():
+    fc = weights((10, 216), 2)
+    model = _conv_then([node("Flatten", ["r"], ["f"]), node("Transpose", ["fcT"], ["t"], perm=[1, 0]),
+                        constant("half", np.float32(0.5)), node("Mul", ["t", "half"], ["fc"]),
+                        node("MatMul", ["f", "fc"], ["y"])], [init("fcT", fc)], batch="N")
+    assert_matches_ort(model, inputs((1, 8, 8), n=3))
+
+
+def test_flatten_axis_0_at_a_declared_batch_of_1():
+    """At batch 1, Flatten(axis 0) is [1, n], as axis 1 is; at a free batch it would mix images."""
+    fc = weights((216, 10), 2)
+    nodes = [node("Flatten", ["r"], ["f"], axis=0), node("MatMul", ["f", "fc"], ["y"])]
+    assert_matches_ort(_conv_then(nodes, [init("fc", fc)]), inputs((1, 8, 8), n=1))
+    with pytest.raises(FpganetError, match="Flatten with axis 0 is not supported; only axis 1"):
+        import_model(_conv_then(nodes, [init("fc", fc)], batch="N"))

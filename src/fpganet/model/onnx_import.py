@@ -24,13 +24,16 @@ converters emit). Removed: Dropout, Identity, a final Softmax/LogSoftmax (the ar
 unchanged; :attr:`Graph.dropped_output_op` says so). The batch is free: a fixed
 batch in the input declaration, or baked into a Reshape constant (``[10, 400]``),
 is ignored, and the ``x.view(x.size(0), -1)`` pattern (Shape, Gather, Unsqueeze,
-Concat) is folded symbolically.
+Concat) is folded symbolically. Before all of it, nodes of constant inputs become
+initializers (:mod:`fpganet.model.onnx_fold`), so that a weight written as a Reshape or
+Transpose of an initializer is a constant.
 """
 
 from ..errors import FpganetError, one_line
 from ..files import existing_file, file_sha256
 from .ir import fuse_relu
 from .onnx_context import ImportContext
+from .onnx_fold import fold_constants
 from .onnx_ops import ONNX_OPS
 
 __all__ = ["load_onnx", "import_model", "SUPPORTED_OPS", "file_sha256"]
@@ -85,6 +88,7 @@ def import_model(model):
     from .qdq import attach_quantization, strip_qdq
 
     model, qdq = strip_qdq(model)
+    model = fold_constants(model)
     importer = ImportContext(model)
     graph = importer.run()
     tensor_layers = importer.tensor_layers(graph) if qdq is not None else None

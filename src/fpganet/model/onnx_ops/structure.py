@@ -85,14 +85,17 @@ def squeeze(ctx, node, index, data):
     return tuple(d for axis, d in enumerate(data.view, start=1) if axis not in axes), data.orientation
 
 
-@onnx_handler("Flatten", "axis 1", takes_affine=True, takes_order=True)
+@onnx_handler("Flatten", "axis 1 (or 0 where the model declares batch 1)", takes_affine=True,
+              takes_order=True)
 def flatten(ctx, node, index, data):
+    """Axis 0 gives ``[1, n]`` where the model's input declares batch 1, as axis 1 does."""
     ctx.data_index(node, index, data.name, (0,))
     axis = ctx.attrs(node).get("axis", 1)
     if axis < 0:
         axis += len(data.view) + 1
-    ctx.require(axis == 1, node, index, f"Flatten with axis {axis} is not supported; only "
-                f"axis 1 (keep the batch axis)")
+    ctx.require(axis == 1 or (axis == 0 and ctx.export_batch == 1), node, index,
+                f"Flatten with axis {axis} is not supported; only axis 1 (keep the batch axis), "
+                f"or axis 0 where the model's input declares batch 1")
     ctx.require(data.orientation == 0, node, index, "flattening a transposed tensor is not supported")
     return (int(np.prod(data.view)),), data.orientation
 
