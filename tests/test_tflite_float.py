@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 
 from fpganet.cli import main
+from fpganet.codegen import run_isa
 from fpganet.compiler import compile_model, load_compiled
+from fpganet.config import DEFAULT_CONFIG
 from fpganet.errors import FpganetError
 from fpganet.estimate.measure import measure_network
 from fpganet.golden import run_golden
@@ -196,7 +198,24 @@ def pooling_model():
     return m.build([x], [out])
 
 
-MODELS = {"residual": (residual_model, (3, 12, 12)), "pooling": (pooling_model, (2, 11, 11))}
+def flat_input_model():
+    """A flat [1, 64] input -> RESHAPE [1, 8, 8, 1] (tflite-micro's micro_speech has [1, 1960]
+    to [1, 49, 40, 1]) -> conv 3x3 SAME RELU -> RESHAPE [1, 256] -> FULLY_CONNECTED."""
+    m = TFLiteModel(seed=3)
+    x = m.tensor("features", (1, 64))
+    r = m.tensor("reshape", (1, 8, 8, 1))
+    m.op("RESHAPE", [x, m.const("reshape/shape", np.array([1, 8, 8, 1], np.int32))], [r],
+         "ReshapeOptions", NewShape=[1, 8, 8, 1])
+    a = conv(m, "conv1", r, (1, 8, 8, 4), (4, 3, 3, 1), activation=RELU)
+    f = m.tensor("flatten", (1, 256))
+    m.op("RESHAPE", [a, m.const("flatten/shape", np.array([1, 256], np.int32))], [f],
+         "ReshapeOptions", NewShape=[1, 256])
+    out = dense(m, "logits", f, 256, 10)
+    return m.build([x], [out])
+
+
+MODELS = {"residual": (residual_model, (3, 12, 12)), "pooling": (pooling_model, (2, 11, 11)),
+          "flat_input": (flat_input_model, (64, 1, 1))}
 
 
 def litert(path, x_nchw):
@@ -208,13 +227,13 @@ def litert(path, x_nchw):
         interpreter = interpreter_module.Interpreter(model_path=str(path),
                                                      experimental_preserve_all_tensors=True)
     interpreter.allocate_tensors()
-    source = interpreter.get_input_details()[0]["index"]
+    source, shape = (interpreter.get_input_details()[0][key] for key in ("index", "shape"))
     output = interpreter.get_output_details()[0]["index"]
     softmax_op = [op for op in interpreter._get_ops_details() if op["op_name"] == "SOFTMAX"]
     logits = int(softmax_op[0]["inputs"][0]) if softmax_op else output
     found, outputs = [], []
     for image in x_nchw:
-        interpreter.set_tensor(source, image.transpose(1, 2, 0)[None])
+        interpreter.set_tensor(source, image.transpose(1, 2, 0).reshape(shape))
         interpreter.invoke()
         found.append(interpreter.get_tensor(logits)[0].copy())
         outputs.append(interpreter.get_tensor(output)[0].copy())
@@ -250,6 +269,8 @@ def test_float_ir_equals_litert(model):
         assert depthwise.groups == 8 and depthwise.weight.shape == (16, 1, 3, 3)
         assert depthwise.pads == (0, 0, 1, 1) and depthwise.clip_max == 6.0
         assert any("permuted the weight columns" in note for note in graph.notes)
+    elif name == "flat_input":
+        assert [type(layer).__name__ for layer in graph.layers] == ["Reshape", "Conv", "Reshape", "Dense"]
     else:
         # The standalone RELU6 folds into the conv before it; MEAN is a global average pool.
         assert graph.layers[0].relu and graph.layers[0].clip_max == 6.0
@@ -356,3 +377,62 @@ def test_average_pool_with_same_padding_is_refused(tmp_path):
     path.write_bytes(m.build([x], [y]))
     with pytest.raises(FpganetError, match=r"AVERAGE_POOL_2D #0 \('pool'\): SAME padding adds"):
         load_tflite_float(path)
+
+
+def int8_flat_input_model():
+    """The fully-int8 form of :func:`flat_input_model`, as tflite-micro's micro_speech is: an
+    int8 [1, 64] input, RESHAPE [1, 8, 8, 1], conv RELU, RESHAPE [1, 256], FULLY_CONNECTED."""
+    m = TFLiteModel(seed=4)
+    rng = m.rng
+    in_q, conv_q, out_q = (0.05, -3), (0.04, -128), (0.1, 5)
+    x = m.tensor("features", (1, 64), INT8, quant=([in_q[0]], [in_q[1]]))
+    r = m.tensor("reshape", (1, 8, 8, 1), INT8, quant=([in_q[0]], [in_q[1]]))
+    m.op("RESHAPE", [x, m.const("reshape/shape", np.array([1, 8, 8, 1], np.int32))], [r],
+         "ReshapeOptions", NewShape=[1, 8, 8, 1])
+    w_scale = rng.uniform(0.005, 0.01, 4).astype(np.float32)
+    w = m.tensor("conv1/w", (4, 3, 3, 1), INT8, rng.integers(-127, 128, (4, 3, 3, 1), dtype=np.int8).tobytes(),
+                 quant=(w_scale, [0] * 4))
+    b = m.tensor("conv1/b", (4,), INT32, rng.integers(-500, 500, 4, dtype=np.int32).tobytes(),
+                 quant=(in_q[0] * w_scale, [0] * 4))
+    a = m.tensor("conv1", (1, 8, 8, 4), INT8, quant=([conv_q[0]], [conv_q[1]]))
+    m.op("CONV_2D", [r, w, b], [a], "Conv2DOptions", Padding=SAME, StrideH=1, StrideW=1,
+         FusedActivationFunction=RELU, DilationHFactor=1, DilationWFactor=1)
+    f = m.tensor("flatten", (1, 256), INT8, quant=([conv_q[0]], [conv_q[1]]))
+    m.op("RESHAPE", [a, m.const("flatten/shape", np.array([1, 256], np.int32))], [f],
+         "ReshapeOptions", NewShape=[1, 256])
+    fc_scale = 0.002
+    fw = m.tensor("logits/w", (10, 256), INT8, rng.integers(-127, 128, (10, 256), dtype=np.int8).tobytes(),
+                  quant=([fc_scale], [0]))
+    fb = m.tensor("logits/b", (10,), INT32, rng.integers(-2000, 2000, 10, dtype=np.int32).tobytes(),
+                  quant=([conv_q[0] * fc_scale], [0]))
+    y = m.tensor("logits", (1, 10), INT8, quant=([out_q[0]], [out_q[1]]))
+    m.op("FULLY_CONNECTED", [f, fw, fb], [y], "FullyConnectedOptions", FusedActivationFunction=NONE)
+    return m.build([x], [y])
+
+
+def test_int8_flat_input_reshaped_into_a_map_is_litert_bit_exact(tmp_path):
+    """micro_speech's input RESHAPE in an int8 model: compiled in the ``tflite`` mode, the
+    golden model gives LiteRT's reference kernels' int8 outputs, and the program the ISA
+    simulator runs gives the golden model's."""
+    litert_module = pytest.importorskip("ai_edge_litert.interpreter")
+    path = tmp_path / "int8_flat.tflite"
+    path.write_bytes(int8_flat_input_model())
+    config = DEFAULT_CONFIG.replace(requant_mode="tflite")
+    net = compile_model(path, out_dir=tmp_path / "OUT", config=config)
+    assert [layer.type for layer in net.layers][0] == "reshape"
+    q_in = np.random.default_rng(5).integers(-128, 128, (20, 64, 1, 1)).astype(np.int8)
+    interpreter = litert_module.Interpreter(
+        model_path=str(path), experimental_op_resolver_type=litert_module.OpResolverType.BUILTIN_REF)
+    interpreter.allocate_tensors()
+    source, output = (interpreter.get_input_details()[0]["index"],
+                      interpreter.get_output_details()[0]["index"])
+    theirs = []
+    for image in q_in:
+        interpreter.set_tensor(source, image.reshape(1, 64))
+        interpreter.invoke()
+        theirs.append(interpreter.get_tensor(output)[0].copy())
+    ours = run_golden(net, q_in).reshape(len(q_in), -1)
+    np.testing.assert_array_equal(ours, np.stack(theirs))
+    assert len(np.unique(ours)) > 20          # not saturated: the test can fail
+    isa, _ = run_isa(net, q_in[:2], config=config)
+    np.testing.assert_array_equal(isa.reshape(2, -1), ours[:2])

@@ -15,7 +15,7 @@ its refusal of any other op come from the registry
 import numpy as np
 
 from ..errors import FpganetError
-from .ir import Add, AvgPool, MaxPool, Relu
+from .ir import Add, AvgPool, MaxPool, Relu, Reshape
 from .tflite_context import TensorValue
 from .tflite_registry import MIXED, tflite_handler
 
@@ -97,13 +97,21 @@ def mean(ctx, op):
 
 @tflite_handler("RESHAPE", "int8", "float")
 def reshape(ctx, op):
-    """Only the flatten before FULLY_CONNECTED (recorded on the value, emitted there), or a
-    reshape where H = W = 1: no layer of its own."""
+    """The flatten before FULLY_CONNECTED (recorded on the value, emitted there), a reshape
+    where H = W = 1 (no layer of its own), or the reshape of a flat network input into a
+    map of one channel or of 1 x 1 (tflite-micro's micro_speech: [1, 1960] to [1, 49, 40,
+    1]): a :class:`~fpganet.model.ir.Reshape`, the data order being the same in NHWC and
+    NCHW there."""
     value = ctx.value(op, 0)
-    tensor, chw, scale, zero_point = ctx.output(op)
+    out = ctx.output(op)
+    tensor, chw, scale, zero_point = out
     if (scale, zero_point) != (value.scale, value.zp):
         raise FpganetError(f"{ctx.label(op)} changes the scale or zero point")
     c, h, w = value.chw
+    if value.layer == -1 and h == w == 1 and chw != value.chw and len(tensor.shape) == 4 \
+            and (chw[0] == 1 or chw[1] == chw[2] == 1):
+        ctx.lower(Reshape(name=tensor.name, in_shape=value.chw, out_shape=chw), (value,), out)
+        return
     if len(tensor.shape) == 2 and chw == (c * h * w, 1, 1):
         flat_from = value.chw if h * w > 1 else None
     elif h == w == 1 and chw == value.chw:
