@@ -214,8 +214,24 @@ def flat_input_model():
     return m.build([x], [out])
 
 
+def three_d_input_model():
+    """A [1, 8, 8] input (Keras' ``Input((8, 8))``) -> RESHAPE [1, 8, 8, 1] -> conv 3x3 VALID
+    RELU -> RESHAPE [1, 144] -> FULLY_CONNECTED."""
+    m = TFLiteModel(seed=5)
+    x = m.tensor("image", (1, 8, 8))
+    r = m.tensor("reshape", (1, 8, 8, 1))
+    m.op("RESHAPE", [x, m.const("reshape/shape", np.array([1, 8, 8, 1], np.int32))], [r],
+         "ReshapeOptions", NewShape=[1, 8, 8, 1])
+    a = conv(m, "conv1", r, (1, 6, 6, 4), (4, 3, 3, 1), padding=VALID, activation=RELU)
+    f = m.tensor("flatten", (1, 144))
+    m.op("RESHAPE", [a, m.const("flatten/shape", np.array([1, 144], np.int32))], [f],
+         "ReshapeOptions", NewShape=[1, 144])
+    out = dense(m, "logits", f, 144, 10)
+    return m.build([x], [out])
+
+
 MODELS = {"residual": (residual_model, (3, 12, 12)), "pooling": (pooling_model, (2, 11, 11)),
-          "flat_input": (flat_input_model, (64, 1, 1))}
+          "flat_input": (flat_input_model, (64, 1, 1)), "3d_input": (three_d_input_model, (1, 8, 8))}
 
 
 def litert(path, x_nchw):
@@ -271,6 +287,8 @@ def test_float_ir_equals_litert(model):
         assert any("permuted the weight columns" in note for note in graph.notes)
     elif name == "flat_input":
         assert [type(layer).__name__ for layer in graph.layers] == ["Reshape", "Conv", "Reshape", "Dense"]
+    elif name == "3d_input":
+        assert [type(layer).__name__ for layer in graph.layers] == ["Conv", "Reshape", "Dense"]
     else:
         # The standalone RELU6 folds into the conv before it; MEAN is a global average pool.
         assert graph.layers[0].relu and graph.layers[0].clip_max == 6.0

@@ -65,13 +65,19 @@ class TfliteContext:
         output = self.tensors[op.outputs[0]].name if op.outputs and op.outputs[0] >= 0 else "?"
         return f"{op.code} #{op.index} ('{output}')"
 
-    def chw(self, tensor, what):
+    def chw(self, tensor, what, *, network_input=False):
+        """``(C, H, W)`` of a ``[1, H, W, C]`` or ``[1, K]`` tensor; the network input may also
+        be ``[1, H, W]`` (Keras' ``Input((28, 28))`` before its Reshape), one channel."""
         shape = tensor.shape
         if tensor.sparse:
             raise FpganetError(f"{tensor} ({what}) is sparse; fpganet reads dense tensors")
-        if len(shape) not in (2, 4) or shape[0] not in (1, -1) or any(d < 1 for d in shape[1:]):
+        ranks = (2, 3, 4) if network_input else (2, 4)
+        if len(shape) not in ranks or shape[0] not in (1, -1) or any(d < 1 for d in shape[1:]):
             raise FpganetError(f"{tensor} ({what}) has shape {list(shape)}; fpganet takes one "
-                               f"image [1, H, W, C] or a vector [1, K]")
+                               f"image [1, H, W, C] or a vector [1, K]"
+                               f"{' (or [1, H, W] at the input)' if network_input else ''}")
+        if len(shape) == 3:
+            return (1, shape[1], shape[2])
         return (shape[3], shape[1], shape[2]) if len(shape) == 4 else (shape[1], 1, 1)
 
     def value(self, op, position, what="input"):
@@ -371,7 +377,7 @@ class Int8Context(TfliteContext):
     def run(self):
         source = self.one_input_output()
         self.input_name = source.name
-        self.input_chw = self.chw(source, "the network input")
+        self.input_chw = self.chw(source, "the network input", network_input=True)
         if source.dtype == "float32":
             # A float input is quantized by the op that reads it (a QUANTIZE, checked there).
             self.input_q = None
@@ -468,7 +474,7 @@ class FloatContext(TfliteContext):
         source = self.one_input_output()
         self.float_tensor(source, "the network input")
         self.input_name = source.name
-        self.input_chw = self.chw(source, "the network input")
+        self.input_chw = self.chw(source, "the network input", network_input=True)
         self.values[source.index] = TensorValue(-1, self.input_chw, None, None)
         output_index = self.graph_outputs[0]
         self.walk(output_index)

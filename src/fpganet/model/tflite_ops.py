@@ -101,7 +101,7 @@ def reshape(ctx, op):
     where H = W = 1 (no layer of its own), or the reshape of a flat network input into a
     map of one channel or of 1 x 1 (tflite-micro's micro_speech: [1, 1960] to [1, 49, 40,
     1]): a :class:`~fpganet.model.ir.Reshape`, the data order being the same in NHWC and
-    NCHW there."""
+    NCHW there; a ``[1, H, W]`` input given its channel axis is the input itself."""
     value = ctx.value(op, 0)
     out = ctx.output(op)
     tensor, chw, scale, zero_point = out
@@ -111,6 +111,9 @@ def reshape(ctx, op):
     if value.layer == -1 and h == w == 1 and chw != value.chw and len(tensor.shape) == 4 \
             and (chw[0] == 1 or chw[1] == chw[2] == 1):
         ctx.lower(Reshape(name=tensor.name, in_shape=value.chw, out_shape=chw), (value,), out)
+        return
+    if value.layer == -1 and chw == value.chw:
+        ctx.values[tensor.index] = value        # a [1, H, W] input given its channel axis
         return
     if len(tensor.shape) == 2 and chw == (c * h * w, 1, 1):
         flat_from = value.chw if h * w > 1 else None
