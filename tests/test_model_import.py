@@ -310,3 +310,13 @@ def test_flatten_axis_0_at_a_declared_batch_of_1():
     assert_matches_ort(_conv_then(nodes, [init("fc", fc)]), inputs((1, 8, 8), n=1))
     with pytest.raises(FpganetError, match="Flatten with axis 0 is not supported; only axis 1"):
         import_model(_conv_then(nodes, [init("fc", fc)], batch="N"))
+
+
+@pytest.mark.parametrize("bias_shape", [(1, 6, 1, 1), (6, 1, 1)])
+def test_conv_then_add_of_a_per_channel_constant_is_the_conv_bias(bias_shape):
+    model = make([node("Conv", ["x", "w"], ["c"]), node("Add", ["c", "b"], ["a"]),
+                  node("Relu", ["a"], ["y"])],
+                 [init("w", weights((6, 1, 3, 3), 1)), init("b", weights(bias_shape, 3))],
+                 in_shape=("N", 1, 8, 8))
+    graph = assert_matches_ort(model, inputs((1, 8, 8), n=2))
+    assert [type(layer).__name__ for layer in graph.layers] == ["Conv"] and graph.layers[0].relu
