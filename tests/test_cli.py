@@ -209,3 +209,14 @@ def test_usage_errors_are_one_line(capfd):
     assert_one_line_error(status, out, err, ["-o"])
     status, out, err = run_cli(capfd, "run", "OUT", "--backend", "verilog")
     assert_one_line_error(status, out, err, ["golden"])
+
+
+def test_mnist_says_what_it_writes_and_raw_writes_the_pixels(tmp_path, capfd):
+    status, out, _ = run_cli(capfd, "mnist", "--limit", "5", "-o", tmp_path / "n.npz")
+    assert status == 0 and "normalized as the embedded LeNet-5 wants" in out and "--raw" in out
+    status, out, _ = run_cli(capfd, "mnist", "--limit", "5", "--raw", "-o", tmp_path / "r.npz")
+    assert status == 0 and "raw pixels 0..255" in out
+    normalized, raw = (np.load(tmp_path / name)["x"] for name in ("n.npz", "r.npz"))
+    assert raw.shape == normalized.shape == (5, 1, 28, 28) and raw.dtype == np.float32
+    assert raw.min() == 0 and raw.max() == 255 and np.all(raw == np.round(raw))
+    np.testing.assert_allclose(normalized, (raw / 255 - 0.1307) / 0.3081, atol=1e-5)

@@ -30,7 +30,7 @@ from .codegen.images import NoProgramError, read_images
 from .command_line import EXIT_CHECK_FAILED, PROG, Parser, run_command_line
 from .compiler import compile_model, load_compiled, read_inputs
 from .config import AcceleratorConfig
-from .datasets import SPLITS, mnist
+from .datasets import MNIST_MEAN, MNIST_STD, SPLITS, mnist
 from .errors import FpganetError
 from .estimate.cli import (configure_estimate_parser, configure_report_parser, run_estimate,
                            run_report)
@@ -332,16 +332,24 @@ def _configure_mnist(parser):
     parser.add_argument("--split", default="eval", choices=list(SPLITS),
                         help="calib: test images 0..499; eval: 500..9999; all (default eval)")
     parser.add_argument("--limit", type=positive_int, metavar="N", help="only the first N images")
+    parser.add_argument("--raw", action="store_true",
+                        help="the pixels, 0..255, instead of the embedded LeNet-5's normalization "
+                             "((x / 255 - 0.1307) / 0.3081)")
     parser.add_argument("-o", "--output", required=True, metavar="FILE.npz",
-                        help="write 'x' float32 [N, 1, 28, 28] (preprocessed) and 'y' labels")
+                        help="write 'x' float32 [N, 1, 28, 28] and 'y' labels")
 
 
-@command("mnist", help="write preprocessed embedded MNIST test images as an inputs/calibration file")
+@command("mnist", help="write embedded MNIST test images (normalized for LeNet-5, or --raw) as an "
+                       "inputs/calibration file")
 @arguments(_configure_mnist)
 def _run_mnist(args):
-    x, y = mnist(args.split, args.limit)
+    x, y = mnist(args.split, args.limit, raw=args.raw)
     write_npz(args.output, "mnist", x=x, y=y)
-    print(f"wrote {args.output}: {x.shape[0]} images of the {args.split} split")
+    kind = ("raw pixels 0..255" if args.raw else
+            f"normalized as the embedded LeNet-5 wants: (x / 255 - {MNIST_MEAN}) / {MNIST_STD}; "
+            f"--raw for the pixels")
+    print(f"wrote {args.output}: {x.shape[0]} images of the {args.split} split, float32 "
+          f"[N, 1, 28, 28], {kind}")
     return 0
 
 

@@ -43,8 +43,8 @@ def preprocess_mnist(images):
     return x.reshape(x.shape[0], 1, 28, 28)
 
 
-def mnist(split="eval", limit=None):
-    """Preprocessed MNIST test images from the embedded copy.
+def mnist(split="eval", limit=None, *, raw=False):
+    """Preprocessed MNIST test images from the embedded copy (with ``raw``: the pixels).
 
     Parameters
     ----------
@@ -53,6 +53,9 @@ def mnist(split="eval", limit=None):
         ``"all"``: all 10,000.
     limit : int, optional
         Keep only the first ``limit`` images of the split.
+    raw : bool
+        The pixels as they are, 0..255, instead of :func:`preprocess_mnist`'s normalization
+        (the embedded LeNet-5's; most other MNIST models want the pixels or ``x / 255``).
 
     Returns
     -------
@@ -67,6 +70,8 @@ def mnist(split="eval", limit=None):
         images, labels = data["x"][SPLITS[split]], data["y"][SPLITS[split]]
     if limit is not None:
         images, labels = images[:limit], labels[:limit]
+    if raw:
+        return images.astype(np.float32).reshape(-1, 1, 28, 28), labels.astype(np.int64)
     return preprocess_mnist(images), labels.astype(np.int64)
 
 
