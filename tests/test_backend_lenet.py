@@ -144,6 +144,7 @@ def test_compiled_directory_holds_the_program(compiled, lenet, capfd, tmp_path):
                      "--out", str(tmp_path / f"{backend}.npz")]) == 0
     out, err = capfd.readouterr()
     assert err == "" and "measured by the isa model on 25 images" in out
+    assert "all 250 int8 outputs of the isa backend equal the golden model's, bit for bit" in out
     np.testing.assert_array_equal(np.load(tmp_path / "isa.npz")["q"], np.load(tmp_path / "golden.npz")["q"])
 
 

@@ -219,6 +219,14 @@ def _run_run(args):
         check_output_file(args.out, inputs=(args.inputs, args.compiled))
     x, y, where = _load_inputs(args, net)
     result = run_network(net, x, backend=args.backend, compiled=args.compiled)
+    if args.backend != "golden":
+        golden = run_network(net, x, backend="golden").q
+        differ = int(np.sum((result.q != golden).reshape(len(x), -1).any(axis=1)))
+        if differ:
+            raise FpganetError(f"the {args.backend} backend's outputs differ from the golden "
+                               f"model's on {differ} of {len(x)} inputs")
+        print(f"all {result.q.size:,} int8 outputs of the {args.backend} backend equal the "
+              f"golden model's, bit for bit")
     if args.out:
         write_npz(args.out, "run", inputs=(args.inputs, args.compiled), logits=result.logits,
                   q=result.q, **result.extras)
