@@ -107,7 +107,7 @@ def measure_case(network, board, configuration, compile_args, test_set, work, sy
     if network.endswith("-tflite"):
         rows += _litert_rows(network, board, configuration, compile_command, net, x, golden,
                              args[0])
-    estimate_args = ["estimate", str(out), "--json", "--no-measure", "--no-synth"]
+    estimate_args = ["estimate", str(out), "--json", "--no-measure"]
     shown_estimate = [FPGANET, "estimate", "OUT"]
     if board != "none":
         estimate_args += ["--board", board, "--activity", activity]
@@ -141,11 +141,11 @@ def _fpga_figures(estimate):
 
 def _gpu_rows(out):
     """LeNet-5 on the GPUs of :data:`GPUS`: the estimator's batch-1 and large-batch rows."""
-    args = ["estimate", str(out), "--json", "--no-measure", "--no-synth"]
+    args = ["estimate", str(out), "--json", "--no-measure"]
     for gpu in GPUS:
         args += ["--gpu", gpu]
     estimate = json.loads(_fpganet(*args, cwd=ROOT))
-    command = shlex.join([FPGANET, "estimate", "OUT", *args[5:]])
+    command = shlex.join([FPGANET, "estimate", "OUT", *args[4:]])
     rows = []
     for entry in estimate["gpus"]:
         regime = "batch 1" if entry["batch"] == 1 else "large batch"

@@ -97,11 +97,13 @@ def test_asic_rows_without_synthesis(data):
 
 def test_estimate_main_prints_json(compiled, capsys):
     _, out = compiled
-    status = estimate_main([str(out), "--board", "ulx3s", "--json", "--no-measure", "--no-synth",
+    status = estimate_main([str(out), "--board", "ulx3s", "--json", "--no-measure",
                             "--no-simulate", "--cycles-model", "tiled", "--gpu", "t4", "--gpu",
                             "l4"])
     assert status == 0
     data = json.loads(capsys.readouterr().out)
+    # No synthesis unless --synth: the FPGA figures in seconds, the ASIC without a gate count.
+    assert data["asic"][0]["nand2_eq"]["basis"] == "no synthesis run"
     assert data["accelerator"]["board"]["family"] == "ecp5"
     assert "tiled, not simulated" in data["cycles_per_image"]["basis"]
     assert {row["key"] for row in data["gpus"]} == {"t4", "l4"}

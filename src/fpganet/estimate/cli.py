@@ -77,10 +77,11 @@ def _common_arguments(parser):
                         help="do not time the network on this machine with onnxruntime")
     parser.add_argument("--measure-time", type=positive_float, default=0.3, metavar="S",
                         help="seconds of timing per model and batch (default 0.3)")
-    parser.add_argument("--no-synth", dest="synth", action="store_false",
-                        help="skip the yosys synthesis (no ASIC gate count or logic area)")
+    parser.add_argument("--synth", action=argparse.BooleanOptionalAction, default=False,
+                        help="synthesize with yosys for the ASIC's gate count and logic area "
+                             "(off by default: the FPGA figures come in seconds without it)")
     parser.add_argument("--design", choices=("array", "accelerator"), default="accelerator",
-                        help="what the ASIC gate count synthesizes: the whole accelerator "
+                        help="with --synth, what the ASIC gate count synthesizes: the whole accelerator "
                              "(default; about 2 minutes of yosys the first time, then found by the "
                              "hash of the gateware sources and the configuration) or the "
                              "systolic array only (seconds)")
