@@ -10,7 +10,7 @@ from amaranth.lib import wiring
 from fpganet.hdl.postproc import TfliteRequantizer
 from fpganet.hdl.scatter import ResultWriter
 from fpganet.hdl.systolic import ProcessingElement
-from fpganet.hdl.window import WindowGenerator
+from fpganet.hdl.window import window_generator
 
 
 class MiswiredPE(wiring.Component):
@@ -68,7 +68,7 @@ class OffByOneWindow(_Wrapper):
     """A window generator that walks kernel rows one byte too far apart (``IN_PITCH + 1``)."""
 
     def __init__(self, config):
-        super().__init__(WindowGenerator(config))
+        super().__init__(window_generator(config))
 
     def patch(self, m, path):
         if path == ("regs",):

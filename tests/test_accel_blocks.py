@@ -17,7 +17,7 @@ from fpganet.hdl.pool import MaxPool
 from fpganet.hdl.postproc import requantizer
 from fpganet.hdl.registers import COUNT_WIDTH, register_layout, register_widths
 from fpganet.hdl.scatter import ResultWriter
-from fpganet.hdl.window import WindowGenerator
+from fpganet.hdl.window import ArbitratedWindowGenerator, ScheduledWindowGenerator, window_generator
 from fpganet.isa import (ENGINE_COUNTS, INSTRUCTION_BITS, Instruction, Opcode, REGION_COUNTS, Reg,
                          encode, pack_param, unpack_param)
 from fpganet.isasim import engine_lanes, engine_read_addresses
@@ -316,7 +316,7 @@ class WindowBench(wiring.Component):
     """The window generator on an initialized activation buffer and weight memory."""
 
     def __init__(self, config, act, weights):
-        self.window = WindowGenerator(config)
+        self.window = window_generator(config)
         self.act = ActivationBuffer(config, init=[int(v) & 0xFF for v in act])
         self.weights = Memory(shape=8 * config.weight_word_bytes, depth=len(weights),
                               init=[weight_word(row) for row in weights])
@@ -519,6 +519,20 @@ def test_window_generator_gathers_the_engine_walk(case, stalls):
         assert last == (k == K - 1)
         if not stalls:
             assert cycle == when, (g, t, k)
+
+
+def test_window_generator_variant_follows_the_bank_access():
+    arbitrated, scheduled = AcceleratorConfig(), AcceleratorConfig(pipeline_registers=True)
+    assert isinstance(window_generator(arbitrated), ArbitratedWindowGenerator)
+    assert isinstance(window_generator(scheduled), ScheduledWindowGenerator)
+    with pytest.raises(ValueError, match=r"^the scheduled window generator needs "
+                                         r"config.pipeline_registers$"):
+        ScheduledWindowGenerator(arbitrated)
+    with pytest.raises(ValueError, match=r"^the arbitrated window generator needs "
+                                         r"config.pipeline_registers off$"):
+        ArbitratedWindowGenerator(scheduled)
+    with pytest.raises(TypeError, match=r"^config must be an AcceleratorConfig, not 4$"):
+        window_generator(4)
 
 
 # Result writer -------------------------------------------------------------------------------
