@@ -16,7 +16,7 @@ from fpganet.hdl.memories import ActivationBuffer, BankArbiter, param_from_word,
 from fpganet.hdl.pool import MaxPool
 from fpganet.hdl.postproc import requantizer
 from fpganet.hdl.registers import COUNT_WIDTH, register_layout, register_widths
-from fpganet.hdl.scatter import ResultWriter
+from fpganet.hdl.scatter import ArbitratedResultWriter, ScheduledResultWriter, result_writer
 from fpganet.hdl.window import ArbitratedWindowGenerator, ScheduledWindowGenerator, window_generator
 from fpganet.isa import (ENGINE_COUNTS, INSTRUCTION_BITS, Instruction, Opcode, REGION_COUNTS, Reg,
                          encode, pack_param, unpack_param)
@@ -521,20 +521,6 @@ def test_window_generator_gathers_the_engine_walk(case, stalls):
             assert cycle == when, (g, t, k)
 
 
-def test_window_generator_variant_follows_the_bank_access():
-    arbitrated, scheduled = AcceleratorConfig(), AcceleratorConfig(pipeline_registers=True)
-    assert isinstance(window_generator(arbitrated), ArbitratedWindowGenerator)
-    assert isinstance(window_generator(scheduled), ScheduledWindowGenerator)
-    with pytest.raises(ValueError, match=r"^the scheduled window generator needs "
-                                         r"config.pipeline_registers$"):
-        ScheduledWindowGenerator(arbitrated)
-    with pytest.raises(ValueError, match=r"^the arbitrated window generator needs "
-                                         r"config.pipeline_registers off$"):
-        ArbitratedWindowGenerator(scheduled)
-    with pytest.raises(TypeError, match=r"^config must be an AcceleratorConfig, not 4$"):
-        window_generator(4)
-
-
 # Result writer -------------------------------------------------------------------------------
 
 WRITER_CASES = [
@@ -561,6 +547,21 @@ WRITER_CASES = [
      dict(C=1, H=9, W=3, M=3, k=1, pad=0, stride=1, lanes=7, out_pitch=4)),
 ]
 
+
+@pytest.mark.parametrize("factory, arbitrated, scheduled, name", [
+    (window_generator, ArbitratedWindowGenerator, ScheduledWindowGenerator, "window generator"),
+    (result_writer, ArbitratedResultWriter, ScheduledResultWriter, "result writer"),
+])
+def test_factory_picks_the_variant_of_the_bank_access(factory, arbitrated, scheduled, name):
+    plain, pipelined = AcceleratorConfig(), AcceleratorConfig(pipeline_registers=True)
+    assert type(factory(plain)) is arbitrated
+    assert type(factory(pipelined)) is scheduled
+    with pytest.raises(ValueError, match=rf"^the scheduled {name} needs config.pipeline_registers$"):
+        scheduled(plain)
+    with pytest.raises(ValueError, match=rf"^the arbitrated {name} needs config.pipeline_registers off$"):
+        arbitrated(pipelined)
+    with pytest.raises(TypeError, match=r"^config must be an AcceleratorConfig, not 4$"):
+        factory(4)
 
 @pytest.mark.parametrize("case", range(len(WRITER_CASES)))
 def test_result_writer_addresses_values_and_timing(case):
@@ -601,7 +602,7 @@ def check_result_writer(overrides, kind, shape, seed):
     config = AcceleratorConfig(act_buffer_bytes=1024, **overrides)
     regs, _, params = engine_regs(config, kind, seed=seed, **shape)
     pool = kind == "pool"
-    dut = ResultWriter(config)
+    dut = result_writer(config)
     rng = np.random.default_rng(seed)
     rows = 1 if pool else config.rows
     groups, tiles, lanes = regs[Reg.GROUPS], regs[Reg.TILES], regs[Reg.LANES]
