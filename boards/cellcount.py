@@ -42,7 +42,7 @@ from fpganet.hdl.region import RegionUnit
 from fpganet.hdl.replier import Replier
 from fpganet.hdl.systolic import SystolicArray
 from fpganet.hdl.uart import UARTReceiver, UARTTransmitter
-from fpganet.hdl.window import WindowGenerator
+from fpganet.hdl.window import window_generator
 
 from .build import check_buildable, config_from_args, toolchain_env
 
@@ -127,7 +127,7 @@ def accelerator_blocks(config):
     def option(name):
         return accelerator_options(config)[name]      # a fresh factory (DSPPairing pairs)
     return {
-        "window generator": lambda: WindowGenerator(config),
+        "window generator": lambda: window_generator(config),
         "systolic array": lambda: SystolicArray(config, pe=option("pe")),
         "result writer (requantizer included)": lambda: option("writer")(config),
         "controller (register file included)": lambda: Controller(config),

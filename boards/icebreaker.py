@@ -23,7 +23,7 @@ from amaranth_boards.icebreaker import ICEBreakerPlatform
 from fpganet.config import AcceleratorConfig
 from fpganet.hdl.ice40_dsp import UP5K_DSPS, DSPPairing, Ice40PairProcessingElement, Ice40SystolicArray
 from fpganet.hdl.ice40_spram import SPRAMWeightBuffer, spram_mapping_problem
-from fpganet.hdl.scatter import ResultWriter
+from fpganet.hdl.scatter import result_writer
 
 from .common import Board, BoardTop, linked_accelerator
 from .pll import ice40_pll
@@ -86,7 +86,7 @@ def accelerator_options(config):
     (SPRAM) and ``writer`` (the requantizer of :func:`requant_multiplier`)."""
     return {"pe": Ice40PairProcessingElement if config.pair_products else DSPPairing(),
             "weights": SPRAMWeightBuffer,
-            "writer": partial(ResultWriter, requant_multiplier=requant_multiplier(config))}
+            "writer": partial(result_writer, requant_multiplier=requant_multiplier(config))}
 
 
 def accelerator_core(config):

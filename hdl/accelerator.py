@@ -21,9 +21,9 @@ from .memories import (ActivationBuffer, WeightBuffer, bank_select, falling_edge
                        param_from_word, param_layout)
 from .pool import MaxPool
 from .region import RegionUnit
-from .scatter import ResultWriter
+from .scatter import result_writer
 from .systolic import SystolicArray
-from .window import WindowGenerator
+from .window import window_generator
 
 # host_addr_width and host_write_layout are re-exported: the test benches that load the
 # memories take the port's shape from here.
@@ -71,7 +71,7 @@ class Accelerator(wiring.Component):
         always valid and ``output`` always ready.
     """
 
-    def __init__(self, config, *, window=WindowGenerator, writer=ResultWriter, pe=None,
+    def __init__(self, config, *, window=window_generator, writer=result_writer, pe=None,
                  weights=WeightBuffer):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")

@@ -8,9 +8,9 @@ from amaranth import C, Cat, Module
 from amaranth.lib import wiring
 
 from fpganet.hdl.postproc import TfliteRequantizer
-from fpganet.hdl.scatter import ResultWriter
+from fpganet.hdl.scatter import ArbitratedResultWriter, result_writer
 from fpganet.hdl.systolic import ProcessingElement
-from fpganet.hdl.window import WindowGenerator
+from fpganet.hdl.window import window_generator
 
 
 class MiswiredPE(wiring.Component):
@@ -68,7 +68,7 @@ class OffByOneWindow(_Wrapper):
     """A window generator that walks kernel rows one byte too far apart (``IN_PITCH + 1``)."""
 
     def __init__(self, config):
-        super().__init__(WindowGenerator(config))
+        super().__init__(window_generator(config))
 
     def patch(self, m, path):
         if path == ("regs",):
@@ -82,7 +82,7 @@ class LateWriter(_Wrapper):
     """A result writer whose `done` comes one cycle late (right data, wrong timing)."""
 
     def __init__(self, config):
-        super().__init__(ResultWriter(config))
+        super().__init__(result_writer(config))
 
     def patch(self, m, path):
         if path == ("done",):
@@ -91,7 +91,7 @@ class LateWriter(_Wrapper):
         return False
 
 
-class UnopenedPoolWriter(ResultWriter):
+class UnopenedPoolWriter(ArbitratedResultWriter):
     """A result writer whose ``CONV pool`` maximum never restarts at a row pair: each pooled
     byte is the largest since the instruction began (or before)."""
 

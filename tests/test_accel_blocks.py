@@ -16,8 +16,8 @@ from fpganet.hdl.memories import ActivationBuffer, BankArbiter, param_from_word,
 from fpganet.hdl.pool import MaxPool
 from fpganet.hdl.postproc import requantizer
 from fpganet.hdl.registers import COUNT_WIDTH, register_layout, register_widths
-from fpganet.hdl.scatter import ResultWriter
-from fpganet.hdl.window import WindowGenerator
+from fpganet.hdl.scatter import ArbitratedResultWriter, ScheduledResultWriter, result_writer
+from fpganet.hdl.window import ArbitratedWindowGenerator, ScheduledWindowGenerator, window_generator
 from fpganet.isa import (ENGINE_COUNTS, INSTRUCTION_BITS, Instruction, Opcode, REGION_COUNTS, Reg,
                          encode, pack_param, unpack_param)
 from fpganet.isasim import engine_lanes, engine_read_addresses
@@ -316,7 +316,7 @@ class WindowBench(wiring.Component):
     """The window generator on an initialized activation buffer and weight memory."""
 
     def __init__(self, config, act, weights):
-        self.window = WindowGenerator(config)
+        self.window = window_generator(config)
         self.act = ActivationBuffer(config, init=[int(v) & 0xFF for v in act])
         self.weights = Memory(shape=8 * config.weight_word_bytes, depth=len(weights),
                               init=[weight_word(row) for row in weights])
@@ -548,6 +548,21 @@ WRITER_CASES = [
 ]
 
 
+@pytest.mark.parametrize("factory, arbitrated, scheduled, name", [
+    (window_generator, ArbitratedWindowGenerator, ScheduledWindowGenerator, "window generator"),
+    (result_writer, ArbitratedResultWriter, ScheduledResultWriter, "result writer"),
+])
+def test_factory_picks_the_variant_of_the_bank_access(factory, arbitrated, scheduled, name):
+    plain, pipelined = AcceleratorConfig(), AcceleratorConfig(pipeline_registers=True)
+    assert type(factory(plain)) is arbitrated
+    assert type(factory(pipelined)) is scheduled
+    with pytest.raises(ValueError, match=rf"^the scheduled {name} needs config.pipeline_registers$"):
+        scheduled(plain)
+    with pytest.raises(ValueError, match=rf"^the arbitrated {name} needs config.pipeline_registers off$"):
+        arbitrated(pipelined)
+    with pytest.raises(TypeError, match=r"^config must be an AcceleratorConfig, not 4$"):
+        factory(4)
+
 @pytest.mark.parametrize("case", range(len(WRITER_CASES)))
 def test_result_writer_addresses_values_and_timing(case):
     check_result_writer(*WRITER_CASES[case], seed=case)
@@ -587,7 +602,7 @@ def check_result_writer(overrides, kind, shape, seed):
     config = AcceleratorConfig(act_buffer_bytes=1024, **overrides)
     regs, _, params = engine_regs(config, kind, seed=seed, **shape)
     pool = kind == "pool"
-    dut = ResultWriter(config)
+    dut = result_writer(config)
     rng = np.random.default_rng(seed)
     rows = 1 if pool else config.rows
     groups, tiles, lanes = regs[Reg.GROUPS], regs[Reg.TILES], regs[Reg.LANES]

@@ -13,7 +13,7 @@ from fpganet.config import AcceleratorConfig
 from fpganet.errors import FpganetError
 from fpganet.golden import run_golden
 from fpganet.hdl.accelerator import Accelerator, host_write_layout
-from fpganet.hdl.scatter import ResultWriter
+from fpganet.hdl.scatter import result_writer
 from fpganet.isa import HostSpace, Instruction, Opcode, Reg, count_width, encode, pack_param
 from fpganet.isasim import Machine
 from fpganet.sim.rtl_images import host_writes, images_from_machine
@@ -311,7 +311,7 @@ def test_ice40_requantizers_in_the_accelerator(acc_width, broadcast, multiplier,
                    broadcast_operands=broadcast, requant_mult_bits=bits)
     builder, x = conv_layer_program(config, 2, 5, 6, 5, 3, 1, seed=11)
     machine = builder.machine()
-    writer = partial(ResultWriter, requant_multiplier=multiplier, requant_dsp_model=True)
+    writer = partial(result_writer, requant_multiplier=multiplier, requant_dsp_model=True)
     check(config, machine, x, dut=Accelerator(config, writer=writer))
     builder, x = pool_layer_program(config, 2, 6, 6, 2, 2, seed=12)
     check(config, builder.machine(), x, dut=Accelerator(config, writer=writer))

@@ -16,10 +16,10 @@ from amaranth import Module, Signal, signed
 from amaranth.sim import Simulator
 
 from fpganet.config import AcceleratorConfig
+from fpganet.hdl.fabric_arith import booth_digits, booth_product, booth_rows
 from fpganet.hdl.postproc import (VARIANTS, BoothRequantizer, GenericRequantizer, Ice40DSPRequantizer,
                                   PipelinedBoothRequantizer, Requantizer, SplitProductRequantizer,
-                                  TfliteRequantizer, booth_digits, booth_product, booth_rows,
-                                  requantizer)
+                                  TfliteRequantizer, requantizer)
 from fpganet.isa import PARAM_LAYOUTS, TFLITE_MULT_TOP
 from fpganet.quantize.fixed_point import multiply_tflite, requantize, requantize_tflite
 
