@@ -36,16 +36,60 @@ HAND_FIGURE = re.compile(r"(?<![\w.{-])\d[\d,]*(?:\.\d+)?\s*(?:%|MHz|mW|W\b|k? ?
                          r"LUT4?\b|LC\b|FF\b|uJ|ms\b|GMAC/s)")
 
 
-def test_templates_have_no_hand_copied_figures():
-    for template in (ROOT / "docs" / "templates").glob("*.md"):
-        text = PLACEHOLDER.sub("", template.read_text())
-        found = HAND_FIGURE.findall(text)
-        assert not found, f"{template.name}: figures not from results rows: {found}"
+#: Pages the figure check skips for now: others are rewriting them.
+NOT_YET_CHECKED = {"docs/reference/errors.md", "docs/reference/configuration.md",
+                   "docs/guide/dse.md", "docs/guide/estimator.md", "docs/reference/hostlink.md"}
+
+#: page -> {figure as written: why it is no measurement}. Design facts the code does not
+#: hold in a form a page can be rendered from; every other figure is a placeholder.
+ALLOWED_FIGURES = {
+}
+
+
+def _hand_figures(page, text):
+    """The figures of ``text`` (a template or a written page) that are neither placeholders
+    nor allowed on ``page``."""
+    allowed = ALLOWED_FIGURES.get(page, {})
+    return [figure for figure in HAND_FIGURE.findall(PLACEHOLDER.sub("", text))
+            if figure not in allowed]
+
+
+def _checked_pages():
+    """{page: text to check}: the templates, and the guide and reference pages that have none."""
+    templates = ROOT / "docs" / "templates"
+    pages = {template.relative_to(templates).as_posix(): template
+             for template in templates.glob("*.md")}
+    for page in [*ROOT.glob("docs/guide/*.md"), *ROOT.glob("docs/reference/*.md")]:
+        name = page.relative_to(ROOT).as_posix()
+        template = templates / page.relative_to(ROOT / "docs")
+        if name not in NOT_YET_CHECKED:
+            pages[name] = template if template.exists() else page
+    return {name: path.read_text() for name, path in pages.items()}
+
+
+def test_pages_have_no_hand_copied_figures():
+    found = {page: figures for page, text in _checked_pages().items()
+             if (figures := _hand_figures(page, text))}
+    assert not found, f"figures not from results rows (a placeholder, or the journal): {found}"
 
 
 def test_hand_figure_pattern_finds_figures():
     assert HAND_FIGURE.findall("runs at 906 images/s and 23.9 mW, 30.5 MHz, 5,052 LC")
     assert not HAND_FIGURE.findall("Python 3.11+, a 4x2 array, 16 MACs/cycle, step 2")
+
+
+def test_a_hand_figure_added_to_a_checked_page_is_found():
+    page, text = next(iter(sorted(_checked_pages().items())))
+    assert _hand_figures(page, text + "\nIt closes at 51.7 MHz, 4,930 LC.\n") == \
+        ["51.7 MHz", "4,930 LC"]
+    assert not _hand_figures(page, "{{lenet5 | icebreaker | batch 1 | top1}} % top-1\n")
+
+
+def test_allowed_figures_are_on_their_pages():
+    pages = _checked_pages()
+    stale = {page: sorted(set(allowed) - set(HAND_FIGURE.findall(pages.get(page, ""))))
+             for page, allowed in ALLOWED_FIGURES.items()}
+    assert not any(stale.values()), f"allowed figures no page shows: {stale}"
 
 
 def test_readme_is_a_short_guide():
