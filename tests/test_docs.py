@@ -38,11 +38,12 @@ HAND_FIGURE = re.compile(r"(?<![\w.{-])\d[\d,]*(?:\.\d+)?\s*(?:%|MHz|mW|W\b|k? ?
 
 #: Pages the figure check skips for now: others are rewriting them.
 NOT_YET_CHECKED = {"docs/reference/errors.md", "docs/reference/configuration.md",
-                   "docs/guide/dse.md", "docs/guide/estimator.md"}
+                   "docs/guide/dse.md"}
 
 #: page -> {figure as written: why it is no measurement}. Design facts the code does not
 #: hold in a form a page can be rendered from; every other figure is a placeholder.
 ALLOWED_FIGURES = {
+    "docs/guide/estimator.md": {"12 MHz": "oscillator", "25 MHz": "oscillator"},
     "docs/reference/hostlink.md": {"12 MHz": "4 x 3 Mbaud", "4 cycles": "UART's minimum",
                                    "100 MHz": "clock range", "10 ms": "default",
                                    "1,100 cycles": "arithmetic", "40 MHz": "test's clock",
