@@ -86,6 +86,7 @@ estimate: $(STAMP)
 results: $(STAMP)
 	$(BIN)/python benchmarks/boards.py
 	$(BIN)/python benchmarks/networks.py --synth $(BUILD)/synth
+	$(BIN)/python benchmarks/qdq_lenet5.py -o $(BUILD)/qdq
 	$(BIN)/python docs/generate.py
 
 docs: $(STAMP)

@@ -61,6 +61,10 @@ def _percent(fraction, digits=2):
     return f"{abs(fraction) * 100:.{digits}g} %"
 
 
+def _percent_range(pair):
+    return f"{pair[0] * 100:.0f}-{pair[1] * 100:.0f} %"
+
+
 def _ice40_coefficient_table():
     coefficient = power.COEFFICIENTS
     names = [("static_core_w", "static core", "W"), ("static_io_w", "static I/O", "W"),
@@ -130,13 +134,13 @@ def code_values():
     coefficient = power.COEFFICIENTS
     static = figures.ECP5_STATIC
     activity = figures.ACTIVITY
+    asic_clock_hz = inspect.signature(asic.asic_projection).parameters["clock_hz"].default
     return {
         "ice40.coefficients": _ice40_coefficient_table(),
         "ice40.lc_nw_per_mhz": f"{coefficient['lc_w_per_mhz'][0] * 1e9:.1f} nW/MHz",
         "ice40.dsp_uw_per_mhz": f"{coefficient['dsp_w_per_mhz'][0] * 1e6:.1f} uW/MHz",
         **_ice40_fit(), **_marlann(), **_gpus(),
-        "activity.logic_range": f"{activity['logic_range'][0] * 100:.0f}-"
-                                f"{activity['logic_range'][1] * 100:.0f} %",
+        "activity.logic_range": _percent_range(activity["logic_range"]),
         "activity.data_measured": _percent(activity["data"][0]),
         "activity.data_random": _percent(activity["data"][1]),
         "ecp5.static_core_aux": _si(static["core_aux_w"][0], "W"),
@@ -148,8 +152,8 @@ def code_values():
         "ecp5.multiply": _range(figures.ECP5_PLACEHOLDER["mult_w_per_mhz"], "W") + "/MHz",
         "ecp5.ebr": _range(figures.ECP5_PLACEHOLDER["ebr_j_per_access"], "J"),
         "ecp5.pll": _range(figures.ECP5_PLACEHOLDER["pll_w"], "W"),
-        "asic.activity": f"{activity['asic_logic'][0] * 100:.0f}-{activity['asic_logic'][1] * 100:.0f} %",
-        "asic.clock": f"{inspect.signature(asic.asic_projection).parameters['clock_hz'].default / 1e6:g} MHz",
+        "asic.activity": _percent_range(activity["asic_logic"]),
+        "asic.clock": f"{asic_clock_hz / 1e6:g} MHz",
     }
 
 
