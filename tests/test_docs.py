@@ -116,19 +116,43 @@ def test_every_results_row_is_used_or_listed():
     assert used and all(row in rows for row in used)
 
 
+def _without_code(text):
+    return re.sub(r"```.*?```", "", text, flags=re.S)
+
+
 def _links(path):
-    text = path.read_text()
-    text = re.sub(r"```.*?```", "", text, flags=re.S)
-    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+    for target in re.findall(r"\]\(([^)\s]+)\)", _without_code(path.read_text())):
         if not re.match(r"[a-z]+:", target) and not target.startswith("#"):
             yield target.split("#")[0]
 
 
+def _pages():
+    return [ROOT / "README.md", *ROOT.glob("*/README.md"),
+            *(page for page in ROOT.glob("docs/**/*.md") if "templates" not in page.parts)]
+
+
 def test_links_between_pages_resolve():
-    pages = [ROOT / "README.md", *ROOT.glob("*/README.md"),
-             *(page for page in ROOT.glob("docs/**/*.md") if "templates" not in page.parts)]
-    broken = [f"{page.relative_to(ROOT)}: {target}" for page in pages
+    broken = [f"{page.relative_to(ROOT)}: {target}" for page in _pages()
               for target in _links(page) if not (page.parent / target).exists()]
+    assert not broken, broken
+
+
+def _section_anchors(path):
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped."""
+    headings = re.findall(r"^#+ (.*)$", _without_code(path.read_text()), re.M)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+            for heading in headings}
+
+
+def test_links_to_sections_resolve():
+    broken = []
+    for page in _pages():
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)#([^)\s]+)\)",
+                                         _without_code(page.read_text())):
+            linked = page.parent / target if target else page
+            if linked.suffix == ".md" and linked.exists() and \
+                    anchor not in _section_anchors(linked):
+                broken.append(f"{page.relative_to(ROOT)}: {target}#{anchor}")
     assert not broken, broken
 
 
