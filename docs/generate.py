@@ -183,7 +183,9 @@ def results_page(rows):
     """docs/results.md: the vocabularies, then every row by network and board."""
     lines = [GENERATED.format(source="benchmarks/results/*.json"),
              "# Results", "",
-             "Every figure the README shows comes from these rows. Each benchmark writes its "
+             "Every measured figure the README and the guide and reference pages show comes "
+             "from these rows (the estimator's coefficients from its code, the history from "
+             "the dated [journal](journal/measurements.md)). Each benchmark writes its "
              "rows into `benchmarks/results/NAME.json` (`make results`; `benchmarks/*.py` say "
              "what each measures), and `make docs` renders the pages from them. Nothing here "
              "ran on a physical board: the boards' figures are routed builds, simulations and "
