@@ -40,7 +40,7 @@ help:
 	@echo "make dse       design-space exploration of LeNet-5 on BOARD (examples/dse_lenet5.toml) on Ray: $(BUILD)/dse/"
 	@echo "make estimate  LeNet-5 on iCEBreaker and ULX3S against an ASIC and GPUs: $(BUILD)/estimate/"
 	@echo "make results   benchmark rows of benchmarks/results/: both boards built (about 30 minutes), every network measured, then make docs"
-	@echo "make docs      render README.md, docs/results.md and docs/reference/configuration.md from their sources"
+	@echo "make docs      render README.md and the docs pages from docs/templates/, the code and benchmarks/results/"
 	@echo "make setup     only create $(VENV)/ and install the toolchain"
 
 $(STAMP): pyproject.toml
@@ -86,6 +86,7 @@ estimate: $(STAMP)
 results: $(STAMP)
 	$(BIN)/python benchmarks/boards.py
 	$(BIN)/python benchmarks/networks.py --synth $(BUILD)/synth
+	$(BIN)/python benchmarks/qdq_lenet5.py -o $(BUILD)/qdq
 	$(BIN)/python docs/generate.py
 
 docs: $(STAMP)

@@ -13,7 +13,9 @@ Usage::
     .venv/bin/python benchmarks/mlperf_tiny.py --inputs-only -o build/mlperf-tiny
     .venv/bin/python benchmarks/qdq_lenet5.py --mlperf-tiny build/mlperf-tiny   # also those
 
-Writes ``OUT/lenet5_qdq_<weights>_<activations>.onnx`` and ``OUT/results.json``.
+Writes ``OUT/lenet5_qdq_<weights>_<activations>.onnx`` and ``OUT/results.json``; on the whole
+eval split (no ``--limit``) also the results rows ``benchmarks/results/qdq.json`` (``--rows``):
+fpganet's top-1 and its agreement with onnxruntime, per QDQ model.
 """
 
 import argparse
@@ -31,9 +33,12 @@ from fpganet.golden import run_golden, run_layer
 from fpganet.model import load_onnx
 from fpganet.model.qdq import onnxruntime_qdq
 from fpganet.qnet import QReshape
+from fpganet.results import make_row, write_rows
 
 #: The embedded LeNet-5's ONNX fixes the batch size at 10 (its input and a Reshape constant).
 ORT_BATCH = 10
+
+ROWS = Path(__file__).resolve().parent / "results" / "qdq.json"
 
 
 def onnxruntime_codes(path, x, tensors, batch=ORT_BATCH):
@@ -182,6 +187,20 @@ def mlperf_tiny(inputs, out):
     return rows
 
 
+def results_rows(models, command):
+    """Results rows of the QDQ LeNet-5 models (``{key: measure()}``): network ``lenet5-qdq``,
+    configuration the weights and activations (``per-tensor uint8``), on the golden model."""
+    rows = []
+    for key, row in models.items():
+        configuration = key.replace("per_", "per-").replace("_", " ")
+        for metric, value in (("top1", row["fpganet_top1"]),
+                              ("agreement_top1", row["argmax_agreement"]),
+                              ("agreement_outputs", row["output_codes_equal"])):
+            rows.append(make_row("lenet5-qdq", "none", configuration, metric, 100 * value,
+                                 "model", command))
+    return rows
+
+
 def main(argv=None):
     import onnxruntime
 
@@ -191,6 +210,9 @@ def main(argv=None):
     parser.add_argument("--mlperf-tiny", metavar="DIR",
                         help="also ResNet-8 and VWW from ../shared, with the x/y files "
                              "benchmarks/mlperf_tiny.py --inputs-only wrote into DIR")
+    parser.add_argument("--rows", default=str(ROWS),
+                        help="results rows of the LeNet-5 models, written without --limit "
+                             "(default benchmarks/results/qdq.json)")
     args = parser.parse_args(argv)
     logging.getLogger().setLevel(logging.ERROR)   # quantize_static's advice on pre-processing
     out = Path(args.output)
@@ -220,6 +242,8 @@ def main(argv=None):
     if args.mlperf_tiny:
         results["mlperf_tiny"] = mlperf_tiny(Path(args.mlperf_tiny), out)
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    if args.limit is None:
+        write_rows(args.rows, results_rows(results["models"], "python benchmarks/qdq_lenet5.py"))
     return 0
 
 

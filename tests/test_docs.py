@@ -31,21 +31,82 @@ def test_generated_pages_equal_their_rendering():
         assert (ROOT / path).read_text() == text, f"{path} is stale: run `make docs`"
 
 
-#: A measured figure written by hand: a number followed by one of the units pages measure in.
-HAND_FIGURE = re.compile(r"(?<![\w.{-])\d[\d,]*(?:\.\d+)?\s*(?:%|MHz|mW|W\b|k? ?images/s|cycles|"
-                         r"LUT4?\b|LC\b|FF\b|uJ|ms\b|GMAC/s)")
+#: A measured figure written by hand: a number or a range followed by one of the units pages
+#: measure in.
+_NUMBER = r"\d[\d,]*(?:\.\d+)?"
+HAND_FIGURE = re.compile(rf"(?<![\w.{{-]){_NUMBER}(?:\s*-\s*{_NUMBER})?\s*(?:%|MHz|mW|uW|nW|W\b|"
+                         r"k? ?images/s|cycles|LUT4?s?\b|LCs?\b|FFs?\b|(?:logic )?cells\b|uJ|ms\b|"
+                         r"GMAC/s)")
 
 
-def test_templates_have_no_hand_copied_figures():
-    for template in (ROOT / "docs" / "templates").glob("*.md"):
-        text = PLACEHOLDER.sub("", template.read_text())
-        found = HAND_FIGURE.findall(text)
-        assert not found, f"{template.name}: figures not from results rows: {found}"
+#: Pages the figure check skips for now: others are rewriting them.
+NOT_YET_CHECKED = {"docs/reference/errors.md", "docs/reference/configuration.md",
+                   "docs/guide/dse.md"}
+
+#: page -> {figure as written: why it may stay}. Design facts and test parameters the code
+#: does not hold in a form a page can be rendered from, and a published figure with its
+#: source beside it; every other figure is a placeholder (``{{... | metric}}`` or
+#: ``{{code: NAME}}``) or lives in the dated journal.
+ALLOWED_FIGURES = {
+    "docs/guide/estimator.md": {"12 MHz": "oscillator", "25 MHz": "oscillator",
+                                "30-70 %": "Lattice's note"},
+    "docs/reference/hostlink.md": {"12 MHz": "4 x 3 Mbaud", "4 cycles": "UART's minimum",
+                                   "100 MHz": "clock range", "10 ms": "default",
+                                   "1,100 cycles": "arithmetic", "40 MHz": "test's clock",
+                                   "10 %": "test's bound", "2-3.5 %": "test's rates"},
+}
+
+
+def _hand_figures(page, text):
+    """The figures of ``text`` (a template or a written page) that are neither placeholders
+    nor allowed on ``page``."""
+    allowed = ALLOWED_FIGURES.get(page, {})
+    text = _generator().CODE_VALUE.sub("", PLACEHOLDER.sub("", text))
+    return [figure for figure in HAND_FIGURE.findall(text) if figure not in allowed]
+
+
+def _checked_pages():
+    """{page: text to check}: the templates, and the guide and reference pages that have none."""
+    templates = ROOT / "docs" / "templates"
+    pages = {template.relative_to(templates).as_posix(): template
+             for template in templates.glob("*.md")}
+    for page in [*ROOT.glob("docs/guide/*.md"), *ROOT.glob("docs/reference/*.md")]:
+        name = page.relative_to(ROOT).as_posix()
+        template = templates / page.relative_to(ROOT / "docs")
+        if name not in NOT_YET_CHECKED:
+            pages[name] = template if template.exists() else page
+    return {name: path.read_text() for name, path in pages.items()}
+
+
+def test_pages_have_no_hand_copied_figures():
+    found = {page: figures for page, text in _checked_pages().items()
+             if (figures := _hand_figures(page, text))}
+    assert not found, f"figures not from results rows (a placeholder, or the journal): {found}"
 
 
 def test_hand_figure_pattern_finds_figures():
     assert HAND_FIGURE.findall("runs at 906 images/s and 23.9 mW, 30.5 MHz, 5,052 LC")
+    assert HAND_FIGURE.findall("within 98.7-99.7 %, 380 cells, 14.5-29 nW") == \
+        ["98.7-99.7 %", "380 cells", "14.5-29 nW"]
     assert not HAND_FIGURE.findall("Python 3.11+, a 4x2 array, 16 MACs/cycle, step 2")
+
+
+def test_a_hand_figure_added_to_a_checked_page_is_found():
+    pages = _checked_pages()
+    assert {"README.md", "docs/guide/estimator.md", "docs/guide/boards.md",
+            "docs/reference/numerics.md"} <= set(pages)
+    for page, text in pages.items():
+        assert _hand_figures(page, text + "\nIt closes at 51.7 MHz, 4,930 LC.\n") == \
+            ["51.7 MHz", "4,930 LC"], page
+    assert not _hand_figures("README.md", "{{lenet5 | icebreaker | batch 1 | top1}} % top-1, "
+                                          "{{code: asic.clock}}\n")
+
+
+def test_allowed_figures_are_on_their_pages():
+    pages = _checked_pages()
+    stale = {page: sorted(set(allowed) - set(HAND_FIGURE.findall(pages.get(page, ""))))
+             for page, allowed in ALLOWED_FIGURES.items()}
+    assert not any(stale.values()), f"allowed figures no page shows: {stale}"
 
 
 def test_readme_is_a_short_guide():
@@ -61,19 +122,43 @@ def test_every_results_row_is_used_or_listed():
     assert used and all(row in rows for row in used)
 
 
+def _without_code(text):
+    return re.sub(r"```.*?```", "", text, flags=re.S)
+
+
 def _links(path):
-    text = path.read_text()
-    text = re.sub(r"```.*?```", "", text, flags=re.S)
-    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+    for target in re.findall(r"\]\(([^)\s]+)\)", _without_code(path.read_text())):
         if not re.match(r"[a-z]+:", target) and not target.startswith("#"):
             yield target.split("#")[0]
 
 
+def _pages():
+    return [ROOT / "README.md", *ROOT.glob("*/README.md"),
+            *(page for page in ROOT.glob("docs/**/*.md") if "templates" not in page.parts)]
+
+
 def test_links_between_pages_resolve():
-    pages = [ROOT / "README.md", *ROOT.glob("*/README.md"),
-             *(page for page in ROOT.glob("docs/**/*.md") if "templates" not in page.parts)]
-    broken = [f"{page.relative_to(ROOT)}: {target}" for page in pages
+    broken = [f"{page.relative_to(ROOT)}: {target}" for page in _pages()
               for target in _links(page) if not (page.parent / target).exists()]
+    assert not broken, broken
+
+
+def _section_anchors(path):
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped."""
+    headings = re.findall(r"^#+ (.*)$", _without_code(path.read_text()), re.M)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+            for heading in headings}
+
+
+def test_links_to_sections_resolve():
+    broken = []
+    for page in _pages():
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)#([^)\s]+)\)",
+                                         _without_code(page.read_text())):
+            linked = page.parent / target if target else page
+            if linked.suffix == ".md" and linked.exists() and \
+                    anchor not in _section_anchors(linked):
+                broken.append(f"{page.relative_to(ROOT)}: {target}#{anchor}")
     assert not broken, broken
 
 

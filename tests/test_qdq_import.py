@@ -297,3 +297,14 @@ def test_qdq_graph_networks_agree_with_onnxruntime(builder, tmp_path):
         # An average pool rounds its ties half up, onnxruntime half to even.
         assert difference <= 1 and share >= (0.9 if "avg" in name or "gap" in name else 0.99), \
             (name, share)
+
+
+def test_qdq_benchmark_rows_name_each_model_and_metric():
+    measured = {"argmax_agreement": 0.9999, "output_codes_equal": 0.978, "fpganet_top1": 0.9911}
+    rows = _benchmark().results_rows({"per_tensor_uint8": measured}, "benchmarks/qdq_lenet5.py")
+    assert {(row.configuration, row.metric): row.value for row in rows} == {
+        ("per-tensor uint8", "top1"): pytest.approx(99.11),
+        ("per-tensor uint8", "agreement_top1"): pytest.approx(99.99),
+        ("per-tensor uint8", "agreement_outputs"): pytest.approx(97.8)}
+    assert {(row.network, row.board, row.basis) for row in rows} == \
+        {("lenet5-qdq", "none", "model")}
