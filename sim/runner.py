@@ -70,8 +70,14 @@ def repository_root():
 
 
 def default_build_root():
+    """``$FPGANET_BUILD_DIR``, else the checkout's ``build/``, else (an installed fpganet with
+    no checkout around it) ``~/.cache/fpganet/build``."""
     root = os.environ.get("FPGANET_BUILD_DIR")
-    return Path(root) if root else repository_root() / "build"
+    if root:
+        return Path(root)
+    if (repository_root() / "pyproject.toml").is_file():
+        return repository_root() / "build"
+    return Path.home() / ".cache" / "fpganet" / "build"
 
 
 def generate_verilog(component, name):
