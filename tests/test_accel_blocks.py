@@ -556,9 +556,11 @@ def test_factory_picks_the_variant_of_the_bank_access(factory, arbitrated, sched
     plain, pipelined = AcceleratorConfig(), AcceleratorConfig(pipeline_registers=True)
     assert type(factory(plain)) is arbitrated
     assert type(factory(pipelined)) is scheduled
-    with pytest.raises(ValueError, match=rf"^the scheduled {name} needs config.pipeline_registers$"):
+    with pytest.raises(ValueError, match=rf"^the scheduled {name} needs bank_access 'scheduled', "
+                                         r"not 'arbitrated'$"):
         scheduled(plain)
-    with pytest.raises(ValueError, match=rf"^the arbitrated {name} needs config.pipeline_registers off$"):
+    with pytest.raises(ValueError, match=rf"^the arbitrated {name} needs bank_access 'arbitrated', "
+                                         r"not 'scheduled'$"):
         arbitrated(pipelined)
     with pytest.raises(TypeError, match=r"^config must be an AcceleratorConfig, not 4$"):
         factory(4)

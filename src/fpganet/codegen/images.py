@@ -433,7 +433,7 @@ def _beat_reads(addresses, valid, regs, k_c, config):
         return [(addresses, valid, banks, 1)]
     tiles, _, lanes = addresses.shape
     by_channel = addresses.reshape(tiles, k_c, -1, lanes)
-    if config.pipeline_registers:      # every beat reads two: costed by its first channel's
+    if config.bank_access == "scheduled":      # every beat reads two: costed by its first channel's
         first = by_channel[:, 0::2].reshape(tiles, -1, lanes)
         if superbank_pairs(regs, config):
             return [(first, valid, banks // 2, 1)]
