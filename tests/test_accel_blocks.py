@@ -374,7 +374,7 @@ def _pair_beat_cycles(config, regs, first, second):
     banks = config.act_banks
     if second is None:
         return _most_in_one_bank(first % banks)
-    if not config.pipeline_registers:
+    if config.bank_access == "arbitrated":
         return _most_in_one_bank(np.concatenate([first, second]) % banks)
     if banks >= 2 and regs[Reg.IN_CSTRIDE] % banks == banks // 2:
         assert np.all(second % banks == first % banks ^ banks // 2)
@@ -399,7 +399,7 @@ def window_model(config, regs):
                 for p in range(positions):
                     first = addresses[t, c * positions + p]
                     second = None
-                    if pairs and (c + 1 < k_c or (config.pipeline_registers and k_c > 1)):
+                    if pairs and (c + 1 < k_c or (config.bank_access == "scheduled" and k_c > 1)):
                         second = (first + regs[Reg.IN_CSTRIDE]) % act_bytes
                     when += _pair_beat_cycles(config, regs, first[valid[t]],
                                               None if second is None else second[valid[t]])
