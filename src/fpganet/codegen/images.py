@@ -423,8 +423,8 @@ def _beat_reads(addresses, valid, regs, k_c, config):
     """The reads of an engine instruction's beats, as ``(addresses, valid, banks, passes)`` of
     :func:`_beat_extra_cycles`' arguments: each lane's byte, and in the beats that
     :func:`fpganet.perf.pair_beats` counts as reading two, its byte ``IN_CSTRIDE`` on (channel
-    ``c + 1``; past an odd ``K_C``'s last channel, the byte there). With the pipeline
-    registers a lane's two reads are one superbank's (:func:`fpganet.perf.superbank_pairs`),
+    ``c + 1``; past an odd ``K_C``'s last channel, the byte there). With scheduled bank
+    access a lane's two reads are one superbank's (:func:`fpganet.perf.superbank_pairs`),
     or the beat reads the first channels and then the second ones."""
     regs = {**regs, Reg.K_C: k_c}
     two, _ = pair_beats(regs, config)
