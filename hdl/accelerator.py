@@ -53,9 +53,9 @@ class Accelerator(wiring.Component):
         (not ``busy``).
     start : In(1)
         Pulse while idle: run the program from instruction 0. With
-        ``config.registered_decode`` and ``registered_writes``, not in the first cycle after reset, nor in the cycle of
-        a host write to instruction 0 or the cycle after (the controller reads it ahead while
-        idle, and the write goes through a write stage).
+        ``config.registered_decode`` and ``registered_writes``, not in the first cycle after
+        reset, nor in the cycle of a host write to instruction 0 or the cycle after (the
+        controller reads it ahead while idle, and the write goes through a write stage).
     busy : Out(1)
         Running (from the cycle after ``start`` to the cycle after ``END``).
     done : Out(1)
