@@ -117,7 +117,7 @@ def host_link_blocks():
         "OutputFIFO": lambda: OutputFIFO(c.output_depth),
         "UARTReceiver": lambda: UARTReceiver(HostLink(config, config.clock_hz, BAUD).divisor),
         "UARTTransmitter": lambda: UARTTransmitter(HostLink(config, config.clock_hz, BAUD).divisor,
-                                                   holding_register=not config.pipeline_registers),
+                                                   holding_register=not config.registered_host_output),
     }
 
 

@@ -48,12 +48,15 @@ BAUD = 3_000_000
 #: one pass). 5,052 of 5,280 LCs. The clock is 30 MHz, ten cycles per bit of the UART's 3 Mbaud
 #: (an integer bit period: a fractional one costs about 30 logic cells more): the board's seed
 #: 6 routes at 30.5 MHz, timing met (16 x 30 MHz = 0.48 GMAC/s); the other seeds 1-20 at
-#: 24.1-29.7 MHz or not within 150 s (docs/journal/boards.md).
+#: 24.1-29.7 MHz or not within 150 s (docs/journal/boards.md). The timing set is the plain one
+#: (``pipeline_registers`` off: every knob of :data:`fpganet.config.TIMING_SETS` off, the block
+#: RAMs' outputs unregistered and the banks arbitrated).
 DEFAULT_CONFIG = AcceleratorConfig(rows=4, cols=2, acc_width=24, weight_buffer_bytes=128 * 1024,
                                    act_buffer_bytes=8 * 1024, bias_buffer_words=256,
                                    program_words=256, requant_latency=4, requant_mult_bits=1,
                                    broadcast_operands=True, pair_products=True,
-                                   act_bank_factor=2, fused_max_pool=True, clock_hz=30e6)
+                                   act_bank_factor=2, fused_max_pool=True,
+                                   pipeline_registers=False, clock_hz=30e6)
 
 
 #: Most multiplier bits (``requant_mult_bits``) for which the shift-and-add product costs

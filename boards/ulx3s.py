@@ -39,8 +39,11 @@ BAUD = 3_000_000
 #: The 8-row result queue (``result_queue_rows``) lets the array start a tile while the
 #: writer drains the one before.
 #:
-#: The clock is 100 MHz from the PLL. With the pipeline registers
-#: (``AcceleratorConfig.pipeline_registers``: block RAM outputs, the gathered operands, the
+#: The clock is 100 MHz from the PLL. With the registered timing set
+#: (``AcceleratorConfig.pipeline_registers``, every knob of :data:`fpganet.config.TIMING_SETS`
+#: on: ``registered_bram_outputs``, ``registered_operands``, ``registered_results``,
+#: ``registered_decode``, ``bank_access`` ``"scheduled"``, ``registered_writes``,
+#: ``registered_host_output``; in detail: block RAM outputs, the gathered operands, the
 #: array's result row and its row-valid flag, the writer's lane-group sums, the instruction
 #: word and the window's start in registers, bank schedules computed ahead, the writer's
 #: lanes stepped in closed form from step constants registered in two stages, the counters'

@@ -24,7 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from fpganet.boards.build import BOARDS
-from fpganet.config import AcceleratorConfig
+from fpganet.config import TIMING_SETS, AcceleratorConfig
 from fpganet.estimate import asic, figures, power
 from fpganet.files import write_text_atomic
 from fpganet.results import BASES, METRICS, format_value, load_rows, render
@@ -214,6 +214,8 @@ def config_fields():
     section = doc.split("Parameters\n    ----------\n", 1)[1]
     entries = re.findall(r"^    (\w+) : ([^\n]+)\n((?:        [^\n]*\n|\n)*)", section, re.M)
     defaults = {field.name: field.default for field in dataclasses.fields(AcceleratorConfig)}
+    # A timing knob's default is the default set's value (None: follow pipeline_registers).
+    defaults.update({name: getattr(AcceleratorConfig(), name) for name in TIMING_SETS})
     fields = []
     for name, kind, body in entries:
         paragraph = " ".join(line.strip() for line in body.splitlines() if line.strip())

@@ -53,9 +53,9 @@ class Accelerator(wiring.Component):
         (not ``busy``).
     start : In(1)
         Pulse while idle: run the program from instruction 0. With
-        ``config.pipeline_registers``, not in the first cycle after reset, nor in the cycle of
-        a host write to instruction 0 or the cycle after (the controller reads it ahead while
-        idle, and the write goes through a write stage).
+        ``config.registered_decode`` and ``registered_writes``, not in the first cycle after
+        reset, nor in the cycle of a host write to instruction 0 or the cycle after (the
+        controller reads it ahead while idle, and the write goes through a write stage).
     busy : Out(1)
         Running (from the cycle after ``start`` to the cycle after ``END``).
     done : Out(1)
@@ -115,7 +115,7 @@ class Accelerator(wiring.Component):
         m.submodules.program = program = Memory(shape=INSTRUCTION_BITS, depth=config.program_words, init=[])
         m.submodules.weights = weights = self._weights(config)
         m.submodules.params = params = Memory(shape=param_layout(config.requant_mode), depth=config.bias_buffer_words, init=[])
-        pipelined = config.pipeline_registers
+        pipelined = config.registered_writes
         prog_rd = program.read_port()
         prog_wr = program.write_port(domain=falling_edge_write_domain(m, "program_write") if pipelined else "sync")
         p_rd = params.read_port()
@@ -183,7 +183,7 @@ class Accelerator(wiring.Component):
             region.input.payload.eq(self.input.payload),
             self.input.ready.eq(region.input.ready),
         ]
-        if config.pipeline_registers:
+        if config.registered_decode:
             with m.If(ctrl.stamp_active):
                 m.d.comb += [self.output.valid.eq(ctrl.stamp.valid), self.output.payload.eq(ctrl.stamp.payload),
                              ctrl.stamp.ready.eq(self.output.ready)]
@@ -212,13 +212,13 @@ class Accelerator(wiring.Component):
         m.d.comb += [
             self.host.ready.eq(~ctrl.busy),
             host_write.eq(self.host.valid & ~ctrl.busy),
-            *([] if config.pipeline_registers else program_write),
+            *([] if config.registered_writes else program_write),
             weights.wr_addr.eq(host.addr), weights.wr_data.eq(host.data[:8 * config.weight_word_bytes]),
             weights.wr_en.eq(host_write & (host.space == HostSpace.WEIGHTS)),
         ]
         param_write = [p_wr.addr.eq(host.addr), p_wr.data.eq(param_from_word(host.data, config.requant_mode)),
                        p_wr.en.eq(host_write & (host.space == HostSpace.PARAMS))]
-        if config.pipeline_registers:
+        if config.registered_writes:
             # Write stages on the falling edge, as the weight buffer's: the write enables'
             # decode and their routing to the memories' block RAMs get a whole cycle, not half
             # of one (the parameter memory's, then the program memory's, were the critical
@@ -238,15 +238,15 @@ class Accelerator(wiring.Component):
         # write data (the ULX3S build's longest path). No cycle changes: a FILL's or INPUT's
         # last byte lands in its done cycle, before any later instruction reads the banks.
         # They also write several banks at once, at one word: a wide FILL's run (byte_banks).
-        byte_write = m.d.sync if config.pipeline_registers else m.d.comb
-        byte_banks = Signal(banks) if config.pipeline_registers else None
+        byte_write = m.d.sync if config.registered_writes else m.d.comb
+        byte_banks = Signal(banks) if config.registered_writes else None
         with m.If(host_write & (host.space == HostSpace.ACTIVATIONS)):
             byte_write += [byte_addr.eq(host.addr), byte_data.eq(host.data[:8]), byte_en.eq(1)]
-            if config.pipeline_registers:
+            if config.registered_writes:
                 byte_write += byte_banks.eq(bank_select(config, host.addr))
         with m.Else():
             byte_write += [byte_addr.eq(region.wr_addr), byte_data.eq(region.wr_data), byte_en.eq(region.wr_en)]
-            if config.pipeline_registers:
+            if config.registered_writes:
                 byte_write += byte_banks.eq(region.wr_banks)
         with m.If(ctrl.engine_active):
             m.d.comb += [act.rd_addr.eq(window.bank_addr), act.rd_en.eq(window.bank_en),
@@ -258,7 +258,7 @@ class Accelerator(wiring.Component):
                     act.rd_addr[b].eq(region.rd_addr[bb:]),
                     act.wr_addr[b].eq(byte_addr[bb:]),
                     act.wr_data[b].eq(byte_data),
-                    act.wr_en[b].eq(byte_banks[b] if config.pipeline_registers
+                    act.wr_en[b].eq(byte_banks[b] if config.registered_writes
                                     else byte_en & ((byte_addr[:bb] == b) if bb else 1)),
                 ]
             m.d.comb += act.rd_en.eq(region.rd_en)

@@ -12,11 +12,11 @@ cycle in which the next instruction's word is read, inclusive):
 
 The program memory's read port is addressed with the *next* instruction in the
 last cycle of the current one, so there is no fetch bubble, taken ``LOOP``
-included (without ``config.pipeline_registers``: below). ``start`` reads
+included (without ``config.registered_decode``: below). ``start`` reads
 instruction 0; the ``cycles`` counter counts the cycles from the first execute
 cycle to ``END`` inclusive, so it equals the sum of the instructions' cycles.
 
-With ``config.pipeline_registers`` the instruction is decoded from a register, the
+With ``config.registered_decode`` the instruction is decoded from a register, the
 instruction register, instead of straight from the block RAM's output (whose
 clock-to-output delay then led every decode path): the memory is read one
 instruction ahead, instruction 0 while idle, and the register loads the word
@@ -49,7 +49,7 @@ class Controller(wiring.Component):
     Members
     -------
     start : In(1)
-        Pulse while idle: run from instruction 0. With ``config.pipeline_registers``, not in
+        Pulse while idle: run from instruction 0. With ``config.registered_decode``, not in
         the first cycle after reset, nor in a cycle that writes instruction 0 (the word is
         read ahead while idle).
     busy : Out(1)
@@ -111,7 +111,7 @@ class Controller(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         regs = self.regs
-        pipelined = self.config.pipeline_registers
+        pipelined = self.config.registered_decode
         # The instruction executing: the read port's word, or the instruction register's.
         instruction = Signal(INSTRUCTION_LAYOUT) if pipelined else self.prog_data
         opcode = instruction.opcode
@@ -225,7 +225,7 @@ class Controller(wiring.Component):
 
     def _fetch_ahead(self, m, instruction, *, pc, next_pc, first, advance, refetch, taken,
                      loop_target):
-        """Fetch for :attr:`~AcceleratorConfig.pipeline_registers`: ``instruction`` is a register
+        """Fetch for :attr:`~AcceleratorConfig.registered_decode`: ``instruction`` is a register
         holding the word at ``pc``, and the read port holds the word at ``pc + 1``.
 
         Idle, the port reads instruction 0, which ``start`` loads; ``END`` reads it already, so

@@ -79,7 +79,7 @@ class HostLinkCore(wiring.Component):
     ----------
     config : AcceleratorConfig
         The device's configuration: the host port's data width, the memory depths that
-        bound WRITE, and the PING reply; with ``pipeline_registers`` the replier registers
+        bound WRITE, and the PING reply; with ``registered_host_output`` the replier registers
         the bytes into its CRC (:class:`~fpganet.hdl.replier.Replier`'s ``crc_stage``) and
         the output FIFO its block RAM's data (``registered_output``); the output FIFO
         always registers its ``w_rdy`` (:class:`~fpganet.hdl.linkfifo.OutputFIFO`'s
@@ -173,10 +173,10 @@ class HostLinkCore(wiring.Component):
             "status": Out(status_layout()),
         })
         self.replier = Replier(self.info.pack(), output_depth=output_depth,
-                               crc_stage=config.pipeline_registers)
+                               crc_stage=config.registered_host_output)
         self.input_fifo = PacketFIFO(input_depth)
         self.output_fifo = OutputFIFO(output_depth, registered_ready=True,
-                                      registered_output=config.pipeline_registers)
+                                      registered_output=config.registered_host_output)
 
     def elaborate(self, platform):
         m = Module()
@@ -304,7 +304,7 @@ class HostLink(wiring.Component):
         # The holding register where the output FIFO's bytes do not leave through one
         # already (registered_output, with the pipeline registers).
         m.submodules.transmitter = transmitter = UARTTransmitter(
-            self.divisor, holding_register=not self.config.pipeline_registers)
+            self.divisor, holding_register=not self.config.registered_host_output)
         wiring.connect(m, receiver.data, core.rx)
         wiring.connect(m, core.tx, transmitter.data)
         wiring.connect(m, wiring.flipped(self.device), core.device)

@@ -54,7 +54,7 @@ class SPRAMWeightBuffer(wiring.Component):
 
     Same members and timing as :class:`~fpganet.hdl.memories.WeightBuffer` (the cells and
     the register take the first copy of ``rd_en``):
-    ``rd_data`` one cycle after ``rd_en`` (two with ``config.pipeline_registers``: a register
+    ``rd_data`` one cycle after ``rd_en`` (two with ``config.registered_bram_outputs``: a register
     behind the cells' multiplexer, advancing with ``rd_en``), held while ``rd_en`` is low,
     undefined after a write until the next read; a write and a read in the same cycle are
     not allowed (the write wins).

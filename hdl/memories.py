@@ -82,10 +82,10 @@ def yosys_idle_written(config):
     """The Yosys commands, to run after reading a design with ``config``'s accelerator, that
     make the :data:`IDLE_WRITTEN` memories' reads undefined on a collision with their write
     (``COLLISION_X_MASK``), so that a read and a write on the same clock edge map to block RAM
-    alone; none with ``config.pipeline_registers``, where those memories are written on the
+    alone; none with ``config.registered_writes``, where those memories are written on the
     other edge (Yosys refuses the mask across clocks). Without them the netlist is still
     right, with the logic above."""
-    if config.pipeline_registers:
+    if config.registered_writes:
         return ()
     return tuple(f"setparam -set COLLISION_X_MASK 1 t:$memrd_v2 r:MEMID=\\\\{name} %i"
                  for name in IDLE_WRITTEN)
@@ -129,7 +129,7 @@ class ActivationBuffer(wiring.Component):
         Read enable of all banks; while low, ``rd_data`` holds.
     rd_data : Out(ArrayLayout(8, act_banks))
         Byte read from each bank, one cycle after its address (synchronous read). With
-        ``config.pipeline_registers`` a register behind each bank, which also loads only in
+        ``config.registered_bram_outputs`` a register behind each bank, which also loads only in
         cycles with ``rd_en``, makes it two (``config.act_read_latency``): the bytes of the
         read one ``rd_en`` cycle before the latest, a pipeline that advances with ``rd_en``.
     wr_addr : In(ArrayLayout(bank_word_width, act_banks))
@@ -336,7 +336,7 @@ class WeightBuffer(wiring.Component):
         ``b``: the fan-out of one is split over several flip-flops.
     rd_data : Out(8 * rows)
         The word at ``rd_addr`` one cycle after a cycle with ``rd_en``; held
-        while ``rd_en`` is low. With ``config.pipeline_registers``, two
+        while ``rd_en`` is low. With ``config.registered_bram_outputs``, two
         (``config.weight_read_latency``): the word of the read one ``rd_en`` cycle before
         the latest, a pipeline that advances with ``rd_en`` (as the activation banks').
     wr_addr : In(weight_addr_width)
@@ -360,7 +360,7 @@ class WeightBuffer(wiring.Component):
     #: Cycles after a write's cycle by whose end the word is in the memory.
     write_latency = 1
 
-    #: With ``config.pipeline_registers``: the words of a block of block RAMs behind one
+    #: With ``config.registered_bram_outputs``: the words of a block of block RAMs behind one
     #: register (:data:`fpganet.config.WEIGHT_BLOCK_WORDS`). The read multiplexer across the
     #: blocks then starts from flip-flops, not from the block RAMs' outputs: on the ULX3S's
     #: 144 DP16KD, 16.2 ns from a block RAM through the multiplexer into the register

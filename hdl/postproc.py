@@ -10,9 +10,9 @@ docs/reference/architecture.md. The rounding uses ``(x >> (shift-1)) + 1 >> 1``,
 ``(x + 2^(shift-1)) >> shift`` for every integer ``x`` and needs no wide adder.
 
 ``x >> (shift-1)`` is saturated to 11 bits before the rounding (exact: see
-:data:`~fpganet.hdl.requant_base.SATURATE_BITS`). ``acc + bias`` is kept in ``acc_width`` bits: the contract's no-overflow rule
-(``|bias| + 128 * sum|w| < 2^(acc_width-1)``) makes it exact. ``lo > hi`` gives
-``hi`` (as numpy's ``clip``).
+:data:`~fpganet.hdl.requant_base.SATURATE_BITS`). ``acc + bias`` is kept in ``acc_width``
+bits: the contract's no-overflow rule (``|bias| + 128 * sum|w| < 2^(acc_width-1)``) makes it
+exact. ``lo > hi`` gives ``hi`` (as numpy's ``clip``).
 
 The requantizer comes in seven components, one per way of building the ``(acc + bias) *
 mult`` product, each with its own :attr:`~Requantizer.latency`; the same ports and the same

@@ -54,7 +54,7 @@ class RegionUnit(wiring.Component):
     wr_en : Out(1)
         One byte write per cycle (``FILL``, ``INPUT``).
     wr_banks : Out(act_banks)
-        With ``config.pipeline_registers`` only: the banks written this cycle, all at
+        With ``config.registered_writes`` only: the banks written this cycle, all at
         ``wr_addr``'s word. ``INPUT`` writes ``wr_addr``'s bank; ``FILL`` writes a run of a
         row's bytes up to the next multiple of ``act_banks`` (wide ``FILL``), every bank
         from ``wr_addr``'s on that the run reaches.
@@ -73,10 +73,10 @@ class RegionUnit(wiring.Component):
 
     Timing, with the streams never stalling: ``FILL`` and ``INPUT`` take ``N + 2 + RS``
     cycles for ``N`` bytes (the ``start`` cycle, ``RS = config.region_start_latency`` cycles,
-    one byte per cycle, the ``done`` cycle); with ``config.pipeline_registers`` ``FILL`` writes
+    one byte per cycle, the ``done`` cycle); with ``config.registered_writes`` ``FILL`` writes
     a run of banks a cycle (:func:`fpganet.perf.fill_runs`); ``OUTPUT`` takes
     ``N + 2 + RS + config.output_latency``: the read, and with
-    ``config.pipeline_registers`` the banks' registers and a register behind the banks'
+    ``config.registered_bram_outputs`` the banks' registers and a register behind the banks'
     multiplexer, so that a block RAM's output runs neither through the multiplexer nor
     into the consumer of ``output`` in its cycle (each was once the ULX3S build's longest
     path).
@@ -96,7 +96,7 @@ class RegionUnit(wiring.Component):
             "wr_addr": Out(aw),
             "wr_data": Out(8),
             "wr_en": Out(1),
-            **({"wr_banks": Out(config.act_banks)} if config.pipeline_registers else {}),
+            **({"wr_banks": Out(config.act_banks)} if config.registered_writes else {}),
             "rd_addr": Out(aw),
             "rd_en": Out(1),
             "bank_data": In(data.ArrayLayout(8, config.act_banks)),
@@ -160,7 +160,7 @@ class RegionUnit(wiring.Component):
         chanbase = Signal(aw)
         is_last = Signal()
         advance = Signal()
-        wide = config.pipeline_registers          # FILL writes a run of banks a cycle
+        wide = config.registered_writes           # FILL writes a run of banks a cycle
         if wide:
             # act_banks - addr % act_banks, kept beside the address in a flip-flop: from the
             # address's bits it ran through the row's end into the walk's enables (the
@@ -208,7 +208,7 @@ class RegionUnit(wiring.Component):
         # out_byte behind the banks' multiplexer.
         out_valid = Signal()
         issue = Signal()
-        registered = config.pipeline_registers
+        registered = config.registered_bram_outputs
         if registered:
             stall = Signal()
             read_valid = [Signal(name=f"read_valid{i}") for i in range(config.act_read_latency)]

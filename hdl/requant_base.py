@@ -22,8 +22,8 @@ __all__ = ["Requantizer", "saturate", "split_product", "split_partials", "SATURA
 #: the same byte, and the rounding, offset and clamp work on 11 bits instead of ~48.
 SATURATE_BITS = 11
 
-#: In :class:`~fpganet.hdl.requant_generic.SplitProductRequantizer`, ``acc + bias`` is multiplied in two parts split at this
-#: bit: 17 unsigned bits are what an 18x18 signed DSP multiplier (ECP5 MULT18X18D) takes.
+#: In :class:`~fpganet.hdl.requant_generic.SplitProductRequantizer`, ``acc + bias`` is
+#: multiplied in two parts split at this bit: 17 unsigned bits are what an 18x18 signed DSP multiplier (ECP5 MULT18X18D) takes.
 SPLIT_BITS = 17
 
 # The members every variant has, for their docstrings; the parameters' shapes are those of
@@ -222,8 +222,8 @@ def saturate(value):
 
 
 class _WideTailRequantizer(Requantizer):
-    """:class:`~fpganet.hdl.requant_generic.GenericRequantizer`'s stages around the product: the whole shift and the
-    saturation after a registered ``product`` of ``acc_width + 16`` bits, then the rounding
+    """:class:`~fpganet.hdl.requant_generic.GenericRequantizer`'s stages around the product: the
+    whole shift and the saturation after a registered ``product`` of ``acc_width + 16`` bits, then the rounding
     and offset in one adder beside the clamp's compares, which read ``saturated`` against
     registered thresholds (:meth:`Requantizer._clamp_thresholds`). The split-product
     variant takes :class:`_FabricTailRequantizer`'s shorter shift stage instead."""

@@ -31,11 +31,12 @@ Timing, all of it fixed by the registers:
 Two variants (:func:`result_writer` picks one) differ in how a lane group's writes are ordered:
 
 * :class:`~fpganet.hdl.scatter_arbitrated.ArbitratedResultWriter` arbitrates the banks for
-  the group being written (``config.pipeline_registers`` off);
+  the group being written (``config.bank_access`` ``"arbitrated"``);
 * :class:`~fpganet.hdl.scatter_scheduled.ScheduledResultWriter` walks up to two lane groups
   ahead of the group being written, into a queue that carries each group's addresses, flags
   and bank schedule (the lowest-lane-first order: the same cycles), so that the first row
-  may come no earlier than four cycles after ``start`` (``config.pipeline_registers``).
+  may come no earlier than four cycles after ``start`` (``config.bank_access``
+  ``"scheduled"``).
 
 The parts they share are :class:`~fpganet.hdl.scatter_base.ResultWriter`'s.
 
@@ -66,11 +67,11 @@ def result_writer(config, *, requant_multiplier="generic", requant_dsp_model=Fal
     Returns
     -------
     ResultWriter
-        A :class:`ScheduledResultWriter` with ``config.pipeline_registers``, else an
-        :class:`ArbitratedResultWriter`.
+        The :attr:`~fpganet.config.AcceleratorConfig.bank_access` variant: a
+        :class:`ScheduledResultWriter` or an :class:`ArbitratedResultWriter`.
     """
     if not isinstance(config, AcceleratorConfig):
         raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
-    variant = ScheduledResultWriter if config.pipeline_registers else ArbitratedResultWriter
+    variant = ScheduledResultWriter if config.bank_access == "scheduled" else ArbitratedResultWriter
     return variant(config, requant_multiplier=requant_multiplier,
                    requant_dsp_model=requant_dsp_model)

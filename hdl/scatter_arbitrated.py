@@ -11,7 +11,8 @@ __all__ = ["ArbitratedResultWriter"]
 
 
 class ArbitratedResultWriter(ResultWriter):
-    """The result writer with a bank arbiter (``config.pipeline_registers`` off).
+    """The result writer with a bank arbiter (``config.bank_access``
+    ``"arbitrated"``).
 
     The walk's lane group is the group being written: its lanes' positions are a chain of
     column steps from the group's first pixel, and a
@@ -30,8 +31,9 @@ class ArbitratedResultWriter(ResultWriter):
 
     def __init__(self, config, **requantizer):
         super().__init__(config, **requantizer)
-        if config.pipeline_registers:
-            raise ValueError("the arbitrated result writer needs config.pipeline_registers off")
+        if config.bank_access != "arbitrated":
+            raise ValueError(f"the arbitrated result writer needs bank_access 'arbitrated', "
+                             f"not {config.bank_access!r}")
 
     @property
     def start_latency(self):

@@ -12,7 +12,8 @@ __all__ = ["ScheduledResultWriter"]
 
 
 class ScheduledResultWriter(ResultWriter):
-    """The result writer whose walk runs ahead (``config.pipeline_registers``).
+    """The result writer whose walk runs ahead (``config.bank_access``
+    ``"scheduled"``).
 
     The walk runs up to two lane groups ahead of the group being written. It leaves each
     group's addresses, write mask, flags, channel and bank schedule in a two-entry queue
@@ -28,7 +29,7 @@ class ScheduledResultWriter(ResultWriter):
 
     Latency: the first row may come :attr:`start_latency` (4) cycles after ``start``; the
     bytes are written :attr:`latency` cycles (``config.write_latency``: the requantizer's and
-    the register in front of it, :meth:`_requant_inputs`) after their group's cycle.
+    with ``config.registered_results`` the register in front of it) after their group's cycle.
 
     Throughput: a lane group takes ``max(1, most written lanes in one bank)`` cycles.
 
@@ -38,8 +39,9 @@ class ScheduledResultWriter(ResultWriter):
 
     def __init__(self, config, **requantizer):
         super().__init__(config, **requantizer)
-        if not config.pipeline_registers:
-            raise ValueError("the scheduled result writer needs config.pipeline_registers")
+        if config.bank_access != "scheduled":
+            raise ValueError(f"the scheduled result writer needs bank_access 'scheduled', "
+                             f"not {config.bank_access!r}")
 
     @property
     def start_latency(self):
@@ -274,15 +276,3 @@ class ScheduledResultWriter(ResultWriter):
         m.d.comb += [take.eq(group_done & last_group), row_end.eq(take & last_row),
                      group_end.eq(row_end & tile_wrap), final.eq(group_end & last_grp)]
         return SimpleNamespace(take=take, row_end=row_end, group_end=group_end, final=final)
-
-    def _requant_inputs(self, m, inputs):
-        """The lane group's sums, its valid and the
-        channel's parameters registered in front of the requantizer. The array's result
-        row, through the lane-group multiplexer into the bias adder, was the ULX3S's
-        critical path (15.5 ns, most of it routing). The parameters are registered beside
-        the sums: the next row's arrive in the cycle after a row's last group."""
-        sums = Signal.like(inputs.sums, name="group_sums_r")
-        valid = Signal(name="group_valid_r")
-        param = Signal.like(inputs.param, name="param_r")
-        m.d.sync += [sums.eq(inputs.sums), valid.eq(inputs.valid), param.eq(inputs.param)]
-        return SimpleNamespace(sums=sums, valid=valid, param=param)

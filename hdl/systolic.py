@@ -290,7 +290,7 @@ class SystolicArray(wiring.Component):
         The last beat reaches PE ``(0, cols-1)`` after ``cols - 1`` cycles of
         skew (none with ``broadcast_operands``), that PE takes its latency
         (``config.pe_latency``), and the completed row is
-        registered once more before it is offered (twice with ``pipeline_registers``: the
+        registered once more before it is offered (twice with ``registered_results``: the
         PEs' result registers, then the selected row's output register):
         ``config.array_latency``, which the performance model uses.
         """
@@ -368,7 +368,7 @@ class SystolicArray(wiring.Component):
         waiting = Signal(rows)
         current_row = Signal(range(rows))
         take = Signal()
-        if config.pipeline_registers:
+        if config.registered_results:
             # The selected row in an output register (array_latency one more), which loads
             # whenever it is empty or taken: the PEs' result registers, spread over the
             # DSPs, no longer reach the consumer's logic through the row multiplexer.
@@ -400,7 +400,7 @@ class SystolicArray(wiring.Component):
         m.d.sync += waiting.eq((waiting & ~taken) | row_complete)
         with m.If(take):
             m.d.sync += current_row.eq(next_row)
-        if config.pipeline_registers:
+        if config.registered_results:
             # The next waiting[current_row], with both rows' flags chosen ahead of take: the
             # row multiplexer of waiting sat between the consumer's ready and the array's
             # flags (the ULX3S build's longest path).
@@ -409,7 +409,7 @@ class SystolicArray(wiring.Component):
                                          (waiting | row_complete).bit_select(current_row, 1)))
 
         # The tile's last row taken by the consumer frees the array for the next tile's last beat.
-        if config.pipeline_registers:
+        if config.registered_results:
             last_taken = self.results.valid & self.results.ready & self.results.payload.last
         else:
             last_taken = take & (current_row == rows - 1)

@@ -35,11 +35,11 @@ hold their data. Timing is therefore a pure function of the registers: see
 Two variants (:func:`window_generator` picks one) differ in how the gather serves the banks:
 
 * :class:`~fpganet.hdl.window_arbitrated.ArbitratedWindowGenerator` arbitrates them each
-  cycle (``config.pipeline_registers`` off);
+  cycle (``config.bank_access`` ``"arbitrated"``);
 * :class:`~fpganet.hdl.window_scheduled.ScheduledWindowGenerator` follows each tile's bank
   schedule, which the lane walker computes ahead, in the same order and so the same cycles,
   with registered operands and a skid register behind the offer
-  (``config.pipeline_registers``).
+  (``config.bank_access`` ``"scheduled"``).
 
 The stages they share are :class:`~fpganet.hdl.window_base.WindowGenerator`'s.
 """
@@ -64,11 +64,11 @@ def window_generator(config):
     Returns
     -------
     WindowGenerator
-        A :class:`ScheduledWindowGenerator` with ``config.pipeline_registers``, else an
-        :class:`ArbitratedWindowGenerator`.
+        The :attr:`~fpganet.config.AcceleratorConfig.bank_access` variant: a
+        :class:`ScheduledWindowGenerator` or an :class:`ArbitratedWindowGenerator`.
     """
     if not isinstance(config, AcceleratorConfig):
         raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
-    if config.pipeline_registers:
+    if config.bank_access == "scheduled":
         return ScheduledWindowGenerator(config)
     return ArbitratedWindowGenerator(config)

@@ -11,7 +11,7 @@ __all__ = ["ArbitratedWindowGenerator"]
 
 class ArbitratedWindowGenerator(WindowGenerator):
     """The window generator with a bank arbiter in its gather stage
-    (``config.pipeline_registers`` off).
+    (``config.bank_access`` ``"arbitrated"``).
 
     Gather: a :class:`~fpganet.hdl.memories.BankArbiter` serves, each cycle, one pending
     lane per bank, lowest lane first; lanes sharing a bank are read in successive cycles;
@@ -31,8 +31,9 @@ class ArbitratedWindowGenerator(WindowGenerator):
 
     def __init__(self, config):
         super().__init__(config)
-        if config.pipeline_registers:
-            raise ValueError("the arbitrated window generator needs config.pipeline_registers off")
+        if config.bank_access != "arbitrated":
+            raise ValueError(f"the arbitrated window generator needs bank_access 'arbitrated', "
+                             f"not {config.bank_access!r}")
 
     def _odd_channel(self, m, kc, walk):
         # The last beat's odd channel is read only if it has two.
@@ -62,7 +63,10 @@ class ArbitratedWindowGenerator(WindowGenerator):
         hits = bank_hits(config, banks, served)      # hits[bank][lane]
         words, _, _ = route_to_banks(m, config, addresses, served, hits=hits)
         self._read_ports(m, words, stage["waddr"])
-        m.d.comb += [self.bank_en.eq(~stall), self.w_en.eq(~stall)]
+        # One copy of the read enable for each block of the weight buffer.
+        blocks = config.weight_blocks
+        m.d.comb += [self.bank_en.eq(~stall),
+                     self.w_en.eq(~stall if blocks == 1 else (~stall).replicate(blocks))]
 
         beat_done = Signal()
         m.d.comb += beat_done.eq(s1_full & alone)

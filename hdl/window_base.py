@@ -205,8 +205,9 @@ class WindowGenerator(wiring.Component):
         return C(0, 1)
 
     def _drained(self, drained, o_read):
-        """Every beat has left, given ``drained``: none is in the gather or the output stage."""
-        return drained
+        """Every beat has left, given ``drained``: none is in the gather or the output stage;
+        with ``config.act_read_latency`` 2 none on the banks' registers (``o_read``) either."""
+        return drained & ~o_read if self.config.act_read_latency == 2 else drained
 
     def _lane_walker(self, m, *, stall, running, start_walk):
         """The lane walker: the lane addresses and validity of the next tile, one lane a cycle.

@@ -20,7 +20,7 @@ def _reads_in(valid, slots, cycle):
 
 class ScheduledWindowGenerator(WindowGenerator):
     """The window generator whose gather stage follows each tile's bank schedule
-    (``config.pipeline_registers``).
+    (``config.bank_access`` ``"scheduled"``, with ``config.registered_operands``).
 
     Gather: the lane addresses are summed as the beat loads and the lanes read in the cycles
     of the tile's bank schedule, which the lane walker computes (:meth:`_bank_schedule`):
@@ -48,8 +48,9 @@ class ScheduledWindowGenerator(WindowGenerator):
 
     def __init__(self, config):
         super().__init__(config)
-        if not config.pipeline_registers:
-            raise ValueError("the scheduled window generator needs config.pipeline_registers")
+        if config.bank_access != "scheduled":
+            raise ValueError(f"the scheduled window generator needs bank_access 'scheduled', "
+                             f"not {config.bank_access!r}")
 
     # A tile's last beat loads the kernel walk's origin (WindowGenerator._rewind_at_tile_end).
     _rewind_at_tile_end = True

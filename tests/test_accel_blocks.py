@@ -374,7 +374,7 @@ def _pair_beat_cycles(config, regs, first, second):
     banks = config.act_banks
     if second is None:
         return _most_in_one_bank(first % banks)
-    if not config.pipeline_registers:
+    if config.bank_access == "arbitrated":
         return _most_in_one_bank(np.concatenate([first, second]) % banks)
     if banks >= 2 and regs[Reg.IN_CSTRIDE] % banks == banks // 2:
         assert np.all(second % banks == first % banks ^ banks // 2)
@@ -399,7 +399,7 @@ def window_model(config, regs):
                 for p in range(positions):
                     first = addresses[t, c * positions + p]
                     second = None
-                    if pairs and (c + 1 < k_c or (config.pipeline_registers and k_c > 1)):
+                    if pairs and (c + 1 < k_c or (config.bank_access == "scheduled" and k_c > 1)):
                         second = (first + regs[Reg.IN_CSTRIDE]) % act_bytes
                     when += _pair_beat_cycles(config, regs, first[valid[t]],
                                               None if second is None else second[valid[t]])
@@ -556,9 +556,11 @@ def test_factory_picks_the_variant_of_the_bank_access(factory, arbitrated, sched
     plain, pipelined = AcceleratorConfig(), AcceleratorConfig(pipeline_registers=True)
     assert type(factory(plain)) is arbitrated
     assert type(factory(pipelined)) is scheduled
-    with pytest.raises(ValueError, match=rf"^the scheduled {name} needs config.pipeline_registers$"):
+    with pytest.raises(ValueError, match=rf"^the scheduled {name} needs bank_access 'scheduled', "
+                                         r"not 'arbitrated'$"):
         scheduled(plain)
-    with pytest.raises(ValueError, match=rf"^the arbitrated {name} needs config.pipeline_registers off$"):
+    with pytest.raises(ValueError, match=rf"^the arbitrated {name} needs bank_access 'arbitrated', "
+                                         r"not 'scheduled'$"):
         arbitrated(pipelined)
     with pytest.raises(TypeError, match=r"^config must be an AcceleratorConfig, not 4$"):
         factory(4)

@@ -148,6 +148,22 @@ def test_control_flow_regions_and_stamps(pipelined):
     assert timing.by_opcode()["CONV"] == 1 and timing.by_opcode()["LOOP"] == (5 if pipelined else 3)
 
 
+@pytest.mark.parametrize("registered", [False, True])
+@pytest.mark.parametrize("knob", ["registered_bram_outputs", "registered_results", "registered_decode",
+                                  "registered_writes"])
+def test_one_timing_knob_against_the_set(registered, knob):
+    """Each timing knob flipped alone against either set (bank_access and registered_operands
+    go together; registered_host_output is the host link's): the bytes are the ISA
+    simulator's and the cycles the cycle model's, for the control program, a CONV and a POOL."""
+    config = small(pipeline_registers=registered, **{knob: not registered})
+    assert config.timing_overrides() == {knob: not registered}
+    check(config, control_program(config).machine(), np.arange(18, dtype=np.uint8).tobytes())
+    builder, x = conv_layer_program(config, 3, 6, 7, 4, 3, 1, seed=3)
+    check(config, builder.machine(), x)
+    builder, x = pool_layer_program(config, 2, 6, 6, 2, 2, seed=5)
+    check(config, builder.machine(), x)
+
+
 @pytest.mark.parametrize("pipelined", [False, True])
 def test_counts_at_the_top_of_their_registers(pipelined):
     """On a 64-byte activation buffer the counts have 7 bits: counts of 127 run, and pixel and

@@ -41,10 +41,10 @@ def _params(config, seed, boundary=16384):
 @pytest.mark.parametrize("rows,weight_bytes,registered", [(*shape, False) for shape in SHAPES]
                          + [(2, 64 * 1024, True)])
 def test_spram_weight_buffer_netlist(rows, weight_bytes, registered, tmp_path):
-    """With ``pipeline_registers`` (``registered``) the word comes a cycle later, through a
+    """With ``registered_bram_outputs`` (``registered``) the word comes a cycle later, through a
     register behind the cells' multiplexer."""
     config = AcceleratorConfig(rows=rows, cols=2, weight_buffer_bytes=weight_bytes,
-                               pipeline_registers=registered)
+                               registered_bram_outputs=registered)
     buffer = SPRAMWeightBuffer(config)
     assert (buffer.lanes, buffer.depth_cells) == SHAPES[rows, weight_bytes]
     netlist, log = synthesize_netlist(buffer, "spram_weights", tmp_path / "synth")
@@ -64,7 +64,7 @@ def test_spram_weight_buffer_netlist(rows, weight_bytes, registered, tmp_path):
 ])
 def test_generic_weight_buffer_rtl(weight_bytes, registered, tmp_path):
     config = AcceleratorConfig(rows=2, cols=2, weight_buffer_bytes=weight_bytes,
-                               pipeline_registers=registered)
+                               registered_bram_outputs=registered)
     sim = build(WeightBuffer(config), "weight_buffer")
     params = _params(config, 7, boundary=WeightBuffer.block_words if registered else 16384)
     result = sim.run(TB_MODULE, env={"FPGANET_TB": json.dumps(params)}, test_dir=tmp_path / "run")

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from fpganet.config import DEFAULT_CONFIG, AcceleratorConfig, ConfigError, REQUANT_LATENCIES
+from fpganet.config import DEFAULT_CONFIG, TIMING_SETS, AcceleratorConfig, ConfigError, REQUANT_LATENCIES
 from fpganet.hdl.postproc import VARIANTS
 
 
@@ -63,8 +63,19 @@ def test_json_round_trip():
     ({"pair_products": 1}, "pair_products must be true or false, not 1"),
     ({"fused_max_pool": 1}, "fused_max_pool must be true or false, not 1"),
     ({"fused_max_pool": True, "requant_lanes": 2},
-     "^fused_max_pool needs requant_lanes 1, no pipeline_registers and at least 2 columns; the "
+     "^fused_max_pool needs requant_lanes 1, bank_access 'arbitrated' and at least 2 columns; the "
      "2x8 configuration has requant_lanes 2$"),
+    ({"fused_max_pool": True, "pipeline_registers": True},
+     "^fused_max_pool needs .*; the 2x8 configuration has bank_access 'scheduled'$"),
+    ({"registered_writes": 1}, "^registered_writes must be true or false, not 1$"),
+    ({"bank_access": "ahead"}, "^bank_access must be one of arbitrated, scheduled, not 'ahead'$"),
+    ({"bank_access": "scheduled"},
+     "^registered_operands and bank_access 'scheduled' go together: the scheduled window offers "
+     "its beat from a register behind a skid, the arbitrated one straight from the banks; the 2x8 "
+     "configuration has registered_operands False and bank_access 'scheduled'$"),
+    ({"pipeline_registers": True, "registered_operands": False},
+     "^registered_operands and bank_access 'scheduled' go together: .* has registered_operands "
+     "False and bank_access 'scheduled'$"),
     ({"fused_max_pool": True, "cols": 1},
      "^fused_max_pool needs .*; the 2x1 configuration has 1 column$"),
     ({"pair_products": True, "operand_width": 12}, "operand_width at most 8, not 12$"),
@@ -76,6 +87,26 @@ def test_json_round_trip():
 def test_bad_parameters_name_themselves(changes, message):
     with pytest.raises(ConfigError, match=message):
         AcceleratorConfig(**changes)
+
+
+def test_timing_knobs_follow_the_set_unless_given():
+    """Each knob not given takes pipeline_registers' set; one given overrides it, survives a
+    replace and JSON, and is the only knob JSON writes (a set is written as one key)."""
+    for registered in (False, True):
+        config = AcceleratorConfig(pipeline_registers=registered)
+        assert {name: getattr(config, name) for name in TIMING_SETS} == \
+            {name: values[registered] for name, values in TIMING_SETS.items()}
+        assert not set(TIMING_SETS) & set(config.to_dict())
+    assert AcceleratorConfig().replace(pipeline_registers=True) == AcceleratorConfig(pipeline_registers=True)
+    mixed = AcceleratorConfig(pipeline_registers=True, registered_host_output=False)
+    assert mixed.timing_overrides() == {"registered_host_output": False}
+    assert mixed.to_dict()["registered_host_output"] is False
+    assert AcceleratorConfig.from_json(mixed.to_json()) == mixed
+    assert mixed.replace(rows=4).registered_host_output is False
+    assert mixed.replace(pipeline_registers=False).timing_overrides() == {}
+    assert (mixed.operand_latency, mixed.array_latency, mixed.write_latency) == (3, 11, 5)
+    plain = AcceleratorConfig(registered_results=True)
+    assert (plain.array_latency, plain.write_latency, plain.operand_latency) == (11, 5, 1)
 
 
 def test_bad_json_and_keys():

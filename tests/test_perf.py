@@ -26,7 +26,7 @@ def brute_force_costs(regs, config, pool):
             for k, second in _beats(regs, config):
                 reads = addresses[t, k][valid[t]]
                 seconds = (reads + regs[Reg.IN_CSTRIDE]) % act_bytes
-                if second and config.pipeline_registers:
+                if second and config.bank_access == "scheduled":
                     B[g, t] += _pipelined_pair_cycles(reads % banks, seconds % banks, banks,
                                                       regs[Reg.IN_CSTRIDE] % banks == banks // 2)
                     continue
@@ -62,7 +62,7 @@ def _beats(regs, config):
     k_c, positions = regs[Reg.K_C], regs[Reg.K_H] * regs[Reg.K_W]
     if not config.pair_products:
         return [(k, False) for k in range(k_c * positions)]
-    return [(c * positions + p, c + 1 < k_c or (config.pipeline_registers and k_c > 1))
+    return [(c * positions + p, c + 1 < k_c or (config.bank_access == "scheduled" and k_c > 1))
             for c in range(0, k_c, 2) for p in range(positions)]
 
 

@@ -185,9 +185,9 @@ ARRAY_CASES = [
 @pytest.mark.parametrize("rows,cols,M,K,N,k_tile,valid_gaps,ready_stalls", ARRAY_CASES)
 def test_array_matches_numpy(rows, cols, M, K, N, k_tile, valid_gaps, ready_stalls, broadcast,
                              registered):
-    """``registered``: ``pipeline_registers``, the result row in an output register."""
+    """``registered``: ``registered_results``, the result row in an output register."""
     config = AcceleratorConfig(rows=rows, cols=cols, broadcast_operands=broadcast,
-                               pipeline_registers=registered)
+                               registered_results=registered)
     rng = np.random.default_rng(rows * 100 + cols)
     A = rng.integers(-128, 128, size=(M, K))
     B = rng.integers(-128, 128, size=(K, N))
@@ -212,7 +212,7 @@ def test_array_extreme_operands():
 def test_array_latency_and_throughput_properties(broadcast, registered):
     """The documented latency and minimum tile time are what the hardware does."""
     config = AcceleratorConfig(rows=3, cols=5, broadcast_operands=broadcast,
-                               pipeline_registers=registered)
+                               registered_results=registered)
     dut = SystolicArray(config)
     assert dut.latency == config.array_latency == (3 if broadcast else 7) + registered
     rng = np.random.default_rng(7)

@@ -17,8 +17,8 @@ from amaranth.utils import ceil_log2
 
 from .isa import COUNT_WIDTH, PARAM_LAYOUTS, REQUANT_MODES
 
-__all__ = ["AcceleratorConfig", "ConfigError", "DEFAULT_CONFIG", "REQUANT_LATENCIES",
-           "MULT_BITS", "WEIGHT_BLOCK_WORDS", "fit_requant_latency"]
+__all__ = ["AcceleratorConfig", "BANK_ACCESS", "ConfigError", "DEFAULT_CONFIG", "REQUANT_LATENCIES",
+           "MULT_BITS", "TIMING_SETS", "WEIGHT_BLOCK_WORDS", "fit_requant_latency"]
 
 
 class ConfigError(ValueError):
@@ -32,7 +32,22 @@ def _is_power_of_two(value):
 #: Pipeline stages each requantization mode's post-processing unit can have.
 REQUANT_LATENCIES = {"fpganet": (4, 5), "tflite": (6,)}
 
-#: With ``pipeline_registers``: the words of one block of the weight buffer's block RAMs,
+#: How the window generator and the result writer share the activation banks.
+BANK_ACCESS = ("arbitrated", "scheduled")
+
+#: Each timing knob's value in :attr:`AcceleratorConfig.pipeline_registers`' two sets (off,
+#: on): what a knob that is not given takes.
+TIMING_SETS = {
+    "registered_bram_outputs": (False, True),
+    "registered_operands": (False, True),
+    "registered_results": (False, True),
+    "registered_decode": (False, True),
+    "bank_access": BANK_ACCESS,
+    "registered_writes": (False, True),
+    "registered_host_output": (False, True),
+}
+
+#: With ``registered_bram_outputs``: the words of one block of the weight buffer's block RAMs,
 #: behind one register and one copy of the read enable (4,096: an ECP5 DP16KD column in its
 #: 4,096 x 4 shape, 16 side by side for a 64-bit word).
 WEIGHT_BLOCK_WORDS = 4096
@@ -107,29 +122,49 @@ class AcceleratorConfig:
         to a power of two times this). At 2 the lanes of a stride-2 layer, which read every
         other byte, fall in different banks instead of meeting two to a bank.
     pipeline_registers : bool
-        Registers for clocks beyond what the block RAMs' unregistered outputs allow (the
-        ULX3S's choice): a register behind each activation bank's block RAM and behind each
-        block of the weight buffer's, in front of its multiplexer (:attr:`act_read_latency`
-        and :attr:`weight_read_latency` 2), and the window generator registers the gathered
-        activation bytes and the weight word before it offers them (each ``CONV``/``POOL``
-        takes two cycles more: :attr:`operand_latency`), and takes its start a cycle late
-        (one more: :attr:`window_start_latency`); the array registers the result row it
-        offers (one more: :attr:`array_latency`); the result writer registers a lane
-        group's sums in front of the requantizer (one more: :attr:`write_latency`);
-        the controller decodes the instruction from a register read one instruction ahead (a
-        taken ``LOOP`` takes 2 cycles); the window and the result writer follow bank
-        schedules computed a tile or a lane group ahead instead of arbitrating, the window
-        keeps the lanes it reads in a flip-flop, and the writer's walk runs ahead, its lanes
-        stepping in closed form (no cycle changes); the window keeps its bank hits in
-        flip-flops and has a skid register behind its offer, so its stages freeze on a
-        flip-flop and can run on through bubbles while a beat waits (:mod:`fpganet.perf`);
-        the activation banks' byte writes land a cycle late from flip-flops (no cycle
-        changes), and a ``FILL`` writes a run of banks a cycle (:func:`fpganet.perf.fill_runs`);
-        the memories' read enables and the lane walker take copies of the stall flip-flop
-        (:attr:`weight_blocks`); the program and parameter memories' host writes go through
-        a write stage; the region unit registers an ``OUTPUT`` byte behind the banks' multiplexer (with the
-        banks' registers, each ``OUTPUT`` takes two cycles more: :attr:`output_latency`). The
-        numerics are the same.
+        The timing set every knob below follows unless given: off, the set of the
+        iCEBreaker (block RAMs' unregistered outputs, arbitrated banks); on, the set of the
+        ULX3S (a register wherever its clock needed one). A knob given alongside overrides
+        the set for itself. The numerics are the same with every set.
+    registered_bram_outputs : bool
+        A register behind each activation bank's block RAM and behind each block of the
+        weight buffer's, in front of its multiplexer (:attr:`act_read_latency` and
+        :attr:`weight_read_latency` 2); the weight buffer in blocks of
+        :data:`WEIGHT_BLOCK_WORDS` words, each with its own copy of the read enable
+        (:attr:`weight_blocks`); and the region unit registers an ``OUTPUT`` byte behind the
+        banks' multiplexer (each ``OUTPUT`` takes two cycles more: :attr:`output_latency`).
+    registered_operands : bool
+        The window generator registers the gathered activation bytes and the weight word
+        before it offers them, behind a skid register (one cycle more: :attr:`operand_latency`),
+        and takes its start a cycle late (one more: :attr:`window_start_latency`); the
+        max-pool unit then takes its beats without an input register (:attr:`pool_latency`).
+        Needs :attr:`bank_access` ``"scheduled"``, and the other way round.
+    registered_results : bool
+        The array registers the result row it offers (one cycle more: :attr:`array_latency`),
+        and the result writer a lane group's sums in front of the requantizer (one more:
+        :attr:`write_latency`).
+    registered_decode : bool
+        The controller decodes the instruction from a register read one instruction ahead (a
+        taken ``LOOP`` takes 2 cycles), the region unit takes its start without delay
+        (:attr:`region_start_latency` 0), and the output stream's source is chosen by the
+        decoded ``STAMP``.
+    bank_access : str
+        How the window generator and the result writer share the activation banks:
+        ``"arbitrated"`` (a bank arbiter each cycle, lowest lane first) or ``"scheduled"``
+        (bank schedules computed a tile or a lane group ahead, in the same order: no cycle
+        changes; the window keeps its bank hits and the lanes it reads in flip-flops, the
+        writer's walk runs ahead with its lanes stepping in closed form;
+        ``fpganet.hdl.window.window_generator``, ``fpganet.hdl.scatter.result_writer``).
+        With pair products the scheduled window reads both channels of every beat when
+        ``K_C > 1`` (:mod:`fpganet.perf`).
+    registered_writes : bool
+        The activation banks' byte writes land a cycle late from flip-flops (no cycle changes),
+        and a ``FILL`` writes a run of banks a cycle (:func:`fpganet.perf.fill_runs`); the
+        program and parameter memories' host writes go through a write stage on the falling
+        edge.
+    registered_host_output : bool
+        The host link's replier registers its output and computes its CRC in a stage of its
+        own, and the UART transmitter has no holding register.
     result_queue_rows : int
         Result rows queued between the array and the result writer (0: none, the array's
         results go straight to the writer). The array's result registers hold one tile, and
@@ -155,7 +190,7 @@ class AcceleratorConfig:
         each PE adds ``a0*b0 + a1*b1`` to its sum: ``2 x rows x cols`` MACs a cycle with the
         accumulators of ``rows x cols`` PEs. A ``CONV`` takes ``ceil(K_C / 2) * K_H * K_W``
         beats a tile, each lane gathering two bytes (the odd channel's ``IN_CSTRIDE`` further
-        on; not read past ``K_C``, but with :attr:`pipeline_registers` when ``K_C > 1``, the
+        on; not read past ``K_C``, but with :attr:`bank_access` ``"scheduled"`` when ``K_C > 1``, the
         window's one bank schedule a tile); a weight word holds two bytes per row
         (:attr:`weight_word_bytes`); the PE takes a cycle more (:attr:`pe_latency`). ``POOL``
         is unchanged (its ``K_C`` is 1). The numerics are the same.
@@ -165,7 +200,7 @@ class AcceleratorConfig:
         tile's lanes and writes one byte per pair, so that a convolution and the 2x2 max-pool
         after it run as ``CONV`` instructions without a ``POOL`` (the compiler maps output columns
         ``2x, 2x + 1`` to the row pair and output rows ``2y, 2y + 1`` to two lanes). An
-        8-bit register and compare; needs ``requant_lanes`` 1, no :attr:`pipeline_registers`
+        8-bit register and compare; needs ``requant_lanes`` 1, :attr:`bank_access` ``"arbitrated"``
         and 2 columns or more (the compiler uses it with 2 rows or more). Same cycles for every other instruction.
     clock_hz : float
         Clock the performance figures assume unless a routed Fmax replaces it.
@@ -186,6 +221,13 @@ class AcceleratorConfig:
     broadcast_operands: bool = False
     act_bank_factor: int = 1
     pipeline_registers: bool = False
+    registered_bram_outputs: bool = None
+    registered_operands: bool = None
+    registered_results: bool = None
+    registered_decode: bool = None
+    bank_access: str = None
+    registered_writes: bool = None
+    registered_host_output: bool = None
     result_queue_rows: int = 0
     diagonal_weights: bool = False
     pair_products: bool = False
@@ -231,13 +273,15 @@ class AcceleratorConfig:
                      "fused_max_pool"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, not {getattr(self, name)!r}")
+        self._resolve_timing()
         if self.fused_max_pool:
             against = [what for what, wrong in ((f"requant_lanes {self.requant_lanes}",
                                                  self.requant_lanes != 1),
-                                                ("pipeline_registers", self.pipeline_registers),
+                                                (f"bank_access {self.bank_access!r}",
+                                                 self.bank_access != "arbitrated"),
                                                 (f"{self.cols} column", self.cols < 2)) if wrong]
             if against:
-                raise ConfigError(f"fused_max_pool needs requant_lanes 1, no pipeline_registers and "
+                raise ConfigError(f"fused_max_pool needs requant_lanes 1, bank_access 'arbitrated' and "
                                   f"at least 2 columns; the {self.name} configuration has "
                                   f"{', '.join(against)}")
         if self.requant_mode not in REQUANT_MODES:
@@ -264,6 +308,30 @@ class AcceleratorConfig:
         if (not isinstance(self.clock_hz, (int, float)) or isinstance(self.clock_hz, bool)
                 or not math.isfinite(self.clock_hz) or not self.clock_hz > 0):
             raise ConfigError(f"clock_hz must be a positive number of Hz, finite, not {self.clock_hz!r}")
+
+    def _resolve_timing(self):
+        """Each timing knob not given follows :attr:`pipeline_registers`' set
+        (:data:`TIMING_SETS`); then the checks of the knobs and of their combination."""
+        for name, values in TIMING_SETS.items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, values[self.pipeline_registers])
+            elif name == "bank_access":
+                if self.bank_access not in BANK_ACCESS:
+                    raise ConfigError(f"bank_access must be one of {', '.join(BANK_ACCESS)}, "
+                                      f"not {self.bank_access!r}")
+            elif not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false, not {getattr(self, name)!r}")
+        if self.registered_operands != (self.bank_access == "scheduled"):
+            raise ConfigError("registered_operands and bank_access 'scheduled' go together: the "
+                              "scheduled window offers its beat from a register behind a skid, "
+                              "the arbitrated one straight from the banks; the "
+                              f"{self.name} configuration has registered_operands "
+                              f"{self.registered_operands} and bank_access {self.bank_access!r}")
+
+    def timing_overrides(self):
+        """The timing knobs that differ from :attr:`pipeline_registers`' set, by name."""
+        return {name: getattr(self, name) for name, values in TIMING_SETS.items()
+                if getattr(self, name) != values[self.pipeline_registers]}
 
     # Derived values ------------------------------------------------------------------------
 
@@ -298,33 +366,33 @@ class AcceleratorConfig:
     def array_latency(self):
         """Cycles from a tile's last beat into the array to its first result row:
         ``cols - 1`` of skew (systolic only), :attr:`pe_latency` in the PE, 1 for the result
-        row, and with :attr:`pipeline_registers` 1 for the array's output register
+        row, and with :attr:`registered_results` 1 for the array's output register
         (``SystolicArray.latency``)."""
         skew = 0 if self.broadcast_operands else self.cols - 1
-        return skew + self.pe_latency + 1 + (1 if self.pipeline_registers else 0)
+        return skew + self.pe_latency + 1 + (1 if self.registered_results else 0)
 
     @property
     def region_start_latency(self):
-        """Cycles the region unit takes a start late: 1 without :attr:`pipeline_registers` (the
+        """Cycles the region unit takes a start late: 1 without :attr:`registered_decode` (the
         start, decoded from the instruction word on the program memory's output, reaches two
         of its flip-flops and none of its counters, which load while it is idle), 0 with them.
         A ``FILL``, ``INPUT`` or ``OUTPUT`` takes that many cycles more."""
-        return 0 if self.pipeline_registers else 1
+        return 0 if self.registered_decode else 1
 
     @property
     def pool_latency(self):
         """Cycles from a tile's last beat into the max-pool unit to its result row: 1, and
-        without :attr:`pipeline_registers` 2 (a register on the unit's input: the beats' bytes
+        without :attr:`registered_operands` 2 (a register on the unit's input: the beats' bytes
         come straight from the activation banks' multiplexer, which the compares would follow
         in one cycle; with the pipeline registers the window registers its offer)
         (``MaxPool.latency``)."""
-        return 1 if self.pipeline_registers else 2
+        return 1 if self.registered_operands else 2
 
     @property
     def act_read_latency(self):
         """Cycles from an activation-buffer read to its bytes: 1 (the block RAMs' read), 2
-        with :attr:`pipeline_registers` (a register behind each bank's block RAM)."""
-        return 2 if self.pipeline_registers else 1
+        with :attr:`registered_bram_outputs` (a register behind each bank's block RAM)."""
+        return 2 if self.registered_bram_outputs else 1
 
     def first_beat_cycle(self, lanes):
         """Cycle (the engine's start = 0) in which a ``CONV``/``POOL``'s first beat enters the
@@ -337,15 +405,15 @@ class AcceleratorConfig:
     @property
     def window_start_latency(self):
         """Cycles the window generator takes an engine start late: 0, or 1 with
-        :attr:`pipeline_registers` (a register on entry: the start is decoded from the
+        :attr:`registered_operands` (a register on entry: the start is decoded from the
         instruction in the controller, which is placed far from the window's lane walker).
         One cycle more per ``CONV``/``POOL``."""
-        return 1 if self.pipeline_registers else 0
+        return 1 if self.registered_operands else 0
 
     @property
     def weight_read_latency(self):
         """Cycles from a weight-buffer read to its word: 1 (the block RAMs' read), 2 with
-        :attr:`pipeline_registers` (a register behind each block of block RAMs, in front of
+        :attr:`registered_bram_outputs` (a register behind each block of block RAMs, in front of
         the multiplexer across the blocks): :attr:`act_read_latency`, so that the word
         arrives beside the activation bytes."""
         return self.act_read_latency
@@ -353,35 +421,35 @@ class AcceleratorConfig:
     @property
     def weight_blocks(self):
         """The weight buffer's blocks of :data:`WEIGHT_BLOCK_WORDS` words with
-        :attr:`pipeline_registers`, each behind its own register and read enable (1 without):
+        :attr:`registered_bram_outputs`, each behind its own register and read enable (1 without):
         the window generator drives that many equal copies of the read enable, flip-flops of
         their own, so that no one net reaches every block RAM (on the ULX3S's 144 DP16KD the
         one enable was a critical path, 12.9 ns of routing)."""
-        if not self.pipeline_registers:
+        if not self.registered_bram_outputs:
             return 1
         return -(-self.weight_buffer_words // WEIGHT_BLOCK_WORDS)
 
     @property
     def operand_latency(self):
         """Cycles from a beat's last gather cycle to its offer to the array or the pool unit:
-        :attr:`act_read_latency`, and with :attr:`pipeline_registers` one more (the gathered
-        beat is registered before its offer): 1 or 3."""
-        return self.act_read_latency + (1 if self.pipeline_registers else 0)
+        :attr:`act_read_latency`, and with :attr:`registered_operands` one more (the gathered
+        beat is registered before its offer): 1 to 3."""
+        return self.act_read_latency + (1 if self.registered_operands else 0)
 
     @property
     def output_latency(self):
         """Cycles from an ``OUTPUT`` byte's read to its offer on the output stream:
-        :attr:`act_read_latency`, and with :attr:`pipeline_registers` one more (the byte is
+        :attr:`act_read_latency`, and with :attr:`registered_bram_outputs` one more (the byte is
         registered behind the banks' multiplexer): 1 or 3. An ``OUTPUT`` of ``N`` bytes takes
         ``N + 2 + region_start_latency + output_latency`` cycles."""
-        return self.act_read_latency + (1 if self.pipeline_registers else 0)
+        return self.act_read_latency + (1 if self.registered_bram_outputs else 0)
 
     @property
     def write_latency(self):
         """Cycles from a lane group's cycle in the result writer to the write of its bytes:
-        :attr:`requant_latency`, and with :attr:`pipeline_registers` one more (the lane
+        :attr:`requant_latency`, and with :attr:`registered_results` one more (the lane
         group's sums are registered before the requantizer): 4 to 7."""
-        return self.requant_latency + (1 if self.pipeline_registers else 0)
+        return self.requant_latency + (1 if self.registered_results else 0)
 
     @property
     def mult_step(self):
@@ -512,8 +580,12 @@ class AcceleratorConfig:
     # Serialization -------------------------------------------------------------------------
 
     def to_dict(self):
-        """Parameters and derived values as plain JSON-able data."""
-        data = dataclasses.asdict(self)
+        """Parameters and derived values as plain JSON-able data. The timing knobs appear
+        only where they differ from :attr:`pipeline_registers`' set
+        (:meth:`timing_overrides`), so that a board's set is written as before: one key."""
+        overrides = self.timing_overrides()
+        data = {name: value for name, value in dataclasses.asdict(self).items()
+                if name not in TIMING_SETS or name in overrides}
         data["derived"] = {
             "macs_per_cycle": self.macs_per_cycle,
             "peak_macs_per_s": self.peak_macs_per_s,
@@ -555,8 +627,12 @@ class AcceleratorConfig:
     def replace(self, **changes):
         """A copy with some parameters changed (checked again). A new ``requant_mode`` without a
         ``requant_latency`` brings the mode's first latency if the present one is not the
-        mode's."""
-        return dataclasses.replace(self, **fit_requant_latency(changes, self.requant_latency))
+        mode's; the timing knobs not changed follow a new :attr:`pipeline_registers` unless
+        they override the present one's set."""
+        following = {name: None for name in TIMING_SETS
+                     if name not in changes and name not in self.timing_overrides()}
+        return dataclasses.replace(self, **following,
+                                   **fit_requant_latency(changes, self.requant_latency))
 
     @classmethod
     def parse_array(cls, text, **others):

@@ -247,7 +247,7 @@ class Machine:
 
     def _check_unread_channel(self, diagonal, positions, pc):
         """With pair products and an odd ``K_C``, the last pair's odd channel is past ``K_C``: its
-        lanes do not read (with the pipeline registers they read the byte ``IN_CSTRIDE`` past
+        lanes do not read (with scheduled bank access they read the byte ``IN_CSTRIDE`` past
         channel ``K_C - 1``), and the array multiplies that stale or unrelated byte by the weight
         bytes there, which must be zero for the result not to depend on it."""
         regs, rows = self.regs, self.config.rows

@@ -10,12 +10,12 @@ instruction (``STAMP``) and in total (the ``cycles`` port).
 Cycles per instruction (``N`` bytes of a region, ``AW = act_addr_width``):
 
 ====================  =====================================================
-``SET, LOOP, END``    1 (a taken ``LOOP``: 2 with ``config.pipeline_registers``)
+``SET, LOOP, END``    1 (a taken ``LOOP``: 2 with ``config.registered_decode``)
 ``STAMP``             5
 ``FILL, INPUT``       ``N + 2 + RS`` (1 when the region is empty; ``RS``:
                       ``config.region_start_latency``, 1, or 0 with
-                      ``config.pipeline_registers``); a ``FILL`` with the pipeline
-                      registers: :func:`fill_runs` ``+ 2``
+                      ``config.registered_decode``); a ``FILL`` with
+                      ``config.registered_writes``: :func:`fill_runs` ``+ 2``
 ``OUTPUT``            ``N + 2 + RS + config.output_latency`` (1 when empty)
 ``CONV, POOL``        :func:`engine_cycles` (1 when the walk is empty)
 ====================  =====================================================
@@ -29,8 +29,8 @@ numbers per tile ``t`` (tiles in ``(g, t)`` order):
   in_off are congruent modulo act_banks)``; with ``config.pair_products`` a beat's reads are
   each valid lane's two (``in_off`` and ``in_off + IN_CSTRIDE``) in the ``K_C // 2`` pairs
   of channels of each kernel position and its one in the odd ``K_C``'s last channel, or with
-  ``config.pipeline_registers`` two in that last channel too when ``K_C > 1`` (one bank
-  schedule serves the tile): :func:`pair_beats`. With the pipeline registers a pair beat
+  ``config.bank_access`` ``"scheduled"`` two in that last channel too when ``K_C > 1`` (one
+  bank schedule serves the tile): :func:`pair_beats`. Scheduled, a pair beat
   costs ``max(1, most valid lanes in one superbank)`` where :func:`superbank_pairs`, else
   two passes of ``max(1, most valid lanes in one bank)``;
 * ``W_t``, write cycles: the sum over its result rows (``rows`` for ``CONV``, 1
@@ -38,11 +38,12 @@ numbers per tile ``t`` (tiles in ``(g, t)`` order):
   ``max(1, most written lanes of the group in one bank)`` (written: valid pixel,
   output channel ``< M``); with ``requant_lanes == 1``, ``rows * LANES``;
 * ``LAT``: the array's latency ``config.array_latency`` (``cols + 2``, or 3 with
-  ``broadcast_operands``, one more with ``pipeline_registers``; ``CONV``) or the pool
-  unit's ``config.pool_latency`` (2, 1 with ``pipeline_registers``);
+  ``broadcast_operands``, one more with ``registered_results``; ``CONV``) or the pool
+  unit's ``config.pool_latency`` (2, 1 with ``registered_operands``);
 * ``LANES``: the lane walker prepares a tile in ``LANES`` cycles, starting in the
   cycle after the previous tile's first beat entered the gather stage; with
-  ``pipeline_registers`` it holds while the front end is stalled, without them it runs on.
+  ``bank_access`` ``"scheduled"`` it holds while the front end is stalled, arbitrated it
+  runs on.
 
 With ``E`` the cycle a tile's first beat enters the gather stage in stall-free
 time, ``P`` the cycle its last beat is offered, ``A`` the cycle that beat is
@@ -50,21 +51,21 @@ taken (the array or pool unit holds it until the previous tile's last result
 row has been taken), ``X`` the cycle its last row is taken, and ``D`` the
 cycles the front end has been stalled so far::
 
-    E_0 = config.first_beat_cycle(LANES)   (LANES + 3, and 1 more with pipeline_registers:
+    E_0 = config.first_beat_cycle(LANES)   (LANES + 3, and 1 more with registered_operands:
                                            the first walk from the cycle after start)
     P_t = E_t + B_t + D + OL - 1           (OL: config.operand_latency, 1 or 3)
     A_t = max(P_t, X_{t-1} + 1);   D += A_t - P_t
     X_t = A_t + LAT + W_t - 1
-    E_{t+1} = E_t + max(B_t, LANES + 1)    (pipeline_registers; without them see below)
+    E_{t+1} = E_t + max(B_t, LANES + 1)    (scheduled bank access; arbitrated see below)
     cycles = X_last + WL + 1                (WL: config.write_latency, 4 to 7)
 
-Without ``pipeline_registers`` the walker does not hold on the stalls, the ``A_t - P_t``
+With arbitrated bank access the walker does not hold on the stalls, the ``A_t - P_t``
 cycles in which the front end is held at its (stall-free) time ``T_t = E_t + B_t + OL``; so
 ``E_{t+1} = max(E_t + B_t, R)``, with ``R`` the front end's time when the walk that began at
 ``E_t`` has had ``LANES + 1`` cycles: the stalls of tiles ``t - 1`` and ``t`` that fall
 between count towards them (:func:`_walker_ready`).
 
-With ``pipeline_registers`` the window generator has a skid register behind its offer: the
+With ``registered_operands`` the window generator has a skid register behind its offer: the
 front end runs on while the last beat waits, and freezes only from the cycle after the next
 tile's first beat has left the output stage, so the stall it adds is smaller::
 
@@ -141,13 +142,13 @@ def pair_beats(regs, config):
     ``c + 1`` (``IN_CSTRIDE`` on), and those whose lanes read one. Without pair products, or
     with ``K_C`` 1, every beat reads one; with them the ``K_C // 2`` channel pairs of each
     kernel position read two, and an odd ``K_C``'s last channel one, or with
-    ``config.pipeline_registers`` two as well (the window's one bank schedule a tile: the byte
+    ``config.bank_access`` ``"scheduled"`` two as well (the window's one bank schedule a tile: the byte
     past channel ``K_C - 1`` is read and meets weights of 0)."""
     beats = engine_beats(regs, config)
     k_c = regs[Reg.K_C]
     if not config.pair_products or k_c == 1:
         return 0, beats
-    if config.pipeline_registers:
+    if config.bank_access == "scheduled":
         return beats, 0
     positions = regs[Reg.K_H] * regs[Reg.K_W]
     return k_c // 2 * positions, k_c % 2 * positions
@@ -163,7 +164,7 @@ def gather_cycles(regs, config):
     cycles = one * single
     if not two:
         return cycles
-    if not config.pipeline_registers:
+    if config.bank_access == "arbitrated":
         both = np.concatenate([in_off, in_off + regs[Reg.IN_CSTRIDE]], axis=1) % n_banks
         return cycles + two * _max_per_bank(both, np.concatenate([valid, valid], axis=1), n_banks)
     if superbank_pairs(regs, config):
@@ -173,7 +174,7 @@ def gather_cycles(regs, config):
 
 
 def superbank_pairs(regs, config):
-    """With pair products and the pipeline registers, a lane's two reads of a beat take one
+    """With pair products and scheduled bank access, a lane's two reads of a beat take one
     cycle when they fall in the two banks of one superbank, ``b`` and ``b + act_banks / 2``:
     when ``IN_CSTRIDE % act_banks == act_banks / 2`` (the window's lanes are then scheduled
     by superbank, ``address % (act_banks / 2)``). Otherwise a pair beat reads the lanes'
@@ -245,7 +246,7 @@ def engine_cycles(regs, config, pool=False):
     for t, (b, w) in enumerate(zip(B, W)):
         P = E + b + D + config.operand_latency - 1
         A = P if X is None else max(P, X + 1)
-        if not config.pipeline_registers:
+        if config.bank_access == "arbitrated":
             # The walker runs on through the stalls after E: the previous tile's and this one's.
             this = (E + b + config.operand_latency, A - P)
             stalls = [s for s in (stall, this) if s is not None and s[0] > E]
@@ -253,7 +254,7 @@ def engine_cycles(regs, config, pool=False):
             stall = this
         else:
             E_next = E + max(b, lanes + 1)
-        if config.pipeline_registers and t + 1 < len(B):
+        if config.registered_operands and t + 1 < len(B):
             # The skid: the front end freezes only from the cycle after the next tile's first
             # beat, offered at Q without the stall, has left the output stage.
             Q = E_next + B[t + 1] // K + D + config.operand_latency - 1
@@ -324,7 +325,7 @@ def _region_bytes(regs):
 
 
 def fill_runs(regs, config):
-    """A wide ``FILL``'s writes (``config.pipeline_registers``): each row of ``IO_LEN`` bytes
+    """A wide ``FILL``'s writes (``config.registered_writes``): each row of ``IO_LEN`` bytes
     from address ``a`` in runs that end at multiples of ``act_banks`` (one bank row, one
     cycle each), ``ceil((a % act_banks + IO_LEN) / act_banks)`` of them, summed over the
     region's rows."""
@@ -340,7 +341,7 @@ def instruction_cycles(instruction, regs, config):
     if op is Opcode.LOOP:
         check_registers(regs, config, op)
         # Taken, it finds the wrong word read ahead in the instruction register's fetch.
-        return 2 if config.pipeline_registers and regs[Reg.LOOP_COUNT] else 1
+        return 2 if config.registered_decode and regs[Reg.LOOP_COUNT] else 1
     if op in (Opcode.SET, Opcode.END):
         return 1
     if op is Opcode.STAMP:
@@ -351,7 +352,7 @@ def instruction_cycles(instruction, regs, config):
         if n == 0:
             return 1
         overhead = 2 + config.region_start_latency
-        if op is Opcode.FILL and config.pipeline_registers:
+        if op is Opcode.FILL and config.registered_writes:
             return fill_runs(regs, config) + overhead
         return n + overhead + (config.output_latency if op is Opcode.OUTPUT else 0)
     if op in (Opcode.CONV, Opcode.POOL):

@@ -423,8 +423,8 @@ def _beat_reads(addresses, valid, regs, k_c, config):
     """The reads of an engine instruction's beats, as ``(addresses, valid, banks, passes)`` of
     :func:`_beat_extra_cycles`' arguments: each lane's byte, and in the beats that
     :func:`fpganet.perf.pair_beats` counts as reading two, its byte ``IN_CSTRIDE`` on (channel
-    ``c + 1``; past an odd ``K_C``'s last channel, the byte there). With the pipeline
-    registers a lane's two reads are one superbank's (:func:`fpganet.perf.superbank_pairs`),
+    ``c + 1``; past an odd ``K_C``'s last channel, the byte there). With scheduled bank
+    access a lane's two reads are one superbank's (:func:`fpganet.perf.superbank_pairs`),
     or the beat reads the first channels and then the second ones."""
     regs = {**regs, Reg.K_C: k_c}
     two, _ = pair_beats(regs, config)
@@ -433,7 +433,7 @@ def _beat_reads(addresses, valid, regs, k_c, config):
         return [(addresses, valid, banks, 1)]
     tiles, _, lanes = addresses.shape
     by_channel = addresses.reshape(tiles, k_c, -1, lanes)
-    if config.pipeline_registers:      # every beat reads two: costed by its first channel's
+    if config.bank_access == "scheduled":      # every beat reads two: costed by its first channel's
         first = by_channel[:, 0::2].reshape(tiles, -1, lanes)
         if superbank_pairs(regs, config):
             return [(first, valid, banks // 2, 1)]

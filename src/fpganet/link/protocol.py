@@ -205,9 +205,10 @@ class DeviceInfo(_Packed):
 
     #: ``options`` bit 0: ``broadcast_operands``; bits 1-4 hold ``15 - requant_mult_bits``,
     #: so that a board with whole multipliers (and one built before the field) sends 0 there;
-    #: bit 5: ``pipeline_registers`` (the cycles of ``CONV``, ``POOL``, ``FILL``, ``OUTPUT`` and
-    #: a taken ``LOOP``); bit 6: ``requant_mode`` ``"tflite"`` (its numerics and parameter entries);
-    #: bit 7: ``diagonal_weights`` (``CONV``'s diagonal mode; a board built before it sends 0).
+    #: bit 5: ``pipeline_registers``, the timing set (the cycles of ``CONV``, ``POOL``, ``FILL``,
+    #: ``OUTPUT`` and a taken ``LOOP``; a knob that overrides the set is not sent); bit 6:
+    #: ``requant_mode`` ``"tflite"`` (its numerics and parameter entries); bit 7:
+    #: ``diagonal_weights`` (``CONV``'s diagonal mode; a board built before it sends 0).
     OPTIONS_BROADCAST = 1
     OPTIONS_PIPELINE = 1 << 5
     OPTIONS_TFLITE = 1 << 6
