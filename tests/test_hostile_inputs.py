@@ -190,6 +190,70 @@ def test_a_damaged_compiled_directory_is_refused(damage, backend, lenet, capfd, 
     assert_refused(status, stdout, err, *words)
 
 
+#: Every reader of a compiled directory, as arguments after the directory (fast variants).
+READERS = {
+    "run golden": ["run", "{OUT}", "--limit", "2"],
+    "run isa": ["run", "{OUT}", "--limit", "2", "--backend", "isa"],
+    "check": ["check", "{OUT}", "--limit", "2"],
+    "estimate": ["estimate", "{OUT}", "--no-measure", "--no-synth", "--activity", "default"],
+    "report": ["report", "{OUT}", "-o", "{tmp}/report", "--no-measure", "--no-synth",
+               "--activity", "default"],
+    "board run": ["board", "run", "{OUT}", "--port", "{tmp}/no-such-port", "--limit", "2"],
+}
+
+
+def _resign(out):
+    """Write SHA256SUMS again for what is in ``out`` now, as a user with sha256sum would."""
+    from fpganet.files import write_sums
+    write_sums(out)
+
+
+@pytest.fixture(scope="module")
+def tampered(lenet):
+    """Compiled LeNet-5 directories, each damaged one way that a re-signed or cut-down
+    SHA256SUMS would let through: ``{damage: (directory, words of the refusal)}``."""
+    damaged = {}
+    for damage in ("emptied sums", "sums without memories.npz", "sums without network.npz",
+                   "rows edited and re-signed"):
+        out = lenet / damage.replace(" ", "-")
+        assert main(["compile", "-o", str(out)]) == 0
+        digests = read_sums(out)
+        if damage == "rows edited and re-signed":
+            manifest = json.loads((out / "manifest.json").read_text())
+            manifest["config"]["rows"] = 4
+            (out / "manifest.json").write_text(json.dumps(manifest))
+            _resign(out)
+            words = ["not its manifest's configuration's", "weight word"]
+        else:
+            kept = {} if damage == "emptied sums" else \
+                {name: digest for name, digest in digests.items() if name not in damage}
+            (out / SUMS).write_text("".join(f"{d}  {n}\n" for n, d in kept.items()))
+            missing = "manifest.json" if damage == "emptied sums" else damage.split()[-1]
+            words = [SUMS, "does not list", missing]
+        if damage != "sums without network.npz":
+            # What the listing no longer vouches for is changed too: it must not be used.
+            weights = dict(np.load(out / "memories.npz"))
+            weights["weights"] = -weights["weights"]
+            np.savez(out / "memories.npz", **weights)
+            if damage == "rows edited and re-signed":
+                _resign(out)
+        damaged[damage] = (out, words)
+    return damaged
+
+
+@pytest.mark.parametrize("damage", ["emptied sums", "sums without memories.npz",
+                                    "sums without network.npz", "rows edited and re-signed"])
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_a_cut_down_or_resigned_listing_is_refused_by_every_reader(damage, reader, tampered,
+                                                                  capfd, tmp_path):
+    out, words = tampered[damage]
+    args = [a.format(OUT=out, tmp=tmp_path) for a in READERS[reader]]
+    before = snapshot(tmp_path)
+    status, stdout, err = run_cli(capfd, *args)
+    assert_refused(status, stdout, err, *words)
+    assert snapshot(tmp_path) == before
+
+
 # Validation at the boundary -------------------------------------------------------------------
 
 @pytest.mark.parametrize("args, words", [
