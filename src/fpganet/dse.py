@@ -381,6 +381,15 @@ def _init_ray(ray, address, cpus=None, source="--address"):
             raise
         raise FpganetError(f"{source} '{address}': no Ray cluster to connect to "
                            f"({' '.join(str(error).split())})") from None
+    except SystemExit as stop:
+        # SIGTERM while Ray starts: its handler exits with status 15 and no word. Handed to
+        # the handler the command had instead (fpganet: terminated, 143), Ray stopped first.
+        if sigterm is None or stop.code != signal.SIGTERM:
+            raise
+        ray.shutdown()
+        signal.signal(signal.SIGTERM, sigterm)
+        signal.raise_signal(signal.SIGTERM)
+        raise
     finally:
         if sigterm is not None:
             signal.signal(signal.SIGTERM, sigterm)
