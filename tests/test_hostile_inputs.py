@@ -314,6 +314,30 @@ def test_output_into_the_current_directory_is_refused_leaving_nothing(target, ca
     assert snapshot(tmp_path) == before          # no empty '..XXXX.old' folder either
 
 
+@pytest.mark.parametrize("failing", ["moving the earlier output aside", "moving the new one in"])
+def test_a_failed_rename_leaves_the_earlier_output_and_no_old_folder(failing, tmp_path,
+                                                                     monkeypatch):
+    import os
+
+    out = tmp_path / "OUT"
+    with staged_directory(out) as staging:
+        (staging / "a.txt").write_text("earlier")
+    before = snapshot(tmp_path)
+    rename = os.rename
+
+    def refusing(source, target):
+        moving_aside = str(target).endswith(".old/OUT")
+        moving_in = str(source).endswith(".tmp") and str(target) == str(out)
+        if moving_aside if failing == "moving the earlier output aside" else moving_in:
+            raise OSError(16, "Device or resource busy")
+        rename(source, target)
+    monkeypatch.setattr(os, "rename", refusing)
+    with pytest.raises(FpganetError, match="Device or resource busy"):
+        with staged_directory(out) as staging:
+            (staging / "a.txt").write_text("new")
+    assert snapshot(tmp_path) == before
+
+
 def test_estimate_on_the_icebreaker_of_a_tflite_mode_folder_is_refused(capfd, tmp_path):
     out = tmp_path / "OUT"
     assert main(["compile", "-o", str(out), "--requant-mode", "tflite"]) == 0

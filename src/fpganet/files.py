@@ -182,7 +182,12 @@ def staged_directory(out, inputs=(), what="output directory"):
             except OSError:
                 os.rmdir(retired)               # nothing was moved: leave no empty folder
                 raise
-            os.rename(staging, out)
+            try:
+                os.rename(staging, out)
+            except OSError:
+                os.rename(retired / out.name, out)      # the earlier output, as it was
+                os.rmdir(retired)
+                raise
             shutil.rmtree(retired, ignore_errors=True)
         else:
             os.rename(staging, out)
