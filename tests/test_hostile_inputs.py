@@ -228,16 +228,18 @@ def tampered(lenet):
     SHA256SUMS would let through: ``{damage: (directory, words of the refusal)}``."""
     damaged = {}
     for damage in ("emptied sums", "sums without memories.npz", "sums without network.npz",
-                   "rows edited and re-signed"):
+                   "rows edited and re-signed", "cols edited and re-signed"):
         out = lenet / damage.replace(" ", "-")
         assert main(["compile", "-o", str(out)]) == 0
         digests = read_sums(out)
-        if damage == "rows edited and re-signed":
+        if damage.endswith("re-signed"):
+            field = damage.split()[0]
             manifest = json.loads((out / "manifest.json").read_text())
-            manifest["config"]["rows"] = 4
+            manifest["config"][field] = {"rows": 4, "cols": 5}[field]
             (out / "manifest.json").write_text(json.dumps(manifest))
             _resign(out)
-            words = ["not its manifest's configuration's", "weight word"]
+            words = ["not its manifest's configuration's",
+                     {"rows": "weight word", "cols": "array columns"}[field]]
         else:
             kept = {} if damage == "emptied sums" else \
                 {name: digest for name, digest in digests.items() if name not in damage}
@@ -249,14 +251,15 @@ def tampered(lenet):
             weights = dict(np.load(out / "memories.npz"))
             weights["weights"] = -weights["weights"]
             np.savez(out / "memories.npz", **weights)
-            if damage == "rows edited and re-signed":
+            if damage.endswith("re-signed"):
                 _resign(out)
         damaged[damage] = (out, words)
     return damaged
 
 
 @pytest.mark.parametrize("damage", ["emptied sums", "sums without memories.npz",
-                                    "sums without network.npz", "rows edited and re-signed"])
+                                    "sums without network.npz", "rows edited and re-signed",
+                                    "cols edited and re-signed"])
 @pytest.mark.parametrize("reader", sorted(READERS))
 def test_a_cut_down_or_resigned_listing_is_refused_by_every_reader(damage, reader, tampered,
                                                                   capfd, tmp_path):

@@ -622,9 +622,11 @@ def read_images(directory):
 
 
 def _images_mismatch(arrays, section, config):
-    """Why the images are not ``config``'s, or None: the capacities and word width the
-    manifest's ``accelerator`` section recorded when they were built, and the arrays' shapes,
-    against those ``config`` gives (an edited ``rows`` changes the weight word)."""
+    """Why the images are not ``config``'s, or None: the capacities, word width, banks and
+    array columns the manifest's ``accelerator`` section recorded when they were built, and
+    the arrays' shapes, against those ``config`` gives (an edited ``rows`` changes the weight
+    word, ``cols`` the banks or the columns). Fields the images do not record
+    (``requant_mode``, say) are not checked here."""
     recorded = {"bytes per weight word": (section["weights"]["word_bytes"],
                                           config.weight_word_bytes),
                 "weight buffer bytes": (section["weights"]["capacity_bytes"],
@@ -637,6 +639,10 @@ def _images_mismatch(arrays, section, config):
     for what, (built, given) in recorded.items():
         if built != given:
             return f"they were built for {built:,} {what}, the configuration has {given:,}"
+    lanes = max((step["lanes"] for layer in section["layers"] for step in layer.get("steps", [])),
+                default=0)
+    if lanes > config.cols:
+        return f"they use {lanes} array columns, the configuration has {config.cols}"
     shapes = {"weights": (int(section["weights"]["words"]), config.weight_word_bytes),
               "params": (int(section["params"]["entries"]),),
               "prologue": (int(section["program"]["prologue_words"]),)}
