@@ -34,7 +34,7 @@ from fpganet.argtypes import add_config_arguments, non_negative_int, positive_in
 from fpganet.command_line import run_subcommand
 from fpganet.config import AcceleratorConfig, ConfigError
 from fpganet.errors import FpganetError
-from fpganet.files import staged_directory
+from fpganet.files import check_output_directory, staged_directory
 from fpganet.hdl.memories import yosys_idle_written
 
 from . import report as _report
@@ -146,6 +146,14 @@ def check_buildable(board, config, core=None):
         raise Refused(f"{board.description}: {reason}")
 
 
+def check_synth_opts(board, synth_opts):
+    """Refuse yosys options that build a wrong netlist for ``board``."""
+    if board.family == "ice40" and "-dsp" in " ".join(synth_opts).split():
+        raise FpganetError("synth option -dsp is refused on iCE40: synth_ice40 -dsp re-packs the "
+                           "hand-instantiated 8x8 SB_MAC16 cells as 16x16 multipliers and the "
+                           "netlist computes wrong products (yosys issue 2922)")
+
+
 def build(board, config=None, output="build/synth", *, core=None, seed=None, pll=True,
           synth_opts=(), nextpnr_opts=(), verbose=False, timeout_s=None):
     """Build ``core`` (default: the board's default core) for ``board``; return the report dict.
@@ -188,10 +196,7 @@ def _build_in(board, config, output, shown, *, core, seed, pll, synth_opts, next
               verbose, timeout_s):
     """The build of :func:`build` in the folder ``output``; messages name ``shown`` instead."""
     synth_opts = [*board.synth_opts, *synth_opts]
-    if board.family == "ice40" and "-dsp" in " ".join(synth_opts).split():
-        raise FpganetError("synth option -dsp is refused on iCE40: synth_ice40 -dsp re-packs the "
-                           "hand-instantiated 8x8 SB_MAC16 cells as 16x16 multipliers and the "
-                           "netlist computes wrong products (yosys issue 2922)")
+    check_synth_opts(board, synth_opts)
     nextpnr_opts = ["--seed", str(seed), "--report", "nextpnr.json", "--timing-allow-fail",
                     *_without_overridden(board.nextpnr_opts, nextpnr_opts), *nextpnr_opts]
 
@@ -462,6 +467,12 @@ def run(args):
     core = board.cores[args.core] if args.core else board.default_core
     core_name = next((name for name, factory in board.cores.items() if factory is core),
                      "default core")
+    # What build() would refuse before its tools run is refused before the banner: a refusal
+    # is the command's only line.
+    check_buildable(board, config, core)
+    check_synth_opts(board, [*board.synth_opts, *args.synth_opt])
+    board.top(config, core, pll=not args.no_pll)      # a clock the PLL cannot make
+    check_output_directory(output, what="build folder")
     print(f"synth: {board.description}, {core_name}, array {config.name} "
           f"({macs_per_cycle(config, core)} MACs/cycle), "
           f"target {config.clock_hz / 1e6:g} MHz -> {output}/", flush=True)

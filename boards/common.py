@@ -137,6 +137,9 @@ class Board:
     #: ``refuse(config, core)``: why the board cannot hold ``core`` built for ``config``, in
     #: one line (a measured fact, said before minutes of synthesis), or None.
     refuse: object = None
+    #: The requantization modes (:data:`fpganet.isa.REQUANT_MODES`) its accelerator core
+    #: builds; ``fpganet estimate`` refuses a network compiled for another.
+    requant_modes: tuple = ("fpganet", "tflite")
 
     @property
     def device(self):

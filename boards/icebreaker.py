@@ -99,12 +99,16 @@ def accelerator_core(config):
     return linked_accelerator(config, BAUD, **accelerator_options(config))
 
 
+#: The requantization modes the UP5K's accelerator builds (the tflite one does not fit).
+REQUANT_MODES = ("fpganet",)
+
+
 def refuse(config, core):
     """A weight buffer the SPRAMs cannot hold; the whole accelerator in the ``tflite``
     requantization mode, which does not fit the UP5K."""
     if core is accelerator_core and (problem := spram_mapping_problem(config)):
         return problem
-    if core is accelerator_core and config.requant_mode == "tflite":
+    if core is accelerator_core and config.requant_mode not in REQUANT_MODES:
         return ("the tflite requantization's 32x31-bit product per lane would be logic cells "
                 "(the eight SB_MAC16 are the array's): the 4x2 accelerator needs 7,218 of the "
                 "5,280 LC (measured); use --requant-mode fpganet")
@@ -168,6 +172,7 @@ BOARD = Board(
     cores={"accelerator": accelerator_core, "stand-in": stand_in_core,
            "stand-in-pairs": stand_in_pairs_core},
     refuse=refuse,
+    requant_modes=REQUANT_MODES,
     family="ice40",
     bitstream="bin",
     # No -dsp: the SB_MAC16s are instantiated in 8x8 mode by hand (yosys issue 2922).

@@ -8,15 +8,21 @@ import csv
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from tree import snapshot
+
+from fpganet import datasets, dse
 from fpganet.cli import main
 from fpganet.dse import load_space, pareto
+from fpganet.errors import FpganetError
 
 pytest.importorskip("ray", reason="fpganet dse needs the optional extra 'dse' (make installs it)")
 
@@ -62,6 +68,8 @@ def test_example_space_then_served_from_the_cache(tmp_path):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "SHA256SUMS" in os.listdir(out)
     assert "6 computed" in result.stdout
+    # Ray's own notices (its token authentication) stay off stderr.
+    assert "Token authentication" not in result.stderr and "Ray" not in result.stderr
 
     # Again, into the same (fpganet-written) folder: nothing is computed.
     result, again, meta = run_dse(EXAMPLE, out, cache)
@@ -197,3 +205,132 @@ def test_without_ray_one_line_says_how_to_install_it(tmp_path, capsys, monkeypat
     assert status == 2 and err.count("\n") == 1
     assert "pip install 'fpganet[dse]'" in err
     assert os.listdir(tmp_path) == []
+
+
+# Bad input: refused before Ray starts, in one line, with nothing written or printed ------------
+
+ONE_POINT = '[space]\narray = ["2x8"]\n'
+
+
+@pytest.fixture
+def no_ray(monkeypatch):
+    """Ray must not start: an up-front refusal needs none (the test fails if it is tried)."""
+    def started(*args, **kwargs):
+        raise AssertionError("Ray was started before the inputs were checked")
+    monkeypatch.setattr(dse, "_init_ray", started)
+
+
+def refused(capsys, tmp_path, *args, space_text=ONE_POINT, cache=None):
+    """``fpganet dse`` with ``args``: the one error line (asserted: exit 2, no banner, nothing
+    written in ``tmp_path``)."""
+    space = tmp_path / "space.toml"
+    space.write_text(space_text)
+    before = snapshot(tmp_path)
+    status = main(["dse", "--board", "icebreaker", "--space", str(space), "-o",
+                   str(tmp_path / "out"), "--cache", str(cache or tmp_path / "cache"),
+                   *map(str, args)])
+    out, err = capsys.readouterr()
+    assert status == 2 and out == "", (status, out, err)
+    assert err.count("\n") == 1 and err.startswith("fpganet: error: "), err
+    assert snapshot(tmp_path) == before
+    return err
+
+
+def test_an_address_that_is_not_one_is_refused_naming_it(no_ray, capsys, tmp_path):
+    for address in ("not a cluster", "127.0.0.1", "host:99999", "ray://:10001"):
+        err = refused(capsys, tmp_path, "--address", address)
+        assert "--address" in err and "not a Ray address" in err
+
+
+def test_an_address_where_nothing_listens_is_refused_at_once(no_ray, capsys, tmp_path):
+    with socket.socket() as probe:          # a port that was free a moment ago
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    start = time.monotonic()
+    err = refused(capsys, tmp_path, "--address", f"127.0.0.1:{port}")
+    assert "--address" in err and "nothing answers" in err
+    assert time.monotonic() - start < 10
+
+
+def test_an_address_where_no_ray_answers_is_refused_within_timeout(no_ray, capsys, tmp_path,
+                                                                   monkeypatch):
+    # A socket that listens and never speaks: Ray would retry it without end.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{silent.getsockname()[1]}")
+        start = time.monotonic()
+        err = refused(capsys, tmp_path, "--timeout", "1.5")
+    assert "RAY_ADDRESS" in err and "within 1.5 s" in err
+    assert time.monotonic() - start < 10
+
+
+def test_a_space_above_the_bound_is_refused_unless_max_points_raises_it(no_ray, capsys,
+                                                                        tmp_path):
+    values = ", ".join(str(8192 + 64 * i) for i in range(100))
+    big = f"[space]\nact_buffer_bytes = [{values}]\nrows = [1, 2, 4, 8]\ncols = [1, 2, 4]\n"
+    err = refused(capsys, tmp_path, space_text=big)
+    assert "1,200 points" in err and "--max-points" in err
+    # Raised, the space passes that check and the next one (the address) refuses.
+    err = refused(capsys, tmp_path, "--max-points", "2000", "--address", "no address",
+                  space_text=big)
+    assert "--address" in err and "points" not in err
+
+
+def test_shared_inputs_are_refused_before_ray(no_ray, capsys, tmp_path):
+    (tmp_path / "notes.txt").write_text("not a model\n")
+    np.savez(tmp_path / "calib.npz", x=np.zeros((4, 3, 8, 8), np.float32))
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "mine.txt").write_text("mine")
+    cases = [
+        ((tmp_path / "notes.txt", "--calib", tmp_path / "calib.npz"), {}, "not a readable ONNX"),
+        ((datasets.LENET5_ONNX, "--calib", tmp_path / "missing.npz"), {}, "missing.npz"),
+        ((datasets.LENET5_ONNX, "--calib", tmp_path / "calib.npz"), {}, "expects [N, 1, 28, 28]"),
+        ((tmp_path / "missing.onnx",), {}, "missing.onnx"),
+        ((), {"cache": tmp_path / "notes.txt" / "cache"}, "not a directory"),
+        ((), {"cache": "/proc/fpganet-dse-cache"}, "cannot be written"),
+        (("-o", tmp_path / "foreign"), {}, "not written by fpganet"),
+        (("-o", tmp_path / "notes.txt" / "out"), {}, "not a directory"),
+    ]
+    for args, options, words in cases:
+        err = refused(capsys, tmp_path, *args, **options)
+        assert words in err, (args, err)
+
+
+def test_a_pre_quantized_model_needs_no_calibration(capsys, tmp_path, monkeypatch):
+    """As ``fpganet compile`` takes a QDQ model without --calib, so does ``dse``: its checks
+    pass, and the run reaches Ray (stopped there: the rest is the embedded model's path)."""
+    from fpganet.model.qdq import onnxruntime_qdq
+
+    qdq = tmp_path / "lenet5_qdq.onnx"
+    calib_x, _ = datasets.mnist("calib")
+    onnxruntime_qdq(datasets.LENET5_ONNX, qdq, calib_x[:10], batch=10)
+    reached = []
+
+    def stop(*args, **kwargs):
+        reached.append(True)
+        raise FpganetError("stopped where Ray would start")
+    monkeypatch.setattr(dse, "_init_ray", stop)
+    err = refused(capsys, tmp_path, qdq)
+    assert reached and "stopped where Ray would start" in err
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+@pytest.mark.parametrize("when", ["while Ray starts", "while the points run"])
+def test_sigterm_ends_a_run_with_143_and_one_line(when, tmp_path):
+    values = ", ".join(str(8192 + 64 * i) for i in range(60))
+    space = tmp_path / "space.toml"
+    space.write_text(f"[space]\nact_buffer_bytes = [{values}]\n")
+    process = subprocess.Popen(dse_command(space, tmp_path / "out", tmp_path / "cache"),
+                               env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if when == "while Ray starts":                # its first process is up, the banner is not
+        deadline = time.monotonic() + 60
+        while not _descendants(process.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    else:
+        banner = process.stdout.readline()        # printed once Ray is up
+        assert banner.startswith("dse: 60 points"), banner
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 143 and err == "fpganet: terminated\n", err
+    assert not (tmp_path / "out").exists()

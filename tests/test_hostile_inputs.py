@@ -159,8 +159,22 @@ def test_synth_refuses_a_foreign_build_folder_before_building(capfd, tmp_path):
     (tmp_path / "build" / "top.pcf").write_text("set_io clk 35")
     before = snapshot(tmp_path)
     status, out, err = run_cli(capfd, "synth", "--board", "icebreaker", "-o", tmp_path / "build")
-    assert status == 2 and "refusing" in err and "Traceback" not in err
+    assert_refused(status, out, err, "refusing")
+    assert out == ""                        # no "synth: ... -> OUT/" banner before it
     assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--clock-mhz", "1000"], ["PLL", "1000"]),
+    (["--requant-mode", "tflite", "--requant-mult-bits", "15"], ["tflite", "UP5K"]),
+    (["--synth-opt=-dsp"], ["-dsp", "yosys issue 2922"]),
+])
+def test_synth_refuses_before_its_banner(args, words, capfd, tmp_path):
+    before = snapshot(tmp_path)
+    status, out, err = run_cli(capfd, "synth", "--board", "icebreaker", "-o", tmp_path / "build",
+                               *args)
+    assert_refused(status, out, err, *words)
+    assert out == "" and snapshot(tmp_path) == before
 
 
 # Self-verifying compiled directories ---------------------------------------------------------
@@ -188,6 +202,160 @@ def test_a_damaged_compiled_directory_is_refused(damage, backend, lenet, capfd, 
     status, stdout, err = run_cli(capfd, "run", out, "--inputs", lenet / "X.npz",
                                   "--backend", backend)
     assert_refused(status, stdout, err, *words)
+
+
+#: Every reader of a compiled directory, as arguments after the directory (fast variants).
+READERS = {
+    "run golden": ["run", "{OUT}", "--limit", "2"],
+    "run isa": ["run", "{OUT}", "--limit", "2", "--backend", "isa"],
+    "check": ["check", "{OUT}", "--limit", "2"],
+    "estimate": ["estimate", "{OUT}", "--no-measure", "--no-synth", "--activity", "default"],
+    "report": ["report", "{OUT}", "-o", "{tmp}/report", "--no-measure", "--no-synth",
+               "--activity", "default"],
+    "board run": ["board", "run", "{OUT}", "--port", "{tmp}/no-such-port", "--limit", "2"],
+}
+
+
+def _resign(out):
+    """Write SHA256SUMS again for what is in ``out`` now, as a user with sha256sum would."""
+    from fpganet.files import write_sums
+    write_sums(out)
+
+
+@pytest.fixture(scope="module")
+def tampered(lenet):
+    """Compiled LeNet-5 directories, each damaged one way that a re-signed or cut-down
+    SHA256SUMS would let through: ``{damage: (directory, words of the refusal)}``."""
+    damaged = {}
+    for damage in ("emptied sums", "sums without memories.npz", "sums without network.npz",
+                   "rows edited and re-signed", "cols edited and re-signed"):
+        out = lenet / damage.replace(" ", "-")
+        assert main(["compile", "-o", str(out)]) == 0
+        digests = read_sums(out)
+        if damage.endswith("re-signed"):
+            field = damage.split()[0]
+            manifest = json.loads((out / "manifest.json").read_text())
+            manifest["config"][field] = {"rows": 4, "cols": 5}[field]
+            (out / "manifest.json").write_text(json.dumps(manifest))
+            _resign(out)
+            words = ["not its manifest's configuration's",
+                     {"rows": "weight word", "cols": "array columns"}[field]]
+        else:
+            kept = {} if damage == "emptied sums" else \
+                {name: digest for name, digest in digests.items() if name not in damage}
+            (out / SUMS).write_text("".join(f"{d}  {n}\n" for n, d in kept.items()))
+            missing = "manifest.json" if damage == "emptied sums" else damage.split()[-1]
+            words = [SUMS, "does not list", missing]
+        if damage != "sums without network.npz":
+            # What the listing no longer vouches for is changed too: it must not be used.
+            weights = dict(np.load(out / "memories.npz"))
+            weights["weights"] = -weights["weights"]
+            np.savez(out / "memories.npz", **weights)
+            if damage.endswith("re-signed"):
+                _resign(out)
+        damaged[damage] = (out, words)
+    return damaged
+
+
+@pytest.mark.parametrize("damage", ["emptied sums", "sums without memories.npz",
+                                    "sums without network.npz", "rows edited and re-signed",
+                                    "cols edited and re-signed"])
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_a_cut_down_or_resigned_listing_is_refused_by_every_reader(damage, reader, tampered,
+                                                                  capfd, tmp_path):
+    out, words = tampered[damage]
+    args = [a.format(OUT=out, tmp=tmp_path) for a in READERS[reader]]
+    before = snapshot(tmp_path)
+    status, stdout, err = run_cli(capfd, *args)
+    assert_refused(status, stdout, err, *words)
+    assert snapshot(tmp_path) == before
+
+
+# One line on a refusal: no warning before it, nothing left behind ------------------------------
+
+@pytest.fixture(scope="module")
+def qdq_lenet(tmp_path_factory):
+    """LeNet-5 quantized by onnxruntime (QDQ), which compiles without calibration."""
+    from fpganet.datasets import mnist
+    from fpganet.model.qdq import onnxruntime_qdq
+
+    path = tmp_path_factory.mktemp("qdq") / "lenet5_qdq.onnx"
+    onnxruntime_qdq(LENET5_ONNX, path, mnist("calib")[0][:10], batch=10)
+    return path
+
+
+@pytest.mark.parametrize("case", ["8 calibration samples", "QDQ at --requant-mult-bits 1"])
+def test_a_refusal_prints_no_warning_before_it(case, lenet, qdq_lenet, capfd, tmp_path):
+    if case == "8 calibration samples":
+        np.savez(tmp_path / "calib8.npz", x=np.load(lenet / "calib.npz")["x"][:8])
+        args = [LENET5_ONNX, "--calib", tmp_path / "calib8.npz"]
+        warning = "8 sample"
+    else:
+        args = [qdq_lenet, "--board", "icebreaker"]
+        warning = "--requant-mult-bits 1"
+    # Accepted, the warning is printed (after the output) ...
+    status, out, err = run_cli(capfd, "compile", *args, "-o", tmp_path / "ok")
+    assert status == 0 and "fpganet: warning:" in err and warning in err, err
+    # ... refused, only the error line is.
+    before = snapshot(tmp_path)
+    status, out, err = run_cli(capfd, "compile", *args, "-o", tmp_path / "small",
+                               "--act-buffer-bytes", "1024")
+    assert_refused(status, out, err, "activation buffer", "--act-buffer-bytes")
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("target", [".", ".."])
+def test_output_into_the_current_directory_is_refused_leaving_nothing(target, capfd, tmp_path,
+                                                                      monkeypatch):
+    out = tmp_path / "OUT"
+    assert main(["compile", "-o", str(out)]) == 0
+    capfd.readouterr()
+    monkeypatch.chdir(out)
+    before = snapshot(tmp_path)
+    status, stdout, err = run_cli(capfd, "compile", "-o", target, "--array", "4x4")
+    assert_refused(status, stdout, err, "current directory")
+    assert snapshot(tmp_path) == before          # no empty '..XXXX.old' folder either
+
+
+@pytest.mark.parametrize("failing", ["moving the earlier output aside", "moving the new one in"])
+def test_a_failed_rename_leaves_the_earlier_output_and_no_old_folder(failing, tmp_path,
+                                                                     monkeypatch):
+    import os
+
+    out = tmp_path / "OUT"
+    with staged_directory(out) as staging:
+        (staging / "a.txt").write_text("earlier")
+    before = snapshot(tmp_path)
+    rename = os.rename
+
+    def refusing(source, target):
+        moving_aside = str(target).endswith(".old/OUT")
+        moving_in = str(source).endswith(".tmp") and str(target) == str(out)
+        if moving_aside if failing == "moving the earlier output aside" else moving_in:
+            raise OSError(16, "Device or resource busy")
+        rename(source, target)
+    monkeypatch.setattr(os, "rename", refusing)
+    with pytest.raises(FpganetError, match="Device or resource busy"):
+        with staged_directory(out) as staging:
+            (staging / "a.txt").write_text("new")
+    assert snapshot(tmp_path) == before
+
+
+def test_estimate_on_the_icebreaker_of_a_tflite_mode_folder_is_refused(capfd, tmp_path):
+    out = tmp_path / "OUT"
+    assert main(["compile", "-o", str(out), "--requant-mode", "tflite"]) == 0
+    capfd.readouterr()
+    for command in ("estimate", "report"):
+        extra = ["-o", tmp_path / "report"] if command == "report" else []
+        status, stdout, err = run_cli(capfd, command, out, "--board", "icebreaker", *extra,
+                                      "--no-measure", "--no-synth", "--activity", "default")
+        assert_refused(status, stdout, err, "--requant-mode tflite", "iCE40UP5K",
+                       "--board ulx3s")
+    assert not (tmp_path / "report").exists()
+    # The ULX3S builds that mode: estimated.
+    status, stdout, err = run_cli(capfd, "estimate", out, "--board", "ulx3s", "--no-measure",
+                                  "--no-synth", "--activity", "default")
+    assert status == 0 and "ULX3S" in stdout, err
 
 
 # Validation at the boundary -------------------------------------------------------------------

@@ -80,6 +80,7 @@ def sandbox(tmp_path_factory):
     (root / "garbage.onnx").write_bytes(rng.bytes(300))
     (root / "trunc.onnx").write_bytes((root / "tiny.onnx").read_bytes()[:150])
     (root / "empty.npz").write_bytes(b"")
+    (root / "space.toml").write_text('[space]\narray = ["2x8", "4x4"]\n')
     (root / "mine").mkdir()
     (root / "mine" / "notes.txt").write_text("the user's notes")
     (root / "mine" / "manifest.json").write_text('{"name": "a web app"}')
@@ -178,7 +179,19 @@ FUZZ = st.tuples(st.just(["fuzz", "--networks", "0"]),
                  flags({"--cases": number(1, 2), "--seed": number(3),
                         "--arrays": mostly(["2x8", "1x1,3x5"], ["2x8,zz", ""])}))
 
-COMMAND_LINES = st.one_of(COMPILE, RUN, CHECK, ESTIMATE, REPORT, MNIST, BOARD, VERILOG, FUZZ).map(
+# Every dse command line names an address that is no Ray cluster's, so that no case starts
+# Ray: valid inputs end at that refusal, hostile ones at theirs, each before Ray would start.
+DSE = st.tuples(st.just(["dse", "--board", "icebreaker", "--space"]), one(path("space.toml")),
+                mostly([[]], [["tiny.onnx", "--calib", "calib.npz"], ["tiny.onnx"],
+                              ["garbage.onnx"], ["tiny.onnx", "--calib", "X.npz"]]),
+                st.just(["-o"]), one(path("d", "OUT/d")),
+                st.tuples(st.just("--cache"), path("cache", "mine/notes.txt/cache")).map(list),
+                st.tuples(st.just("--address"),
+                          st.sampled_from(["not a cluster", "127.0.0.1:1", "host:0"])).map(list),
+                flags({"--max-points": number(2, 1000), "--timeout": number(1)}))
+
+COMMAND_LINES = st.one_of(COMPILE, RUN, CHECK, ESTIMATE, REPORT, MNIST, BOARD, VERILOG, FUZZ,
+                          DSE).map(
     lambda parts: [item for part in parts for item in part])
 
 

@@ -25,6 +25,8 @@ __all__ = ["PROG", "EXIT_ERROR", "EXIT_CHECK_FAILED", "Parser", "run_command_lin
 PROG = "fpganet"
 EXIT_ERROR = 2
 EXIT_CHECK_FAILED = 1
+#: Exit statuses of a refused (2), interrupted (130) or terminated (143) command.
+_STOPPED = (EXIT_ERROR, 130, 128 + signal.SIGTERM)
 
 
 class Parser(argparse.ArgumentParser):
@@ -36,11 +38,23 @@ class Parser(argparse.ArgumentParser):
 
 def run_command_line(make_parser, run, argv=None):
     """Parse ``argv`` with the parser ``make_parser()`` builds and return ``run(args)``'s exit
-    status: 0, 1 for a failed check, 2 for an error, 130 interrupted, 143 terminated."""
+    status: 0, 1 for a failed check, 2 for an error, 130 interrupted, 143 terminated.
+
+    Warnings are held until the command ends and printed then, after its output, unless it
+    was refused or stopped: a refusal is its one ``fpganet: error:`` line, not a warning
+    about the calibration set followed by the buffer that does not fit."""
+    held = []
+    status = None
     with warnings.catch_warnings(), _sigterm_as_exception():
-        warnings.showwarning = _show_warning
+        warnings.showwarning = lambda *warning: held.append(warning)
         warnings.simplefilter("always", FpganetWarning)
-        return _run(make_parser, run, argv)
+        try:
+            status = _run(make_parser, run, argv)
+        finally:
+            if status not in _STOPPED:            # a traceback keeps its warnings too
+                for warning in held:
+                    _show_warning(*warning)
+    return status
 
 
 def run_subcommand(name, configure, run, argv=None):
@@ -59,12 +73,6 @@ def _run(make_parser, run, argv):
     except (FpganetError, ConfigError) as error:
         print(f"{PROG}: error: {' '.join(str(error).split())}", file=sys.stderr)
         return EXIT_ERROR
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
-    except _Terminated:
-        print(f"{PROG}: terminated", file=sys.stderr)
-        return 128 + signal.SIGTERM
     except BrokenPipeError:
         # The reader went away (``fpganet ... | head``): stop quietly, as Python's docs advise.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -75,6 +83,13 @@ def _run(make_parser, run, argv):
         where = f"'{error.filename}': " if error.filename else ""
         print(f"{PROG}: error: {where}{error.strerror or one_line(error)}", file=sys.stderr)
         return EXIT_ERROR
+    except BaseException as error:
+        stop = _stopped_by_signal(error)
+        if stop is None:
+            raise
+        print(f"{PROG}: {'interrupted' if stop is KeyboardInterrupt else 'terminated'}",
+              file=sys.stderr)
+        return 130 if stop is KeyboardInterrupt else 128 + signal.SIGTERM
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
@@ -83,6 +98,19 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
         print(f"{PROG}: warning: {one_line(message)}", file=sys.stderr)
     else:
         warnings._showwarning_orig(message, category, filename, lineno, file, line)
+
+
+def _stopped_by_signal(error):
+    """KeyboardInterrupt or :class:`_Terminated` when ``error`` is, or was raised by, Ctrl-C or
+    SIGTERM, else None. A signal's exception raised while a C extension runs (Ray's
+    ``wait``) arrives as that extension's SystemError, caused by it."""
+    while error is not None:
+        if isinstance(error, (KeyboardInterrupt, _Terminated)):
+            return type(error)
+        if not isinstance(error, SystemError):
+            return None
+        error = error.__cause__
+    return None
 
 
 class _Terminated(BaseException):

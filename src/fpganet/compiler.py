@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from . import datasets
-from .codegen import build_images
+from .codegen import build_images, read_images
+from .codegen.images import NoProgramError
 from .config import DEFAULT_CONFIG, MULT_BITS
 from .errors import FpganetError, FpganetWarning
 from .files import staged_directory
@@ -286,5 +287,13 @@ def write_compiled(net, out_dir, program=True, n_images=1, batch=1, inputs=(), d
 
 
 def load_compiled(out_dir):
-    """Read a compiled directory; see :func:`fpganet.qnet.load_network`."""
-    return load_network(out_dir)
+    """Read a compiled directory; see :func:`fpganet.qnet.load_network`. Its memory images, if
+    it has them, are checked too (:func:`fpganet.codegen.read_images`): a directory whose
+    images are not its manifest's configuration's is refused by every reader, whether or not
+    that reader runs them."""
+    net = load_network(out_dir)
+    try:
+        read_images(out_dir)
+    except NoProgramError:
+        pass
+    return net

@@ -25,12 +25,18 @@ import importlib.metadata
 import io
 import itertools
 import json
+import logging
 import math
 import os
+import signal
+import socket
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tomllib
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +50,8 @@ from .codegen import build_images
 from .compiler import compile_model, read_npz
 from .config import AcceleratorConfig, ConfigError
 from .errors import FpganetError
-from .files import atomic_file, check_output_directory, file_sha256, staged_directory
+from .files import (atomic_file, check_output_directory, check_writable_folder, existing_file,
+                    file_sha256, staged_directory)
 from .isa import REQUANT_MODES
 
 __all__ = ["Space", "load_space", "point_config", "point_key", "run_dse", "configure", "run",
@@ -53,6 +60,13 @@ __all__ = ["Space", "load_space", "point_config", "point_key", "run_dse", "confi
 INSTALL_HINT = ("fpganet dse runs on Ray, which is not installed: pip install 'fpganet[dse]' "
                 "(or ray==2.60.0)")
 DEFAULT_CACHE = Path("~/.cache/fpganet/dse")
+#: Points a space may have unless ``--max-points`` raises it: at about a second a point, a
+#: thousand keep a run on a few cores under ten minutes (a space of 10^6 would run for days).
+MAX_POINTS = 1000
+#: Seconds a Ray cluster named by ``--address`` (or ``RAY_ADDRESS``) has to answer before the
+#: run is refused (``--timeout`` shortens it): Ray itself retries an address where nothing
+#: listens without end.
+ADDRESS_TIMEOUT_S = 30.0
 #: Memory a board build task declares to Ray: nextpnr on the UP5K stays under 1 GiB, the
 #: ECP5-85F under 2 GiB (measured peaks on the project's builds, with headroom).
 SYNTH_MEMORY = {"icebreaker": 1 << 30, "ulx3s": 2 << 30}
@@ -71,6 +85,11 @@ class Space:
     path: str
     parameters: dict
     constraints: dict
+
+    @property
+    def size(self):
+        """Points in the space (the product of the lists' lengths), without listing them."""
+        return math.prod(len(values) for values in self.parameters.values())
 
     def points(self):
         """Every combination of the parameters' values, as dicts, in the file's order."""
@@ -339,17 +358,81 @@ def _ray():
     return ray
 
 
-def _init_ray(ray, address, cpus=None):
-    """Start Ray locally (``cpus``, default all cores) or connect to ``address``; quiet."""
+def _init_ray(ray, address, cpus=None, source="--address"):
+    """Start Ray locally (``cpus``, default all cores) or connect to ``address`` (checked by
+    :func:`check_address` first); quiet: Ray's own warnings (its token authentication
+    notice) stay off stderr, and SIGTERM keeps the handler it had (Ray's would exit with
+    status 15 and no word)."""
     os.environ.setdefault("RAY_DISABLE_IMPORT_WARNING", "1")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     options = dict(include_dashboard=False, log_to_driver=False, logging_level="ERROR",
                    configure_logging=False)
-    if address:
-        ray.init(address=address, **options)
-    else:
-        # "local": a new instance of our own, even where another one is running on this machine.
-        ray.init(address="local", num_cpus=cpus or os.cpu_count() or 1, **options)
+    logging.getLogger("ray").setLevel(logging.ERROR)
+    main_thread = threading.current_thread() is threading.main_thread()
+    sigterm = signal.getsignal(signal.SIGTERM) if main_thread else None
+    try:
+        if address:
+            ray.init(address=address, **options)
+        else:
+            # "local": a new instance of our own, even where another one runs on this machine.
+            ray.init(address="local", num_cpus=cpus or os.cpu_count() or 1, **options)
+    except (ConnectionError, ValueError, RuntimeError) as error:
+        if not address:
+            raise
+        raise FpganetError(f"{source} '{address}': no Ray cluster to connect to "
+                           f"({' '.join(str(error).split())})") from None
+    except SystemExit as stop:
+        # SIGTERM while Ray starts: its handler exits with status 15 and no word. Handed to
+        # the handler the command had instead (fpganet: terminated, 143), Ray stopped first.
+        if sigterm is None or stop.code != signal.SIGTERM:
+            raise
+        ray.shutdown()
+        signal.signal(signal.SIGTERM, sigterm)
+        signal.raise_signal(signal.SIGTERM)
+        raise
+    finally:
+        if sigterm is not None:
+            signal.signal(signal.SIGTERM, sigterm)
+
+
+#: Run by :func:`check_address` in a child process that can be killed: connect, then leave.
+_PROBE = ("import sys, ray; ray.init(address=sys.argv[1], include_dashboard=False, "
+          "log_to_driver=False, logging_level='ERROR', configure_logging=False); ray.shutdown()")
+
+
+def check_address(address, source="--address", timeout=ADDRESS_TIMEOUT_S):
+    """Refuse in one line naming ``source``, within ``timeout`` seconds, an ``address`` that is
+    no Ray cluster's: not of the form ``HOST:PORT`` (or ``ray://HOST:PORT``, ``auto``,
+    ``local``), nothing listening there, or no Ray answering. Ray's own ``ray.init`` would
+    raise a ValueError for the first and retry the others without end, deaf to SIGTERM
+    while it does; the connection is tried here in a child process that is killed at the
+    deadline."""
+    if address in ("local", "auto"):
+        return
+    where = address.removeprefix("ray://")
+    host, _, port = where.rpartition(":")
+    if (not host or not port.isdigit() or not 0 < int(port) < 65536
+            or any(c.isspace() for c in where)):
+        raise FpganetError(f"{source} '{address}' is not a Ray address (HOST:PORT, "
+                           f"ray://HOST:PORT, auto or local)")
+    deadline = time.monotonic() + timeout
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as error:
+        reason = "timed out" if isinstance(error, TimeoutError) else (error.strerror or str(error))
+        raise FpganetError(f"{source} '{address}': nothing answers there ({reason}; waited at "
+                           f"most {timeout:g} s)") from None
+    try:
+        probe = subprocess.run([sys.executable, "-c", _PROBE, address], capture_output=True,
+                               text=True, timeout=max(1.0, deadline - time.monotonic()),
+                               env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0"))
+    except subprocess.TimeoutExpired:
+        raise FpganetError(f"{source} '{address}': no Ray cluster answered within {timeout:g} s "
+                           f"(--timeout shortens the wait)") from None
+    if probe.returncode != 0:
+        lines = [line for line in probe.stderr.splitlines() if line.strip()]
+        raise FpganetError(f"{source} '{address}': no Ray cluster to connect to "
+                           f"({lines[-1].strip() if lines else f'exit status {probe.returncode}'})")
 
 
 class _Scheduler:
@@ -423,7 +506,7 @@ def _first_line(error):
 # The command -----------------------------------------------------------------------------------
 
 def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=None,
-            timeout=None, cache_dir=None, cpus=None):
+            timeout=None, cache_dir=None, cpus=None, max_points=MAX_POINTS, announce=None):
     """Explore ``space`` for ``model`` on ``board`` with Ray; write ``out``; return the rows.
 
     Parameters
@@ -445,6 +528,17 @@ def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=No
         Default ``~/.cache/fpganet/dse``.
     cpus : int, optional
         CPUs of the local instance (default: every core); ignored with ``address``.
+    max_points : int
+        A larger space is refused (:data:`MAX_POINTS` by default).
+    announce : callable, optional
+        Called with no argument once every input is checked and Ray is up, before any task:
+        the command prints its banner there, so that a refusal is its only line. The
+        warnings of the up-front compile (a small calibration set, say) follow it.
+
+    Every input the points share (the space's size, the output folder, the cache folder,
+    the model and its calibration, the address) is checked before Ray starts, and refused
+    in one line with nothing written: the model is compiled once here for the board's
+    configuration, as ``fpganet compile`` would (a pre-quantized one needs no calibration).
 
     Returns
     -------
@@ -454,24 +548,36 @@ def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=No
         ``results.json`` (with the rows).
     """
     cache_dir = Path(os.path.expanduser(cache_dir or DEFAULT_CACHE))
+    if space.size > max_points:
+        raise FpganetError(f"'{space.path}' has {space.size:,} points, more than the "
+                           f"{max_points:,} a run takes (--max-points raises the bound; at "
+                           f"about a second a point, on each core)")
     # Refused before Ray starts, not after minutes of work (written aside again at the end).
     inputs = (model, calib, space.path, cache_dir)
     check_output_directory(out, inputs)
-    if cache_dir.exists() and not cache_dir.is_dir():
-        raise FpganetError(f"cache folder '{cache_dir}' exists and is not a directory")
-    if model is not None and not os.path.isfile(model):
-        raise FpganetError(f"model '{model}' does not exist or is not a file")
-    if model is not None and calib is None:
-        if file_sha256(model) != file_sha256(datasets.LENET5_ONNX):
-            raise FpganetError("a calibration file is required for a model other than the "
-                               "embedded LeNet-5 (--calib CALIB.npz with an array 'x')")
+    check_writable_folder(Path(out).absolute().parent, "output directory's folder")
+    check_writable_folder(cache_dir, "cache folder")
+    if model is not None:
+        existing_file(model, "model file")
+    source = "--address" if address else "RAY_ADDRESS"
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address:
+        check_address(address, source, min(ADDRESS_TIMEOUT_S, timeout or ADDRESS_TIMEOUT_S))
+    with warnings.catch_warnings(record=True) as noted:
+        warnings.simplefilter("always")
+        # The network as the points will compile it: a file that is no model, calibration of
+        # the wrong shape, a model that needs calibration, are refused here, once.
+        net = compile_model(model, calib, None, config=BOARDS[board].default_config)
     calib_x = None
     if calib is not None:
         calib_x = np.asarray(read_npz(calib, "calibration file")["x"])
     model_bytes = None if model is None else Path(model).read_bytes()
     model_sha = hashlib.sha256(model_bytes if model_bytes is not None
                                else Path(datasets.LENET5_ONNX).read_bytes()).hexdigest()
-    calib_sha = "embedded MNIST calibration split" if calib is None else file_sha256(calib)
+    if net.calibration.get("method") in ("qdq", "tflite"):
+        calib, calib_x, calib_sha = None, None, "none: the model's own quantization"
+    else:
+        calib_sha = "embedded MNIST calibration split" if calib is None else file_sha256(calib)
 
     points = []
     for point in space.points():
@@ -513,9 +619,13 @@ def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=No
 
     ray = _ray()
 
-    _init_ray(ray, address or os.environ.get("RAY_ADDRESS"), cpus)
+    _init_ray(ray, address, cpus, source)
     scheduler = None
     try:
+        if announce is not None:
+            announce()
+        for note in noted:
+            warnings.warn_explicit(note.message, note.category, note.filename, note.lineno)
         resources = ray.cluster_resources()
         window = int(resources.get("CPU", 1))
         model_ref = ray.put(model_bytes)
@@ -569,7 +679,7 @@ def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=No
                     cached_or(key, submit, lambda result, entry=entry:
                               entry.update(estimate=result))
                 scheduler.run()
-            where = {"address": address or os.environ.get("RAY_ADDRESS") or "local",
+            where = {"address": address or "local",
                      "cluster_resources": {k: v for k, v in resources.items()
                                            if not k.startswith("node:")},
                      "nodes": sum(1 for node in ray.nodes() if node.get("Alive"))}
@@ -726,10 +836,11 @@ def _write(out, rows, meta, synth, inputs):
 def configure(parser):
     """Add the ``fpganet dse`` arguments to ``parser``."""
     parser.add_argument("model", nargs="?", metavar="MODEL.onnx",
-                        help="ONNX model; omitted: the embedded LeNet-5 with its MNIST "
-                             "calibration split")
+                        help="ONNX or TFLite model, as for compile; omitted: the embedded "
+                             "LeNet-5 with its MNIST calibration split")
     parser.add_argument("--calib", metavar="CALIB.npz",
-                        help="calibration inputs, array 'x' (required with MODEL)")
+                        help="calibration inputs, array 'x' (required with a float MODEL; a "
+                             "pre-quantized one, QDQ or int8 TFLite, needs none)")
     parser.add_argument("--board", required=True, choices=sorted(BOARDS),
                         help="every point starts from this board's configuration")
     parser.add_argument("--space", required=True, metavar="SPACE.toml",
@@ -743,12 +854,16 @@ def configure(parser):
     parser.add_argument("--seeds", type=positive_int, default=1, metavar="N",
                         help="with --synth: nextpnr seeds 1..N per point (default 1)")
     parser.add_argument("--address", metavar="ADDR",
-                        help="Ray cluster to run on (default: RAY_ADDRESS, else a local Ray on "
-                             "every core)")
+                        help="Ray cluster to run on, HOST:PORT (default: RAY_ADDRESS, else a "
+                             f"local Ray on every core); one that does not answer within "
+                             f"{ADDRESS_TIMEOUT_S:g} s (or --timeout) is refused")
     parser.add_argument("--cpus", type=positive_int, metavar="N",
                         help="CPUs of the local Ray instance (default: every core)")
     parser.add_argument("--timeout", type=positive_float, metavar="S",
-                        help="seconds a task may run before it is cancelled and recorded")
+                        help="seconds a task may run before it is cancelled and recorded (and "
+                             "the most a cluster at --address may take to answer)")
+    parser.add_argument("--max-points", type=positive_int, default=MAX_POINTS, metavar="N",
+                        help=f"refuse a space of more points (default {MAX_POINTS:,})")
     parser.add_argument("--cache", metavar="DIR",
                         help=f"results kept per point (default {DEFAULT_CACHE})")
 
@@ -760,15 +875,17 @@ def run(args):
         raise FpganetError("--seeds needs --synth (seeds are nextpnr placement seeds)")
     _ray()                                          # one line on how to install it, up front
     board = BOARDS[args.board]
-    n = len(space.points())
-    print(f"dse: {n} point{'' if n == 1 else 's'} of '{args.space}' on {board.description}"
-          + (f", each built with {args.seeds} seed(s)" if args.synth else "")
-          + f"; Ray at {args.address or os.environ.get('RAY_ADDRESS') or 'a local instance'}",
-          flush=True)
+    n = space.size
+
+    def announce():
+        print(f"dse: {n:,} point{'' if n == 1 else 's'} of '{args.space}' on {board.description}"
+              + (f", each built with {args.seeds} seed(s)" if args.synth else "")
+              + f"; Ray at {args.address or os.environ.get('RAY_ADDRESS') or 'a local instance'}",
+              flush=True)
     rows, meta = run_dse(model=args.model, calib=args.calib, board=args.board, space=space,
                          out=args.output, synth=args.synth, seeds=args.seeds,
                          address=args.address, timeout=args.timeout, cache_dir=args.cache,
-                         cpus=args.cpus)
+                         cpus=args.cpus, max_points=args.max_points, announce=announce)
     cache = meta["cache"]
     print(f"dse: {cache['served']} result(s) served from the cache ({cache['folder']}), "
           f"{cache['computed']} computed on Ray {meta['ray_version']} "

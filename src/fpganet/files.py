@@ -14,8 +14,9 @@ The rules every command follows (docs/reference/errors.md):
 - An output file (``run --out``, ``mnist -o``) is written to a temporary file beside
   it and renamed; an existing file there is replaced only when fpganet wrote it (it
   carries the :data:`MARKER` array).
-- Readers of a compiled directory call :func:`verify_directory` first: a truncated,
-  edited or missing file is refused in one line that names it.
+- Readers of a compiled directory call :func:`verify_directory` first, naming the files
+  they read: a truncated, edited or missing file, or one the listing leaves out, is refused
+  in one line that names it.
 """
 
 import contextlib
@@ -32,7 +33,7 @@ from .errors import FpganetError
 __all__ = ["SUMS", "MARKER", "file_sha256", "directory_digests", "read_sums", "write_sums",
            "check_replaceable", "check_not_input", "check_output_directory", "check_output_file",
            "staged_directory", "atomic_file", "write_text_atomic", "existing_file",
-           "verify_directory", "write_npz"]
+           "verify_directory", "require_listed", "check_writable_folder", "write_npz"]
 
 #: The file in every output directory that lists the SHA-256 of the others.
 SUMS = "SHA256SUMS"
@@ -139,10 +140,16 @@ def check_not_input(out, inputs, what="output"):
 
 
 def check_output_directory(out, inputs=(), what="output directory"):
-    """Refuse an output folder that is or holds one of ``inputs``, or that fpganet did not write
-    (:func:`check_not_input`, :func:`check_replaceable`). Commands with minutes of work call it
-    before starting; :func:`staged_directory` calls it again."""
+    """Refuse an output folder that is or holds one of ``inputs``, that fpganet did not write
+    (:func:`check_not_input`, :func:`check_replaceable`), or that is or holds the current
+    directory (``-o .`` inside an earlier output: it is replaced whole, and the shell would be
+    left in a folder that no longer exists). Commands with minutes of work call it before
+    starting; :func:`staged_directory` calls it again."""
     check_not_input(out, inputs, what)
+    if Path(os.getcwd()).is_relative_to(os.path.realpath(out)):
+        raise FpganetError(f"{what} '{out}' is, or holds, the current directory, and fpganet "
+                           f"replaces an output folder whole: run it from outside that folder, "
+                           f"or give another")
     check_replaceable(out, what)
 
 
@@ -170,8 +177,17 @@ def staged_directory(out, inputs=(), what="output directory"):
         check_replaceable(out, what)
         if out.exists():
             retired = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=parent))
-            os.rename(out, retired / out.name)
-            os.rename(staging, out)
+            try:
+                os.rename(out, retired / out.name)
+            except OSError:
+                os.rmdir(retired)               # nothing was moved: leave no empty folder
+                raise
+            try:
+                os.rename(staging, out)
+            except OSError:
+                os.rename(retired / out.name, out)      # the earlier output, as it was
+                os.rmdir(retired)
+                raise
             shutil.rmtree(retired, ignore_errors=True)
         else:
             os.rename(staging, out)
@@ -183,11 +199,13 @@ def staged_directory(out, inputs=(), what="output directory"):
         raise
 
 
-def verify_directory(directory, what="compiled directory", again="compile it again"):
-    """Refuse a directory whose files differ from what its :data:`SUMS` lists.
+def verify_directory(directory, needed=(), what="compiled directory", again="compile it again"):
+    """Refuse a directory whose files differ from what its :data:`SUMS` lists, or whose
+    :data:`SUMS` leaves out one of the files ``needed`` (those the reader will open: an
+    emptied or cut-down listing vouches for nothing).
 
-    Returns the digests. A file listed but missing, one whose bytes changed, or a
-    missing or malformed :data:`SUMS`, each give one line naming the file.
+    Returns the digests. A needed file not listed, a file listed but missing, one whose
+    bytes changed, or a missing or malformed :data:`SUMS`, each give one line naming the file.
     """
     directory = Path(directory)
     digests = read_sums(directory)
@@ -195,6 +213,7 @@ def verify_directory(directory, what="compiled directory", again="compile it aga
         state = "malformed" if (directory / SUMS).exists() else "missing"
         raise FpganetError(f"{what} '{directory}' cannot be verified: its {SUMS} is {state} "
                            f"(written by another tool or an older fpganet?); {again}")
+    require_listed(directory, digests, needed, what, again)
     for name, digest in sorted(digests.items()):
         path = directory / name
         if not path.is_file():
@@ -203,6 +222,32 @@ def verify_directory(directory, what="compiled directory", again="compile it aga
             raise FpganetError(f"'{path}' does not match its SHA-256 in {SUMS}: truncated or "
                                f"changed since fpganet wrote it; {again}")
     return digests
+
+
+def require_listed(directory, digests, needed, what="compiled directory", again="compile it again"):
+    """Refuse when ``digests`` (:func:`verify_directory`'s) leave out one of the files ``needed``."""
+    unlisted = [name for name in needed if name not in digests]
+    if unlisted:
+        raise FpganetError(f"{what} '{directory}' cannot be verified: its {SUMS} does not list "
+                           f"'{unlisted[0]}' (cut down or edited?); {again}")
+
+
+def check_writable_folder(folder, what):
+    """Refuse, in one line and writing nothing, a ``folder`` that could not be created or
+    written into: it, or the nearest of its parents that exists, is a file, or refuses a new
+    entry (no permission, a read-only file system). Tried by making a folder and removing it."""
+    folder = Path(folder).absolute()
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        under = "is" if existing == folder else f"lies under '{existing}', which is"
+        raise FpganetError(f"{what} '{folder}' {under} not a directory")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".fpganet-", dir=existing))
+    except OSError as error:
+        raise FpganetError(f"{what} '{folder}' cannot be written: '{existing}': "
+                           f"{error.strerror or error}") from None
 
 
 def check_output_file(path, inputs=()):

@@ -821,7 +821,7 @@ def load_network(directory):
         if not os.path.isfile(path):
             raise FpganetError(f"'{directory}' is not a compiled network: '{os.path.basename(path)}' "
                                f"is missing (run fpganet compile)")
-    verify_directory(directory)
+    verify_directory(directory, needed=(MANIFEST, ARRAYS))
     try:
         with open(manifest_path) as handle:
             manifest = json.load(handle)

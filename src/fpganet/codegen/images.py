@@ -14,6 +14,7 @@ import numpy as np
 
 from ..config import AcceleratorConfig
 from ..errors import FpganetError
+from ..files import require_listed, verify_directory
 from ..isa import (INSTRUCTION_BITS, LOOP_COUNT_WIDTH, PARAM_BITS, STAMP_BYTES, HostSpace,
                    Instruction, Opcode, Reg, decode, encode, host_memory_words, host_word_bytes)
 from ..isasim import engine_read_addresses
@@ -25,8 +26,11 @@ __all__ = ["MemoryImages", "StreamLayout", "build_images", "read_images", "NoPro
            "STAMP_BYTES", "FILES", "LOAD_ORDER", "pack_weight_word", "memory_words", "host_writes",
            "machine_memories"]
 
+#: The file of a compiled directory that :func:`read_images` reads, beside the manifest.
+MEMORIES = "memories.npz"
+MANIFEST = "manifest.json"
 #: Files :meth:`MemoryImages.save` writes into a compiled directory.
-FILES = ("program.hex", "weights.hex", "params.hex", "memories.npz")
+FILES = ("program.hex", "weights.hex", "params.hex", MEMORIES)
 FORMAT = "fpganet-accelerator/2"
 
 
@@ -571,36 +575,84 @@ class NoProgramError(FpganetError):
 def read_images(directory):
     """The :class:`MemoryImages` a compiled directory holds (``plan`` is None).
 
+    The manifest and ``memories.npz`` must be listed in, and match, the directory's
+    ``SHA256SUMS`` (:func:`fpganet.files.verify_directory`), and the images must be the
+    manifest's configuration's (:func:`_images_mismatch`).
+
     Raises
     ------
     fpganet.errors.FpganetError
         The directory was compiled without a program (``--no-program``) or is damaged.
     """
     directory = os.fspath(directory)
-    manifest_path = os.path.join(directory, "manifest.json")
-    arrays_path = os.path.join(directory, "memories.npz")
+    manifest_path = os.path.join(directory, MANIFEST)
+    digests = verify_directory(directory, needed=(MANIFEST,))
     try:
         with open(manifest_path) as handle:
             manifest = json.load(handle)
     except (OSError, ValueError) as error:
         raise FpganetError(f"cannot read '{manifest_path}': {error}") from None
-    section = manifest.get("accelerator")
+    section = manifest.get("accelerator") if isinstance(manifest, dict) else None
     if not isinstance(section, dict) or section.get("format") != FORMAT:
         raise NoProgramError(f"'{directory}' holds no accelerator program (compiled with "
                              f"--no-program, or by an older fpganet): compile it again")
+    require_listed(directory, digests, (MEMORIES,))
     try:
-        with np.load(arrays_path, allow_pickle=False) as data:
+        with np.load(os.path.join(directory, MEMORIES), allow_pickle=False) as data:
             arrays = {key: data[key] for key in data.files}
         config = AcceleratorConfig.from_dict(manifest["config"])
+        mismatch = _images_mismatch(arrays, section, config)
         streams = StreamLayout(tuple(section["streams"]["input"]["shape"]),
                                tuple(section["streams"]["output"]["shape"]))
-        return MemoryImages(config, int(section["n_images"]), arrays["prologue"].astype(np.uint64),
-                            arrays["body"].astype(np.uint64),
-                            int(section["program"]["loop_count_instruction"]),
-                            arrays["weights"].astype(np.int8), arrays["params"].astype(np.uint64),
-                            streams, layout=section, batch=int(section.get("batch", 1)))
+        images = None if mismatch else MemoryImages(
+            config, int(section["n_images"]), arrays["prologue"].astype(np.uint64),
+            arrays["body"].astype(np.uint64), int(section["program"]["loop_count_instruction"]),
+            arrays["weights"].astype(np.int8), arrays["params"].astype(np.uint64), streams,
+            layout=section, batch=int(section.get("batch", 1)))
     except FpganetError:
         raise
     except Exception as error:
         raise FpganetError(f"cannot read the accelerator images in '{directory}': "
                            f"{type(error).__name__}: {error}") from None
+    if mismatch:
+        raise FpganetError(f"the accelerator images in '{directory}' are not its manifest's "
+                           f"configuration's: {mismatch} (was the manifest edited?); compile it "
+                           f"again")
+    return images
+
+
+def _images_mismatch(arrays, section, config):
+    """Why the images are not ``config``'s, or None: the capacities, word width, banks and
+    array columns the manifest's ``accelerator`` section recorded when they were built, and
+    the arrays' shapes, against those ``config`` gives (an edited ``rows`` changes the weight
+    word, ``cols`` the banks or the columns). Fields the images do not record
+    (``requant_mode``, say) are not checked here."""
+    recorded = {"bytes per weight word": (section["weights"]["word_bytes"],
+                                          config.weight_word_bytes),
+                "weight buffer bytes": (section["weights"]["capacity_bytes"],
+                                        config.weight_buffer_words * config.weight_word_bytes),
+                "parameter entries": (section["params"]["capacity_entries"], config.bias_buffer_words),
+                "instruction words": (section["program"]["capacity"], config.program_words),
+                "activation buffer bytes": (section["activations"]["capacity"],
+                                            config.act_buffer_bytes),
+                "activation banks": (section["activations"]["banks"], config.act_banks)}
+    for what, (built, given) in recorded.items():
+        if built != given:
+            return f"they were built for {built:,} {what}, the configuration has {given:,}"
+    lanes = max((step["lanes"] for layer in section["layers"] for step in layer.get("steps", [])),
+                default=0)
+    if lanes > config.cols:
+        return f"they use {lanes} array columns, the configuration has {config.cols}"
+    shapes = {"weights": (int(section["weights"]["words"]), config.weight_word_bytes),
+              "params": (int(section["params"]["entries"]),),
+              "prologue": (int(section["program"]["prologue_words"]),)}
+    for name, shape in shapes.items():
+        if arrays[name].shape != shape:
+            return f"'{name}' has shape {list(arrays[name].shape)}, the manifest says {list(shape)}"
+    words = {HostSpace.WEIGHTS: len(arrays["weights"]), HostSpace.PARAMS: len(arrays["params"]),
+             HostSpace.PROGRAM: len(arrays["prologue"]) + len(arrays["body"])}
+    for space, count in words.items():
+        if count > host_memory_words(space, config):
+            return (f"the {space.name.lower()} image of {count:,} words exceeds the "
+                    f"{host_memory_words(space, config):,} of its memory")
+    return None

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from ..argtypes import positive_float, positive_int
+from ..boards.build import BOARDS as BOARD_REGISTRY
 from ..codegen.images import NoProgramError, read_images
 from ..command_line import run_subcommand
 from ..compiler import load_compiled
@@ -106,6 +107,7 @@ def _run(args):
     from .comparison import estimate
 
     net = load_compiled(args.compiled)
+    _check_requant_mode(net.config.requant_mode, args.board, args.compiled)
     link = HostLink(baud=args.baud) if args.baud else None
     try:
         program_batch = read_images(args.compiled).batch
@@ -124,6 +126,18 @@ def _run(args):
                         progress=_progress, program_batch=program_batch)
     except KeyError as error:
         raise FpganetError(str(error.args[0])) from None
+
+
+def _check_requant_mode(mode, board, compiled):
+    """Refuse to estimate a network on a board whose accelerator cannot build its
+    requantization mode (the UP5K and ``tflite``): the figures would be of no design."""
+    registry = BOARD_REGISTRY[board]
+    if mode not in registry.requant_modes:
+        able = [name for name, other in BOARD_REGISTRY.items() if mode in other.requant_modes]
+        raise FpganetError(f"'{compiled}' was compiled with --requant-mode {mode}, which the "
+                           f"{registry.description} cannot build: estimate it with "
+                           f"{' or '.join(f'--board {name}' for name in able)}, or compile it "
+                           f"with --requant-mode {registry.requant_modes[0]}")
 
 
 def _progress(message):
