@@ -145,7 +145,7 @@ class AcceleratorConfig:
         :attr:`write_latency`).
     registered_decode : bool
         The controller decodes the instruction from a register read one instruction ahead (a
-        taken ``LOOP`` takes 2 cycles), the region unit takes its start without delay
+        taken ``LOOP`` takes a cycle more), the region unit takes its start without delay
         (:attr:`region_start_latency` 0), and the output stream's source is chosen by the
         decoded ``STAMP``.
     bank_access : str
