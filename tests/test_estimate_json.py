@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from fpganet.boards.build import BOARDS as BUILDABLE
 from fpganet.compiler import compile_model
 from fpganet.estimate import REQUIRED_KEYS, estimate, estimate_main
 from fpganet.estimate.gpu import DEFAULT_GPUS
@@ -137,3 +138,23 @@ def test_estimate_main_errors_are_one_line(compiled, capsys, tmp_path):
     assert estimate_main([str(out), "--activity", "sometimes", "--no-measure", "--no-synth"]) == 2
     err = capsys.readouterr().err
     assert "neither a number nor one of rtl, auto, default" in err and err.count("\n") == 1
+
+
+def test_the_board_comes_from_the_compiled_folder(tmp_path, capsys):
+    """A folder compiled with --board records it: estimate takes it without --board, and a
+    --board that contradicts it is refused in one line. A folder compiled without --board
+    records none (its manifest has no 'board' key) and is estimated on the iCEBreaker."""
+    ulx3s, plain = tmp_path / "U", tmp_path / "P"
+    compile_model(out_dir=ulx3s, config=BUILDABLE["ulx3s"].default_config, board="ulx3s")
+    compile_model(out_dir=plain)
+    assert json.loads((ulx3s / "manifest.json").read_text())["board"] == "ulx3s"
+    assert "board" not in json.loads((plain / "manifest.json").read_text())
+    capsys.readouterr()
+    for folder, family in ((ulx3s, "ecp5"), (plain, "ice40")):
+        assert estimate_main([str(folder), "--json", "--no-measure", "--gpu", "t4"]) == 0
+        assert json.loads(capsys.readouterr().out)["accelerator"]["board"]["family"] == family
+    assert estimate_main([str(ulx3s), "--board", "icebreaker", "--no-measure"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"fpganet: error: '{ulx3s}' was compiled for the ulx3s (fpganet compile --board "
+                   f"ulx3s); --board icebreaker contradicts it: compile it again with --board "
+                   f"icebreaker"]

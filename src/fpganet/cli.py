@@ -128,7 +128,7 @@ def _run_compile(args):
     net = compile_model(args.model, args.calib, args.output, config=config, method=args.method,
                         calib_limit=args.calib_limit, program=not args.no_program,
                         n_images=args.images, batch=args.batch,
-                        dump_ir=sys.stdout if args.dump_ir else None)
+                        dump_ir=sys.stdout if args.dump_ir else None, board=args.board)
     source = net.source
     print(f"compiled {source['file']} ({'embedded' if source['embedded'] else source['path']}) "
           f"into {args.output}")

@@ -111,7 +111,7 @@ def _check_x(x, input_shape, what, input_name):
 
 
 def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=None,
-                  calib_limit=None, program=True, n_images=1, batch=1, dump_ir=None):
+                  calib_limit=None, program=True, n_images=1, batch=1, dump_ir=None, board=None):
     """Import, quantize and optionally write a network.
 
     Parameters
@@ -147,6 +147,9 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     dump_ir : text stream, optional
         Gets the compiler's intermediate form after each pass (:mod:`fpganet.codegen.passes`);
         needs ``out_dir`` and ``program``.
+    board : str, optional
+        The board ``config`` is for (``fpganet compile --board``): recorded in the manifest,
+        so that ``estimate``, ``report`` and ``synth`` take it from there.
 
     Returns
     -------
@@ -170,6 +173,7 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
             graph, origin = net, {"format": "tflite"}
         else:
             _warn_rounded_multipliers(config, "int8 TFLite")
+            net.board = board
             if out_dir is not None:
                 write_compiled(net, out_dir, program=program, n_images=n_images, batch=batch,
                                inputs=(model_path,), dump_ir=dump_ir)
@@ -216,6 +220,7 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
         source["prequantized"] = "QDQ: the model's activation scales and int8 weights"
     net = quantize_graph(graph, calib_x, method=method, config=config, source=source,
                          calibration=calibration)
+    net.board = board
     if out_dir is not None:
         write_compiled(net, out_dir, program=program, n_images=n_images, batch=batch,
                        inputs=(model_path, calib if isinstance(calib, (str, os.PathLike)) else None),

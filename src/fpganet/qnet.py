@@ -584,6 +584,8 @@ class QNetwork:
         Source model: ``path``, ``sha256``, ``graph``, ``dropped_output_op``, ``notes``.
     calibration : dict
         Method and data used for the activation ranges.
+    board : str or None
+        The board :attr:`config` was compiled for (``compile --board``); None: no board named.
     """
 
     layers: list
@@ -598,6 +600,7 @@ class QNetwork:
     config: AcceleratorConfig = field(default_factory=AcceleratorConfig)
     source: dict = field(default_factory=dict)
     calibration: dict = field(default_factory=dict)
+    board: str = None
 
     @property
     def input_chw(self):
@@ -742,11 +745,13 @@ class QNetwork:
                                                  "of q (TFLite's AVERAGE_POOL_2D, rounded once)")
         if any(getattr(layer, "groups", 1) != 1 for layer in self.layers):
             numerics["groups"] = "output channel m reads only the input channels of its group"
+        board = {} if self.board is None else {"board": self.board}
         return {
             "format": FORMAT,
             "fpganet_version": __version__,
             "source": self.source,
             "calibration": self.calibration,
+            **board,
             "config": self.config.to_dict(),
             "numerics": numerics,
             "input": {"name": self.input_name, "shape": list(self.input_shape),
@@ -845,7 +850,8 @@ def load_network(directory):
                        output_shape=tuple(manifest["output"]["shape"]),
                        output_scale=float(np.float32(manifest["output"]["scale"])),
                        output_zp=int(manifest["output"]["zero_point"]), config=config,
-                       source=manifest.get("source", {}), calibration=manifest.get("calibration", {}))
+                       source=manifest.get("source", {}), calibration=manifest.get("calibration", {}),
+                       board=manifest.get("board"))
     except KeyError as error:
         raise FpganetError(f"'{manifest_path}' lacks the key {error}") from None
     except (TypeError, ValueError, ConfigError) as error:

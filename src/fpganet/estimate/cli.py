@@ -43,8 +43,9 @@ def _activity(text):
 
 def _common_arguments(parser):
     parser.add_argument("compiled", metavar="OUT", help="directory written by fpganet compile")
-    parser.add_argument("--board", default="icebreaker", choices=sorted(BOARDS),
-                        help="target board (default icebreaker)")
+    parser.add_argument("--board", choices=sorted(BOARDS),
+                        help="target board (default: the board OUT was compiled for, else "
+                             "icebreaker); one that contradicts OUT's is refused")
     parser.add_argument("--report", "--board-report", dest="board_report", metavar="REPORT.json",
                         help="boards build report (routed Fmax, resources); without it the clock is "
                              "the configuration's clock_hz and resources are estimated")
@@ -107,6 +108,7 @@ def _run(args):
     from .comparison import estimate
 
     net = load_compiled(args.compiled)
+    args.board = target_board(net, args.board, args.compiled)
     _check_requant_mode(net.config.requant_mode, args.board, args.compiled)
     link = HostLink(baud=args.baud) if args.baud else None
     try:
@@ -126,6 +128,19 @@ def _run(args):
                         progress=_progress, program_batch=program_batch)
     except KeyError as error:
         raise FpganetError(str(error.args[0])) from None
+
+
+def target_board(net, board, compiled):
+    """The board to estimate ``net`` (compiled into ``compiled``) on: ``board`` if given, else
+    the one it was compiled for, else the iCEBreaker. A ``board`` other than the one it was
+    compiled for is refused: its figures would be of a design that board does not build."""
+    if net.board is not None and net.board not in BOARD_REGISTRY:
+        raise FpganetError(f"'{compiled}' names a board fpganet does not know: {net.board!r}")
+    if board is not None and net.board is not None and board != net.board:
+        raise FpganetError(f"'{compiled}' was compiled for the {net.board} (fpganet compile "
+                           f"--board {net.board}); --board {board} contradicts it: compile it "
+                           f"again with --board {board}")
+    return board or net.board or "icebreaker"
 
 
 def _check_requant_mode(mode, board, compiled):
