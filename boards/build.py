@@ -32,6 +32,7 @@ from pathlib import Path
 
 from fpganet.argtypes import add_config_arguments, non_negative_int, positive_int
 from fpganet.command_line import run_subcommand
+from fpganet.compiler import load_compiled
 from fpganet.config import AcceleratorConfig, ConfigError
 from fpganet.errors import FpganetError
 from fpganet.files import check_output_directory, staged_directory
@@ -411,8 +412,11 @@ def _describe(core):
 
 def configure(parser):
     """Add the synth arguments and the configuration flags to ``parser``."""
-    parser.add_argument("--board", required=True, choices=sorted(BOARDS),
-                        help="target board")
+    parser.add_argument("compiled", nargs="?", metavar="OUT",
+                        help="a folder written by fpganet compile: build the configuration it was "
+                             "compiled for, on its board (no configuration flags then)")
+    parser.add_argument("--board", choices=sorted(BOARDS),
+                        help="target board (required unless OUT names one)")
     parser.add_argument("-o", "--output", metavar="DIR",
                         help="build folder (default build/synth/BOARD)")
     parser.add_argument("--core", choices=sorted({name for board in BOARDS.values()
@@ -453,13 +457,39 @@ def config_from_args(board, args):
     return board_config(board, array=getattr(args, "array", None), **changes)
 
 
+def _flags_given(args):
+    return [field.name for field in dataclasses.fields(AcceleratorConfig)
+            if getattr(args, f"config_{field.name}", None) is not None] + \
+        [name for name in ("array", "config_clock_mhz") if getattr(args, name, None) is not None]
+
+
+def board_and_config(args):
+    """The board and configuration of a synth command line: those of the compiled folder
+    ``args.compiled`` when given, else ``--board``'s defaults changed by the flags."""
+    if args.compiled is None:
+        if args.board is None:
+            raise FpganetError("give --board, or a compiled folder OUT that names its board")
+        board = BOARDS[args.board]
+        try:
+            return board, config_from_args(board, args)
+        except ConfigError as error:
+            raise FpganetError(str(error)) from None
+    net = load_compiled(args.compiled)
+    if flags := _flags_given(args):
+        raise FpganetError(f"'{args.compiled}' names its configuration: give it or configuration "
+                           f"flags ({', '.join(flags)}), not both")
+    if net.board is None and args.board is None:
+        raise FpganetError(f"'{args.compiled}' names no board (compiled without --board): give "
+                           f"--board")
+    if args.board is not None and net.board is not None and args.board != net.board:
+        raise FpganetError(f"'{args.compiled}' was compiled for the {net.board}; --board "
+                           f"{args.board} contradicts it")
+    return BOARDS[args.board or net.board], net.config
+
+
 def run(args):
     """Run a parsed synth command line; return the exit status (errors propagate)."""
-    board = BOARDS[args.board]
-    try:
-        config = config_from_args(board, args)
-    except ConfigError as error:
-        raise FpganetError(str(error)) from None
+    board, config = board_and_config(args)
     output = Path(args.output or Path("build") / "synth" / board.name)
     if args.core and args.core not in board.cores:
         raise FpganetError(f"the {board.name} has no core {args.core!r}: use one of "

@@ -1,5 +1,6 @@
 """Builds that cannot work stop with one clear line: the resource that overflowed, or the refused option."""
 
+import argparse
 import dataclasses
 import signal
 import subprocess
@@ -268,3 +269,39 @@ def test_a_build_past_its_time_limit_stops_its_tools_and_says_so_in_one_line(tmp
     assert board_build._progress("Info: Placed 10 cells\n") == "nextpnr had not finished"
     assert "clean-up pass" in board_build._progress("Info:     iter=90 wires=9 overused=0 overuse=0\n")
     assert BOARDS["icebreaker"].build_timeout_s < BOARDS["ulx3s"].build_timeout_s
+
+
+@pytest.fixture(scope="module")
+def compiled_for_boards(tmp_path_factory):
+    """LeNet-5 compiled with --board ulx3s (its 4x4 array, bigger buffers), and without."""
+    root = tmp_path_factory.mktemp("synth-from")
+    assert main(["compile", "--board", "ulx3s", "--array", "4x4", "-o", str(root / "U")]) == 0
+    assert main(["compile", "-o", str(root / "P")]) == 0
+    return root
+
+
+def test_synth_takes_board_and_configuration_from_a_compiled_folder(compiled_for_boards):
+    parser = argparse.ArgumentParser()
+    board_build.configure(parser)
+    board, config = board_build.board_and_config(parser.parse_args([str(compiled_for_boards / "U")]))
+    assert board is BOARDS["ulx3s"] and config.name == "4x4"
+    assert config == board_config(BOARDS["ulx3s"], array="4x4")
+    board, config = board_build.board_and_config(
+        parser.parse_args([str(compiled_for_boards / "P"), "--board", "icebreaker"]))
+    assert board is BOARDS["icebreaker"] and config.name == "2x8"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["U", "--rows", "2"], "'{U}' names its configuration: give it or configuration flags (rows), "
+                           "not both"),
+    (["U", "--board", "icebreaker"], "'{U}' was compiled for the ulx3s; --board icebreaker "
+                                     "contradicts it"),
+    (["P"], "'{P}' names no board (compiled without --board): give --board"),
+    ([], "give --board, or a compiled folder OUT that names its board"),
+])
+def test_synth_of_a_compiled_folder_refuses_what_contradicts_it(compiled_for_boards, capsys, args,
+                                                                message):
+    folders = {name: str(compiled_for_boards / name) for name in ("U", "P")}
+    capsys.readouterr()
+    assert main(["synth", *(folders.get(arg, arg) for arg in args)]) == 2
+    assert capsys.readouterr().err.strip() == f"fpganet: error: {message.format(**folders)}"
