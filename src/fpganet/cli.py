@@ -71,8 +71,9 @@ def _configure_compile(parser):
                              "TFLite, keeps its own scales and zero points: no --calib); "
                              "omitted: the embedded LeNet-5 with its MNIST calibration split")
     parser.add_argument("--calib", metavar="CALIB.npz",
-                        help="calibration inputs: array 'x', float32 [N, C, H, W] in the model's "
-                             "input domain (required with MODEL)")
+                        help="calibration inputs: array 'x', float32 [N, ...] shaped as the "
+                             "model's input (its own layout: NHWC for TFLite) in its input "
+                             "domain (required with MODEL)")
     parser.add_argument("-o", "--output", required=True, metavar="OUT",
                         help="output directory (manifest.json, network.npz); written atomically")
     parser.add_argument("--method", default=DEFAULT_METHOD,
@@ -202,8 +203,9 @@ def _load_inputs(args, net):
 def _configure_run(parser):
     parser.add_argument("compiled", metavar="OUT", help="directory written by fpganet compile")
     parser.add_argument("--inputs", metavar="X.npz",
-                        help="array 'x' float32 [N, C, H, W] (model input domain), optional "
-                             "labels 'y' [N]; default for the embedded LeNet-5: MNIST eval split")
+                        help="array 'x' float32 [N, ...] shaped as the model's input (its own "
+                             "layout: NHWC for TFLite) in its input domain, optional labels "
+                             "'y' [N]; default for the embedded LeNet-5: MNIST eval split")
     parser.add_argument("--backend", default="golden", choices=sorted(BACKENDS),
                         help="; ".join(f"{name}: {desc}" for name, (_, desc) in sorted(BACKENDS.items())))
     parser.add_argument("--limit", type=positive_int, metavar="N", help="only the first N inputs")

@@ -18,9 +18,9 @@ class CompiledJob:
     input_bytes: int               # per image
     output_bytes: int              # per image, without the stamp
     batch: int                     # images one START runs (--batch)
-    quantize: object               # float x [N, ...] -> int8 [N, C, H, W]
+    quantize: object               # float x [N, *input_shape] -> int8 [N, C, H, W]
     dequantize: object             # int8 [N, ...] -> float32 logits
-    input_shape: tuple             # float input shape of one sample
+    input_shape: tuple             # float input shape of one sample, the model's own layout
     output_shape: tuple            # int8 output shape of one sample
     input_name: str = "input"
     embedded: bool = False
