@@ -527,6 +527,7 @@ def test_nhwc_model_takes_nhwc_inputs_transposed_on_the_host(tmp_path, capfd):
     np.savez(tmp_path / "calib.npz", x=rng.standard_normal((50, 12, 12, 3)).astype(np.float32))
     out = tmp_path / "OUT"
     assert main(["compile", str(path), "--calib", str(tmp_path / "calib.npz"), "-o", str(out)]) == 0
+    assert "input: [N, 12, 12, 3] (NHWC, the model's own layout); scale" in capfd.readouterr().out
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["input"]["shape"] == [12, 12, 3] and manifest["input"]["layout"] == "nhwc"
     assert manifest["input"]["chw"] == [3, 12, 12]
@@ -544,4 +545,4 @@ def test_nhwc_model_takes_nhwc_inputs_transposed_on_the_host(tmp_path, capfd):
     np.savez(tmp_path / "nchw.npz", x=x.transpose(0, 3, 1, 2))
     capfd.readouterr()
     assert main(["run", str(out), "--inputs", str(tmp_path / "nchw.npz")]) == 2
-    assert "expects [N, 12, 12, 3]" in capfd.readouterr().err
+    assert "expects [N, 12, 12, 3] (NHWC, the model's own layout)" in capfd.readouterr().err

@@ -38,6 +38,7 @@ from .files import check_output_file, write_npz
 from .golden import run_golden
 from .link.cli import add_arguments, run_command
 from .model import file_sha256
+from .model.ir import input_text
 from .quantize import DEFAULT_METHOD, METHODS
 
 __all__ = ["main", "build_parser", "command", "COMMANDS", "add_config_arguments",
@@ -143,7 +144,10 @@ def _run_compile(args):
               f"samples ({net.calibration['data']})")
     if source.get("dropped_output_op"):
         print(f"  the final {source['dropped_output_op']} was dropped: outputs are logits")
-    print(f"  input: scale {net.input_scale:.6g}, zero point {net.input_zp}; "
+    # An NCHW input's line is as it was before layouts were recorded.
+    layout = "" if net.input_layout == "nchw" else \
+        f"{input_text(net.input_shape, net.input_layout)}; "
+    print(f"  input: {layout}scale {net.input_scale:.6g}, zero point {net.input_zp}; "
           f"output: scale {net.output_scale:.6g}, zero point {net.output_zp}")
     for index, layer in enumerate(net.layers):
         shapes = f"{'x'.join(map(str, layer.in_shape))} -> {'x'.join(map(str, layer.out_shape))}"
@@ -186,7 +190,8 @@ def _print_program(out_dir):
 def _load_inputs(args, net):
     """``x``, ``y`` from --inputs, or the embedded MNIST eval split for the embedded LeNet-5."""
     if args.inputs is not None:
-        x, y = read_inputs(args.inputs, net.input_shape, input_name=net.input_name)
+        x, y = read_inputs(args.inputs, net.input_shape, input_name=net.input_name,
+                           layout=net.input_layout)
         where = f"'{args.inputs}'"
     else:
         if not net.source.get("embedded"):

@@ -31,7 +31,7 @@ from .config import MULT_BITS, AcceleratorConfig, ConfigError
 from .errors import FpganetError, FpganetWarning
 from .files import verify_directory
 from .isa import param_ranges
-from .model.ir import input_chw, input_to_chw
+from .model.ir import input_chw, input_text, input_to_chw
 
 __all__ = ["QConv", "QMaxPool", "QReshape", "QAdd", "QAvgPool", "QNetwork", "load_network",
            "quantize_input", "MULT_BITS", "MULT_MIN", "MULT_MAX", "SHIFT_MIN", "SHIFT_MAX",
@@ -635,7 +635,7 @@ class QNetwork:
         x = np.asarray(x)
         if x.ndim < 1 or tuple(x.shape[1:]) != tuple(self.input_shape):
             raise FpganetError(f"inputs have shape {list(x.shape)}; the network expects "
-                               f"[N, {', '.join(map(str, self.input_shape))}]")
+                               f"{input_text(self.input_shape, self.input_layout)}")
         if not np.all(np.isfinite(x)):
             raise FpganetError("inputs contain NaN or Inf")
         q = quantize_input(x, self.input_scale, self.input_zp)

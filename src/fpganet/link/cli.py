@@ -74,7 +74,8 @@ def _run_network_command(args):
     if args.out:
         check_output_file(args.out, inputs=(args.inputs, args.compiled))
     if args.inputs is not None:
-        x, y = read_inputs(args.inputs, job.input_shape, input_name=job.input_name)
+        x, y = read_inputs(args.inputs, job.input_shape, input_name=job.input_name,
+                           layout=job.input_layout)
         where = f"'{args.inputs}'"
     elif job.embedded:
         x, y = mnist("eval")

@@ -20,7 +20,7 @@ import numpy as np
 
 __all__ = ["Conv", "Dense", "Relu", "MaxPool", "AvgPool", "Add", "Reshape", "Graph",
            "IntegerWeights", "LINEAR_LAYERS", "REQUANTIZING_LAYERS", "INPUT_LAYOUTS", "layer_inputs",
-           "fuse_relu", "input_chw", "input_transpose", "input_to_chw"]
+           "fuse_relu", "input_chw", "input_transpose", "input_to_chw", "input_text"]
 
 #: Index in ``inputs`` that names the graph input.
 GRAPH_INPUT = -1
@@ -330,6 +330,15 @@ def input_transpose(shape, layout="nchw"):
     if layout == "nhwc" and len(shape) == 3 and int(shape[2]) > 1:
         return (0, 3, 1, 2)
     return None
+
+
+def input_text(shape, layout="nchw"):
+    """``[N, 12, 12, 3] (NHWC, the model's own layout)`` for messages: only an image in a layout
+    other than NCHW names it."""
+    text = "[N, " + ", ".join(str(int(d)) for d in shape) + "]"
+    if layout == "nchw" or len(shape) != 3:
+        return text
+    return f"{text} ({layout.upper()}, the model's own layout)"
 
 
 def input_to_chw(x, shape, layout="nchw"):
