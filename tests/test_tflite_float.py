@@ -518,6 +518,8 @@ def test_nhwc_model_takes_nhwc_inputs_transposed_on_the_host(tmp_path, capfd):
     """A 4-D TFLite input is given [N, H, W, C], as LiteRT takes it: the manifest records the
     layout, the host transposes to the accelerator's CHW (the golden model on hand-transposed
     inputs agrees, and so does the ONNX export `check` runs), and NCHW is refused."""
+    from fpganet.link import load_compiled_job
+    from fpganet.link.cli import main as board_main
     from fpganet.qdq_export import run_onnx, to_onnx
     from fpganet.qnet import quantize_input
 
@@ -545,4 +547,11 @@ def test_nhwc_model_takes_nhwc_inputs_transposed_on_the_host(tmp_path, capfd):
     np.savez(tmp_path / "nchw.npz", x=x.transpose(0, 3, 1, 2))
     capfd.readouterr()
     assert main(["run", str(out), "--inputs", str(tmp_path / "nchw.npz")]) == 2
+    assert "expects [N, 12, 12, 3] (NHWC, the model's own layout)" in capfd.readouterr().err
+    # The host link's driver reads and quantizes inputs the same way.
+    job = load_compiled_job(out)
+    assert job.input_shape == (12, 12, 3)
+    np.testing.assert_array_equal(job.quantize(x), q_in)
+    assert board_main(["run", str(out), "--inputs", str(tmp_path / "nchw.npz"),
+                       "--port", "/dev/fpganet-no-such-port"]) == 2
     assert "expects [N, 12, 12, 3] (NHWC, the model's own layout)" in capfd.readouterr().err
