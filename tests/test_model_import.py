@@ -329,17 +329,13 @@ def test_nhwc_input_transposed_to_nchw_keeps_the_models_layout(channels, tmp_pat
     network records the layout, and `check` (its ONNX export against the source model) passes."""
     import json
 
-    from onnx_builders import save
+    from onnx_builders import nhwc_cnn, save
 
     from fpganet.backends import run_network
     from fpganet.cli import main
     from fpganet.compiler import load_compiled
 
-    model = make([node("Transpose", ["x"], ["t"], perm=[0, 3, 1, 2]),
-                  node("Conv", ["t", "w"], ["c"]), node("Relu", ["c"], ["r"]),
-                  node("Flatten", ["r"], ["f"]), node("Gemm", ["f", "g"], ["y"], transB=1)],
-                 [init("w", weights((4, channels, 3, 3), 1)), init("g", weights((10, 144), 2))],
-                 in_shape=("N", 8, 8, channels))
+    model = nhwc_cnn(channels)
     graph = assert_matches_ort(model, inputs((8, 8, channels)))
     assert graph.input_shape == (8, 8, channels) and graph.input_layout == "nhwc"
     assert [type(layer).__name__ for layer in graph.layers] == ["Conv", "Reshape", "Dense"]
