@@ -3,7 +3,8 @@
 The test material lives outside the repository (``../shared/models/mlperf-tiny/``
 beside the checkout, read-only; see its SOURCE.md). This script converts its
 uint8 NHWC images into the float32 NCHW inputs each float model expects
-(ResNet-8: raw pixels 0..255; VWW: pixel / 255), writes them as ``x``/``y``
+(ResNet-8: raw pixels 0..255; VWW: pixel / 255; the int8 TFLite models take them NHWC,
+``benchmarks/tflite_mlperf.py``), writes them as ``x``/``y``
 ``.npz`` files that ``fpganet compile --calib`` and ``fpganet run --inputs`` take,
 and measures, per calibration method: float top-1 (onnxruntime on the source
 model), fpganet golden int8 top-1, their arg-max agreement, and the golden model

@@ -70,12 +70,13 @@ def _fpganet(*args, cwd):
     return result.stdout
 
 
-def _test_set(name, work):
-    """(x, y, calibration file or None) of a case's test set."""
+def _test_set(name, work, layout="nchw"):
+    """(x, y, calibration file or None) of a case's test set, x in ``layout`` (the network's:
+    NHWC for a TFLite model, as the calibration file of the float ONNX models is not)."""
     if name == "mnist":
         x, y = mnist("eval")
         return x, y, None
-    x, y = mlperf_tiny(name, "test")
+    x, y = mlperf_tiny(name, "test", layout=layout)
     calib = Path(work) / f"{name}_calib.npz"
     if not calib.exists():
         write_inputs(calib, mlperf_tiny(name, "calib")[0])
@@ -85,7 +86,7 @@ def _test_set(name, work):
 def measure_case(network, board, configuration, compile_args, test_set, work, synth=None,
                  activity="rtl"):
     """The rows of one case."""
-    x, y, calib = _test_set(test_set, work)
+    x, y, calib = _test_set(test_set, work, "nhwc" if network.endswith("-tflite") else "nchw")
     out = Path(work) / f"{network}-{board}-{configuration.replace(' ', '-')}"
     args = [arg.replace("{calib}", str(calib)) for arg in compile_args]
     shown = [arg.replace("{calib}", f"CALIB_{test_set.upper()}.npz") for arg in compile_args]
@@ -163,9 +164,9 @@ def _gpu_rows(out):
 def _litert_rows(network, board, configuration, command, net, x, golden, tflite):
     """Agreement of the golden model's int8 outputs with LiteRT's reference kernels."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from tflite_mlperf import litert, run_litert
+    from tflite_mlperf import litert, litert_input, run_litert
 
-    reference, _ = run_litert(litert(ROOT / tflite), net.quantize_input(x))
+    reference, _ = run_litert(litert(ROOT / tflite), litert_input(net, x))
     reference = reference.reshape(len(x), -1)
     ours = golden.q.reshape(len(x), -1)
     measured = f"{command}; python benchmarks/tflite_mlperf.py --requant-mode tflite"

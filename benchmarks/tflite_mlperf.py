@@ -36,7 +36,7 @@ from fpganet.errors import FpganetError
 from fpganet.files import write_text_atomic
 from fpganet.golden import run_golden, run_layer
 from fpganet.isa import REQUANT_MODES
-from fpganet.qnet import NETWORK_INPUT
+from fpganet.qnet import NETWORK_INPUT, quantize_input
 
 #: model key -> the int8 TFLite file in the shared folder.
 TFLITE = {"resnet8": "resnet8_int8.tflite", "vww": "vww_mobilenetv1_025_int8.tflite"}
@@ -58,8 +58,15 @@ def litert(path, preserve=False, reference=True):
     return interpreter
 
 
-def run_litert(interpreter, q_nchw, tensors=()):
-    """LiteRT int8 outputs of int8 NCHW inputs, one image per invoke.
+def litert_input(net, x):
+    """The int8 inputs LiteRT takes for the float inputs ``x`` fpganet takes (both in the
+    model's own layout, NHWC): the host's quantization, without the change to CHW."""
+    return quantize_input(x, net.input_scale, net.input_zp)
+
+
+def run_litert(interpreter, q, tensors=()):
+    """LiteRT int8 outputs of int8 inputs in the model's layout (:func:`litert_input`), one
+    image per invoke.
 
     Returns
     -------
@@ -73,8 +80,8 @@ def run_litert(interpreter, q_nchw, tensors=()):
     input_index = interpreter.get_input_details()[0]["index"]
     output_index = logits_index(interpreter)
     outputs, kept = [], {name: [] for name in tensors}
-    for image in q_nchw:
-        interpreter.set_tensor(input_index, image.transpose(1, 2, 0)[None].astype(np.int8))
+    for image in q:
+        interpreter.set_tensor(input_index, image[None].astype(np.int8))
         interpreter.invoke()
         outputs.append(interpreter.get_tensor(output_index)[0].copy())
         for name in tensors:
@@ -96,11 +103,12 @@ def nchw(a):
     return a.transpose(0, 3, 1, 2) if a.ndim == 4 else a.reshape(*a.shape, 1, 1)
 
 
-def compare_layers(net, interpreter, q_in):
+def compare_layers(net, interpreter, x):
     """Each fpganet layer fed LiteRT's int8 inputs, against LiteRT's int8 output."""
     names = {d["name"] for d in interpreter.get_tensor_details()}
     wanted = [layer.name for layer in net.layers if layer.name in names]
-    _, tensors = run_litert(interpreter, q_in, wanted)
+    _, tensors = run_litert(interpreter, litert_input(net, x), wanted)
+    q_in = net.quantize_input(x)
     source_of = {NETWORK_INPUT: q_in}
     rows = []
     for index, layer in enumerate(net.layers):
@@ -125,7 +133,7 @@ def compare_layers(net, interpreter, q_in):
 
 def measure(model, limit=None, shared=None, layers=True, mode="fpganet"):
     path = tflite_path(model, shared)
-    x, y = mlperf_tiny(model, "test", shared)
+    x, y = mlperf_tiny(model, "test", shared, layout="nhwc")
     pixels = np.load(Path(shared or mlperf_tiny_dir())
                      / {"resnet8": "cifar10_ic01_200.npz", "vww": "vww01_200.npz"}[model])["x"]
     if limit:
@@ -143,10 +151,10 @@ def measure(model, limit=None, shared=None, layers=True, mode="fpganet"):
     golden_s = time.time() - start
     interpreter = litert(path)
     start = time.time()
-    reference, _ = run_litert(interpreter, q_in)
+    reference, _ = run_litert(interpreter, litert_input(net, x))
     reference = reference.reshape(len(x), -1)
     litert_s = time.time() - start
-    optimized, _ = run_litert(litert(path, reference=False), q_in)
+    optimized, _ = run_litert(litert(path, reference=False), litert_input(net, x))
     optimized = optimized.reshape(len(x), -1)
     diff = np.abs(golden.astype(np.int64) - reference.astype(np.int64))
     diff_opt = np.abs(optimized.astype(np.int64) - reference.astype(np.int64))
@@ -169,7 +177,9 @@ def measure(model, limit=None, shared=None, layers=True, mode="fpganet"):
         "seconds": {"compile": compile_s, "golden": golden_s, "litert_ref": litert_s},
     }
     if layers:
-        result["per_layer"] = compare_layers(net, litert(path, preserve=True), q_in)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result["per_layer"] = compare_layers(net, litert(path, preserve=True), x)
     return result
 
 

@@ -51,6 +51,16 @@ def save(model, path):
     return path
 
 
+def nhwc_cnn(channels=3):
+    """A Keras/tf2onnx-style input [N, 8, 8, channels], a Transpose to NCHW, Conv(4, 3x3) Relu
+    Flatten Gemm(10)."""
+    return make([node("Transpose", ["x"], ["t"], perm=[0, 3, 1, 2]),
+                 node("Conv", ["t", "w"], ["c"]), node("Relu", ["c"], ["r"]),
+                 node("Flatten", ["r"], ["f"]), node("Gemm", ["f", "g"], ["y"], transB=1)],
+                [init("w", weights((4, channels, 3, 3), 1)), init("g", weights((10, 144), 2))],
+                in_shape=("N", 8, 8, channels))
+
+
 def small_cnn(in_channels=3, size=9, opset=13):
     """Conv(stride 2, asymmetric pads, 3x2 kernel) Relu MaxPool(pads) Flatten Gemm Relu Gemm."""
     c1, c2 = 5, 7

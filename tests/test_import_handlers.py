@@ -258,9 +258,10 @@ def test_tflite_handler_on_a_small_float_model(code, tmp_path):
     ctx.run()
     assert [type(layer) for layer in ctx.layers] == kinds
     name, shape = ctx.logits_name_shape()
-    graph = Graph("t", ctx.input_name, ctx.input_chw, name, shape, ctx.layers)
-    # Spread wide enough that RELU6 clips.
-    x = 4 * np.random.default_rng(8).standard_normal((4, *ctx.input_chw)).astype(np.float32)
+    graph = Graph("t", ctx.input_name, ctx.input_shape, name, shape, ctx.layers,
+                  input_layout="nhwc")
+    # Spread wide enough that RELU6 clips; the model's own NHWC inputs, as LiteRT takes them.
+    x = 4 * np.random.default_rng(8).standard_normal((4, *ctx.input_shape)).astype(np.float32)
     reference, _ = litert(path, x)
     ours = run_float(graph, x)
     if ours.ndim == 4:   # NCHW against LiteRT's NHWC

@@ -320,3 +320,32 @@ def test_conv_then_add_of_a_per_channel_constant_is_the_conv_bias(bias_shape):
                  in_shape=("N", 1, 8, 8))
     graph = assert_matches_ort(model, inputs((1, 8, 8), n=2))
     assert [type(layer).__name__ for layer in graph.layers] == ["Conv"] and graph.layers[0].relu
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_nhwc_input_transposed_to_nchw_keeps_the_models_layout(channels, tmp_path):
+    """A Keras or tf2onnx input [N, H, W, C] that a Transpose makes NCHW: fpganet takes
+    [N, 8, 8, C], as onnxruntime does, and the host transposes (no layer for it); the compiled
+    network records the layout, and `check` (its ONNX export against the source model) passes."""
+    import json
+
+    from onnx_builders import nhwc_cnn, save
+
+    from fpganet.backends import run_network
+    from fpganet.cli import main
+    from fpganet.compiler import load_compiled
+
+    model = nhwc_cnn(channels)
+    graph = assert_matches_ort(model, inputs((8, 8, channels)))
+    assert graph.input_shape == (8, 8, channels) and graph.input_layout == "nhwc"
+    assert [type(layer).__name__ for layer in graph.layers] == ["Conv", "Reshape", "Dense"]
+    path, calib, out = tmp_path / "nhwc.onnx", tmp_path / "calib.npz", tmp_path / "OUT"
+    save(model, path)
+    np.savez(calib, x=inputs((8, 8, channels), n=64))
+    assert main(["compile", str(path), "--calib", str(calib), "-o", str(out)]) == 0
+    assert json.loads((out / "manifest.json").read_text())["input"]["layout"] == "nhwc"
+    assert main(["check", str(out), "--inputs", str(calib)]) == 0
+    x = inputs((8, 8, channels), n=200)
+    golden = run_network(load_compiled(out), x).logits
+    agreement = np.mean(golden.argmax(1) == ort_run(model, x).argmax(1))
+    assert agreement >= 0.9, agreement       # a wrong order would agree by chance (~10 %)

@@ -308,3 +308,23 @@ def test_qdq_benchmark_rows_name_each_model_and_metric():
         ("per-tensor uint8", "agreement_outputs"): pytest.approx(97.8)}
     assert {(row.network, row.board, row.basis) for row in rows} == \
         {("lenet5-qdq", "none", "model")}
+
+
+def test_qdq_model_with_an_nhwc_input_takes_its_own_layout(tmp_path):
+    """onnxruntime's QDQ of a model whose NHWC input a Transpose makes NCHW: fpganet takes
+    [N, 8, 8, 3], as onnxruntime does, and agrees with the float model."""
+    from onnx_builders import nhwc_cnn, ort_run
+
+    from fpganet.backends import run_network
+
+    logging.getLogger().setLevel(logging.ERROR)
+    model = nhwc_cnn(3)
+    float_path, path = tmp_path / "float.onnx", tmp_path / "qdq.onnx"
+    onnx.save(model, str(float_path))
+    x = np.random.default_rng(2).normal(0, 1, (200, 8, 8, 3)).astype(np.float32)
+    onnxruntime_qdq(float_path, path, x[:64], per_channel=True, activation_type="int8", batch=8)
+    net = compile_model(path, program=False)
+    assert net.input_shape == (8, 8, 3) and net.input_layout == "nhwc"
+    golden = run_network(net, x).logits
+    agreement = np.mean(golden.argmax(1) == ort_run(model, x).argmax(1))
+    assert agreement >= 0.9, agreement       # a wrong order would agree by chance (~10 %)

@@ -2,13 +2,15 @@
 
 There is no float ``.tflite`` in ../shared and no TensorFlow here, so the models are
 assembled in the test with the flatbuffers builder functions of the ``tflite`` schema
-package. LiteRT runs them as the reference: fpganet's float IR (``run_float`` on the
-imported graph, NCHW) equals LiteRT's float logits within float rounding; compiled with
+package. LiteRT runs them as the reference, on the same arrays as fpganet (the model's own
+NHWC layout): fpganet's float IR (``run_float`` on the imported graph) equals LiteRT's float
+logits within float rounding; compiled with
 calibration data, the golden int8 model's top-1 agrees with LiteRT's float model on most
 inputs. A model without ``--calib``, an unsupported op and a dynamic-range quantized model
 are refused in one line.
 """
 
+import json
 import warnings
 
 import numpy as np
@@ -230,11 +232,12 @@ def three_d_input_model():
     return m.build([x], [out])
 
 
-MODELS = {"residual": (residual_model, (3, 12, 12)), "pooling": (pooling_model, (2, 11, 11)),
-          "flat_input": (flat_input_model, (64, 1, 1)), "3d_input": (three_d_input_model, (1, 8, 8))}
+#: Each model's build function and input shape: the TFLite input's without the batch.
+MODELS = {"residual": (residual_model, (12, 12, 3)), "pooling": (pooling_model, (11, 11, 2)),
+          "flat_input": (flat_input_model, (64,)), "3d_input": (three_d_input_model, (8, 8))}
 
 
-def litert(path, x_nchw):
+def litert(path, x):
     """LiteRT's float logits (the input of a final SOFTMAX) and its outputs, per input."""
     interpreter_module = pytest.importorskip("ai_edge_litert.interpreter")
     with warnings.catch_warnings():
@@ -248,8 +251,8 @@ def litert(path, x_nchw):
     softmax_op = [op for op in interpreter._get_ops_details() if op["op_name"] == "SOFTMAX"]
     logits = int(softmax_op[0]["inputs"][0]) if softmax_op else output
     found, outputs = [], []
-    for image in x_nchw:
-        interpreter.set_tensor(source, image.transpose(1, 2, 0).reshape(shape))
+    for image in x:
+        interpreter.set_tensor(source, image[None])
         interpreter.invoke()
         found.append(interpreter.get_tensor(logits)[0].copy())
         outputs.append(interpreter.get_tensor(output)[0].copy())
@@ -343,7 +346,7 @@ def test_check_and_estimate_say_the_source_is_tflite(tmp_path, capfd):
     path = tmp_path / "pool.tflite"
     path.write_bytes(pooling_model())
     calib = tmp_path / "calib.npz"
-    np.savez(calib, x=np.random.default_rng(0).standard_normal((20, 2, 11, 11)).astype(np.float32))
+    np.savez(calib, x=np.random.default_rng(0).standard_normal((20, 11, 11, 2)).astype(np.float32))
     assert main(["compile", str(path), "--calib", str(calib), "-o", str(tmp_path / "OUT")]) == 0
     capfd.readouterr()
     assert main(["check", str(tmp_path / "OUT"), "--inputs", str(calib)]) == 0
@@ -364,7 +367,7 @@ def test_unsupported_op_is_refused_in_one_line(tmp_path, capfd):
     with pytest.raises(FpganetError, match="unsupported op TANH"):
         load_tflite_float(path)
     calib = tmp_path / "calib.npz"
-    np.savez(calib, x=np.zeros((2, 2, 4, 4), np.float32))
+    np.savez(calib, x=np.zeros((2, 4, 4, 2), np.float32))
     _one_line_refusal(path, "unsupported op TANH (#0, output 'tanh')", capfd, "--calib",
                       str(calib))
 
@@ -418,27 +421,25 @@ def int8_flat_input_model():
     f = m.tensor("flatten", (1, 256), INT8, quant=([conv_q[0]], [conv_q[1]]))
     m.op("RESHAPE", [a, m.const("flatten/shape", np.array([1, 256], np.int32))], [f],
          "ReshapeOptions", NewShape=[1, 256])
-    fc_scale = 0.002
-    fw = m.tensor("logits/w", (10, 256), INT8, rng.integers(-127, 128, (10, 256), dtype=np.int8).tobytes(),
-                  quant=([fc_scale], [0]))
-    fb = m.tensor("logits/b", (10,), INT32, rng.integers(-2000, 2000, 10, dtype=np.int32).tobytes(),
-                  quant=([conv_q[0] * fc_scale], [0]))
-    y = m.tensor("logits", (1, 10), INT8, quant=([out_q[0]], [out_q[1]]))
-    m.op("FULLY_CONNECTED", [f, fw, fb], [y], "FullyConnectedOptions", FusedActivationFunction=NONE)
+    y = int8_dense(m, "logits", f, 256, 10, conv_q[0], 0.002, out_q)
     return m.build([x], [y])
 
 
-def test_int8_flat_input_reshaped_into_a_map_is_litert_bit_exact(tmp_path):
-    """micro_speech's input RESHAPE in an int8 model: compiled in the ``tflite`` mode, the
-    golden model gives LiteRT's reference kernels' int8 outputs, and the program the ISA
-    simulator runs gives the golden model's."""
+def int8_dense(m, name, x, k, n, in_scale, w_scale, out_q, activation=NONE):
+    """An int8 FULLY_CONNECTED [1, k] -> [1, n] with random codes, per-tensor weight scale."""
+    rng = m.rng
+    w = m.tensor(f"{name}/w", (n, k), INT8, rng.integers(-127, 128, (n, k), dtype=np.int8).tobytes(),
+                 quant=([w_scale], [0]))
+    b = m.tensor(f"{name}/b", (n,), INT32, rng.integers(-2000, 2000, n, dtype=np.int32).tobytes(),
+                 quant=([in_scale * w_scale], [0]))
+    y = m.tensor(name, (1, n), INT8, quant=([out_q[0]], [out_q[1]]))
+    return m.op("FULLY_CONNECTED", [x, w, b], [y], "FullyConnectedOptions",
+                FusedActivationFunction=activation)
+
+
+def litert_int8(path, q_in):
+    """LiteRT's reference kernels' int8 outputs for int8 inputs in the model's own layout."""
     litert_module = pytest.importorskip("ai_edge_litert.interpreter")
-    path = tmp_path / "int8_flat.tflite"
-    path.write_bytes(int8_flat_input_model())
-    config = DEFAULT_CONFIG.replace(requant_mode="tflite")
-    net = compile_model(path, out_dir=tmp_path / "OUT", config=config)
-    assert [layer.type for layer in net.layers][0] == "reshape"
-    q_in = np.random.default_rng(5).integers(-128, 128, (20, 64, 1, 1)).astype(np.int8)
     interpreter = litert_module.Interpreter(
         model_path=str(path), experimental_op_resolver_type=litert_module.OpResolverType.BUILTIN_REF)
     interpreter.allocate_tensors()
@@ -446,11 +447,111 @@ def test_int8_flat_input_reshaped_into_a_map_is_litert_bit_exact(tmp_path):
                       interpreter.get_output_details()[0]["index"])
     theirs = []
     for image in q_in:
-        interpreter.set_tensor(source, image.reshape(1, 64))
+        interpreter.set_tensor(source, image[None])
         interpreter.invoke()
         theirs.append(interpreter.get_tensor(output)[0].copy())
+    return np.stack(theirs)
+
+
+def test_int8_flat_input_reshaped_into_a_map_is_litert_bit_exact(tmp_path):
+    """micro_speech's input RESHAPE in an int8 model: compiled in the ``tflite`` mode, the
+    golden model gives LiteRT's reference kernels' int8 outputs, and the program the ISA
+    simulator runs gives the golden model's."""
+    path = tmp_path / "int8_flat.tflite"
+    path.write_bytes(int8_flat_input_model())
+    config = DEFAULT_CONFIG.replace(requant_mode="tflite")
+    net = compile_model(path, out_dir=tmp_path / "OUT", config=config)
+    assert [layer.type for layer in net.layers][0] == "reshape"
+    q_in = np.random.default_rng(5).integers(-128, 128, (20, 64)).astype(np.int8)
     ours = run_golden(net, q_in).reshape(len(q_in), -1)
-    np.testing.assert_array_equal(ours, np.stack(theirs))
+    np.testing.assert_array_equal(ours, litert_int8(path, q_in))
     assert len(np.unique(ours)) > 20          # not saturated: the test can fail
     isa, _ = run_isa(net, q_in[:2], config=config)
     np.testing.assert_array_equal(isa.reshape(2, -1), ours[:2])
+
+
+#: The dense-only model's input: [1, K] int8 with this (scale, zero point).
+DENSE_K, DENSE_INPUT_Q = 80, (0.05, -3)
+
+
+def int8_dense_model():
+    """A dense-only fully-int8 model with a 2-D input, as MLPerf Tiny's anomaly-detection
+    autoencoder ([1, 640]) is: int8 [1, K] -> FULLY_CONNECTED RELU -> FULLY_CONNECTED [1, K]."""
+    m = TFLiteModel(seed=6)
+    hidden_q, out_q = (0.06, -128), (0.08, 4)
+    x = m.tensor("features", (1, DENSE_K), INT8, quant=([DENSE_INPUT_Q[0]], [DENSE_INPUT_Q[1]]))
+    h = int8_dense(m, "encoder", x, DENSE_K, 24, DENSE_INPUT_Q[0], 0.004, hidden_q, RELU)
+    y = int8_dense(m, "decoder", h, 24, DENSE_K, hidden_q[0], 0.006, out_q)
+    return m.build([x], [y])
+
+
+def test_int8_dense_model_runs_on_inputs_of_its_own_2d_shape(tmp_path, capfd):
+    """`fpganet run` takes a [1, K]-input model's inputs as [N, K], as LiteRT does (it asked
+    for [N, K, 1, 1]); compiled in the ``tflite`` mode, the program on the ISA simulator gives
+    LiteRT's reference kernels' int8 outputs. The accelerator's shape is refused in one line."""
+    path = tmp_path / "dense.tflite"
+    path.write_bytes(int8_dense_model())
+    out = tmp_path / "OUT"
+    assert main(["compile", str(path), "--requant-mode", "tflite", "-o", str(out)]) == 0
+    net = load_compiled(out)
+    assert net.input_shape == (DENSE_K,) and net.input_chw == (DENSE_K, 1, 1)
+    assert [layer.type for layer in net.layers] == ["conv", "conv"]
+    q_in = np.random.default_rng(7).integers(-128, 128, (30, DENSE_K)).astype(np.int8)
+    scale, zero_point = DENSE_INPUT_Q
+    x = (np.float32(scale) * (q_in.astype(np.float32) - zero_point)).astype(np.float32)
+    np.savez(tmp_path / "x.npz", x=x)
+    assert main(["run", str(out), "--inputs", str(tmp_path / "x.npz"), "--backend", "isa",
+                 "--out", str(tmp_path / "r.npz")]) == 0
+    with np.load(tmp_path / "r.npz") as result:
+        ours = result["q"]
+    np.testing.assert_array_equal(ours, litert_int8(path, q_in))
+    assert len(np.unique(ours)) > 20          # not saturated: the test can fail
+    np.savez(tmp_path / "chw.npz", x=x.reshape(30, DENSE_K, 1, 1))
+    capfd.readouterr()
+    assert main(["run", str(out), "--inputs", str(tmp_path / "chw.npz")]) == 2
+    err = capfd.readouterr().err.strip()
+    assert err.startswith("fpganet: error:") and "\n" not in err
+    assert f"has shape [30, {DENSE_K}, 1, 1]; the model input 'features' expects [N, {DENSE_K}]" in err
+
+
+def test_nhwc_model_takes_nhwc_inputs_transposed_on_the_host(tmp_path, capfd):
+    """A 4-D TFLite input is given [N, H, W, C], as LiteRT takes it: the manifest records the
+    layout, the host transposes to the accelerator's CHW (the golden model on hand-transposed
+    inputs agrees, and so does the ONNX export `check` runs), and NCHW is refused."""
+    from fpganet.link import load_compiled_job
+    from fpganet.link.cli import main as board_main
+    from fpganet.qdq_export import run_onnx, to_onnx
+    from fpganet.qnet import quantize_input
+
+    path = tmp_path / "residual.tflite"
+    path.write_bytes(residual_model())
+    rng = np.random.default_rng(30)
+    np.savez(tmp_path / "calib.npz", x=rng.standard_normal((50, 12, 12, 3)).astype(np.float32))
+    out = tmp_path / "OUT"
+    assert main(["compile", str(path), "--calib", str(tmp_path / "calib.npz"), "-o", str(out)]) == 0
+    assert "input: [N, 12, 12, 3] (NHWC, the model's own layout); scale" in capfd.readouterr().out
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["input"]["shape"] == [12, 12, 3] and manifest["input"]["layout"] == "nhwc"
+    assert manifest["input"]["chw"] == [3, 12, 12]
+    net = load_compiled(out)
+    assert net.input_layout == "nhwc"
+    x = rng.standard_normal((10, 12, 12, 3)).astype(np.float32)
+    q_in = net.quantize_input(x)
+    np.testing.assert_array_equal(q_in, quantize_input(x.transpose(0, 3, 1, 2), net.input_scale,
+                                                       net.input_zp))
+    golden = run_golden(net, q_in)
+    onnx_q, _ = run_onnx(to_onnx(net), {net.input_name: x})
+    # onnxruntime rounds some ties otherwise (what `check` tolerates); a wrong order would not
+    # come within 1 LSB.
+    assert np.abs(onnx_q.astype(int) - golden).max() <= 1 and np.mean(onnx_q == golden) > 0.9
+    np.savez(tmp_path / "nchw.npz", x=x.transpose(0, 3, 1, 2))
+    capfd.readouterr()
+    assert main(["run", str(out), "--inputs", str(tmp_path / "nchw.npz")]) == 2
+    assert "expects [N, 12, 12, 3] (NHWC, the model's own layout)" in capfd.readouterr().err
+    # The host link's driver reads and quantizes inputs the same way.
+    job = load_compiled_job(out)
+    assert job.input_shape == (12, 12, 3)
+    np.testing.assert_array_equal(job.quantize(x), q_in)
+    assert board_main(["run", str(out), "--inputs", str(tmp_path / "nchw.npz"),
+                       "--port", "/dev/fpganet-no-such-port"]) == 2
+    assert "expects [N, 12, 12, 3] (NHWC, the model's own layout)" in capfd.readouterr().err

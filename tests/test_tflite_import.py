@@ -23,7 +23,7 @@ from fpganet.errors import FpganetError, FpganetWarning
 from fpganet.golden import run_golden, run_layer
 from fpganet.isa import param_ranges
 from fpganet.quantize.quantizer import constant_channels
-from fpganet.qnet import NETWORK_INPUT
+from fpganet.qnet import NETWORK_INPUT, quantize_input
 from fpganet.quantize.fixed_point import multiply_tflite
 
 SHARED = mlperf_tiny_dir()
@@ -36,8 +36,9 @@ needs_shared = pytest.mark.skipif(not all((SHARED / f).is_file() for f in MODELS
                                   reason="MLPerf Tiny material (../shared) absent")
 
 
-def litert_logits(path, q_nchw):
-    """LiteRT reference-kernel int8 logits (the input of the final SOFTMAX)."""
+def litert_logits(path, net, x):
+    """LiteRT reference-kernel int8 logits (the input of the final SOFTMAX) for the float
+    inputs ``x`` fpganet takes, NHWC, quantized as the host does."""
     litert = pytest.importorskip("ai_edge_litert.interpreter")
     interpreter = litert.Interpreter(model_path=str(path),
                                      experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
@@ -48,8 +49,8 @@ def litert_logits(path, q_nchw):
     logits = int(softmax["inputs"][0])
     source = interpreter.get_input_details()[0]["index"]
     result = []
-    for image in q_nchw:
-        interpreter.set_tensor(source, image.transpose(1, 2, 0)[None])
+    for image in quantize_input(x, net.input_scale, net.input_zp):
+        interpreter.set_tensor(source, image[None])
         interpreter.invoke()
         result.append(interpreter.get_tensor(logits)[0].copy())
     return np.stack(result)
@@ -62,23 +63,26 @@ def test_mlperf_tiny_int8_agrees_with_litert_reference(model):
     net = compile_model(path)
     assert net.calibration["method"] == "tflite" and net.calibration["samples"] == 0
     assert net.source["format"] == "tflite" and net.source["dropped_output_op"] == "SOFTMAX"
-    x, y = mlperf_tiny(model, "test")
+    x, y = mlperf_tiny(model, "test", layout="nhwc")
+    assert net.input_shape == x.shape[1:]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FpganetWarning)
         q_in = net.quantize_input(x)
-    # Both models' int8 input is pixel - 128 (ResNet-8: scale 1; VWW: scale 1/255).
+    # Both models' int8 input is pixel - 128 (ResNet-8: scale 1; VWW: scale 1/255), NHWC
+    # pixels transposed to the accelerator's CHW.
     pixels = np.rint(x / (1.0 if model == "resnet8" else np.float32(1 / 255))).astype(np.int16)
-    np.testing.assert_array_equal(q_in, pixels - 128)
+    np.testing.assert_array_equal(q_in, (pixels - 128).transpose(0, 3, 1, 2))
     ours = run_golden(net, q_in).reshape(len(x), -1)
-    theirs = litert_logits(path, q_in)
+    theirs = litert_logits(path, net, x)
     agreement = np.mean(ours.argmax(1) == theirs.argmax(1))
     assert agreement >= AGREEMENT[model], agreement
     assert np.abs(ours.astype(int) - theirs).max() <= 10
     assert np.mean(ours.argmax(1) == y) >= 0.8
 
 
-def litert_tensors(path, q_nchw, names):
-    """LiteRT reference-kernel int8 tensors ``names`` (NCHW, or [N, K, 1, 1]) of every image."""
+def litert_tensors(path, net, x, names):
+    """LiteRT reference-kernel int8 tensors ``names`` (NCHW, or [N, K, 1, 1]) of every image
+    of ``x`` (as :func:`litert_logits` takes it)."""
     litert = pytest.importorskip("ai_edge_litert.interpreter")
     interpreter = litert.Interpreter(model_path=str(path), experimental_preserve_all_tensors=True,
                                      experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
@@ -86,8 +90,8 @@ def litert_tensors(path, q_nchw, names):
     index = {detail["name"]: detail["index"] for detail in interpreter.get_tensor_details()}
     source = interpreter.get_input_details()[0]["index"]
     result = {name: [] for name in names}
-    for image in q_nchw:
-        interpreter.set_tensor(source, image.transpose(1, 2, 0)[None])
+    for image in quantize_input(x, net.input_scale, net.input_zp):
+        interpreter.set_tensor(source, image[None])
         interpreter.invoke()
         for name in names:
             value = interpreter.get_tensor(index[name])
@@ -105,18 +109,19 @@ def test_tflite_requantization_is_litert_bit_exact_but_for_the_residual_adds():
     from fpganet.config import DEFAULT_CONFIG
 
     config = DEFAULT_CONFIG.replace(requant_mode="tflite")
-    x_vww, _ = mlperf_tiny("vww", "test")
+    x_vww, _ = mlperf_tiny("vww", "test", layout="nhwc")
     net = compile_model(SHARED / MODELS["vww"], config=config)
     q_in = net.quantize_input(x_vww)
     np.testing.assert_array_equal(run_golden(net, q_in).reshape(len(x_vww), -1),
-                                  litert_logits(SHARED / MODELS["vww"], q_in))
+                                  litert_logits(SHARED / MODELS["vww"], net, x_vww))
 
     path = SHARED / MODELS["resnet8"]
     net = compile_model(path, config=config)
-    x, _ = mlperf_tiny("resnet8", "test")
-    q_in = net.quantize_input(x[:60])
+    x, _ = mlperf_tiny("resnet8", "test", layout="nhwc")
+    x = x[:60]
+    q_in = net.quantize_input(x)
     names = [layer.name for layer in net.layers if layer.type != "reshape"]
-    theirs = litert_tensors(path, q_in, names)
+    theirs = litert_tensors(path, net, x, names)
     kinds = set()
     for index, layer in enumerate(net.layers):
         if layer.type == "reshape":
@@ -131,7 +136,7 @@ def test_tflite_requantization_is_litert_bit_exact_but_for_the_residual_adds():
         kinds.add(layer.type if layer.type != "conv" else layer.kind)
     assert kinds == {"conv", "dense", "add", "avgpool"}
     logits = run_golden(net, q_in).reshape(len(q_in), -1)
-    assert np.mean(logits.argmax(1) == litert_logits(path, q_in).argmax(1)) >= 0.99
+    assert np.mean(logits.argmax(1) == litert_logits(path, net, x).argmax(1)) >= 0.99
 
 
 @needs_shared
@@ -142,7 +147,7 @@ def test_isa_program_equals_golden_on_the_ulx3s(model, mode, tmp_path):
 
     config = DEFAULT_CONFIG.replace(requant_mode=mode)
     net = compile_model(SHARED / MODELS[model], out_dir=tmp_path / "OUT", config=config)
-    x, _ = mlperf_tiny(model, "test")
+    x, _ = mlperf_tiny(model, "test", layout="nhwc")
     q_in = net.quantize_input(x[:2])
     isa, _ = run_isa(net, q_in, config=config)
     np.testing.assert_array_equal(isa.reshape(2, -1),
@@ -163,7 +168,7 @@ def test_few_multiplier_bits_round_the_models_own_multipliers():
     layers = [layer for layer in net.layers if hasattr(layer, "mult")]
     assert {layer.type for layer in layers} == {"conv", "add", "avgpool"}   # dense: a conv
     assert all(np.all(np.asarray(layer.mult) % config.mult_step == 0) for layer in layers)
-    x, y = mlperf_tiny("resnet8", "test")
+    x, y = mlperf_tiny("resnet8", "test", layout="nhwc")
     q_in = net.quantize_input(x[:2])
     isa, _ = run_isa(net, q_in, config=config)
     np.testing.assert_array_equal(isa.reshape(2, -1), run_golden(net, q_in).reshape(2, -1))
@@ -176,11 +181,11 @@ def test_cli_compiles_tflite_and_ignores_calib_with_a_warning(tmp_path, capfd):
     out, err = capfd.readouterr()
     assert "tflite" in out.lower() and "error" not in err
     calib = tmp_path / "calib.npz"
-    np.savez(calib, x=mlperf_tiny("resnet8", "calib")[0][:4])
+    np.savez(calib, x=mlperf_tiny("resnet8", "calib", layout="nhwc")[0][:4])
     with pytest.warns(FpganetWarning, match="TFLite"):
         compile_model(path, calib, out_dir=tmp_path / "B", program=False)
     inputs = tmp_path / "x.npz"
-    np.savez(inputs, x=mlperf_tiny("resnet8", "test")[0][:3])
+    np.savez(inputs, x=mlperf_tiny("resnet8", "test", layout="nhwc")[0][:3])
     assert main(["run", str(tmp_path / "A"), "--inputs", str(inputs)]) == 0
 
 

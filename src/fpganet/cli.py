@@ -38,6 +38,7 @@ from .files import check_output_file, write_npz
 from .golden import run_golden
 from .link.cli import add_arguments, run_command
 from .model import file_sha256
+from .model.ir import input_text
 from .quantize import DEFAULT_METHOD, METHODS
 
 __all__ = ["main", "build_parser", "command", "COMMANDS", "add_config_arguments",
@@ -71,8 +72,9 @@ def _configure_compile(parser):
                              "TFLite, keeps its own scales and zero points: no --calib); "
                              "omitted: the embedded LeNet-5 with its MNIST calibration split")
     parser.add_argument("--calib", metavar="CALIB.npz",
-                        help="calibration inputs: array 'x', float32 [N, C, H, W] in the model's "
-                             "input domain (required with MODEL)")
+                        help="calibration inputs: array 'x', float32 [N, ...] shaped as the "
+                             "model's input (its own layout: NHWC for TFLite) in its input "
+                             "domain (required with MODEL)")
     parser.add_argument("-o", "--output", required=True, metavar="OUT",
                         help="output directory (manifest.json, network.npz); written atomically")
     parser.add_argument("--method", default=DEFAULT_METHOD,
@@ -142,7 +144,10 @@ def _run_compile(args):
               f"samples ({net.calibration['data']})")
     if source.get("dropped_output_op"):
         print(f"  the final {source['dropped_output_op']} was dropped: outputs are logits")
-    print(f"  input: scale {net.input_scale:.6g}, zero point {net.input_zp}; "
+    # An NCHW input's line is as it was before layouts were recorded.
+    layout = "" if net.input_layout == "nchw" else \
+        f"{input_text(net.input_shape, net.input_layout)}; "
+    print(f"  input: {layout}scale {net.input_scale:.6g}, zero point {net.input_zp}; "
           f"output: scale {net.output_scale:.6g}, zero point {net.output_zp}")
     for index, layer in enumerate(net.layers):
         shapes = f"{'x'.join(map(str, layer.in_shape))} -> {'x'.join(map(str, layer.out_shape))}"
@@ -185,7 +190,8 @@ def _print_program(out_dir):
 def _load_inputs(args, net):
     """``x``, ``y`` from --inputs, or the embedded MNIST eval split for the embedded LeNet-5."""
     if args.inputs is not None:
-        x, y = read_inputs(args.inputs, net.input_shape, input_name=net.input_name)
+        x, y = read_inputs(args.inputs, net.input_shape, input_name=net.input_name,
+                           layout=net.input_layout)
         where = f"'{args.inputs}'"
     else:
         if not net.source.get("embedded"):
@@ -202,8 +208,9 @@ def _load_inputs(args, net):
 def _configure_run(parser):
     parser.add_argument("compiled", metavar="OUT", help="directory written by fpganet compile")
     parser.add_argument("--inputs", metavar="X.npz",
-                        help="array 'x' float32 [N, C, H, W] (model input domain), optional "
-                             "labels 'y' [N]; default for the embedded LeNet-5: MNIST eval split")
+                        help="array 'x' float32 [N, ...] shaped as the model's input (its own "
+                             "layout: NHWC for TFLite) in its input domain, optional labels "
+                             "'y' [N]; default for the embedded LeNet-5: MNIST eval split")
     parser.add_argument("--backend", default="golden", choices=sorted(BACKENDS),
                         help="; ".join(f"{name}: {desc}" for name, (_, desc) in sorted(BACKENDS.items())))
     parser.add_argument("--limit", type=positive_int, metavar="N", help="only the first N inputs")

@@ -24,6 +24,7 @@ from .config import DEFAULT_CONFIG, MULT_BITS
 from .errors import FpganetError, FpganetWarning
 from .files import staged_directory
 from .model import Graph, file_sha256, load_onnx
+from .model.ir import input_text
 from .qnet import load_network
 from .quantize import DEFAULT_METHOD, parse_method, quantize_graph
 
@@ -72,18 +73,20 @@ def read_npz(path, role, keys=("x",)):
     return arrays
 
 
-def read_inputs(path, input_shape, role="inputs file", input_name="input"):
+def read_inputs(path, input_shape, role="inputs file", input_name="input", layout="nchw"):
     """Float inputs ``x`` (and labels ``y`` if present) from a ``.npz``, checked against a shape.
 
     Returns
     -------
     x : numpy.ndarray
-        float32 [N, *input_shape].
+        float32 [N, *input_shape], in the model's ``layout`` (named in the refusal of another
+        shape).
     y : numpy.ndarray or None
         int64 [N].
     """
     arrays = read_npz(path, role)
-    x = _check_x(arrays["x"], input_shape, f"array 'x' in {role} '{os.fspath(path)}'", input_name)
+    x = _check_x(arrays["x"], input_shape, f"array 'x' in {role} '{os.fspath(path)}'", input_name,
+                 layout)
     y = arrays.get("y")
     if y is not None:
         y = np.asarray(y)
@@ -94,9 +97,9 @@ def read_inputs(path, input_shape, role="inputs file", input_name="input"):
     return x, y
 
 
-def _check_x(x, input_shape, what, input_name):
+def _check_x(x, input_shape, what, input_name, layout="nchw"):
     x = np.asarray(x)
-    expected = "[N, " + ", ".join(map(str, input_shape)) + "]"
+    expected = input_text(input_shape, layout)
     if x.dtype.kind != "f":
         raise FpganetError(f"{what} is {x.dtype}; it must be float in the model's input domain "
                            f"(preprocessed), shape {expected}")
@@ -200,12 +203,14 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
         calibration = {"data": f"embedded MNIST calibration split, test images "
                                f"0..{datasets.CALIB_COUNT - 1}"}
     elif isinstance(calib, np.ndarray):
-        calib_x = _check_x(calib, graph.input_shape, "calibration array", graph.input_name)
+        calib_x = _check_x(calib, graph.input_shape, "calibration array", graph.input_name,
+                           graph.input_layout)
         calibration = {"data": "array given to compile_model"}
     else:
         arrays = read_npz(calib, "calibration file")
         calib_x = _check_x(arrays["x"], graph.input_shape,
-                           f"array 'x' in calibration file '{os.fspath(calib)}'", graph.input_name)
+                           f"array 'x' in calibration file '{os.fspath(calib)}'", graph.input_name,
+                           graph.input_layout)
         calibration = {"data": os.path.abspath(os.fspath(calib)), "sha256": file_sha256(calib)}
     if calib_limit is not None and calib_limit < 1:
         raise FpganetError(f"calibration limit must be at least 1, not {calib_limit}")

@@ -114,24 +114,30 @@ def mlperf_tiny_model(model, directory=None):
     return _mlperf_file(MLPERF_TINY[model][0], directory)
 
 
-def mlperf_tiny(model, split="test", directory=None):
+def mlperf_tiny(model, split="test", directory=None, layout="nchw"):
     """Images of ``model``'s ``split`` (``"test"`` or ``"calib"``) in the float model's input
-    domain.
+    domain, in ``layout``: ``"nchw"`` as the float ONNX models take them, ``"nhwc"`` as the
+    int8 TFLite models do.
 
     Returns
     -------
     x : numpy.ndarray
-        float32 [N, 3, H, W] (the stored NHWC uint8 pixels, transposed and scaled).
+        float32 [N, 3, H, W] (the stored NHWC uint8 pixels, transposed and scaled), or
+        [N, H, W, 3] (as stored, scaled) with ``layout="nhwc"``.
     y : numpy.ndarray or None
         int64 labels [N] (the test split only).
     """
+    if layout not in ("nchw", "nhwc"):
+        raise FpganetError(f"unknown layout '{layout}'; choose nchw or nhwc")
     if model not in MLPERF_TINY:
         raise FpganetError(f"unknown MLPerf Tiny model '{model}'; choose from {', '.join(MLPERF_TINY)}")
     _, test, calib, scale = MLPERF_TINY[model]
     with np.load(_mlperf_file(test if split == "test" else calib, directory)) as data:
         pixels = data["x"]
         labels = data["y"].astype(np.int64) if "y" in data.files else None
-    x = pixels.astype(np.float32).transpose(0, 3, 1, 2)   # NHWC -> NCHW
+    x = pixels.astype(np.float32)
+    if layout == "nchw":
+        x = x.transpose(0, 3, 1, 2)
     if scale != 1.0:
         x = x * np.float32(scale)
     return np.ascontiguousarray(x, dtype=np.float32), labels

@@ -107,7 +107,8 @@ def run_golden(net, q_in, layer_outputs=False, chunk=DEFAULT_CHUNK):
     ----------
     net : fpganet.qnet.QNetwork
     q_in : numpy.ndarray
-        int8 [N, C, H, W] (``net.input_chw``), as :meth:`QNetwork.quantize_input` gives.
+        int8 [N, C, H, W] (``net.input_chw``), as :meth:`QNetwork.quantize_input` gives it
+        from inputs in the model's own layout.
     layer_outputs : bool
         Also return each layer's int8 output [N, *layer.out_shape].
     chunk : int

@@ -27,6 +27,7 @@ import numpy as np
 from .errors import FpganetError, one_line
 from .golden import run_golden
 from .ops import avgpool
+from .model.ir import input_transpose
 from .qnet import NETWORK_INPUT, QAdd, QAvgPool, QConv, QMaxPool, QReshape, layer_kind
 
 __all__ = ["to_onnx", "layer_to_onnx", "ort_session", "run_onnx", "compare_layers",
@@ -139,8 +140,8 @@ def to_onnx(net):
     Returns
     -------
     onnx.ModelProto
-        Input ``net.input_name`` float32 [N, *input_shape]; outputs ``q`` (int8
-        [N, *output_shape], the raw network output) and ``logits`` (float32,
+        Input ``net.input_name`` float32 [N, *input_shape] in the model's layout; outputs
+        ``q`` (int8 [N, *output_shape], the raw network output) and ``logits`` (float32,
         dequantized).
     """
     _, TensorProto, helper, numpy_helper = _helpers()
@@ -150,9 +151,14 @@ def to_onnx(net):
                     numpy_helper.from_array(np.array([-1, *net.output_shape], np.int64), "output_dims"),
                     numpy_helper.from_array(np.float32(net.output_scale), "output_scale"),
                     numpy_helper.from_array(np.int8(net.output_zp), "output_zero_point")]
+    # The model's layout converted as QNetwork.quantize_input does: NHWC transposed, then reshaped.
+    perm = input_transpose(net.input_shape, net.input_layout)
+    layout = [] if perm is None else [helper.make_node("Transpose", ["q_input"], ["q_input_chw"],
+                                                       perm=list(perm), name="input_layout")]
     nodes = [helper.make_node("QuantizeLinear", [net.input_name, "input_scale", "input_zero_point"],
-                              ["q_input"], name="quantize_input"),
-             helper.make_node("Reshape", ["q_input", "input_chw"], ["t_input"], name="input_chw")]
+                              ["q_input"], name="quantize_input"), *layout,
+             helper.make_node("Reshape", ["q_input_chw" if layout else "q_input", "input_chw"],
+                              ["t_input"], name="input_chw")]
     current = "t_input"
     for index, layer in enumerate(net.layers):
         target = f"t{index:02d}"

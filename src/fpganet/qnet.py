@@ -31,7 +31,7 @@ from .config import MULT_BITS, AcceleratorConfig, ConfigError
 from .errors import FpganetError, FpganetWarning
 from .files import verify_directory
 from .isa import param_ranges
-from .model.ir import canonical_shape
+from .model.ir import input_chw, input_text, input_to_chw
 
 __all__ = ["QConv", "QMaxPool", "QReshape", "QAdd", "QAvgPool", "QNetwork", "load_network",
            "quantize_input", "MULT_BITS", "MULT_MIN", "MULT_MAX", "SHIFT_MIN", "SHIFT_MAX",
@@ -569,8 +569,8 @@ class QNetwork:
         :class:`QAvgPool` in execution order (topological); the last gives the output.
     input_name : str
     input_shape : tuple of int
-        Per-sample shape of the float input as the source model declares it,
-        e.g. ``(1, 28, 28)``; the first layer sees it as ``input_chw``.
+        Per-sample shape of the float input as the source model declares it, in the
+        model's own layout, e.g. ``(1, 28, 28)``; the first layer sees it as ``input_chw``.
     input_scale, input_zp : float, int
         Host quantization of the input (:meth:`quantize_input`).
     output_name : str
@@ -586,6 +586,10 @@ class QNetwork:
         Method and data used for the activation ranges.
     board : str or None
         The board :attr:`config` was compiled for (``compile --board``); None: no board named.
+    input_layout : str
+        How ``input_shape`` lays out the data (:data:`~fpganet.model.ir.INPUT_LAYOUTS`):
+        ``"nchw"`` (an ONNX model's) or ``"nhwc"`` (a TFLite model's), converted to
+        ``input_chw`` by :meth:`quantize_input`.
     """
 
     layers: list
@@ -601,12 +605,13 @@ class QNetwork:
     source: dict = field(default_factory=dict)
     calibration: dict = field(default_factory=dict)
     board: str = None
+    input_layout: str = "nchw"
 
     @property
     def input_chw(self):
         if self.layers and self.is_chain:
             return tuple(self.layers[0].in_shape)
-        return canonical_shape(self.input_shape)
+        return input_chw(self.input_shape, self.input_layout)
 
     def layer_inputs(self, index):
         """Indices of the layers layer ``index`` reads (``-1``: the network input)."""
@@ -628,11 +633,12 @@ class QNetwork:
         return [layer for layer in self.layers if isinstance(layer, QConv)]
 
     def quantize_input(self, x):
-        """float [N, *input_shape] -> int8 [N, *input_chw], checked; see :func:`quantize_input`."""
+        """float [N, *input_shape] in the model's layout -> int8 [N, *input_chw], checked; see
+        :func:`quantize_input`. Every path that feeds the accelerator converts the layout here."""
         x = np.asarray(x)
         if x.ndim < 1 or tuple(x.shape[1:]) != tuple(self.input_shape):
             raise FpganetError(f"inputs have shape {list(x.shape)}; the network expects "
-                               f"[N, {', '.join(map(str, self.input_shape))}]")
+                               f"{input_text(self.input_shape, self.input_layout)}")
         if not np.all(np.isfinite(x)):
             raise FpganetError("inputs contain NaN or Inf")
         q = quantize_input(x, self.input_scale, self.input_zp)
@@ -647,7 +653,7 @@ class QNetwork:
             warnings.warn(f"the inputs take only {levels} of the 256 int8 levels of the calibrated "
                           f"input range [{low:.4g}, {high:.4g}]: were the calibration data "
                           f"preprocessed like these inputs?", FpganetWarning, stacklevel=2)
-        return q.reshape(x.shape[0], *self.input_chw)
+        return input_to_chw(q, self.input_shape, self.input_layout).reshape(len(q), *self.input_chw)
 
     def dequantize_output(self, q):
         """int8 [N, ...] -> float32 [N, *output_shape]: ``s_out * (q - zp_out)``."""
@@ -657,6 +663,13 @@ class QNetwork:
 
     def validate(self):
         """Check every layer and the connection of shapes and zero points."""
+        try:
+            input_chw(self.input_shape, self.input_layout)
+        except ValueError as error:
+            raise FpganetError(f"the input: {error}") from None
+        if int(np.prod(self.input_shape)) != int(np.prod(self.input_chw)):
+            raise FpganetError(f"the input {list(self.input_shape)} ({self.input_layout}) does not "
+                               f"hold the {list(self.input_chw)} the first layer reads")
         shape, zp = self.input_chw, self.input_zp
         for index, layer in enumerate(self.layers):
             sources = self.layer_inputs(index)
@@ -754,7 +767,9 @@ class QNetwork:
             **board,
             "config": self.config.to_dict(),
             "numerics": numerics,
+            # An NCHW input's manifest names no layout (as before layouts were recorded).
             "input": {"name": self.input_name, "shape": list(self.input_shape),
+                      **({} if self.input_layout == "nchw" else {"layout": self.input_layout}),
                       "chw": list(self.input_chw), "scale": float(self.input_scale),
                       "zero_point": int(self.input_zp)},
             "output": {"name": self.output_name, "shape": list(self.output_shape),
@@ -851,7 +866,8 @@ def load_network(directory):
                        output_scale=float(np.float32(manifest["output"]["scale"])),
                        output_zp=int(manifest["output"]["zero_point"]), config=config,
                        source=manifest.get("source", {}), calibration=manifest.get("calibration", {}),
-                       board=manifest.get("board"))
+                       board=manifest.get("board"),
+                       input_layout=manifest["input"].get("layout", "nchw"))
     except KeyError as error:
         raise FpganetError(f"'{manifest_path}' lacks the key {error}") from None
     except (TypeError, ValueError, ConfigError) as error:

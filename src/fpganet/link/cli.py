@@ -34,8 +34,9 @@ def add_arguments(parser):
     run.add_argument("compiled", metavar="OUT", help="directory written by fpganet compile")
     common(run)
     run.add_argument("--inputs", metavar="X.npz",
-                     help="array 'x' float32 [N, C, H, W], optional labels 'y' [N]; default "
-                          "for the embedded LeNet-5: MNIST eval split")
+                     help="array 'x' float32 [N, ...] shaped as the model's input (its own "
+                          "layout), optional labels 'y' [N]; default for the embedded LeNet-5: "
+                          "MNIST eval split")
     run.add_argument("--limit", type=positive_int, metavar="N", help="only the first N inputs")
     run.add_argument("--out", metavar="R.npz",
                      help="write 'logits', 'q' and 'cycles' (uint32 stamp per image)")
@@ -73,7 +74,8 @@ def _run_network_command(args):
     if args.out:
         check_output_file(args.out, inputs=(args.inputs, args.compiled))
     if args.inputs is not None:
-        x, y = read_inputs(args.inputs, job.input_shape, input_name=job.input_name)
+        x, y = read_inputs(args.inputs, job.input_shape, input_name=job.input_name,
+                           layout=job.input_layout)
         where = f"'{args.inputs}'"
     elif job.embedded:
         x, y = mnist("eval")

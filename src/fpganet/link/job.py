@@ -18,12 +18,13 @@ class CompiledJob:
     input_bytes: int               # per image
     output_bytes: int              # per image, without the stamp
     batch: int                     # images one START runs (--batch)
-    quantize: object               # float x [N, ...] -> int8 [N, C, H, W]
+    quantize: object               # float x [N, *input_shape] -> int8 [N, C, H, W]
     dequantize: object             # int8 [N, ...] -> float32 logits
-    input_shape: tuple             # float input shape of one sample
+    input_shape: tuple             # float input shape of one sample, the model's own layout
     output_shape: tuple            # int8 output shape of one sample
     input_name: str = "input"
     embedded: bool = False
+    input_layout: str = "nchw"     # of input_shape; quantize converts it to CHW
 
 
 def load_compiled_job(out_dir):
@@ -47,4 +48,5 @@ def load_compiled_job(out_dir):
                        quantize=net.quantize_input, dequantize=net.dequantize_output,
                        input_shape=tuple(net.input_shape),
                        output_shape=tuple(images.streams.output_shape),
-                       input_name=net.input_name, embedded=bool(net.source.get("embedded")))
+                       input_name=net.input_name, embedded=bool(net.source.get("embedded")),
+                       input_layout=net.input_layout)

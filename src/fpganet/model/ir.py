@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["Conv", "Dense", "Relu", "MaxPool", "AvgPool", "Add", "Reshape", "Graph",
-           "IntegerWeights", "LINEAR_LAYERS", "REQUANTIZING_LAYERS", "layer_inputs", "fuse_relu"]
+           "IntegerWeights", "LINEAR_LAYERS", "REQUANTIZING_LAYERS", "INPUT_LAYOUTS", "layer_inputs",
+           "fuse_relu", "input_chw", "input_transpose", "input_to_chw", "input_text"]
 
 #: Index in ``inputs`` that names the graph input.
 GRAPH_INPUT = -1
@@ -226,8 +227,9 @@ class Graph:
     input_name : str
         Name of the ONNX graph input.
     input_shape : tuple of int
-        Per-sample shape the ONNX input declares, without the batch axis,
-        e.g. ``(1, 28, 28)``; inputs are given as ``[N, *input_shape]``.
+        Per-sample shape the model's input declares, without the batch axis,
+        e.g. ``(1, 28, 28)``; inputs are given as ``[N, *input_shape]``, in the model's own
+        layout.
     output_name : str
         Name of the ONNX tensor the IR's last layer produces.
     output_shape : tuple of int
@@ -251,6 +253,9 @@ class Graph:
         ``"integers"``, linear layer index -> :class:`IntegerWeights`, and ``"arithmetic"``
         ``"tflite"`` (in the ``tflite`` requantization mode, LiteRT's reference kernels'
         roundings). None for a float model.
+    input_layout : str
+        How ``input_shape`` lays out the data (:data:`INPUT_LAYOUTS`): ``"nchw"`` for an
+        ONNX model, ``"nhwc"`` for a TFLite one; :func:`input_to_chw` converts.
     """
 
     name: str
@@ -262,11 +267,12 @@ class Graph:
     notes: list = field(default_factory=list)
     dropped_output_op: str = None
     quantization: dict = None
+    input_layout: str = "nchw"
 
     @property
     def input_chw(self):
         """Canonical ``(C, H, W)`` of the input."""
-        return canonical_shape(self.input_shape)
+        return input_chw(self.input_shape, self.input_layout)
 
     @property
     def macs(self):
@@ -295,6 +301,57 @@ def canonical_shape(shape):
     if len(shape) <= 3:
         return shape + (1,) * (3 - len(shape))
     return shape[:2] + (int(np.prod(shape[2:])),)
+
+
+#: Input layouts a model can declare: ``"nchw"``, the data already in the accelerator's
+#: channel-first order (ONNX, any rank, :func:`canonical_shape`), and ``"nhwc"`` (TFLite:
+#: ``(H, W, C)`` channels last, ``(H, W)`` one channel, ``(K,)`` a vector).
+INPUT_LAYOUTS = ("nchw", "nhwc")
+
+
+def input_chw(shape, layout="nchw"):
+    """The accelerator's ``(C, H, W)`` of a per-sample input ``shape`` in ``layout``."""
+    shape = tuple(int(d) for d in shape)
+    if layout not in INPUT_LAYOUTS:
+        raise ValueError(f"input layout {layout!r} is not one of {', '.join(INPUT_LAYOUTS)}")
+    if layout == "nhwc":
+        if len(shape) not in (1, 2, 3):
+            raise ValueError(f"an NHWC input has 1 to 3 axes per sample, not {list(shape)}")
+        if len(shape) == 3:
+            return (shape[2], shape[0], shape[1])
+        if len(shape) == 2:
+            return (1, *shape)
+    return canonical_shape(shape)
+
+
+def input_transpose(shape, layout="nchw"):
+    """The permutation of ``[N, *shape]`` that puts the data in channel-first order, or None
+    where the order is already that (a reshape then suffices: NCHW, or NHWC with one channel)."""
+    if layout == "nhwc" and len(shape) == 3 and int(shape[2]) > 1:
+        return (0, 3, 1, 2)
+    return None
+
+
+def input_text(shape, layout="nchw"):
+    """``[N, 12, 12, 3] (NHWC, the model's own layout)`` for messages: only an image in a layout
+    other than NCHW names it."""
+    text = "[N, " + ", ".join(str(int(d)) for d in shape) + "]"
+    if layout == "nchw" or len(shape) != 3:
+        return text
+    return f"{text} ({layout.upper()}, the model's own layout)"
+
+
+def input_to_chw(x, shape, layout="nchw"):
+    """Inputs ``[N, *shape]`` in the model's ``layout`` as the accelerator's ``[N, C, H, W]``.
+
+    The one place the host converts a model's layout: a transpose for NHWC with more than
+    one channel, a reshape otherwise. Works on float and int8 arrays alike.
+    """
+    x = np.asarray(x)
+    perm = input_transpose(shape, layout)
+    if perm is not None:
+        x = x.transpose(perm)
+    return x.reshape(x.shape[0], *input_chw(shape, layout))
 
 
 def fuse_relu(graph):

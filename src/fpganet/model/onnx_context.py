@@ -13,7 +13,7 @@ import heapq
 import numpy as np
 
 from ..errors import FpganetError, one_line
-from .ir import GRAPH_INPUT, Graph, Relu, Reshape, canonical_shape
+from .ir import GRAPH_INPUT, Graph, Relu, Reshape, canonical_shape, input_chw
 from .onnx_common import BATCH, DataInput, TensorState, describe, shape_text
 from .onnx_ops import ONNX_OPS, supported_list
 
@@ -260,6 +260,7 @@ class ImportContext:
         output_name = graph.output[0].name
         view, self.export_batch = self._input_view(input_info)
         self.input_view = view
+        self.input_layout = "nchw"
         self.dropped = None
         self.output_name = output_name
         data_nodes = self._data_nodes(input_info.name)
@@ -272,7 +273,7 @@ class ImportContext:
                 raise self._unsupported(node, index)
             self.touched = []
             with np.errstate(all="ignore"):  # folding overflow is reported below, by layer
-                value = self._visit(node, index)
+                value = self._input_transpose(node, input_info.name) or self._visit(node, index)
             if any(int(d) < 1 for d in value.view):
                 raise FpganetError(f"{describe(node, index)} produces an empty tensor "
                                    f"{shape_text(value.view)} (a dimension of size 0)")
@@ -300,7 +301,7 @@ class ImportContext:
         return Graph(name=graph.name or "model", input_name=input_info.name,
                      input_shape=tuple(self.input_view), output_name=final_name,
                      output_shape=tuple(value.view), layers=layers, notes=self.notes,
-                     dropped_output_op=self.dropped)
+                     dropped_output_op=self.dropped, input_layout=self.input_layout)
 
     def tensor_layers(self, graph):
         """ONNX tensor name -> the layer object holding its data (None: the graph input), for
@@ -343,6 +344,18 @@ class ImportContext:
     def _uses(self, name):
         """Nodes on the data path reading tensor ``name`` (the graph output counts as one)."""
         return self.data_consumers.get(name, 0) + (name == self.output_name)
+
+    def _input_transpose(self, node, input_name):
+        """The state after a Transpose [0, 3, 1, 2] that is the only reader of an NHWC graph
+        input (Keras and tf2onnx models), or None: the host transposes instead, and the input
+        keeps the model's layout (``input_layout`` ``"nhwc"``)."""
+        if node.op_type != "Transpose" or list(node.input) != [input_name] \
+                or self._uses(input_name) != 1 or len(self.input_view) != 3 \
+                or list(self.attrs(node).get("perm", ())) != [0, 3, 1, 2]:
+            return None
+        self.input_layout = "nhwc"
+        chw = input_chw(self.input_view, "nhwc")
+        return TensorState(chw, 0, None, chw)
 
     def _visit(self, node, index):
         """Convert one data-path node with its handler; returns the :class:`TensorState` of its

@@ -20,7 +20,8 @@ Folded at import: BatchNormalization into the Conv/Gemm before it, or, where it
 follows something else (a ReLU), forward into the Conv/Gemm after it; an Add of
 a per-channel constant likewise (MatMul+Add becomes a dense layer); a Transpose
 to NHWC before a flatten into the columns of the Gemm after it (the heads TF
-converters emit). Removed: Dropout, Identity, a final Softmax/LogSoftmax (the arg-max is
+converters emit); a Transpose [0, 3, 1, 2] that alone reads an NHWC graph input is left
+to the host, which transposes the model's own inputs (``Graph.input_layout`` ``"nhwc"``). Removed: Dropout, Identity, a final Softmax/LogSoftmax (the arg-max is
 unchanged; :attr:`Graph.dropped_output_op` says so). The batch is free: a fixed
 batch in the input declaration, or baked into a Reshape constant (``[10, 400]``),
 is ignored, and the ``x.view(x.size(0), -1)`` pattern (Shape, Gather, Unsqueeze,

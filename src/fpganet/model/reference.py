@@ -3,7 +3,8 @@
 import numpy as np
 
 from ..ops import avgpool, grouped_matmul, im2col, maxpool
-from .ir import GRAPH_INPUT, Add, AvgPool, Conv, Dense, MaxPool, Relu, Reshape, layer_inputs
+from .ir import (GRAPH_INPUT, Add, AvgPool, Conv, Dense, MaxPool, Relu, Reshape, input_to_chw,
+                 layer_inputs)
 
 __all__ = ["run_float"]
 
@@ -47,7 +48,7 @@ def run_float(graph, x, layer_outputs=False):
     ----------
     graph : fpganet.model.Graph
     x : numpy.ndarray
-        float [N, *graph.input_shape].
+        float [N, *graph.input_shape], in the model's layout.
     layer_outputs : bool
         Also return every layer's output ([N, C, H, W] each).
 
@@ -60,7 +61,7 @@ def run_float(graph, x, layer_outputs=False):
     """
     x = np.asarray(x, dtype=np.float32)
     n = x.shape[0]
-    values = {GRAPH_INPUT: x.reshape(n, *graph.input_chw)}
+    values = {GRAPH_INPUT: input_to_chw(x, graph.input_shape, graph.input_layout)}
     y = values[GRAPH_INPUT]
     outputs = []
     for index, layer in enumerate(graph.layers):

@@ -180,6 +180,13 @@ class TfliteContext:
                                f"{len(self.graph_outputs)} outputs; fpganet takes one of each")
         return self.tensors[self.graph_inputs[0]]
 
+    def take_input(self, source):
+        """Record the network input: its name, its own per-sample shape (NHWC, as LiteRT takes
+        it) and the accelerator's ``(C, H, W)`` of it."""
+        self.input_name = source.name
+        self.input_chw = self.chw(source, "the network input", network_input=True)
+        self.input_shape = tuple(int(d) for d in source.shape[1:])
+
     def walk(self, output_index):
         """Hand every operator to its handler (:data:`fpganet.model.tflite_registry.HANDLERS`)."""
         self.output_index = output_index
@@ -376,8 +383,7 @@ class Int8Context(TfliteContext):
 
     def run(self):
         source = self.one_input_output()
-        self.input_name = source.name
-        self.input_chw = self.chw(source, "the network input", network_input=True)
+        self.take_input(source)
         if source.dtype == "float32":
             # A float input is quantized by the op that reads it (a QUANTIZE, checked there).
             self.input_q = None
@@ -473,8 +479,7 @@ class FloatContext(TfliteContext):
     def run(self):
         source = self.one_input_output()
         self.float_tensor(source, "the network input")
-        self.input_name = source.name
-        self.input_chw = self.chw(source, "the network input", network_input=True)
+        self.take_input(source)
         self.values[source.index] = TensorValue(-1, self.input_chw, None, None)
         output_index = self.graph_outputs[0]
         self.walk(output_index)

@@ -19,7 +19,8 @@ kinds that take it (:mod:`fpganet.model.tflite_registry`); the walk they share a
 layer becomes in each kind: :mod:`fpganet.model.tflite_context`.
 
 TFLite stores feature maps NHWC; fpganet's are NCHW. Weights are transposed to OIHW, the
-network takes NCHW inputs (as the float ONNX models do), and a FULLY_CONNECTED layer after
+network takes its inputs NHWC as LiteRT does (the host transposes them,
+:func:`~fpganet.model.ir.input_to_chw`), and a FULLY_CONNECTED layer after
 a flatten of an ``H x W x C`` map has its weight columns permuted from TFLite's
 ``(h, w, c)`` order to fpganet's ``(c, h, w)``.
 
@@ -177,8 +178,9 @@ def load_tflite_float(path):
     Returns
     -------
     fpganet.model.ir.Graph
-        ReLUs fused; ``input_shape`` is ``(C, H, W)`` (NCHW inputs, as the float ONNX
-        models take), ``output_shape`` that of the logits (a final SOFTMAX dropped:
+        ReLUs fused; ``input_shape`` is the TFLite input's without the batch (``(H, W, C)``,
+        ``(H, W)`` or ``(K,)``) and ``input_layout`` ``"nhwc"``: inputs are given as LiteRT
+        takes them; ``output_shape`` that of the logits (a final SOFTMAX dropped:
         ``dropped_output_op`` ``"SOFTMAX"``).
 
     Raises
@@ -202,7 +204,7 @@ def _graph(path, parsed):
     importer.run()
     output_name, output_shape = importer.logits_name_shape()
     graph = Graph(name=Path(path).stem, input_name=importer.input_name,
-                  input_shape=tuple(importer.input_chw), output_name=output_name,
+                  input_shape=importer.input_shape, input_layout="nhwc", output_name=output_name,
                   output_shape=output_shape, layers=importer.layers, notes=importer.notes,
                   dropped_output_op=importer.dropped, quantization=importer.quantization())
     return fuse_relu(graph) if parsed.kind == "float" else graph
@@ -221,8 +223,9 @@ def load_tflite(path, config=None, source=None):
     Returns
     -------
     fpganet.qnet.QNetwork
-        Its ``input_shape`` is ``(C, H, W)``: it takes NCHW inputs, as the float ONNX
-        models do; its ``output_shape`` is that of the logits (before a final SOFTMAX).
+        Its ``input_shape`` is the TFLite input's without the batch, ``input_layout``
+        ``"nhwc"``: it takes inputs as LiteRT does; its ``output_shape`` is that of the
+        logits (before a final SOFTMAX).
 
     Raises
     ------

@@ -97,7 +97,8 @@ def quantize_graph(graph, calib_x, method=DEFAULT_METHOD, config=DEFAULT_CONFIG,
     net = QNetwork(layers=layers, input_name=graph.input_name, input_shape=tuple(graph.input_shape),
                    input_scale=input_scale, input_zp=input_zp, output_name=graph.output_name,
                    output_shape=tuple(graph.output_shape), output_scale=s_act, output_zp=zp_act,
-                   config=config, source=dict(source or {}), calibration=dict(calibration or {}))
+                   config=config, source=dict(source or {}), calibration=dict(calibration or {}),
+                   input_layout=graph.input_layout)
     net.calibration.setdefault("method", method if given is None else "qdq")
     net.calibration.setdefault("samples", int(calib_x.shape[0]) if given is None else 0)
     net.validate()
