@@ -18,6 +18,7 @@ gets ``results.csv``, ``results.json`` and Pareto plots, built aside and renamed
 (:func:`fpganet.files.staged_directory`).
 """
 
+import contextlib
 import csv
 import dataclasses
 import hashlib
@@ -370,29 +371,52 @@ def _init_ray(ray, address, cpus=None, source="--address"):
     logging.getLogger("ray").setLevel(logging.ERROR)
     main_thread = threading.current_thread() is threading.main_thread()
     sigterm = signal.getsignal(signal.SIGTERM) if main_thread else None
+    received = []
     try:
-        if address:
-            ray.init(address=address, **options)
-        else:
-            # "local": a new instance of our own, even where another one runs on this machine.
-            ray.init(address="local", num_cpus=cpus or os.cpu_count() or 1, **options)
+        with _sigterm_noted(received, main_thread):
+            if address:
+                ray.init(address=address, **options)
+            else:
+                # "local": a new instance of our own, even where another one runs on this machine.
+                ray.init(address="local", num_cpus=cpus or os.cpu_count() or 1, **options)
     except (ConnectionError, ValueError, RuntimeError) as error:
         if not address:
             raise
         raise FpganetError(f"{source} '{address}': no Ray cluster to connect to "
                            f"({' '.join(str(error).split())})") from None
-    except SystemExit as stop:
-        # SIGTERM while Ray starts: its handler exits with status 15 and no word. Handed to
-        # the handler the command had instead (fpganet: terminated, 143), Ray stopped first.
-        if sigterm is None or stop.code != signal.SIGTERM:
-            raise
-        ray.shutdown()
-        signal.signal(signal.SIGTERM, sigterm)
-        signal.raise_signal(signal.SIGTERM)
-        raise
     finally:
         if sigterm is not None:
             signal.signal(signal.SIGTERM, sigterm)
+    if received:
+        # Handed to the handler the command had (fpganet: terminated, 143), Ray stopped first
+        # (its shutdown may set the handler again).
+        ray.shutdown()
+        if sigterm is not None:
+            signal.signal(signal.SIGTERM, sigterm)
+        signal.raise_signal(signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def _sigterm_noted(received, main_thread):
+    """While Ray starts, a SIGTERM is only noted in ``received``, and Ray may not install its
+    own handler. Ray's handler exits with status 15 and no word, and any handler that raises
+    can fire inside an after-fork callback (filelock's), where the exception is printed and
+    dropped and the run goes on."""
+    if not main_thread:
+        yield
+        return
+    install = signal.signal
+
+    def keep_noting(signum, handler):
+        if signum == signal.SIGTERM:
+            return signal.getsignal(signal.SIGTERM)
+        return install(signum, handler)
+    install(signal.SIGTERM, lambda signum, frame: received.append(signum))
+    signal.signal = keep_noting
+    try:
+        yield
+    finally:
+        signal.signal = install
 
 
 #: Run by :func:`check_address` in a child process that can be killed: connect, then leave.
