@@ -9,7 +9,8 @@ import pytest
 from onnx_builders import init, make, node, save, weights
 
 from fpganet.cli import main
-from fpganet.datasets import LENET5_ONNX
+from fpganet.datasets import LENET5_ONNX, mnist
+from fpganet.model.qdq import onnxruntime_qdq
 
 
 @pytest.fixture(scope="module")
@@ -220,3 +221,18 @@ def test_mnist_says_what_it_writes_and_raw_writes_the_pixels(tmp_path, capfd):
     assert raw.shape == normalized.shape == (5, 1, 28, 28) and raw.dtype == np.float32
     assert raw.min() == 0 and raw.max() == 255 and np.all(raw == np.round(raw))
     np.testing.assert_allclose(normalized, (raw / 255 - 0.1307) / 0.3081, atol=1e-5)
+
+
+def test_a_failed_check_prints_its_table_then_one_error_line(files, capfd, tmp_path):
+    """A QDQ LeNet-5 on the iCEBreaker, whose 1-bit requantizer multipliers round the model's
+    own scales: the layer table on stdout, then one error line naming the layers, exit 2."""
+    onnxruntime_qdq(LENET5_ONNX, tmp_path / "q.onnx", mnist("calib")[0][:10], batch=10)
+    assert main(["compile", str(tmp_path / "q.onnx"), "--board", "icebreaker",
+                 "-o", str(tmp_path / "OUT")]) == 0
+    capfd.readouterr()
+    status, out, err = run_cli(capfd, "check", tmp_path / "OUT", "--inputs", files / "X.npz",
+                               "--limit", 50)
+    assert status == 2 and "FAIL (needs >= 99 % equal" in out and "check passed" not in out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fpganet: error: check failed: ")
+    assert "gemm_23" in lines[0]
