@@ -445,10 +445,15 @@ def configure(parser):
     add_config_arguments(parser)
 
 
+def _config_flags(args):
+    """Every configuration field's flag value (None: not given)."""
+    return {field.name: getattr(args, f"config_{field.name}", None)
+            for field in dataclasses.fields(AcceleratorConfig)}
+
+
 def config_from_args(board, args):
     """The board's default configuration with the configuration flags that were given."""
-    changes = {field.name: getattr(args, f"config_{field.name}", None)
-               for field in dataclasses.fields(AcceleratorConfig)}
+    changes = _config_flags(args)
     clock_mhz = getattr(args, "config_clock_mhz", None)
     if clock_mhz is not None:
         if changes["clock_hz"] is not None:
@@ -458,8 +463,7 @@ def config_from_args(board, args):
 
 
 def _flags_given(args):
-    return [field.name for field in dataclasses.fields(AcceleratorConfig)
-            if getattr(args, f"config_{field.name}", None) is not None] + \
+    return [name for name, value in _config_flags(args).items() if value is not None] + \
         [name for name in ("array", "config_clock_mhz") if getattr(args, name, None) is not None]
 
 

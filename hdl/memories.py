@@ -27,7 +27,7 @@ from fpganet.isa import PARAM_LAYOUTS
 
 from .registers import update
 
-__all__ = ["param_layout", "ActivationBuffer", "WeightBuffer", "BankArbiter",
+__all__ = ["param_layout", "check_bank_access", "ActivationBuffer", "WeightBuffer", "BankArbiter",
            "falling_edge_write_domain", "one_hot_select", "IDLE_WRITTEN", "yosys_idle_written"]
 
 
@@ -192,6 +192,14 @@ class ActivationBuffer(wiring.Component):
                 wr.addr.eq(self.wr_addr[b]), wr.data.eq(self.wr_data[b]), wr.en.eq(self.wr_en[b]),
             ]
         return m
+
+
+def check_bank_access(config, access, unit):
+    """Refuse to build the ``access`` (``"arbitrated"`` or ``"scheduled"``) variant of ``unit``
+    for a configuration whose ``bank_access`` is the other."""
+    if config.bank_access != access:
+        raise ValueError(f"the {access} {unit} needs bank_access '{access}', "
+                         f"not {config.bank_access!r}")
 
 
 class BankArbiter(wiring.Component):

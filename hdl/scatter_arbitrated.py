@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 from amaranth import *
 
-from .memories import BankArbiter
+from .memories import BankArbiter, check_bank_access
 from .scatter_base import ResultWriter
 
 __all__ = ["ArbitratedResultWriter"]
@@ -31,9 +31,7 @@ class ArbitratedResultWriter(ResultWriter):
 
     def __init__(self, config, **requantizer):
         super().__init__(config, **requantizer)
-        if config.bank_access != "arbitrated":
-            raise ValueError(f"the arbitrated result writer needs bank_access 'arbitrated', "
-                             f"not {config.bank_access!r}")
+        check_bank_access(config, "arbitrated", "result writer")
 
     @property
     def start_latency(self):

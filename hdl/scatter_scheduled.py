@@ -5,6 +5,7 @@ from types import SimpleNamespace
 from amaranth import *
 from amaranth.lib import data
 
+from .memories import check_bank_access
 from .registers import next_value, update
 from .scatter_base import ResultWriter
 
@@ -39,9 +40,7 @@ class ScheduledResultWriter(ResultWriter):
 
     def __init__(self, config, **requantizer):
         super().__init__(config, **requantizer)
-        if config.bank_access != "scheduled":
-            raise ValueError(f"the scheduled result writer needs bank_access 'scheduled', "
-                             f"not {config.bank_access!r}")
+        check_bank_access(config, "scheduled", "result writer")
 
     @property
     def start_latency(self):

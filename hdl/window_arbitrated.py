@@ -2,7 +2,7 @@
 
 from amaranth import *
 
-from .memories import BankArbiter, bank_hits, route_to_banks
+from .memories import BankArbiter, bank_hits, check_bank_access, route_to_banks
 from .registers import update
 from .window_base import WindowGenerator, _Gather
 
@@ -31,9 +31,7 @@ class ArbitratedWindowGenerator(WindowGenerator):
 
     def __init__(self, config):
         super().__init__(config)
-        if config.bank_access != "arbitrated":
-            raise ValueError(f"the arbitrated window generator needs bank_access 'arbitrated', "
-                             f"not {config.bank_access!r}")
+        check_bank_access(config, "arbitrated", "window generator")
 
     def _odd_channel(self, m, kc, walk):
         # The last beat's odd channel is read only if it has two.

@@ -5,7 +5,7 @@ import functools
 
 from amaranth import *
 
-from .memories import bank_hits, one_hot_select, route_to_banks
+from .memories import bank_hits, check_bank_access, one_hot_select, route_to_banks
 from .registers import registered_wrap, update
 from .systolic import operand_layout
 from .window_base import WindowGenerator, _Gather
@@ -48,9 +48,7 @@ class ScheduledWindowGenerator(WindowGenerator):
 
     def __init__(self, config):
         super().__init__(config)
-        if config.bank_access != "scheduled":
-            raise ValueError(f"the scheduled window generator needs bank_access 'scheduled', "
-                             f"not {config.bank_access!r}")
+        check_bank_access(config, "scheduled", "window generator")
 
     # A tile's last beat loads the kernel walk's origin (WindowGenerator._rewind_at_tile_end).
     _rewind_at_tile_end = True
