@@ -137,7 +137,7 @@ def _run_compile(args):
     print(f"  {len(net.layers)} layers, {net.macs:,} MACs per sample, "
           f"{sum(l.weight.size for l in net.conv_layers):,} int8 weights, for the "
           f"{net.config.name} array")
-    if net.calibration["method"] in ("qdq", "tflite"):
+    if net.calibration["method"] in ("qdq", "tflite", "qonnx"):
         print(f"  quantization: as given by the model ({net.calibration['data']}); no calibration")
     else:
         print(f"  calibration: {net.calibration['method']} on {net.calibration['samples']} "

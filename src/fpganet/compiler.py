@@ -186,15 +186,20 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     sha256 = file_sha256(model_path)
     # A byte-identical copy of the embedded LeNet-5 gets its defaults (calibration split, eval inputs).
     embedded = sha256 == file_sha256(datasets.LENET5_ONNX)
+    qonnx = graph.quantization is not None and graph.quantization.get("arithmetic") == "qonnx"
     if graph.quantization is not None:
-        # A QDQ model carries its quantization; calibration data would not change it.
+        # A QDQ or QONNX model carries its quantization; calibration data would not change it.
+        kind = "QONNX" if qonnx else "QDQ"
         if calib is not None:
-            warnings.warn("the model is pre-quantized (QDQ): its own scales and zero points are "
-                          "used and the calibration data are ignored", FpganetWarning, stacklevel=2)
-        _warn_rounded_multipliers(config, "QDQ")
+            warnings.warn(f"the model is pre-quantized ({kind}): its own quantizers are used and "
+                          f"the calibration data are ignored", FpganetWarning, stacklevel=2)
+        if not qonnx:   # a QONNX layer's requantization is fitted to the multiplier's bits
+            _warn_rounded_multipliers(config, "QDQ")
         calib, calib_x = None, None
-        calibration = {"data": "scales and zero points of the model's QuantizeLinear nodes",
-                       "method": "qdq", "samples": 0}
+        calibration = ({"data": "levels of the model's Quant and BipolarQuant nodes",
+                        "method": "qonnx", "samples": 0} if qonnx else
+                       {"data": "scales and zero points of the model's QuantizeLinear nodes",
+                        "method": "qdq", "samples": 0})
     elif calib is None:
         if not embedded:
             raise FpganetError("a calibration file is required for a model other than the "
@@ -221,7 +226,9 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
               "sha256": sha256, "embedded": embedded, "graph": graph.name,
               "dropped_output_op": graph.dropped_output_op, "notes": list(graph.notes),
               "float_macs": int(graph.macs), **origin}
-    if graph.quantization is not None:
+    if qonnx:
+        source["prequantized"] = "QONNX: the model's quantizers and integer weights"
+    elif graph.quantization is not None:
         source["prequantized"] = "QDQ: the model's activation scales and int8 weights"
     net = quantize_graph(graph, calib_x, method=method, config=config, source=source,
                          calibration=calibration)

@@ -21,7 +21,7 @@ from .errors import FpganetError
 
 __all__ = ["LENET5_DIR", "LENET5_ONNX", "MNIST_NPZ", "CALIB_COUNT", "SPLITS", "MNIST_MEAN",
            "MNIST_STD", "preprocess_mnist", "mnist", "write_inputs", "MLPERF_TINY", "mlperf_tiny_dir",
-           "mlperf_tiny_model", "mlperf_tiny"]
+           "mlperf_tiny_model", "mlperf_tiny", "QONNX_MODELS", "qonnx_model", "mnist_pixels"]
 
 LENET5_DIR = Path(__file__).resolve().parent / "data" / "lenet5-mnist"
 LENET5_ONNX = LENET5_DIR / "lenet.onnx"
@@ -98,6 +98,28 @@ def mlperf_tiny_dir():
     ``shared/models/mlperf-tiny`` beside the checkout this package runs from."""
     shared = os.environ.get("FPGANET_SHARED") or Path(__file__).resolve().parents[3] / "shared"
     return Path(shared) / "models" / "mlperf-tiny"
+
+
+#: FINN's QONNX networks in the shared material (``models/qonnx/``, its SOURCE.md): MNIST
+#: MLPs with their preprocessing in the graph, taking raw pixels ``x / 255``.
+QONNX_MODELS = {"tfc-w1a1": "TFC_1W1A.onnx", "tfc-w2a2": "TFC_2W2A.onnx"}
+
+
+def qonnx_model(name):
+    """Path of the shared QONNX network ``name`` (a key of :data:`QONNX_MODELS`)."""
+    path = mlperf_tiny_dir().parent / "qonnx" / QONNX_MODELS[name]
+    if not path.is_file():
+        raise FpganetError(f"{path}: not found (the QONNX test material lives in the project's "
+                           f"shared folder; set FPGANET_SHARED to the folder holding models/qonnx/)")
+    return path
+
+
+def mnist_pixels(split="all"):
+    """MNIST test images of ``split`` as raw pixels in [0, 1] (``x / 255``, float32
+    [N, 1, 28, 28], no normalization) and their labels."""
+    with np.load(MNIST_NPZ) as data:
+        x, y = data["x"][SPLITS[split]], data["y"][SPLITS[split]]
+    return (x.astype(np.float32) / np.float32(255)).reshape(-1, 1, 28, 28), y.astype(np.int64)
 
 
 def _mlperf_file(name, directory):

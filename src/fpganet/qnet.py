@@ -533,11 +533,12 @@ _ARRAY_DTYPES = {"weight": np.int8, "bias": np.int32, "mult": np.int32, "shift":
                  "s_w": np.float32}
 
 
-def quantize_input(x, scale, zero_point):
+def quantize_input(x, scale, zero_point, lo=INT8_MIN, hi=INT8_MAX):
     """Host-side input quantization, identical to onnxruntime's QuantizeLinear to int8.
 
-    ``q = clamp(round_half_to_even(x / scale) + zero_point, -128, 127)``, the
-    division done in float32 as onnxruntime does.
+    ``q = clamp(round_half_to_even(x / scale) + zero_point, lo, hi)``, the
+    division done in float32 as onnxruntime does; ``lo``, ``hi`` narrower than int8 for an
+    input of fewer bits (a QONNX model's).
 
     Parameters
     ----------
@@ -546,6 +547,8 @@ def quantize_input(x, scale, zero_point):
     scale : float
         A float32-representable scale.
     zero_point : int
+    lo, hi : int
+        The codes' clamp.
 
     Returns
     -------
@@ -553,9 +556,9 @@ def quantize_input(x, scale, zero_point):
         int8, same shape as ``x``.
     """
     x = np.asarray(x, dtype=np.float32)
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         q = np.rint(x / np.float32(scale)).astype(np.float64) + zero_point
-    return np.clip(q, INT8_MIN, INT8_MAX).astype(np.int8)
+    return np.clip(q, lo, hi).astype(np.int8)
 
 
 @dataclass
@@ -590,6 +593,9 @@ class QNetwork:
         How ``input_shape`` lays out the data (:data:`~fpganet.model.ir.INPUT_LAYOUTS`):
         ``"nchw"`` (an ONNX model's) or ``"nhwc"`` (a TFLite model's), converted to
         ``input_chw`` by :meth:`quantize_input`.
+    input_lo, input_hi : int
+        The input codes' clamp: -128..127, or the levels of a low-bit input (a QONNX
+        model's 1- or 2-bit input quantizer).
     """
 
     layers: list
@@ -606,6 +612,8 @@ class QNetwork:
     calibration: dict = field(default_factory=dict)
     board: str = None
     input_layout: str = "nchw"
+    input_lo: int = INT8_MIN
+    input_hi: int = INT8_MAX
 
     @property
     def input_chw(self):
@@ -641,16 +649,18 @@ class QNetwork:
                                f"{input_text(self.input_shape, self.input_layout)}")
         if not np.all(np.isfinite(x)):
             raise FpganetError("inputs contain NaN or Inf")
-        q = quantize_input(x, self.input_scale, self.input_zp)
-        low, high = (self.input_scale * (bound - self.input_zp) for bound in (INT8_MIN, INT8_MAX))
+        q = quantize_input(x, self.input_scale, self.input_zp, self.input_lo, self.input_hi)
+        low, high = (self.input_scale * (bound - self.input_zp)
+                     for bound in (self.input_lo, self.input_hi))
         outside = float(np.mean((x < low - self.input_scale) | (x > high + self.input_scale)))
         if outside > CLIPPED_INPUTS_WARNING:
             warnings.warn(f"{100 * outside:.1f} % of the input values lie outside the calibrated "
                           f"input range [{low:.4g}, {high:.4g}] and are clipped: were the inputs "
                           f"preprocessed like the calibration data?", FpganetWarning, stacklevel=2)
         levels = int(q.max()) - int(q.min()) + 1
-        if levels < FEW_INPUT_LEVELS and float(x.max()) > float(x.min()):
-            warnings.warn(f"the inputs take only {levels} of the 256 int8 levels of the calibrated "
+        available = self.input_hi - self.input_lo + 1
+        if levels < min(FEW_INPUT_LEVELS, available) and float(x.max()) > float(x.min()):
+            warnings.warn(f"the inputs take only {levels} of the {available} levels of the calibrated "
                           f"input range [{low:.4g}, {high:.4g}]: were the calibration data "
                           f"preprocessed like these inputs?", FpganetWarning, stacklevel=2)
         return input_to_chw(q, self.input_shape, self.input_layout).reshape(len(q), *self.input_chw)
@@ -670,6 +680,9 @@ class QNetwork:
         if int(np.prod(self.input_shape)) != int(np.prod(self.input_chw)):
             raise FpganetError(f"the input {list(self.input_shape)} ({self.input_layout}) does not "
                                f"hold the {list(self.input_chw)} the first layer reads")
+        if not INT8_MIN <= self.input_lo <= self.input_hi <= INT8_MAX:
+            raise FpganetError(f"the input's clamp {self.input_lo}..{self.input_hi} is not within "
+                               f"-128..127")
         shape, zp = self.input_chw, self.input_zp
         for index, layer in enumerate(self.layers):
             sources = self.layer_inputs(index)
@@ -739,7 +752,10 @@ class QNetwork:
             "activations": "int8 asymmetric per tensor (scale, zero point), TFLite convention",
             "bias": "int32 = round(b / (s_in * s_w[m])) - zp_in * sum_k w[m, k]",
             "requantize": REQUANTIZE_TEXT[self.config.requant_mode],
-            "input": "q = clamp(round_half_to_even(x / input.scale) + input.zero_point, -128, 127)",
+            "input": ("q = clamp(round_half_to_even(x / input.scale) + input.zero_point, -128, 127)"
+                      if (self.input_lo, self.input_hi) == (INT8_MIN, INT8_MAX) else
+                      "q = clamp(round_half_to_even(x / input.scale) + input.zero_point, input.lo, "
+                      "input.hi)"),
             "output": "logits = output.scale * (q - output.zero_point)",
             "document": "docs/reference/numerics.md",
         }
@@ -771,7 +787,9 @@ class QNetwork:
             "input": {"name": self.input_name, "shape": list(self.input_shape),
                       **({} if self.input_layout == "nchw" else {"layout": self.input_layout}),
                       "chw": list(self.input_chw), "scale": float(self.input_scale),
-                      "zero_point": int(self.input_zp)},
+                      "zero_point": int(self.input_zp),
+                      **({} if (self.input_lo, self.input_hi) == (INT8_MIN, INT8_MAX)
+                         else {"lo": int(self.input_lo), "hi": int(self.input_hi)})},
             "output": {"name": self.output_name, "shape": list(self.output_shape),
                        "scale": float(self.output_scale), "zero_point": int(self.output_zp)},
             "layers": layers,
@@ -867,7 +885,9 @@ def load_network(directory):
                        output_zp=int(manifest["output"]["zero_point"]), config=config,
                        source=manifest.get("source", {}), calibration=manifest.get("calibration", {}),
                        board=manifest.get("board"),
-                       input_layout=manifest["input"].get("layout", "nchw"))
+                       input_layout=manifest["input"].get("layout", "nchw"),
+                       input_lo=int(manifest["input"].get("lo", INT8_MIN)),
+                       input_hi=int(manifest["input"].get("hi", INT8_MAX)))
     except KeyError as error:
         raise FpganetError(f"'{manifest_path}' lacks the key {error}") from None
     except (TypeError, ValueError, ConfigError) as error:

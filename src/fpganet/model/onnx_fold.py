@@ -16,8 +16,8 @@ __all__ = ["FOLDABLE", "fold_constants"]
 
 #: Ops folded when every input is a constant.
 FOLDABLE = frozenset({
-    "Add", "Cast", "Concat", "Div", "Expand", "Flatten", "Gather", "Identity", "Mul", "Neg",
-    "Reshape", "Slice", "Squeeze", "Sub", "Tile", "Transpose", "Unsqueeze",
+    "Add", "Cast", "Concat", "Div", "Expand", "Flatten", "Gather", "Identity", "Mul", "Neg", "Pow",
+    "Reshape", "Slice", "Sqrt", "Squeeze", "Sub", "Tile", "Transpose", "Unsqueeze",
 })
 
 #: Folded tensors above this many elements are left to the importer (an Expand or Tile

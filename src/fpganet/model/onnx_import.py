@@ -87,8 +87,11 @@ def import_model(model):
         With ReLUs fused into the layer before them (:func:`~fpganet.model.ir.fuse_relu`).
     """
     from .qdq import attach_quantization, strip_qdq
+    from .qonnx import attach_qonnx, strip_qonnx
 
     model, qdq = strip_qdq(model)
+    if qdq is None:
+        model, qdq = strip_qonnx(model)
     model = fold_constants(model)
     importer = ImportContext(model)
     graph = importer.run()
@@ -97,5 +100,6 @@ def import_model(model):
     if qdq is not None:
         # The quantization of a dropped final Softmax's output means nothing for the logits.
         ignored = importer.output_name if graph.dropped_output_op else None
-        attach_quantization(graph, qdq, tensor_layers, importer.node_layers, ignored)
+        attach = attach_qonnx if hasattr(qdq, "levels") else attach_quantization
+        attach(graph, qdq, tensor_layers, importer.node_layers, ignored)
     return graph

@@ -329,7 +329,8 @@ def _along_axis(node, values, shape):
     return values.reshape(broadcast)
 
 
-def attach_quantization(graph, info, tensor_layers, node_layers, ignored=None):
+def attach_quantization(graph, info, tensor_layers, node_layers, ignored=None,
+                        quantizer="QuantizeLinear"):
     """Map a :class:`QdqInfo` onto the layers of an imported graph.
 
     Parameters
@@ -344,6 +345,8 @@ def attach_quantization(graph, info, tensor_layers, node_layers, ignored=None):
         ``(node description, constant input names, layers the node created or changed)``.
     ignored : str, optional
         A tensor whose quantization does not matter (the output of a dropped final Softmax).
+    quantizer : str
+        The op that quantizes activations in the model, for messages.
 
     Returns
     -------
@@ -360,8 +363,8 @@ def attach_quantization(graph, info, tensor_layers, node_layers, ignored=None):
     def layer_index(layer):
         return GRAPH_INPUT if layer is None else index_of.get(id(layer))
 
-    act = _activation_parameters(graph, info, tensor_layers, layer_index, ignored)
-    _pass_through_parameters(graph.layers, act)
+    act = _activation_parameters(graph, info, tensor_layers, layer_index, ignored, quantizer)
+    _pass_through_parameters(graph.layers, act, quantizer)
     scales = _weight_scales(graph.layers, info, node_layers, layer_index)
     graph.quantization = {"activations": {index: value[:2] for index, value in act.items()},
                           "tensors": {index: value[3] for index, value in act.items()
@@ -370,7 +373,7 @@ def attach_quantization(graph, info, tensor_layers, node_layers, ignored=None):
     return graph
 
 
-def _activation_parameters(graph, info, tensor_layers, layer_index, ignored):
+def _activation_parameters(graph, info, tensor_layers, layer_index, ignored, quantizer):
     """Layer index (-1: the input) -> ``(scale, zero point, node, tensor)`` of the activations
     the model quantizes; the input must be one."""
     layers = graph.layers
@@ -390,21 +393,25 @@ def _activation_parameters(graph, info, tensor_layers, layer_index, ignored):
                                f"'{_layer_label(layers, index)}')")
         act.setdefault(index, (scale, zp, node, original))   # the first: before any reorder
     if GRAPH_INPUT not in act:
-        raise FpganetError(f"the graph input '{graph.input_name}' has no QuantizeLinear; a QDQ "
-                           f"model must quantize its input")
+        raise FpganetError(f"the graph input '{graph.input_name}' has no {quantizer}; "
+                           f"{_model_kind(quantizer)} model must quantize its input")
     return act
 
 
-def _pass_through_parameters(layers, act):
+def _model_kind(quantizer):
+    return "a QDQ" if quantizer == "QuantizeLinear" else "a QONNX"
+
+
+def _pass_through_parameters(layers, act, quantizer="QuantizeLinear"):
     """Give pass-through layers their input's parameters in ``act`` (the model must agree);
     every requantizing layer must have its own."""
     for index, layer in enumerate(layers):
         source = layer_inputs(layers, index)[0]
         if isinstance(layer, REQUANTIZING_LAYERS):
             if index not in act:
-                raise FpganetError(f"layer '{layer.name}' has no QuantizeLinear on its output; "
-                                   f"every Conv, Gemm, Add and AveragePool output of a QDQ model "
-                                   f"must be quantized")
+                raise FpganetError(f"layer '{layer.name}' has no {quantizer} on its output; "
+                                   f"every Conv, Gemm, Add and AveragePool output of "
+                                   f"{_model_kind(quantizer)} model must be quantized")
             continue
         if source not in act:
             continue

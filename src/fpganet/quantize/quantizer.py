@@ -69,6 +69,10 @@ def quantize_graph(graph, calib_x, method=DEFAULT_METHOD, config=DEFAULT_CONFIG,
         raise FpganetError(f"the quantizer produces int8 networks; operand_width must be 8, "
                            f"not {config.operand_width}")
     given = graph.quantization
+    if given is not None and given.get("arithmetic") == "qonnx":
+        from .qonnx_layers import quantize_qonnx
+
+        return quantize_qonnx(graph, config, source, calibration)
     if given is not None:
         # A pre-quantized model (QDQ, int8 TFLite): its scales, zero points and int8 weights
         # as they are.

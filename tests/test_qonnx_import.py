@@ -1,0 +1,146 @@
+"""QONNX import: FINN's TFC networks and hand-built QONNX graphs against qonnx's own executor.
+
+The outside reference is ``qonnx.core.onnx_exec.execute_onnx`` (PyPI qonnx, the ``dev``
+extra) through :func:`fpganet.model.qonnx_reference.qonnx_execute`. The golden model must
+give the model's class on every image and, layer by layer, the very levels qonnx computes;
+the logits differ from qonnx's by less than half an output step.
+"""
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from fpganet.config import AcceleratorConfig
+from fpganet.datasets import mnist_pixels, qonnx_model
+from fpganet.golden import run_golden
+from fpganet.model.onnx_import import load_onnx
+from fpganet.model.qonnx_reference import qonnx_execute
+from fpganet.quantize.quantizer import quantize_graph
+
+pytest.importorskip("qonnx")
+
+TFC = ["tfc-w1a1", "tfc-w2a2"]
+IMAGES = 2000
+
+
+@pytest.mark.parametrize("name", TFC)
+def test_tfc_golden_equals_qonnx_executor(name):
+    """Every hidden quantizer's levels equal qonnx's on every image; the class too; the logits
+    within half an output step."""
+    path = qonnx_model(name)
+    x, y = mnist_pixels()
+    x = x[:IMAGES]
+    graph = load_onnx(path)
+    net = quantize_graph(graph, None, config=AcceleratorConfig())
+    assert net.calibration["inexact_channels"] == 0
+    q_in = net.quantize_input(x)
+    q, outputs = run_golden(net, q_in, layer_outputs=True)
+    reference, quantized = qonnx_execute(path, x, quantized=True)
+    # The input's and each hidden layer's quantizer, in order; the last layer has none.
+    levels = graph.quantization["levels"]
+    ours = [(levels[-1], q_in)] + [(levels[i], outputs[i]) for i in sorted(levels)
+                                   if i >= 0 and levels[i] is not None]
+    assert len(ours) == len(quantized)
+    for (spec, codes), theirs in zip(ours, quantized):
+        values = spec.code_scale * (codes.astype(np.float64) - spec.code_zero)
+        assert np.array_equal(values.reshape(len(x), -1), theirs.reshape(len(x), -1)), spec.node
+    logits = net.dequantize_output(q)
+    assert np.array_equal(logits.argmax(axis=1), reference.argmax(axis=1))
+    assert np.max(np.abs(logits - reference)) < 0.5 * net.output_scale
+    assert np.mean(logits.argmax(axis=1) == y[:IMAGES]) > 0.85
+
+
+@pytest.mark.parametrize("name", TFC)
+def test_tfc_rtl_equals_golden_and_cycle_model(name):
+    """The generated Verilog runs the QONNX network bit for bit (200 images), in the cycles the
+    cycle model counts."""
+    from fpganet.sim import rtl_backend
+
+    net = quantize_graph(load_onnx(qonnx_model(name)), None, config=AcceleratorConfig())
+    x, _ = mnist_pixels()
+    q_in = net.quantize_input(x[:200])
+    q, cycles = rtl_backend.run_network_rtl(net, q_in)
+    assert np.array_equal(q, run_golden(net, q_in))
+    assert np.array_equal(cycles, np.fromiter(rtl_backend.model_cycles(net, len(q_in)), np.int64))
+
+
+# Bad input: one line, exit 2, nothing written ------------------------------------------------
+
+
+def _tfc_w2a2_with(change):
+    """TFC_2W2A with ``change(model, input_quant)`` applied, ``input_quant`` the Quant of the
+    network input."""
+    model = onnx.load(qonnx_model("tfc-w2a2"))
+    quant = next(n for n in model.graph.node if n.op_type == "Quant")
+    change(model, quant)
+    return model
+
+
+def _set(model, name, value):
+    tensor = next(t for t in model.graph.initializer if t.name == name)
+    tensor.CopyFrom(numpy_helper.from_array(np.asarray(value, np.float32), name))
+
+
+def _bits(value):
+    return lambda model, quant: _set(model, quant.input[3], value)
+
+
+def _scale(value):
+    return lambda model, quant: _set(model, quant.input[1], value)
+
+
+def _trunc(model, quant):
+    trunc = helper.make_node("Trunc", [quant.output[0], quant.input[1], quant.input[2],
+                                       quant.input[3], quant.input[1], quant.input[3]],
+                             ["truncated"], domain="qonnx.custom_op.general")
+    for node in model.graph.node:
+        for position, name in enumerate(node.input):
+            if name == quant.output[0]:
+                node.input[position] = "truncated"
+    model.graph.node.append(trunc)
+    # Keep the graph topologically sorted: the Trunc right after the Quant.
+    nodes = list(model.graph.node)
+    nodes.insert(nodes.index(quant) + 1, nodes.pop())
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+
+
+@pytest.mark.parametrize("change, words", [
+    (_bits(0), ["Quant", "0 bits", "1 to 8"]),
+    (_bits(9), ["Quant", "9 bits", "1 to 8"]),
+    (_bits(2.5), ["Quant", "bit width must be one integer"]),
+    (_scale(0.0), ["Quant", "scale must be finite and positive"]),
+    (_scale(np.nan), ["Quant", "scale must be finite and positive"]),
+    (_trunc, ["Trunc", "truncation"]),
+], ids=["0-bits", "9-bits", "fractional-bits", "zero-scale", "nan-scale", "trunc"])
+def test_bad_quantizers_are_refused_in_one_line(capfd, tmp_path, change, words):
+    from test_hostile_inputs import assert_refused, run_cli
+    from tree import snapshot
+
+    path = tmp_path / "model.onnx"
+    onnx.save(_tfc_w2a2_with(change), path)
+    before = snapshot(tmp_path)
+    assert_refused(*run_cli(capfd, "compile", path, "-o", tmp_path / "OUT"), *words)
+    assert snapshot(tmp_path) == before
+
+
+def test_a_qonnx_layer_without_an_input_quantizer_is_refused():
+    """The input must be quantized: the accelerator takes codes."""
+    def drop_input_quant(model, quant):
+        for node in model.graph.node:
+            for position, name in enumerate(node.input):
+                if name == quant.output[0]:
+                    node.input[position] = quant.input[0]
+        model.graph.node.remove(quant)
+
+    from fpganet.errors import FpganetError
+
+    with pytest.raises(FpganetError, match="graph input has no Quant"):
+        load_onnx_model(_tfc_w2a2_with(drop_input_quant))
+
+
+def load_onnx_model(model):
+    from fpganet.model.onnx_import import import_model
+
+    return import_model(model)
