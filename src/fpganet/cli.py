@@ -13,6 +13,7 @@ check fails.
 """
 
 import importlib
+import importlib.util
 import os
 import sys
 
@@ -466,6 +467,9 @@ def _run_fuzz(args):
     if args.cases:
         failures += _module("fpganet.codegen.fuzz").fuzz_isa(args.cases, args.seed, args.first,
                                                              arrays)
+        if _has_module("qonnx"):     # the dev extra: the QONNX networks' reference
+            failures += _module("fpganet.codegen.fuzz_qonnx").fuzz_qonnx_isa(
+                (args.cases + 3) // 4, args.seed, arrays)
     if args.networks:
         failures += _module("fpganet.sim.fuzz_rtl").fuzz_rtl(args.networks, args.seed, args.sim)
     return EXIT_CHECK_FAILED if failures else 0
@@ -473,6 +477,10 @@ def _run_fuzz(args):
 
 def _module(name):
     return importlib.import_module(name)
+
+
+def _has_module(name):
+    return importlib.util.find_spec(name) is not None
 
 
 # Entry point -------------------------------------------------------------------------------

@@ -468,8 +468,10 @@ class _QonnxStrip(_QdqStrip):
                                    f"{_describe(node)}; only scalar Mul, Div, Add and Sub can be "
                                    f"done by the host's quantization")
             c = float(constants[0].ravel()[0])
-            a, b = {"Mul": (a * c, b * c), "Div": (a / c, b / c), "Add": (a, b + c),
-                    "Sub": (a, b - c)}[op.op_type]
+            if op.op_type == "Div" and c == 0:
+                raise FpganetError(f"{_describe(op)} divides the input by zero")
+            a, b = {"Mul": lambda: (a * c, b * c), "Div": lambda: (a / c, b / c),
+                    "Add": lambda: (a, b + c), "Sub": lambda: (a, b - c)}[op.op_type]()
         if not np.isfinite(a) or a <= 0 or not np.isfinite(b):
             raise FpganetError(f"the input's preprocessing before {_describe(node)} scales it by "
                                f"{a:.6g}; the host's quantization takes a positive scale")

@@ -48,7 +48,7 @@ def quantize_qonnx(graph, config, source=None, calibration=None):
     consumers_pad = _padded_readers(graph)
     # Per layer output (-1: the input): (Levels, hardware zero point).
     act = {-1: (levels_in, input_zp)}
-    layers, misses = [], []
+    layers, misses, logit_misses = [], [], []
     for index, layer in enumerate(graph.layers):
         sources = layer_inputs(graph.layers, index)
         if len(sources) != 1:
@@ -57,10 +57,11 @@ def quantize_qonnx(graph, config, source=None, calibration=None):
         levels, zp = act[sources[0]]
         if isinstance(layer, (Conv, Dense)):
             out = given["levels"].get(index)
+            logits = out is None
             qlayer, missed, out = _linear(layer, given["weight_scales"][index],
                                           given["epilogues"][index], levels, zp, out,
                                           index in consumers_pad, config)
-            misses.extend(missed)
+            (logit_misses if logits else misses).extend(missed)
             act[index] = (out, qlayer.zp_out)
         elif isinstance(layer, MaxPool):
             qlayer = QMaxPool(name=layer.name, in_shape=layer.in_shape, out_shape=layer.out_shape,
@@ -79,14 +80,17 @@ def quantize_qonnx(graph, config, source=None, calibration=None):
     out_levels, out_zp = act[len(layers) - 1]
     if misses:
         warnings.warn(f"{len(misses)} output channel(s) step at accumulator values the "
-                      f"requantizer cannot all take (first: {misses[0]}); their codes differ from "
-                      f"the model's by one level near those values", FpganetWarning, stacklevel=2)
+                      f"requantizer's multipliers cannot all take (first: {misses[0]}); their "
+                      f"codes differ from the model's by one level near those values",
+                      FpganetWarning, stacklevel=2)
     net = QNetwork(layers=layers, input_name=graph.input_name, input_shape=tuple(graph.input_shape),
                    input_scale=input_scale, input_zp=input_zp, output_name=graph.output_name,
                    output_shape=tuple(graph.output_shape), output_scale=out_levels.code_scale,
                    output_zp=out_zp, config=config, source=dict(source or {}),
                    calibration={**(calibration or {}), "method": "qonnx", "samples": 0,
-                                "inexact_channels": len(misses)},
+                                "inexact_channels": len(misses),
+                                "inexact_layers": sorted({m.split("'")[1] for m in misses}),
+                                "logits_exact": not logit_misses},
                    input_layout=graph.input_layout, input_lo=input_lo, input_hi=input_hi)
     net.validate()
     return net
@@ -170,17 +174,22 @@ def _linear(layer, s_w, epilogue, levels_in, zp_in, levels_out, padded, config):
     lo, hi = levels_out.code_low, levels_out.code_high
     steps = step_thresholds(rising, low_s, high_s, hi - lo)
     best = None
-    for zp in zp_choices:
-        fits = [fit_requantization(steps[c], int(code_low[c]), int(low_s[c]), int(high_s[c]),
-                                   zp, lo, hi, config.requant_mult_bits,
-                                   param_ranges("fpganet")["bias"]) for c in range(m)]
-        missed = sum(fit is not None and fit.misses > 0 for fit in fits)
-        if best is None or missed < best[0]:
-            best = (missed, zp, fits)
-        if missed == 0:
+    for stride in _strides(q_w):
+        for zp in zp_choices:
+            limits = _bias_limits(q_w * stride, zp_in, config.acc_width)
+            fits = [fit_requantization(stride * steps[c], int(code_low[c]), stride * int(low_s[c]),
+                                       stride * int(high_s[c]), zp, lo, hi,
+                                       config.requant_mult_bits, limits[c], stride)
+                    for c in range(m)]
+            missed = sum(fit is not None and fit.misses > 0 for fit in fits)
+            if best is None or missed < best[0]:
+                best = (missed, zp, stride, fits)
+            if missed == 0:
+                break
+        if best[0] == 0:
             break
-    _, zp_out, fits = best
-    q_w = q_w * sign.reshape(-1, 1, 1, 1)
+    _, zp_out, stride, fits = best
+    q_w = q_w * sign.reshape(-1, 1, 1, 1) * stride
     mult = np.full(m, 1 << 14, np.int32)
     shift = np.full(m, 14, np.int32)
     bias = np.zeros(m, np.int64)
@@ -206,8 +215,30 @@ def _linear(layer, s_w, epilogue, levels_in, zp_in, levels_out, padded, config):
                    s_in=float(levels_in.code_scale), s_out=float(levels_out.code_scale),
                    s_w=s_w.astype(np.float32), groups=int(getattr(layer, "groups", 1)))
     qlayer.validate(config.acc_width, config.requant_mode)
-    _check_fit(qlayer, low_s, high_s, steps, code_low, fits)
+    _check_fit(qlayer, stride * low_s, stride * high_s, stride * steps, code_low, fits, stride)
     return qlayer, missed, levels_out
+
+
+def _bias_limits(q_w, zp_in, acc_width):
+    """Per channel, the range of the fitted bias (before the input zero point's share is
+    folded in) that keeps the parameter entry's bias and the accumulator in range."""
+    rows = q_w.reshape(len(q_w), -1).astype(np.int64)
+    share = zp_in * rows.sum(axis=1)
+    room = (1 << (acc_width - 1)) - 1 - 128 * np.abs(rows).sum(axis=1)
+    entry_lo, entry_hi = param_ranges("fpganet")["bias"]
+    return [(max(-int(r), entry_lo + int(z)), min(int(r), entry_hi + int(z)))
+            for r, z in zip(room - np.abs(share), share)]
+
+
+#: Weight scalings tried when a layer's steps do not all fit: each doubles how finely the
+#: bias places a step between two accumulator values.
+STRIDES = (1, 2, 4)
+
+
+def _strides(q_w):
+    """The scalings of :data:`STRIDES` under which the weights stay in -127..127."""
+    peak = int(np.abs(q_w).max(initial=0))
+    return [s for s in STRIDES if s == 1 or s * peak <= 127]
 
 
 def _accumulator_range(rows, levels_in, zp_in, padded):
@@ -235,8 +266,8 @@ def _zero_point_choices(levels, padded, name):
 
 
 def logit_levels(output, low, high, name):
-    """An int8 quantizer for the logits: one step of the accumulator per code where every
-    channel's range fits 255 codes at a common slope, else their whole range over 255."""
+    """An int8 quantizer for the logits: one code per step of the steepest channel's
+    accumulator, or their whole range over 255 codes where that is coarser."""
     m = len(low)
     at_low, at_high = (output(v.reshape(1, m))[0].astype(np.float64) for v in (low, high))
     span = np.maximum(high - low, 1)
@@ -244,24 +275,25 @@ def logit_levels(output, low, high, name):
     smallest, largest = float(np.min([at_low, at_high])), float(np.max([at_low, at_high]))
     if not np.isfinite([smallest, largest]).all():
         raise FpganetError(f"layer '{name}': its logits reach Inf or NaN")
-    step = float(np.max(slopes, initial=0))
-    if step == 0 or np.any(np.abs(slopes - step) > 1e-6 * step) \
-            or (largest - smallest) / step > 254:
-        step = max((largest - smallest) / 254, np.finfo(np.float32).tiny)
+    # Never finer than the steepest channel's accumulator step: a code per accumulator value
+    # at most, so that the bias (whole accumulator units) places each step within one code.
+    step = max(float(np.max(slopes, initial=0)), (largest - smallest) / 254,
+               float(np.finfo(np.float32).tiny))
     step = float(np.float32(step))
     zero = int(np.clip(round(-128 - smallest / step), INT8_MIN, INT8_MAX))
     return Levels(np.float32(step), float(zero), INT8_MIN, INT8_MAX, False, "ROUND", 8, "the logits")
 
 
-def _check_fit(qlayer, low, high, steps, code_low, fits):
+def _check_fit(qlayer, low, high, steps, code_low, fits, stride):
     """The golden model's requantization equals the fitted function at every checked point of
     every exact channel (the contract, not the fit's own arithmetic)."""
     for c, fit in enumerate(fits):
         if fit is None or fit.misses:
             continue
         inside = steps[c][(steps[c] > low[c]) & (steps[c] <= high[c])]
-        points = np.unique(np.concatenate([[low[c], high[c]], inside - 1, inside]))
-        expected = code_low[c] + np.searchsorted(steps[c], points, side="right")
+        points = np.unique(np.concatenate([[low[c], high[c]], inside - stride, inside]))
+        expected = np.clip(code_low[c] + np.searchsorted(steps[c], points, side="right"),
+                           qlayer.lo, qlayer.hi)
         acc = (points + fit.bias).reshape(1, 1, -1)
         got = requantize_mode(acc, qlayer.mult[c:c + 1], qlayer.shift[c:c + 1], qlayer.zp_out,
                               qlayer.lo, qlayer.hi, "fpganet").ravel()

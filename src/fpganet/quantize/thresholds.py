@@ -97,7 +97,7 @@ def _candidates(spacing_low, spacing_high, bits):
 
 
 def fit_requantization(steps, code_at_low, low, high, zp, lo, hi, bits=MULT_BITS,
-                       bias_range=(-(1 << 31), (1 << 31) - 1)):
+                       bias_range=(-(1 << 31), (1 << 31) - 1), stride=1):
     """The requantization of one channel that steps where ``steps`` says.
 
     Parameters
@@ -114,6 +114,10 @@ def fit_requantization(steps, code_at_low, low, high, zp, lo, hi, bits=MULT_BITS
         Significant bits of the multiplier (``config.requant_mult_bits``).
     bias_range : tuple of int
         What the parameter entry's bias holds.
+    stride : int
+        The accumulator takes only multiples of ``stride`` (weights scaled by it, so that the
+        bias can place a step between two of them): each step must lie within ``stride``
+        below its value, not 1.
 
     Returns
     -------
@@ -129,26 +133,37 @@ def fit_requantization(steps, code_at_low, low, high, zp, lo, hi, bits=MULT_BITS
     def code(a):
         return code_at_low + np.searchsorted(steps, a, side="right")
 
-    points = np.unique(np.concatenate([[low, high], inside - 1, inside]))
+    points = np.unique(np.concatenate([[low, high], inside - stride, inside]))
     expected = code(points)
     first, last, count = int(inside[0]), int(inside[-1]), len(inside)
     if count > 1:
         width = (last - first) / (count - 1)
-        spacing = ((last - first - 1) / (count - 1), (last - first + 1) / (count - 1))
+        spacing = ((last - first - stride) / (count - 1), (last - first + stride) / (count - 1))
         spacing = (max(spacing[0], width / 2, 1e-9), spacing[1])
     else:
         # One step: every step 1 apart (the clamp keeps the others out), or wider than the range.
         spacing = None
     best = None
-    ranges = [spacing] if spacing else [(1.0, 1.0), (float(high - low + 2), float(1 << 40))]
+    wide = float(high - low + 2 * stride)
+    ranges = [spacing] if spacing else [(1.0, 1.0), (wide, 2 * wide)]
     for spacing_low, spacing_high in ranges:
         mult, shift = _candidates(spacing_low, spacing_high, bits)
+        middle, reach = 0.5 * (spacing_low + spacing_high), 0.5 * (spacing_high - spacing_low)
+        for widen in range(1, 8):
+            if len(mult):
+                break
+            # No multiplier of these bits steps that finely: the nearest ones, each missing.
+            reach += middle * 2.0 ** (1 - bits) * widen
+            mult, shift = _candidates(max(middle - reach, 1e-9), middle + reach, bits)
         if not len(mult):
             continue
         # The smallest bias that makes r step up at the first step: u(first) = u(first - 1) + 1.
         before = int(code(first - 1)) - zp
         numerator = (2 * before + 1) * (np.int64(1) << (shift - 1))
-        bias = -(-numerator // mult) - first
+        smallest = -(-numerator // mult) - first
+        # Each bias that puts that step within the stride below the first step.
+        mult, shift = np.tile(mult, stride), np.tile(shift, stride)
+        bias = np.concatenate([smallest + extra for extra in range(stride)])
         keep = (bias >= bias_range[0]) & (bias <= bias_range[1])
         mult, shift, bias = mult[keep], shift[keep], bias[keep]
         if not len(mult):
