@@ -5,7 +5,8 @@ runs its golden model on the test images (the RTL equals it bit for bit, by test
 compiled program with the cycle model (the RTL's counter equals it, by test), and estimates
 images/s and chip power (``fpganet estimate --json``; with ``--synth DIR`` at each board's
 routed clock from ``DIR/BOARD/report.json``). The int8 TFLite models are also compared with
-LiteRT's reference kernels. GPU rows (batch 1 and large batch) come from the estimator's
+LiteRT's reference kernels, and FINN's QONNX TFC networks with qonnx's executor. GPU rows
+(batch 1 and large batch) come from the estimator's
 published figures and roofline, for LeNet-5.
 
 Usage::
@@ -37,6 +38,7 @@ from fpganet.results import check_rows, make_row, write_rows
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 SHARED = "../shared/models/mlperf-tiny"
+QONNX = "../shared/models/qonnx"
 FPGANET = "fpganet"
 
 #: (network, board, configuration, compile arguments after the model, test set).
@@ -51,6 +53,14 @@ CASES = [
      [f"{SHARED}/resnet8.onnx", "--calib", "{calib}", "--board", "ulx3s"], "resnet8"),
     ("vww", "ulx3s", "batch 1",
      [f"{SHARED}/vww_mobilenetv1_025.onnx", "--calib", "{calib}", "--board", "ulx3s"], "vww"),
+    ("tfc-w1a1", "icebreaker", "batch 1", [f"{QONNX}/TFC_1W1A.onnx", "--board", "icebreaker"],
+     "mnist-pixels"),
+    ("tfc-w1a1", "ulx3s", "batch 1", [f"{QONNX}/TFC_1W1A.onnx", "--board", "ulx3s"],
+     "mnist-pixels"),
+    ("tfc-w2a2", "icebreaker", "batch 1", [f"{QONNX}/TFC_2W2A.onnx", "--board", "icebreaker"],
+     "mnist-pixels"),
+    ("tfc-w2a2", "ulx3s", "batch 1", [f"{QONNX}/TFC_2W2A.onnx", "--board", "ulx3s"],
+     "mnist-pixels"),
     ("resnet8-int8-tflite", "ulx3s", "tflite requantization",
      [f"{SHARED}/resnet8_int8.tflite", "--board", "ulx3s", "--requant-mode", "tflite"], "resnet8"),
     ("vww-int8-tflite", "ulx3s", "tflite requantization",
@@ -76,6 +86,9 @@ def _test_set(name, work, layout="nchw"):
     if name == "mnist":
         x, y = mnist("eval")
         return x, y, None
+    if name == "mnist-pixels":      # FINN's TFC networks: raw pixels, all 10,000 test images
+        x, y = mnist("all", unit=True)
+        return x, y, None
     x, y = mlperf_tiny(name, "test", layout=layout)
     calib = Path(work) / f"{name}_calib.npz"
     if not calib.exists():
@@ -100,14 +113,18 @@ def measure_case(network, board, configuration, compile_args, test_set, work, sy
 
     net = load_compiled(out)
     golden = run_network(net, x, backend="golden")
-    inputs = "the MNIST eval split (9,500 images)" if test_set == "mnist" else \
-        f"the {len(x)} MLPerf Tiny test images"
+    inputs = {"mnist": "the MNIST eval split (9,500 images)",
+              "mnist-pixels": "the 10,000 MNIST test images"}.get(
+        test_set, f"the {len(x)} MLPerf Tiny test images")
     add("top1", 100 * golden.accuracy(y), "model",
         f"{compile_command}; fpganet run OUT --backend golden  # on {inputs}")
     add("macs_per_image", net.macs, "model", compile_command)
     if network.endswith("-tflite"):
         rows += _litert_rows(network, board, configuration, compile_command, net, x, golden,
                              args[0])
+    if network.startswith("tfc-"):
+        rows += _qonnx_rows(network, board, configuration, compile_command, net, x, golden,
+                            args[0])
     estimate_args = ["estimate", str(out), "--json", "--no-measure"]
     shown_estimate = [FPGANET, "estimate", "OUT"]
     if board != "none":
@@ -176,6 +193,17 @@ def _litert_rows(network, board, configuration, command, net, x, golden, tflite)
                      100 * np.mean(ours.argmax(1) == reference.argmax(1)), "model", measured)]
 
 
+def _qonnx_rows(network, board, configuration, command, net, x, golden, model):
+    """Agreement of the golden model's answers with qonnx's executor on the same model."""
+    from fpganet.model.qonnx_reference import qonnx_execute
+
+    reference = qonnx_execute(ROOT / model, x)
+    measured = f"{command}; fpganet run OUT --backend golden, qonnx's execute_onnx on the model"
+    return [make_row(network, board, configuration, "agreement_top1",
+                     100 * np.mean(golden.q.reshape(len(x), -1).argmax(1)
+                                   == reference.argmax(1)), "model", measured)]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--networks", help="comma-separated networks of the cases (default all)")
@@ -210,8 +238,10 @@ def _measure(wanted, args):
         for network, board, configuration, compile_args, test_set in CASES:
             if wanted and network not in wanted:
                 continue
-            if test_set != "mnist" and not (ROOT / SHARED).is_dir():
-                print(f"{network}: skipped, no {SHARED}", file=sys.stderr)
+            shared = QONNX if test_set == "mnist-pixels" else SHARED
+            if not test_set.startswith("mnist") and not (ROOT / SHARED).is_dir() \
+                    or test_set == "mnist-pixels" and not (ROOT / QONNX).is_dir():
+                print(f"{network}: skipped, no {shared}", file=sys.stderr)
                 continue
             case = measure_case(network, board, configuration, compile_args, test_set, work,
                                 args.synth, args.activity)

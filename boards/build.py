@@ -28,7 +28,10 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
+
+from amaranth.hdl import UnusedElaboratable
 
 from fpganet.argtypes import add_config_arguments, non_negative_int, positive_int
 from fpganet.command_line import run_subcommand
@@ -505,7 +508,9 @@ def run(args):
     # is the command's only line.
     check_buildable(board, config, core)
     check_synth_opts(board, [*board.synth_opts, *args.synth_opt])
-    board.top(config, core, pll=not args.no_pll)      # a clock the PLL cannot make
+    with warnings.catch_warnings():     # built only to refuse a clock the PLL cannot make
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        board.top(config, core, pll=not args.no_pll)
     check_output_directory(output, what="build folder")
     print(f"synth: {board.description}, {core_name}, array {config.name} "
           f"({macs_per_cycle(config, core)} MACs/cycle), "

@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from fpganet.config import AcceleratorConfig
-from fpganet.datasets import mnist_pixels, qonnx_model
+from fpganet.datasets import mnist, qonnx_model
 from fpganet.golden import run_golden
 from fpganet.model.onnx_import import load_onnx
 from fpganet.model.qonnx_reference import qonnx_execute
@@ -29,7 +29,7 @@ def test_tfc_golden_equals_qonnx_executor(name):
     """Every hidden quantizer's levels equal qonnx's on every image; the class too; the logits
     within half an output step."""
     path = qonnx_model(name)
-    x, y = mnist_pixels()
+    x, y = mnist("all", unit=True)
     x = x[:IMAGES]
     graph = load_onnx(path)
     net = quantize_graph(graph, None, config=AcceleratorConfig())
@@ -58,7 +58,7 @@ def test_tfc_rtl_equals_golden_and_cycle_model(name):
     from fpganet.sim import rtl_backend
 
     net = quantize_graph(load_onnx(qonnx_model(name)), None, config=AcceleratorConfig())
-    x, _ = mnist_pixels()
+    x, _ = mnist("all", unit=True)
     q_in = net.quantize_input(x[:200])
     q, cycles = rtl_backend.run_network_rtl(net, q_in)
     assert np.array_equal(q, run_golden(net, q_in))

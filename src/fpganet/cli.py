@@ -354,22 +354,25 @@ def _configure_mnist(parser):
     parser.add_argument("--split", default="eval", choices=list(SPLITS),
                         help="calib: test images 0..499; eval: 500..9999; all (default eval)")
     parser.add_argument("--limit", type=positive_int, metavar="N", help="only the first N images")
-    parser.add_argument("--raw", action="store_true",
-                        help="the pixels, 0..255, instead of the embedded LeNet-5's normalization "
-                             "((x / 255 - 0.1307) / 0.3081)")
+    scale = parser.add_mutually_exclusive_group()
+    scale.add_argument("--raw", action="store_true",
+                       help="the pixels, 0..255, instead of the embedded LeNet-5's normalization "
+                            "((x / 255 - 0.1307) / 0.3081)")
+    scale.add_argument("--unit", action="store_true",
+                       help="the pixels over 255, 0..1 (FINN's TFC networks, most MNIST models)")
     parser.add_argument("-o", "--output", required=True, metavar="FILE.npz",
                         help="write 'x' float32 [N, 1, 28, 28] and 'y' labels")
 
 
-@command("mnist", help="write embedded MNIST test images (normalized for LeNet-5, or --raw) as an "
-                       "inputs/calibration file")
+@command("mnist", help="write embedded MNIST test images (normalized for LeNet-5, or --raw, or "
+                       "--unit) as an inputs/calibration file")
 @arguments(_configure_mnist)
 def _run_mnist(args):
-    x, y = mnist(args.split, args.limit, raw=args.raw)
+    x, y = mnist(args.split, args.limit, raw=args.raw, unit=args.unit)
     write_npz(args.output, "mnist", x=x, y=y)
-    kind = ("raw pixels 0..255" if args.raw else
+    kind = ("raw pixels 0..255" if args.raw else "pixels over 255, 0..1" if args.unit else
             f"normalized as the embedded LeNet-5 wants: (x / 255 - {MNIST_MEAN}) / {MNIST_STD}; "
-            f"--raw for the pixels")
+            f"--raw for the pixels, --unit for them over 255")
     print(f"wrote {args.output}: {x.shape[0]} images of the {args.split} split, float32 "
           f"[N, 1, 28, 28], {kind}")
     return 0

@@ -21,7 +21,7 @@ from .errors import FpganetError
 
 __all__ = ["LENET5_DIR", "LENET5_ONNX", "MNIST_NPZ", "CALIB_COUNT", "SPLITS", "MNIST_MEAN",
            "MNIST_STD", "preprocess_mnist", "mnist", "write_inputs", "MLPERF_TINY", "mlperf_tiny_dir",
-           "mlperf_tiny_model", "mlperf_tiny", "QONNX_MODELS", "qonnx_model", "mnist_pixels"]
+           "mlperf_tiny_model", "mlperf_tiny", "QONNX_MODELS", "qonnx_model"]
 
 LENET5_DIR = Path(__file__).resolve().parent / "data" / "lenet5-mnist"
 LENET5_ONNX = LENET5_DIR / "lenet.onnx"
@@ -43,8 +43,9 @@ def preprocess_mnist(images):
     return x.reshape(x.shape[0], 1, 28, 28)
 
 
-def mnist(split="eval", limit=None, *, raw=False):
-    """Preprocessed MNIST test images from the embedded copy (with ``raw``: the pixels).
+def mnist(split="eval", limit=None, *, raw=False, unit=False):
+    """Preprocessed MNIST test images from the embedded copy (with ``raw``: the pixels; with
+    ``unit``: the pixels over 255).
 
     Parameters
     ----------
@@ -56,6 +57,8 @@ def mnist(split="eval", limit=None, *, raw=False):
     raw : bool
         The pixels as they are, 0..255, instead of :func:`preprocess_mnist`'s normalization
         (the embedded LeNet-5's; most other MNIST models want the pixels or ``x / 255``).
+    unit : bool
+        The pixels over 255, 0..1 in float32 (FINN's TFC networks, most MNIST models).
 
     Returns
     -------
@@ -70,8 +73,11 @@ def mnist(split="eval", limit=None, *, raw=False):
         images, labels = data["x"][SPLITS[split]], data["y"][SPLITS[split]]
     if limit is not None:
         images, labels = images[:limit], labels[:limit]
-    if raw:
-        return images.astype(np.float32).reshape(-1, 1, 28, 28), labels.astype(np.int64)
+    if raw and unit:
+        raise FpganetError("MNIST images are raw pixels or pixels over 255, not both")
+    if raw or unit:
+        x = images.astype(np.float32) / (np.float32(255) if unit else np.float32(1))
+        return x.reshape(-1, 1, 28, 28), labels.astype(np.int64)
     return preprocess_mnist(images), labels.astype(np.int64)
 
 
@@ -112,14 +118,6 @@ def qonnx_model(name):
         raise FpganetError(f"{path}: not found (the QONNX test material lives in the project's "
                            f"shared folder; set FPGANET_SHARED to the folder holding models/qonnx/)")
     return path
-
-
-def mnist_pixels(split="all"):
-    """MNIST test images of ``split`` as raw pixels in [0, 1] (``x / 255``, float32
-    [N, 1, 28, 28], no normalization) and their labels."""
-    with np.load(MNIST_NPZ) as data:
-        x, y = data["x"][SPLITS[split]], data["y"][SPLITS[split]]
-    return (x.astype(np.float32) / np.float32(255)).reshape(-1, 1, 28, 28), y.astype(np.int64)
 
 
 def _mlperf_file(name, directory):

@@ -2,7 +2,8 @@
 
 Each network is what Brevitas exports: an input quantizer after a scalar preprocessing,
 then Conv or MatMul layers whose weights pass a ``Quant`` (1 to 8 bits, per tensor or per
-output channel) or a ``BipolarQuant``, each followed by a BatchNormalization (a negative
+output channel) or a ``BipolarQuant``, sometimes with a bias through a 16- or 32-bit ``Quant``, each followed by a
+BatchNormalization (a negative
 scale now and then), sometimes a ReLU, and an activation quantizer of its own width
 (``BipolarQuant`` included), a max pool here and there, and a last MatMul whose logits no
 quantizer follows. Scales are powers of two, so that qonnx's executor computes every dot
@@ -76,6 +77,18 @@ def _weights(b, rng, shape):
                   rounding_mode="ROUND")
 
 
+def _bias(b, rng, m):
+    """A bias now and then, through a 16- or 32-bit Quant as Brevitas quantizes it: ``[name]``
+    or ``[]``."""
+    if rng.random() < 0.6:
+        return []
+    scale = np.float32(2.0 ** rng.integers(-8, -2))
+    value = b.const((rng.normal(0, 4, m) * scale).astype(np.float32), "bias")
+    return [b.node("Quant", [value, b.const(scale), b.const(np.float32(0)),
+                             b.const(np.float32(int(rng.choice([16, 32]))))], QONNX_DOMAIN,
+                   signed=1, narrow=0, rounding_mode="ROUND")]
+
+
 def _batchnorm(b, rng, x, m, acc_scale):
     """A BatchNormalization whose output spans a few quantizer steps."""
     gamma = rng.normal(1.0, 0.5, m).astype(np.float32)
@@ -114,7 +127,8 @@ def random_qonnx_model(rng):
             pad = int(not bipolar and k == 3 and rng.random() < 0.5)
             stride = int(rng.integers(1, 3)) if min(spatial) > 4 else 1
             w = _weights(b, rng, (m, channels, k, k))
-            x = b.node("Conv", [x, w], kernel_shape=[k, k], pads=[pad] * 4, strides=[stride] * 2)
+            x = b.node("Conv", [x, w] + _bias(b, rng, m), kernel_shape=[k, k], pads=[pad] * 4,
+                       strides=[stride] * 2)
             spatial = tuple((s + 2 * pad - k) // stride + 1 for s in spatial)
             fan_in = channels * k * k
         else:
@@ -124,6 +138,8 @@ def random_qonnx_model(rng):
             m = int(rng.integers(2, 33))
             w = _weights(b, rng, (m, channels))
             x = b.node("MatMul", [x, b.node("Transpose", [w], perm=[1, 0])])
+            for bias in _bias(b, rng, m):
+                x = b.node("Add", [x, bias])
             fan_in = channels
         x = _batchnorm(b, rng, x, m, np.sqrt(fan_in) * (1 << max(levels - 1, 0)))
         bits, signed, narrow, relu = _activation_kind(rng)

@@ -44,6 +44,8 @@ LINEAR_OPS = ("MatMul", "Gemm", "Conv")
 SHAPE_OPS = ("Transpose", "Reshape", "Identity", "Squeeze", "Unsqueeze", "Flatten")
 #: Most bits a quantizer may have: the accelerator's codes are int8.
 MAX_BITS = 8
+#: Most bits of a bias's quantizer: the accumulator's.
+BIAS_BITS = 32
 
 
 def _round_half_up(x):
@@ -259,7 +261,7 @@ class _QonnxStrip(_QdqStrip):
 
     # Quantizers ----------------------------------------------------------------------------
 
-    def levels(self, node, per_tensor=True):
+    def levels(self, node, per_tensor=True, max_bits=MAX_BITS):
         """The :class:`Levels` of a quantizer node, checked; a weight's (``per_tensor`` False)
         with scale 1, its scales being read by :meth:`weight_scale`."""
         name = _describe(node)
@@ -281,7 +283,7 @@ class _QonnxStrip(_QdqStrip):
                 raise FpganetError(f"{name}: its scale must be finite and positive, not {scale}")
         if bipolar:
             return Levels(np.float32(scale), 0.0, -1, 1, True, "ROUND", 1, name)
-        zero_point, bits = self.zero_point_and_bits(node, name, per_tensor)
+        zero_point, bits = self.zero_point_and_bits(node, name, per_tensor, max_bits)
         attrs = {a.name: onnx_attribute(a) for a in node.attribute}
         signed, narrow = bool(attrs.get("signed", 1)), bool(attrs.get("narrow", 0))
         rounding = attrs.get("rounding_mode", "ROUND")
@@ -295,7 +297,7 @@ class _QonnxStrip(_QdqStrip):
         high = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1 - int(narrow)
         return Levels(np.float32(scale), zero_point, low, high, False, rounding, bits, name)
 
-    def zero_point_and_bits(self, node, name, per_tensor=True):
+    def zero_point_and_bits(self, node, name, per_tensor=True, max_bits=MAX_BITS):
         """A Quant's zero point (0.0 for a weight's, whose are checked with its scales) and bits."""
         zero_point = np.asarray(self.initializers[node.input[2]], dtype=np.float64)
         bits = np.asarray(self.initializers[node.input[3]], dtype=np.float64)
@@ -307,8 +309,8 @@ class _QonnxStrip(_QdqStrip):
             raise FpganetError(f"{name}: its bit width must be one integer, not "
                                f"{bits.ravel().tolist()[:4]}")
         bits = int(bits.ravel()[0])
-        if not 1 <= bits <= MAX_BITS:
-            raise FpganetError(f"{name}: {bits} bits; the accelerator takes 1 to {MAX_BITS}")
+        if not 1 <= bits <= max_bits:
+            raise FpganetError(f"{name}: {bits} bits; the accelerator takes 1 to {max_bits}")
         zero_point = float(zero_point.ravel()[0])
         if zero_point != round(zero_point):
             raise FpganetError(f"{name}: its zero point {zero_point} is not an integer")
@@ -325,10 +327,13 @@ class _QonnxStrip(_QdqStrip):
             name = _describe(node)
             weight = np.asarray(self.initializers[node.input[0]], dtype=np.float32)
             scale, zero_point = self.weight_scale(node, name, weight.shape)
+            # A bias (a vector) is added to the accumulator in float by the layer's fit: any
+            # width up to 32 bits (Brevitas quantizes it at s_in * s_w).
+            bias = weight.ndim <= 1
             if np.any(zero_point != 0):
                 raise FpganetError(f"{name}: a weight quantizer with a nonzero zero point; the "
                                    f"accelerator's weights are symmetric (zero point 0)")
-            levels = self.levels(node, per_tensor=False)
+            levels = self.levels(node, per_tensor=False, max_bits=BIAS_BITS if bias else MAX_BITS)
             with np.errstate(all="ignore"):
                 if levels.bipolar:
                     codes = np.where(weight >= 0, 1, -1)
@@ -337,6 +342,12 @@ class _QonnxStrip(_QdqStrip):
                     codes = ROUNDING_MODES[levels.rounding](y)
             if not np.all(np.isfinite(codes)):
                 raise FpganetError(f"{name} quantizes a weight holding NaN or infinity")
+            if bias:
+                values = (codes.astype(np.float32) * scale).astype(np.float32)
+                self.graph.initializer.append(numpy_helper.from_array(values, node.output[0]))
+                self.initializers[node.output[0]] = values
+                self.removed.add(index)
+                continue
             if codes.min(initial=0) < -127 or codes.max(initial=0) > 127:
                 raise FpganetError(f"{name}: weight levels reach {int(codes.min())}.."
                                    f"{int(codes.max())}; the accelerator's weights lie in "
