@@ -177,3 +177,17 @@ def test_random_qonnx_networks_run_bit_exact_on_the_rtl():
             warnings.simplefilter("ignore", FpganetWarning)
             net, q_in = random_qonnx_network(np.random.default_rng([11, index]), config)
         check_network(build, net, q_in)
+
+
+def test_check_compares_a_qonnx_network_with_qonnx_executor(capfd, tmp_path):
+    """`fpganet check` of a compiled QONNX network: every quantized tensor and the logits
+    against qonnx's executor on the source model."""
+    from fpganet.cli import main
+
+    assert main(["compile", str(qonnx_model("tfc-w2a2")), "-o", str(tmp_path / "OUT")]) == 0
+    assert main(["mnist", "--unit", "--limit", "100", "-o", str(tmp_path / "x.npz")]) == 0
+    capfd.readouterr()
+    assert main(["check", str(tmp_path / "OUT"), "--inputs", str(tmp_path / "x.npz")]) == 0
+    out = capfd.readouterr().out
+    assert "qonnx's executor" in out and "check passed" in out
+    assert out.count("100.0000 % of levels equal") == 4

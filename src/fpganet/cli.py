@@ -296,6 +296,8 @@ def _run_check(args):
     if args.model is not None and not os.path.isfile(args.model):
         raise FpganetError(f"--model '{args.model}' does not exist or is not a file")
     x, y, where = _load_inputs(args, net)
+    if net.calibration.get("method") == "qonnx":
+        return _check_qonnx(net, args.model, x, y, where)
     if args.model is not None:
         _check_source_model(args.model, net, x[:1])
     q_in = net.quantize_input(x)
@@ -334,6 +336,41 @@ def _run_check(args):
         raise FpganetError(f"check failed: {len(failed)} layer(s) differ from onnxruntime beyond "
                            f"the bound (>= 99 % equal or at a rounding tie, <= 1 LSB): "
                            f"{', '.join(failed)}")
+    print("check passed")
+    return 0
+
+
+def _check_qonnx(net, model, x, y, where):
+    """``check`` of a QONNX network: every quantized tensor and the logits against qonnx's own
+    executor on the source model (onnxruntime cannot run its quantizers)."""
+    if not _has_module("qonnx"):
+        raise FpganetError("checking a QONNX network runs qonnx's executor, its reference: "
+                           "pip install qonnx (fpganet's dev extra)")
+    from .model.onnx_import import load_onnx
+    from .model.qonnx_reference import compare_with_qonnx
+
+    model = model or net.source.get("path")
+    if not model or not os.path.isfile(model) or (
+            model == net.source.get("path") and file_sha256(model) != net.source.get("sha256")):
+        raise FpganetError(f"the QONNX source model '{model}' is missing or changed since "
+                           f"compiling (--model MODEL.onnx names it)")
+    try:
+        comparison = compare_with_qonnx(net, load_onnx(model), model, x)
+    except AssertionError as error:
+        raise FpganetError(f"--model '{model}' is not the compiled network's source: "
+                           f"{error}") from None
+    print(f"golden model vs qonnx's executor on {x.shape[0]} inputs of {where}:")
+    for node, name, equal, largest, exact in comparison.layers:
+        print(f"  {name or 'the input':24s} {node:32s} {100 * equal:9.4f} % of levels equal, "
+              f"max |diff| {largest:g} level(s){'' if exact else ' (inexact fit)'}")
+    print(f"  logits: max |diff| {comparison.logit_error:.4g} (bound {comparison.logit_bound:.4g}), "
+          f"arg-max agreement {100 * comparison.agreement:.2f} %")
+    if y is not None:
+        print(f"  top-1 accuracy: qonnx {100 * np.mean(comparison.reference_pred == y):.2f} %, "
+              f"golden {100 * np.mean(comparison.golden_pred == y):.2f} %")
+    failures = comparison.failures()
+    if failures:
+        raise FpganetError(f"check failed: {'; '.join(failures)}")
     print("check passed")
     return 0
 

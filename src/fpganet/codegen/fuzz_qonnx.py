@@ -172,52 +172,28 @@ def random_qonnx_model(rng):
 
 def check_qonnx_case(model, x, config=None):
     """Compile ``model`` (a QONNX ``onnx.ModelProto``) and compare the golden model's levels,
-    layer by layer, and its logits with qonnx's executor on inputs ``x``; AssertionError on a
-    difference. Returns the network."""
+    layer by layer, and its logits with qonnx's executor on inputs ``x``
+    (:func:`~fpganet.model.qonnx_reference.compare_with_qonnx`); AssertionError on a
+    difference beyond the contract. Returns the network."""
     import os
     import tempfile
 
     import onnx
 
     from ..config import AcceleratorConfig
-    from ..golden import run_golden
     from ..model.onnx_import import import_model
-    from ..model.qonnx_reference import qonnx_execute
+    from ..model.qonnx_reference import compare_with_qonnx
     from ..quantize.quantizer import quantize_graph
 
     graph = import_model(model)
     net = quantize_graph(graph, None, config=config or AcceleratorConfig())
-    q_in = net.quantize_input(x)
-    q, outputs = run_golden(net, q_in, layer_outputs=True)
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "model.onnx")
         onnx.save(model, path)
-        reference, quantized = qonnx_execute(path, x, quantized=True)
-    levels = graph.quantization["levels"]
-    ours = [(levels[-1], q_in, None)] + [(levels[i], outputs[i], net.layers[i].name)
-                                         for i in sorted(levels)
-                                         if i >= 0 and levels[i] is not None]
-    if len(ours) != len(quantized):
-        raise AssertionError(f"{len(ours)} quantized tensors, qonnx has {len(quantized)}")
-    # Past a layer the requantizer could not fit exactly, one level may differ and spread.
-    inexact = set(net.calibration["inexact_layers"])
-    for (spec, codes, name), theirs in zip(ours, quantized):
-        values = spec.code_scale * (codes.astype(np.float64) - spec.code_zero)
-        difference = np.abs(values.reshape(len(x), -1) - theirs.reshape(len(x), -1))
-        if name in inexact:
-            if np.max(difference, initial=0) > spec.code_scale * (1 + 1e-6):
-                raise AssertionError(f"{spec.node}: an inexact layer's levels differ from "
-                                     f"qonnx's by more than one")
-            return net
-        if np.count_nonzero(difference):
-            raise AssertionError(f"{spec.node}: {np.count_nonzero(difference)} of "
-                                 f"{difference.size} levels differ from qonnx's executor")
-    logits = net.dequantize_output(q)
-    error = float(np.max(np.abs(logits - reference)))
-    allowed = (0.5 if net.calibration["logits_exact"] else 1.0) * net.output_scale
-    if error > allowed * (1 + 1e-5):
-        raise AssertionError(f"logits differ from qonnx's by {error:.4g}, over {allowed:.4g} "
-                             f"(output step {net.output_scale:.4g})")
+        comparison = compare_with_qonnx(net, graph, path, x)
+    failures = comparison.failures()
+    if failures:
+        raise AssertionError("; ".join(failures))
     return net
 
 

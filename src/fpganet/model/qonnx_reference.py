@@ -10,7 +10,7 @@ onnxruntime loads (qonnx writes onnx's newest, which onnxruntime may not know ye
 
 import numpy as np
 
-__all__ = ["qonnx_execute"]
+__all__ = ["qonnx_execute", "compare_with_qonnx", "QonnxComparison"]
 
 #: Newest ONNX IR version onnxruntime 1.31 loads.
 ORT_IR_VERSION = 10
@@ -52,3 +52,61 @@ def qonnx_execute(path, x, quantized=False):
         return result, [np.asarray(context[t], dtype=np.float32) for t in tensors]
     finally:
         onnx_exec.qonnx_make_model = original
+
+
+class QonnxComparison:
+    """The golden model of a compiled QONNX network against qonnx's executor on ``x``.
+
+    ``layers``: per quantized tensor (the input's, then each hidden layer's), ``(quantizer,
+    layer name or None, share of levels equal, largest difference in levels, exact)``, where
+    ``exact`` says the layer's requantization was fitted exactly (and every one before it);
+    ``logit_error`` and ``logit_bound`` (half an output code where the logits' fit is exact,
+    one otherwise); ``agreement``: share of inputs whose arg-max equals qonnx's.
+    """
+
+    def __init__(self, layers, logit_error, logit_bound, agreement, golden_pred, reference_pred):
+        self.layers, self.logit_error, self.logit_bound = layers, logit_error, logit_bound
+        self.agreement = agreement
+        self.golden_pred, self.reference_pred = golden_pred, reference_pred
+
+    def failures(self):
+        """What breaks the contract: levels that differ in an exactly fitted layer, more than
+        one level anywhere, logits beyond their bound."""
+        found = [f"{node}: {100 * (1 - equal):.3g} % of levels differ"
+                 for node, _, equal, largest, exact in self.layers
+                 if (exact and equal < 1) or largest > 1]
+        if self.logit_error > self.logit_bound * (1 + 1e-5):
+            found.append(f"logits differ by {self.logit_error:.4g}, over {self.logit_bound:.4g}")
+        return found
+
+
+def compare_with_qonnx(net, graph, path, x):
+    """:class:`QonnxComparison` of ``net`` (compiled from the QONNX model at ``path``, imported
+    as ``graph``) on the float inputs ``x``."""
+    from ..golden import run_golden
+
+    q_in = net.quantize_input(x)
+    q, outputs = run_golden(net, q_in, layer_outputs=True)
+    reference, quantized = qonnx_execute(path, x, quantized=True)
+    levels = graph.quantization["levels"]
+    ours = [(levels[-1], q_in, None)] + [(levels[i], outputs[i], net.layers[i].name)
+                                         for i in sorted(levels)
+                                         if i >= 0 and levels[i] is not None]
+    if len(ours) != len(quantized):
+        raise AssertionError(f"{len(ours)} quantized tensors, qonnx's executor has "
+                             f"{len(quantized)}")
+    inexact = set(net.calibration.get("inexact_layers", []))
+    rows, exact = [], True
+    for (spec, codes, name), theirs in zip(ours, quantized):
+        exact = exact and name not in inexact
+        values = spec.code_scale * (codes.astype(np.float64) - spec.code_zero)
+        steps = np.abs(values.reshape(len(x), -1) - theirs.reshape(len(x), -1)) / spec.code_scale
+        rows.append((spec.node, name, float(np.mean(steps == 0)) if steps.size else 1.0,
+                     float(np.round(steps.max(initial=0), 6)), exact))
+    logits = net.dequantize_output(q)
+    bound = (0.5 if net.calibration.get("logits_exact", True) and exact else 1.0) * net.output_scale
+    golden_pred = logits.reshape(len(x), -1).argmax(1)
+    reference_pred = reference.reshape(len(x), -1).argmax(1)
+    return QonnxComparison(rows, float(np.max(np.abs(logits - reference), initial=0)),
+                           float(bound), float(np.mean(golden_pred == reference_pred)),
+                           golden_pred, reference_pred)
