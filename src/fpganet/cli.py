@@ -360,11 +360,15 @@ def _check_qonnx(net, model, x, y, where):
         raise FpganetError(f"--model '{model}' is not the compiled network's source: "
                            f"{error}") from None
     print(f"golden model vs qonnx's executor on {x.shape[0]} inputs of {where}:")
-    for node, name, equal, largest, exact in comparison.layers:
+    for node, name, equal, largest, allowed in comparison.layers:
+        note = ("" if allowed == 0 else " (past an inexact layer)" if allowed is None else
+                f" (inexact fit: up to {allowed:g} allowed)")
         print(f"  {name or 'the input':24s} {node:32s} {100 * equal:9.4f} % of levels equal, "
-              f"max |diff| {largest:g} level(s){'' if exact else ' (inexact fit)'}")
-    print(f"  logits: max |diff| {comparison.logit_error:.4g} (bound {comparison.logit_bound:.4g}), "
-          f"arg-max agreement {100 * comparison.agreement:.2f} %")
+              f"max |diff| {largest:g} level(s){note}")
+    bound = ("" if comparison.logit_bound is None else
+             f" (bound {comparison.logit_bound:.4g})")
+    print(f"  logits: max |diff| {comparison.logit_error:.4g}{bound}, arg-max agreement "
+          f"{100 * comparison.agreement:.2f} %")
     if y is not None:
         print(f"  top-1 accuracy: qonnx {100 * np.mean(comparison.reference_pred == y):.2f} %, "
               f"golden {100 * np.mean(comparison.golden_pred == y):.2f} %")

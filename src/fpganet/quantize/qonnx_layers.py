@@ -48,7 +48,7 @@ def quantize_qonnx(graph, config, source=None, calibration=None):
     consumers_pad = _padded_readers(graph)
     # Per layer output (-1: the input): (Levels, hardware zero point).
     act = {-1: (levels_in, input_zp)}
-    layers, misses, logit_misses = [], [], []
+    layers, misses, inexact, logit_error = [], [], {}, 0
     for index, layer in enumerate(graph.layers):
         sources = layer_inputs(graph.layers, index)
         if len(sources) != 1:
@@ -58,10 +58,14 @@ def quantize_qonnx(graph, config, source=None, calibration=None):
         if isinstance(layer, (Conv, Dense)):
             out = given["levels"].get(index)
             logits = out is None
-            qlayer, missed, out = _linear(layer, given["weight_scales"][index],
-                                          given["epilogues"][index], levels, zp, out,
-                                          index in consumers_pad, config)
-            (logit_misses if logits else misses).extend(missed)
+            qlayer, (missed, error), out = _linear(layer, given["weight_scales"][index],
+                                                   given["epilogues"][index], levels, zp, out,
+                                                   index in consumers_pad, config)
+            if logits:
+                logit_error = error
+            elif missed:
+                misses.extend(f"layer '{layer.name}' channel {c}" for c in missed)
+                inexact[layer.name] = error
             act[index] = (out, qlayer.zp_out)
         elif isinstance(layer, MaxPool):
             qlayer = QMaxPool(name=layer.name, in_shape=layer.in_shape, out_shape=layer.out_shape,
@@ -81,7 +85,8 @@ def quantize_qonnx(graph, config, source=None, calibration=None):
     if misses:
         warnings.warn(f"{len(misses)} output channel(s) step at accumulator values the "
                       f"requantizer's multipliers cannot all take (first: {misses[0]}); their "
-                      f"codes differ from the model's by one level near those values",
+                      f"codes differ from the model's by up to {max(inexact.values())} level(s) "
+                      f"near those values",
                       FpganetWarning, stacklevel=2)
     net = QNetwork(layers=layers, input_name=graph.input_name, input_shape=tuple(graph.input_shape),
                    input_scale=input_scale, input_zp=input_zp, output_name=graph.output_name,
@@ -89,8 +94,8 @@ def quantize_qonnx(graph, config, source=None, calibration=None):
                    output_zp=out_zp, config=config, source=dict(source or {}),
                    calibration={**(calibration or {}), "method": "qonnx", "samples": 0,
                                 "inexact_channels": len(misses),
-                                "inexact_layers": sorted({m.split("'")[1] for m in misses}),
-                                "logits_exact": not logit_misses},
+                                "inexact_layers": inexact,
+                                "logits_error_codes": int(logit_error)},
                    input_layout=graph.input_layout, input_lo=input_lo, input_hi=input_hi)
     net.validate()
     return net
@@ -133,7 +138,8 @@ def _padded_readers(graph):
 
 
 def _linear(layer, s_w, epilogue, levels_in, zp_in, levels_out, padded, config):
-    """The QConv of a Conv or Dense: ``(qlayer, [channels that missed], output Levels)``."""
+    """The QConv of a Conv or Dense: ``(qlayer, (channels that missed, largest error in
+    codes), output Levels)``."""
     dense = isinstance(layer, Dense)
     weight = layer.weight.reshape(*layer.weight.shape, 1, 1) if dense else layer.weight
     m = weight.shape[0]
@@ -173,35 +179,31 @@ def _linear(layer, s_w, epilogue, levels_in, zp_in, levels_out, padded, config):
     code_low = rising(low_s.reshape(1, m))[0]
     lo, hi = levels_out.code_low, levels_out.code_high
     steps = step_thresholds(rising, low_s, high_s, hi - lo)
+    rows = q_w.reshape(m, -1)
     best = None
-    for stride in _strides(q_w):
-        for zp in zp_choices:
-            limits = _bias_limits(q_w * stride, zp_in, config.acc_width)
-            fits = [fit_requantization(stride * steps[c], int(code_low[c]), stride * int(low_s[c]),
-                                       stride * int(high_s[c]), zp, lo, hi,
-                                       config.requant_mult_bits, limits[c], stride)
-                    for c in range(m)]
-            missed = sum(fit is not None and fit.misses > 0 for fit in fits)
-            if best is None or missed < best[0]:
-                best = (missed, zp, stride, fits)
-            if missed == 0:
-                break
-        if best[0] == 0:
+    for zp in zp_choices:
+        fits = [_fit_channel(steps[c], int(code_low[c]), int(low_s[c]), int(high_s[c]), rows[c],
+                             zp, zp_in, lo, hi, config) for c in range(m)]
+        errors = [fit.error for _, fit in fits if fit is not None and fit.misses]
+        missed = (max(errors, default=0), len(errors))
+        if best is None or missed < best[0]:
+            best = (missed, zp, fits)
+        if not errors:
             break
-    _, zp_out, stride, fits = best
-    q_w = q_w * sign.reshape(-1, 1, 1, 1) * stride
+    (error, _), zp_out, fits = best
+    q_w = q_w * sign.reshape(-1, 1, 1, 1) * np.array([g for g, _ in fits]).reshape(-1, 1, 1, 1)
     mult = np.full(m, 1 << 14, np.int32)
     shift = np.full(m, 14, np.int32)
     bias = np.zeros(m, np.int64)
     missed = []
-    for c, fit in enumerate(fits):
+    for c, (_, fit) in enumerate(fits):
         if fit is None:     # constant over the range: its code as the bias of zero weights
             q_w[c] = 0
             bias[c] = int(code_low[c]) - zp_out
             continue
         mult[c], shift[c], bias[c] = fit.mult, fit.shift, fit.bias
         if fit.misses:
-            missed.append(f"layer '{layer.name}' channel {c}")
+            missed.append(c)
     # QConv's bias holds the input zero point's share: acc = sum w (q - zp_in) + fitted bias.
     bias = bias - zp_in * q_w.reshape(m, -1).sum(axis=1)
     if np.any(np.abs(bias) >= 1 << 31):
@@ -215,30 +217,43 @@ def _linear(layer, s_w, epilogue, levels_in, zp_in, levels_out, padded, config):
                    s_in=float(levels_in.code_scale), s_out=float(levels_out.code_scale),
                    s_w=s_w.astype(np.float32), groups=int(getattr(layer, "groups", 1)))
     qlayer.validate(config.acc_width, config.requant_mode)
-    _check_fit(qlayer, stride * low_s, stride * high_s, stride * steps, code_low, fits, stride)
-    return qlayer, missed, levels_out
+    _check_fit(qlayer, low_s, high_s, steps, code_low, fits)
+    return qlayer, (missed, error), levels_out
 
 
-def _bias_limits(q_w, zp_in, acc_width):
-    """Per channel, the range of the fitted bias (before the input zero point's share is
-    folded in) that keeps the parameter entry's bias and the accumulator in range."""
-    rows = q_w.reshape(len(q_w), -1).astype(np.int64)
-    share = zp_in * rows.sum(axis=1)
-    room = (1 << (acc_width - 1)) - 1 - 128 * np.abs(rows).sum(axis=1)
+def _fit_channel(steps, code_low, low, high, row, zp, zp_in, lo, hi, config):
+    """``(stride, Fit or None)`` of one channel: its weights scaled by the smallest stride (up
+    to :data:`MAX_STRIDE`, the weights staying in -127..127) whose requantization fits
+    exactly, else by the one that misses least. A stride ``g`` lets the bias place a step
+    between two accumulator values, and the multiplier's step ``2**shift / mult`` fall within
+    ``g`` of the steps' spacing: what a multiplier of few bits needs."""
+    peak = int(np.abs(row).max(initial=0))
+    best = (1, None)
+    for stride in range(1, min(MAX_STRIDE, 127 // max(peak, 1)) + 1):
+        fit = fit_requantization(stride * steps, code_low, stride * low, stride * high, zp, lo, hi,
+                                 config.requant_mult_bits,
+                                 _bias_limit(row * stride, zp_in, config.acc_width), stride)
+        if fit is None:
+            return 1, None
+        if best[1] is None or (fit.error, fit.misses) < (best[1].error, best[1].misses):
+            best = (stride, fit)
+        if fit.misses == 0:
+            break
+    return best
+
+
+def _bias_limit(row, zp_in, acc_width):
+    """The range of a channel's fitted bias (before the input zero point's share is folded
+    in) that keeps the parameter entry's bias and the accumulator in range."""
+    row = row.astype(np.int64)
+    share = int(zp_in * row.sum())
+    room = (1 << (acc_width - 1)) - 1 - 128 * int(np.abs(row).sum()) - abs(share)
     entry_lo, entry_hi = param_ranges("fpganet")["bias"]
-    return [(max(-int(r), entry_lo + int(z)), min(int(r), entry_hi + int(z)))
-            for r, z in zip(room - np.abs(share), share)]
+    return max(-room, entry_lo + share), min(room, entry_hi + share)
 
 
-#: Weight scalings tried when a layer's steps do not all fit: each doubles how finely the
-#: bias places a step between two accumulator values.
-STRIDES = (1, 2, 4)
-
-
-def _strides(q_w):
-    """The scalings of :data:`STRIDES` under which the weights stay in -127..127."""
-    peak = int(np.abs(q_w).max(initial=0))
-    return [s for s in STRIDES if s == 1 or s * peak <= 127]
+#: Largest weight scaling a channel's fit tries.
+MAX_STRIDE = 32
 
 
 def _accumulator_range(rows, levels_in, zp_in, padded):
@@ -284,17 +299,17 @@ def logit_levels(output, low, high, name):
     return Levels(np.float32(step), float(zero), INT8_MIN, INT8_MAX, False, "ROUND", 8, "the logits")
 
 
-def _check_fit(qlayer, low, high, steps, code_low, fits, stride):
+def _check_fit(qlayer, low, high, steps, code_low, fits):
     """The golden model's requantization equals the fitted function at every checked point of
     every exact channel (the contract, not the fit's own arithmetic)."""
-    for c, fit in enumerate(fits):
+    for c, (stride, fit) in enumerate(fits):
         if fit is None or fit.misses:
             continue
         inside = steps[c][(steps[c] > low[c]) & (steps[c] <= high[c])]
-        points = np.unique(np.concatenate([[low[c], high[c]], inside - stride, inside]))
+        points = np.unique(np.concatenate([[low[c], high[c]], inside - 1, inside]))
         expected = np.clip(code_low[c] + np.searchsorted(steps[c], points, side="right"),
                            qlayer.lo, qlayer.hi)
-        acc = (points + fit.bias).reshape(1, 1, -1)
+        acc = (stride * points + fit.bias).reshape(1, 1, -1)
         got = requantize_mode(acc, qlayer.mult[c:c + 1], qlayer.shift[c:c + 1], qlayer.zp_out,
                               qlayer.lo, qlayer.hi, "fpganet").ravel()
         if not np.array_equal(got.astype(np.int64), expected):

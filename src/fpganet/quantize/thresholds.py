@@ -59,13 +59,15 @@ def step_thresholds(function, low, high, levels):
 
 
 class Fit:
-    """One channel's requantization: ``mult``, ``shift``, ``bias``, and ``misses``, the number
-    of checked points where ``r`` differs from the function (0: exact)."""
+    """One channel's requantization: ``mult``, ``shift``, ``bias``; ``misses``, the number of
+    checked points where ``r`` differs from the function (0: exact), and ``error``, the
+    largest difference in codes there, which is the largest anywhere on the range."""
 
-    __slots__ = ("mult", "shift", "bias", "misses")
+    __slots__ = ("mult", "shift", "bias", "misses", "error")
 
-    def __init__(self, mult, shift, bias, misses):
-        self.mult, self.shift, self.bias, self.misses = int(mult), int(shift), int(bias), int(misses)
+    def __init__(self, mult, shift, bias, misses, error=0):
+        self.mult, self.shift, self.bias = int(mult), int(shift), int(bias)
+        self.misses, self.error = int(misses), int(error)
 
 
 def _requantize(a, bias, mult, shift, zp, lo, hi):
@@ -168,13 +170,16 @@ def fit_requantization(steps, code_at_low, low, high, zp, lo, hi, bits=MULT_BITS
         mult, shift, bias = mult[keep], shift[keep], bias[keep]
         if not len(mult):
             continue
-        misses = np.count_nonzero(_requantize(points, bias, mult, shift, zp, lo, hi) != expected,
-                                  axis=1)
-        pick = int(np.argmin(misses))
-        if best is None or misses[pick] < best.misses:
-            best = Fit(mult[pick], shift[pick], bias[pick], misses[pick])
+        difference = np.abs(_requantize(points, bias, mult, shift, zp, lo, hi) - expected)
+        misses = np.count_nonzero(difference, axis=1)
+        # Fewest codes wrong by the most, then fewest wrong.
+        pick = int(np.lexsort((misses, difference.max(axis=1)))[0])
+        candidate = Fit(mult[pick], shift[pick], bias[pick], misses[pick],
+                        difference[pick].max())
+        if best is None or (candidate.error, candidate.misses) < (best.error, best.misses):
+            best = candidate
         if best.misses == 0:
             break
     if best is None:
-        best = Fit(1 << 14, 14, 0, len(points))
+        best = Fit(1 << 14, 14, 0, len(points), hi - lo)
     return best
