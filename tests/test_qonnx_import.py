@@ -191,3 +191,35 @@ def test_check_compares_a_qonnx_network_with_qonnx_executor(capfd, tmp_path):
     out = capfd.readouterr().out
     assert "qonnx's executor" in out and "check passed" in out
     assert out.count("100.0000 % of levels equal") == 4
+
+
+def test_an_epilogue_that_is_not_per_channel_is_refused():
+    """A Mul by a constant along the width (ONNX broadcasting of an [M] constant over NCHW) is
+    no per-channel map: refused naming the op, not computed wrong."""
+    from fpganet.codegen.fuzz_qonnx import QONNX_DOMAIN, _Builder
+    from fpganet.errors import FpganetError
+    from fpganet.model.onnx_import import import_model
+
+    rng = np.random.default_rng(0)
+    b = _Builder(rng)
+
+    def weight(shape):
+        return b.node("Quant", [b.const(rng.normal(0, 1, shape).astype(np.float32)),
+                                b.const(np.float32(0.5)), b.const(np.float32(0)),
+                                b.const(np.float32(2))], QONNX_DOMAIN, signed=1, narrow=1,
+                      rounding_mode="ROUND")
+
+    x = b.quant("x", 2, True, True, 0.25)
+    x = b.node("Conv", [x, weight((4, 2, 3, 3))], kernel_shape=[3, 3])
+    x = b.node("Mul", [x, b.const(np.ones(4, np.float32))])
+    x = b.node("Flatten", [b.quant(x, 2, True, True, 1.0)], axis=1)
+    b.node("MatMul", [x, b.node("Transpose", [weight((3, 64))], perm=[1, 0])])
+    b.nodes[-1].output[0] = "y"
+    graph = helper.make_graph(b.nodes, "t", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 2, 6, 6])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, [1, 3])], b.initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                    helper.make_opsetid(QONNX_DOMAIN, 1)])
+    model.ir_version = 8
+    with pytest.raises(FpganetError, match="Mul .* do not act on each output channel alone"):
+        quantize_graph(import_model(model), None, config=AcceleratorConfig())

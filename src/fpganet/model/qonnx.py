@@ -151,7 +151,15 @@ class Epilogue:
             return y
         if self._session is None:
             self._session = self._build()
-        return self._session.run(None, {self.nodes[0].input[0]: y})[0]
+        try:
+            out = self._session.run(None, {self.nodes[0].input[0]: y})[0]
+        except Exception as error:
+            out, reason = None, str(error).splitlines()[0][:160]
+        if out is None or out.shape != y.shape:
+            raise FpganetError(f"the ops {self.description} after a linear layer do not act on "
+                               f"each output channel alone (constants of another shape"
+                               f"{'' if out is not None else ': ' + reason})")
+        return out
 
     def _build(self):
         import onnxruntime as ort
