@@ -54,6 +54,7 @@ def test_layer_overrides_are_recorded_in_the_manifest_and_read_back(tmp_path, ca
     # An 8-bit layer's entry has no width: as every int8 manifest.
     assert widths == {"conv_11": None, "conv_14": 4, "gemm_19": 4, "gemm_21": 4, "gemm_23": 6}
     assert manifest["calibration"]["weight_rounding"] == "gptq"
+    assert "weight_bits" in manifest["numerics"]
     net = load_compiled(out)
     assert [layer.weight_bits for layer in net.conv_layers] == [8, 4, 4, 4, 6]
 

@@ -786,6 +786,9 @@ class QNetwork:
                                                  "of q (TFLite's AVERAGE_POOL_2D, rounded once)")
         if any(getattr(layer, "groups", 1) != 1 for layer in self.layers):
             numerics["groups"] = "output channel m reads only the input channels of its group"
+        if any(getattr(layer, "weight_bits", 8) != 8 for layer in self.layers):
+            numerics["weight_bits"] = ("a layer's weights of weight_bits B lie in "
+                                       "-(2**(B-1) - 1)..2**(B-1) - 1, int8 codes as any others")
         board = {} if self.board is None else {"board": self.board}
         return {
             "format": FORMAT,
