@@ -143,7 +143,10 @@ COMPILE = st.tuples(
     flags({**CONFIG_FLAGS,
            "--method": mostly(["mse", "minmax", "percentile:99", "kl"], ["percentile:x", "bogus"]),
            "--calib-limit": number(10, 40), "--images": number(1, 3), "--batch": number(1, 2),
-           "--no-program": None}))
+           "--no-program": None, "--weight-bits": number(8, 4, 2),
+           "--layer-weight-bits": mostly(["conv_c=3", "gemm_y=5,conv_c=8"],
+                                         ["maxpool_p=4", "nope=4", "conv_c=", "conv_c=9", ","]),
+           "--weight-rounding": mostly(["nearest", "gptq"], ["bogus"])}))
 
 RUN = st.tuples(st.just(["run"]), one(path("OUT")),
                 mostly([["--inputs", "X.npz"]], [[]] + [["--inputs", p] for p in HOSTILE_PATHS]),

@@ -12,6 +12,7 @@ exit with status 2 (docs/reference/errors.md; :mod:`fpganet.command_line` prints
 check fails.
 """
 
+import argparse
 import importlib
 import importlib.util
 import os
@@ -41,6 +42,8 @@ from .link.cli import add_arguments, run_command
 from .model import file_sha256
 from .model.ir import input_text
 from .quantize import DEFAULT_METHOD, METHODS
+from .quantize.rounding import (DEFAULT_WEIGHT_BITS, ROUNDINGS, WEIGHT_BITS,
+                                parse_layer_weight_bits)
 
 __all__ = ["main", "build_parser", "command", "COMMANDS", "add_config_arguments",
            "config_from_args"]
@@ -83,6 +86,17 @@ def _configure_compile(parser):
                              f"(percentile:P for another percentile); default {DEFAULT_METHOD}")
     parser.add_argument("--calib-limit", type=positive_int, metavar="N",
                         help="use only the first N calibration samples")
+    parser.add_argument("--weight-bits", type=_weight_bits, default=DEFAULT_WEIGHT_BITS,
+                        metavar="N",
+                        help="a float model's weights: N-bit codes in -(2**(N-1)-1)..2**(N-1)-1, "
+                             "2..8 (default 8), still one int8 each in memory")
+    parser.add_argument("--layer-weight-bits", type=_layer_weight_bits, metavar="NAME=N[,...]",
+                        help="per-layer widths overriding --weight-bits, the layers named as "
+                             "this command prints them")
+    parser.add_argument("--weight-rounding", choices=sorted(ROUNDINGS),
+                        help="how the weights are rounded: nearest, or gptq (from the "
+                             "calibration inputs; slower); default nearest when every layer "
+                             "has 8 bits, gptq below")
     parser.add_argument("--images", type=positive_int, default=1, metavar="N",
                         help="images the accelerator program processes per run (default 1; "
                              "fpganet.codegen.read_images(OUT).for_images(N) changes it)")
@@ -102,6 +116,21 @@ def _configure_compile(parser):
                              "standard output, before the summary; a refused compile prints the "
                              "passes before the refusal and writes nothing")
     add_config_arguments(parser)
+
+
+def _weight_bits(text):
+    value = positive_int(text)
+    if value not in WEIGHT_BITS:
+        raise argparse.ArgumentTypeError(f"must be from {WEIGHT_BITS.start} to "
+                                         f"{WEIGHT_BITS.stop - 1}, not {value}")
+    return value
+
+
+def _layer_weight_bits(text):
+    try:
+        return parse_layer_weight_bits(text)
+    except FpganetError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _board_names():
@@ -131,7 +160,9 @@ def _run_compile(args):
     net = compile_model(args.model, args.calib, args.output, config=config, method=args.method,
                         calib_limit=args.calib_limit, program=not args.no_program,
                         n_images=args.images, batch=args.batch,
-                        dump_ir=sys.stdout if args.dump_ir else None, board=args.board)
+                        dump_ir=sys.stdout if args.dump_ir else None, board=args.board,
+                        weight_bits=args.weight_bits, layer_weight_bits=args.layer_weight_bits,
+                        weight_rounding=args.weight_rounding)
     source = net.source
     print(f"compiled {source['file']} ({'embedded' if source['embedded'] else source['path']}) "
           f"into {args.output}")
@@ -143,6 +174,10 @@ def _run_compile(args):
     else:
         print(f"  calibration: {net.calibration['method']} on {net.calibration['samples']} "
               f"samples ({net.calibration['data']})")
+    if "weight_rounding" in net.calibration:   # an int8 compile prints as it did
+        widths = sorted({layer.weight_bits for layer in net.conv_layers})
+        print(f"  weights: {'/'.join(map(str, widths))} bits, "
+              f"{net.calibration['weight_rounding']} rounding")
     if source.get("dropped_output_op"):
         print(f"  the final {source['dropped_output_op']} was dropped: outputs are logits")
     # An NCHW input's line is as it was before layouts were recorded.
@@ -155,7 +190,8 @@ def _run_compile(args):
         if layer.type == "conv":
             extra = (f"k {layer.kernel[0]}x{layer.kernel[1]} s {layer.stride[0]} "
                      f"zp {layer.zp_in}->{layer.zp_out}{' relu' if layer.relu else ''} "
-                     f"{layer.macs:,} MACs")
+                     f"{layer.macs:,} MACs"
+                     f"{'' if layer.weight_bits == 8 else f' w{layer.weight_bits}'}")
             kind = layer.kind
         else:
             extra, kind = "", layer.type

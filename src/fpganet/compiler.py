@@ -27,6 +27,7 @@ from .model import Graph, file_sha256, load_onnx
 from .model.ir import input_text
 from .qnet import load_network
 from .quantize import DEFAULT_METHOD, parse_method, quantize_graph
+from .quantize.rounding import check_float_only
 
 __all__ = ["compile_model", "load_compiled", "read_npz", "read_inputs", "write_compiled"]
 
@@ -114,7 +115,8 @@ def _check_x(x, input_shape, what, input_name, layout="nchw"):
 
 
 def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=None,
-                  calib_limit=None, program=True, n_images=1, batch=1, dump_ir=None, board=None):
+                  calib_limit=None, program=True, n_images=1, batch=1, dump_ir=None, board=None,
+                  weight_bits=8, layer_weight_bits=None, weight_rounding=None):
     """Import, quantize and optionally write a network.
 
     Parameters
@@ -153,6 +155,11 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     board : str, optional
         The board ``config`` is for (``fpganet compile --board``): recorded in the manifest,
         so that ``estimate``, ``report`` and ``synth`` take it from there.
+    weight_bits, layer_weight_bits, weight_rounding
+        A float model's weight widths (2..8; ``{layer name: bits}`` or ``"NAME=BITS,..."``
+        overrides) and their rounding (:mod:`fpganet.quantize.rounding`), as
+        :func:`~fpganet.quantize.quantize_graph` takes them; a pre-quantized model is refused
+        any but the defaults.
 
     Returns
     -------
@@ -175,6 +182,7 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
             # A float TFLite model: quantized with calibration data, as a float ONNX model.
             graph, origin = net, {"format": "tflite"}
         else:
+            check_float_only("int8 TFLite", weight_bits, layer_weight_bits, weight_rounding)
             _warn_rounded_multipliers(config, "int8 TFLite")
             net.board = board
             if out_dir is not None:
@@ -231,7 +239,8 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     elif graph.quantization is not None:
         source["prequantized"] = "QDQ: the model's activation scales and int8 weights"
     net = quantize_graph(graph, calib_x, method=method, config=config, source=source,
-                         calibration=calibration)
+                         calibration=calibration, weight_bits=weight_bits,
+                         layer_bits=layer_weight_bits, weight_rounding=weight_rounding)
     net.board = board
     if out_dir is not None:
         write_compiled(net, out_dir, program=program, n_images=n_images, batch=batch,

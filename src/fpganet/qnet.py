@@ -100,6 +100,10 @@ class QConv:
     single_rounding : bool
         ``tflite`` requantization only: TFLite's single-rounding multiply (LiteRT's
         FULLY_CONNECTED) instead of its double rounding (its convolutions).
+    weight_bits : int
+        The weights' width: below 8, ``weight`` holds only the codes
+        ``-(2**(weight_bits-1) - 1)..2**(weight_bits-1) - 1`` (post-training quantization to
+        fewer bits; the arithmetic is the same).
     """
 
     name: str
@@ -124,6 +128,7 @@ class QConv:
     groups: int = 1
     inputs: tuple = None
     single_rounding: bool = False
+    weight_bits: int = 8
 
     type = "conv"
 
@@ -181,6 +186,11 @@ class QConv:
                 fail(f"{name} has shape {list(getattr(self, name).shape)}, expected [{m}]")
         if self.weight.min(initial=0) < -127:
             fail("weights must lie in -127..127 (symmetric)")
+        if not isinstance(self.weight_bits, int) or not 2 <= self.weight_bits <= 8:
+            fail(f"weight_bits must be an integer from 2 to 8, not {self.weight_bits!r}")
+        limit = (1 << (self.weight_bits - 1)) - 1
+        if np.abs(self.weight.astype(np.int16)).max(initial=0) > limit:
+            fail(f"{self.weight_bits}-bit weights must lie in -{limit}..{limit}")
         if self.single_rounding:
             _check_tflite_only(self, "single rounding", mode)
         ranges = param_ranges(mode)
@@ -734,6 +744,8 @@ class QNetwork:
                              arrays={name: f"{index:02d}.{name}" for name in _ARRAY_FIELDS})
                 if layer.single_rounding:
                     entry["single_rounding"] = True
+                if layer.weight_bits != 8:    # an int8 layer's entry stays as it was
+                    entry["weight_bits"] = int(layer.weight_bits)
             elif isinstance(layer, (QAdd, QAvgPool)):
                 entry.update({name: _plain(getattr(layer, name)) for name in _SCALAR_FIELDS[layer.type]})
                 # Only where set: the other layers' manifests stay as they were.
@@ -774,6 +786,9 @@ class QNetwork:
                                                  "of q (TFLite's AVERAGE_POOL_2D, rounded once)")
         if any(getattr(layer, "groups", 1) != 1 for layer in self.layers):
             numerics["groups"] = "output channel m reads only the input channels of its group"
+        if any(getattr(layer, "weight_bits", 8) != 8 for layer in self.layers):
+            numerics["weight_bits"] = ("a layer's weights of weight_bits B lie in "
+                                       "-(2**(B-1) - 1)..2**(B-1) - 1, int8 codes as any others")
         board = {} if self.board is None else {"board": self.board}
         return {
             "format": FORMAT,
@@ -937,4 +952,5 @@ def _layer_from_manifest(entry, arrays, arrays_path):
                  lo=int(entry["lo"]), hi=int(entry["hi"]), relu=bool(entry["relu"]),
                  s_in=float(entry["s_in"]), s_out=float(entry["s_out"]),
                  groups=int(entry.get("groups", 1)),
-                 single_rounding=bool(entry.get("single_rounding", False)), **values, **common)
+                 single_rounding=bool(entry.get("single_rounding", False)),
+                 weight_bits=int(entry.get("weight_bits", 8)), **values, **common)

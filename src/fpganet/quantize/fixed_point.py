@@ -43,8 +43,9 @@ def activation_qparams(rmin, rmax):
     return scale, zero_point
 
 
-def weight_qparams(weight, widen=None):
-    """Symmetric per-output-channel int8 quantization of a float weight [M, ...].
+def weight_qparams(weight, widen=None, bits=8, rounding=None):
+    """Symmetric per-output-channel quantization of a float weight [M, ...] to ``bits``-bit
+    codes held in int8.
 
     Parameters
     ----------
@@ -52,13 +53,19 @@ def weight_qparams(weight, widen=None):
     widen : callable, optional
         float32 scales [M] -> float32 scales [M], each at least as large (for example
         :func:`exact_weight_scales`), applied before the weights are rounded to them.
+    bits : int
+        2..8: the codes lie in ``-(2**(bits-1) - 1)..2**(bits-1) - 1``.
+    rounding : callable, optional
+        ``(weight float64 [M, ...], scale float64 [M], limit) -> integer codes`` (float64,
+        same shape, in ``-limit..limit``), for example
+        :func:`~fpganet.quantize.rounding.gptq_rounding`'s; None: each to its nearest.
 
     Returns
     -------
     q : numpy.ndarray
-        int8, same shape, in -127..127 (-128 unused, so the range is symmetric).
+        int8, same shape, in -127..127 at 8 bits (-128 unused, so the range is symmetric).
     scale : numpy.ndarray
-        float32 [M], ``max|w[m]| / 127``. An all-zero channel gets the median
+        float32 [M], ``max|w[m]| / (2**(bits-1) - 1)``. An all-zero channel gets the median
         scale of the others, so that its bias keeps a useful resolution; so does a
         channel whose weights are all below 2**-24 of the layer's largest (a
         BatchNorm with gamma ~ 0 folded in leaves weights of 1e-30: at their own
@@ -71,16 +78,20 @@ def weight_qparams(weight, widen=None):
     if np.any(negligible):
         weight = np.where(negligible.reshape((m,) + (1,) * (weight.ndim - 1)), 0.0, weight)
         peak = np.where(negligible, 0.0, peak)
-    scale = peak / 127.0
+    limit = (1 << (bits - 1)) - 1
+    scale = peak / float(limit)
     if np.any(scale == 0):
-        fallback = np.median(scale[scale > 0]) if np.any(scale > 0) else 1.0 / 127.0
+        fallback = np.median(scale[scale > 0]) if np.any(scale > 0) else 1.0 / limit
         scale = np.where(scale > 0, scale, fallback)
     scale = scale.astype(np.float32)
     if widen is not None:
         scale = widen(scale)
-    shaped = scale.astype(np.float64).reshape((m,) + (1,) * (weight.ndim - 1))
-    q = np.clip(np.rint(weight / shaped), -127, 127).astype(np.int8)
-    return q, scale
+    if rounding is None:
+        shaped = scale.astype(np.float64).reshape((m,) + (1,) * (weight.ndim - 1))
+        q = np.clip(np.rint(weight / shaped), -limit, limit)
+    else:
+        q = rounding(weight, scale.astype(np.float64), limit)
+    return q.astype(np.int8), scale
 
 
 def quantize_multiplier(real, layer_name, bits=MULT_BITS):

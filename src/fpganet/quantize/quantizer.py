@@ -21,12 +21,14 @@ import numpy as np
 
 from ..config import DEFAULT_CONFIG, MULT_BITS
 from ..errors import FpganetError, FpganetWarning
-from ..model.ir import Add, AvgPool, Conv, Dense, MaxPool, Reshape, layer_inputs
+from ..model.ir import Add, AvgPool, Conv, Dense, MaxPool, Reshape, input_to_chw, layer_inputs
 from ..model.reference import run_float
 from ..qnet import ADD_WEIGHT_MAX, QAdd, QAvgPool, QConv, QMaxPool, QNetwork, QReshape
 from .calibrate import DEFAULT_METHOD, parse_method, tensor_range
 from .fixed_point import (activation_qparams, average_multiplier, exact_weight_scales,
                           multiplier_for, multiply_tflite, significant_bits, weight_qparams)
+from .rounding import (DEFAULT_WEIGHT_BITS, ROUNDINGS, check_float_only, default_rounding,
+                       gptq_rounding, layer_weight_bits)
 
 __all__ = ["quantize_graph", "quantize_linear_layer", "quantize_given_linear", "constant_channels",
            "quantize_add", "quantize_avgpool",
@@ -36,7 +38,8 @@ __all__ = ["quantize_graph", "quantize_linear_layer", "quantize_given_linear", "
 
 
 def quantize_graph(graph, calib_x, method=DEFAULT_METHOD, config=DEFAULT_CONFIG, source=None,
-                   calibration=None):
+                   calibration=None, weight_bits=DEFAULT_WEIGHT_BITS, layer_bits=None,
+                   weight_rounding=None):
     """Quantize a float graph with activation ranges from calibration inputs.
 
     Parameters
@@ -52,6 +55,14 @@ def quantize_graph(graph, calib_x, method=DEFAULT_METHOD, config=DEFAULT_CONFIG,
     config : fpganet.config.AcceleratorConfig
     source, calibration : dict, optional
         Provenance stored in the network (and the manifest).
+    weight_bits : int
+        2..8: the width of every Conv's and Dense's weights (:mod:`fpganet.quantize.rounding`).
+    layer_bits : dict or str, optional
+        ``{layer name: bits}`` (or ``"NAME=BITS,..."``) overriding ``weight_bits``.
+    weight_rounding : str, optional
+        One of :data:`~fpganet.quantize.rounding.ROUNDINGS`; None:
+        :func:`~fpganet.quantize.rounding.default_rounding`. A pre-quantized graph takes
+        none of the three.
 
     Returns
     -------
@@ -65,10 +76,19 @@ def quantize_graph(graph, calib_x, method=DEFAULT_METHOD, config=DEFAULT_CONFIG,
         (the message names the layer).
     """
     parse_method(method)
+    if weight_rounding is not None and weight_rounding not in ROUNDINGS:
+        raise FpganetError(f"unknown weight rounding '{weight_rounding}'; choose from "
+                           f"{', '.join(ROUNDINGS)}")
     if config.operand_width != 8:
         raise FpganetError(f"the quantizer produces int8 networks; operand_width must be 8, "
                            f"not {config.operand_width}")
     given = graph.quantization
+    if given is not None:
+        check_float_only("QONNX" if given.get("arithmetic") == "qonnx" else "QDQ", weight_bits,
+                         layer_bits, weight_rounding)
+    else:
+        bits_by_layer = layer_weight_bits(graph, weight_bits, layer_bits)
+        weight_rounding = weight_rounding or default_rounding(bits_by_layer)
     if given is not None and given.get("arithmetic") == "qonnx":
         from .qonnx_layers import quantize_qonnx
 
@@ -91,8 +111,15 @@ def quantize_graph(graph, calib_x, method=DEFAULT_METHOD, config=DEFAULT_CONFIG,
     layers = []
     for index, (layer, values) in enumerate(zip(graph.layers, outputs)):
         sources = layer_inputs(graph.layers, index)
+        weights = None
+        if given is None and isinstance(layer, (Conv, Dense)):
+            # The layer's float input on the calibration set, for a rounding that reads it.
+            rounding = None if weight_rounding == "nearest" else gptq_rounding(
+                layer, input_to_chw(calib_x, graph.input_shape, graph.input_layout)
+                if sources[0] == -1 else outputs[sources[0]])
+            weights = (bits_by_layer[layer.name], rounding)
         qlayer = _quantize_layer(layer, index, values, [act[s] for s in sources], given, config,
-                                 method)
+                                 method, weights)
         # A chain stays without explicit inputs (its manifest is unchanged).
         qlayer.inputs = None if sources == (index - 1,) else tuple(sources)
         act[index] = qlayer.scale
@@ -105,14 +132,18 @@ def quantize_graph(graph, calib_x, method=DEFAULT_METHOD, config=DEFAULT_CONFIG,
                    input_layout=graph.input_layout)
     net.calibration.setdefault("method", method if given is None else "qdq")
     net.calibration.setdefault("samples", int(calib_x.shape[0]) if given is None else 0)
+    if given is None and (weight_rounding != "nearest" or
+                          set(bits_by_layer.values()) != {DEFAULT_WEIGHT_BITS}):
+        net.calibration["weight_rounding"] = weight_rounding   # an int8 manifest stays as it was
     net.validate()
     return net
 
 
-def _quantize_layer(layer, index, values, inputs, given, config, method):
+def _quantize_layer(layer, index, values, inputs, given, config, method, weights=None):
     """The integer layer of ``graph.layers[index]``: ``values`` its float calibration outputs
     (None for a pre-quantized graph), ``inputs`` its inputs' ``(scale, zero_point)``, ``given``
-    the graph's own quantization (or None)."""
+    the graph's own quantization (or None), ``weights`` a float Conv's or Dense's
+    ``(bits, rounding)`` (:func:`quantize_linear_layer`)."""
     mode, bits = config.requant_mode, config.requant_mult_bits
     s_act, zp_act = inputs[0]
     if isinstance(layer, (Conv, Dense, Add, AvgPool)):
@@ -131,8 +162,10 @@ def _quantize_layer(layer, index, values, inputs, given, config, method):
         if integers is not None:
             return quantize_given_linear(layer, integers, s_w, (s_act, zp_act), (s_out, zp_out),
                                          config, litert)
+        weight_bits, rounding = weights or (DEFAULT_WEIGHT_BITS, None)
         return quantize_linear_layer(layer, s_act, zp_act, s_out, zp_out, config.acc_width,
-                                     s_w=s_w, mode=mode, bits=bits)
+                                     s_w=s_w, mode=mode, bits=bits, weight_bits=weight_bits,
+                                     rounding=rounding)
     if isinstance(layer, Add):
         return quantize_add(layer, inputs[0], inputs[1], (s_out, zp_out), mode, bits)
     if isinstance(layer, AvgPool):
@@ -205,7 +238,8 @@ def channel_multipliers(s_in, s_w, s_out, name, mode="fpganet", bits=MULT_BITS):
 
 
 def quantize_linear_layer(layer, s_in, zp_in, s_out, zp_out, acc_width=32, s_w=None,
-                          mode="fpganet", bits=MULT_BITS):
+                          mode="fpganet", bits=MULT_BITS, weight_bits=DEFAULT_WEIGHT_BITS,
+                          rounding=None):
     """Quantize one Conv or Dense given its input and output activation parameters.
 
     Parameters
@@ -224,6 +258,10 @@ def quantize_linear_layer(layer, s_in, zp_in, s_out, zp_out, acc_width=32, s_w=N
         15, weight scales chosen here are widened until each multiplier is exact in ``bits``
         (:func:`~fpganet.quantize.fixed_point.exact_weight_scales`); given ones stay and
         their multipliers are rounded.
+    weight_bits : int
+        2..8: the weights' width when their scales are chosen here.
+    rounding : callable, optional
+        How they are rounded (:func:`~fpganet.quantize.fixed_point.weight_qparams`).
 
     Returns
     -------
@@ -239,7 +277,7 @@ def quantize_linear_layer(layer, s_in, zp_in, s_out, zp_out, acc_width=32, s_w=N
         if mode == "fpganet" and bits < MULT_BITS:
             def widen(scales):
                 return exact_weight_scales(s_in, scales, s_out, bits)
-        q_w, s_w = weight_qparams(weight, widen)
+        q_w, s_w = weight_qparams(weight, widen, weight_bits, rounding)
     else:
         s_w = np.asarray(s_w, dtype=np.float32)
         shape = (-1,) + (1,) * (weight.ndim - 1)
@@ -270,7 +308,7 @@ def quantize_linear_layer(layer, s_in, zp_in, s_out, zp_out, acc_width=32, s_w=N
                  pads=pads, zp_in=int(zp_in), zp_out=int(zp_out), lo=int(lo), hi=int(hi),
                  relu=bool(layer.relu), weight=q_w, bias=bias.astype(np.int32), mult=mult,
                  shift=shift, s_in=float(s_in), s_out=float(s_out), s_w=s_w,
-                 groups=int(getattr(layer, "groups", 1)))
+                 groups=int(getattr(layer, "groups", 1)), weight_bits=int(weight_bits))
 
 
 def quantize_given_linear(layer, integers, s_w, act_in, act_out, config, litert=False):

@@ -1,0 +1,125 @@
+"""Post-training quantization of float models to weights of 8, 6, 4, 3 and 2 bits: round to
+nearest against GPTQ (``fpganet compile --weight-bits N --weight-rounding R``).
+
+Each float model is compiled from its calibration images (activations int8, ``mse`` ranges as
+always; only the weights' width and rounding change, :mod:`fpganet.quantize.rounding`) and
+run on the golden model. Per network, width and rounding: top-1 against the labels and the
+arg-max agreement with the float model (the source ONNX in onnxruntime), on
+
+- LeNet-5 (embedded): the MNIST calibration split (500 images), the 9,500 eval images;
+- MLPerf Tiny ResNet-8 and VWW MobileNetV1-0.25 (``../shared/models/mlperf-tiny/``): their
+  calibration sets (487 and 100 images), the shared 200 labelled test images.
+
+Usage::
+
+    .venv/bin/python benchmarks/lowbit_ptq.py                       # everything (~5 minutes)
+    .venv/bin/python benchmarks/lowbit_ptq.py --networks lenet5 --bits 4 --rows ''
+
+Writes the results rows ``benchmarks/results/lowbit_ptq.json`` (``--rows``; empty: none) and
+``OUT/results.json`` (default ``build/lowbit-ptq``) with each compile's seconds.
+"""
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from fpganet import datasets
+from fpganet.compiler import compile_model
+from fpganet.errors import FpganetWarning
+from fpganet.files import write_text_atomic
+from fpganet.golden import run_golden
+from fpganet.qdq_export import run_source_model
+from fpganet.quantize.rounding import ROUNDINGS
+from fpganet.results import make_row, write_rows
+
+ROWS = Path(__file__).resolve().parent / "results" / "lowbit_ptq.json"
+NETWORKS = ("lenet5", "resnet8", "vww")
+BITS = (8, 6, 4, 3, 2)
+COMMAND = "python benchmarks/lowbit_ptq.py"
+
+
+def material(network):
+    """``(model path, calibration x, test x, test labels)`` of ``network``."""
+    if network == "lenet5":
+        calib_x, _ = datasets.mnist("calib")
+        x, y = datasets.mnist("eval")
+        return datasets.LENET5_ONNX, calib_x, x, y
+    calib_x, _ = datasets.mlperf_tiny(network, "calib")
+    x, y = datasets.mlperf_tiny(network, "test")
+    return datasets.mlperf_tiny_model(network), calib_x, x, y
+
+
+def measure(network, bits_list=BITS, roundings=tuple(ROUNDINGS)):
+    """{"float_top1", "images", "runs": {"w<bits> <rounding>": {top1, agreement, seconds}}}."""
+    model, calib_x, x, y = material(network)
+    float_pred = run_source_model(model, x).reshape(len(x), -1).argmax(1)
+    result = {"images": int(len(x)), "calibration_images": int(len(calib_x)),
+              "float_top1": float(np.mean(float_pred == y)), "runs": {}}
+    for bits in bits_list:
+        for rounding in roundings:
+            start = time.perf_counter()
+            with warnings.catch_warnings():     # the calibration notes, the same at every width
+                warnings.simplefilter("ignore", FpganetWarning)
+                net = compile_model(model, calib_x, weight_bits=bits, weight_rounding=rounding,
+                                    program=False)
+            seconds = time.perf_counter() - start
+            pred = run_golden(net, net.quantize_input(x)).reshape(len(x), -1).argmax(1)
+            result["runs"][f"w{bits} {rounding}"] = run = {
+                "bits": bits, "rounding": rounding, "top1": float(np.mean(pred == y)),
+                "agreement": float(np.mean(pred == float_pred)), "seconds": round(seconds, 1)}
+            print(f"{network:8s} w{bits} {rounding:8s} top-1 {100 * run['top1']:6.2f} %  "
+                  f"agreement with float {100 * run['agreement']:6.2f} %  compile "
+                  f"{run['seconds']:.1f} s", flush=True)
+    return result
+
+
+def results_rows(results):
+    rows = []
+    for network, result in results.items():
+        rows.append(make_row(network, "none", "float", "top1", 100 * result["float_top1"],
+                             "model", COMMAND))
+        for configuration, run in result["runs"].items():
+            configuration = f"ptq {configuration}"
+            rows.append(make_row(network, "none", configuration, "top1", 100 * run["top1"],
+                                 "model", COMMAND))
+            rows.append(make_row(network, "none", configuration, "agreement_top1",
+                                 100 * run["agreement"], "model", COMMAND))
+    return rows
+
+
+def _list(kind):
+    def parse(text):
+        return [kind(item) for item in text.split(",") if item]
+    return parse
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--networks", type=_list(str), default=list(NETWORKS),
+                        help=f"comma-separated, of {', '.join(NETWORKS)} (default all)")
+    parser.add_argument("--bits", type=_list(int), default=list(BITS),
+                        help=f"weight widths (default {','.join(map(str, BITS))})")
+    parser.add_argument("-o", "--output", default="build/lowbit-ptq", help="output directory")
+    parser.add_argument("--rows", default=str(ROWS),
+                        help="results rows to write ('' for none; default "
+                             "benchmarks/results/lowbit_ptq.json)")
+    args = parser.parse_args(argv)
+    unknown = set(args.networks) - set(NETWORKS)
+    if unknown:
+        parser.error(f"unknown network(s) {', '.join(sorted(unknown))}")
+    results = {network: measure(network, args.bits) for network in args.networks}
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out / "results.json", json.dumps(results, indent=2) + "\n")
+    if args.rows:
+        write_rows(args.rows, results_rows(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
