@@ -28,7 +28,8 @@ from .model.ir import input_text
 from .qnet import load_network
 from .quantize import DEFAULT_METHOD, parse_method, quantize_graph
 
-__all__ = ["compile_model", "load_compiled", "read_npz", "read_inputs", "write_compiled"]
+__all__ = ["compile_model", "load_compiled", "read_npz", "read_inputs", "runtime_requant_mode",
+           "write_compiled"]
 
 
 def read_npz(path, role, keys=("x",)):
@@ -113,8 +114,27 @@ def _check_x(x, input_shape, what, input_name, layout="nchw"):
     return x.astype(np.float32, copy=False)
 
 
+def runtime_requant_mode(model):
+    """The requantization mode (:data:`fpganet.isa.REQUANT_MODES`) in which a pre-quantized
+    ``model`` gives its own runtime's answers: ``"tflite"`` for a fully-int8 TFLite model
+    (LiteRT's), None for any other. A QDQ ONNX model gets None: onnxruntime requantizes in
+    float, and the ``tflite`` mode agrees with it less often than the ``fpganet`` one
+    (docs/guide/prequantized.md). A file that is no readable model also gets None: compiling
+    it says why."""
+    # Imported here, not at the top: the TFLite importer is slow to import (`fpganet --help`).
+    from .model.tflite_import import is_tflite, tflite_kind
+
+    if model is None or not is_tflite(model):
+        return None
+    try:
+        return "tflite" if tflite_kind(model) == "int8" else None
+    except FpganetError:
+        return None
+
+
 def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=None,
-                  calib_limit=None, program=True, n_images=1, batch=1, dump_ir=None, board=None):
+                  calib_limit=None, program=True, n_images=1, batch=1, dump_ir=None, board=None,
+                  not_runtime_mode=None):
     """Import, quantize and optionally write a network.
 
     Parameters
@@ -153,6 +173,10 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     board : str, optional
         The board ``config`` is for (``fpganet compile --board``): recorded in the manifest,
         so that ``estimate``, ``report`` and ``synth`` take it from there.
+    not_runtime_mode : str, optional
+        Why ``config`` is not in the model's :func:`runtime_requant_mode` (``fpganet compile``
+        with no ``--requant-mode``, for a target that cannot build it): said in the one
+        warning of a pre-quantized model, with any rounding of its multipliers.
 
     Returns
     -------
@@ -175,7 +199,7 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
             # A float TFLite model: quantized with calibration data, as a float ONNX model.
             graph, origin = net, {"format": "tflite"}
         else:
-            _warn_rounded_multipliers(config, "int8 TFLite")
+            _warn_rounded_multipliers(config, "int8 TFLite", not_runtime_mode)
             net.board = board
             if out_dir is not None:
                 write_compiled(net, out_dir, program=program, n_images=n_images, batch=batch,
@@ -240,10 +264,19 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     return net
 
 
-def _warn_rounded_multipliers(config, kind):
+def _warn_rounded_multipliers(config, kind, not_runtime_mode=None):
     """A pre-quantized model keeps its scales: with fewer multiplier bits than 15 its
-    multipliers are rounded, not made exact (docs/reference/numerics.md section 9)."""
-    if config.requant_mult_bits < MULT_BITS:   # the tflite mode keeps its 31 bits
+    multipliers are rounded, not made exact (docs/reference/numerics.md section 9). In the
+    same one line: why the model is not in its runtime's requantization mode, if it is not."""
+    rounded = config.requant_mult_bits < MULT_BITS   # the tflite mode keeps its 31 bits
+    if not_runtime_mode:
+        rounding = (f", its multipliers rounded to --requant-mult-bits "
+                    f"{config.requant_mult_bits}" if rounded else "")
+        warnings.warn(f"{not_runtime_mode}: the model ({kind}) is compiled in the fpganet "
+                      f"requantization{rounding}, and its answers can differ from "
+                      f"LiteRT's; how often depends on the model: measure it (figures of "
+                      f"measured models: docs/guide/tflite.md)", FpganetWarning, stacklevel=3)
+    elif rounded:
         warnings.warn(f"the model is pre-quantized ({kind}): its own scales keep their "
                       f"multipliers, which --requant-mult-bits {config.requant_mult_bits} rounds; "
                       f"the accuracy can drop (the int8 ResNet-8 TFLite: 84.5 % -> 35.0 % at one "
