@@ -101,7 +101,9 @@ def _configure_compile(parser):
                              "lower, fuse, ..., emit; one '=== IR after pass' section each) on "
                              "standard output, before the summary; a refused compile prints the "
                              "passes before the refusal and writes nothing")
-    add_config_arguments(parser)
+    add_config_arguments(parser, requant_mode_default=(
+        "the model's: tflite for an int8 TFLite model where the target builds it (not the "
+        "iCEBreaker: there fpganet, with a warning), else fpganet"))
 
 
 def _board_names():
