@@ -152,7 +152,9 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     out_dir : str or os.PathLike, optional
         Directory to write (replaced atomically if it is an earlier output).
     config : fpganet.config.AcceleratorConfig, optional
-        Stored in the manifest; ``acc_width`` bounds the accumulators.
+        Stored in the manifest; ``acc_width`` bounds the accumulators. Used as given: its
+        ``requant_mode`` does not follow the model here (``fpganet compile`` picks
+        :func:`runtime_requant_mode` where the target builds it).
     method : str, optional
         Calibration method (:data:`fpganet.quantize.METHODS`); default
         :data:`fpganet.quantize.DEFAULT_METHOD`.
@@ -269,18 +271,17 @@ def _warn_rounded_multipliers(config, kind, not_runtime_mode=None):
     multipliers are rounded, not made exact (docs/reference/numerics.md section 9). In the
     same one line: why the model is not in its runtime's requantization mode, if it is not."""
     rounded = config.requant_mult_bits < MULT_BITS   # the tflite mode keeps its 31 bits
+    rounding = (f"its own scales keep their multipliers, which --requant-mult-bits "
+                f"{config.requant_mult_bits} rounds; the accuracy can drop (the int8 ResNet-8 "
+                f"TFLite: 84.5 % -> 35.0 % at one bit, 83.5 % at three)")
     if not_runtime_mode:
-        rounding = (f", its multipliers rounded to --requant-mult-bits "
-                    f"{config.requant_mult_bits}" if rounded else "")
         warnings.warn(f"{not_runtime_mode}: the model ({kind}) is compiled in the fpganet "
-                      f"requantization{rounding}, and its answers can differ from "
-                      f"LiteRT's; how often depends on the model: measure it (figures of "
-                      f"measured models: docs/guide/tflite.md)", FpganetWarning, stacklevel=3)
+                      f"requantization, and its answers can differ from LiteRT's, by how much "
+                      f"depends on the model{'; ' + rounding if rounded else ''}: measure it "
+                      f"(measured models: docs/guide/tflite.md)", FpganetWarning, stacklevel=3)
     elif rounded:
-        warnings.warn(f"the model is pre-quantized ({kind}): its own scales keep their "
-                      f"multipliers, which --requant-mult-bits {config.requant_mult_bits} rounds; "
-                      f"the accuracy can drop (the int8 ResNet-8 TFLite: 84.5 % -> 35.0 % at one "
-                      f"bit, 83.5 % at three): measure it", FpganetWarning, stacklevel=3)
+        warnings.warn(f"the model is pre-quantized ({kind}): {rounding}: measure it",
+                      FpganetWarning, stacklevel=3)
 
 
 def _load_tflite(model_path, calib, config):
