@@ -2,12 +2,16 @@
 
 Reads the ``report.json`` that ``fpganet synth --board BOARD -o DIR/BOARD`` writes (it runs
 the build first unless ``--reports`` points at finished ones) and turns its routed figures
-into rows of ``benchmarks/results/boards.json``.
+into rows of ``benchmarks/results/boards.json``, replacing the rows of the same key there
+and keeping the others. ``--requant-mode tflite`` builds (or reads) the default
+configuration in that requantization mode instead: configuration ``tflite requantization``.
 
 Usage::
 
     .venv/bin/python benchmarks/boards.py                       # builds both boards (~30 min)
     .venv/bin/python benchmarks/boards.py --reports build/synth # rows of finished builds
+    .venv/bin/python benchmarks/boards.py --boards ulx3s --requant-mode tflite \
+        --reports build/synth-tflite                            # the ULX3S in the tflite mode
 """
 
 import argparse
@@ -16,8 +20,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fpganet.boards.build import BOARDS as BOARD_REGISTRY
 from fpganet.errors import FpganetError
-from fpganet.results import make_row, write_rows
+from fpganet.isa import REQUANT_MODES
+from fpganet.results import check_rows, make_row, write_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 BOARDS = ("icebreaker", "ulx3s")
@@ -27,10 +33,20 @@ RESOURCES = {"LC": "luts", "LUT4": "luts", "FF": "ffs", "DSP": "dsps", "MULT18":
              "EBR": "brams", "SPRAM": "sprams"}
 
 
-def board_rows(board, report):
-    """The rows of one board's ``report.json`` (parsed)."""
+def board_rows(board, report, requant_mode=None):
+    """The rows of one board's ``report.json`` (parsed), a build of its default configuration
+    (in ``requant_mode`` if given and not the default's: its configuration is then named by
+    the mode)."""
     command = f"fpganet synth --board {board}"
     configuration = "default"
+    default_mode = BOARD_REGISTRY[board].default_config.requant_mode
+    built_mode = report["config"]["requant_mode"]
+    if built_mode != (requant_mode or default_mode):
+        raise ValueError(f"{board}: the report is of a {built_mode}-mode build, not "
+                         f"{requant_mode or default_mode}")
+    if built_mode != default_mode:
+        command += f" --requant-mode {built_mode}"
+        configuration = f"{built_mode} requantization"
 
     def row(metric, value):
         return make_row("none", board, configuration, metric, value, "routed", command)
@@ -52,21 +68,32 @@ def main(argv=None):
     parser.add_argument("--reports", metavar="DIR",
                         help="read DIR/BOARD/report.json instead of building")
     parser.add_argument("-o", "--output", default=str(ROOT / "benchmarks/results/boards.json"))
+    parser.add_argument("--requant-mode", choices=REQUANT_MODES,
+                        help="build the default configuration in this requantization mode "
+                             "(default: the board's)")
     args = parser.parse_args(argv)
     boards = args.boards.split(",")
     if set(boards) - set(BOARDS):
         parser.error(f"--boards: unknown board {sorted(set(boards) - set(BOARDS))[0]!r} "
                      f"(known: {', '.join(BOARDS)})")
+    mode_flags = ["--requant-mode", args.requant_mode] if args.requant_mode else []
     rows = []
     try:
         for board in boards:
-            folder = Path(args.reports or ROOT / "build/synth") / board
+            folder = Path(args.reports or ROOT / f"build/synth{'-' * bool(mode_flags)}"
+                                                   f"{args.requant_mode or ''}") / board
             if not args.reports and subprocess.run(
-                    [sys.executable, "-m", "fpganet", "synth", "--board", board, "-o", str(folder)],
-                    cwd=ROOT).returncode:
+                    [sys.executable, "-m", "fpganet", "synth", "--board", board, *mode_flags,
+                     "-o", str(folder)], cwd=ROOT).returncode:
                 return 2                        # fpganet synth has said why, in one line
-            rows += board_rows(board, json.loads((folder / "report.json").read_text()))
-        write_rows(args.output, rows)
+            rows += board_rows(board, json.loads((folder / "report.json").read_text()),
+                               args.requant_mode)
+        new_keys = {row.key for row in rows}
+        output = Path(args.output)
+        kept = [row for row in (check_rows(json.loads(output.read_text()), str(output))
+                                if output.exists() else [])
+                if row.key not in new_keys]
+        write_rows(output, kept + rows)
     except (FpganetError, OSError, ValueError, KeyError) as error:
         print(f"{parser.prog}: error: {error!s} (a report.json of `fpganet synth`?)",
               file=sys.stderr)

@@ -12,6 +12,7 @@ Usage::
     .venv/bin/python benchmarks/qdq_lenet5.py [--limit N] [-o build/qdq]
     .venv/bin/python benchmarks/mlperf_tiny.py --inputs-only -o build/mlperf-tiny
     .venv/bin/python benchmarks/qdq_lenet5.py --mlperf-tiny build/mlperf-tiny   # also those
+    .venv/bin/python benchmarks/qdq_lenet5.py --requant-mode tflite   # in that mode (no rows)
 
 Writes ``OUT/lenet5_qdq_<weights>_<activations>.onnx`` and ``OUT/results.json``; on the whole
 eval split (no ``--limit``) also the results rows ``benchmarks/results/qdq.json`` (``--rows``):
@@ -29,7 +30,9 @@ import numpy as np
 
 from fpganet import datasets
 from fpganet.compiler import compile_model
+from fpganet.config import DEFAULT_CONFIG
 from fpganet.golden import run_golden, run_layer
+from fpganet.isa import REQUANT_MODES
 from fpganet.model import load_onnx
 from fpganet.model.qdq import onnxruntime_qdq
 from fpganet.qnet import QReshape
@@ -115,7 +118,7 @@ def compare_qdq(net, path, x, batch=ORT_BATCH):
             shapes = [net.input_chw if source < 0 else tuple(net.layers[source].out_shape)
                       for source in net.layer_inputs(index)]
             fed = [ort[source].reshape(len(x), *shape) for source, shape in zip(sources, shapes)]
-            alone = run_layer(layer, *fed).reshape(codes.shape).astype(np.int16)
+            alone = run_layer(layer, *fed, mode=net.config.requant_mode).reshape(codes.shape).astype(np.int16)
             isolated[layer.name] = (float(np.mean(alone == codes)),
                                     int(np.max(np.abs(alone - codes))))
     last = len(net.layers) - 1
@@ -123,9 +126,10 @@ def compare_qdq(net, path, x, batch=ORT_BATCH):
             "end_to_end": end_to_end, "isolated": isolated}
 
 
-def measure(path, x, y):
-    """Compile the QDQ model at ``path`` without calibration and compare it with onnxruntime."""
-    net = compile_model(path, program=False)
+def measure(path, x, y, config=None):
+    """Compile the QDQ model at ``path`` without calibration (for ``config``, default the
+    default configuration) and compare it with onnxruntime."""
+    net = compile_model(path, program=False, config=config)
     result = compare_qdq(net, path, x)
     golden, ort_logits = result["golden"], result["onnxruntime"]
     golden_top = golden.argmax(axis=1)
@@ -213,7 +217,11 @@ def main(argv=None):
     parser.add_argument("--rows", default=str(ROWS),
                         help="results rows of the LeNet-5 models, written without --limit "
                              "(default benchmarks/results/qdq.json)")
+    parser.add_argument("--requant-mode", choices=REQUANT_MODES,
+                        help="compile the LeNet-5 models in this requantization mode (default: "
+                             "the default configuration's); no results rows then")
     args = parser.parse_args(argv)
+    config = args.requant_mode and DEFAULT_CONFIG.replace(requant_mode=args.requant_mode)
     logging.getLogger().setLevel(logging.ERROR)   # quantize_static's advice on pre-processing
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
@@ -229,7 +237,7 @@ def main(argv=None):
             onnxruntime_qdq(datasets.LENET5_ONNX, path, calib_x, per_channel=per_channel,
                             activation_type=activations, batch=ORT_BATCH)
             start = time.perf_counter()
-            results["models"][key] = row = measure(path, x, y)
+            results["models"][key] = row = measure(path, x, y, config)
             row["seconds"] = round(time.perf_counter() - start, 1)
             print(f"{key:22s} arg-max {100 * row['argmax_agreement']:.2f} %  exact outputs "
                   f"{100 * row['exact_outputs']:.2f} %  codes {100 * row['output_codes_equal']:.2f}"
@@ -242,7 +250,7 @@ def main(argv=None):
     if args.mlperf_tiny:
         results["mlperf_tiny"] = mlperf_tiny(Path(args.mlperf_tiny), out)
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    if args.limit is None:
+    if args.limit is None and args.requant_mode is None:
         write_rows(args.rows, results_rows(results["models"], "python benchmarks/qdq_lenet5.py"))
     return 0
 

@@ -262,3 +262,28 @@ def test_readme_commands_run_as_written(tmp_path):
     golden, rtl = outputs[-3], outputs[-2]
     assert "top-1 accuracy" in golden and "cycles" in rtl
     assert "images/s" in outputs[-1]
+
+
+def test_board_rows_of_a_mode_build_are_its_own_configuration_and_keep_the_others(tmp_path):
+    """``benchmarks/boards.py --requant-mode tflite`` records a tflite-mode build under its
+    own configuration, beside the default's rows, and refuses a report of another mode."""
+    spec = importlib.util.spec_from_file_location("boards_bench", ROOT / "benchmarks/boards.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    from fpganet.boards.ulx3s import DEFAULT_CONFIG
+
+    report = {"config": DEFAULT_CONFIG.replace(requant_mode="tflite").to_dict(),
+              "fmax_mhz": 99.5, "clock": {"target_mhz": 100.0}, "runtime_s": 60.0,
+              "timing_met": False, "resources": {"LUT4": {"used": 18000, "available": 83640}}}
+    (tmp_path / "ulx3s").mkdir()
+    (tmp_path / "ulx3s" / "report.json").write_text(json.dumps(report))
+    output = tmp_path / "boards.json"
+    kept = make_row("none", "ulx3s", "default", "luts", 17000, "routed", "fpganet synth")
+    output.write_text(json.dumps([kept.to_dict()]))
+    argv = ["--boards", "ulx3s", "--reports", str(tmp_path), "-o", str(output)]
+    assert bench.main([*argv, "--requant-mode", "tflite"]) == 0
+    rows = {row.key: row for row in check_rows(json.loads(output.read_text()), "boards.json")}
+    assert rows[kept.key].value == 17000
+    tflite = rows[("none", "ulx3s", "tflite requantization", "luts")]
+    assert tflite.value == 18000 and tflite.command.endswith("--requant-mode tflite")
+    assert bench.main(argv) == 2                   # a tflite-mode report is no default build

@@ -20,7 +20,8 @@ from onnx import numpy_helper
 
 from fpganet import datasets
 from fpganet.cli import main
-from fpganet.compiler import compile_model
+from fpganet.compiler import compile_model, load_compiled, runtime_requant_mode
+from fpganet.config import DEFAULT_CONFIG
 from fpganet.errors import FpganetError, FpganetWarning
 from fpganet.golden import run_golden
 from fpganet.model import import_model, load_onnx
@@ -108,6 +109,26 @@ def test_cli_compiles_qdq_without_calib_and_ignores_calib_with_a_warning(qdq_mod
         net = compile_model(path, calib, out_dir=tmp_path / "B")
     assert (tmp_path / "A" / "network.npz").read_bytes() == (tmp_path / "B" / "network.npz").read_bytes()
     assert net.calibration["samples"] == 0
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_qdq_stays_in_the_fpganet_requantization_which_agrees_more_with_onnxruntime(
+        qdq_models, kind, tmp_path):
+    """onnxruntime requantizes a QDQ model in float: the ``fpganet`` mode gives its logits
+    exactly on more images than the ``tflite`` one, so a QDQ model's mode does not follow
+    the model as an int8 TFLite one's does (``runtime_requant_mode``)."""
+    path = qdq_models[kind]
+    assert runtime_requant_mode(path) is None
+    assert main(["compile", str(path), "--no-program", "-o", str(tmp_path / "A")]) == 0
+    assert load_compiled(tmp_path / "A").config.requant_mode == "fpganet"
+    x, _ = datasets.mnist("eval", limit=EVAL_IMAGES)
+    theirs = onnxruntime_logits(path, x)
+    exact = {}
+    for mode in ("fpganet", "tflite"):
+        net = compile_model(path, config=DEFAULT_CONFIG.replace(requant_mode=mode))
+        ours = run_golden(net, net.quantize_input(x)).reshape(len(x), -1)
+        exact[mode] = np.mean(np.all(ours == theirs, axis=1))
+    assert exact["fpganet"] > exact["tflite"], exact
 
 
 def test_float_model_still_needs_calibration(tmp_path):

@@ -17,7 +17,7 @@ import pytest
 
 from fpganet.cli import main
 from fpganet.codegen import run_isa
-from fpganet.compiler import compile_model
+from fpganet.compiler import compile_model, load_compiled
 from fpganet.datasets import mlperf_tiny, mlperf_tiny_dir
 from fpganet.errors import FpganetError, FpganetWarning
 from fpganet.golden import run_golden, run_layer
@@ -187,6 +187,54 @@ def test_cli_compiles_tflite_and_ignores_calib_with_a_warning(tmp_path, capfd):
     inputs = tmp_path / "x.npz"
     np.savez(inputs, x=mlperf_tiny("resnet8", "test", layout="nhwc")[0][:3])
     assert main(["run", str(tmp_path / "A"), "--inputs", str(inputs)]) == 0
+
+
+@needs_shared
+def test_with_no_mode_flag_a_ulx3s_compile_gives_litert_logits(tmp_path, capfd):
+    """With no ``--requant-mode`` an int8 TFLite model compiles in the ``tflite``
+    requantization for the ULX3S, which builds it: the compiled folder's logits are every one
+    LiteRT's reference kernels' (VWW, 200 images), and its accelerator program gives them too
+    (``run --backend isa`` checks itself against the golden model)."""
+    path, out = SHARED / MODELS["vww"], tmp_path / "A"
+    assert main(["compile", str(path), "--board", "ulx3s", "-o", str(out)]) == 0
+    stdout, err = capfd.readouterr()
+    assert "requantization: tflite" in stdout and err == ""
+    net = load_compiled(out)
+    assert net.config.requant_mode == "tflite"
+    x, _ = mlperf_tiny("vww", "test", layout="nhwc")
+    np.savez(tmp_path / "x.npz", x=x)
+    assert main(["run", str(out), "--inputs", str(tmp_path / "x.npz"),
+                 "--out", str(tmp_path / "r.npz")]) == 0
+    with np.load(tmp_path / "r.npz") as result:
+        np.testing.assert_array_equal(result["q"].reshape(len(x), -1),
+                                      litert_logits(path, net, x))
+    assert main(["run", str(out), "--inputs", str(tmp_path / "x.npz"), "--limit", "2",
+                 "--backend", "isa"]) == 0
+
+
+@needs_shared
+@pytest.mark.parametrize("flags, mode, note", [
+    ([], "tflite", None),                                             # the default configuration
+    (["--board", "ulx3s", "--requant-mode", "fpganet"], "fpganet", None),   # the flag wins
+    (["--board", "icebreaker"], "fpganet", "--board icebreaker (iCEBreaker"),
+    (["--board", "ulx3s", "--requant-latency", "5"], "fpganet", "requant_latency must be 6"),
+])
+def test_the_requantization_mode_follows_the_model_where_the_target_builds_it(
+        flags, mode, note, tmp_path, capfd):
+    """No flag: the ``tflite`` mode, LiteRT's; a target that cannot build it (the UP5K, or
+    flags that contradict it) keeps the ``fpganet`` one, in one warning line."""
+    out = tmp_path / "A"
+    assert main(["compile", str(SHARED / MODELS["resnet8"]), "--no-program", *flags,
+                 "-o", str(out)]) == 0
+    stdout, err = capfd.readouterr()
+    assert load_compiled(out).config.requant_mode == mode
+    assert ("requantization: tflite" in stdout) == (mode == "tflite" and not flags)
+    if note is None:
+        assert err == ""
+    else:
+        assert len(err.splitlines()) == 1 and err.startswith("fpganet: warning: "), err
+        assert note in err
+        assert "the fpganet requantization" in err and "differ from LiteRT's" in err
 
 
 def _table_field(buf, table_pos, slot):

@@ -54,15 +54,17 @@ def finite_float(text):
 
 # Accelerator configuration flags (compile, synth, dse ...) -------------------------------
 
-def add_config_arguments(parser):
-    """Add ``--array RxC`` and one flag per :class:`AcceleratorConfig` field (``--acc-width``...)."""
+def add_config_arguments(parser, requant_mode_default=None):
+    """Add ``--array RxC`` and one flag per :class:`AcceleratorConfig` field (``--acc-width``...).
+    ``requant_mode_default``: what ``--requant-mode``'s help says its default is, where the
+    command picks one other than the field's."""
     group = parser.add_argument_group("accelerator configuration (stored in the manifest)")
     group.add_argument("--array", metavar="RxC", help="systolic array rows x columns, e.g. 2x8")
     for field in dataclasses.fields(AcceleratorConfig):
         flag = "--" + field.name.replace("_", "-")
         if field.name == "requant_mode":
             group.add_argument(flag, dest=f"config_{field.name}", choices=REQUANT_MODES,
-                               help=f"default {field.default}")
+                               help=f"default {requant_mode_default or field.default}")
             continue
         if field.type in (bool, "bool"):
             group.add_argument(flag, dest=f"config_{field.name}", type=_yes_no, metavar="yes|no",

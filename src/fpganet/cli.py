@@ -30,8 +30,8 @@ from .boards.build import run as run_synth
 from .codegen.fuzz import ARRAYS
 from .codegen.images import NoProgramError, read_images
 from .command_line import EXIT_CHECK_FAILED, PROG, Parser, run_command_line
-from .compiler import compile_model, load_compiled, read_inputs
-from .config import AcceleratorConfig
+from .compiler import compile_model, load_compiled, read_inputs, runtime_requant_mode
+from .config import AcceleratorConfig, ConfigError
 from .datasets import MNIST_MEAN, MNIST_STD, SPLITS, mnist
 from .errors import FpganetError
 from .estimate.cli import (configure_estimate_parser, configure_report_parser, run_estimate,
@@ -115,7 +115,9 @@ def _configure_compile(parser):
                              "lower, fuse, ..., emit; one '=== IR after pass' section each) on "
                              "standard output, before the summary; a refused compile prints the "
                              "passes before the refusal and writes nothing")
-    add_config_arguments(parser)
+    add_config_arguments(parser, requant_mode_default=(
+        "the model's: tflite for an int8 TFLite model where the target builds it (not the "
+        "iCEBreaker: there fpganet, with a warning), else fpganet"))
 
 
 def _weight_bits(text):
@@ -152,17 +154,37 @@ def _compile_config(args):
     return config_from_args(args)
 
 
+def _model_requant_config(args, config):
+    """The configuration to compile ``args.model`` with, and why it is not in the model's own
+    runtime's requantization mode (:func:`~fpganet.compiler.runtime_requant_mode`) if it is
+    not. With no ``--requant-mode`` the mode follows the model, as if that flag named it,
+    when the target builds it (the ``--board``'s ``Board.requant_modes``, the configuration's
+    other flags); else ``config`` stays. A given ``--requant-mode`` wins."""
+    mode = runtime_requant_mode(args.model)
+    if args.config_requant_mode is not None or mode in (None, config.requant_mode):
+        return config, None
+    board = BOARDS[args.board] if args.board else None
+    if board is not None and mode not in board.requant_modes:
+        return config, (f"--board {board.name} ({board.description}) cannot build the {mode} "
+                        f"requantization")
+    try:
+        return _compile_config(argparse.Namespace(**{**vars(args), "config_requant_mode": mode})), None
+    except (FpganetError, ConfigError) as refusal:
+        return config, f"the {mode} requantization is not built with these flags ({refusal})"
+
+
 @command("compile", help="quantize an ONNX model (or take a fully-int8 TFLite model) into an int8 "
                          "network for the accelerator")
 @arguments(_configure_compile)
 def _run_compile(args):
-    config = _compile_config(args)
+    asked = _compile_config(args)
+    config, not_runtime_mode = _model_requant_config(args, asked)
     net = compile_model(args.model, args.calib, args.output, config=config, method=args.method,
                         calib_limit=args.calib_limit, program=not args.no_program,
                         n_images=args.images, batch=args.batch,
                         dump_ir=sys.stdout if args.dump_ir else None, board=args.board,
                         weight_bits=args.weight_bits, layer_weight_bits=args.layer_weight_bits,
-                        weight_rounding=args.weight_rounding)
+                        weight_rounding=args.weight_rounding, not_runtime_mode=not_runtime_mode)
     source = net.source
     print(f"compiled {source['file']} ({'embedded' if source['embedded'] else source['path']}) "
           f"into {args.output}")
@@ -178,6 +200,9 @@ def _run_compile(args):
         widths = sorted({layer.weight_bits for layer in net.conv_layers})
         print(f"  weights: {'/'.join(map(str, widths))} bits, "
               f"{net.calibration['weight_rounding']} rounding")
+    if config.requant_mode != asked.requant_mode:
+        print(f"  requantization: {config.requant_mode}, the model's own runtime's arithmetic "
+              f"(--requant-mode {asked.requant_mode} for the other)")
     if source.get("dropped_output_op"):
         print(f"  the final {source['dropped_output_op']} was dropped: outputs are logits")
     # An NCHW input's line is as it was before layouts were recorded.

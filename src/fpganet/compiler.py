@@ -29,7 +29,8 @@ from .qnet import load_network
 from .quantize import DEFAULT_METHOD, parse_method, quantize_graph
 from .quantize.rounding import check_float_only
 
-__all__ = ["compile_model", "load_compiled", "read_npz", "read_inputs", "write_compiled"]
+__all__ = ["compile_model", "load_compiled", "read_npz", "read_inputs", "runtime_requant_mode",
+           "write_compiled"]
 
 
 def read_npz(path, role, keys=("x",)):
@@ -114,9 +115,28 @@ def _check_x(x, input_shape, what, input_name, layout="nchw"):
     return x.astype(np.float32, copy=False)
 
 
+def runtime_requant_mode(model):
+    """The requantization mode (:data:`fpganet.isa.REQUANT_MODES`) in which a pre-quantized
+    ``model`` gives its own runtime's answers: ``"tflite"`` for a fully-int8 TFLite model
+    (LiteRT's), None for any other. A QDQ ONNX model gets None: onnxruntime requantizes in
+    float, and the ``tflite`` mode agrees with it less often than the ``fpganet`` one
+    (docs/guide/prequantized.md). A file that is no readable model also gets None: compiling
+    it says why."""
+    # Imported here, not at the top: the TFLite importer is slow to import (`fpganet --help`).
+    from .model.tflite_import import is_tflite, tflite_kind
+
+    if model is None or not is_tflite(model):
+        return None
+    try:
+        return "tflite" if tflite_kind(model) == "int8" else None
+    except FpganetError:
+        return None
+
+
 def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=None,
                   calib_limit=None, program=True, n_images=1, batch=1, dump_ir=None, board=None,
-                  weight_bits=8, layer_weight_bits=None, weight_rounding=None):
+                  weight_bits=8, layer_weight_bits=None, weight_rounding=None,
+                  not_runtime_mode=None):
     """Import, quantize and optionally write a network.
 
     Parameters
@@ -134,7 +154,9 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     out_dir : str or os.PathLike, optional
         Directory to write (replaced atomically if it is an earlier output).
     config : fpganet.config.AcceleratorConfig, optional
-        Stored in the manifest; ``acc_width`` bounds the accumulators.
+        Stored in the manifest; ``acc_width`` bounds the accumulators. Used as given: its
+        ``requant_mode`` does not follow the model here (``fpganet compile`` picks
+        :func:`runtime_requant_mode` where the target builds it).
     method : str, optional
         Calibration method (:data:`fpganet.quantize.METHODS`); default
         :data:`fpganet.quantize.DEFAULT_METHOD`.
@@ -160,6 +182,10 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
         overrides) and their rounding (:mod:`fpganet.quantize.rounding`), as
         :func:`~fpganet.quantize.quantize_graph` takes them; a pre-quantized model is refused
         any but the defaults.
+    not_runtime_mode : str, optional
+        Why ``config`` is not in the model's :func:`runtime_requant_mode` (``fpganet compile``
+        with no ``--requant-mode``, for a target that cannot build it): said in the one
+        warning of a pre-quantized model, with any rounding of its multipliers.
 
     Returns
     -------
@@ -183,7 +209,7 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
             graph, origin = net, {"format": "tflite"}
         else:
             check_float_only("int8 TFLite", weight_bits, layer_weight_bits, weight_rounding)
-            _warn_rounded_multipliers(config, "int8 TFLite")
+            _warn_rounded_multipliers(config, "int8 TFLite", not_runtime_mode)
             net.board = board
             if out_dir is not None:
                 write_compiled(net, out_dir, program=program, n_images=n_images, batch=batch,
@@ -249,14 +275,22 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     return net
 
 
-def _warn_rounded_multipliers(config, kind):
+def _warn_rounded_multipliers(config, kind, not_runtime_mode=None):
     """A pre-quantized model keeps its scales: with fewer multiplier bits than 15 its
-    multipliers are rounded, not made exact (docs/reference/numerics.md section 9)."""
-    if config.requant_mult_bits < MULT_BITS:   # the tflite mode keeps its 31 bits
-        warnings.warn(f"the model is pre-quantized ({kind}): its own scales keep their "
-                      f"multipliers, which --requant-mult-bits {config.requant_mult_bits} rounds; "
-                      f"the accuracy can drop (the int8 ResNet-8 TFLite: 84.5 % -> 35.0 % at one "
-                      f"bit, 83.5 % at three): measure it", FpganetWarning, stacklevel=3)
+    multipliers are rounded, not made exact (docs/reference/numerics.md section 9). In the
+    same one line: why the model is not in its runtime's requantization mode, if it is not."""
+    rounded = config.requant_mult_bits < MULT_BITS   # the tflite mode keeps its 31 bits
+    rounding = (f"its own scales keep their multipliers, which --requant-mult-bits "
+                f"{config.requant_mult_bits} rounds; the accuracy can drop (the int8 ResNet-8 "
+                f"TFLite: 84.5 % -> 35.0 % at one bit, 83.5 % at three)")
+    if not_runtime_mode:
+        warnings.warn(f"{not_runtime_mode}: the model ({kind}) is compiled in the fpganet "
+                      f"requantization, and its answers can differ from LiteRT's, by how much "
+                      f"depends on the model{'; ' + rounding if rounded else ''}: measure it "
+                      f"(measured models: docs/guide/tflite.md)", FpganetWarning, stacklevel=3)
+    elif rounded:
+        warnings.warn(f"the model is pre-quantized ({kind}): {rounding}: measure it",
+                      FpganetWarning, stacklevel=3)
 
 
 def _load_tflite(model_path, calib, config):

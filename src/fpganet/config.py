@@ -105,7 +105,9 @@ class AcceleratorConfig:
         multiplier and one rounding shift) or ``"tflite"`` (TFLite's 31-bit rounding
         doubling high multiply and rounding divide by a power of two, bit-exact with
         LiteRT's reference kernels; one 32x31-bit product per lane). A compiled network
-        carries the mode its multipliers are in.
+        carries the mode its multipliers are in. ``fpganet compile`` of an int8 TFLite model
+        with no ``--requant-mode`` picks ``"tflite"`` where the target builds it (not the
+        iCEBreaker: there ``"fpganet"``, with a warning; docs/guide/tflite.md).
     requant_mult_bits : int
         Significant bits of each output channel's multiplier in the ``fpganet`` mode, 1 to
         :data:`MULT_BITS` (15, the default: the whole field). With fewer, every multiplier
