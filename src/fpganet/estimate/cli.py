@@ -132,15 +132,21 @@ def _run(args):
 
 def target_board(net, board, compiled):
     """The board to estimate ``net`` (compiled into ``compiled``) on: ``board`` if given, else
-    the one it was compiled for, else the iCEBreaker. A ``board`` other than the one it was
-    compiled for is refused: its figures would be of a design that board does not build."""
+    the one it was compiled for, else the first of the iCEBreaker and the ULX3S that builds
+    its requantization mode (an int8 TFLite model compiled with no board is in the ``tflite``
+    mode, which only the ULX3S builds). A ``board`` other than the one it was compiled for is
+    refused: its figures would be of a design that board does not build."""
     if net.board is not None and net.board not in BOARD_REGISTRY:
         raise FpganetError(f"'{compiled}' names a board fpganet does not know: {net.board!r}")
     if board is not None and net.board is not None and board != net.board:
         raise FpganetError(f"'{compiled}' was compiled for the {net.board} (fpganet compile "
                            f"--board {net.board}); --board {board} contradicts it: compile it "
                            f"again with --board {board}")
-    return board or net.board or "icebreaker"
+    if board or net.board:
+        return board or net.board
+    mode = net.config.requant_mode
+    return next((name for name in ("icebreaker", "ulx3s")
+                 if mode in BOARD_REGISTRY[name].requant_modes), "icebreaker")
 
 
 def _check_requant_mode(mode, board, compiled):
