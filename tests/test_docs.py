@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fpganet.config import AcceleratorConfig
@@ -287,3 +288,20 @@ def test_board_rows_of_a_mode_build_are_its_own_configuration_and_keep_the_other
     tflite = rows[("none", "ulx3s", "tflite requantization", "luts")]
     assert tflite.value == 18000 and tflite.command.endswith("--requant-mode tflite")
     assert bench.main(argv) == 2                   # a tflite-mode report is no default build
+
+
+def test_the_readme_python_example_runs(tmp_path, monkeypatch):
+    """The README's Python block, as written, in a folder laid out as its shell steps leave
+    it (``build/calib.npz`` and ``build/test.npz`` from ``fpganet mnist``)."""
+    from fpganet.cli import main
+
+    block = re.search(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    (tmp_path / "src").symlink_to(ROOT / "src")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "build").mkdir()
+    assert main(["mnist", "--split", "calib", "-o", "build/calib.npz"]) == 0
+    assert main(["mnist", "--split", "eval", "--limit", "200", "-o", "build/test.npz"]) == 0
+    namespace = {}
+    exec(compile(block, "README.md", "exec"), namespace)
+    assert namespace["result"].accuracy(np.load("build/test.npz")["y"]) > 0.95
+    assert (tmp_path / "build" / "lenet5-py" / "manifest.json").is_file()
