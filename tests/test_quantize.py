@@ -14,14 +14,14 @@ from fpganet.datasets import LENET5_ONNX, mnist
 from fpganet.errors import FpganetError
 from fpganet.files import write_sums
 from fpganet.golden import accumulate, run_golden, run_layer
-from fpganet.model import Conv, Dense, load_onnx, run_float
+from fpganet.model import AvgPool, Conv, Dense, Graph, MaxPool, Reshape, load_onnx, run_float
 from fpganet.model.reference import _layer as float_layer
 from fpganet.qnet import QAvgPool, QConv, QNetwork, load_network
 from fpganet.quantize import (METHODS, activation_qparams, parse_method, quantize_linear_layer,
                               quantize_multiplier, requantize, tensor_range, weight_qparams)
 from fpganet.quantize.fixed_point import (average_multiplier, exact_weight_scales, multiply_tflite,
                                           quantize_multiplier_tflite)
-from fpganet.quantize.quantizer import exact_add_weights
+from fpganet.quantize.quantizer import exact_add_weights, quantize_graph
 
 RNG = np.random.default_rng(7)
 
@@ -344,6 +344,46 @@ def test_calibration_methods_give_ranges_around_zero():
         parse_method("median")
     with pytest.raises(FpganetError, match="percentile"):
         parse_method("percentile:30")
+
+
+def _pooled_graph(pool):
+    """Conv (4 channels, 8x8, no ReLU) -> ``pool`` -> Dense to 3 classes."""
+    conv = Conv(name="cv", weight=RNG.normal(0, 0.5, (4, 3, 3, 3)).astype(np.float32),
+                bias=np.zeros(4, np.float32), stride=(1, 1), pads=(1, 1, 1, 1),
+                in_shape=(3, 8, 8), out_shape=(4, 8, 8))
+    kernel = (8, 8) if pool is AvgPool else (2, 2)
+    size = 1 if pool is AvgPool else 4
+    pooled = pool(name="pool", kernel=kernel, stride=kernel, pads=(0, 0, 0, 0),
+                  in_shape=(4, 8, 8), out_shape=(4, size, size))
+    flat = Reshape(name="flat", in_shape=(4, size, size), out_shape=(4 * size * size, 1, 1))
+    dense = Dense(name="fc", weight=RNG.normal(0, 0.5, (3, 4 * size * size)).astype(np.float32),
+                  bias=np.zeros(3, np.float32), in_shape=(4 * size * size, 1, 1),
+                  out_shape=(3, 1, 1))
+    return Graph(name="pooled", input_name="x", input_shape=(3, 8, 8), output_name="y",
+                 output_shape=(3,), layers=[conv, pooled, flat, dense])
+
+
+@pytest.mark.parametrize("pool", [AvgPool, MaxPool])
+def test_mse_calibration_does_not_clip_what_an_average_pool_reads(pool):
+    # An average pool divides the rounding errors' variance by its count, not the bias
+    # that clipping adds: the conv before it is ranged by min/max, whatever mse would clip.
+    graph = _pooled_graph(pool)
+    x = RNG.standard_t(3, (64, 3, 8, 8)).astype(np.float32)   # heavy tails: mse clips them
+    _, outputs = run_float(graph, x, layer_outputs=True)
+    net = quantize_graph(graph, x, method="mse")
+    minmax = activation_qparams(*tensor_range(outputs[0], "minmax"))
+    mse = activation_qparams(*tensor_range(outputs[0], "mse"))
+    assert mse != minmax
+    expected = minmax if pool is AvgPool else mse
+    assert (net.layers[0].s_out, net.layers[0].zp_out) == pytest.approx(expected)
+    # The graph input and the dense layer, which no average pool reads, keep mse.
+    assert net.input_scale == pytest.approx(activation_qparams(*tensor_range(x, "mse"))[0])
+    dense = activation_qparams(*tensor_range(outputs[3], "mse"))
+    assert (net.layers[3].s_out, net.layers[3].zp_out) == pytest.approx(dense)
+    # Other methods are as asked.
+    percentile = quantize_graph(graph, x, method="percentile")
+    assert percentile.layers[0].s_out == pytest.approx(
+        activation_qparams(*tensor_range(outputs[0], "percentile"))[0])
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))

@@ -17,7 +17,8 @@ __all__ = ["METHODS", "DEFAULT_METHOD", "tensor_range", "parse_method"]
 METHODS = {
     "minmax": "observed minimum and maximum",
     "percentile": "the p-th and (100-p)-th percentiles (default p = 99.99; written percentile:P)",
-    "mse": "clipping range (a scaled min/max) that minimizes the quantization MSE",
+    "mse": "clipping range (a scaled min/max) that minimizes the quantization MSE; min/max "
+           "for a tensor an average pool reads",
     "kl": "TensorRT-style entropy (KL divergence) threshold for non-negative tensors, min/max otherwise",
 }
 #: Chosen by top-1 accuracy of LeNet-5 on the MNIST eval split (docs/reference/numerics.md): mse 99.13 %,
