@@ -180,15 +180,20 @@ def _linear(layer, s_w, epilogue, levels_in, zp_in, levels_out, padded, config):
     lo, hi = levels_out.code_low, levels_out.code_high
     steps = step_thresholds(rising, low_s, high_s, hi - lo)
     rows = q_w.reshape(m, -1)
+    # Unscaled weights at any offset first (they keep the model's width), then strides.
     best = None
-    for zp in zp_choices:
-        fits = [_fit_channel(steps[c], int(code_low[c]), int(low_s[c]), int(high_s[c]), rows[c],
-                             zp, zp_in, lo, hi, config) for c in range(m)]
-        errors = [fit.error for _, fit in fits if fit is not None and fit.misses]
-        missed = (max(errors, default=0), len(errors))
-        if best is None or missed < best[0]:
-            best = (missed, zp, fits)
-        if not errors:
+    for max_stride in (1, MAX_STRIDE):
+        for zp in zp_choices:
+            fits = [_fit_channel(steps[c], int(code_low[c]), int(low_s[c]), int(high_s[c]),
+                                 rows[c], zp, zp_in, lo, hi, config, max_stride)
+                    for c in range(m)]
+            errors = [fit.error for _, fit in fits if fit is not None and fit.misses]
+            missed = (max(errors, default=0), len(errors))
+            if best is None or missed < best[0]:
+                best = (missed, zp, fits)
+            if not errors:
+                break
+        if best[0] == (0, 0):
             break
     (error, _), zp_out, fits = best
     q_w = q_w * sign.reshape(-1, 1, 1, 1) * np.array([g for g, _ in fits]).reshape(-1, 1, 1, 1)
@@ -215,21 +220,23 @@ def _linear(layer, s_w, epilogue, levels_in, zp_in, levels_out, padded, config):
                    zp_out=int(zp_out), lo=lo, hi=hi, relu=False, weight=q_w.astype(np.int8),
                    bias=bias.astype(np.int32), mult=mult, shift=shift,
                    s_in=float(levels_in.code_scale), s_out=float(levels_out.code_scale),
-                   s_w=s_w.astype(np.float32), groups=int(getattr(layer, "groups", 1)))
+                   s_w=s_w.astype(np.float32), groups=int(getattr(layer, "groups", 1)),
+                   weight_bits=_stored_bits(q_w))
     qlayer.validate(config.acc_width, config.requant_mode)
     _check_fit(qlayer, low_s, high_s, steps, code_low, fits)
     return qlayer, (missed, error), levels_out
 
 
-def _fit_channel(steps, code_low, low, high, row, zp, zp_in, lo, hi, config):
+def _fit_channel(steps, code_low, low, high, row, zp, zp_in, lo, hi, config,
+                 max_stride=None):
     """``(stride, Fit or None)`` of one channel: its weights scaled by the smallest stride (up
-    to :data:`MAX_STRIDE`, the weights staying in -127..127) whose requantization fits
+    to ``max_stride``, the weights staying in -127..127) whose requantization fits
     exactly, else by the one that misses least. A stride ``g`` lets the bias place a step
     between two accumulator values, and the multiplier's step ``2**shift / mult`` fall within
     ``g`` of the steps' spacing: what a multiplier of few bits needs."""
     peak = int(np.abs(row).max(initial=0))
     best = (1, None)
-    for stride in range(1, min(MAX_STRIDE, 127 // max(peak, 1)) + 1):
+    for stride in range(1, min(max_stride or MAX_STRIDE, 127 // max(peak, 1)) + 1):
         fit = fit_requantization(stride * steps, code_low, stride * low, stride * high, zp, lo, hi,
                                  config.requant_mult_bits,
                                  _bias_limit(row * stride, zp_in, config.acc_width), stride)
@@ -254,6 +261,13 @@ def _bias_limit(row, zp_in, acc_width):
 
 #: Largest weight scaling a channel's fit tries.
 MAX_STRIDE = 32
+
+
+def _stored_bits(q_w):
+    """The fewest bits (2..8) of symmetric codes that hold the stored weights: the model's
+    width, or more where a channel's weights were scaled by a stride (a +-1 weight takes 2)."""
+    peak = int(np.abs(q_w).max(initial=0))
+    return next(bits for bits in range(2, 9) if peak <= (1 << (bits - 1)) - 1)
 
 
 def _accumulator_range(rows, levels_in, zp_in, padded):
