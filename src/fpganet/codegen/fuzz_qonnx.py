@@ -17,6 +17,8 @@ __all__ = ["random_qonnx_model", "QONNX_DOMAIN", "check_qonnx_case"]
 
 QONNX_DOMAIN = "qonnx.custom_op.general"
 OPSET = 13
+#: Networks drawn for a configuration before giving up (a configuration none can fit).
+MAX_DRAWS = 50
 
 
 class _Builder:
@@ -204,15 +206,18 @@ def random_qonnx_network(rng, config):
     from ..errors import FpganetError
     from .images import build_images
 
-    while True:
+    for _ in range(MAX_DRAWS):
         model, shape = random_qonnx_model(rng)
         x = rng.uniform(-2, 2, (16, *shape)).astype(np.float32)
         try:
             net = check_qonnx_case(model, x, config)
             build_images(net, 1, config)
-        except FpganetError:
+        except FpganetError as error:
+            refusal = error
             continue
         return net, net.quantize_input(x[:int(rng.integers(1, 4))])
+    raise FpganetError(f"no random QONNX network of {MAX_DRAWS} fits the {config.name} "
+                       f"configuration (the last: {refusal})")
 
 
 def fuzz_qonnx_isa(cases, seed=0, arrays=("2x8", "3x5", "4x4", "1x1"), out=None):
