@@ -135,15 +135,10 @@ def test_a_qonnx_layer_without_an_input_quantizer_is_refused():
         model.graph.node.remove(quant)
 
     from fpganet.errors import FpganetError
-
-    with pytest.raises(FpganetError, match="graph input has no Quant"):
-        load_onnx_model(_tfc_w2a2_with(drop_input_quant))
-
-
-def load_onnx_model(model):
     from fpganet.model.onnx_import import import_model
 
-    return import_model(model)
+    with pytest.raises(FpganetError, match="graph input has no Quant"):
+        import_model(_tfc_w2a2_with(drop_input_quant))
 
 
 # Random QONNX networks of mixed precision ---------------------------------------------------

@@ -193,6 +193,13 @@ def _run_compile(args):
           f"{net.config.name} array")
     if net.calibration["method"] in ("qdq", "tflite", "qonnx"):
         print(f"  quantization: as given by the model ({net.calibration['data']}); no calibration")
+    if net.calibration["method"] == "qonnx":    # stored as int8 until weights are packed
+        widths = sorted({layer.weight_bits for layer in net.conv_layers})
+        inexact = net.calibration["inexact_channels"]
+        fitted = (f"{inexact} channel(s) fitted inexactly (see the warning)" if inexact else
+                  "every channel fitted exactly")
+        print(f"  weight codes of {'/'.join(map(str, widths))} bits, each stored in a byte; "
+              f"{fitted}")
     else:
         print(f"  calibration: {net.calibration['method']} on {net.calibration['samples']} "
               f"samples ({net.calibration['data']})")

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import FpganetError
-from .qdq import QdqInfo, _constant_arrays, _QdqStrip
+from .qdq import QdqInfo, _QdqStrip
 
 __all__ = ["strip_qonnx", "QonnxInfo", "Levels", "Epilogue", "QONNX_DOMAINS", "ROUNDING_MODES"]
 

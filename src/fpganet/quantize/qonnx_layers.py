@@ -17,7 +17,6 @@ import warnings
 
 import numpy as np
 
-from ..config import MULT_BITS
 from ..errors import FpganetError, FpganetWarning
 from ..isa import param_ranges
 from ..model.ir import Conv, Dense, MaxPool, Reshape, layer_inputs
