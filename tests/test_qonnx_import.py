@@ -218,3 +218,42 @@ def test_an_epilogue_that_is_not_per_channel_is_refused():
     model.ir_version = 8
     with pytest.raises(FpganetError, match="Mul .* do not act on each output channel alone"):
         quantize_graph(import_model(model), None, config=AcceleratorConfig())
+
+
+def test_an_input_quantized_by_its_finn_datatype_annotation(tmp_path):
+    """No input quantizer but a `finn_datatype` BIPOLAR annotation, then `(x + 1) / 2` before
+    the first layer (FINN's UNSW-NB15 MLP): the host quantizes by the datatype; every level
+    and the logits as qonnx's executor gives them."""
+    from fpganet.codegen.fuzz_qonnx import QONNX_DOMAIN, _Builder, _weights
+    from fpganet.model.onnx_import import import_model
+    from fpganet.model.qonnx_reference import compare_with_qonnx
+
+    rng = np.random.default_rng(5)
+    b = _Builder(rng)
+    x = b.node("Div", [b.node("Add", ["x", b.const(np.float32(1))]), b.const(np.float32(2))])
+    x = b.node("MatMul", [x, b.node("Transpose", [_weights(b, rng, (16, 40))], perm=[1, 0])])
+    x = b.node("BatchNormalization", [x, b.const(rng.uniform(0.5, 2, 16).astype(np.float32)),
+                                      b.const(rng.normal(0, 1, 16).astype(np.float32)),
+                                      b.const(rng.normal(0, 1, 16).astype(np.float32)),
+                                      b.const(rng.uniform(1, 4, 16).astype(np.float32))])
+    x = b.quant(x, 2, True, True, 1.0)
+    b.node("MatMul", [x, b.node("Transpose", [_weights(b, rng, (5, 16))], perm=[1, 0])])
+    b.nodes[-1].output[0] = "y"
+    graph = helper.make_graph(b.nodes, "t", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 40])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, [1, 5])], b.initializers)
+    annotation = onnx.TensorAnnotation(tensor_name="x")
+    annotation.quant_parameter_tensor_names.add(key="finn_datatype", value="BIPOLAR")
+    graph.quantization_annotation.append(annotation)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                    helper.make_opsetid(QONNX_DOMAIN, 1)])
+    model.ir_version = 8
+    imported = import_model(model)
+    net = quantize_graph(imported, None, config=AcceleratorConfig())
+    assert (net.input_lo, net.input_hi) == (0, 1)
+    x = np.where(rng.random((200, 40)) < 0.5, 1.0, -1.0).astype(np.float32)
+    onnx.save(model, tmp_path / "model.onnx")
+    comparison = compare_with_qonnx(net, imported, str(tmp_path / "model.onnx"), x)
+    # Hidden levels all equal; the logits within their bound (arg-max ties may split).
+    assert not comparison.failures()
+    assert all(equal == 1.0 for _, _, equal, _, _ in comparison.layers)

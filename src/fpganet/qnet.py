@@ -663,13 +663,16 @@ class QNetwork:
         low, high = (self.input_scale * (bound - self.input_zp)
                      for bound in (self.input_lo, self.input_hi))
         outside = float(np.mean((x < low - self.input_scale) | (x > high + self.input_scale)))
-        if outside > CLIPPED_INPUTS_WARNING:
+        # A QONNX model's own input quantizer clips by design (a bipolar one is a threshold).
+        calibrated = self.calibration.get("method") != "qonnx"
+        if calibrated and outside > CLIPPED_INPUTS_WARNING:
             warnings.warn(f"{100 * outside:.1f} % of the input values lie outside the calibrated "
                           f"input range [{low:.4g}, {high:.4g}] and are clipped: were the inputs "
                           f"preprocessed like the calibration data?", FpganetWarning, stacklevel=2)
         levels = int(q.max()) - int(q.min()) + 1
         available = self.input_hi - self.input_lo + 1
-        if levels < min(FEW_INPUT_LEVELS, available) and float(x.max()) > float(x.min()):
+        if calibrated and levels < min(FEW_INPUT_LEVELS, available) \
+                and float(x.max()) > float(x.min()):
             warnings.warn(f"the inputs take only {levels} of the {available} levels of the calibrated "
                           f"input range [{low:.4g}, {high:.4g}]: were the calibration data "
                           f"preprocessed like these inputs?", FpganetWarning, stacklevel=2)

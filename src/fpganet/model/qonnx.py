@@ -23,6 +23,7 @@ arithmetic for the quantizers) on every accumulator value where the output level
 What the accelerator cannot represent is refused in one line naming the node.
 """
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -91,6 +92,10 @@ class Levels:
     rounding: str
     bits: int
     node: str
+    #: The real value a layer reads is ``gain * value + shift`` (an input whose datatype the
+    #: model annotates, before a scalar map to the first layer: FINN's ``(x + 1) / 2``).
+    gain: float = 1.0
+    shift: float = 0.0
 
     def of(self, x):
         """int64 levels of the float32 values ``x``."""
@@ -122,11 +127,12 @@ class Levels:
 
     @property
     def code_scale(self):
-        return 2.0 * float(self.scale) if self.bipolar else float(self.scale)
+        return self.gain * (2.0 * float(self.scale) if self.bipolar else float(self.scale))
 
     @property
     def code_zero(self):
-        return 0.5 if self.bipolar else float(self.zero_point) + self.offset
+        zero = 0.5 if self.bipolar else float(self.zero_point) + self.offset
+        return zero - self.shift / self.code_scale
 
 
 @dataclass
@@ -193,6 +199,7 @@ class QonnxInfo(QdqInfo):
         self.levels = {}        # tensor -> Levels (None: the logits, no quantizer)
         self.epilogues = {}     # tensor -> Epilogue
         self.input_affine = (1.0, 0.0)   # the input's preprocessing: a * x + b
+        self.annotated_input = False     # quantized by its finn_datatype, not a quantizer
 
 
 def is_qonnx(model):
@@ -445,8 +452,39 @@ class _QonnxStrip(_QdqStrip):
             self.alias[node.output[0]] = start
         if not any(tensor in self.inputs or self.leads_to_input(tensor)
                    for tensor in self.info.activations):
-            raise FpganetError("the graph input has no Quant or BipolarQuant; a QONNX model "
-                               "must quantize its input")
+            self.take_annotated_input()
+
+    def take_annotated_input(self):
+        """An input without a quantizer whose integer datatype the model annotates (FINN's
+        ``finn_datatype``: BIPOLAR, BINARY, INTn, UINTn up to 8 bits) is quantized by it; the
+        scalar Mul/Div/Add/Sub between it and the first layer become the levels' real value."""
+        name = self.graph.input[0].name if len(self.graph.input) == 1 else None
+        annotated = {entry.tensor_name: {p.key: p.value for p in entry.quant_parameter_tensor_names}
+                     for entry in self.graph.quantization_annotation}
+        datatype = annotated.get(name, {}).get("finn_datatype", "")
+        levels = _datatype_levels(datatype, f"the input's datatype {datatype}")
+        if levels is None:
+            raise FpganetError("the graph input has no Quant or BipolarQuant (nor an integer "
+                               "finn_datatype annotation); a QONNX model must quantize its input")
+        tensor, nodes = name, []
+        while len(self.consumers.get(tensor, [])) == 1:
+            node = self.consumers[tensor][0]
+            constants = [n for n in node.input[1:] if n]
+            if node.op_type not in ("Mul", "Div", "Add", "Sub", "Identity") \
+                    or node.input[0] != tensor or any(n not in self.initializers or
+                                                      np.asarray(self.initializers[n]).size != 1
+                                                      for n in constants):
+                break
+            nodes.append(node)
+            tensor = node.output[0]
+        gain, shift = _scalar_affine(nodes, self.initializers, levels.node)
+        levels = dataclasses.replace(levels, gain=gain, shift=shift)
+        self.removed.update(self.index_of(n) for n in nodes)
+        if nodes:
+            self.alias[tensor] = name
+        self.info.levels[name] = levels
+        self.info.activations[name] = (levels.code_scale, levels.code_zero, levels.node, name)
+        self.info.annotated_input = True
 
     def leads_to_input(self, tensor):
         """Whether ``tensor`` is the graph input seen through shape-only ops (a flatten)."""
@@ -476,24 +514,7 @@ class _QonnxStrip(_QdqStrip):
 
     def note_input(self, tensor, levels, nodes, node):
         """The input's preprocessing must be a scalar affine map ``a * x + b``, a > 0."""
-        a, b = 1.0, 0.0
-        for op in nodes:
-            constants = [np.asarray(self.initializers[name], np.float64) for name in op.input[1:]
-                         if name]
-            if op.op_type == "Identity":
-                continue
-            if op.op_type not in ("Mul", "Div", "Add", "Sub") or any(c.size != 1 for c in constants):
-                raise FpganetError(f"{_describe(op)} preprocesses the input before "
-                                   f"{_describe(node)}; only scalar Mul, Div, Add and Sub can be "
-                                   f"done by the host's quantization")
-            c = float(constants[0].ravel()[0])
-            if op.op_type == "Div" and c == 0:
-                raise FpganetError(f"{_describe(op)} divides the input by zero")
-            a, b = {"Mul": lambda: (a * c, b * c), "Div": lambda: (a / c, b / c),
-                    "Add": lambda: (a, b + c), "Sub": lambda: (a, b - c)}[op.op_type]()
-        if not np.isfinite(a) or a <= 0 or not np.isfinite(b):
-            raise FpganetError(f"the input's preprocessing before {_describe(node)} scales it by "
-                               f"{a:.6g}; the host's quantization takes a positive scale")
+        a, b = _scalar_affine(nodes, self.initializers, _describe(node))
         self.info.levels[tensor] = levels
         self.info.input_affine = (a, b)
         self.info.activations[tensor] = (levels.code_scale, levels.code_zero, levels.node, tensor)
@@ -517,6 +538,45 @@ class _QonnxStrip(_QdqStrip):
         self.removed.update(self.index_of(n) for n in nodes)
         if nodes:
             self.alias[tensor] = start
+
+
+def _scalar_affine(nodes, initializers, before):
+    """``(a, b)`` of a chain of scalar Mul, Div, Add, Sub (and Identity) nodes: ``a * x + b``,
+    ``a`` positive (the host's quantization takes a positive scale)."""
+    a, b = 1.0, 0.0
+    for op in nodes:
+        if op.op_type == "Identity":
+            continue
+        constants = [np.asarray(initializers[name], np.float64) for name in op.input[1:] if name]
+        if op.op_type not in ("Mul", "Div", "Add", "Sub") or any(c.size != 1 for c in constants):
+            raise FpganetError(f"{_describe(op)} preprocesses the input next to {before}; only "
+                               f"scalar Mul, Div, Add and Sub can be done by the host's "
+                               f"quantization")
+        c = float(constants[0].ravel()[0])
+        if op.op_type == "Div" and c == 0:
+            raise FpganetError(f"{_describe(op)} divides the input by zero")
+        a, b = {"Mul": lambda: (a * c, b * c), "Div": lambda: (a / c, b / c),
+                "Add": lambda: (a, b + c), "Sub": lambda: (a, b - c)}[op.op_type]()
+    if not np.isfinite(a) or a <= 0 or not np.isfinite(b):
+        raise FpganetError(f"the input's preprocessing next to {before} scales it by {a:.6g}; "
+                           f"the host's quantization takes a positive scale")
+    return a, b
+
+
+def _datatype_levels(datatype, node):
+    """The :class:`Levels` of an integer FINN datatype name (None for any other)."""
+    if datatype == "BIPOLAR":
+        return Levels(np.float32(1.0), 0.0, -1, 1, True, "ROUND", 1, node)
+    if datatype == "BINARY":
+        return Levels(np.float32(1.0), 0.0, 0, 1, False, "ROUND", 1, node)
+    for prefix, signed in (("UINT", False), ("INT", True)):
+        if datatype.startswith(prefix) and datatype[len(prefix):].isdigit():
+            bits = int(datatype[len(prefix):])
+            if not 1 <= bits <= MAX_BITS:
+                return None
+            low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+            return Levels(np.float32(1.0), 0.0, low, high, False, "ROUND", bits, node)
+    return None
 
 
 def onnx_attribute(attribute):
@@ -550,5 +610,6 @@ def attach_qonnx(graph, info, tensor_layers, node_layers, ignored=None):
             raise FpganetError(f"layer '{layer.name}' has no Quant on its output; every Conv, "
                                f"Gemm and MatMul of a QONNX model but the last must be quantized")
     quantization.update(levels=levels, epilogues=epilogues, input_affine=info.input_affine,
+                        annotated_input=info.annotated_input,
                         arithmetic="qonnx")
     return graph
