@@ -23,7 +23,7 @@ from ..model.ir import Conv, Dense, MaxPool, Reshape, layer_inputs
 from ..model.qonnx import Levels
 from ..qnet import INT8_MAX, INT8_MIN, QConv, QMaxPool, QNetwork, QReshape
 from .fixed_point import requantize_mode
-from .thresholds import fit_requantization, step_thresholds
+from .thresholds import checked_points, fit_requantization, step_thresholds
 
 __all__ = ["quantize_qonnx", "input_quantization", "logit_levels"]
 
@@ -318,10 +318,8 @@ def _check_fit(qlayer, low, high, steps, code_low, fits):
     for c, (stride, fit) in enumerate(fits):
         if fit is None or fit.misses:
             continue
-        inside = steps[c][(steps[c] > low[c]) & (steps[c] <= high[c])]
-        points = np.unique(np.concatenate([[low[c], high[c]], inside - 1, inside]))
-        expected = np.clip(code_low[c] + np.searchsorted(steps[c], points, side="right"),
-                           qlayer.lo, qlayer.hi)
+        points, expected = checked_points(steps[c], code_low[c], low[c], high[c])
+        expected = np.clip(expected, qlayer.lo, qlayer.hi)
         acc = (stride * points + fit.bias).reshape(1, 1, -1)
         got = requantize_mode(acc, qlayer.mult[c:c + 1], qlayer.shift[c:c + 1], qlayer.zp_out,
                               qlayer.lo, qlayer.hi, "fpganet").ravel()

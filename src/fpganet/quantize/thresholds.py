@@ -18,7 +18,7 @@ import numpy as np
 
 from ..config import MULT_BITS
 
-__all__ = ["step_thresholds", "fit_requantization", "Fit", "MAX_CANDIDATES"]
+__all__ = ["step_thresholds", "fit_requantization", "checked_points", "Fit", "MAX_CANDIDATES"]
 
 #: Multiplier/shift pairs tried per channel (the ones nearest the steps' mean spacing).
 MAX_CANDIDATES = 2048
@@ -98,6 +98,16 @@ def _candidates(spacing_low, spacing_high, bits):
     return mults[order][:MAX_CANDIDATES], shifts[order][:MAX_CANDIDATES]
 
 
+def checked_points(steps, code_at_low, low, high, stride=1):
+    """``(points, codes)``: where two monotone functions of the accumulator must agree for
+    them to agree on the whole range ``[low, high]`` (both ends, and both sides of every
+    step inside it, ``stride`` apart), and the step function's codes there."""
+    steps = np.asarray(steps, dtype=np.int64)
+    inside = steps[(steps > low) & (steps <= high)]
+    points = np.unique(np.concatenate([[low, high], inside - stride, inside]))
+    return points, code_at_low + np.searchsorted(steps, points, side="right")
+
+
 def fit_requantization(steps, code_at_low, low, high, zp, lo, hi, bits=MULT_BITS,
                        bias_range=(-(1 << 31), (1 << 31) - 1), stride=1):
     """The requantization of one channel that steps where ``steps`` says.
@@ -131,12 +141,7 @@ def fit_requantization(steps, code_at_low, low, high, zp, lo, hi, bits=MULT_BITS
     inside = steps[(steps > low) & (steps <= high)]
     if not len(inside):
         return None
-
-    def code(a):
-        return code_at_low + np.searchsorted(steps, a, side="right")
-
-    points = np.unique(np.concatenate([[low, high], inside - stride, inside]))
-    expected = code(points)
+    points, expected = checked_points(steps, code_at_low, low, high, stride)
     first, last, count = int(inside[0]), int(inside[-1]), len(inside)
     if count > 1:
         width = (last - first) / (count - 1)
@@ -160,7 +165,7 @@ def fit_requantization(steps, code_at_low, low, high, zp, lo, hi, bits=MULT_BITS
         if not len(mult):
             continue
         # The smallest bias that makes r step up at the first step: u(first) = u(first - 1) + 1.
-        before = int(code(first - 1)) - zp
+        before = code_at_low + int(np.searchsorted(steps, first - 1, side="right")) - zp
         numerator = (2 * before + 1) * (np.int64(1) << (shift - 1))
         smallest = -(-numerator // mult) - first
         # Each bias that puts that step within the stride below the first step.
