@@ -257,3 +257,17 @@ def test_an_input_quantized_by_its_finn_datatype_annotation(tmp_path):
     # Hidden levels all equal; the logits within their bound (arg-max ties may split).
     assert not comparison.failures()
     assert all(equal == 1.0 for _, _, equal, _, _ in comparison.layers)
+
+
+def test_check_of_a_qonnx_network_refuses_another_model(capfd, tmp_path):
+    """`check OUT --model FLOAT.onnx` of a QONNX network: one line, exit 2."""
+    from test_hostile_inputs import assert_refused, run_cli
+
+    from fpganet.cli import main
+    from fpganet.datasets import LENET5_ONNX
+
+    assert main(["compile", str(qonnx_model("tfc-w1a1")), "-o", str(tmp_path / "OUT")]) == 0
+    assert main(["mnist", "--unit", "--limit", "5", "-o", str(tmp_path / "x.npz")]) == 0
+    capfd.readouterr()
+    assert_refused(*run_cli(capfd, "check", tmp_path / "OUT", "--inputs", tmp_path / "x.npz",
+                            "--model", LENET5_ONNX), "--model", "not a QONNX model")

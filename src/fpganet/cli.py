@@ -422,8 +422,13 @@ def _check_qonnx(net, model, x, y, where):
             model == net.source.get("path") and file_sha256(model) != net.source.get("sha256")):
         raise FpganetError(f"the QONNX source model '{model}' is missing or changed since "
                            f"compiling (--model MODEL.onnx names it)")
+    graph = load_onnx(model)
+    if (graph.quantization or {}).get("arithmetic") != "qonnx" \
+            or tuple(graph.input_shape) != tuple(net.input_shape):
+        raise FpganetError(f"--model '{model}' is not the compiled network's source: not a "
+                           f"QONNX model taking {list(net.input_shape)}")
     try:
-        comparison = compare_with_qonnx(net, load_onnx(model), model, x)
+        comparison = compare_with_qonnx(net, graph, model, x)
     except AssertionError as error:
         raise FpganetError(f"--model '{model}' is not the compiled network's source: "
                            f"{error}") from None
