@@ -53,6 +53,7 @@ ALLOWED_FIGURES = {
                                    "100 MHz": "clock range", "10 ms": "default",
                                    "1,100 cycles": "arithmetic", "40 MHz": "test's clock",
                                    "10 %": "test's bound", "2-3.5 %": "test's rates"},
+    "docs/reference/numerics.md": {"99 %": "check's bound"},
 }
 
 

@@ -344,6 +344,10 @@ def _compiled_batch(compiled):
 
 # check -------------------------------------------------------------------------------------
 
+#: What ``check`` accepts of a layer (:meth:`fpganet.qdq_export.LayerAgreement.passes`).
+_CHECK_BOUND = ">= 99 % equal or 1 LSB apart across a rounding boundary, <= 1 LSB"
+
+
 def _configure_check(parser):
     parser.add_argument("compiled", metavar="OUT", help="directory written by fpganet compile")
     parser.add_argument("--inputs", metavar="X.npz", help="as for 'run'")
@@ -377,10 +381,11 @@ def _run_check(args):
         passed = result.passes()
         if not passed:
             failed.append(result.name)
-        ties = f" ({result.ties:,} of the differences at exact rounding ties)" if result.ties else ""
+        explained = (f" ({result.at_boundary:,} of the differences across a rounding boundary)"
+                     if result.at_boundary else "")
         print(f"  {result.index:2d} {result.type:8s} {result.name:20s} "
-              f"{100 * result.equal_fraction:9.4f} % equal, max |diff| {result.max_abs_diff} LSB{ties}"
-              f"{'' if passed else '  FAIL (needs >= 99 % equal or at a rounding tie, <= 1 LSB)'}")
+              f"{100 * result.equal_fraction:9.4f} % equal, max |diff| {result.max_abs_diff} LSB"
+              f"{explained}{'' if passed else f'  FAIL (needs {_CHECK_BOUND})'}")
     golden_pred = q_out.reshape(len(q_out), -1).argmax(1)
     ort_q, _ = run_onnx(to_onnx(net), {net.input_name: x})
     print(f"  int8 network in onnxruntime: {100 * np.mean(ort_q == q_out):.2f} % of outputs equal, "
@@ -402,7 +407,7 @@ def _run_check(args):
     if failed:
         # The table stays on stdout; the verdict is the one error line (exit 2).
         raise FpganetError(f"check failed: {len(failed)} layer(s) differ from onnxruntime beyond "
-                           f"the bound (>= 99 % equal or at a rounding tie, <= 1 LSB): "
+                           f"the bound ({_CHECK_BOUND}): "
                            f"{', '.join(failed)}")
     print("check passed")
     return 0

@@ -14,10 +14,13 @@ onnxruntime computes the same exact int32 accumulators (its QLinearConv takes
 the unfolded bias and subtracts the input zero point itself) but requantizes
 differently: it multiplies in float32 by ``s_in * s_w[m] / s_out`` and rounds
 half to even, where the golden model uses the 15-bit fixed-point multiplier
-and rounds half up. :func:`compare_layers` feeds both the *same* int8 input
-for each layer and measures how often the int8 outputs differ (they may differ
-by one LSB where ``acc * M`` lies within about 2**-15 relative of a rounding
-boundary).
+and rounds half up. A residual add weighs its inputs by small integers in the
+ratio of their scales, whose error is up to about 0.4 % of a term.
+:func:`compare_layers` feeds both the *same* int8 input for each layer and
+measures how often the int8 outputs differ: they may differ by one LSB where a
+rounding boundary lies between the exact real result and the golden model's
+fixed-point one (or exactly on it, where the two tie-breaking rules part), and
+it counts those differences apart.
 """
 
 from dataclasses import dataclass
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import FpganetError, one_line
-from .golden import run_golden
+from .golden import accumulate, run_golden
 from .ops import avgpool
 from .model.ir import input_transpose
 from .qnet import NETWORK_INPUT, QAdd, QAvgPool, QConv, QMaxPool, QReshape, layer_kind
@@ -223,10 +226,11 @@ class LayerAgreement:
         Largest difference in LSB.
     diff_counts : dict
         ``{difference: count}`` for the nonzero differences (golden minus onnxruntime).
-    ties : int
-        Differences of 1 LSB where the exact result lies halfway between two codes: fpganet
-        rounds those half up, onnxruntime half to even (average pools whose divisor is a power
-        of two, as in TFLite models, meet many).
+    at_boundary : int
+        Differences of 1 LSB where a rounding boundary lies between the layer's exact real
+        result and the golden model's fixed-point result, or on the exact result (a tie,
+        which fpganet rounds half up and onnxruntime half to even): the golden model's
+        documented approximation, not a fault.
     """
 
     index: int
@@ -236,27 +240,82 @@ class LayerAgreement:
     equal: int
     max_abs_diff: int
     diff_counts: dict
-    ties: int = 0
+    at_boundary: int = 0
 
     @property
     def equal_fraction(self):
         return self.equal / self.elements if self.elements else 1.0
 
     def passes(self, min_equal=0.99, max_diff=1):
-        """Equal (or 1 LSB apart at an exact rounding tie) on ``min_equal`` of the values, never
+        """Equal (or 1 LSB apart at a rounding boundary) on ``min_equal`` of the values, never
         more than ``max_diff`` LSB apart."""
-        agreeing = (self.equal + self.ties) / self.elements if self.elements else 1.0
+        agreeing = (self.equal + self.at_boundary) / self.elements if self.elements else 1.0
         return agreeing >= min_equal and self.max_abs_diff <= max_diff
 
 
-def _rounding_ties(layer, q):
-    """Where an average pool's exact result lies halfway between two codes (bool, like its
-    output), or None for the other layers, whose exact ties are too rare to count."""
-    if not isinstance(layer, QAvgPool):
+#: Room for onnxruntime's float32 arithmetic around a rounding boundary, in output LSB.
+_FLOAT32_ROOM = 1e-3
+
+
+def _exact_and_fixed(layer, feeds, mode):
+    """The layer's result before rounding and clamping, in output codes: ``(exact, fixed,
+    room)``, the real value the scales define, the golden model's fixed-point value, and how
+    far its rounding(s) may move from that value besides; None for a layer without
+    arithmetic."""
+    a = feeds["x"].astype(np.int64)
+    if isinstance(layer, QConv):
+        acc = accumulate(layer, feeds["x"]).astype(np.float64)
+        scale = (np.float64(layer.s_in) * np.asarray(layer.s_w, np.float64)
+                 / np.float64(layer.s_out)).reshape(1, -1, *[1] * (acc.ndim - 2))
+        exact = layer.zp_out + acc * scale
+        fixed = layer.zp_out + acc * _multiplier(layer.mult, layer.shift, mode, acc.ndim)
+        single = layer.single_rounding
+    elif isinstance(layer, QAdd):
+        a, b = a - layer.zp_a, feeds["x1"].astype(np.int64) - layer.zp_b
+        real = np.float64(layer.s_a) * a + np.float64(layer.s_b) * b
+        exact = layer.zp_out + real / np.float64(layer.s_out)
+        acc = layer.w_a * a + layer.w_b * b
+        fixed = layer.zp_out + acc * _multiplier(layer.mult, layer.shift, mode)
+        single = layer.single_rounding
+    elif isinstance(layer, QAvgPool):
+        sums = avgpool(a - layer.zp_in, layer.kernel, layer.stride, layer.pads)
+        scale = np.float64(layer.s_in) / (np.float64(layer.s_out) * layer.count)
+        exact = layer.zp_out + sums * scale
+        acc = sums + (layer.zp_in * layer.count + layer.bias)
+        fixed = layer.requant_zp + acc * _multiplier(layer.mult, layer.shift, mode)
+        single = layer.sum_codes
+    else:
         return None
-    sums = avgpool(q.astype(np.int64) - layer.zp_in, layer.kernel, layer.stride, layer.pads)
-    real = sums * (np.float64(layer.s_in) / (np.float64(layer.s_out) * layer.count))
-    return real - np.floor(real) == 0.5
+    # TFLite's double rounding first rounds to 2**-right of an output step.
+    right = np.maximum(-np.asarray(layer.shift, np.float64), 0)
+    double = mode == "tflite" and not single
+    room = _FLOAT32_ROOM + (np.where(right > 0, 0.5 * 2.0 ** -right, 0.0) if double else 0.0)
+    if np.ndim(room):
+        room = room.reshape(1, -1, *[1] * (exact.ndim - 2))
+    return exact, fixed, room
+
+
+def _multiplier(mult, shift, mode, ndim=None):
+    """The real factor of a fixed-point ``(mult, shift)`` (per channel on axis 1 when
+    ``ndim`` is given)."""
+    mult, shift = np.asarray(mult, np.float64), np.asarray(shift, np.float64)
+    factor = mult * 2.0 ** (shift - 31) if mode == "tflite" else mult * 2.0 ** -shift
+    return factor.reshape(1, -1, *[1] * (ndim - 2)) if ndim and factor.ndim else factor
+
+
+def _at_boundary(layer, feeds, golden, actual, mode):
+    """Where golden and onnxruntime differ by 1 LSB across a rounding boundary that lies
+    between the exact and the fixed-point result, less than one step apart (bool)."""
+    values = _exact_and_fixed(layer, feeds, mode)
+    if values is None:
+        return np.zeros(golden.shape, bool)
+    exact, fixed, room = values
+    g, o = (v.astype(np.int64).reshape(exact.shape) for v in (golden, actual))
+    boundary = np.maximum(g, o) - 0.5
+    low, high = np.minimum(exact, fixed) - room, np.maximum(exact, fixed) + room
+    # A fixed-point value a whole step from the exact one is a fault, not a rounding.
+    close = np.abs(fixed - exact) < 1
+    return (np.abs(g - o) == 1) & (low <= boundary) & (boundary <= high) & close
 
 
 def compare_layers(net, q_in, golden_outputs=None):
@@ -288,14 +347,14 @@ def compare_layers(net, q_in, golden_outputs=None):
         (actual,) = run_onnx(layer_to_onnx(layer, index), feeds)
         diff = expected.astype(np.int16) - actual.astype(np.int16)
         values, counts = np.unique(diff[diff != 0], return_counts=True)
-        ties = _rounding_ties(layer, feeds["x"])
-        ties = 0 if ties is None else int(np.count_nonzero(ties.reshape(diff.shape) & (np.abs(diff) == 1)))
+        boundary = _at_boundary(layer, feeds, expected, actual, net.config.requant_mode)
         results.append(LayerAgreement(
             index=index, name=layer.name, type=layer_kind(layer),
             elements=int(diff.size),
             equal=int(np.count_nonzero(diff == 0)),
             max_abs_diff=int(np.abs(diff).max(initial=0)),
-            diff_counts={int(v): int(c) for v, c in zip(values, counts)}, ties=ties))
+            diff_counts={int(v): int(c) for v, c in zip(values, counts)},
+            at_boundary=int(np.count_nonzero(boundary))))
     return results
 
 
