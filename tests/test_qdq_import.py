@@ -349,3 +349,36 @@ def test_qdq_model_with_an_nhwc_input_takes_its_own_layout(tmp_path):
     golden = run_network(net, x).logits
     agreement = np.mean(golden.argmax(1) == ort_run(model, x).argmax(1))
     assert agreement >= 0.9, agreement       # a wrong order would agree by chance (~10 %)
+
+
+def test_a_target_that_rounds_a_qdq_models_multipliers_measures_its_answers(qdq_models,
+                                                                             tmp_path, capfd):
+    """On the iCEBreaker (1-bit multipliers) a QDQ model's scales are rounded: with --calib
+    inputs compile measures how often it keeps onnxruntime's arg-max, prints and records it,
+    and refuses below --min-agreement, writing nothing; without inputs, one warning says how
+    to measure it."""
+    path = qdq_models["per_channel"]
+    calib = tmp_path / "x.npz"
+    x, _ = datasets.mnist("eval", limit=100)
+    np.savez(calib, x=x)
+    out = tmp_path / "A"
+    assert main(["compile", str(path), "--board", "icebreaker", "--calib", str(calib),
+                 "--min-agreement", "0", "-o", str(out)]) == 0
+    stdout, err = capfd.readouterr()
+    agreement = load_compiled(out).calibration["agreement"]
+    ours = run_golden(load_compiled(out), load_compiled(out).quantize_input(x)).reshape(100, -1)
+    expected = np.mean(ours.argmax(axis=1) == onnxruntime_logits(path, x).argmax(axis=1))
+    assert agreement["argmax"] == expected and agreement["samples"] == 100
+    assert agreement["runtime"] == "onnxruntime" and "--requant-mult-bits 1" in agreement["why"]
+    assert f"{100 * expected:.1f} % of the 100 inputs" in stdout and err == ""
+    assert expected < 1      # else the refusal below could not be seen
+    refused = tmp_path / "B"
+    assert main(["compile", str(path), "--board", "icebreaker", "--calib", str(calib),
+                 "--min-agreement", f"{100 * expected + 0.5:g}", "-o", str(refused)]) == 2
+    stdout, err = capfd.readouterr()
+    assert len(err.splitlines()) == 1 and "below --min-agreement" in err, err
+    assert not refused.exists()
+    assert main(["compile", str(path), "--board", "icebreaker", "-o", str(refused)]) == 0
+    stdout, err = capfd.readouterr()
+    assert len(err.splitlines()) == 1 and "--calib X.npz (inputs) measures" in err, err
+    assert "agreement" not in load_compiled(refused).calibration

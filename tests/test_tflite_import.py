@@ -18,6 +18,7 @@ import pytest
 from fpganet.cli import main
 from fpganet.codegen import run_isa
 from fpganet.compiler import compile_model, load_compiled
+from fpganet.config import DEFAULT_CONFIG
 from fpganet.datasets import mlperf_tiny, mlperf_tiny_dir
 from fpganet.errors import FpganetError, FpganetWarning
 from fpganet.golden import run_golden, run_layer
@@ -235,6 +236,32 @@ def test_the_requantization_mode_follows_the_model_where_the_target_builds_it(
         assert len(err.splitlines()) == 1 and err.startswith("fpganet: warning: "), err
         assert note in err
         assert "the fpganet requantization" in err and "differ from LiteRT's" in err
+
+
+@needs_shared
+def test_an_int8_tflite_model_the_target_moves_from_litert_is_measured_and_refused(tmp_path,
+                                                                                   capfd):
+    """On the iCEBreaker ResNet-8 is compiled in the fpganet mode with 1-bit multipliers: with
+    --calib inputs compile measures how often it keeps LiteRT's arg-max (LiteRT's codes as
+    the tflite-mode golden model gives them, bit for bit) and refuses it below the default
+    --min-agreement, in one line; --min-agreement 0 compiles it and records the share."""
+    calib = tmp_path / "x.npz"
+    x = mlperf_tiny("resnet8", "test", layout="nhwc")[0][:40]
+    np.savez(calib, x=x)
+    flags = ["compile", str(SHARED / MODELS["resnet8"]), "--board", "icebreaker", "--no-program",
+             "--calib", str(calib)]
+    assert main([*flags, "-o", str(tmp_path / "A")]) == 2
+    _, err = capfd.readouterr()
+    assert len(err.splitlines()) == 1 and "LiteRT's arg-max" in err and "--board icebreaker" in err
+    assert "below --min-agreement 90" in err and not (tmp_path / "A").exists()
+    assert main([*flags, "--min-agreement", "0", "-o", str(tmp_path / "B")]) == 0
+    net = load_compiled(tmp_path / "B")
+    reference = compile_model(SHARED / MODELS["resnet8"],
+                              config=DEFAULT_CONFIG.replace(requant_mode="tflite"))
+    litert = run_golden(reference, reference.quantize_input(x)).reshape(len(x), -1)
+    ours = run_golden(net, net.quantize_input(x)).reshape(len(x), -1)
+    assert net.calibration["agreement"]["argmax"] == np.mean(ours.argmax(1) == litert.argmax(1))
+    assert net.calibration["agreement"]["argmax"] < 0.9
 
 
 def _table_field(buf, table_pos, slot):

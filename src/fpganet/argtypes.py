@@ -9,7 +9,7 @@ from .config import AcceleratorConfig
 from .errors import FpganetError
 from .isa import REQUANT_MODES
 
-__all__ = ["positive_int", "non_negative_int", "positive_float", "finite_float",
+__all__ = ["positive_int", "non_negative_int", "positive_float", "finite_float", "percent",
            "add_config_arguments", "config_from_args"]
 
 
@@ -50,6 +50,14 @@ def finite_float(text):
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"must be a finite number, not {text}")
     return value
+
+
+def percent(text):
+    """A percentage from 0 to 100, returned as a fraction."""
+    value = finite_float(text)
+    if not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"must be a percentage from 0 to 100, not {text}")
+    return value / 100
 
 
 # Accelerator configuration flags (compile, synth, dse ...) -------------------------------

@@ -21,7 +21,8 @@ import sys
 import numpy as np
 
 from . import __version__
-from .argtypes import add_config_arguments, config_from_args, non_negative_int, positive_int
+from .argtypes import (add_config_arguments, config_from_args, non_negative_int, percent,
+                       positive_int)
 from .backends import BACKENDS, run_network
 from .boards.build import BOARDS, Refused, check_buildable
 from .boards.build import config_from_args as board_config_from_args
@@ -30,7 +31,8 @@ from .boards.build import run as run_synth
 from .codegen.fuzz import ARRAYS
 from .codegen.images import NoProgramError, read_images
 from .command_line import EXIT_CHECK_FAILED, PROG, Parser, run_command_line
-from .compiler import compile_model, load_compiled, read_inputs, runtime_requant_mode
+from .compiler import (DEFAULT_MIN_AGREEMENT, compile_model, load_compiled, read_inputs,
+                       runtime_requant_mode)
 from .config import AcceleratorConfig, ConfigError
 from .datasets import MNIST_MEAN, MNIST_STD, SPLITS, mnist
 from .errors import FpganetError
@@ -78,7 +80,15 @@ def _configure_compile(parser):
     parser.add_argument("--calib", metavar="CALIB.npz",
                         help="calibration inputs: array 'x', float32 [N, ...] shaped as the "
                              "model's input (its own layout: NHWC for TFLite) in its input "
-                             "domain (required with MODEL)")
+                             "domain (required with a float MODEL; with a pre-quantized one "
+                             "they measure its agreement with its own runtime where the target "
+                             "changes its arithmetic)")
+    parser.add_argument("--min-agreement", type=percent, default=DEFAULT_MIN_AGREEMENT,
+                        metavar="PERCENT",
+                        help=f"refuse a pre-quantized model whose arithmetic the target changes "
+                             f"(multipliers rounded, or another requantization than its "
+                             f"runtime's) when it keeps its runtime's arg-max on fewer of the "
+                             f"--calib inputs (default {100 * DEFAULT_MIN_AGREEMENT:g})")
     parser.add_argument("-o", "--output", required=True, metavar="OUT",
                         help="output directory (manifest.json, network.npz); written atomically")
     parser.add_argument("--method", default=DEFAULT_METHOD,
@@ -184,7 +194,8 @@ def _run_compile(args):
                         n_images=args.images, batch=args.batch,
                         dump_ir=sys.stdout if args.dump_ir else None, board=args.board,
                         weight_bits=args.weight_bits, layer_weight_bits=args.layer_weight_bits,
-                        weight_rounding=args.weight_rounding, not_runtime_mode=not_runtime_mode)
+                        weight_rounding=args.weight_rounding, not_runtime_mode=not_runtime_mode,
+                        min_agreement=args.min_agreement)
     source = net.source
     print(f"compiled {source['file']} ({'embedded' if source['embedded'] else source['path']}) "
           f"into {args.output}")
@@ -200,13 +211,17 @@ def _run_compile(args):
                   "every channel fitted exactly")
         print(f"  weight codes of {'/'.join(map(str, widths))} bits, each stored in a byte; "
               f"{fitted}")
-    else:
+    elif net.calibration["method"] not in ("qdq", "tflite"):
         print(f"  calibration: {net.calibration['method']} on {net.calibration['samples']} "
               f"samples ({net.calibration['data']})")
     if "weight_rounding" in net.calibration:   # an int8 compile prints as it did
         widths = sorted({layer.weight_bits for layer in net.conv_layers})
         print(f"  weights: {'/'.join(map(str, widths))} bits, "
               f"{net.calibration['weight_rounding']} rounding")
+    if agreement := net.calibration.get("agreement"):
+        print(f"  answers: {100 * agreement['argmax']:.1f} % of the {agreement['samples']} inputs "
+              f"of {agreement['inputs']} keep {agreement['runtime']}'s arg-max "
+              f"({agreement['why']})")
     if config.requant_mode != asked.requant_mode:
         print(f"  requantization: {config.requant_mode}, the model's own runtime's arithmetic "
               f"(--requant-mode {asked.requant_mode} for the other)")

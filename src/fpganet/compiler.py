@@ -23,6 +23,7 @@ from .codegen.images import NoProgramError
 from .config import DEFAULT_CONFIG, MULT_BITS
 from .errors import FpganetError, FpganetWarning
 from .files import staged_directory
+from .golden import run_golden
 from .model import Graph, file_sha256, load_onnx
 from .model.ir import input_text
 from .qnet import load_network
@@ -31,6 +32,11 @@ from .quantize.rounding import check_float_only
 
 __all__ = ["compile_model", "load_compiled", "read_npz", "read_inputs", "runtime_requant_mode",
            "write_compiled"]
+
+
+#: The least share of inputs on which a pre-quantized model whose arithmetic the target
+#: changes must keep its own runtime's arg-max (``fpganet compile --min-agreement``).
+DEFAULT_MIN_AGREEMENT = 0.9
 
 
 def read_npz(path, role, keys=("x",)):
@@ -136,7 +142,7 @@ def runtime_requant_mode(model):
 def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=None,
                   calib_limit=None, program=True, n_images=1, batch=1, dump_ir=None, board=None,
                   weight_bits=8, layer_weight_bits=None, weight_rounding=None,
-                  not_runtime_mode=None):
+                  not_runtime_mode=None, min_agreement=DEFAULT_MIN_AGREEMENT):
     """Import, quantize and optionally write a network.
 
     Parameters
@@ -149,8 +155,10 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     calib : str, os.PathLike or numpy.ndarray, optional
         ``.npz`` with ``x`` float32 [N, *input_shape], or the array itself.
         None: the embedded MNIST calibration split (only with the embedded LeNet-5 or
-        a byte-identical copy of it). A pre-quantized QDQ model needs none; given one anyway,
-        it is ignored with a :class:`~fpganet.errors.FpganetWarning`.
+        a byte-identical copy of it). A pre-quantized model (QDQ, int8 TFLite) needs none; given
+        one anyway, it is ignored with a :class:`~fpganet.errors.FpganetWarning`, unless the
+        target changes the model's arithmetic: then it measures the answers' agreement with
+        the model's own runtime (``min_agreement``).
     out_dir : str or os.PathLike, optional
         Directory to write (replaced atomically if it is an earlier output).
     config : fpganet.config.AcceleratorConfig, optional
@@ -186,6 +194,11 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
         Why ``config`` is not in the model's :func:`runtime_requant_mode` (``fpganet compile``
         with no ``--requant-mode``, for a target that cannot build it): said in the one
         warning of a pre-quantized model, with any rounding of its multipliers.
+    min_agreement : float
+        A pre-quantized model whose arithmetic the target changes (its multipliers rounded
+        below 15 bits, or an int8 TFLite model outside the ``tflite`` mode) is refused when
+        its golden model's arg-max agrees with the model's own runtime on fewer than this
+        share of the ``calib`` inputs; the share is in ``net.calibration["agreement"]``.
 
     Returns
     -------
@@ -209,7 +222,9 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
             graph, origin = net, {"format": "tflite"}
         else:
             check_float_only("int8 TFLite", weight_bits, layer_weight_bits, weight_rounding)
-            _warn_rounded_multipliers(config, "int8 TFLite", not_runtime_mode)
+            _prequantized_answers(net, "int8 TFLite", calib, calib_limit, config,
+                                  lambda x: _litert_codes(model_path, x), not_runtime_mode,
+                                  min_agreement)
             net.board = board
             if out_dir is not None:
                 write_compiled(net, out_dir, program=program, n_images=n_images, batch=batch,
@@ -224,11 +239,12 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     if graph.quantization is not None:
         # A QDQ or QONNX model carries its quantization; calibration data would not change it.
         kind = "QONNX" if qonnx else "QDQ"
-        if calib is not None:
+        # A QONNX layer's requantization is fitted to the multiplier's bits; a QDQ model's
+        # agreement is measured once it is quantized.
+        measured_calib = calib if not qonnx and _changes_arithmetic(config, kind) else None
+        if calib is not None and measured_calib is None:
             warnings.warn(f"the model is pre-quantized ({kind}): its own quantizers are used and "
                           f"the calibration data are ignored", FpganetWarning, stacklevel=2)
-        if not qonnx:   # a QONNX layer's requantization is fitted to the multiplier's bits
-            _warn_rounded_multipliers(config, "QDQ")
         calib, calib_x = None, None
         calibration = ({"data": "levels of the model's Quant and BipolarQuant nodes",
                         "method": "qonnx", "samples": 0} if qonnx else
@@ -267,6 +283,9 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     net = quantize_graph(graph, calib_x, method=method, config=config, source=source,
                          calibration=calibration, weight_bits=weight_bits,
                          layer_bits=layer_weight_bits, weight_rounding=weight_rounding)
+    if graph.quantization is not None and not qonnx:
+        _prequantized_answers(net, "QDQ", measured_calib, calib_limit, config,
+                              lambda x: _onnxruntime_outputs(model_path, x), None, min_agreement)
     net.board = board
     if out_dir is not None:
         write_compiled(net, out_dir, program=program, n_images=n_images, batch=batch,
@@ -275,22 +294,74 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     return net
 
 
-def _warn_rounded_multipliers(config, kind, not_runtime_mode=None):
-    """A pre-quantized model keeps its scales: with fewer multiplier bits than 15 its
-    multipliers are rounded, not made exact (docs/reference/numerics.md section 9). In the
-    same one line: why the model is not in its runtime's requantization mode, if it is not."""
-    rounded = config.requant_mult_bits < MULT_BITS   # the tflite mode keeps its 31 bits
-    rounding = (f"its own scales keep their multipliers, which --requant-mult-bits "
-                f"{config.requant_mult_bits} rounds; the accuracy can drop (the int8 ResNet-8 "
-                f"TFLite: 84.5 % -> 35.0 % at one bit, 83.5 % at three)")
+def _changes_arithmetic(config, kind, not_runtime_mode=None):
+    """Why a pre-quantized model's answers can move on ``config``, or None: an int8 TFLite
+    model that ``fpganet compile`` keeps out of LiteRT's ``tflite`` mode (``not_runtime_mode``
+    says why; asked for with ``--requant-mode``, it is the user's choice), multipliers
+    rounded below 15 bits (the ``tflite`` mode keeps its 31)."""
+    reasons = []
     if not_runtime_mode:
-        warnings.warn(f"{not_runtime_mode}: the model ({kind}) is compiled in the fpganet "
-                      f"requantization, and its answers can differ from LiteRT's, by how much "
-                      f"depends on the model{'; ' + rounding if rounded else ''}: measure it "
-                      f"(measured models: docs/guide/tflite.md)", FpganetWarning, stacklevel=3)
-    elif rounded:
-        warnings.warn(f"the model is pre-quantized ({kind}): {rounding}: measure it",
-                      FpganetWarning, stacklevel=3)
+        reasons.append(f"{not_runtime_mode}: the model ({kind}) is compiled in the "
+                       f"{config.requant_mode} requantization")
+    if config.requant_mode == "fpganet" and config.requant_mult_bits < MULT_BITS:
+        reasons.append(f"its own scales keep their multipliers, which --requant-mult-bits "
+                       f"{config.requant_mult_bits} rounds")
+    return "; ".join(reasons) or None
+
+
+def _prequantized_answers(net, kind, calib, calib_limit, config, reference, not_runtime_mode,
+                          min_agreement):
+    """Tell how far a pre-quantized model's answers move where ``config`` changes its
+    arithmetic (:func:`_changes_arithmetic`). With inputs (``calib``) the golden model's
+    arg-max is compared with the model's own runtime's (``reference(x)``), recorded in
+    ``net.calibration["agreement"]`` and refused below ``min_agreement``; without, one
+    warning says why the answers can move and how to measure it."""
+    why = _changes_arithmetic(config, kind, not_runtime_mode)
+    if why is None:
+        if calib is not None and kind == "int8 TFLite":
+            warnings.warn("the model is a fully-int8 TFLite model: its own scales and zero "
+                          "points are used and the calibration data are ignored", FpganetWarning,
+                          stacklevel=3)
+        return
+    runtime = "LiteRT" if kind == "int8 TFLite" else "onnxruntime"
+    if calib is None:
+        warnings.warn(f"the model is pre-quantized ({kind}): {why}; its answers can differ from "
+                      f"{runtime}'s: --calib X.npz (inputs) measures how often", FpganetWarning,
+                      stacklevel=3)
+        return
+    if isinstance(calib, np.ndarray):
+        x, where = calib, "the array given"
+    else:
+        x, where = read_npz(calib, "calibration file")["x"], f"'{os.fspath(calib)}'"
+    x = _check_x(x, net.input_shape, f"array 'x' of {where}", net.input_name,
+                 net.input_layout)[:calib_limit]
+    ours = run_golden(net, net.quantize_input(x)).reshape(len(x), -1).argmax(axis=1)
+    theirs = np.asarray(reference(x)).reshape(len(x), -1).argmax(axis=1)
+    agreement = float(np.mean(ours == theirs))
+    net.calibration["agreement"] = {
+        "runtime": runtime, "inputs": where, "samples": int(len(x)), "argmax": agreement,
+        "why": why, "min_agreement": float(min_agreement)}
+    if agreement < min_agreement:
+        raise FpganetError(
+            f"the model ({kind}) keeps {runtime}'s arg-max on only {100 * agreement:.1f} % of "
+            f"the {len(x)} inputs of {where} on this target ({why}), below --min-agreement "
+            f"{100 * min_agreement:g}")
+
+
+def _litert_codes(model_path, x):
+    """LiteRT's int8 outputs of an int8 TFLite model: the golden model in the ``tflite``
+    mode, which gives them bit for bit (tests/test_tflite_import.py)."""
+    from .model.tflite_import import load_tflite_any
+
+    reference = load_tflite_any(model_path, config=DEFAULT_CONFIG.replace(requant_mode="tflite"))
+    return run_golden(reference, reference.quantize_input(x))
+
+
+def _onnxruntime_outputs(model_path, x):
+    """onnxruntime's outputs of a QDQ model."""
+    from .qdq_export import run_source_model
+
+    return run_source_model(model_path, x)
 
 
 def _load_tflite(model_path, calib, config):
@@ -307,9 +378,6 @@ def _load_tflite(model_path, calib, config):
                                f"required (--calib CALIB.npz with an array 'x', float32 "
                                f"[N, C, H, W], NCHW)")
         return loaded
-    if calib is not None:
-        warnings.warn("the model is a fully-int8 TFLite model: its own scales and zero points are "
-                      "used and the calibration data are ignored", FpganetWarning, stacklevel=3)
     # The digest sits under 'tflite_sha256', not 'sha256': check and estimate rerun a float
     # source model (ONNX, in onnxruntime) whose 'sha256' still matches, and this one is not.
     loaded.source.update({"path": str(model_path.resolve()), "file": model_path.name,
