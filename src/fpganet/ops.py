@@ -8,7 +8,8 @@ cannot disagree about padding or window order.
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-__all__ = ["conv_output_size", "pad_nchw", "im2col", "maxpool", "avgpool", "grouped_matmul"]
+__all__ = ["conv_output_size", "pad_nchw", "im2col", "maxpool", "avgpool", "grouped_matmul",
+           "xnor_popcount"]
 
 
 def conv_output_size(size, kernel, stride, pad_begin, pad_end):
@@ -133,3 +134,25 @@ def avgpool(x, kernel, stride, pads):
     xp = pad_nchw(x, pads, 0)
     windows = sliding_window_view(xp, tuple(kernel), axis=(2, 3))[:, :, ::stride[0], ::stride[1]]
     return windows.sum(axis=(4, 5))
+
+
+def xnor_popcount(x, w):
+    """How many bits of each row of ``x`` agree with each row of ``w``: the count of a binary
+    dot product, whose bipolar value (bit 0 for -1, 1 for +1) is ``2 * count - K``.
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        {0, 1} [N, K].
+    w : numpy.ndarray
+        {0, 1} [M, K].
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 [N, M].
+    """
+    x = np.asarray(x, dtype=np.int64)
+    w = np.asarray(w, dtype=np.int64)
+    # Agreeing bits: both set, or both clear.
+    return x @ w.T + (1 - x) @ (1 - w).T

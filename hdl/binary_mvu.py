@@ -1,0 +1,144 @@
+"""Binary matrix-vector unit: XNOR-popcount MACs in logic cells.
+
+A 1-bit operand stands for -1 (bit 0) or +1 (bit 1), as FINN's bipolar datatype does. The
+product of two is +1 where the bits agree, so a dot product of K such operands is
+``2 * count - K``, ``count`` being the popcount of their XNOR; no multiplier is involved, and
+a MAC costs a few LUT4s where an int8 one takes a DSP. Binary layers compare that count with
+a threshold per output channel to give the next layer's 1-bit activations (FINN's
+MultiThreshold after a binary MatrixVectorActivation), so the unit emits both.
+
+The unit computes ``pe`` dot products at once, each over ``simd`` input bits a beat, as
+FINN's MVAU folds a layer: the input vector streams through once per group of ``pe``
+output channels, ``ceil(K / simd)`` beats, and a beat flagged ``last`` closes the group.
+The numerics are :func:`fpganet.ops.xnor_popcount`.
+"""
+
+from amaranth import *
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["BinaryMatrixVectorUnit", "beat_layout", "result_layout", "popcount"]
+
+
+def beat_layout(pe, simd, count_width):
+    """Payload of one beat: ``x``, ``simd`` input bits (shared by every PE); ``w``, ``simd``
+    weight bits for each of the ``pe`` output channels; ``last``: the beat ends the dot
+    products; ``thresholds``: each channel's threshold on its count, read from the ``last``
+    beat only."""
+    return data.StructLayout({
+        "x": simd,
+        "w": data.ArrayLayout(simd, pe),
+        "last": 1,
+        "thresholds": data.ArrayLayout(count_width, pe),
+    })
+
+
+def result_layout(pe, count_width):
+    """Payload of one result: ``counts``, each channel's XNOR popcount over the whole input;
+    ``y``, bit ``j`` set where ``counts[j] >= thresholds[j]``."""
+    return data.StructLayout({
+        "counts": data.ArrayLayout(count_width, pe),
+        "y": pe,
+    })
+
+
+def popcount(bits):
+    """The number of set bits of ``bits``, as a balanced tree of adders (its depth is
+    ``ceil(log2(len(bits)))`` adders, each as wide as its operands' sum needs)."""
+    terms = [bits[i] for i in range(len(bits))]
+    if not terms:
+        return C(0, 1)
+    while len(terms) > 1:
+        pairs = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)]
+        terms = pairs + terms[len(terms) - len(terms) % 2:]
+    return terms[0]
+
+
+class BinaryMatrixVectorUnit(wiring.Component):
+    """``pe`` binary dot products, ``simd`` XNOR-popcount MACs each per beat.
+
+    Parameters
+    ----------
+    pe : int
+        Output channels computed at once (processing elements).
+    simd : int
+        Input bits each PE takes a beat.
+    count_width : int
+        Bits of each channel's count: the dot products can span up to
+        ``2**count_width - 1`` input bits. At least ``simd``'s width.
+
+    Members
+    -------
+    beats : In(stream.Signature(beat_layout(pe, simd, count_width)))
+        The operands; a beat whose ``last`` is set closes the dot products and brings their
+        thresholds.
+    results : Out(stream.Signature(result_layout(pe, count_width)))
+        One result per closing beat.
+
+    Latency: a result is valid :attr:`latency` cycles after its closing beat's transfer
+    when ``results.ready`` is held high.
+    Throughput: one beat per cycle, back to back across dot products.
+    Back-pressure: the pipeline moves only while its output can: ``beats.ready`` is
+    ``~results.valid | results.ready``, combinationally; ``results.valid`` never depends on
+    ``results.ready``. Gaps in ``beats.valid`` are bubbles.
+    """
+
+    #: Cycles from the closing beat to its result: the popcounts, the sums, the compares,
+    #: each registered.
+    latency = 3
+
+    def __init__(self, pe, simd, count_width):
+        for name, value in (("pe", pe), ("simd", simd), ("count_width", count_width)):
+            if not isinstance(value, int) or value < 1:
+                raise TypeError(f"{name} must be a positive integer, not {value!r}")
+        if count_width < simd.bit_length():
+            raise ValueError(f"count_width must be at least {simd.bit_length()} to hold one "
+                             f"beat's popcount of {simd} bits, not {count_width}")
+        self.pe, self.simd, self.count_width = pe, simd, count_width
+        super().__init__({
+            "beats": In(stream.Signature(beat_layout(pe, simd, count_width))),
+            "results": Out(stream.Signature(result_layout(pe, count_width))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        # Every stage moves together, while the result register is free or being taken.
+        advance = Signal()
+        m.d.comb += [
+            advance.eq(~self.results.valid | self.results.ready),
+            self.beats.ready.eq(advance),
+        ]
+        beat = self.beats.payload
+        # Stage 1: each channel's popcount of XNOR(x, w) over the beat.
+        counts = [Signal(range(self.simd + 1), name=f"beat_count{j}") for j in range(self.pe)]
+        beat_valid, beat_last = Signal(), Signal()
+        beat_thresholds = Signal.like(beat.thresholds)
+        # Stage 2: the running sums; a closing beat's totals go on to the compares.
+        sums = [Signal(self.count_width, name=f"sum{j}") for j in range(self.pe)]
+        totals = Signal(data.ArrayLayout(self.count_width, self.pe))
+        total_valid = Signal()
+        total_thresholds = Signal.like(beat.thresholds)
+        with m.If(advance):
+            m.d.sync += [
+                beat_valid.eq(self.beats.valid),
+                beat_last.eq(self.beats.valid & beat.last),
+                *(count.eq(popcount(~(beat.x ^ beat.w[j]))) for j, count in enumerate(counts)),
+                total_valid.eq(beat_last),
+                total_thresholds.eq(beat_thresholds),
+            ]
+            with m.If(self.beats.valid & beat.last):
+                m.d.sync += beat_thresholds.eq(beat.thresholds)
+            for j, (running, count) in enumerate(zip(sums, counts)):
+                total = running + count
+                with m.If(beat_last):
+                    m.d.sync += [totals[j].eq(total), running.eq(0)]
+                with m.Elif(beat_valid):
+                    m.d.sync += running.eq(total)
+            # Stage 3: the thresholds.
+            m.d.sync += [
+                self.results.valid.eq(total_valid),
+                self.results.payload.counts.eq(totals),
+                self.results.payload.y.eq(Cat(totals[j] >= total_thresholds[j]
+                                              for j in range(self.pe))),
+            ]
+        return m
