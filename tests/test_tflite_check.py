@@ -17,7 +17,7 @@ from fpganet.compiler import load_compiled
 from fpganet.datasets import mlperf_tiny, mlperf_tiny_dir
 from fpganet.model.tflite_import import tflite_layer_tensors
 from fpganet.model.tflite_read import read_model
-from test_tflite_float import INT8, INT32, SAME, VALID, TFLiteModel
+from test_tflite_float import FLOAT32, INT8, INT32, SAME, VALID, TFLiteModel
 
 pytest.importorskip("ai_edge_litert.interpreter")
 
@@ -47,13 +47,18 @@ def _conv(m, name, x, in_scale, shape, out_q, depthwise=False, activation=0):
     return m.op("CONV_2D", [x, w, b], [y], "Conv2DOptions", **common)
 
 
-def residual_int8_model():
+def residual_int8_model(float_input=False):
     """image int8 [1, 8, 8, 3] -> CONV_2D RELU -> DEPTHWISE_CONV_2D, ADD of the two RELU ->
     MAX_POOL_2D 2x2 -> AVERAGE_POOL_2D 2x2 VALID -> RESHAPE [1, 16] -> FULLY_CONNECTED
-    -> logits int8 [1, 5]: every layer kind the importer makes of an int8 model."""
+    -> logits int8 [1, 5]: every layer kind the importer makes of an int8 model. With
+    ``float_input`` the image is float32 and a QUANTIZE makes the int8 one."""
     m = TFLiteModel(seed=8)
     conv_q, dw_q, add_q, out_q = (0.04, -128), (0.05, 0), (0.06, -128), (0.1, 0)
-    x = m.tensor("image", (1, 8, 8, 3), INT8, quant=([INPUT_Q[0]], [INPUT_Q[1]]))
+    source = x = m.tensor("image", (1, 8, 8, 3), FLOAT32 if float_input else INT8,
+                          quant=None if float_input else ([INPUT_Q[0]], [INPUT_Q[1]]))
+    if float_input:
+        x = m.op("QUANTIZE", [source], [m.tensor("image_int8", (1, 8, 8, 3), INT8,
+                                                  quant=([INPUT_Q[0]], [INPUT_Q[1]]))])
     a = _conv(m, "conv", x, INPUT_Q[0], (1, 8, 8, 4), conv_q, activation=RELU)
     d = _conv(m, "dw", a, conv_q[0], (1, 8, 8, 4), dw_q, depthwise=True)
     s = m.tensor("add", (1, 8, 8, 4), INT8, quant=([add_q[0]], [add_q[1]]))
@@ -74,14 +79,15 @@ def residual_int8_model():
                  quant=([add_q[0] * 0.01], [0]))
     y = m.tensor("logits", (1, 5), INT8, quant=([out_q[0]], [out_q[1]]))
     m.op("FULLY_CONNECTED", [flat, w, b], [y], "FullyConnectedOptions", FusedActivationFunction=0)
-    return m.build([x], [y])
+    return m.build([source], [y])
 
 
-@pytest.fixture
-def compiled(tmp_path):
-    """``compile(mode)``: the test model compiled in that requantization mode, and inputs."""
+@pytest.fixture(params=[False, True], ids=["int8-input", "float-input"])
+def compiled(tmp_path, request):
+    """``compile(mode)``: the test model (an int8 input, or a float one and its QUANTIZE)
+    compiled in that requantization mode, and inputs."""
     path = tmp_path / "residual_int8.tflite"
-    path.write_bytes(residual_int8_model())
+    path.write_bytes(residual_int8_model(float_input=request.param))
     codes = np.random.default_rng(9).integers(-128, 128, (40, 8, 8, 3))
     np.savez(tmp_path / "x.npz",
              x=(np.float32(INPUT_Q[0]) * (codes - INPUT_Q[1])).astype(np.float32))
@@ -110,7 +116,9 @@ def test_the_importer_records_which_tensor_holds_each_layer(compiled):
     tensors = tflite_layer_tensors(path)
     names = [t.name for t in read_model(path.read_bytes())[0]]
     assert tensors.names == [layer.name for layer in net.layers]
-    assert names[tensors.input] == "image"
+    # The int8 input: after the QUANTIZE of a float one.
+    assert names[tensors.input] == ("image_int8" if "image_int8" in names else "image")
+    assert load_compiled(out).input_zp == INPUT_Q[1]
     # The fused RELU's layer maps to its op's output; the flatten to the map it flattens
     # (fpganet reads it in (c, h, w) order, LiteRT's RESHAPE output is (h, w, c)).
     assert [names[i] for i in tensors.layers] == ["conv", "dw", "add", "maxpool", "avgpool",
