@@ -15,6 +15,7 @@ import pytest
 from fpganet.cli import main
 from fpganet.compiler import load_compiled
 from fpganet.datasets import mlperf_tiny, mlperf_tiny_dir
+from fpganet.model.litert_reference import litert_interpreter
 from fpganet.model.tflite_import import tflite_layer_tensors
 from fpganet.model.tflite_read import read_model
 from test_tflite_float import FLOAT32, INT8, INT32, SAME, VALID, TFLiteModel
@@ -125,6 +126,9 @@ def test_the_importer_records_which_tensor_holds_each_layer(compiled):
                                                   "avgpool", "logits"]
     assert [layer.type for layer in net.layers] == ["conv", "conv", "add", "maxpool",
                                                     "avgpool", "reshape", "conv"]
+    # LiteRT numbers the tensors as the flatbuffer does.
+    details = litert_interpreter(path).get_tensor_details()
+    assert all(names[d["index"]] == d["name"] for d in details if d["index"] < len(names))
 
 
 def test_tflite_mode_equals_litert_layer_by_layer(compiled, capfd):
