@@ -100,9 +100,11 @@ class TFLiteModel:
                 buffer = len(buffers) - 1
             q = None
             if quant is not None:
+                # (scales, zero points[, quantized dimension]).
                 q = table("QuantizationParameters",
                           Scale=b.CreateNumpyVector(np.asarray(quant[0], np.float32)),
-                          ZeroPoint=b.CreateNumpyVector(np.asarray(quant[1], np.int64)))
+                          ZeroPoint=b.CreateNumpyVector(np.asarray(quant[1], np.int64)),
+                          **({"QuantizedDimension": quant[2]} if len(quant) > 2 else {}))
             fields = dict(Shape=ints(shape), Type=dtype, Buffer=buffer, Name=b.CreateString(name))
             if q is not None:
                 fields["Quantization"] = q

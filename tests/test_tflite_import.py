@@ -21,10 +21,12 @@ from fpganet.compiler import compile_model, load_compiled
 from fpganet.config import DEFAULT_CONFIG
 from fpganet.datasets import mlperf_tiny, mlperf_tiny_dir
 from fpganet.errors import FpganetError, FpganetWarning
-from fpganet.golden import run_golden, run_layer
+from fpganet.golden import run_golden
 from fpganet.isa import param_ranges
+from fpganet.model.litert_reference import compare_with_litert
+from fpganet.model.tflite_import import tflite_layer_tensors
 from fpganet.quantize.quantizer import constant_channels
-from fpganet.qnet import NETWORK_INPUT, quantize_input
+from fpganet.qnet import quantize_input
 from fpganet.quantize.fixed_point import multiply_tflite
 
 SHARED = mlperf_tiny_dir()
@@ -81,25 +83,6 @@ def test_mlperf_tiny_int8_agrees_with_litert_reference(model):
     assert np.mean(ours.argmax(1) == y) >= 0.8
 
 
-def litert_tensors(path, net, x, names):
-    """LiteRT reference-kernel int8 tensors ``names`` (NCHW, or [N, K, 1, 1]) of every image
-    of ``x`` (as :func:`litert_logits` takes it)."""
-    litert = pytest.importorskip("ai_edge_litert.interpreter")
-    interpreter = litert.Interpreter(model_path=str(path), experimental_preserve_all_tensors=True,
-                                     experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
-    interpreter.allocate_tensors()
-    index = {detail["name"]: detail["index"] for detail in interpreter.get_tensor_details()}
-    source = interpreter.get_input_details()[0]["index"]
-    result = {name: [] for name in names}
-    for image in quantize_input(x, net.input_scale, net.input_zp):
-        interpreter.set_tensor(source, image[None])
-        interpreter.invoke()
-        for name in names:
-            value = interpreter.get_tensor(index[name])
-            result[name].append(value[0].transpose(2, 0, 1) if value.ndim == 4 else value[0])
-    return {name: np.stack(values) for name, values in result.items()}
-
-
 @needs_shared
 def test_tflite_requantization_is_litert_bit_exact_but_for_the_residual_adds():
     """In the ``tflite`` requantization mode each ResNet-8 layer, fed LiteRT's own int8 inputs,
@@ -120,24 +103,14 @@ def test_tflite_requantization_is_litert_bit_exact_but_for_the_residual_adds():
     net = compile_model(path, config=config)
     x, _ = mlperf_tiny("resnet8", "test", layout="nhwc")
     x = x[:60]
-    q_in = net.quantize_input(x)
-    names = [layer.name for layer in net.layers if layer.type != "reshape"]
-    theirs = litert_tensors(path, net, x, names)
+    # Each layer fed LiteRT's own int8 inputs of it (check's comparison).
+    comparison = compare_with_litert(net, path, x, tflite_layer_tensors(path))
     kinds = set()
-    for index, layer in enumerate(net.layers):
-        if layer.type == "reshape":
-            continue
-        inputs = [q_in if source == NETWORK_INPUT else
-                  theirs[net.layers[source].name].reshape(len(q_in), *net.layers[source].out_shape)
-                  for source in (s if net.layers[s].type != "reshape" else s - 1
-                                 for s in net.layer_inputs(index))]
-        ours = run_layer(layer, *inputs, mode="tflite").astype(int)
-        diff = np.abs(ours - theirs[layer.name].reshape(ours.shape))
-        assert diff.max() <= (1 if layer.type == "add" else 0), (layer.name, diff.max())
+    for layer, result in zip(net.layers, comparison.layers):
+        assert result.max_abs_diff <= (1 if layer.type == "add" else 0), (layer.name, result)
         kinds.add(layer.type if layer.type != "conv" else layer.kind)
     assert kinds == {"conv", "dense", "add", "avgpool"}
-    logits = run_golden(net, q_in).reshape(len(q_in), -1)
-    assert np.mean(logits.argmax(1) == litert_logits(path, net, x).argmax(1)) >= 0.99
+    assert comparison.agreement >= 0.99
 
 
 @needs_shared

@@ -359,25 +359,23 @@ def _compiled_batch(compiled):
 
 # check -------------------------------------------------------------------------------------
 
-#: What ``check`` accepts of a layer (:meth:`fpganet.qdq_export.LayerAgreement.passes`).
-_CHECK_BOUND = ">= 99 % equal or 1 LSB apart across a rounding boundary, <= 1 LSB"
-
-
 def _configure_check(parser):
     parser.add_argument("compiled", metavar="OUT", help="directory written by fpganet compile")
     parser.add_argument("--inputs", metavar="X.npz", help="as for 'run'")
     parser.add_argument("--limit", type=positive_int, default=1000, metavar="N",
                         help="inputs to compare (default 1000)")
-    parser.add_argument("--model", metavar="MODEL.onnx",
+    parser.add_argument("--model", metavar="MODEL",
                         help="float source model (default: the path in the manifest, if its "
-                             "SHA-256 still matches)")
+                             "SHA-256 still matches); for an int8 TFLite network, the TFLite "
+                             "model LiteRT runs (a float ONNX model gives the float comparison)")
 
 
-@command("check", help="compare the golden model with onnxruntime, layer by layer and end to end")
+@command("check", help="compare the golden model with its reference (onnxruntime; LiteRT for "
+                       "an int8 TFLite model), layer by layer and end to end")
 @arguments(_configure_check)
 def _run_check(args):
     # Imported here, not at the top: the ONNX export is slow to import (`fpganet --help`).
-    from .qdq_export import compare_layers, run_onnx, run_source_model, to_onnx
+    from .qdq_export import CHECK_BOUND, compare_layers, run_onnx, to_onnx
 
     net = load_compiled(args.compiled)
     if args.model is not None and not os.path.isfile(args.model):
@@ -385,32 +383,57 @@ def _run_check(args):
     x, y, where = _load_inputs(args, net)
     if net.calibration.get("method") == "qonnx":
         return _check_qonnx(net, args.model, x, y, where)
+    if net.calibration.get("method") == "tflite":
+        return _check_litert(net, args.model, x, y, where)
     if args.model is not None:
         _check_source_model(args.model, net, x[:1])
     q_in = net.quantize_input(x)
     q_out, outputs = run_golden(net, q_in, layer_outputs=True)
     print(f"golden model vs onnxruntime on {x.shape[0]} inputs of {where}, each layer fed the "
           f"same int8 input:")
-    failed = []
-    for result in compare_layers(net, q_in, outputs):
-        passed = result.passes()
-        if not passed:
-            failed.append(result.name)
-        explained = (f" ({result.at_boundary:,} of the differences across a rounding boundary)"
-                     if result.at_boundary else "")
-        print(f"  {result.index:2d} {result.type:8s} {result.name:20s} "
-              f"{100 * result.equal_fraction:9.4f} % equal, max |diff| {result.max_abs_diff} LSB"
-              f"{explained}{'' if passed else f'  FAIL (needs {_CHECK_BOUND})'}")
+    results = compare_layers(net, q_in, outputs)
+    failed = [r.name for r in _print_layers(results, [(0.99, 1, CHECK_BOUND)] * len(results))]
     golden_pred = q_out.reshape(len(q_out), -1).argmax(1)
     ort_q, _ = run_onnx(to_onnx(net), {net.input_name: x})
     print(f"  int8 network in onnxruntime: {100 * np.mean(ort_q == q_out):.2f} % of outputs equal, "
           f"arg-max agreement {100 * np.mean(ort_q.reshape(len(ort_q), -1).argmax(1) == golden_pred):.2f} %")
-    model = args.model or net.source.get("path")
-    if not args.model and net.source.get("format") == "tflite":
+    _float_comparison(net, args.model, x, y, golden_pred)
+    if failed:
+        # The table stays on stdout; the verdict is the one error line (exit 2).
+        raise FpganetError(f"check failed: {len(failed)} layer(s) differ from onnxruntime beyond "
+                           f"the bound ({CHECK_BOUND}): "
+                           f"{', '.join(failed)}")
+    print("check passed")
+    return 0
+
+
+def _print_layers(results, bounds):
+    """Print one line per layer (:class:`~fpganet.qdq_export.LayerAgreement`), each against its
+    ``(min_equal, max_diff, text)`` bound; returns those that fail it."""
+    failed = []
+    for result, (min_equal, max_diff, text) in zip(results, bounds):
+        passed = result.passes(min_equal, max_diff)
+        if not passed:
+            failed.append(result)
+        explained = (f" ({result.at_boundary:,} of the differences across a rounding boundary)"
+                     if result.at_boundary else "")
+        print(f"  {result.index:2d} {result.type:8s} {result.name:20s} "
+              f"{100 * result.equal_fraction:9.4f} % equal, max |diff| {result.max_abs_diff} LSB"
+              f"{explained}{'' if passed else f'  FAIL (needs {text})'}")
+    return failed
+
+
+def _float_comparison(net, given, x, y, golden_pred):
+    """The float source model's (``given``, else the manifest's) arg-max against the golden
+    model's (and top-1 with labels)."""
+    from .qdq_export import run_source_model
+
+    model = given or net.source.get("path")
+    if not given and net.source.get("format") == "tflite":
         # onnxruntime runs ONNX; a TFLite source is no float model to it.
         print(f"  source model {net.source.get('file')} is TFLite: no float comparison "
               f"(--model FLOAT.onnx gives one)")
-    elif model and os.path.isfile(model) and (args.model or file_sha256(model) == net.source.get("sha256")):
+    elif model and os.path.isfile(model) and (given or file_sha256(model) == net.source.get("sha256")):
         float_pred = run_source_model(model, x).reshape(len(x), -1).argmax(1)
         print(f"  float model ({os.path.basename(model)}) in onnxruntime: arg-max agreement with "
               f"golden {100 * np.mean(float_pred == golden_pred):.2f} %")
@@ -419,11 +442,52 @@ def _run_check(args):
                   f"{100 * np.mean(golden_pred == y):.2f} %")
     else:
         print("  float model not found (or changed since compiling): no float comparison")
+
+
+def _check_litert(net, model, x, y, where):
+    """``check`` of an int8 TFLite network: each layer, and the network's outputs, against
+    LiteRT's reference kernels on the source model (its own runtime)."""
+    from .model.tflite_import import is_tflite, tflite_layer_tensors
+
+    if not _has_module("ai_edge_litert"):
+        raise FpganetError("checking an int8 TFLite network runs LiteRT's reference kernels, "
+                           "its reference: pip install ai-edge-litert (fpganet's dev extra)")
+    from .model.litert_reference import compare_with_litert
+
+    float_model = None
+    if model is not None and not is_tflite(model):
+        _check_source_model(model, net, x[:1])
+        float_model, model = model, None
+    source = net.source.get("path")
+    if model is None and (not source or not os.path.isfile(source)
+                          or file_sha256(source) != net.source.get("tflite_sha256")):
+        raise FpganetError(f"the TFLite source model '{source}' is missing or changed since "
+                           f"compiling (--model MODEL.tflite names it)")
+    model = model or source
+    try:
+        tensors = tflite_layer_tensors(model)
+    except FpganetError as error:
+        raise FpganetError(f"--model '{model}': {error}") from None
+    if tensors.names != [layer.name for layer in net.layers]:
+        raise FpganetError(f"--model '{model}' is not the compiled network's source: its "
+                           f"layers are not the network's")
+    comparison = compare_with_litert(net, model, x, tensors)
+    print(f"golden model vs LiteRT's reference kernels on {x.shape[0]} inputs of {where}, each "
+          f"layer fed LiteRT's int8 input of it ({net.config.requant_mode} requantization):")
+    failed = _print_layers(comparison.layers, comparison.bounds)
+    print(f"  int8 network in LiteRT: {100 * comparison.outputs_equal:.2f} % of outputs equal, "
+          f"arg-max agreement {100 * comparison.agreement:.2f} %")
+    if y is not None:
+        print(f"  top-1 accuracy: LiteRT {100 * np.mean(comparison.litert_pred == y):.2f} %, "
+              f"golden {100 * np.mean(comparison.golden_pred == y):.2f} %")
+    if float_model is not None:
+        _float_comparison(net, float_model, x, y, comparison.golden_pred)
     if failed:
         # The table stays on stdout; the verdict is the one error line (exit 2).
-        raise FpganetError(f"check failed: {len(failed)} layer(s) differ from onnxruntime beyond "
-                           f"the bound ({_CHECK_BOUND}): "
-                           f"{', '.join(failed)}")
+        # By index and kind: a TFLite layer's name is its tensor's, often long.
+        raise FpganetError(f"check failed: {len(failed)} layer(s) differ from LiteRT's "
+                           f"reference kernels beyond their bound: "
+                           f"{', '.join(f'{r.index} ({r.type})' for r in failed)}")
     print("check passed")
     return 0
 

@@ -34,7 +34,7 @@ from .model.ir import input_transpose
 from .qnet import NETWORK_INPUT, QAdd, QAvgPool, QConv, QMaxPool, QReshape, layer_kind
 
 __all__ = ["to_onnx", "layer_to_onnx", "ort_session", "run_onnx", "compare_layers",
-           "LayerAgreement", "run_source_model", "OPSET"]
+           "LayerAgreement", "CHECK_BOUND", "at_boundary", "double_rounding_room", "run_source_model", "OPSET"]
 
 OPSET = 13
 _IR_VERSION = 7
@@ -242,16 +242,31 @@ class LayerAgreement:
     diff_counts: dict
     at_boundary: int = 0
 
+    @classmethod
+    def measure(cls, index, layer, golden, actual, boundary):
+        """The agreement of a layer's golden int8 outputs with the reference's ``actual``;
+        ``boundary``: where they differ across a rounding boundary (:func:`at_boundary`)."""
+        diff = golden.astype(np.int16) - actual.astype(np.int16)
+        values, counts = np.unique(diff[diff != 0], return_counts=True)
+        return cls(index=index, name=layer.name, type=layer_kind(layer), elements=int(diff.size),
+                   equal=int(np.count_nonzero(diff == 0)),
+                   max_abs_diff=int(np.abs(diff).max(initial=0)),
+                   diff_counts={int(v): int(c) for v, c in zip(values, counts)},
+                   at_boundary=int(np.count_nonzero(boundary)))
+
     @property
     def equal_fraction(self):
         return self.equal / self.elements if self.elements else 1.0
 
-    def passes(self, min_equal=0.99, max_diff=1):
+    def passes(self, min_equal=0.99, max_diff=1):   # what CHECK_BOUND says
         """Equal (or 1 LSB apart at a rounding boundary) on ``min_equal`` of the values, never
         more than ``max_diff`` LSB apart."""
         agreeing = (self.equal + self.at_boundary) / self.elements if self.elements else 1.0
         return agreeing >= min_equal and self.max_abs_diff <= max_diff
 
+
+#: What ``check`` accepts of a layer by default (:meth:`LayerAgreement.passes`).
+CHECK_BOUND = ">= 99 % equal or 1 LSB apart across a rounding boundary, <= 1 LSB"
 
 #: Room for onnxruntime's float32 arithmetic around a rounding boundary, in output LSB.
 _FLOAT32_ROOM = 1e-3
@@ -260,8 +275,8 @@ _FLOAT32_ROOM = 1e-3
 def _exact_and_fixed(layer, feeds, mode):
     """The layer's result before rounding and clamping, in output codes: ``(exact, fixed,
     room)``, the real value the scales define, the golden model's fixed-point value, and how
-    far its rounding(s) may move from that value besides; None for a layer without
-    arithmetic."""
+    far its first rounding (TFLite's double rounding) may move from that value (0, one, or
+    one per output channel); None for a layer without arithmetic."""
     a = feeds["x"].astype(np.int64)
     if isinstance(layer, QConv):
         acc = accumulate(layer, feeds["x"]).astype(np.float64)
@@ -286,13 +301,16 @@ def _exact_and_fixed(layer, feeds, mode):
         single = layer.sum_codes
     else:
         return None
-    # TFLite's double rounding first rounds to 2**-right of an output step.
-    right = np.maximum(-np.asarray(layer.shift, np.float64), 0)
     double = mode == "tflite" and not single
-    room = _FLOAT32_ROOM + (np.where(right > 0, 0.5 * 2.0 ** -right, 0.0) if double else 0.0)
-    if np.ndim(room):
-        room = room.reshape(1, -1, *[1] * (exact.ndim - 2))
-    return exact, fixed, room
+    return exact, fixed, double_rounding_room(layer.shift) if double else 0.0
+
+
+def double_rounding_room(shift):
+    """How far TFLite's double rounding (``MultiplyByQuantizedMultiplier`` with the exponent
+    ``shift``, one or per channel) may move a value before its final rounding, in output
+    steps: its first rounding is to ``2**-right`` of a step, ``right = max(-shift, 0)``."""
+    right = np.maximum(-np.asarray(shift, np.float64), 0)
+    return np.where(right > 0, 0.5 * 2.0 ** -right, 0.0)
 
 
 def _multiplier(mult, shift, mode, ndim=None):
@@ -303,13 +321,19 @@ def _multiplier(mult, shift, mode, ndim=None):
     return factor.reshape(1, -1, *[1] * (ndim - 2)) if ndim and factor.ndim else factor
 
 
-def _at_boundary(layer, feeds, golden, actual, mode):
-    """Where golden and onnxruntime differ by 1 LSB across a rounding boundary that lies
-    between the exact and the fixed-point result, less than one step apart (bool)."""
+def at_boundary(layer, feeds, golden, actual, mode, reference_room=_FLOAT32_ROOM):
+    """Where golden and the reference (onnxruntime, LiteRT) differ by 1 LSB across a rounding
+    boundary that lies between the exact and the fixed-point result, less than one step apart
+    (bool). ``reference_room``: how far the reference's own arithmetic may move its value
+    before the last rounding, in output steps (one, or one per output channel); by default
+    onnxruntime's float32 arithmetic."""
     values = _exact_and_fixed(layer, feeds, mode)
     if values is None:
         return np.zeros(golden.shape, bool)
     exact, fixed, room = values
+    room = np.asarray(room + reference_room, np.float64)
+    if room.ndim:
+        room = room.reshape(1, -1, *[1] * (exact.ndim - 2))
     g, o = (v.astype(np.int64).reshape(exact.shape) for v in (golden, actual))
     boundary = np.maximum(g, o) - 0.5
     low, high = np.minimum(exact, fixed) - room, np.maximum(exact, fixed) + room
@@ -345,16 +369,8 @@ def compare_layers(net, q_in, golden_outputs=None):
         feeds = {name: network_input if source == NETWORK_INPUT else golden_outputs[source]
                  for name, source in zip(("x", "x1"), net.layer_inputs(index))}
         (actual,) = run_onnx(layer_to_onnx(layer, index), feeds)
-        diff = expected.astype(np.int16) - actual.astype(np.int16)
-        values, counts = np.unique(diff[diff != 0], return_counts=True)
-        boundary = _at_boundary(layer, feeds, expected, actual, net.config.requant_mode)
-        results.append(LayerAgreement(
-            index=index, name=layer.name, type=layer_kind(layer),
-            elements=int(diff.size),
-            equal=int(np.count_nonzero(diff == 0)),
-            max_abs_diff=int(np.abs(diff).max(initial=0)),
-            diff_counts={int(v): int(c) for v, c in zip(values, counts)},
-            at_boundary=int(np.count_nonzero(boundary))))
+        boundary = at_boundary(layer, feeds, expected, actual, net.config.requant_mode)
+        results.append(LayerAgreement.measure(index, layer, expected, actual, boundary))
     return results
 
 

@@ -54,6 +54,8 @@ class TfliteContext:
         self.graph_inputs, self.graph_outputs = graph_inputs, graph_outputs
         self.values = {}        # tensor index -> TensorValue
         self.layers = []
+        self.layer_tensors = []  # per layer, the tensor holding its output (see tensor_of)
+        self.input_tensor = None
         self.notes = []
         self.dropped = None
         self.consumers = {}
@@ -129,11 +131,13 @@ class TfliteContext:
             raise FpganetError(f"{op.code} #{op.index} has {len(op.outputs)} outputs; expected one")
         return self.tensors[op.outputs[0]], f"output of {op.code} #{op.index}"
 
-    def emit(self, layer, sources, out_index, quant=(None, None)):
+    def emit(self, layer, sources, out_index, quant=(None, None), tensor=None):
         """Append an IR layer reading the layers ``sources`` (-1: the network input); it computes
-        tensor ``out_index``, whose ``(scale, zero point)`` is ``quant`` (None in a float model)."""
+        tensor ``out_index``, whose ``(scale, zero point)`` is ``quant`` (None in a float model);
+        ``tensor``: the model tensor holding its output where that is not ``out_index``."""
         layer.inputs = tuple(sources)
         self.layers.append(layer)
+        self.layer_tensors.append(out_index if tensor is None else tensor)
         self.values[out_index] = TensorValue(len(self.layers) - 1, tuple(layer.out_shape), *quant)
 
     def activation(self, op):
@@ -184,6 +188,7 @@ class TfliteContext:
         """Record the network input: its name, its own per-sample shape (NHWC, as LiteRT takes
         it) and the accelerator's ``(C, H, W)`` of it."""
         self.input_name = source.name
+        self.input_tensor = source.index
         self.input_chw = self.chw(source, "the network input", network_input=True)
         self.input_shape = tuple(int(d) for d in source.shape[1:])
 
@@ -219,6 +224,12 @@ class TfliteContext:
         out_shape = tuple(self.layers[-1].out_shape)
         name = getattr(self, "logits", self.tensors[self.graph_outputs[0]].name)
         return name, (out_shape[0],) if out_shape[1:] == (1, 1) else out_shape
+
+    def tensor_of(self, layer):
+        """The index of the model tensor that holds layer ``layer``'s output (-1: the network
+        input, its int8 codes after a QUANTIZE), in the model's NHWC (or [1, K]) layout; a
+        flatten's is the map it flattens."""
+        return self.input_tensor if layer == -1 else self.layer_tensors[layer]
 
     # Layouts and windows the handlers share ----------------------------------------------
 
@@ -309,8 +320,10 @@ class TfliteContext:
     def flatten(self, op, value, flat, k, name):
         """Emit the flatten of an ``H x W x C`` map (``flat``) before a FULLY_CONNECTED into a
         vector of ``k``; returns that vector."""
+        # No tensor of the model holds the (c, h, w) vector: the map it flattens does, read in
+        # that order.
         self.emit(Reshape(name=name, in_shape=flat, out_shape=(k, 1, 1)), (value.layer,),
-                  ("flatten", op.index), (value.scale, value.zp))
+                  ("flatten", op.index), (value.scale, value.zp), self.tensor_of(value.layer))
         return TensorValue(len(self.layers) - 1, (k, 1, 1), value.scale, value.zp)
 
     def conv(self, op, value, out, weight, axis, groups, stride, pads):

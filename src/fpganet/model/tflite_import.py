@@ -49,7 +49,7 @@ from .tflite_read import read_model
 from .tflite_registry import supported
 
 __all__ = ["load_tflite", "load_tflite_float", "load_tflite_any", "load_tflite_graph",
-           "tflite_kind", "is_tflite",
+           "tflite_kind", "is_tflite", "tflite_layer_tensors", "LayerTensors",
            "TFLITE_OPS", "FLOAT_OPS"]
 
 #: The flatbuffer file identifier of a TFLite model (bytes 4..8).
@@ -196,12 +196,49 @@ def load_tflite_float(path):
     return _graph(path, parsed)
 
 
-def _graph(path, parsed):
-    """The float IR of a read model: a float32 one's with its ReLUs fused, a fully-int8 one's
-    with its own quantization attached."""
+def _walk(parsed):
+    """The importer's walk over a read model's operators, run."""
     context = FloatContext if parsed.kind == "float" else Int8Context
     importer = context(parsed.tensors, parsed.ops, parsed.graph_inputs, parsed.graph_outputs)
     importer.run()
+    return importer
+
+
+#: Which tensor of a fully-int8 TFLite model holds each integer layer's codes:
+#: ``input`` the network input's (after a QUANTIZE of a float input), ``layers`` one per
+#: layer of the compiled network, in order, and ``names`` those layers' names.
+LayerTensors = namedtuple("LayerTensors", "input layers names")
+
+
+def tflite_layer_tensors(path):
+    """For each layer the importer makes of a fully-int8 TFLite model, the index of the model
+    tensor that holds its output (what LiteRT computes there, NHWC or ``[1, K]``): the output
+    of the op it comes from, a fused activation included; a flatten's is the map it flattens,
+    which fpganet reads in ``(c, h, w)`` order.
+
+    Returns
+    -------
+    LayerTensors
+
+    Raises
+    ------
+    fpganet.errors.FpganetError
+        As :func:`load_tflite`; a float32 model (its layers are fpganet's quantization, no
+        tensor of the model holds their codes).
+    """
+    parsed = _parse(path)
+    if parsed.kind != "int8":
+        raise FpganetError(f"'{os.fspath(path)}' is a float32 TFLite model: no tensor of it holds "
+                           f"the integer layers' codes")
+    importer = _walk(parsed)
+    return LayerTensors(importer.input_tensor, list(importer.layer_tensors),
+                        [layer.name for layer in importer.layers])
+
+
+def _graph(path, parsed):
+    """The float IR of a read model: a float32 one's with its ReLUs fused, a fully-int8 one's
+    with its own quantization attached."""
+    importer = _walk(parsed)
     output_name, output_shape = importer.logits_name_shape()
     graph = Graph(name=Path(path).stem, input_name=importer.input_name,
                   input_shape=importer.input_shape, input_layout="nhwc", output_name=output_name,

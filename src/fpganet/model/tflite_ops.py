@@ -172,6 +172,7 @@ def quantize(ctx, op):
     if out.chw != ctx.input_chw:
         raise FpganetError(f"{ctx.label(op)} changes the shape of the input")
     ctx.input_q = (out.scale, out.zp)
+    ctx.input_tensor = out.tensor.index
     ctx.values[out.tensor.index] = TensorValue(-1, out.chw, out.scale, out.zp)
 
 
