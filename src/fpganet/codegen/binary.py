@@ -1,0 +1,210 @@
+"""Binary layers: a dense layer of the integer network in the form the XNOR-popcount unit
+(:class:`fpganet.hdl.binary_mvu.BinaryMatrixVectorUnit`) computes.
+
+A dense layer is binary when its weights are all -1 or +1 and its input codes take two
+adjacent values ``lo``, ``lo + 1`` (a bipolar or binary activation, as QONNX's BipolarQuant
+and 1-bit Quant give them). With the input as bits ``c = q - lo`` and the weights as bits
+``b = (w + 1) / 2``, the layer's accumulator is an affine function of the XNOR popcount::
+
+    acc = sum_k w_k (q_k - zp_in) + bias
+        = sum_k (2 b_k - 1) c_k + (lo - zp_in) sum_k w_k + bias
+        = count + sum_k b_k - K + (lo - zp_in) sum_k w_k + bias
+
+since ``sum_k (2 b_k - 1) c_k = count + sum_k b_k - K`` with ``count = sum_k [b_k == c_k]``.
+So each output channel's code is a function of its count alone, ``offset + count`` through
+the layer's requantization, and where the codes are two adjacent values it is a step: one
+threshold per channel on the count. :func:`lower_binary` finds those thresholds by
+evaluating the layer's own requantization (the golden model's) on every count ``0..K`` and
+refuses a channel whose codes are not one step, so the binary form is exact by
+construction; :func:`run_binary` is its arithmetic.
+
+The unit folds a layer as FINN's MVAU does: ``pe`` channels at a time, ``simd`` input bits a
+beat (:func:`fold_beats`). A layer whose ``K`` is not a multiple of ``simd`` is padded with
+input bit 0 against weight bit 1, whose XNOR is 0: padding adds nothing to a count.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import FpganetError
+from ..ops import xnor_popcount
+from ..qnet import QConv
+from ..quantize.fixed_point import requantize_mode
+
+__all__ = ["BinaryLayer", "lower_binary", "lower_binary_network", "run_binary",
+           "run_binary_network", "codes_of_counts", "fold_beats"]
+
+
+@dataclass(frozen=True)
+class BinaryLayer:
+    """A dense layer as XNOR-popcount counts, then per-channel thresholds (a 1-bit output)
+    or its own requantization of ``count + offset`` (a wider one, as a network's last layer).
+
+    Attributes
+    ----------
+    source : fpganet.qnet.QConv
+        The layer it computes.
+    weight_bits : numpy.ndarray
+        uint8 {0, 1} [M, K]: 1 for weight +1.
+    in_lo : int
+        The input code of bit 0 (bit 1 is ``in_lo + 1``).
+    offset : numpy.ndarray
+        int64 [M]: the layer's accumulator is ``count + offset``.
+    thresholds : numpy.ndarray or None
+        int64 [M] for a 1-bit output: bit 1 where the count is at least this (0: always,
+        ``K + 1``: never). None: the output is the source's requantization of the accumulator.
+    """
+
+    source: QConv
+    weight_bits: np.ndarray
+    in_lo: int
+    offset: np.ndarray
+    thresholds: np.ndarray = None
+
+    @property
+    def name(self):
+        return self.source.name
+
+    @property
+    def k(self):
+        return self.weight_bits.shape[1]
+
+    @property
+    def m(self):
+        return self.weight_bits.shape[0]
+
+    @property
+    def out_lo(self):
+        """The output code of bit 0 of a 1-bit output."""
+        return self.source.lo
+
+
+def lower_binary(layer, in_lo, mode="fpganet"):
+    """The binary form of dense ``layer`` whose input codes are ``in_lo`` or ``in_lo + 1``.
+
+    Parameters
+    ----------
+    layer : fpganet.qnet.QConv
+        A dense layer (1x1 output) with weights in {-1, +1}.
+    in_lo : int
+    mode : str
+        The network's requantization mode.
+
+    Returns
+    -------
+    BinaryLayer
+        With thresholds where the outputs are ``lo``, ``lo + 1``.
+
+    Raises
+    ------
+    FpganetError
+        Naming the layer and what is not binary.
+    """
+    if not isinstance(layer, QConv) or layer.kind != "dense":
+        raise FpganetError(f"layer '{layer.name}': only a dense layer has a binary form")
+    weight = layer.weight_matrix.astype(np.int64)
+    if not np.all(np.abs(weight) == 1):
+        others = sorted(set(np.unique(weight).tolist()) - {-1, 1})
+        raise FpganetError(f"layer '{layer.name}': weights other than -1 and +1 ({others[0]})")
+    m, k = weight.shape
+    # acc = count + offset, exactly (module docstring); the golden model's bias has
+    # -zp_in * sum(w) folded in (acc = w . q + bias).
+    offset = (((weight + 1) // 2).sum(axis=1) - k + in_lo * weight.sum(axis=1)
+              + layer.bias.astype(np.int64).reshape(-1))
+    bits = ((weight + 1) // 2).astype(np.uint8)
+    if layer.hi != layer.lo + 1:
+        return BinaryLayer(layer, bits, int(in_lo), offset)
+    codes = _requantized(layer, offset[:, None] + np.arange(k + 1)[None, :], mode)   # [M, K + 1]
+    steps = np.diff(codes, axis=1)
+    if np.any(steps < 0):
+        channel = int(np.nonzero((steps < 0).any(axis=1))[0][0])
+        raise FpganetError(f"layer '{layer.name}': channel {channel}'s output falls as its "
+                           f"count grows: no threshold gives it")
+    ones = codes == layer.hi
+    thresholds = np.where(ones.any(axis=1), ones.argmax(axis=1), k + 1)
+    return BinaryLayer(layer, bits, int(in_lo), offset, thresholds.astype(np.int64))
+
+
+def _requantized(layer, acc, mode):
+    """The layer's output codes for accumulators ``acc`` [M, P] (bias included), through the
+    golden model's own requantization."""
+    return requantize_mode(acc[None], layer.mult, layer.shift, layer.zp_out, layer.lo, layer.hi,
+                           mode, layer.single_rounding)[0].astype(np.int64)
+
+
+def lower_binary_network(net):
+    """Every dense layer of a chain of reshapes and dense layers (an MLP such as FINN's TFC)
+    in binary form, each reading the previous one's bits; the network's input must be one
+    bit (``input_hi == input_lo + 1``) and every layer but the last one bit out.
+
+    Returns
+    -------
+    list of BinaryLayer
+
+    Raises
+    ------
+    FpganetError
+        Naming the first layer that is not binary, and why.
+    """
+    if net.input_hi != net.input_lo + 1:
+        raise FpganetError(f"the network's input codes {net.input_lo}..{net.input_hi} are not "
+                           f"one bit")
+    layers, in_lo = [], net.input_lo
+    for layer in net.layers:
+        if layer.type == "reshape":
+            continue
+        if layers and layers[-1].thresholds is None:
+            raise FpganetError(f"layer '{layer.name}': its input, '{layers[-1].name}''s output, "
+                               f"is not one bit")
+        layers.append(lower_binary(layer, in_lo, net.config.requant_mode))
+        in_lo = layer.lo
+    return layers
+
+
+def run_binary_network(layers, q_in, mode="fpganet"):
+    """The binary layers' int8 output codes [N, M] for int8 inputs ``q_in`` [N, ...] (codes
+    ``in_lo`` or ``in_lo + 1`` of the first layer), as the golden model gives them."""
+    bits = (q_in.reshape(len(q_in), -1).astype(np.int64) - layers[0].in_lo).astype(np.uint8)
+    for layer in layers:
+        bits = run_binary(layer, bits, mode)
+    last = layers[-1]
+    return bits if last.thresholds is None else (bits + last.out_lo).astype(np.int8)
+
+
+def run_binary(layer, bits, mode="fpganet"):
+    """``layer``'s output for input bits [N, K]: bits [N, M] (``count >= threshold``), or
+    with no thresholds the int8 codes [N, M] of its source's requantization of
+    ``count + offset``."""
+    counts = xnor_popcount(bits, layer.weight_bits)
+    if layer.thresholds is not None:
+        return (counts >= layer.thresholds[None, :]).astype(np.uint8)
+    return codes_of_counts(layer, counts, mode)
+
+
+def codes_of_counts(layer, counts, mode="fpganet"):
+    """int8 [N, M]: the source layer's requantization of ``counts + offset`` ([N, M] counts)."""
+    acc = (np.asarray(counts, np.int64) + layer.offset[None, :]).T
+    return _requantized(layer.source, acc, mode).T.astype(np.int8)
+
+
+def fold_beats(layer, bits, pe, simd):
+    """The unit's operand stream for one input vector: for each group of ``pe`` channels
+    (the last one padded with channels of threshold 0, whose outputs are dropped; a layer
+    without thresholds gets 0s: its counts are what it reads),
+    ``ceil(K / simd)`` beats ``(x, w [pe, simd], last, thresholds [pe])`` of bits, padded
+    with input 0 against weight 1 (module docstring)."""
+    k, beats = layer.k, -(-layer.k // simd)
+    x = np.zeros(beats * simd, np.uint8)
+    x[:k] = bits
+    groups = -(-layer.m // pe)
+    w = np.ones((groups * pe, beats * simd), np.uint8)
+    w[:layer.m, :k] = layer.weight_bits
+    thresholds = np.zeros(groups * pe, np.int64)
+    if layer.thresholds is not None:
+        thresholds[:layer.m] = layer.thresholds
+    for g in range(groups):
+        rows = slice(g * pe, (g + 1) * pe)
+        for t in range(beats):
+            cols = slice(t * simd, (t + 1) * simd)
+            yield x[cols], w[rows, cols], t == beats - 1, thresholds[rows]
