@@ -33,7 +33,8 @@ from ..qnet import QConv
 from ..quantize.fixed_point import requantize_mode
 
 __all__ = ["BinaryLayer", "lower_binary", "lower_binary_network", "run_binary",
-           "run_binary_network", "codes_of_counts", "fold_beats"]
+           "run_binary_network", "codes_of_counts", "fold_beats", "FoldedLayer", "FoldedNetwork",
+           "fold_network", "pack_input_words"]
 
 
 @dataclass(frozen=True)
@@ -208,3 +209,106 @@ def fold_beats(layer, bits, pe, simd):
         for t in range(beats):
             cols = slice(t * simd, (t + 1) * simd)
             yield x[cols], w[rows, cols], t == beats - 1, thresholds[rows]
+
+
+@dataclass(frozen=True)
+class FoldedLayer:
+    """Where one layer sits in a :class:`FoldedNetwork`: ``beats`` of ``simd`` input bits for
+    each of ``groups`` groups of ``pe`` channels, its weight words from ``weight_base``
+    (group-major), its threshold words from ``threshold_base`` (one a group)."""
+
+    k: int
+    m: int
+    beats: int
+    groups: int
+    weight_base: int
+    threshold_base: int
+
+
+@dataclass(frozen=True)
+class FoldedNetwork:
+    """A chain of binary layers as the binary engine's memory images
+    (:class:`fpganet.hdl.binary_engine.BinaryNetworkEngine`).
+
+    Attributes
+    ----------
+    layers : tuple of FoldedLayer
+    pe, simd, count_width : int
+    weight_words : tuple of int
+        ``pe * simd`` bits each: channel ``j``'s ``simd`` weight bits at bit ``j * simd``.
+    threshold_words : tuple of int
+        ``pe * count_width`` bits each: channel ``j``'s threshold at bit ``j * count_width``;
+        a padded channel's is ``2**count_width - 1``, above any count, so its bit is 0 as the
+        next layer's padding needs. The last layer's are unused: its counts are the output.
+    """
+
+    layers: tuple
+    pe: int
+    simd: int
+    count_width: int
+    weight_words: tuple
+    threshold_words: tuple
+
+    @property
+    def input_words(self):
+        """``simd``-bit words of one input vector."""
+        return self.layers[0].beats
+
+    @property
+    def output_groups(self):
+        """Results (``pe`` counts each) of one input vector."""
+        return self.layers[-1].groups
+
+    @property
+    def buffer_words(self):
+        """Words an activation buffer holds: the widest layer input."""
+        return max(layer.beats for layer in self.layers)
+
+
+def fold_network(layers, pe, simd):
+    """The binary engine's images of ``layers`` (:func:`lower_binary_network`): every layer
+    but the last with one-bit outputs, ``simd`` a multiple of ``pe`` so that a group's
+    output bits land in one word of the next layer's input.
+
+    Raises
+    ------
+    FpganetError
+        On a fold the engine cannot run.
+    """
+    if simd % pe:
+        raise FpganetError(f"simd ({simd}) must be a multiple of pe ({pe}): a group's output "
+                           f"bits are written into one word")
+    if any(layer.thresholds is None for layer in layers[:-1]):
+        raise FpganetError("every layer but the last must have one-bit outputs")
+    count_width = (max(simd, *(layer.k for layer in layers)) + 1).bit_length()
+    never = (1 << count_width) - 1
+    weight_words, threshold_words, folded = [], [], []
+    for layer in layers:
+        beats, groups = -(-layer.k // simd), -(-layer.m // pe)
+        folded.append(FoldedLayer(layer.k, layer.m, beats, groups, len(weight_words),
+                                  len(threshold_words)))
+        w = np.ones((groups * pe, beats * simd), np.uint8)          # padding: weight bit 1
+        w[:layer.m, :layer.k] = layer.weight_bits
+        thresholds = np.full(groups * pe, never, np.int64)
+        if layer.thresholds is not None:
+            thresholds[:layer.m] = layer.thresholds
+        for g in range(groups):
+            threshold_words.append(_pack_fields(thresholds[g * pe:(g + 1) * pe], count_width))
+            for t in range(beats):
+                rows = w[g * pe:(g + 1) * pe, t * simd:(t + 1) * simd]
+                weight_words.append(_pack_fields([_pack_fields(row, 1) for row in rows], simd))
+    return FoldedNetwork(tuple(folded), pe, simd, count_width, tuple(weight_words),
+                         tuple(threshold_words))
+
+
+def _pack_fields(values, width):
+    """``values`` as one integer, value ``i`` at bit ``i * width``."""
+    return sum(int(v) << (i * width) for i, v in enumerate(values))
+
+
+def pack_input_words(folded, bits):
+    """One input vector's bits [K] as the engine's ``simd``-bit input words (padded with 0)."""
+    simd = folded.simd
+    padded = np.zeros(folded.input_words * simd, np.uint8)
+    padded[:len(bits)] = bits
+    return [_pack_fields(padded[t * simd:(t + 1) * simd], 1) for t in range(folded.input_words)]

@@ -1,0 +1,173 @@
+"""A binary network on one binary matrix-vector unit: FINN's binary MLPs in logic cells.
+
+:class:`BinaryNetworkEngine` runs a chain of binary dense layers
+(:func:`fpganet.codegen.binary.fold_network`) on one
+:class:`~fpganet.hdl.binary_mvu.BinaryMatrixVectorUnit`, layer after layer, as FINN's
+folded MVAUs do, but with one unit shared by the layers. Weights and thresholds are in
+memories initialized from the folded network (in the bitstream, as FINN's are); activations
+are bits in two buffers of ``simd``-bit words, each layer reading one and writing the other.
+"""
+
+from amaranth import *
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .binary_mvu import BinaryMatrixVectorUnit
+
+__all__ = ["BinaryNetworkEngine"]
+
+
+class BinaryNetworkEngine(wiring.Component):
+    """A chain of binary dense layers, one input vector at a time.
+
+    Parameters
+    ----------
+    folded : fpganet.codegen.binary.FoldedNetwork
+        The layers' geometry and memory images; ``pe``, ``simd`` and ``count_width`` are its.
+
+    Members
+    -------
+    input : In(stream.Signature(simd))
+        Each vector as ``folded.input_words`` words, bit ``i`` of word ``t`` being input bit
+        ``t * simd + i`` (:func:`~fpganet.codegen.binary.pack_input_words`; padding 0).
+    output : Out(stream.Signature(ArrayLayout(count_width, pe)))
+        The last layer's counts, ``folded.output_groups`` results a vector, channels ``g * pe``
+        to ``g * pe + pe - 1`` in result ``g`` (a padded channel's count is to be dropped).
+
+    Timing: a vector's words are taken one a cycle; then each layer takes ``groups * beats``
+    cycles (one beat a cycle), a cycle of fetch and the unit's latency before the next layer
+    reads what it wrote (:meth:`cycles_per_vector`). The next vector is taken after the last
+    result of the one before. Back-pressure: ``output.ready`` low stalls the last layer.
+    """
+
+    def __init__(self, folded):
+        self.folded = folded
+        super().__init__({
+            "input": In(stream.Signature(folded.simd)),
+            "output": Out(stream.Signature(data.ArrayLayout(folded.count_width, folded.pe))),
+        })
+
+    def cycles_per_vector(self):
+        """Cycles from a vector's first input word to the next vector's, with the input and
+        the output never waiting: the words, then per layer its beats, the cycle that fetches
+        a beat's words and the unit's latency (the next layer issues in the cycle after its
+        last result)."""
+        unit_latency = BinaryMatrixVectorUnit.latency
+        return self.folded.input_words + sum(layer.groups * layer.beats + 1 + unit_latency
+                                             for layer in self.folded.layers)
+
+    def elaborate(self, platform):
+        m = Module()
+        folded = self.folded
+        pe, simd, width = folded.pe, folded.simd, folded.count_width
+        m.submodules.unit = unit = BinaryMatrixVectorUnit(pe, simd, width)
+        layers = folded.layers
+        count = len(layers)
+
+        def table(values):
+            return Array(Const(v, range(max(values) + 1)) for v in values)
+
+        beats, groups = table([l.beats for l in layers]), table([l.groups for l in layers])
+        m.submodules.weights = weights = Memory(shape=pe * simd, depth=len(folded.weight_words),
+                                                init=folded.weight_words)
+        m.submodules.thresholds = thresholds = Memory(
+            shape=pe * width, depth=len(folded.threshold_words), init=folded.threshold_words)
+        buffers = []
+        for index in range(2):
+            m.submodules[f"buffer{index}"] = buffer = Memory(shape=simd, depth=folded.buffer_words,
+                                                            init=[])
+            buffers.append(buffer)
+        weight_read, threshold_read = weights.read_port(), thresholds.read_port()
+        buffer_reads = [buffer.read_port() for buffer in buffers]
+        buffer_writes = [buffer.write_port() for buffer in buffers]
+
+        layer = Signal(range(count))
+        parity = Signal()           # the buffer the layer reads: layer % 2
+        last_layer = Signal()
+        m.d.comb += last_layer.eq(layer == count - 1)
+
+        # Issue: a beat's addresses (stage A), its memory words at the unit (stage B).
+        beat, group = Signal(range(folded.buffer_words)), Signal(range(max(l.groups for l in layers)))
+        weight_addr = Signal(range(len(folded.weight_words)))
+        threshold_addr = Signal(range(len(folded.threshold_words)))
+        issuing, issued = Signal(), Signal()
+        b_valid, b_last, b_parity = Signal(), Signal(), Signal()
+        advance = Signal()
+        m.d.comb += [
+            advance.eq(~b_valid | unit.beats.ready),
+            weight_read.addr.eq(weight_addr), weight_read.en.eq(advance),
+            threshold_read.addr.eq(threshold_addr), threshold_read.en.eq(advance),
+            *(port.addr.eq(beat) for port in buffer_reads),
+            *(port.en.eq(advance) for port in buffer_reads),
+            unit.beats.valid.eq(b_valid),
+            unit.beats.payload.x.eq(Mux(b_parity, buffer_reads[1].data, buffer_reads[0].data)),
+            unit.beats.payload.w.eq(weight_read.data),
+            unit.beats.payload.thresholds.eq(threshold_read.data),
+            unit.beats.payload.last.eq(b_last),
+        ]
+        closing = Signal()
+        m.d.comb += closing.eq(beat == beats[layer] - 1)
+        with m.If(advance):
+            m.d.sync += [b_valid.eq(issuing), b_last.eq(closing), b_parity.eq(parity)]
+            with m.If(issuing):
+                m.d.sync += [beat.eq(beat + 1), weight_addr.eq(weight_addr + 1)]
+                with m.If(closing):
+                    m.d.sync += [beat.eq(0), group.eq(group + 1),
+                                 threshold_addr.eq(threshold_addr + 1)]
+                    with m.If(group == groups[layer] - 1):
+                        m.d.sync += issued.eq(1)
+
+        # Results: the last layer's counts out; the others' bits into the other buffer, a
+        # group's pe bits at a time into one word.
+        taken_groups = Signal.like(group)
+        slot = Signal(range(simd // pe))
+        word, merged = Signal(simd), Signal(simd)
+        word_addr = Signal(range(folded.buffer_words))
+        take = Signal()
+        m.d.comb += [
+            self.output.valid.eq(unit.results.valid & last_layer),
+            self.output.payload.eq(unit.results.payload.counts),
+            unit.results.ready.eq(~last_layer | self.output.ready),
+            take.eq(unit.results.valid & unit.results.ready),
+            merged.eq(word),
+            merged.word_select(slot, pe).eq(unit.results.payload.y),
+        ]
+        layer_done = Signal()
+        m.d.comb += layer_done.eq(take & (taken_groups == groups[layer] - 1))
+        with m.If(take):
+            m.d.sync += [taken_groups.eq(taken_groups + 1), slot.eq(slot + 1), word.eq(merged)]
+            with m.If(~last_layer & ((slot == simd // pe - 1) | layer_done)):
+                m.d.sync += [slot.eq(0), word.eq(0), word_addr.eq(word_addr + 1)]
+                for index, port in enumerate(buffer_writes):
+                    # Layer l writes the buffer that layer l + 1 reads.
+                    m.d.comb += port.en.eq(parity != index)
+        load_addr = Signal(range(folded.input_words))
+
+        with m.FSM():
+            with m.State("LOAD"):
+                m.d.comb += self.input.ready.eq(1)
+                with m.If(self.input.valid):
+                    m.d.sync += load_addr.eq(load_addr + 1)
+                    with m.If(load_addr == folded.input_words - 1):
+                        m.d.sync += [load_addr.eq(0), layer.eq(0), parity.eq(0),
+                                     weight_addr.eq(0), threshold_addr.eq(0)]
+                        m.next = "RUN"
+            with m.State("RUN"):
+                m.d.comb += issuing.eq(~issued)
+                with m.If(layer_done):
+                    m.d.sync += [beat.eq(0), group.eq(0), issued.eq(0), taken_groups.eq(0),
+                                 slot.eq(0), word.eq(0), word_addr.eq(0)]
+                    with m.If(last_layer):
+                        m.next = "LOAD"
+                    with m.Else():
+                        m.d.sync += [layer.eq(layer + 1), parity.eq(~parity)]
+        # Buffer 0's write port takes the input words while loading, results otherwise.
+        loading = Signal()
+        m.d.comb += loading.eq(self.input.ready & self.input.valid)
+        for port in buffer_writes:
+            m.d.comb += [port.addr.eq(word_addr), port.data.eq(merged)]
+        with m.If(loading):
+            m.d.comb += [buffer_writes[0].en.eq(1), buffer_writes[0].addr.eq(load_addr),
+                         buffer_writes[0].data.eq(self.input.payload)]
+        return m

@@ -1,0 +1,115 @@
+"""amaranth.sim tests of the binary network engine: random binary MLPs and FINN's TFC_1W1A,
+its outputs equal to the binary layers' (so the golden model's) and its cycles to its model."""
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+from test_binary_layers import TFC_W1A1, needs_tfc, random_dense
+
+from fpganet.codegen.binary import (codes_of_counts, fold_network, lower_binary,
+                                    lower_binary_network, pack_input_words, run_binary)
+from fpganet.compiler import compile_model
+from fpganet.datasets import mnist
+from fpganet.errors import FpganetError
+from fpganet.golden import run_golden
+from fpganet.hdl.binary_engine import BinaryNetworkEngine
+
+
+def random_binary_network(rng, widths):
+    """Binary layers of widths ``widths[0] -> ... -> widths[-1]``, one-bit outputs but the
+    last (int8), each lowered against the one before."""
+    layers, in_lo = [], 0
+    for index, (k, m) in enumerate(zip(widths, widths[1:])):
+        last = index == len(widths) - 2
+        lo, hi = (-128, 127) if last else (0, 1)
+        layer = random_dense(rng, k, m, in_lo=in_lo, zp_in=int(rng.integers(-2, 2)), lo=lo, hi=hi)
+        layers.append(lower_binary(layer, in_lo))
+        in_lo = lo
+    return layers
+
+
+def run_engine(folded, vectors, rng=None, ready_rate=1.0):
+    """The engine's RTL on input bit vectors [N, K]: its counts [N, groups * pe] and the cycles
+    between the first input word of one vector and of the next."""
+    dut = BinaryNetworkEngine(folded)
+    words = [pack_input_words(folded, vector) for vector in vectors]
+    results, starts = [], []
+
+    async def testbench(ctx):
+        cycle, sent = 0, 0
+        pending = [word for vector in words for word in vector]
+        expected = len(vectors) * folded.output_groups
+        while len(results) < expected:
+            assert cycle < 100_000, "the engine stopped"
+            ctx.set(dut.input.valid, bool(pending))
+            ctx.set(dut.input.payload, pending[0] if pending else 0)
+            ready = rng is None or rng.random() < ready_rate
+            ctx.set(dut.output.ready, ready)
+            if pending and ctx.get(dut.input.ready):
+                if sent % folded.input_words == 0:
+                    starts.append(cycle)
+                pending.pop(0)
+                sent += 1
+            if ctx.get(dut.output.valid) and ready:
+                results.append(list(ctx.get(dut.output.payload)))
+            await ctx.tick()
+            cycle += 1
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(testbench)
+    sim.run()
+    counts = np.array(results).reshape(len(vectors), -1)
+    return counts, np.diff(starts), dut
+
+
+@pytest.mark.parametrize("widths, pe, simd", [
+    ((20, 12, 7), 4, 8), ((70, 33, 33, 5), 8, 16), ((9, 3), 1, 1), ((40, 16, 10), 2, 32)])
+def test_random_binary_networks_equal_their_layers_and_the_cycle_model(widths, pe, simd):
+    rng = np.random.default_rng(sum(widths) + pe + simd)
+    layers = random_binary_network(rng, widths)
+    folded = fold_network(layers, pe, simd)
+    vectors = rng.integers(0, 2, (4, widths[0])).astype(np.uint8)
+    counts, gaps, dut = run_engine(folded, vectors)
+    bits = vectors
+    for layer in layers[:-1]:
+        bits = run_binary(layer, bits)
+    m = layers[-1].m
+    assert np.array_equal(codes_of_counts(layers[-1], counts[:, :m]), run_binary(layers[-1], bits))
+    assert list(gaps) == [dut.cycles_per_vector()] * (len(vectors) - 1)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_back_pressure_on_the_output_loses_nothing(seed):
+    rng = np.random.default_rng(seed)
+    layers = random_binary_network(rng, (30, 16, 9))
+    folded = fold_network(layers, 4, 8)
+    vectors = rng.integers(0, 2, (3, 30)).astype(np.uint8)
+    counts, _, _ = run_engine(folded, vectors, rng, ready_rate=0.4)
+    hidden = run_binary(layers[0], vectors)
+    assert np.array_equal(codes_of_counts(layers[1], counts[:, :9]), run_binary(layers[1], hidden))
+
+
+def test_folds_the_engine_cannot_run_are_refused():
+    rng = np.random.default_rng(0)
+    layers = random_binary_network(rng, (16, 8, 4))
+    with pytest.raises(FpganetError, match=r"^simd \(12\) must be a multiple of pe \(8\)"):
+        fold_network(layers, 8, 12)
+    with pytest.raises(FpganetError, match="every layer but the last must have one-bit outputs"):
+        fold_network(layers[::-1], 4, 8)
+
+
+@needs_tfc
+def test_tfc_w1a1_runs_on_the_engine_bit_exact():
+    """FINN's TFC_1W1A on the engine (8 x 32 binary MACs a cycle): the logits of 3 MNIST
+    images equal the golden model's."""
+    net = compile_model(TFC_W1A1)
+    layers = lower_binary_network(net)
+    folded = fold_network(layers, 8, 32)
+    x, _ = mnist("all", unit=True)
+    q = net.quantize_input(x[:3])
+    bits = (q.reshape(3, -1).astype(np.int64) - layers[0].in_lo).astype(np.uint8)
+    counts, gaps, dut = run_engine(folded, bits)
+    logits = codes_of_counts(layers[-1], counts[:, :layers[-1].m])
+    assert np.array_equal(logits, run_golden(net, q).reshape(3, -1))
+    assert list(gaps) == [dut.cycles_per_vector()] * 2
