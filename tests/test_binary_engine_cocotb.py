@@ -1,0 +1,48 @@
+"""cocotb tests of the binary network engine's generated Verilog, on Verilator and Icarus:
+TFC_1W1A's counts equal its binary layers' (so the golden model's logits), at the cycles of
+the engine's model and under output back-pressure."""
+
+import json
+
+import numpy as np
+import pytest
+from test_binary_layers import TFC_W1A1, needs_tfc
+from test_systolic_cocotb import simulators
+
+from fpganet.codegen.binary import (fold_network, lower_binary_network, pack_input_words,
+                                    run_binary)
+from fpganet.compiler import compile_model
+from fpganet.datasets import mnist
+from fpganet.hdl.binary_engine import BinaryNetworkEngine
+from fpganet.ops import xnor_popcount
+from fpganet.sim import runner
+
+
+@needs_tfc
+@pytest.mark.parametrize("sim", simulators())
+@pytest.mark.parametrize("ready_stalls", [0.0, 0.5])
+def test_tfc_w1a1_engine_verilog_equals_the_binary_layers(sim, ready_stalls):
+    net = compile_model(TFC_W1A1)
+    layers = lower_binary_network(net)
+    folded = fold_network(layers, 8, 32)
+    x, _ = mnist("all", unit=True)
+    q = net.quantize_input(x[:3])
+    bits = (q.reshape(3, -1).astype(np.int64) - layers[0].in_lo).astype(np.uint8)
+    for layer in layers[:-1]:
+        bits = run_binary(layer, bits)
+    last = layers[-1]
+    padded = np.ones((folded.output_groups * folded.pe, last.k), np.uint8)
+    padded[:last.m] = last.weight_bits
+    counts = xnor_popcount(bits, padded)        # padded channels: weight bits 1
+    expected = [[sum(int(c) << (j * folded.count_width) for j, c in enumerate(group))
+                 for group in vector.reshape(-1, folded.pe)] for vector in counts]
+    inputs = (q.reshape(3, -1).astype(np.int64) - layers[0].in_lo).astype(np.uint8)
+    engine = BinaryNetworkEngine(folded)
+    params = {"words": [pack_input_words(folded, vector) for vector in inputs],
+              "expected": expected, "cycles_per_vector": engine.cycles_per_vector(),
+              "ready_stalls": ready_stalls, "seed": 1}
+    build = runner.build(engine, "binary_engine", sim=sim)
+    result = build.run("fpganet.sim.tb_binary_engine", None,
+                       {"FPGANET_TB": json.dumps(params)})
+    assert result.ok, f"failed: {result.failed} (see {result.results_xml.parent})"
+    assert result.passed == ["vectors_equal_the_binary_layers"]
