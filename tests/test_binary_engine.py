@@ -4,12 +4,10 @@ its outputs equal to the binary layers' (so the golden model's) and its cycles t
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
-from test_binary_layers import TFC_W1A1, needs_tfc, random_dense
+from test_binary_layers import needs_tfc, random_dense, tfc_w1a1
 
 from fpganet.codegen.binary import (codes_of_counts, fold_network, lower_binary,
-                                    lower_binary_network, pack_input_words, run_binary)
-from fpganet.compiler import compile_model
-from fpganet.datasets import mnist
+                                    pack_input_words, run_binary)
 from fpganet.errors import FpganetError
 from fpganet.golden import run_golden
 from fpganet.hdl.binary_engine import BinaryNetworkEngine
@@ -103,12 +101,8 @@ def test_folds_the_engine_cannot_run_are_refused():
 def test_tfc_w1a1_runs_on_the_engine_bit_exact():
     """FINN's TFC_1W1A on the engine (8 x 32 binary MACs a cycle): the logits of 3 MNIST
     images equal the golden model's."""
-    net = compile_model(TFC_W1A1)
-    layers = lower_binary_network(net)
+    net, layers, q, bits = tfc_w1a1(3)
     folded = fold_network(layers, 8, 32)
-    x, _ = mnist("all", unit=True)
-    q = net.quantize_input(x[:3])
-    bits = (q.reshape(3, -1).astype(np.int64) - layers[0].in_lo).astype(np.uint8)
     counts, gaps, dut = run_engine(folded, bits)
     logits = codes_of_counts(layers[-1], counts[:, :layers[-1].m])
     assert np.array_equal(logits, run_golden(net, q).reshape(3, -1))

@@ -6,13 +6,10 @@ import json
 
 import numpy as np
 import pytest
-from test_binary_layers import TFC_W1A1, needs_tfc
+from test_binary_layers import needs_tfc, tfc_w1a1
 from test_systolic_cocotb import simulators
 
-from fpganet.codegen.binary import (fold_network, lower_binary_network, pack_input_words,
-                                    run_binary)
-from fpganet.compiler import compile_model
-from fpganet.datasets import mnist
+from fpganet.codegen.binary import fold_network, pack_input_words, run_binary
 from fpganet.hdl.binary_engine import BinaryNetworkEngine
 from fpganet.ops import xnor_popcount
 from fpganet.sim import runner
@@ -22,12 +19,9 @@ from fpganet.sim import runner
 @pytest.mark.parametrize("sim", simulators())
 @pytest.mark.parametrize("ready_stalls", [0.0, 0.5])
 def test_tfc_w1a1_engine_verilog_equals_the_binary_layers(sim, ready_stalls):
-    net = compile_model(TFC_W1A1)
-    layers = lower_binary_network(net)
+    _, layers, _, inputs = tfc_w1a1(3)
     folded = fold_network(layers, 8, 32)
-    x, _ = mnist("all", unit=True)
-    q = net.quantize_input(x[:3])
-    bits = (q.reshape(3, -1).astype(np.int64) - layers[0].in_lo).astype(np.uint8)
+    bits = inputs
     for layer in layers[:-1]:
         bits = run_binary(layer, bits)
     last = layers[-1]
@@ -36,7 +30,6 @@ def test_tfc_w1a1_engine_verilog_equals_the_binary_layers(sim, ready_stalls):
     counts = xnor_popcount(bits, padded)        # padded channels: weight bits 1
     expected = [[sum(int(c) << (j * folded.count_width) for j, c in enumerate(group))
                  for group in vector.reshape(-1, folded.pe)] for vector in counts]
-    inputs = (q.reshape(3, -1).astype(np.int64) - layers[0].in_lo).astype(np.uint8)
     engine = BinaryNetworkEngine(folded)
     params = {"words": [pack_input_words(folded, vector) for vector in inputs],
               "expected": expected, "cycles_per_vector": engine.cycles_per_vector(),

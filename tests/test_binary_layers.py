@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from fpganet.codegen.binary import (codes_of_counts, fold_beats, lower_binary,
+from fpganet.codegen.binary import (codes_of_counts, fold_beats, input_bits, lower_binary,
                                     lower_binary_network, run_binary, run_binary_network)
 from fpganet.compiler import compile_model
 from fpganet.datasets import mnist, qonnx_model
@@ -22,6 +22,16 @@ try:
 except FpganetError:        # no ../shared beside the checkout
     TFC_W1A1 = None
 needs_tfc = pytest.mark.skipif(TFC_W1A1 is None, reason="../shared/models/qonnx not found")
+
+
+def tfc_w1a1(images):
+    """TFC_1W1A compiled, its binary layers, the int8 inputs of the first ``images`` MNIST
+    test images and their bits."""
+    net = compile_model(TFC_W1A1)
+    layers = lower_binary_network(net)
+    x, _ = mnist("all", unit=True)
+    q = net.quantize_input(x[:images])
+    return net, layers, q, input_bits(layers, q)
 
 
 def random_dense(rng, k, m, *, in_lo, zp_in, lo, hi):
@@ -72,11 +82,8 @@ def test_tfc_w1a1_runs_as_xnor_popcounts_equal_to_the_golden_model():
     """FINN's TFC_1W1A: its three hidden layers as thresholds on XNOR popcounts and its last
     layer's requantization of the count give the golden model's logits (which equal qonnx's
     executor, tests/test_qonnx_import.py) on all 10,000 MNIST test images."""
-    net = compile_model(TFC_W1A1)
-    layers = lower_binary_network(net)
+    net, layers, q, _ = tfc_w1a1(10_000)
     assert [layer.thresholds is None for layer in layers] == [False, False, False, True]
-    x, _ = mnist("all", unit=True)
-    q = net.quantize_input(x)
     assert np.array_equal(run_binary_network(layers, q), run_golden(net, q).reshape(len(q), -1))
 
 
@@ -139,11 +146,7 @@ def test_the_unit_runs_tfc_w1a1_layers_bit_exact(index, pe, simd):
     """The binary matrix-vector unit's RTL on three TFC_1W1A layers, folded pe x simd (784
     input bits in beats of 32 pads the last beat): its outputs equal the binary form's (so
     the golden model's) on 3 MNIST images; the last layer's counts give its logits."""
-    net = compile_model(TFC_W1A1)
-    layers = lower_binary_network(net)
-    x, _ = mnist("all", unit=True)
-    q = net.quantize_input(x[:3])
-    bits = (q.reshape(3, -1).astype(np.int64) - layers[0].in_lo).astype(np.uint8)
+    net, layers, q, bits = tfc_w1a1(3)
     for layer in layers[:index]:
         bits = run_binary(layer, bits)
     layer = layers[index]

@@ -33,7 +33,7 @@ from ..qnet import QConv
 from ..quantize.fixed_point import requantize_mode
 
 __all__ = ["BinaryLayer", "lower_binary", "lower_binary_network", "run_binary",
-           "run_binary_network", "codes_of_counts", "fold_beats", "FoldedLayer", "FoldedNetwork",
+           "run_binary_network", "input_bits", "codes_of_counts", "fold_beats", "FoldedLayer", "FoldedNetwork",
            "fold_network", "pack_input_words"]
 
 
@@ -163,10 +163,16 @@ def lower_binary_network(net):
     return layers
 
 
+def input_bits(layers, q_in):
+    """The first layer's input bits [N, K] of int8 inputs ``q_in`` [N, ...] (codes ``in_lo``
+    or ``in_lo + 1``)."""
+    return (q_in.reshape(len(q_in), -1).astype(np.int64) - layers[0].in_lo).astype(np.uint8)
+
+
 def run_binary_network(layers, q_in, mode="fpganet"):
     """The binary layers' int8 output codes [N, M] for int8 inputs ``q_in`` [N, ...] (codes
     ``in_lo`` or ``in_lo + 1`` of the first layer), as the golden model gives them."""
-    bits = (q_in.reshape(len(q_in), -1).astype(np.int64) - layers[0].in_lo).astype(np.uint8)
+    bits = input_bits(layers, q_in)
     for layer in layers:
         bits = run_binary(layer, bits, mode)
     last = layers[-1]
