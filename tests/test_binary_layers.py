@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from fpganet.codegen.binary import (codes_of_counts, fold_beats, input_bits, lower_binary,
-                                    lower_binary_network, run_binary, run_binary_network)
+from fpganet.codegen.binary import (codes_of_counts, fold_network, input_bits, layer_beats,
+                                    lower_binary, lower_binary_network, run_binary,
+                                    run_binary_network)
 from fpganet.compiler import compile_model
 from fpganet.datasets import mnist, qonnx_model
 from fpganet.errors import FpganetError
@@ -99,21 +100,21 @@ def test_a_network_with_wider_codes_is_refused_saying_where():
         lower_binary_network(one_bit_input)
 
 
-def _unit_outputs(layer, bits, pe, simd):
-    """The unit's RTL (amaranth.sim) on the folded beats of each input vector: each channel's
-    count and output bit, [N, M] each."""
-    dut = BinaryMatrixVectorUnit(pe, simd, count_width=max(layer.k, simd).bit_length())
-    beats = [beat for vector in bits for beat in fold_beats(layer, vector, pe, simd)]
+def _unit_outputs(layers, index, bits, pe, simd):
+    """The unit's RTL (amaranth.sim) on layer ``index``'s beats (:func:`layer_beats`) for each
+    input vector: each channel's count and output bit, [N, M] each."""
+    folded = fold_network(layers, pe, simd)
+    dut = BinaryMatrixVectorUnit(pe, simd, folded.count_width)
+    beats = [beat for vector in bits for beat in layer_beats(folded, index, vector)]
     results = []
 
     async def testbench(ctx):
         ctx.set(dut.results.ready, 1)
         for x, w, last, thresholds in beats:
             ctx.set(dut.beats.valid, 1)
-            ctx.set(dut.beats.payload.x, _pack(x))
-            for j in range(pe):
-                ctx.set(dut.beats.payload.w[j], _pack(w[j]))
-                ctx.set(dut.beats.payload.thresholds[j], int(thresholds[j]))
+            ctx.set(dut.beats.payload.x, x)
+            ctx.set(dut.beats.payload.w.as_value(), w)
+            ctx.set(dut.beats.payload.thresholds.as_value(), thresholds)
             ctx.set(dut.beats.payload.last, bool(last))
             await _tick_and_collect(ctx, dut, results)
         ctx.set(dut.beats.valid, 0)
@@ -124,20 +125,16 @@ def _unit_outputs(layer, bits, pe, simd):
     sim.add_clock(1e-8)
     sim.add_testbench(testbench)
     sim.run()
-    groups = -(-layer.m // pe)
-    counts = np.array([c for c, _ in results]).reshape(len(bits), groups * pe)[:, :layer.m]
+    m = layers[index].m
+    counts = np.array([c for c, _ in results]).reshape(len(bits), -1)[:, :m]
     y = np.array([[(v >> j) & 1 for j in range(pe)] for _, v in results])
-    return counts, y.reshape(len(bits), groups * pe)[:, :layer.m]
+    return counts, y.reshape(len(bits), -1)[:, :m]
 
 
 async def _tick_and_collect(ctx, dut, results):
     if ctx.get(dut.results.valid):
         results.append((list(ctx.get(dut.results.payload.counts)), ctx.get(dut.results.payload.y)))
     await ctx.tick()
-
-
-def _pack(bits):
-    return int(sum(int(b) << i for i, b in enumerate(bits)))
 
 
 @needs_tfc
@@ -150,7 +147,7 @@ def test_the_unit_runs_tfc_w1a1_layers_bit_exact(index, pe, simd):
     for layer in layers[:index]:
         bits = run_binary(layer, bits)
     layer = layers[index]
-    counts, y = _unit_outputs(layer, bits, pe, simd)
+    counts, y = _unit_outputs(layers, index, bits, pe, simd)
     assert np.array_equal(counts, np.asarray(
         [[int(np.sum(b == v)) for b in layer.weight_bits] for v in bits]))
     if layer.thresholds is not None:

@@ -19,7 +19,7 @@ refuses a channel whose codes are not one step, so the binary form is exact by
 construction; :func:`run_binary` is its arithmetic.
 
 The unit folds a layer as FINN's MVAU does: ``pe`` channels at a time, ``simd`` input bits a
-beat (:func:`fold_beats`). A layer whose ``K`` is not a multiple of ``simd`` is padded with
+beat (:func:`fold_network`, :func:`layer_beats`). A layer whose ``K`` is not a multiple of ``simd`` is padded with
 input bit 0 against weight bit 1, whose XNOR is 0: padding adds nothing to a count.
 """
 
@@ -33,8 +33,8 @@ from ..qnet import QConv
 from ..quantize.fixed_point import requantize_mode
 
 __all__ = ["BinaryLayer", "lower_binary", "lower_binary_network", "run_binary",
-           "run_binary_network", "input_bits", "codes_of_counts", "fold_beats", "FoldedLayer", "FoldedNetwork",
-           "fold_network", "pack_input_words"]
+           "run_binary_network", "input_bits", "codes_of_counts", "FoldedLayer", "FoldedNetwork",
+           "fold_network", "pack_input_words", "layer_beats"]
 
 
 @dataclass(frozen=True)
@@ -195,28 +195,6 @@ def codes_of_counts(layer, counts, mode="fpganet"):
     return _requantized(layer.source, acc, mode).T.astype(np.int8)
 
 
-def fold_beats(layer, bits, pe, simd):
-    """The unit's operand stream for one input vector: for each group of ``pe`` channels
-    (the last one padded with channels of threshold 0, whose outputs are dropped; a layer
-    without thresholds gets 0s: its counts are what it reads),
-    ``ceil(K / simd)`` beats ``(x, w [pe, simd], last, thresholds [pe])`` of bits, padded
-    with input 0 against weight 1 (module docstring)."""
-    k, beats = layer.k, -(-layer.k // simd)
-    x = np.zeros(beats * simd, np.uint8)
-    x[:k] = bits
-    groups = -(-layer.m // pe)
-    w = np.ones((groups * pe, beats * simd), np.uint8)
-    w[:layer.m, :k] = layer.weight_bits
-    thresholds = np.zeros(groups * pe, np.int64)
-    if layer.thresholds is not None:
-        thresholds[:layer.m] = layer.thresholds
-    for g in range(groups):
-        rows = slice(g * pe, (g + 1) * pe)
-        for t in range(beats):
-            cols = slice(t * simd, (t + 1) * simd)
-            yield x[cols], w[rows, cols], t == beats - 1, thresholds[rows]
-
-
 @dataclass(frozen=True)
 class FoldedLayer:
     """Where one layer sits in a :class:`FoldedNetwork`: ``beats`` of ``simd`` input bits for
@@ -312,9 +290,22 @@ def _pack_fields(values, width):
     return sum(int(v) << (i * width) for i, v in enumerate(values))
 
 
-def pack_input_words(folded, bits):
-    """One input vector's bits [K] as the engine's ``simd``-bit input words (padded with 0)."""
-    simd = folded.simd
-    padded = np.zeros(folded.input_words * simd, np.uint8)
+def pack_input_words(folded, bits, index=0):
+    """One input vector of layer ``index`` as ``simd``-bit words, bit ``i`` of word ``t``
+    being bit ``t * simd + i`` (padded with 0)."""
+    simd, words = folded.simd, folded.layers[index].beats
+    padded = np.zeros(words * simd, np.uint8)
     padded[:len(bits)] = bits
-    return [_pack_fields(padded[t * simd:(t + 1) * simd], 1) for t in range(folded.input_words)]
+    return [_pack_fields(padded[t * simd:(t + 1) * simd], 1) for t in range(words)]
+
+
+def layer_beats(folded, index, bits):
+    """The unit's beats for layer ``index`` on one input vector's bits, as the engine issues
+    them: ``(x, w, last, thresholds)``, each word the unit's payload field."""
+    layer = folded.layers[index]
+    x = pack_input_words(folded, bits, index)
+    for g in range(layer.groups):
+        thresholds = folded.threshold_words[layer.threshold_base + g]
+        for t in range(layer.beats):
+            w = folded.weight_words[layer.weight_base + g * layer.beats + t]
+            yield x[t], w, t == layer.beats - 1, thresholds
