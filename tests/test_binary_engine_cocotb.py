@@ -9,9 +9,8 @@ import pytest
 from test_binary_layers import needs_tfc, tfc_w1a1
 from test_systolic_cocotb import simulators
 
-from fpganet.codegen.binary import fold_network, pack_input_words, run_binary
+from fpganet.codegen.binary import engine_counts, fold_network, pack_input_words
 from fpganet.hdl.binary_engine import BinaryNetworkEngine
-from fpganet.ops import xnor_popcount
 from fpganet.sim import runner
 
 
@@ -21,13 +20,7 @@ from fpganet.sim import runner
 def test_tfc_w1a1_engine_verilog_equals_the_binary_layers(sim, ready_stalls):
     _, layers, _, inputs = tfc_w1a1(3)
     folded = fold_network(layers, 8, 32)
-    bits = inputs
-    for layer in layers[:-1]:
-        bits = run_binary(layer, bits)
-    last = layers[-1]
-    padded = np.ones((folded.output_groups * folded.pe, last.k), np.uint8)
-    padded[:last.m] = last.weight_bits
-    counts = xnor_popcount(bits, padded)        # padded channels: weight bits 1
+    counts = engine_counts(folded, layers, inputs)
     expected = [[sum(int(c) << (j * folded.count_width) for j, c in enumerate(group))
                  for group in vector.reshape(-1, folded.pe)] for vector in counts]
     engine = BinaryNetworkEngine(folded)

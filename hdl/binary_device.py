@@ -1,0 +1,141 @@
+"""The binary network engine as a host-link device: the accelerator's ports
+(:func:`~fpganet.hdl.hostport.device_signature`), so that the host link and its driver
+(:func:`fpganet.link.runner.run_images`) run it as they run the int8 accelerator.
+
+Each START runs one input vector: its bits arrive as bytes (bit ``i`` of the vector in bit
+``i % 8`` of byte ``i // 8``), the last layer's counts leave as two bytes each,
+little-endian, ``pe`` a result and ``output_groups`` results, then the 4-byte cycle stamp
+(cycles since START), as the accelerator's ``OUTPUT`` and ``STAMP`` send them. The weights
+and thresholds are in the bitstream, so host writes are taken and dropped.
+"""
+
+from amaranth import *
+from amaranth.lib import wiring
+
+from .binary_engine import BinaryNetworkEngine
+from .hostport import device_signature
+
+__all__ = ["BinaryDevice", "COUNT_BYTES", "STAMP_BYTES"]
+
+#: Bytes of one count in the output stream.
+COUNT_BYTES = 2
+#: Bytes of the cycle stamp after a vector's counts.
+STAMP_BYTES = 4
+
+
+class BinaryDevice(wiring.Component):
+    """A :class:`~fpganet.hdl.binary_engine.BinaryNetworkEngine` behind the device ports.
+
+    Parameters
+    ----------
+    folded : fpganet.codegen.binary.FoldedNetwork
+        ``simd`` a multiple of 8 (a word is whole bytes), counts of at most 16 bits.
+    config : AcceleratorConfig
+        The host link's configuration (the widths of the host write port).
+    addr_width : int, optional
+
+    Timing: ``busy`` from the cycle after ``start`` until the stamp's last byte is taken;
+    ``done`` then stays high until the next ``start``. The stamp counts the cycles from
+    ``start`` to the last count byte (:meth:`stamp_cycles` when neither side waits).
+    """
+
+    def __init__(self, folded, config, addr_width=None):
+        if folded.simd % 8:
+            raise ValueError(f"simd must be a multiple of 8 for a byte input, not {folded.simd}")
+        if folded.count_width > 8 * COUNT_BYTES:
+            raise ValueError(f"counts of {folded.count_width} bits do not fit {COUNT_BYTES} "
+                             f"bytes")
+        self.folded = folded
+        self.input_bytes = -(-folded.layers[0].k // 8)
+        self.output_bytes = folded.output_groups * folded.pe * COUNT_BYTES
+        super().__init__(device_signature(config, addr_width))
+
+    def stamp_cycles(self):
+        """The stamp when the input bytes wait for the device and the output is always taken:
+        the cycle of the last count byte, counting ``start``'s as 0. The bytes come one a
+        cycle, the last one's word starting the engine; each layer but the last takes its
+        beats and 4 cycles (:class:`~fpganet.hdl.binary_engine.BinaryNetworkEngine`); the
+        last layer's results are taken one at a time, each after the one before has left as
+        ``2 * pe`` bytes, so they come ``max(beats, 2 * pe + 1)`` cycles apart."""
+        *hidden, last = self.folded.layers
+        result_bytes = self.folded.pe * COUNT_BYTES
+        first_result = (self.input_bytes + 1 + sum(l.groups * l.beats + 4 for l in hidden)
+                        + last.beats + 3)
+        last_result = first_result + (last.groups - 1) * max(last.beats, result_bytes + 1)
+        return last_result + result_bytes
+
+    def elaborate(self, platform):
+        m = Module()
+        folded = self.folded
+        m.submodules.engine = engine = BinaryNetworkEngine(folded)
+        word_bytes = folded.simd // 8
+        busy, done = Signal(), Signal()
+        cycles = Signal(32)
+        m.d.comb += [self.host.ready.eq(1), self.busy.eq(busy), self.done.eq(done),
+                     self.cycles.eq(cycles)]
+        with m.If(busy):
+            m.d.sync += cycles.eq(cycles + 1)
+
+        # Bytes into words: byte b of the vector goes to bits 8 * (b % word_bytes) of word
+        # b // word_bytes; a word goes to the engine with its last byte or the vector's.
+        byte_index = Signal(range(self.input_bytes + 1))
+        slot = Signal(range(word_bytes))
+        word = Signal(folded.simd)
+        merged = Signal(folded.simd)
+        word_full = Signal()
+        m.d.comb += [
+            merged.eq(word),
+            merged.word_select(slot, 8).eq(self.input.payload),
+            word_full.eq((slot == word_bytes - 1) | (byte_index == self.input_bytes - 1)),
+            engine.input.payload.eq(merged),
+        ]
+        # Counts out, two bytes each, then the stamp.
+        result = Signal(folded.pe * 8 * COUNT_BYTES)
+        pad = 8 * COUNT_BYTES - folded.count_width
+        result_bytes = Signal(range(folded.pe * COUNT_BYTES + 1))
+        results_left = Signal(range(folded.output_groups + 1))
+        stamp = Signal(32)
+        stamp_bytes = Signal(range(STAMP_BYTES + 1))
+
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(self.start):
+                    m.d.sync += [busy.eq(1), done.eq(0), cycles.eq(0), byte_index.eq(0),
+                                 slot.eq(0), word.eq(0), results_left.eq(folded.output_groups)]
+                    m.next = "INPUT"
+            with m.State("INPUT"):
+                # A byte is taken when its word can go on: the engine takes a word a cycle
+                # while it loads.
+                m.d.comb += [self.input.ready.eq(~word_full | engine.input.ready),
+                             engine.input.valid.eq(self.input.valid & word_full)]
+                with m.If(self.input.valid & self.input.ready):
+                    m.d.sync += [byte_index.eq(byte_index + 1), slot.eq(slot + 1),
+                                 word.eq(merged)]
+                    with m.If(word_full):
+                        m.d.sync += [slot.eq(0), word.eq(0)]
+                    with m.If(byte_index == self.input_bytes - 1):
+                        m.next = "OUTPUT"
+            with m.State("OUTPUT"):
+                with m.If(result_bytes == 0):
+                    m.d.comb += engine.output.ready.eq(1)
+                    with m.If(engine.output.valid):
+                        m.d.sync += [
+                            result.eq(Cat(Cat(count, C(0, pad)) for count in engine.output.payload)),
+                            result_bytes.eq(folded.pe * COUNT_BYTES),
+                            results_left.eq(results_left - 1),
+                        ]
+                with m.Else():
+                    m.d.comb += [self.output.valid.eq(1), self.output.payload.eq(result[:8])]
+                    with m.If(self.output.ready):
+                        m.d.sync += [result.eq(result >> 8), result_bytes.eq(result_bytes - 1)]
+                        with m.If((result_bytes == 1) & (results_left == 0)):
+                            m.d.sync += [stamp.eq(cycles + 1), stamp_bytes.eq(STAMP_BYTES)]
+                            m.next = "STAMP"
+            with m.State("STAMP"):
+                m.d.comb += [self.output.valid.eq(1), self.output.payload.eq(stamp[:8])]
+                with m.If(self.output.ready):
+                    m.d.sync += [stamp.eq(stamp >> 8), stamp_bytes.eq(stamp_bytes - 1)]
+                    with m.If(stamp_bytes == 1):
+                        m.d.sync += [busy.eq(0), done.eq(1)]
+                        m.next = "IDLE"
+        return m
