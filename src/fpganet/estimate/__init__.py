@@ -14,6 +14,7 @@ Modules:
 
 - :mod:`~fpganet.estimate.figures` the published figures, as data, with sources;
 - :mod:`~fpganet.estimate.workload` per-layer work and cycles per image;
+- :mod:`~fpganet.estimate.layer_table` the per-layer table (op, MACs, cycles, utilization, bytes);
 - :mod:`~fpganet.estimate.throughput` compute-, link- and end-to-end images/s, latency;
 - :mod:`~fpganet.estimate.power` FPGA power (iCE40UP5K measured; ECP5 static from the
   data sheet, dynamic terms placeholders);

@@ -20,6 +20,7 @@ from . import figures
 from .activity import resolve_activity
 from .asic import NODES, asic_projection, synthesize, synthesize_design
 from .gpu import DEFAULT_GPUS, gpu_rows
+from .layer_table import FUSED, layer_table, stored_weight_bytes
 from .measure import measure_network
 from .power import accelerator_power, canonical_resources, marlann_check
 from .quantity import Quantity, quantity_dict, ratio
@@ -59,6 +60,7 @@ class Estimate:
     network: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
     activity: object = None
+    layer_table: object = None      # a LayerTable
 
     # JSON ------------------------------------------------------------------------------------
 
@@ -81,6 +83,7 @@ class Estimate:
                          "layer_cycles": self.layer_cycles,
                          "layer_cycles_source": self.layer_cycles_source,
                          "layers": [layer.to_dict() for layer in self.workload.layers],
+                         "layer_table": self.layer_table.to_dict() if self.layer_table else None,
                          "marlann_check": marlann_check()},
                 "asic": [_row_dict(r) for r in self.asic_rows],
                 "gpus": [_row_dict(r) for r in self.gpu_rows],
@@ -128,6 +131,8 @@ class Estimate:
         out.append("")
         out.append("ranges in parentheses are low-high of the estimate; W: FPGA chip power, ASIC "
                    "dynamic power, GPU board/module power (see docs/guide/estimator.md)")
+        if self.layer_table is not None:
+            out += ["", *self.layer_table.text(), ""]
         for note in self.notes:
             out.append(f"note: {note}")
         for reason in self.measured.get("skipped", []):
@@ -393,7 +398,9 @@ def estimate(net, *, board="icebreaker", board_report=None, clock_hz=None, link=
                     performance=performance, power=power, fpga_row=fpga_row,
                     fpga_extra_rows=fpga_rows[1:], asic_rows=asic_rows,
                     gpu_rows=gpu_list, measured=measured, synthesis=synthesis, network=network,
-                    notes=notes + [n for n in power.notes if "exceed" in n], activity=activity)
+                    notes=notes + [n for n in power.notes if "exceed" in n], activity=activity,
+                    layer_table=layer_table(workload, cycles_q.value, per_layer, per_layer_source,
+                                            stored_weight_bytes(net, config, program_batch)))
 
 
 # Markdown + plots ----------------------------------------------------------------------------
@@ -476,6 +483,13 @@ def _markdown(result, plots, plot_note):
         q = perf[key]
         lines.append(f"- {key}: {_fmt(q, 's' if q.unit == 's' else '')} ({q.basis})")
     lines.append(f"- bottleneck: **{perf['bottleneck'].value}** ({perf['bottleneck'].basis})")
+    if result.layer_table is not None:
+        table = result.layer_table
+        lines += ["", "## FPGA: per layer", "",
+                  f"Cycles: {table.cycles_source}; utilization = MACs / (cycles x "
+                  f"{table.macs_per_cycle}); weight bytes: {table.weight_bytes_source}; in/out "
+                  f"B: the layer's input and output maps (int8); {FUSED}.", "",
+                  *table.markdown()]
     lines += ["", "## FPGA: power", "", f"Boundary: {power.boundary}.", "",
               "| component | W (low-high) | basis |", "|---|---|---|"]
     for name, (lo, hi) in power.components.items():
