@@ -22,7 +22,7 @@ from amaranth_boards.icebreaker import ICEBreakerPlatform
 
 from fpganet.config import AcceleratorConfig
 from fpganet.hdl.ice40_dsp import UP5K_DSPS, DSPPairing, Ice40PairProcessingElement, Ice40SystolicArray
-from fpganet.hdl.ice40_spram import SPRAMWeightBuffer, spram_mapping_problem
+from fpganet.hdl.ice40_spram import SPRAM_COUNT, SPRAMWeightBuffer, spram_mapping_problem
 from fpganet.hdl.scatter import result_writer
 
 from .common import Board, BoardTop, linked_accelerator
@@ -195,4 +195,7 @@ BOARD = Board(
         "SB_IO": "IO",
         "SB_GB": "GB",
     },
+    capacity={"LC": 5280, "EBR": 30, "SPRAM": SPRAM_COUNT, "DSP": UP5K_DSPS},
+    # The default routed with seed 6 (docs/journal/boards.md, benchmarks/results/boards.json).
+    routed_logic=5052,
 )
