@@ -148,6 +148,9 @@ class Board:
     #: Logic cells of the routed default accelerator (:attr:`logic_resource`), from which
     #: :func:`~fpganet.boards.resources.logic_estimate` estimates other configurations.
     routed_logic: int = None
+    #: Other configurations the board's file names, ``{name: AcceleratorConfig}``, that
+    #: ``fpganet fit`` tries beside the default.
+    variants: dict = field(default_factory=dict)
 
     @property
     def device(self):

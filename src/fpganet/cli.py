@@ -520,6 +520,15 @@ def _run_synth(args):
     return run_synth(args)
 
 
+# fit ---------------------------------------------------------------------------------------
+
+@command("fit", help="which boards hold a model, and how fast: fits or not and why, cycles, "
+                     "images/s and watts per board")
+@arguments(lambda parser: _module("fpganet.fit").configure(parser))
+def _run_fit(args):
+    return _module("fpganet.fit").run(args)
+
+
 # dse ---------------------------------------------------------------------------------------
 
 @command("dse", help="design-space exploration on Ray: compile, time and estimate every point "
