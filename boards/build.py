@@ -37,16 +37,17 @@ from fpganet.argtypes import add_config_arguments, non_negative_int, positive_in
 from fpganet.command_line import run_subcommand
 from fpganet.compiler import load_compiled
 from fpganet.config import AcceleratorConfig, ConfigError
-from fpganet.errors import FpganetError
+from fpganet.errors import FpganetError, FpganetWarning
 from fpganet.files import check_output_directory, staged_directory
 from fpganet.hdl.memories import yosys_idle_written
 
 from . import report as _report
 from .icebreaker import BOARD as ICEBREAKER
+from .resources import resource_needs
 from .ulx3s import BOARD as ULX3S
 
 __all__ = ["BOARDS", "BuildError", "DoesNotFit", "Refused", "board_config", "build", "check_buildable",
-           "configure", "run",
+           "configure", "warn_logic", "run",
            "main", "toolchain_env", "toolchain_versions"]
 
 BOARDS = {board.name: board for board in (ICEBREAKER, ULX3S)}
@@ -141,13 +142,31 @@ def macs_per_cycle(config, core):
 def check_buildable(board, config, core=None):
     """Raise :class:`Refused` if ``board`` (a :class:`~fpganet.boards.common.Board`) cannot hold
     ``core`` (default: its default core) built for ``config``: the board's ``refuse`` says why,
-    or the core factory's own ``refuse(config)`` (a pair stand-in's operands)."""
+    or the core factory's own ``refuse(config)`` (a pair stand-in's operands), or the design
+    needs more block RAM, SPRAM or DSP than the chip has (:mod:`fpganet.boards.resources`).
+    Return the :class:`~fpganet.boards.resources.ResourceNeeds` (its logic estimate's warning
+    is :func:`warn_logic`'s)."""
     core = core or board.default_core
     reason = board.refuse(config, core) if board.refuse else None
     if not reason and (core_refuse := getattr(core, "refuse", None)):
         reason = core_refuse(config)
     if reason:
         raise Refused(f"{board.description}: {reason}")
+    try:
+        needs = resource_needs(board, config, core)
+    except (ValueError, TypeError) as error:      # the gateware's own parameter checks
+        raise Refused(f"{board.description}: the core cannot be built for this configuration: "
+                      f"{error}") from None
+    if reason := needs.refusal():
+        raise Refused(f"{board.description}: the design {reason}")
+    return needs
+
+
+def warn_logic(needs):
+    """Warn (:class:`~fpganet.errors.FpganetWarning`, one line) when ``needs``' logic estimate
+    is over the device or within its margin."""
+    if message := needs.logic_warning():
+        warnings.warn(message, FpganetWarning, stacklevel=2)
 
 
 def check_synth_opts(board, synth_opts):
@@ -506,7 +525,7 @@ def run(args):
                      "default core")
     # What build() would refuse before its tools run is refused before the banner: a refusal
     # is the command's only line.
-    check_buildable(board, config, core)
+    warn_logic(check_buildable(board, config, core))
     check_synth_opts(board, [*board.synth_opts, *args.synth_opt])
     with warnings.catch_warnings():     # built only to refuse a clock the PLL cannot make
         warnings.simplefilter("ignore", UnusedElaboratable)

@@ -140,6 +140,17 @@ class Board:
     #: The requantization modes (:data:`fpganet.isa.REQUANT_MODES`) its accelerator core
     #: builds; ``fpganet estimate`` refuses a network compiled for another.
     requant_modes: tuple = ("fpganet", "tflite")
+    #: Resource name (:attr:`resources`'s) -> how many the device has, for the checks before
+    #: a build (:mod:`fpganet.boards.resources`).
+    capacity: dict = field(default_factory=dict)
+    #: The name of :attr:`capacity`'s logic resource (iCE40 LC, ECP5 LUT4): an estimate.
+    logic_resource: str = "LC"
+    #: Logic cells of the routed default accelerator (:attr:`logic_resource`), from which
+    #: :func:`~fpganet.boards.resources.logic_estimate` estimates other configurations.
+    routed_logic: int = None
+    #: Other configurations the board's file names, ``{name: AcceleratorConfig}``, that
+    #: ``fpganet fit`` tries beside the default.
+    variants: dict = field(default_factory=dict)
 
     @property
     def device(self):

@@ -22,14 +22,14 @@ from amaranth_boards.icebreaker import ICEBreakerPlatform
 
 from fpganet.config import AcceleratorConfig
 from fpganet.hdl.ice40_dsp import UP5K_DSPS, DSPPairing, Ice40PairProcessingElement, Ice40SystolicArray
-from fpganet.hdl.ice40_spram import SPRAMWeightBuffer, spram_mapping_problem
+from fpganet.hdl.ice40_spram import SPRAM_COUNT, SPRAMWeightBuffer, spram_mapping_problem
 from fpganet.hdl.scatter import result_writer
 
 from .common import Board, BoardTop, linked_accelerator
 from .pll import ice40_pll
 from .standin import ArrayStandIn, pair_stand_in_core
 
-__all__ = ["ICEBreakerTop", "BOARD", "DEFAULT_CONFIG", "BAUD", "accelerator_core", "accelerator_options", "requant_multiplier",
+__all__ = ["ICEBreakerTop", "BOARD", "DEFAULT_CONFIG", "EIGHT_MAC_CONFIG", "BAUD", "accelerator_core", "accelerator_options", "requant_multiplier",
            "SHIFT_ADD_BITS", "stand_in_core", "stand_in_pairs_core"]
 
 #: UART rate of the host link: the iCEBreaker's FT2232H runs its UART up to 3 Mbaud.
@@ -57,6 +57,14 @@ DEFAULT_CONFIG = AcceleratorConfig(rows=4, cols=2, acc_width=24, weight_buffer_b
                                    broadcast_operands=True, pair_products=True,
                                    act_bank_factor=2, fused_max_pool=True,
                                    pipeline_registers=False, clock_hz=30e6)
+
+
+#: The 8-MAC configuration before the default (the module's docstring): one product per
+#: SB_MAC16, 64 KiB of weights, whole 15-bit requantizer multipliers on the two SB_MAC16 the
+#: array leaves free, 27 MHz.
+EIGHT_MAC_CONFIG = DEFAULT_CONFIG.replace(pair_products=False, weight_buffer_bytes=64 * 1024,
+                                          requant_mult_bits=15, requant_latency=5,
+                                          act_bank_factor=1, clock_hz=27e6)
 
 
 #: Most multiplier bits (``requant_mult_bits``) for which the shift-and-add product costs
@@ -195,4 +203,8 @@ BOARD = Board(
         "SB_IO": "IO",
         "SB_GB": "GB",
     },
+    capacity={"LC": 5280, "EBR": 30, "SPRAM": SPRAM_COUNT, "DSP": UP5K_DSPS},
+    # The default routed with seed 6 (docs/journal/boards.md, benchmarks/results/boards.json).
+    routed_logic=5052,
+    variants={"8-MAC": EIGHT_MAC_CONFIG},
 )

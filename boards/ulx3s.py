@@ -34,7 +34,7 @@ BAUD = 3_000_000
 #: 204.8 KiB, its depthwise layers stored as ``CONV diagonal`` words, one per kernel position;
 #: ResNet-8 80.3 KiB; LeNet-5 62.5 KiB), 64 KiB of activations in 16 banks, two per lane,
 #: read as 8 superbanks of two (a lane's two channels in one cycle where the channel stride
-#: allows), 4,096 parameter entries (VWW 2,994). Block RAM: 186 of 208 EBR.
+#: allows), 4,096 parameter entries (VWW 2,994). Block RAM: 194 of 208 EBR.
 #:
 #: The 8-row result queue (``result_queue_rows``) lets the array start a tile while the
 #: writer drains the one before.
@@ -160,4 +160,8 @@ BOARD = Board(
         "EHXPLLL": "PLL",
         "TRELLIS_IO": "IO",
     },
+    capacity={"LUT4": 83640, "EBR": 208, "MULT18": 156},
+    logic_resource="LUT4",
+    # The default routed with seed 3 (docs/journal/boards.md, benchmarks/results/boards.json).
+    routed_logic=17469,
 )

@@ -24,7 +24,7 @@ from . import __version__
 from .argtypes import (add_config_arguments, config_from_args, non_negative_int, percent,
                        positive_int)
 from .backends import BACKENDS, run_network
-from .boards.build import BOARDS, Refused, check_buildable
+from .boards.build import BOARDS, Refused, check_buildable, warn_logic
 from .boards.build import config_from_args as board_config_from_args
 from .boards.build import configure as configure_synth
 from .boards.build import run as run_synth
@@ -151,12 +151,13 @@ def _board_names():
 
 def _compile_config(args):
     """The configuration of a compile command line: the board's, or the defaults, plus flags.
-    A board refuses a configuration its build would refuse (``Board.refuse``)."""
+    A board refuses a configuration its build would refuse (``Board.refuse``, a chip resource
+    it lacks) and warns when the logic estimate is tight (:func:`~fpganet.boards.build.check_buildable`)."""
     if getattr(args, "board", None):
         board = BOARDS[args.board]
         config = board_config_from_args(board, args)
         try:
-            check_buildable(board, config)
+            warn_logic(check_buildable(board, config))
         except Refused as refusal:
             raise FpganetError(f"{refusal} ('fpganet synth --board {args.board}' refuses this "
                                f"configuration)") from None
@@ -596,6 +597,15 @@ def _run_report(args):
 @arguments(configure_synth)
 def _run_synth(args):
     return run_synth(args)
+
+
+# fit ---------------------------------------------------------------------------------------
+
+@command("fit", help="which boards hold a model, and how fast: fits or not and why, cycles, "
+                     "images/s and watts per board")
+@arguments(lambda parser: _module("fpganet.fit").configure(parser))
+def _run_fit(args):
+    return _module("fpganet.fit").run(args)
 
 
 # dse ---------------------------------------------------------------------------------------
