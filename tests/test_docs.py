@@ -250,17 +250,24 @@ def test_readme_names_compile_golden_rtl_and_estimate():
     assert commands[-4:] == ["fpganet compile", "fpganet run", "fpganet run", "fpganet estimate"]
 
 
+def run_as_written(lines, folder):
+    """Each shell line in ``folder`` with this Python's scripts first on PATH; each must exit
+    0. Their standard outputs."""
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    outputs = []
+    for line in lines:
+        result = subprocess.run(shlex.split(line), cwd=folder, env=env, capture_output=True,
+                                text=True, timeout=900)
+        assert result.returncode == 0, f"{line}: {result.stderr}"
+        outputs.append(result.stdout)
+    return outputs
+
+
 @pytest.mark.slow
 def test_readme_commands_run_as_written(tmp_path):
     """In a folder of its own, with the checkout's ``src`` beside it as in a clone."""
     (tmp_path / "src").symlink_to(ROOT / "src")
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    outputs = []
-    for line in _readme_commands():
-        result = subprocess.run(shlex.split(line), cwd=tmp_path, env=env, capture_output=True,
-                                text=True, timeout=900)
-        assert result.returncode == 0, f"{line}: {result.stderr}"
-        outputs.append(result.stdout)
+    outputs = run_as_written(_readme_commands(), tmp_path)
     golden, rtl = outputs[-3], outputs[-2]
     assert "top-1 accuracy" in golden and "cycles" in rtl
     assert "images/s" in outputs[-1]

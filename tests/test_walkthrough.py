@@ -1,15 +1,13 @@
 """The user guide's walk-through (docs/guide/your-model.md, "The commands"), run as written on
 a model built here: fit, compile, run on all three backends, check, estimate."""
 
-import os
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from onnx_builders import save
+from test_docs import run_as_written
 from test_graph_networks import inputs, residual_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,14 +32,7 @@ def test_the_walkthrough_runs_as_written(tmp_path):
     save(residual_model(), tmp_path / "MODEL.onnx")
     np.savez(tmp_path / "CALIB.npz", x=inputs((3, 8, 8), 64))
     np.savez(tmp_path / "TEST.npz", x=inputs((3, 8, 8), 20), y=np.zeros(20, np.int64))
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    outputs = []
-    for line in walkthrough_commands():
-        result = subprocess.run(shlex.split(line), cwd=tmp_path, env=env, capture_output=True,
-                                text=True, timeout=900)
-        assert result.returncode == 0, f"{line}: {result.stderr}"
-        outputs.append(result.stdout)
-    fit, _, golden, isa, rtl, check, estimate = outputs
+    fit, _, golden, isa, rtl, check, estimate = run_as_written(walkthrough_commands(), tmp_path)
     assert "icebreaker" in fit.lower() and "check passed" in check and "images/s" in estimate
     assert "equal the golden model" in isa or "bit for bit" in isa
     with np.load(tmp_path / "R.npz") as r:
