@@ -59,7 +59,7 @@ class BinaryDevice(wiring.Component):
         ``2 * pe`` bytes, so they come ``max(beats, 2 * pe + 1)`` cycles apart."""
         *hidden, last = self.folded.layers
         result_bytes = self.folded.pe * COUNT_BYTES
-        first_result = (self.input_bytes + 1 + sum(l.groups * l.beats + 4 for l in hidden)
+        first_result = (self.input_bytes + 1 + sum(layer.groups * layer.beats + 4 for layer in hidden)
                         + last.beats + 3)
         last_result = first_result + (last.groups - 1) * max(last.beats, result_bytes + 1)
         return last_result + result_bytes

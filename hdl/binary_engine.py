@@ -63,12 +63,13 @@ class BinaryNetworkEngine(wiring.Component):
         pe, simd, width = folded.pe, folded.simd, folded.count_width
         m.submodules.unit = unit = BinaryMatrixVectorUnit(pe, simd, width)
         layers = folded.layers
-        count = len(layers)
+        layer_count = len(layers)
 
         def table(values):
             return Array(Const(v, range(max(values) + 1)) for v in values)
 
-        beats, groups = table([l.beats for l in layers]), table([l.groups for l in layers])
+        beats = table([folded_layer.beats for folded_layer in layers])
+        groups = table([folded_layer.groups for folded_layer in layers])
         m.submodules.weights = weights = Memory(shape=pe * simd, depth=len(folded.weight_words),
                                                 init=folded.weight_words)
         m.submodules.thresholds = thresholds = Memory(
@@ -82,13 +83,14 @@ class BinaryNetworkEngine(wiring.Component):
         buffer_reads = [buffer.read_port() for buffer in buffers]
         buffer_writes = [buffer.write_port() for buffer in buffers]
 
-        layer = Signal(range(count))
+        layer = Signal(range(layer_count))
         parity = Signal()           # the buffer the layer reads: layer % 2
         last_layer = Signal()
-        m.d.comb += last_layer.eq(layer == count - 1)
+        m.d.comb += last_layer.eq(layer == layer_count - 1)
 
         # Issue: a beat's addresses (stage A), its memory words at the unit (stage B).
-        beat, group = Signal(range(folded.buffer_words)), Signal(range(max(l.groups for l in layers)))
+        beat = Signal(range(folded.buffer_words))
+        group = Signal(range(max(folded_layer.groups for folded_layer in layers)))
         weight_addr = Signal(range(len(folded.weight_words)))
         threshold_addr = Signal(range(len(folded.threshold_words)))
         issuing, issued = Signal(), Signal()
