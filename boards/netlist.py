@@ -275,12 +275,15 @@ def board_harness(top, platform, name, *, period_ns=10):
     ])
 
 
-def build_board_netlist_sim(netlist, harness, toplevel, *, family="ice40", build_root=None):
+def build_board_netlist_sim(netlist, harness, toplevel, *, family="ice40", build_root=None,
+                            optimize=True):
     """Compile a board's ``netlist`` under ``harness`` (the Verilog text of top-level
     ``toplevel``, :func:`board_harness`) with the ``family`` cell models for Verilator;
     return a :class:`SimBuild` whose testbench sees only the harness's ports.
 
-    Kept under ``build/sim/<toplevel>-netlist-verilator-<hash>``."""
+    ``optimize`` False compiles the C++ model without optimization (``-O0``): it builds
+    faster and runs slower, for a short run. Kept under
+    ``build/sim/<toplevel>-netlist-verilator-<hash>``."""
     if family != "ice40":
         raise ValueError(f"board netlist simulation has the iCE40 PLL's stand-in only, not "
                          f"{family!r}'s")
@@ -295,23 +298,27 @@ def build_board_netlist_sim(netlist, harness, toplevel, *, family="ice40", build
     # not use unconnected.
     args = [*runner.VERILATOR_ARGS, "--timing", "-CFLAGS", "-std=c++20", "--public-depth", "1",
             "--timescale", "1ns/1ps", "-Wno-PINMISSING"]
+    if not optimize:
+        args += ["-CFLAGS", "-O0"]
     key = hashlib.sha256(json.dumps([toplevel, text, harness, str(share), _DEFINES, args,
-                                     ICE40_PLL_MODEL, _VERILATOR_PATCHES]).encode()).hexdigest()[:16]
+                                     ICE40_PLL_MODEL, _VERILATOR_PATCHES]).encode())
+    key = key.hexdigest()[:16]
     directory = Path(build_root or default_build_root()) / "sim" / \
         f"{toplevel}-netlist-verilator-{key}"
-    stamp = directory / ".built"
-    if not stamp.exists():
-        directory.mkdir(parents=True, exist_ok=True)
-        models = _patched((share / "cells_sim.v").read_text(), *_VERILATOR_PATCHES["cells_sim.v"])
-        sources = {f"{NAME}_netlist.v": text, f"{toplevel}.v": harness,
-                   "cells_sim.v": _without_module(models, "SB_PLL40_PAD") + ICE40_PLL_MODEL}
-        for name, source in sources.items():
-            (directory / name).write_text(source)
-        runner._verilator_runner(ports_only=True).build(
-            sources=[directory / name for name in sources], hdl_toplevel=toplevel,
-            build_dir=directory, build_args=args, defines=_DEFINES, includes=[share],
-            always=True, log_file=directory / "build.log")
-        stamp.write_text(key)
+    with runner._locked(directory):
+        stamp = directory / ".built"
+        if not stamp.exists():
+            models = _patched((share / "cells_sim.v").read_text(),
+                              *_VERILATOR_PATCHES["cells_sim.v"])
+            sources = {f"{NAME}_netlist.v": text, f"{toplevel}.v": harness,
+                       "cells_sim.v": _without_module(models, "SB_PLL40_PAD") + ICE40_PLL_MODEL}
+            for name, source in sources.items():
+                (directory / name).write_text(source)
+            runner._verilator_runner(ports_only=True).build(
+                sources=[directory / name for name in sources], hdl_toplevel=toplevel,
+                build_dir=directory, build_args=args, defines=_DEFINES, includes=[share],
+                always=True, log_file=directory / "build.log")
+            stamp.write_text(key)
     return SimBuild("verilator", toplevel, directory)
 
 

@@ -35,7 +35,8 @@ async def ping_write_status_over_the_pins(dut):
         return info, link.status(), link
 
     info, status, link = await bridge(host)()
-    assert info.mismatches(tb.config) == [], f"PING: the device differs: {info.mismatches(tb.config)}"
+    assert info.mismatches(tb.config) == [], \
+        f"PING: the device differs: {info.mismatches(tb.config)}"
     assert info.timeout_cycles == tb.timeout_cycles, \
         f"PING: timeout {info.timeout_cycles} cycles, the design has {tb.timeout_cycles}"
     assert sum(status.errors.values()) == 0 and link.stats.resent == 0, f"errors: {status}"

@@ -56,9 +56,9 @@ def tb_parameters(top, **more):
             "reset_ps": reset_cycles * PERIOD_NS * 1000, **more}
 
 
-def netlist_sim(top, netlist, name):
+def netlist_sim(top, netlist, name, *, optimize=True):
     harness = board_harness(top, BOARD.platform, name, period_ns=PERIOD_NS)
-    return build_board_netlist_sim(netlist, harness, name)
+    return build_board_netlist_sim(netlist, harness, name, optimize=optimize)
 
 
 @opt_in
@@ -106,7 +106,7 @@ def test_icebreaker_top_netlist_answers_over_the_uart_pins(tmp_path):
     netlist, log, top = synthesize_board(BOARD, tmp_path / "synth", core=small_core)
     cells = parse_yosys_cells(log)
     assert cells.get("SB_PLL40_PAD") == 1 and cells.get("SB_IO") == 2 + top.led_count, cells
-    sim = netlist_sim(top, netlist, "icebreaker_small_netlist")
+    sim = netlist_sim(top, netlist, "icebreaker_small_netlist", optimize=False)
     env = {"FPGANET_TB": json.dumps(tb_parameters(top))}
     result = sim.run(SMALL_TB_MODULE, None, env, test_dir=tmp_path / "run")
     assert result.ok, failure_report(result)
