@@ -48,7 +48,7 @@ from .ulx3s import BOARD as ULX3S
 
 __all__ = ["BOARDS", "BuildError", "DoesNotFit", "Refused", "board_config", "build", "check_buildable",
            "configure", "warn_logic", "run",
-           "main", "toolchain_env", "toolchain_versions"]
+           "main", "toolchain_env", "toolchain_versions", "write_build_files"]
 
 BOARDS = {board.name: board for board in (ICEBREAKER, ULX3S)}
 
@@ -224,21 +224,8 @@ def _build_in(board, config, output, shown, *, core, seed, pll, synth_opts, next
                     *_without_overridden(board.nextpnr_opts, nextpnr_opts), *nextpnr_opts]
 
     env = toolchain_env()
-    saved = {key: os.environ.get(key) for key in ("AMARANTH_USE_YOSYS",)}
-    os.environ["AMARANTH_USE_YOSYS"] = env["AMARANTH_USE_YOSYS"]
-    try:
-        platform = board.platform()
-        top = board.top(config, core, pll=pll)
-        plan = platform.build(top, name=NAME, build_dir=str(output), do_build=False,
-                              synth_opts=synth_opts, nextpnr_opts=nextpnr_opts, verbose=verbose,
-                              script_after_read="\n".join(yosys_idle_written(config)))
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-    plan.extract(str(output))
+    top = write_build_files(board, config, output, core=core, pll=pll, synth_opts=synth_opts,
+                            nextpnr_opts=nextpnr_opts, verbose=verbose)
 
     log_path = output / "build.log"
     start = time.monotonic()
@@ -321,6 +308,31 @@ def _build_in(board, config, output, shown, *, core, seed, pll, synth_opts, next
                                  "by hand, synthesized without -dsp")
     (output / "report.json").write_text(json.dumps(result, indent=2) + "\n")
     return result
+
+
+def write_build_files(board, config, output, *, core, pll=True, synth_opts=(), nextpnr_opts=(),
+                      verbose=False):
+    """Write Amaranth's build plan for ``board`` into ``output`` (``top.il``, the yosys script
+    ``top.ys``, the build script ``build_top.sh``, constraints); return the board top-level.
+    ``synth_opts`` and ``nextpnr_opts`` are the whole option lists (the board's included)."""
+    env = toolchain_env()
+    saved = {key: os.environ.get(key) for key in ("AMARANTH_USE_YOSYS",)}
+    os.environ["AMARANTH_USE_YOSYS"] = env["AMARANTH_USE_YOSYS"]
+    try:
+        platform = board.platform()
+        top = board.top(config, core, pll=pll)
+        plan = platform.build(top, name=NAME, build_dir=str(output), do_build=False,
+                              synth_opts=list(synth_opts), nextpnr_opts=list(nextpnr_opts),
+                              verbose=verbose,
+                              script_after_read="\n".join(yosys_idle_written(config)))
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    plan.extract(str(output))
+    return top
 
 
 def _run_tools(command, *, cwd, env, stdout, timeout_s, stop_when=None, poll_s=0.5):

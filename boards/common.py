@@ -76,6 +76,18 @@ class BoardTop(Elaboratable):
 
     # Shared ------------------------------------------------------------------------------
 
+    @property
+    def reset_cycles(self):
+        """Cycles of :attr:`reset_seconds` at :attr:`clock_hz`: the core's reset lasts as long
+        after the PLL's lock reaches its clock domain (two flip-flops)."""
+        return max(2, int(self.reset_seconds * self.clock_hz))
+
+    @property
+    def core_config(self):
+        """The configuration the core is built for: :attr:`config` at the clock the board
+        really makes."""
+        return self.config.replace(clock_hz=float(self.clock_hz))
+
     def elaborate(self, platform):
         m = Module()
         clock, locked = self.clock(m, platform)
@@ -88,7 +100,7 @@ class BoardTop(Elaboratable):
         # flip-flops in `sync` itself count the time).
         locked_sync = Signal()
         m.submodules.lock_sync = FFSynchronizer(locked, locked_sync, o_domain="sync")
-        delay = max(2, int(self.reset_seconds * self.clock_hz))
+        delay = self.reset_cycles
         timer = Signal(range(delay + 1), reset_less=True)
         reset = Signal(init=1, reset_less=True)
         with m.If(~locked_sync):
@@ -98,8 +110,7 @@ class BoardTop(Elaboratable):
         m.d.sync += reset.eq(timer != delay)
         m.d.comb += cd_sync.rst.eq(reset)
 
-        core_config = self.config.replace(clock_hz=float(self.clock_hz))
-        m.submodules.core = self.core = core = self.core_factory(core_config)
+        m.submodules.core = self.core = core = self.core_factory(self.core_config)
         status = core.status
         for i, led in enumerate(self.leds(m, platform)):
             m.d.comb += led.eq(status[i] if i < len(status) else 0)

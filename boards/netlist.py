@@ -8,10 +8,19 @@ written back as Verilog (``write_verilog``), and compiled together with the
 vendor cell models that ship with Yosys (``share/ice40/cells_sim.v``,
 ``share/ecp5/cells_sim.v``) for a cocotb testbench. Ports keep their names, so
 the RTL testbenches (``fpganet.sim.tb_systolic``) run unchanged.
+
+A whole board design is synthesized by :func:`synthesize_board` from the build files
+``fpganet synth`` writes (the same Amaranth plan and yosys script) and compiled for
+Verilator by :func:`build_board_netlist_sim` under a harness that clocks the board's
+oscillator pin and brings out its UART and LED pins. The iCE40 PLL has no model in
+``cells_sim.v`` (a blackbox): :data:`ICE40_PLL_MODEL` stands in for it, its output the
+oscillator pin's clock (the harness runs that clock at the PLL's frequency scaled, since
+everything in the design counts cycles) and its lock raised after a few cycles.
 """
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,10 +29,11 @@ from amaranth.back import verilog
 
 from fpganet.sim.runner import SimBuild, default_build_root
 
-from .build import toolchain_env
+from .build import NAME, check_buildable, check_synth_opts, toolchain_env, write_build_files
 
 __all__ = ["cells_sim_path", "synthesize_netlist", "build_netlist_sim", "netlist_simulator",
-           "MULT18X18D_MODEL"]
+           "MULT18X18D_MODEL", "ICE40_PLL_MODEL", "synthesize_board", "board_harness",
+           "build_board_netlist_sim"]
 
 # Icarus 11 does not take default values on module ports, which the iCE40
 # cells_sim.v uses unless told not to (every port of the netlist's cells is
@@ -34,6 +44,14 @@ _DEFINES = {"NO_ICE40_DEFAULT_ASSIGNMENTS": 1, "NO_INCLUDES": 1}
 _ICARUS_PATCHES = {
     "common_sim.vh": ('$error("unsupported COMB mode %s", MODE);',
                       'initial $fatal(1, "unsupported COMB mode %s", MODE);'),
+}
+
+
+# Verilator does not take a comparison with high impedance inside the design (SB_IO's
+# clock enable "pulled up" when unconnected): the netlist connects every SB_IO's.
+_VERILATOR_PATCHES = {
+    "cells_sim.v": ("wire clken_pulled = CLOCK_ENABLE || CLOCK_ENABLE === 1'bz;",
+                    "wire clken_pulled = CLOCK_ENABLE;"),
 }
 
 
@@ -90,6 +108,50 @@ endmodule
 
 #: Verilog model of MULT18X18D as :class:`~fpganet.hdl.ecp5_dsp.ECP5ProcessingElement` uses it.
 MULT18X18D_MODEL = _mult18x18d_model()
+
+
+#: Rising edges of the oscillator pin before :data:`ICE40_PLL_MODEL` raises LOCK.
+PLL_LOCK_EDGES = 16
+
+#: Stand-in for the iCE40 PLL in netlist simulation (``cells_sim.v`` has only a blackbox):
+#: the output is the input pin's clock, LOCK rises after :data:`PLL_LOCK_EDGES` of its rising
+#: edges. Only the mode the board tops use (simple feedback, the generated clock, no bypass).
+ICE40_PLL_MODEL = f"""\
+// Stand-in for SB_PLL40_PAD in netlist simulation: PLLOUT is PACKAGEPIN (the harness clocks
+// the pin at the PLL's output frequency, scaled), LOCK rises after {PLL_LOCK_EDGES} rising edges.
+module SB_PLL40_PAD(
+  input PACKAGEPIN, output PLLOUTCORE, output PLLOUTGLOBAL, input EXTFEEDBACK,
+  input [7:0] DYNAMICDELAY, output LOCK, input BYPASS, input RESETB, input LATCHINPUTVALUE,
+  output SDO, input SDI, input SCLK
+);
+  parameter FEEDBACK_PATH = "SIMPLE";
+  parameter DELAY_ADJUSTMENT_MODE_FEEDBACK = "FIXED";
+  parameter DELAY_ADJUSTMENT_MODE_RELATIVE = "FIXED";
+  parameter SHIFTREG_DIV_MODE = 1'b0;
+  parameter FDA_FEEDBACK = 4'b0000;
+  parameter FDA_RELATIVE = 4'b0000;
+  parameter PLLOUT_SELECT = "GENCLK";
+  parameter DIVR = 4'b0000;
+  parameter DIVF = 7'b0000000;
+  parameter DIVQ = 3'b000;
+  parameter FILTER_RANGE = 3'b000;
+  parameter ENABLE_ICEGATE = 1'b0;
+  parameter TEST_MODE = 1'b0;
+  parameter EXTERNAL_DIVIDE_FACTOR = 1;
+  reg [7:0] edges = 8'd0;
+  always @(posedge PACKAGEPIN)
+    if (edges != {PLL_LOCK_EDGES}) edges <= edges + 8'd1;
+  assign PLLOUTCORE = PACKAGEPIN;
+  assign PLLOUTGLOBAL = PACKAGEPIN;
+  assign LOCK = edges == {PLL_LOCK_EDGES};
+  assign SDO = 1'b0;
+  initial begin
+    if (FEEDBACK_PATH != "SIMPLE" || PLLOUT_SELECT != "GENCLK") begin
+      $fatal(1, "SB_PLL40_PAD stand-in: configuration not modelled");
+    end
+  end
+endmodule
+"""
 
 
 def cells_sim_path(family):
@@ -165,6 +227,115 @@ def build_netlist_sim(netlist, toplevel, *, family="ice40", sim="icarus", build_
             timescale=("1ns", "1ps"), always=True, log_file=directory / "build.log")
         stamp.write_text(key)
     return SimBuild(sim, toplevel, directory)
+
+
+def synthesize_board(board, directory, config=None, *, core=None):
+    """Synthesize ``board``'s top-level with ``core`` (default: the board's) built for ``config``
+    (default: the board's) as ``fpganet synth`` does, and write its netlist as Verilog.
+
+    The build files are :func:`fpganet.boards.build.write_build_files`'s and yosys runs their
+    script as the build script does; ``write_verilog`` follows it. Returns ``(netlist.v path,
+    yosys log text, the board top-level)``; the netlist's top-level module is ``top``.
+    """
+    config = board.default_config if config is None else config
+    core = board.default_core if core is None else core
+    check_buildable(board, config, core)
+    check_synth_opts(board, board.synth_opts)
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    top = write_build_files(board, config, directory, core=core, synth_opts=board.synth_opts,
+                            nextpnr_opts=board.nextpnr_opts)
+    env = toolchain_env()
+    # The build script's yosys line ("$YOSYS" -q -l top.rpt top.ys), then the netlist.
+    result = subprocess.run([env["YOSYS"], "-q", "-l", f"{NAME}.rpt", f"{NAME}.ys",
+                             "-p", f"write_verilog -noattr {NAME}_netlist.v"],
+                            cwd=directory, env=env, capture_output=True, text=True)
+    log_path = directory / f"{NAME}.rpt"
+    if result.returncode != 0:
+        raise RuntimeError(f"yosys failed on the {board.name} top-level (see {log_path})")
+    return directory / f"{NAME}_netlist.v", log_path.read_text(errors="replace"), top
+
+
+def board_harness(top, platform, name, *, period_ns=10):
+    """Verilog of a top-level ``name`` around the board netlist's ``top``: it clocks the
+    oscillator pin of ``platform`` every ``period_ns`` and brings out ``rx``, ``tx`` and the
+    LED pins as ``status``."""
+    clock_pin = f"{platform.default_clk}_0__io"
+    connections = [f".{clock_pin}(clk)", ".uart_0__rx__io(rx_pin)", ".uart_0__tx__io(tx)"]
+    connections += [f".led_{i}__io(status[{i}])" for i in range(top.led_count)]
+    return "\n".join([
+        "`timescale 1ns/1ps",
+        f"module {name}(input rx, output tx, output [{top.led_count - 1}:0] status);",
+        "  reg clk = 1'b0;",
+        f"  always #{period_ns / 2:g} clk = ~clk;",
+        "  wire rx_pin = rx;    // the pin is an inout of the netlist",
+        f"  {NAME} board({', '.join(connections)});",
+        "endmodule",
+        "",
+    ])
+
+
+def build_board_netlist_sim(netlist, harness, toplevel, *, family="ice40", build_root=None,
+                            optimize=True):
+    """Compile a board's ``netlist`` under ``harness`` (the Verilog text of top-level
+    ``toplevel``, :func:`board_harness`) with the ``family`` cell models for Verilator;
+    return a :class:`SimBuild` whose testbench sees only the harness's ports.
+
+    ``optimize`` False compiles the C++ model without optimization (``-O0``): it builds
+    faster and runs slower, for a short run. Kept under
+    ``build/sim/<toplevel>-netlist-verilator-<hash>``."""
+    if family != "ice40":
+        raise ValueError(f"board netlist simulation has the iCE40 PLL's stand-in only, not "
+                         f"{family!r}'s")
+    from fpganet.sim import runner
+    from fpganet.sim.toolchain import ensure_simulator
+
+    ensure_simulator("verilator")
+    netlist = Path(netlist)
+    share = cells_sim_path(family).parent
+    text = netlist.read_text()
+    # The netlist has no timescale of its own (and no delays); its cells leave pins they do
+    # not use unconnected.
+    args = [*runner.VERILATOR_ARGS, "--timing", "-CFLAGS", "-std=c++20", "--public-depth", "1",
+            "--timescale", "1ns/1ps", "-Wno-PINMISSING"]
+    if not optimize:
+        args += ["-CFLAGS", "-O0"]
+    key = hashlib.sha256(json.dumps([toplevel, text, harness, str(share), _DEFINES, args,
+                                     ICE40_PLL_MODEL, _VERILATOR_PATCHES]).encode())
+    key = key.hexdigest()[:16]
+    directory = Path(build_root or default_build_root()) / "sim" / \
+        f"{toplevel}-netlist-verilator-{key}"
+    with runner._locked(directory):
+        stamp = directory / ".built"
+        if not stamp.exists():
+            models = _patched((share / "cells_sim.v").read_text(),
+                              *_VERILATOR_PATCHES["cells_sim.v"])
+            sources = {f"{NAME}_netlist.v": text, f"{toplevel}.v": harness,
+                       "cells_sim.v": _without_module(models, "SB_PLL40_PAD") + ICE40_PLL_MODEL}
+            for name, source in sources.items():
+                (directory / name).write_text(source)
+            runner._verilator_runner(ports_only=True).build(
+                sources=[directory / name for name in sources], hdl_toplevel=toplevel,
+                build_dir=directory, build_args=args, defines=_DEFINES, includes=[share],
+                always=True, log_file=directory / "build.log")
+            stamp.write_text(key)
+    return SimBuild("verilator", toplevel, directory)
+
+
+def _patched(text, old, new):
+    if old not in text:
+        raise ValueError(f"the cell models have no {old!r} to patch")
+    return text.replace(old, new)
+
+
+def _without_module(text, name):
+    """Verilog ``text`` less module ``name`` (and its attributes)."""
+    pattern = re.compile(r"(\(\*[^*]*\*\)\s*)?module\s+" + re.escape(name) + r"\b.*?\bendmodule\s*",
+                         re.S)
+    text, count = pattern.subn("", text, count=1)
+    if count != 1:
+        raise ValueError(f"no module {name} in the cell models")
+    return text
 
 
 def _local_models(share, directory):

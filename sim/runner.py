@@ -22,7 +22,7 @@ from fpganet.hdl import export
 from fpganet.sim.toolchain import ensure_simulator
 
 __all__ = ["SIMULATORS", "default_simulator", "generate_verilog", "clock_harness", "SimBuild", "build",
-           "CocotbResult", "verilator_main"]
+           "CocotbResult", "failure_report", "verilator_main"]
 
 SIMULATORS = ("verilator", "icarus")
 
@@ -193,6 +193,19 @@ class SimBuild:
         )
 
 
+def failure_report(result):
+    """Which cocotb tests of ``result`` (a :class:`CocotbResult`) failed and their assertion
+    messages, from the results file."""
+    if not result.results_xml.exists():
+        return f"the simulation did not finish (no {result.results_xml})"
+    messages = []
+    for case in ElementTree.parse(result.results_xml).getroot().iter("testcase"):
+        for problem in (case.find("failure"), case.find("error")):
+            if problem is not None:
+                messages.append(f"{case.get('name')}: {problem.get('message') or problem.text}")
+    return "; ".join(messages) or f"no test passed (see {result.results_xml})"
+
+
 def _read_results(results_xml):
     result = CocotbResult(results_xml=results_xml)
     if not results_xml.exists():
@@ -214,6 +227,9 @@ def _verilator_runner(ports_only):
         def _build_command(self):
             commands = super()._build_command()
             commands[0] = [arg for arg in commands[0] if arg != "--public-flat-rw"]
+            # The runner's own make (not Verilator's -MAKEFLAGS) builds a model large enough
+            # to be split: it needs the precompiled header's flag too (VERILATOR_ARGS).
+            commands[1] = [*commands[1], "CFG_CXXFLAGS_PCH_I=-include"]
             return commands
 
     return PortsOnlyVerilator() if ports_only else Verilator()

@@ -4,7 +4,8 @@ driven bit by bit on its pins by the real host driver.
 The design under test is :class:`fpganet.hdl.hostlink.HostLinkSystem` with the real
 :class:`~fpganet.hdl.accelerator.Accelerator` (generic processing elements), in the
 free-running harness of :func:`fpganet.sim.runner.clock_harness` (the simulator makes the
-clock and the reset; the testbench touches only ``rx``, ``tx`` and ``status``).
+clock and the reset; the testbench touches only ``rx``, ``tx`` and ``status``), or a whole
+board's synthesized netlist under :func:`fpganet.boards.netlist.board_harness`.
 
 The host is :class:`fpganet.link.BoardLink` and :func:`~fpganet.link.run_images`
 in a ``cocotb.task.bridge`` thread, reading the compiled directory with
@@ -40,6 +41,9 @@ Parameters come from the environment variable ``FPGANET_TB`` (JSON), written by
     MNIST eval images run by the first test (the second runs the next one).
 ``report``
     Path of a JSON file to write the measured times and cycles into (optional).
+``reset_ps``
+    How long the design is in reset from time 0 (default: the free-running harness's 25 ns;
+    a board netlist's power-on reset lasts longer, ``tests/test_board_netlist.py``).
 """
 
 import json
@@ -135,7 +139,8 @@ class SystemTB(HostLinkTB):
 
     async def start(self):
         # The harness makes the clock and the reset; the line stays idle (high) through both.
-        await Timer(HARNESS_RESET_PS + round(self.source.bit_ps * 4), unit="ps")
+        reset_ps = self.params.get("reset_ps", HARNESS_RESET_PS)
+        await Timer(reset_ps + round(self.source.bit_ps * 4), unit="ps")
 
     async def reply(self, quiet_bits=400):
         """The next reply frame: ``(type, payload)``; fails after ``quiet_bits`` bit times of

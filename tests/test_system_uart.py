@@ -8,7 +8,6 @@ per bit): over half an hour.
 """
 
 import json
-import xml.etree.ElementTree as ElementTree
 from unittest import mock
 
 import pytest
@@ -19,6 +18,7 @@ from fpganet.hdl.accelerator import Accelerator
 from fpganet.hdl.hostlink import HostLinkSystem
 from fpganet.hdl.uart import MIN_DIVISOR
 from fpganet.sim import runner
+from fpganet.sim.runner import failure_report
 
 TB_MODULE = "fpganet.sim.tb_system"
 TOP = "system_uart"
@@ -59,18 +59,6 @@ def build_system(config, device=Accelerator, name=TOP):
         args = args + ("--output-split", "0")
     with mock.patch.object(runner, "VERILATOR_ARGS", args):
         return runner.build(top, name, sim="verilator", free_running=True)
-
-
-def failure_report(result):
-    """Which cocotb tests failed and their assertion messages, from the results file."""
-    if not result.results_xml.exists():
-        return f"the simulation did not finish (no {result.results_xml})"
-    messages = []
-    for case in ElementTree.parse(result.results_xml).getroot().iter("testcase"):
-        for problem in (case.find("failure"), case.find("error")):
-            if problem is not None:
-                messages.append(f"{case.get('name')}: {problem.get('message') or problem.text}")
-    return "; ".join(messages) or f"no test passed (see {result.results_xml})"
 
 
 @pytest.mark.slow
