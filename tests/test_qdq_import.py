@@ -382,3 +382,23 @@ def test_a_target_that_rounds_a_qdq_models_multipliers_measures_its_answers(qdq_
     stdout, err = capfd.readouterr()
     assert len(err.splitlines()) == 1 and "--calib X.npz (inputs) measures" in err, err
     assert "agreement" not in load_compiled(refused).calibration
+
+
+def test_a_broken_calib_of_a_qdq_model_is_bad_input_on_every_target(qdq_models, tmp_path,
+                                                                    capfd):
+    """Ignored on one target and measured on another, a calibration file that is no archive
+    is refused by compile and by fit alike, in one line, exit 2; fit says a warning its
+    boards' compiles share once."""
+    path, junk = qdq_models["per_channel"], tmp_path / "junk.npz"
+    junk.write_text("not an archive")
+    for argv in (["compile", str(path), "--calib", str(junk), "-o", str(tmp_path / "A")],
+                 ["fit", str(path), "--calib", str(junk)]):
+        assert main(argv) == 2
+        out, err = capfd.readouterr()
+        assert err.count("\n") == 1 and "is not a .npz archive" in err, err
+    assert not (tmp_path / "A").exists()
+    calib = tmp_path / "x.npz"
+    np.savez(calib, x=datasets.mnist("eval", limit=20)[0])
+    assert main(["fit", str(path), "--calib", str(calib)]) == 0
+    _, err = capfd.readouterr()
+    assert len(err.splitlines()) == len(set(err.splitlines())), err

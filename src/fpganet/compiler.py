@@ -121,6 +121,21 @@ def _check_x(x, input_shape, what, input_name, layout="nchw"):
     return x.astype(np.float32, copy=False)
 
 
+def _calibration_x(calib, input_shape, input_name, layout):
+    """The float inputs of ``calib`` (a ``.npz`` path with an array ``x``, or the array itself),
+    checked against the model's input."""
+    if isinstance(calib, np.ndarray):
+        return _check_x(calib, input_shape, "calibration array", input_name, layout)
+    arrays = read_npz(calib, "calibration file")
+    return _check_x(arrays["x"], input_shape, f"array 'x' in calibration file "
+                    f"'{os.fspath(calib)}'", input_name, layout)
+
+
+def _calibration_source(calib):
+    """How a measurement names ``calib``."""
+    return "the array given" if isinstance(calib, np.ndarray) else f"'{os.fspath(calib)}'"
+
+
 def runtime_requant_mode(model):
     """The requantization mode (:data:`fpganet.isa.REQUANT_MODES`) in which a pre-quantized
     ``model`` gives its own runtime's answers: ``"tflite"`` for a fully-int8 TFLite model
@@ -222,7 +237,10 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
             graph, origin = net, {"format": "tflite"}
         else:
             check_float_only("int8 TFLite", weight_bits, layer_weight_bits, weight_rounding)
-            _prequantized_answers(net, "int8 TFLite", calib, calib_limit, config,
+            measured = None if calib is None else (
+                _calibration_x(calib, net.input_shape, net.input_name,
+                               net.input_layout)[:calib_limit], _calibration_source(calib))
+            _prequantized_answers(net, "int8 TFLite", measured, config,
                                   lambda x: _litert_codes(model_path, x), not_runtime_mode,
                                   min_agreement)
             net.board = board
@@ -241,10 +259,17 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
         kind = "QONNX" if qonnx else "QDQ"
         # A QONNX layer's requantization is fitted to the multiplier's bits; a QDQ model's
         # agreement is measured once it is quantized.
-        measured_calib = calib if not qonnx and _changes_arithmetic(config, kind) else None
-        if calib is not None and measured_calib is None:
-            warnings.warn(f"the model is pre-quantized ({kind}): its own quantizers are used and "
-                          f"the calibration data are ignored", FpganetWarning, stacklevel=2)
+        measured = None
+        if calib is not None:
+            # Checked even where it is ignored: a broken file is bad input on every target.
+            measured = (_calibration_x(calib, graph.input_shape, graph.input_name,
+                                       graph.input_layout)[:calib_limit],
+                        _calibration_source(calib))
+            if qonnx or not _changes_arithmetic(config, kind):
+                measured = None
+                warnings.warn(f"the model is pre-quantized ({kind}): its own quantizers are used "
+                              f"and the calibration data are ignored", FpganetWarning,
+                              stacklevel=2)
         calib, calib_x = None, None
         calibration = ({"data": "levels of the model's Quant and BipolarQuant nodes",
                         "method": "qonnx", "samples": 0} if qonnx else
@@ -257,16 +282,11 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
         calib_x, _ = datasets.mnist("calib")
         calibration = {"data": f"embedded MNIST calibration split, test images "
                                f"0..{datasets.CALIB_COUNT - 1}"}
-    elif isinstance(calib, np.ndarray):
-        calib_x = _check_x(calib, graph.input_shape, "calibration array", graph.input_name,
-                           graph.input_layout)
-        calibration = {"data": "array given to compile_model"}
     else:
-        arrays = read_npz(calib, "calibration file")
-        calib_x = _check_x(arrays["x"], graph.input_shape,
-                           f"array 'x' in calibration file '{os.fspath(calib)}'", graph.input_name,
-                           graph.input_layout)
-        calibration = {"data": os.path.abspath(os.fspath(calib)), "sha256": file_sha256(calib)}
+        calib_x = _calibration_x(calib, graph.input_shape, graph.input_name, graph.input_layout)
+        calibration = ({"data": "array given to compile_model"} if isinstance(calib, np.ndarray)
+                       else {"data": os.path.abspath(os.fspath(calib)),
+                             "sha256": file_sha256(calib)})
     if calib_limit is not None and calib_limit < 1:
         raise FpganetError(f"calibration limit must be at least 1, not {calib_limit}")
     if calib_x is not None:
@@ -284,7 +304,7 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
                          calibration=calibration, weight_bits=weight_bits,
                          layer_bits=layer_weight_bits, weight_rounding=weight_rounding)
     if graph.quantization is not None and not qonnx:
-        _prequantized_answers(net, "QDQ", measured_calib, calib_limit, config,
+        _prequantized_answers(net, "QDQ", measured, config,
                               lambda x: _onnxruntime_outputs(model_path, x), None, min_agreement)
     net.board = board
     if out_dir is not None:
@@ -309,32 +329,28 @@ def _changes_arithmetic(config, kind, not_runtime_mode=None):
     return "; ".join(reasons) or None
 
 
-def _prequantized_answers(net, kind, calib, calib_limit, config, reference, not_runtime_mode,
+def _prequantized_answers(net, kind, measured, config, reference, not_runtime_mode,
                           min_agreement):
     """Tell how far a pre-quantized model's answers move where ``config`` changes its
-    arithmetic (:func:`_changes_arithmetic`). With inputs (``calib``) the golden model's
+    arithmetic (:func:`_changes_arithmetic`). With inputs (``measured``: the checked
+    calibration inputs and how to name them) the golden model's
     arg-max is compared with the model's own runtime's (``reference(x)``), recorded in
     ``net.calibration["agreement"]`` and refused below ``min_agreement``; without, one
     warning says why the answers can move and how to measure it."""
     why = _changes_arithmetic(config, kind, not_runtime_mode)
     if why is None:
-        if calib is not None and kind == "int8 TFLite":
+        if measured is not None and kind == "int8 TFLite":
             warnings.warn("the model is a fully-int8 TFLite model: its own scales and zero "
                           "points are used and the calibration data are ignored", FpganetWarning,
                           stacklevel=3)
         return
     runtime = "LiteRT" if kind == "int8 TFLite" else "onnxruntime"
-    if calib is None:
+    if measured is None:
         warnings.warn(f"the model is pre-quantized ({kind}): {why}; its answers can differ from "
                       f"{runtime}'s: --calib X.npz (inputs) measures how often", FpganetWarning,
                       stacklevel=3)
         return
-    if isinstance(calib, np.ndarray):
-        x, where = calib, "the array given"
-    else:
-        x, where = read_npz(calib, "calibration file")["x"], f"'{os.fspath(calib)}'"
-    x = _check_x(x, net.input_shape, f"array 'x' of {where}", net.input_name,
-                 net.input_layout)[:calib_limit]
+    x, where = measured
     ours = run_golden(net, net.quantize_input(x)).reshape(len(x), -1).argmax(axis=1)
     theirs = np.asarray(reference(x)).reshape(len(x), -1).argmax(axis=1)
     agreement = float(np.mean(ours == theirs))

@@ -11,12 +11,13 @@ delivered through the host link, and the chip's estimated power.
 """
 
 import sys
+import warnings
 from dataclasses import dataclass
 
 from .boards.build import BOARDS, Refused, check_buildable
 from .codegen import build_images
 from .compiler import compile_model, runtime_requant_mode
-from .errors import FpganetError
+from .errors import FpganetError, FpganetWarning
 
 __all__ = ["Fit", "fit", "configure", "run"]
 
@@ -78,9 +79,15 @@ def fit(model=None, calib=None):
     """A :class:`Fit` for every board and configuration (:func:`fit_one`). A model or
     calibration file that does not import or quantize at all raises
     :class:`~fpganet.errors.FpganetError` (bad input, not a board's verdict)."""
-    compile_model(model, calib)
-    return [fit_one(board, name, config, model, calib)
-            for board in BOARDS.values() for name, config in _configurations(board)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compile_model(model, calib)
+        fits = [fit_one(board, name, config, model, calib)
+                for board in BOARDS.values() for name, config in _configurations(board)]
+    # Each board's compile repeats the warnings of the first: each is said once.
+    for message in dict.fromkeys(str(w.message) for w in caught):
+        warnings.warn(message, FpganetWarning, stacklevel=2)
+    return fits
 
 
 def table(fits):
