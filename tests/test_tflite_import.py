@@ -26,7 +26,6 @@ from fpganet.isa import param_ranges
 from fpganet.model.litert_reference import compare_with_litert
 from fpganet.model.tflite_import import tflite_layer_tensors
 from fpganet.quantize.quantizer import constant_channels
-from fpganet.qnet import quantize_input
 from fpganet.quantize.fixed_point import multiply_tflite
 
 SHARED = mlperf_tiny_dir()
@@ -42,21 +41,15 @@ needs_shared = pytest.mark.skipif(not all((SHARED / f).is_file() for f in MODELS
 def litert_logits(path, net, x):
     """LiteRT reference-kernel int8 logits (the input of the final SOFTMAX) for the float
     inputs ``x`` fpganet takes, NHWC, quantized as the host does."""
-    litert = pytest.importorskip("ai_edge_litert.interpreter")
-    interpreter = litert.Interpreter(model_path=str(path),
-                                     experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
-    interpreter.allocate_tensors()
+    pytest.importorskip("ai_edge_litert.interpreter")
+    from fpganet.model.litert_reference import litert_interpreter, run_litert
+
+    interpreter = litert_interpreter(path)
     output = interpreter.get_output_details()[0]["index"]
     softmax = next(op for op in interpreter._get_ops_details() if op["op_name"] == "SOFTMAX")
     assert list(softmax["outputs"]) == [output]
     logits = int(softmax["inputs"][0])
-    source = interpreter.get_input_details()[0]["index"]
-    result = []
-    for image in quantize_input(x, net.input_scale, net.input_zp):
-        interpreter.set_tensor(source, image[None])
-        interpreter.invoke()
-        result.append(interpreter.get_tensor(logits)[0].copy())
-    return np.stack(result)
+    return run_litert(path, x, [logits], net.input_scale, net.input_zp)[logits]
 
 
 @needs_shared
