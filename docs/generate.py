@@ -24,6 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from fpganet.boards.build import BOARDS
+from fpganet.compiler import DEFAULT_MIN_AGREEMENT
 from fpganet.config import TIMING_SETS, AcceleratorConfig
 from fpganet.estimate import asic, figures, power
 from fpganet.files import write_text_atomic
@@ -154,6 +155,7 @@ def code_values():
         "ecp5.pll": _range(figures.ECP5_PLACEHOLDER["pll_w"], "W"),
         "asic.activity": _percent_range(activity["asic_logic"]),
         "asic.clock": f"{asic_clock_hz / 1e6:g} MHz",
+        "compile.min_agreement": f"{100 * DEFAULT_MIN_AGREEMENT:g} %",
     }
 
 
