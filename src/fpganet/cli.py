@@ -393,7 +393,7 @@ def _run_check(args):
     print(f"golden model vs onnxruntime on {x.shape[0]} inputs of {where}, each layer fed the "
           f"same int8 input:")
     results = compare_layers(net, q_in, outputs)
-    failed = [r.name for r in _print_layers(results, [(0.99, 1, CHECK_BOUND)] * len(results))]
+    failed = [r.name for r in _print_layers(results, [CHECK_BOUND] * len(results))]
     golden_pred = q_out.reshape(len(q_out), -1).argmax(1)
     ort_q, _ = run_onnx(to_onnx(net), {net.input_name: x})
     print(f"  int8 network in onnxruntime: {100 * np.mean(ort_q == q_out):.2f} % of outputs equal, "
@@ -402,7 +402,7 @@ def _run_check(args):
     if failed:
         # The table stays on stdout; the verdict is the one error line (exit 2).
         raise FpganetError(f"check failed: {len(failed)} layer(s) differ from onnxruntime beyond "
-                           f"the bound ({CHECK_BOUND}): "
+                           f"the bound ({CHECK_BOUND[2]}): "
                            f"{', '.join(failed)}")
     print("check passed")
     return 0

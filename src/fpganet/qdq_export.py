@@ -207,6 +207,11 @@ def run_onnx(model, feeds):
     return ort_session(model).run(None, feeds)
 
 
+#: What ``check`` accepts of a layer against onnxruntime: ``(min_equal, max_diff, text)``
+#: (:meth:`LayerAgreement.passes`).
+CHECK_BOUND = (0.99, 1, ">= 99 % equal or 1 LSB apart across a rounding boundary, <= 1 LSB")
+
+
 @dataclass
 class LayerAgreement:
     """How one layer's int8 outputs compare between the golden model and onnxruntime.
@@ -258,15 +263,12 @@ class LayerAgreement:
     def equal_fraction(self):
         return self.equal / self.elements if self.elements else 1.0
 
-    def passes(self, min_equal=0.99, max_diff=1):   # what CHECK_BOUND says
+    def passes(self, min_equal=CHECK_BOUND[0], max_diff=CHECK_BOUND[1]):
         """Equal (or 1 LSB apart at a rounding boundary) on ``min_equal`` of the values, never
         more than ``max_diff`` LSB apart."""
         agreeing = (self.equal + self.at_boundary) / self.elements if self.elements else 1.0
         return agreeing >= min_equal and self.max_abs_diff <= max_diff
 
-
-#: What ``check`` accepts of a layer by default (:meth:`LayerAgreement.passes`).
-CHECK_BOUND = ">= 99 % equal or 1 LSB apart across a rounding boundary, <= 1 LSB"
 
 #: Room for onnxruntime's float32 arithmetic around a rounding boundary, in output LSB.
 _FLOAT32_ROOM = 1e-3

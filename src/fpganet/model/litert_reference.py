@@ -83,7 +83,7 @@ def litert_bound(layer, mode):
     from ..qdq_export import CHECK_BOUND
 
     if mode != "tflite":
-        return 0.99, 1, CHECK_BOUND
+        return CHECK_BOUND
     if isinstance(layer, QAdd):
         return 1.0, 1, "every value equal or 1 LSB apart across a rounding boundary"
     return 1.0, 0, "every value equal"
