@@ -13,6 +13,7 @@ from amaranth import *
 from amaranth.lib import wiring
 
 from .binary_engine import BinaryNetworkEngine
+from .binary_mvu import BinaryMatrixVectorUnit
 from .hostport import device_signature
 
 __all__ = ["BinaryDevice", "COUNT_BYTES", "STAMP_BYTES"]
@@ -53,14 +54,17 @@ class BinaryDevice(wiring.Component):
     def stamp_cycles(self):
         """The stamp when the input bytes wait for the device and the output is always taken:
         the cycle of the last count byte, counting ``start``'s as 0. The bytes come one a
-        cycle, the last one's word starting the engine; each layer but the last takes its
-        beats and 4 cycles (:class:`~fpganet.hdl.binary_engine.BinaryNetworkEngine`); the
+        cycle, the last one's word starting the engine; each layer but the last takes
+        :meth:`~fpganet.hdl.binary_engine.BinaryNetworkEngine.layer_cycles`; the
         last layer's results are taken one at a time, each after the one before has left as
         ``2 * pe`` bytes, so they come ``max(beats, 2 * pe + 1)`` cycles apart."""
         *hidden, last = self.folded.layers
         result_bytes = self.folded.pe * COUNT_BYTES
-        first_result = (self.input_bytes + 1 + sum(layer.groups * layer.beats + 4 for layer in hidden)
-                        + last.beats + 3)
+        first_result = (self.input_bytes + 1
+                        + sum(map(BinaryNetworkEngine.layer_cycles, hidden))
+                        # group 0's closing beat is issued ``beats - 1`` cycles in, fetched,
+                        # then through the unit
+                        + last.beats + BinaryMatrixVectorUnit.latency)
         last_result = first_result + (last.groups - 1) * max(last.beats, result_bytes + 1)
         return last_result + result_bytes
 

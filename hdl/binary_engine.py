@@ -53,9 +53,14 @@ class BinaryNetworkEngine(wiring.Component):
         the output never waiting: the words, then per layer its beats, the cycle that fetches
         a beat's words and the unit's latency (the next layer issues in the cycle after its
         last result)."""
-        unit_latency = BinaryMatrixVectorUnit.latency
-        return self.folded.input_words + sum(layer.groups * layer.beats + 1 + unit_latency
-                                             for layer in self.folded.layers)
+        return self.folded.input_words + sum(map(self.layer_cycles, self.folded.layers))
+
+    @staticmethod
+    def layer_cycles(layer):
+        """Cycles from a layer's first beat to the next layer's (a
+        :class:`~fpganet.codegen.binary.FoldedLayer`): its beats, the fetch, the unit's
+        latency."""
+        return layer.groups * layer.beats + 1 + BinaryMatrixVectorUnit.latency
 
     def elaborate(self, platform):
         m = Module()
