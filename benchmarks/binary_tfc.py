@@ -17,6 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from fpganet.argtypes import positive_int
 from fpganet.boards.build import BOARDS, build
 from fpganet.boards.icebreaker import BAUD
 from fpganet.codegen.binary import fold_network, lower_binary_network
@@ -43,8 +44,8 @@ def binary_core(folded):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pe", type=int, default=8)
-    parser.add_argument("--simd", type=int, default=32)
+    parser.add_argument("--pe", type=positive_int, default=8)
+    parser.add_argument("--simd", type=positive_int, default=32)
     parser.add_argument("--build-dir", default=str(ROOT / "build/synth-binary"))
     parser.add_argument("-o", "--output", default=str(ROOT / "benchmarks/results/binary.json"))
     args = parser.parse_args(argv)
