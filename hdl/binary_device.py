@@ -41,15 +41,20 @@ class BinaryDevice(wiring.Component):
     """
 
     def __init__(self, folded, config, addr_width=None):
+        self.check_fold(folded)
+        self.folded = folded
+        self.input_bytes = -(-folded.layers[0].k // 8)
+        self.output_bytes = folded.output_groups * folded.pe * COUNT_BYTES
+        super().__init__(device_signature(config, addr_width))
+
+    @staticmethod
+    def check_fold(folded):
+        """Raise ValueError if the device cannot carry ``folded``."""
         if folded.simd % 8:
             raise ValueError(f"simd must be a multiple of 8 for a byte input, not {folded.simd}")
         if folded.count_width > 8 * COUNT_BYTES:
             raise ValueError(f"counts of {folded.count_width} bits do not fit {COUNT_BYTES} "
                              f"bytes")
-        self.folded = folded
-        self.input_bytes = -(-folded.layers[0].k // 8)
-        self.output_bytes = folded.output_groups * folded.pe * COUNT_BYTES
-        super().__init__(device_signature(config, addr_width))
 
     def stamp_cycles(self):
         """The stamp when the input bytes wait for the device and the output is always taken:

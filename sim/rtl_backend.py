@@ -37,6 +37,7 @@ import amaranth
 import numpy as np
 
 from fpganet.codegen import build_images, read_images
+from fpganet.codegen.binary_images import is_binary_compiled, read_binary_images
 from fpganet.config import AcceleratorConfig
 from fpganet.errors import FpganetError
 from fpganet.hdl import accelerator
@@ -146,6 +147,7 @@ module {TOP}(input clk, output reg finished);
   reg in_have = 1'b0;
   reg in_eof = 1'b0;
   reg no_finish = 1'b0;
+  reg [31:0] starts = 32'd1;
   initial finished = 1'b0;
 
   initial begin
@@ -156,6 +158,7 @@ module {TOP}(input clk, output reg finished);
     in_fd = $fopen("input.bin", "rb");
     out_fd = $fopen("output.hex", "w");
     no_finish = $test$plusargs("no_finish");
+    if (!$value$plusargs("starts=%d", starts)) starts = 32'd1;
   end
 
   always @(posedge clk) begin
@@ -189,7 +192,10 @@ module {TOP}(input clk, output reg finished);
         end
         3'd2: begin start <= 1'b1; phase <= 3'd3; end
         3'd3: begin start <= 1'b0; phase <= 3'd4; end
-        3'd4: if (done) begin
+        3'd4: if (done && starts > 32'd1) begin
+          starts <= starts - 32'd1;
+          phase <= 3'd2;
+        end else if (done) begin
           res_fd = $fopen("result.txt", "w");
           $fwrite(res_fd, "done %0d %0d\\n", cycles, ticks);
           $fclose(res_fd);
@@ -240,7 +246,8 @@ endmodule
 
 @dataclass
 class RtlBuild:
-    """A compiled harness for one configuration, simulator and driver (see :data:`DRIVERS`)."""
+    """A compiled harness for one configuration (and device, :func:`build_harness`),
+    simulator and driver (see :data:`DRIVERS`)."""
     config: AcceleratorConfig
     sim: str
     directory: Path
@@ -253,7 +260,7 @@ class RtlBuild:
         return ["vvp", "-n", str(self.directory / f"{TOP}.vvp")]
 
     def run(self, images, input_bytes=b"", *, max_cycles=DEFAULT_MAX_CYCLES, ready_pattern=None,
-            input_pattern=None, run_dir=None, keep=False):
+            input_pattern=None, run_dir=None, keep=False, starts=1):
         """Load ``images``, run, and return an :class:`RtlResult`.
 
         Parameters
@@ -271,6 +278,9 @@ class RtlBuild:
         run_dir : path, optional
             Where to write the files (default: a temporary folder, removed unless
             ``keep``).
+        starts : int
+            STARTs, each after the one before is done, the input stream feeding them in turn
+            (a device that runs one vector a START); ``cycles`` is the last one's.
         """
         if run_dir is None:
             runs = self.directory / "runs"
@@ -288,7 +298,7 @@ class RtlBuild:
             for name in ("output.hex", "result.txt"):
                 if (run_dir / name).exists():
                     (run_dir / name).unlink()
-            args = [f"+max_ticks={int(max_cycles) + 2 * len(writes) + 64}"]
+            args = [f"+max_ticks={int(max_cycles) + 2 * len(writes) + 64}", f"+starts={starts}"]
             if ready_pattern is not None:
                 args.append(f"+ready_pattern={ready_pattern & 0xFFFFFFFF:x}")
             if input_pattern is not None:
@@ -324,8 +334,9 @@ class RtlBuild:
         return None if result.ok else f"cocotb reported {result}; log {run_dir / 'sim.log'}"
 
 
-def _sources(config, sim, driver):
-    core = _compact_memory_init(generate_verilog(Accelerator(config), CORE))
+def _sources(config, sim, driver, device=None):
+    device = Accelerator(config) if device is None else device
+    core = _compact_memory_init(generate_verilog(device, CORE))
     sources = {f"{CORE}.v": core, f"{TOP}.v": harness_verilog(config)}
     if driver == "cocotb":
         sources[f"{COCOTB_TOP}.v"] = COCOTB_TOP_VERILOG
@@ -339,18 +350,25 @@ def _sources(config, sim, driver):
 _BUILDS = {}
 
 
-def _source_key(config, sim, driver, args):
+def _source_key(config, sim, driver, args, device_key=None):
     """Hash of everything the generated sources depend on, without generating them (fast path)."""
     hdl = Path(accelerator.__file__).resolve().parent
     texts = [(path.name, path.read_text()) for path in sorted(hdl.glob("*.py"))]
     for name in ("rtl_backend.py", "verilator_main.cpp"):
         texts.append((name, (Path(__file__).parent / name).read_text()))
-    blob = json.dumps([sim, driver, TOP, config.to_dict(), args, amaranth.__version__, texts])
+    blob = json.dumps([sim, driver, TOP, config.to_dict(), args, amaranth.__version__, texts,
+                       device_key])
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def build_harness(config=None, *, sim=None, driver="native", build_root=None, verbose=False):
+def build_harness(config=None, *, sim=None, driver="native", build_root=None, verbose=False,
+                  device=None, device_key=None):
     """Build (or reuse) the harness for ``config`` on ``sim`` ("verilator" or "icarus"); return an :class:`RtlBuild`.
+
+    ``device``: another component with the accelerator's ports
+    (:func:`fpganet.hdl.hostport.device_signature` of ``config``), such as the binary engine's
+    :class:`~fpganet.hdl.binary_device.BinaryDevice`, in its place; ``device_key`` (a string)
+    names everything it is built from that the gateware's sources do not.
 
     ``driver`` "cocotb" runs the simulation under cocotb with Python waiting only
     for the end; "native" runs it with no Python at all (a C++ main on
@@ -369,16 +387,18 @@ def build_harness(config=None, *, sim=None, driver="native", build_root=None, ve
     if driver == "cocotb" and sim == "verilator":
         args += list(COCOTB_VERILATOR_ARGS)
     root = (Path(build_root) if build_root else default_build_root()) / "sim"
-    memo = (config, sim, driver, str(root))
+    if (device is None) != (device_key is None):
+        raise ValueError("a device and its device_key go together")
+    memo = (config, sim, driver, str(root), device_key)
     if memo in _BUILDS and (_BUILDS[memo].directory / ".built").exists():
         return _BUILDS[memo]
-    index = root / f"{TOP}-index" / f"{sim}-{driver}-{_source_key(config, sim, driver, args)}"
+    index = root / f"{TOP}-index" / f"{sim}-{driver}-{_source_key(config, sim, driver, args, device_key)}"
     if index.exists():
         directory = Path(index.read_text().strip())
         if (directory / ".built").exists():
             _BUILDS[memo] = RtlBuild(config, sim, directory, driver)
             return _BUILDS[memo]
-    sources = _sources(config, sim, driver)
+    sources = _sources(config, sim, driver, device)
     key = hashlib.sha256(json.dumps([sim, driver, TOP, sources, args]).encode()).hexdigest()[:16]
     directory = root / f"{TOP}-{sim}-{driver}-{key}"
     with _locked(directory):
@@ -492,6 +512,13 @@ def model_cycles(net, n_images, *, compiled=None, chunk=100):
 
 
 def backend(net, q_in, *, compiled=None, sim=None, **_):
-    """``fpganet run --backend rtl``: the outputs, and ``cycles`` per image as an extra."""
-    q, cycles = run_network_rtl(net, q_in, compiled=compiled, sim=sim)
+    """``fpganet run --backend rtl``: the outputs, and ``cycles`` per image as an extra. A
+    directory compiled for the binary engine runs on its Verilog
+    (:mod:`fpganet.sim.binary_backend`)."""
+    if compiled is not None and is_binary_compiled(compiled):
+        from fpganet.sim.binary_backend import run_binary_rtl
+
+        q, cycles = run_binary_rtl(read_binary_images(compiled, net), net.config, q_in, sim=sim)
+    else:
+        q, cycles = run_network_rtl(net, q_in, compiled=compiled, sim=sim)
     return q, {"cycles": cycles.astype(np.uint32)}

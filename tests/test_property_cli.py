@@ -146,7 +146,9 @@ COMPILE = st.tuples(
            "--no-program": None, "--weight-bits": number(8, 4, 2),
            "--layer-weight-bits": mostly(["conv_c=3", "gemm_y=5,conv_c=8"],
                                          ["maxpool_p=4", "nope=4", "conv_c=", "conv_c=9", ","]),
-           "--weight-rounding": mostly(["nearest", "gptq"], ["bogus"])}))
+           "--weight-rounding": mostly(["nearest", "gptq"], ["bogus"]),
+           "--engine": mostly(["int8", "binary"], ["ternary"]), "--pe": number(1, 4),
+           "--simd": number(8, 16)}))
 
 RUN = st.tuples(st.just(["run"]), one(path("OUT")),
                 mostly([["--inputs", "X.npz"]], [[]] + [["--inputs", p] for p in HOSTILE_PATHS]),

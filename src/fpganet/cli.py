@@ -28,10 +28,11 @@ from .boards.build import BOARDS, Refused, check_buildable, warn_logic
 from .boards.build import config_from_args as board_config_from_args
 from .boards.build import configure as configure_synth
 from .boards.build import run as run_synth
+from .codegen.binary_images import DEFAULT_FOLD, is_binary_compiled, read_binary_images
 from .codegen.fuzz import ARRAYS
 from .codegen.images import NoProgramError, read_images
 from .command_line import EXIT_CHECK_FAILED, PROG, Parser, run_command_line
-from .compiler import (DEFAULT_MIN_AGREEMENT, compile_model, load_compiled, read_inputs,
+from .compiler import (DEFAULT_MIN_AGREEMENT, ENGINES, compile_model, load_compiled, read_inputs,
                        runtime_requant_mode)
 from .config import AcceleratorConfig, ConfigError
 from .datasets import MNIST_MEAN, MNIST_STD, SPLITS, mnist
@@ -40,6 +41,7 @@ from .estimate.cli import (configure_estimate_parser, configure_report_parser, r
                            run_report)
 from .files import check_output_file, write_npz
 from .golden import run_golden
+from .hdl.binary_engine import BinaryNetworkEngine
 from .link.cli import add_arguments, run_command
 from .model import file_sha256
 from .model.ir import input_text
@@ -117,6 +119,16 @@ def _configure_compile(parser):
     parser.add_argument("--no-program", action="store_true",
                         help="quantize only: write no accelerator program or memory images (a "
                              "network that does not fit the configuration is then accepted)")
+    parser.add_argument("--engine", choices=ENGINES, default="int8",
+                        help="int8: the systolic array's program (default); binary: a network of "
+                             "binary dense layers (weights +-1, one-bit activations, as FINN's "
+                             "TFC_1W1A) as the XNOR-popcount engine's memory images")
+    parser.add_argument("--pe", type=positive_int, metavar="P",
+                        help=f"binary engine: output channels a cycle (default "
+                             f"{DEFAULT_FOLD[0]})")
+    parser.add_argument("--simd", type=positive_int, metavar="S",
+                        help=f"binary engine: input bits a cycle, a multiple of 8 and of P "
+                             f"(default {DEFAULT_FOLD[1]})")
     parser.add_argument("--board", choices=_board_names(),
                         help="start from the configuration that 'fpganet synth --board B' builds "
                              "(the flags below change it, as they do for synth)")
@@ -184,10 +196,27 @@ def _model_requant_config(args, config):
         return config, f"the {mode} requantization is not built with these flags ({refusal})"
 
 
+def _binary_fold(args):
+    """``(pe, simd)`` of ``--engine binary``, or None; the flags that have no meaning for the
+    engine chosen are refused."""
+    if args.engine != "binary":
+        if args.pe is not None or args.simd is not None:
+            raise FpganetError("--pe and --simd fold the binary engine: give them with "
+                               "--engine binary")
+        return None
+    for flag, given in (("--batch", args.batch != 1), ("--images", args.images != 1),
+                        ("--no-program", args.no_program), ("--dump-ir", args.dump_ir)):
+        if given:
+            raise FpganetError(f"{flag} is the int8 array's program's; the binary engine runs "
+                               f"one vector a START (--engine binary)")
+    return (args.pe or DEFAULT_FOLD[0], args.simd or DEFAULT_FOLD[1])
+
+
 @command("compile", help="quantize an ONNX model (or take a fully-int8 TFLite model) into an int8 "
                          "network for the accelerator")
 @arguments(_configure_compile)
 def _run_compile(args):
+    binary = _binary_fold(args)
     asked = _compile_config(args)
     config, not_runtime_mode = _model_requant_config(args, asked)
     net = compile_model(args.model, args.calib, args.output, config=config, method=args.method,
@@ -196,13 +225,13 @@ def _run_compile(args):
                         dump_ir=sys.stdout if args.dump_ir else None, board=args.board,
                         weight_bits=args.weight_bits, layer_weight_bits=args.layer_weight_bits,
                         weight_rounding=args.weight_rounding, not_runtime_mode=not_runtime_mode,
-                        min_agreement=args.min_agreement)
+                        min_agreement=args.min_agreement, binary=binary)
     source = net.source
     print(f"compiled {source['file']} ({'embedded' if source['embedded'] else source['path']}) "
           f"into {args.output}")
     print(f"  {len(net.layers)} layers, {net.macs:,} MACs per sample, "
           f"{sum(l.weight.size for l in net.conv_layers):,} int8 weights, for the "
-          f"{net.config.name} array")
+          f"{'binary engine' if binary else f'{net.config.name} array'}")
     if net.calibration["method"] in ("qdq", "tflite", "qonnx"):
         print(f"  quantization: as given by the model ({net.calibration['data']}); no calibration")
     if net.calibration["method"] == "qonnx":    # stored as int8 until weights are packed
@@ -244,7 +273,9 @@ def _run_compile(args):
         else:
             extra, kind = "", layer.type
         print(f"  {index:2d} {kind:8s} {layer.name:20s} {shapes:22s} {extra}")
-    if not args.no_program:
+    if binary is not None:
+        _print_binary(args.output, net)
+    elif not args.no_program:
         _print_program(args.output)
         if args.batch > 1:
             print(f"  batch: the dense layers run once per group of {args.batch} images")
@@ -268,6 +299,20 @@ def _print_program(out_dir):
                   f"{step['instructions'][1] - 1}, {step['lanes']} lanes, input pitch "
                   f"{step['src']['pitch']}, "
                   f"{'no bank conflicts' if conflicts == 0 else f'{conflicts:,} bank-conflict cycles'}")
+
+
+def _print_binary(out_dir, net):
+    """Summary of the binary engine's section of a compiled directory."""
+    images = read_binary_images(out_dir, net)
+    layout, folded = images.layout, images.folded
+    print(f"  binary engine {layout['pe']}x{layout['simd']} (pe x simd): "
+          f"{layout['weight_words']:,} weight words of {layout['pe'] * layout['simd']} bits, "
+          f"{layout['threshold_words']:,} threshold words; {images.input_bytes} input bytes and "
+          f"{images.output_bytes} count bytes a vector; "
+          f"{BinaryNetworkEngine(folded).cycles_per_vector():,} cycles a vector (modelled)")
+    for layer in layout["layers"]:
+        print(f"  {layer['name']:20s} {layer['k']:5d} -> {layer['m']:4d}  {layer['groups']} "
+              f"group(s) x {layer['beats']} beat(s), {layer['output']} out")
 
 
 # run ---------------------------------------------------------------------------------------
@@ -339,6 +384,10 @@ def _run_run(args):
                   f"images' cycles / {len(cycles)}; simulated by the "
                   f"{args.backend} backend; batch {batch}: the dense layers run once per group of "
                   f"{batch} images)")
+        elif is_binary_compiled(args.compiled):
+            print(f"cycles per image {int(np.median(cycles)):,} (median; simulated by the "
+                  f"{args.backend} backend: the binary engine's stamp, START to the last count "
+                  f"byte, one image a START)")
         else:
             steady = cycles[1:] if len(cycles) > 1 else cycles
             print(f"cycles per image {int(np.median(steady)):,} (median; simulated by the "

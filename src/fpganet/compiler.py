@@ -19,6 +19,7 @@ import numpy as np
 
 from . import datasets
 from .codegen import build_images, read_images
+from .codegen.binary_images import build_binary_images, is_binary_compiled, read_binary_images
 from .codegen.images import NoProgramError
 from .config import DEFAULT_CONFIG, MULT_BITS
 from .errors import FpganetError, FpganetWarning
@@ -30,9 +31,13 @@ from .qnet import load_network
 from .quantize import DEFAULT_METHOD, parse_method, quantize_graph
 from .quantize.rounding import check_float_only
 
-__all__ = ["compile_model", "load_compiled", "read_npz", "read_inputs", "runtime_requant_mode",
+__all__ = ["ENGINES", "compile_model", "load_compiled", "read_npz", "read_inputs", "runtime_requant_mode",
            "write_compiled"]
 
+
+#: What ``fpganet compile --engine`` compiles for: the int8 systolic array's program, or the
+#: binary engine's images (:mod:`fpganet.codegen.binary_images`).
+ENGINES = ("int8", "binary")
 
 #: The least share of inputs on which a pre-quantized model whose arithmetic the target
 #: changes must keep its own runtime's arg-max (``fpganet compile --min-agreement``).
@@ -157,7 +162,7 @@ def runtime_requant_mode(model):
 def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=None,
                   calib_limit=None, program=True, n_images=1, batch=1, dump_ir=None, board=None,
                   weight_bits=8, layer_weight_bits=None, weight_rounding=None,
-                  not_runtime_mode=None, min_agreement=DEFAULT_MIN_AGREEMENT):
+                  not_runtime_mode=None, min_agreement=DEFAULT_MIN_AGREEMENT, binary=None):
     """Import, quantize and optionally write a network.
 
     Parameters
@@ -214,6 +219,10 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
         below 15 bits, or an int8 TFLite model outside the ``tflite`` mode) is refused when
         its golden model's arg-max agrees with the model's own runtime on fewer than this
         share of the ``calib`` inputs; the share is in ``net.calibration["agreement"]``.
+    binary : tuple of int, optional
+        ``(pe, simd)``: with ``out_dir``, write the binary engine's images of a chain of binary
+        dense layers folded so (:mod:`fpganet.codegen.binary_images`) instead of the int8
+        array's program; a network that is not binary is refused.
 
     Returns
     -------
@@ -246,7 +255,7 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
             net.board = board
             if out_dir is not None:
                 write_compiled(net, out_dir, program=program, n_images=n_images, batch=batch,
-                               inputs=(model_path,), dump_ir=dump_ir)
+                               inputs=(model_path,), dump_ir=dump_ir, binary=binary)
             return net
     else:
         graph = load_onnx(model_path)
@@ -310,7 +319,7 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     if out_dir is not None:
         write_compiled(net, out_dir, program=program, n_images=n_images, batch=batch,
                        inputs=(model_path, calib if isinstance(calib, (str, os.PathLike)) else None),
-                       dump_ir=dump_ir)
+                       dump_ir=dump_ir, binary=binary)
     return net
 
 
@@ -405,7 +414,8 @@ def _load_tflite(model_path, calib, config):
     return loaded
 
 
-def write_compiled(net, out_dir, program=True, n_images=1, batch=1, inputs=(), dump_ir=None):
+def write_compiled(net, out_dir, program=True, n_images=1, batch=1, inputs=(), dump_ir=None,
+                   binary=None):
     """Write ``net`` into ``out_dir``, built aside and renamed into place.
 
     With ``program`` the accelerator program and memory images for ``n_images``
@@ -418,13 +428,19 @@ def write_compiled(net, out_dir, program=True, n_images=1, batch=1, inputs=(), d
     verify. An existing ``out_dir`` is replaced only when every file in it is one
     fpganet wrote, unchanged; ``out_dir`` never holds one of ``inputs`` (the model
     and calibration files). ``dump_ir``: a text stream for the compiler's intermediate form
-    after each pass.
+    after each pass. ``binary``: ``(pe, simd)``, the binary engine's images
+    (``binary_weights.hex``, ``binary_thresholds.hex``, the manifest's ``binary_engine``
+    section) instead of the int8 program.
     """
-    images = None
-    if program:
+    images, extra = None, None
+    if binary is not None:
+        images = build_binary_images(net, *binary)
+        extra = {"binary_engine": images.layout}
+    elif program:
         images = build_images(net, n_images, batch=batch, dump=dump_ir)
+        extra = {"accelerator": images.layout}
     with staged_directory(out_dir, inputs=inputs) as staging:
-        net.save(staging, extra=None if images is None else {"accelerator": images.layout})
+        net.save(staging, extra=extra)
         if images is not None:
             images.save(staging)
     return Path(out_dir)
@@ -436,6 +452,9 @@ def load_compiled(out_dir):
     images are not its manifest's configuration's is refused by every reader, whether or not
     that reader runs them."""
     net = load_network(out_dir)
+    if is_binary_compiled(out_dir):
+        read_binary_images(out_dir, net)
+        return net
     try:
         read_images(out_dir)
     except NoProgramError:

@@ -3,6 +3,7 @@
 import numpy as np
 
 from ..isasim import Machine
+from .binary_images import is_binary_compiled, read_binary_images, run_folded
 from .images import NoProgramError, build_images, read_images
 
 __all__ = ["run_isa", "backend"]
@@ -43,10 +44,14 @@ def backend(net, q_in, **options):
     """The ``isa`` entry of :data:`fpganet.backends.BACKENDS`: int8 in, int8 out.
 
     Options: ``images`` (MemoryImages to run), ``compiled`` (a compiled directory: run the
-    images it holds, if it has any), ``config`` (build for another configuration).
+    images it holds, if it has any; the binary engine's arithmetic on its memory words for one
+    compiled with ``--engine binary``, :func:`~fpganet.codegen.binary_images.run_folded`),
+    ``config`` (build for another configuration).
     """
     images = options.get("images")
     compiled = options.get("compiled")
+    if images is None and compiled is not None and is_binary_compiled(compiled):
+        return run_folded(read_binary_images(compiled, net), q_in)
     if images is None and compiled is not None and options.get("config") is None:
         try:
             images = read_images(compiled)

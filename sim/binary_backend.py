@@ -1,0 +1,51 @@
+"""``fpganet run --backend rtl`` of a directory compiled with ``--engine binary``.
+
+The binary engine's device (:class:`~fpganet.hdl.binary_device.BinaryDevice`, its weights and
+thresholds in its memories' initial contents) takes the accelerator's place in the generated
+harness of :mod:`fpganet.sim.rtl_backend`: no host writes, one START a vector, the input
+stream carrying the vectors' bytes one after another and the output stream their counts and
+cycle stamps (:class:`~fpganet.codegen.binary_images.BinaryImages`). One build per folded
+network (the memories are part of the design), cached as the accelerator's are.
+"""
+
+import hashlib
+import json
+
+import numpy as np
+
+from fpganet.hdl.binary_device import BinaryDevice
+from fpganet.sim.rtl_backend import build_harness
+
+__all__ = ["build_binary_harness", "run_binary_rtl", "model_stamp"]
+
+
+def build_binary_harness(images, config, *, sim=None, driver="cocotb"):
+    """The harness around the device of ``images``
+    (:class:`~fpganet.codegen.binary_images.BinaryImages`); ``config`` gives the host port's
+    widths."""
+    key = hashlib.sha256(json.dumps([images.layout, images.files()]).encode()).hexdigest()
+    return build_harness(config, sim=sim, driver=driver, device=BinaryDevice(images.folded, config),
+                         device_key=f"binary-{key}")
+
+
+def run_binary_rtl(images, config, q_in, *, sim=None, driver="cocotb", chunk=2000, progress=None):
+    """Run int8 inputs ``q_in`` [N, ...] through the binary engine's Verilog, ``chunk`` vectors a
+    simulation. Returns ``(q, stamps)``: the network's output codes [N, *output_shape] and each
+    vector's cycle stamp (START to its last count byte) from the device's own counter."""
+    build = build_binary_harness(images, config, sim=sim, driver=driver)
+    outputs, stamps = [], []
+    for first in range(0, len(q_in), chunk):
+        part = q_in[first:first + chunk]
+        result = build.run({}, images.pack_inputs(part), starts=len(part))
+        q, stamp = images.unpack_outputs(result.output, len(part))
+        outputs.append(q)
+        stamps.append(stamp)
+        if progress:
+            progress(first + len(part), len(q_in))
+    return np.concatenate(outputs), np.concatenate(stamps)
+
+
+def model_stamp(images, config):
+    """Each vector's stamp as the device's timing model gives it
+    (:meth:`~fpganet.hdl.binary_device.BinaryDevice.stamp_cycles`)."""
+    return BinaryDevice(images.folded, config).stamp_cycles()

@@ -1,0 +1,112 @@
+"""``fpganet compile --engine binary``: FINN's TFC_1W1A as the binary engine's memory images,
+run by the ``isa`` backend (the engine's arithmetic on its words) and the ``rtl`` backend (the
+device's Verilog) bit for bit as the golden model, with the device model's stamps; a network
+or a fold the engine cannot run, flags of the int8 program, and altered images, each refused
+in one line."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+from test_binary_layers import TFC_W1A1, needs_tfc
+
+from fpganet.backends import run_network
+from fpganet.cli import main
+from fpganet.codegen.binary_images import THRESHOLDS, WEIGHTS, read_binary_images
+from fpganet.compiler import compile_model, load_compiled
+from fpganet.datasets import mnist
+from fpganet.errors import FpganetError
+from fpganet.files import write_sums
+from fpganet.sim.binary_backend import model_stamp
+
+
+@needs_tfc
+@pytest.mark.parametrize("fold", [(4, 16), (1, 8), (8, 8), (16, 32)])
+def test_the_engine_arithmetic_on_its_words_equals_the_golden_model(tmp_path, fold):
+    """Each fold pads differently (pe 4, 8 and 16 of the last layer's 10 channels; 784 input
+    bits in 16- and 32-bit words)."""
+    out = tmp_path / "tfc"
+    compile_model(TFC_W1A1, out_dir=out, binary=fold)
+    net = load_compiled(out)
+    x, _ = mnist("all", unit=True)
+    x = x[:300]
+    golden = run_network(net, x, backend="golden").q
+    assert np.array_equal(run_network(net, x, backend="isa", compiled=out).q, golden)
+    layout = json.loads((out / "manifest.json").read_text())["binary_engine"]
+    assert (layout["pe"], layout["simd"]) == fold
+
+
+@needs_tfc
+def test_the_rtl_backend_runs_the_binary_engine_verilog(tmp_path, capsys):
+    out, inputs, result = tmp_path / "tfc", tmp_path / "x.npz", tmp_path / "r.npz"
+    assert main(["compile", str(TFC_W1A1), "--engine", "binary", "--pe", "8", "--simd", "16",
+                 "-o", str(out)]) == 0
+    assert main(["mnist", "--unit", "--limit", "40", "-o", str(inputs)]) == 0
+    capsys.readouterr()
+    assert main(["run", str(out), "--inputs", str(inputs), "--backend", "rtl",
+                 "--out", str(result)]) == 0
+    printed = capsys.readouterr().out
+    assert "all 400 int8 outputs of the rtl backend equal the golden model's" in printed
+    net = load_compiled(out)
+    stamp = model_stamp(read_binary_images(out, net), net.config)
+    with np.load(result) as data:
+        assert data["cycles"].tolist() == [stamp] * 40
+    assert f"cycles per image {stamp:,}" in printed
+
+
+@needs_tfc
+@pytest.mark.parametrize("flags, message", [
+    (["--engine", "binary", "--pe", "3"],
+     "simd (16) must be a multiple of pe (3): a group's output bits are written into one word"),
+    (["--engine", "binary", "--pe", "4", "--simd", "12"],
+     "the binary engine cannot run 4x12: simd must be a multiple of 8 for a byte input, not 12"),
+    (["--pe", "4"], "--pe and --simd fold the binary engine: give them with --engine binary"),
+    (["--engine", "binary", "--batch", "2"],
+     "--batch is the int8 array's program's; the binary engine runs one vector a START "
+     "(--engine binary)"),
+])
+def test_a_fold_or_flag_the_engine_cannot_take_is_refused(tmp_path, capsys, flags, message):
+    out = tmp_path / "out"
+    assert main(["compile", str(TFC_W1A1), *flags, "-o", str(out)]) == 2
+    assert capsys.readouterr().err == f"fpganet: error: {message}\n"
+    assert not out.exists()
+
+
+def test_a_network_that_is_not_binary_is_refused(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["compile", "--engine", "binary", "-o", str(out)]) == 2
+    assert capsys.readouterr().err == ("fpganet: error: not a network for the binary engine: the "
+                                       "network's input codes -128..127 are not one bit\n")
+    assert not out.exists()
+
+
+@needs_tfc
+def test_images_that_are_not_the_network_are_refused(tmp_path):
+    """Re-signed after an edit (SHA256SUMS rewritten), the images still have to be the
+    network's at the manifest's fold; a listing without them vouches for nothing."""
+    out = tmp_path / "tfc"
+    compile_model(TFC_W1A1, out_dir=out, binary=(4, 16))
+    weights = out / WEIGHTS
+    text = weights.read_text()
+    weights.write_text(("0" if text[0] != "0" else "1") + text[1:])
+    write_sums(out)
+    with pytest.raises(FpganetError, match=rf"^'{out / WEIGHTS}' is not network.npz folded 4x16: "
+                                           r"compile it again$"):
+        load_compiled(out)
+    weights.write_text(text)
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["binary_engine"]["pe"] = 8
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    write_sums(out)
+    with pytest.raises(FpganetError, match=r"is not network.npz folded 8x16: compile it again$"):
+        load_compiled(out)
+    manifest["binary_engine"]["pe"] = 4
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    sums = out / "SHA256SUMS"
+    write_sums(out)
+    sums.write_text("".join(line for line in sums.read_text().splitlines(keepends=True)
+                            if THRESHOLDS not in line))
+    with pytest.raises(FpganetError, match=rf"does not list '{THRESHOLDS}'"):
+        load_compiled(out)
+    assert os.path.exists(out / THRESHOLDS)
