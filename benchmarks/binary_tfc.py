@@ -18,28 +18,16 @@ import sys
 from pathlib import Path
 
 from fpganet.argtypes import positive_int
+from fpganet.boards.binary import binary_core
 from fpganet.boards.build import BOARDS, build
-from fpganet.boards.icebreaker import BAUD
 from fpganet.codegen.binary import fold_network, lower_binary_network
 from fpganet.compiler import compile_model
 from fpganet.datasets import qonnx_model
 from fpganet.errors import FpganetError
-from fpganet.hdl.binary_device import BinaryDevice
 from fpganet.hdl.binary_engine import BinaryNetworkEngine
 from fpganet.results import make_row, write_rows
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def binary_core(folded):
-    """The core for the board top: the host link and the binary device for ``folded``."""
-    from fpganet.hdl.hostlink import HostLinkSystem
-
-    def core(config):
-        return HostLinkSystem(config, config.clock_hz, BAUD,
-                              device=lambda c: BinaryDevice(folded, c))
-    core.__qualname__ = "binary_core"
-    return core
 
 
 def main(argv=None):

@@ -35,6 +35,7 @@ from amaranth.hdl import UnusedElaboratable
 
 from fpganet.argtypes import add_config_arguments, non_negative_int, positive_int
 from fpganet.command_line import run_subcommand
+from fpganet.codegen.binary_images import is_binary_compiled, read_binary_images
 from fpganet.compiler import load_compiled
 from fpganet.config import AcceleratorConfig, ConfigError
 from fpganet.errors import FpganetError, FpganetWarning
@@ -42,6 +43,7 @@ from fpganet.files import check_output_directory, staged_directory
 from fpganet.hdl.memories import yosys_idle_written
 
 from . import report as _report
+from .binary import binary_core
 from .icebreaker import BOARD as ICEBREAKER
 from .resources import resource_needs
 from .ulx3s import BOARD as ULX3S
@@ -134,6 +136,8 @@ def _without_overridden(defaults, given):
 def macs_per_cycle(config, core):
     """MACs a cycle of ``core`` built for ``config``: the array's PEs times the products each
     makes (a core factory with ``pair_products`` builds the configuration with them)."""
+    if (own := getattr(core, "macs_per_cycle", None)) is not None:
+        return own          # a core of its own kind (the binary engine's)
     if getattr(core, "pair_products", False):
         config = config.replace(pair_products=True)
     return config.macs_per_cycle
@@ -535,6 +539,12 @@ def run(args):
     core = board.cores[args.core] if args.core else board.default_core
     core_name = next((name for name, factory in board.cores.items() if factory is core),
                      "default core")
+    if args.compiled is not None and is_binary_compiled(args.compiled):
+        if args.core:
+            raise FpganetError(f"'{args.compiled}' was compiled for the binary engine "
+                               f"(--engine binary), which is its core: give no --core")
+        core = binary_core(read_binary_images(args.compiled, load_compiled(args.compiled)).folded)
+        core_name = core.description
     # What build() would refuse before its tools run is refused before the banner: a refusal
     # is the command's only line.
     warn_logic(check_buildable(board, config, core))
@@ -543,8 +553,9 @@ def run(args):
         warnings.simplefilter("ignore", UnusedElaboratable)
         board.top(config, core, pll=not args.no_pll)
     check_output_directory(output, what="build folder")
-    print(f"synth: {board.description}, {core_name}, array {config.name} "
-          f"({macs_per_cycle(config, core)} MACs/cycle), "
+    design = (f"{core.macs_per_cycle} binary MACs/cycle" if hasattr(core, "macs_per_cycle") else
+              f"array {config.name} ({macs_per_cycle(config, core)} MACs/cycle)")
+    print(f"synth: {board.description}, {core_name}, {design}, "
           f"target {config.clock_hz / 1e6:g} MHz -> {output}/", flush=True)
     seed = board.seed if args.seed is None else args.seed
     result = build(board, config, output, core=core, seed=seed, pll=not args.no_pll,
@@ -559,7 +570,7 @@ def run(args):
           f"wrote {output / result['bitstream']} and {output / 'report.json'}")
     if not result["timing_met"]:
         print(f"synth: warning: timing not met: Fmax {fmax:.1f} MHz is below the "
-              f"{result['clock']['constraint_mhz']} MHz clock", file=sys.stderr)
+              f"{result['clock']['constraint_mhz']:.2f} MHz clock", file=sys.stderr)
         if args.require_timing:
             return EXIT_TIMING
     return 0

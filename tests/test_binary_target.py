@@ -110,3 +110,46 @@ def test_images_that_are_not_the_network_are_refused(tmp_path):
     with pytest.raises(FpganetError, match=rf"does not list '{THRESHOLDS}'"):
         load_compiled(out)
     assert os.path.exists(out / THRESHOLDS)
+
+
+@pytest.fixture(scope="module")
+def tfc_for_the_icebreaker(tmp_path_factory):
+    out = tmp_path_factory.mktemp("binary") / "tfc"
+    assert main(["compile", str(TFC_W1A1), "--engine", "binary", "--board", "icebreaker",
+                 "-o", str(out)]) == 0
+    return out
+
+
+@needs_tfc
+def test_synth_builds_the_binary_engine_of_a_compiled_folder(tfc_for_the_icebreaker, tmp_path,
+                                                             capsys):
+    """yosys and nextpnr-ice40 on the host link and the engine, its weights in the bitstream
+    (about 30 s). Timing is the benchmark's to report, not this test's."""
+    build = tmp_path / "build"
+    status = main(["synth", str(tfc_for_the_icebreaker), "-o", str(build)])
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    assert "binary engine 4x16, 64 binary MACs/cycle" in printed
+    report = json.loads((build / "report.json").read_text())
+    assert report["macs_per_cycle"] == 64 and report["core"].endswith("binary_core(4x16)")
+    assert report["resources"]["EBR"]["used"] > 0 and (build / report["bitstream"]).stat().st_size
+
+
+@needs_tfc
+@pytest.mark.parametrize("argv, message", [
+    (["synth", "{out}", "--core", "stand-in", "-o", "{tmp}/b"],
+     "'{out}' was compiled for the binary engine (--engine binary), which is its core: give "
+     "no --core"),
+    (["estimate", "{out}", "--no-measure"],
+     "'{out}' was compiled for the binary engine (--engine binary): the estimator models the "
+     "int8 array only; the binary engine's routed builds are in benchmarks/results/binary.json"),
+    (["board", "run", "{out}", "--port", "{tmp}/nothing", "--inputs", "{tmp}/x.npz"],
+     "'{out}' was compiled for the binary engine (--engine binary): fpganet board run drives "
+     "the int8 accelerator only; run it with fpganet run --backend rtl"),
+])
+def test_what_does_not_take_a_binary_folder_says_so(tfc_for_the_icebreaker, tmp_path, capsys,
+                                                    argv, message):
+    where = {"out": str(tfc_for_the_icebreaker), "tmp": str(tmp_path)}
+    assert main([arg.format(**where) for arg in argv]) == 2
+    assert capsys.readouterr().err == f"fpganet: error: {message.format(**where)}\n"
+    assert list(tmp_path.iterdir()) == []

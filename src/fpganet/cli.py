@@ -1,3 +1,5 @@
+# amaranth: UnusedElaboratable=no
+# (the binary engine is built here only for its timing model)
 """The ``fpganet`` command line: a thin layer over the Python API.
 
 Subcommands register themselves with :func:`command`, so that later ones
@@ -305,11 +307,12 @@ def _print_binary(out_dir, net):
     """Summary of the binary engine's section of a compiled directory."""
     images = read_binary_images(out_dir, net)
     layout, folded = images.layout, images.folded
+    cycles = BinaryNetworkEngine(folded).cycles_per_vector()
     print(f"  binary engine {layout['pe']}x{layout['simd']} (pe x simd): "
           f"{layout['weight_words']:,} weight words of {layout['pe'] * layout['simd']} bits, "
           f"{layout['threshold_words']:,} threshold words; {images.input_bytes} input bytes and "
           f"{images.output_bytes} count bytes a vector; "
-          f"{BinaryNetworkEngine(folded).cycles_per_vector():,} cycles a vector (modelled)")
+          f"{cycles:,} cycles a vector (modelled)")
     for layer in layout["layers"]:
         print(f"  {layer['name']:20s} {layer['k']:5d} -> {layer['m']:4d}  {layer['groups']} "
               f"group(s) x {layer['beats']} beat(s), {layer['output']} out")

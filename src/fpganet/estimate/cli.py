@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..argtypes import positive_float, positive_int
 from ..boards.build import BOARDS as BOARD_REGISTRY
+from ..codegen.binary_images import is_binary_compiled
 from ..codegen.images import NoProgramError, read_images
 from ..command_line import run_subcommand
 from ..compiler import load_compiled
@@ -108,6 +109,10 @@ def _run(args):
     from .comparison import estimate
 
     net = load_compiled(args.compiled)
+    if is_binary_compiled(args.compiled):
+        raise FpganetError(f"'{args.compiled}' was compiled for the binary engine (--engine "
+                           f"binary): the estimator models the int8 array only; the binary "
+                           f"engine's routed builds are in benchmarks/results/binary.json")
     args.board = target_board(net, args.board, args.compiled)
     _check_requant_mode(net.config.requant_mode, args.board, args.compiled)
     link = HostLink(baud=args.baud) if args.baud else None

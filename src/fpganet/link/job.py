@@ -3,8 +3,10 @@ output for the board."""
 
 from dataclasses import dataclass
 
+from ..codegen.binary_images import is_binary_compiled
 from ..codegen.images import read_images
 from ..compiler import load_compiled
+from ..errors import FpganetError
 from ..isa import HostSpace
 
 __all__ = ["CompiledJob", "load_compiled_job"]
@@ -38,6 +40,12 @@ def load_compiled_job(out_dir):
     API changes, only this function changes.
     """
     net = load_compiled(out_dir)
+    if is_binary_compiled(out_dir):
+        # Its bitstream answers PING as an int8 accelerator of the same configuration would:
+        # nothing would tell a board that holds the wrong one.
+        raise FpganetError(f"'{out_dir}' was compiled for the binary engine (--engine binary): "
+                           f"fpganet board run drives the int8 accelerator only; run it with "
+                           f"fpganet run --backend rtl")
     images = read_images(out_dir)
     batch = images.batch
     images = images.for_images(batch)        # one pass of the program's loop

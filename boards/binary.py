@@ -1,0 +1,25 @@
+"""The binary network engine as a board core: the host link and the
+:class:`~fpganet.hdl.binary_device.BinaryDevice` of one folded network, whose weights and
+thresholds are in the bitstream (``fpganet synth OUT`` of a directory compiled with
+``--engine binary``)."""
+
+from fpganet.hdl.binary_device import BinaryDevice
+from fpganet.hdl.hostlink import HostLinkSystem
+
+# Both boards' UART links run at 3 Mbaud (boards/icebreaker.py, boards/ulx3s.py).
+from .icebreaker import BAUD
+
+__all__ = ["binary_core"]
+
+
+def binary_core(folded):
+    """A core factory (``core(config)``, as :data:`fpganet.boards.common.Board.cores` holds)
+    for ``folded`` (:class:`~fpganet.codegen.binary.FoldedNetwork`); ``config`` gives the clock
+    and the host link's widths. Its ``macs_per_cycle`` is the engine's binary MACs a cycle."""
+    def core(config):
+        return HostLinkSystem(config, config.clock_hz, BAUD,
+                              device=lambda c: BinaryDevice(folded, c))
+    core.__qualname__ = f"binary_core({folded.pe}x{folded.simd})"
+    core.macs_per_cycle = folded.pe * folded.simd
+    core.description = f"binary engine {folded.pe}x{folded.simd}"
+    return core
