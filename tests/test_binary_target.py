@@ -4,6 +4,8 @@ device's Verilog) bit for bit as the golden model, with the device model's stamp
 or a fold the engine cannot run, flags of the int8 program, and altered images, each refused
 in one line."""
 
+import contextlib
+import io
 import json
 import os
 
@@ -120,14 +122,20 @@ def tfc_for_the_icebreaker(tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="module")
+def tfc_built(tfc_for_the_icebreaker, tmp_path_factory):
+    """``fpganet synth`` of the folder: yosys and nextpnr-ice40 on the host link and the
+    engine, its weights in the bitstream (about 30 s); its status, printout and folder."""
+    build = tmp_path_factory.mktemp("binary-build")
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        status = main(["synth", str(tfc_for_the_icebreaker), "-o", str(build)])
+    return status, printed.getvalue(), build
+
+
 @needs_tfc
-def test_synth_builds_the_binary_engine_of_a_compiled_folder(tfc_for_the_icebreaker, tmp_path,
-                                                             capsys):
-    """yosys and nextpnr-ice40 on the host link and the engine, its weights in the bitstream
-    (about 30 s). Timing is the benchmark's to report, not this test's."""
-    build = tmp_path / "build"
-    status = main(["synth", str(tfc_for_the_icebreaker), "-o", str(build)])
-    printed = capsys.readouterr().out
+def test_synth_builds_the_binary_engine_of_a_compiled_folder(tfc_built):
+    """Timing is the benchmark's to report, not this test's."""
+    status, printed, build = tfc_built
     assert status == 0, printed
     assert "binary engine 4x16, 64 binary MACs/cycle" in printed
     report = json.loads((build / "report.json").read_text())
@@ -136,13 +144,59 @@ def test_synth_builds_the_binary_engine_of_a_compiled_folder(tfc_for_the_icebrea
 
 
 @needs_tfc
+def test_estimate_of_the_binary_engine_from_its_routed_build(tfc_for_the_icebreaker, tfc_built,
+                                                             capsys):
+    """Its cycles are the device's model, its clock the routed report's, its link bytes the
+    input bits and the counts; no multiplier, no ASIC row; the GPUs beside it."""
+    _, _, build = tfc_built
+    assert main(["estimate", str(tfc_for_the_icebreaker), "--no-measure", "--report",
+                 str(build / "report.json"), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    net = load_compiled(tfc_for_the_icebreaker)
+    images = read_binary_images(tfc_for_the_icebreaker, net)
+    stamp = model_stamp(images, net.config)
+    report = json.loads((build / "report.json").read_text())
+    clock = min(report["fmax_mhz"], report["clock"]["pll_mhz"]) * 1e6
+    assert result["cycles_per_image"]["value"] == stamp
+    assert result["accelerator"]["design"] == "binary engine 4x16"
+    throughput = result["fpga"]["throughput"]
+    assert throughput["compute_images_per_s"]["value"] == pytest.approx(clock / stamp, rel=1e-6)
+    assert (result["network"]["input_bytes"], result["network"]["output_bytes"]) == (98, 24)
+    assert throughput["setup_s"]["value"] == 0
+    assert result["fpga"]["power"]["components"]["dsp"]["high"] == 0
+    assert result["asic"] == [] and len(result["gpus"]) > 0
+    assert result["images_per_s_per_w"]["value"] > 0
+
+
+@needs_tfc
+def test_estimate_of_the_binary_engine_needs_its_own_build(tfc_for_the_icebreaker, tfc_built,
+                                                           tmp_path, capsys):
+    _, _, build = tfc_built
+    out = str(tfc_for_the_icebreaker)
+    assert main(["estimate", out, "--no-measure"]) == 2
+    assert capsys.readouterr().err == (
+        "fpganet: error: the binary engine's logic has no model: give --report REPORT.json of "
+        "its routed build (fpganet synth OUT writes it)\n")
+    other = json.loads((build / "report.json").read_text())
+    other["macs_per_cycle"] = 16
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    assert main(["estimate", out, "--no-measure", "--report", str(tmp_path / "other.json")]) == 2
+    assert capsys.readouterr().err == (
+        f"fpganet: error: the board report '{tmp_path / 'other.json'}' is of a design with 16 "
+        f"MACs a cycle, not the binary engine 4x16 (64): give the report of this folder's "
+        f"build\n")
+    assert main(["estimate", out, "--no-measure", "--activity", "rtl", "--report",
+                 str(build / "report.json")]) == 2
+    assert capsys.readouterr().err == (
+        f"fpganet: error: --activity is the int8 array's estimate's; '{out}' was compiled for "
+        f"the binary engine (--engine binary)\n")
+
+
+@needs_tfc
 @pytest.mark.parametrize("argv, message", [
     (["synth", "{out}", "--core", "stand-in", "-o", "{tmp}/b"],
      "'{out}' was compiled for the binary engine (--engine binary), which is its core: give "
      "no --core"),
-    (["estimate", "{out}", "--no-measure"],
-     "'{out}' was compiled for the binary engine (--engine binary): the estimator models the "
-     "int8 array only; the binary engine's routed builds are in benchmarks/results/binary.json"),
     (["board", "run", "{out}", "--port", "{tmp}/nothing", "--inputs", "{tmp}/x.npz"],
      "'{out}' was compiled for the binary engine (--engine binary): fpganet board run drives "
      "the int8 accelerator only; run it with fpganet run --backend rtl"),

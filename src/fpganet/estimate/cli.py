@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..argtypes import positive_float, positive_int
 from ..boards.build import BOARDS as BOARD_REGISTRY
-from ..codegen.binary_images import is_binary_compiled
+from ..codegen.binary_images import is_binary_compiled, read_binary_images
 from ..codegen.images import NoProgramError, read_images
 from ..command_line import run_subcommand
 from ..compiler import load_compiled
@@ -109,11 +109,9 @@ def _run(args):
     from .comparison import estimate
 
     net = load_compiled(args.compiled)
-    if is_binary_compiled(args.compiled):
-        raise FpganetError(f"'{args.compiled}' was compiled for the binary engine (--engine "
-                           f"binary): the estimator models the int8 array only; the binary "
-                           f"engine's routed builds are in benchmarks/results/binary.json")
     args.board = target_board(net, args.board, args.compiled)
+    if is_binary_compiled(args.compiled):
+        return _binary(args, net)
     _check_requant_mode(net.config.requant_mode, args.board, args.compiled)
     link = HostLink(baud=args.baud) if args.baud else None
     try:
@@ -133,6 +131,26 @@ def _run(args):
                         progress=_progress, program_batch=program_batch)
     except KeyError as error:
         raise FpganetError(str(error.args[0])) from None
+
+
+def _binary(args, net):
+    """The estimate of a folder compiled with ``--engine binary``
+    (:func:`fpganet.estimate.binary.binary_estimate`); the int8 array's own flags refused."""
+    from .binary import binary_estimate
+
+    int8_only = {"--cycles": args.cycles is not None, "--no-simulate": not args.simulate,
+                 "--cycles-model": args.cycles_model != "ideal",
+                 "--activity": args.activity not in ("auto", "default"), "--synth": args.synth}
+    if given := [flag for flag, on in int8_only.items() if on]:
+        raise FpganetError(f"{given[0]} is the int8 array's estimate's; '{args.compiled}' was "
+                           f"compiled for the binary engine (--engine binary)")
+    return binary_estimate(net, read_binary_images(args.compiled, net), board=args.board,
+                           board_report=args.board_report,
+                           clock_hz=args.clock_mhz * 1e6 if args.clock_mhz else None,
+                           link=HostLink(baud=args.baud) if args.baud else None,
+                           gpus=tuple(args.gpu) if args.gpu else DEFAULT_GPUS, batch=args.batch,
+                           measure=args.measure,
+                           measure_options={"min_time_s": args.measure_time})
 
 
 def target_board(net, board, compiled):

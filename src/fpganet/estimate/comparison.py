@@ -61,6 +61,11 @@ class Estimate:
     notes: list = field(default_factory=list)
     activity: object = None
     layer_table: object = None      # a LayerTable
+    design: str = None              # what runs the network, when not the int8 array
+
+    @property
+    def design_name(self):
+        return self.design or f"{self.workload.config.name} array"
 
     # JSON ------------------------------------------------------------------------------------
 
@@ -74,7 +79,7 @@ class Estimate:
         data = {"format": FORMAT,
                 "network": self.network,
                 "accelerator": {"config": self.workload.config.to_dict(), "board": self.board,
-                                "clock_hz": self.clock},
+                                "clock_hz": self.clock, "design": self.design_name},
                 **{key: row[key] for key in ROW_KEYS},
                 "joules_per_image": row["joules_per_image"],
                 "fpga": {"throughput": self.performance, "power": self.power.to_dict(),
@@ -119,7 +124,7 @@ class Estimate:
         widths = [max(len(str(x)) for x in column) for column in zip(header, *lines)]
         widths[-2] = min(widths[-2], 34)
         out = [f"fpganet estimate: {self.network['name']} ({self.network['macs']:,} MACs/image) on "
-               f"{self.board['name']}, {self.workload.config.name} array at "
+               f"{self.board['name']}, {self.design_name} at "
                f"{self.clock.value / 1e6:g} MHz",
                f"cycles per image: {self.cycles.value:,.0f} ({self.cycles.source}: "
                f"{self.cycles.basis})", ""]
@@ -388,19 +393,24 @@ def estimate(net, *, board="icebreaker", board_report=None, clock_hz=None, link=
     measured = {"rows": [], "skipped": ["not requested (measure=False)"], "machine": None}
     if measure:
         measured = measure_network(net, **(measure_options or {}))
-    network = {"name": workload.name, "macs": workload.macs, "ops": workload.ops,
-               "weight_bytes": workload.weight_bytes, "input_bytes": workload.input_bytes,
-               "output_bytes": workload.output_bytes, "layers": len(net.layers),
-               "feature_map_bytes": workload.feature_map_bytes,
-               "gpu_kernels": workload.gpu_kernels(), "source": net.source}
     return Estimate(workload=workload, board=board_info, clock=clock, cycles=cycles_q,
                     layer_cycles=per_layer, layer_cycles_source=per_layer_source,
                     performance=performance, power=power, fpga_row=fpga_row,
                     fpga_extra_rows=fpga_rows[1:], asic_rows=asic_rows,
-                    gpu_rows=gpu_list, measured=measured, synthesis=synthesis, network=network,
+                    gpu_rows=gpu_list, measured=measured, synthesis=synthesis,
+                    network=network_summary(workload, net),
                     notes=notes + [n for n in power.notes if "exceed" in n], activity=activity,
                     layer_table=layer_table(workload, cycles_q.value, per_layer, per_layer_source,
                                             stored_weight_bytes(net, config, program_batch)))
+
+
+def network_summary(workload, net):
+    """The estimate's ``network`` section."""
+    return {"name": workload.name, "macs": workload.macs, "ops": workload.ops,
+            "weight_bytes": workload.weight_bytes, "input_bytes": workload.input_bytes,
+            "output_bytes": workload.output_bytes, "layers": len(net.layers),
+            "feature_map_bytes": workload.feature_map_bytes,
+            "gpu_kernels": workload.gpu_kernels(), "source": net.source}
 
 
 # Markdown + plots ----------------------------------------------------------------------------
@@ -414,7 +424,8 @@ def report(result, out_dir, inputs=()):
 
     Plots: ``efficiency.png`` (images/s/W on a log scale, every platform with a power
     figure), ``roofline.png`` (the GPUs' INT8 rooflines, the FPGA's host-link roofline and
-    where the network sits), ``layers.png`` (cycles and multiplier utilization per layer).
+    where the network sits), ``layers.png`` (cycles and multiplier utilization per layer); the
+    last two for the int8 array only.
 
     Returns
     -------
@@ -434,9 +445,11 @@ def report(result, out_dir, inputs=()):
         else:
             matplotlib.use("Agg", force=True)
             plot_note = None
+            # The roofline and the per-layer plot draw the int8 array's multipliers.
+            int8_only = ("roofline.png", "layers.png") if result.design else ()
             for name, function in (("efficiency.png", _plot_efficiency),
                                    ("roofline.png", _plot_roofline), ("layers.png", _plot_layers)):
-                if function(result, staging / name):
+                if name not in int8_only and function(result, staging / name):
                     plots.append(name)
         names.extend(plots)
         (staging / "report.md").write_text(_markdown(result, plots, plot_note))
@@ -460,9 +473,10 @@ def _markdown(result, plots, plot_note):
     perf = result.performance
     power = result.power
     lines = [f"# Is an FPGA or ASIC worth it for {result.network['name']}?", "",
-             f"{w.macs:,} MACs ({w.ops:,} ops) per image, {w.weight_bytes:,} B of int8 weights, "
-             f"{w.input_bytes:,} B in and {w.output_bytes:,} B out per image. Accelerator: "
-             f"{w.config.name} output-stationary array on the {result.board['name']}, clock "
+             f"{w.macs:,} MACs ({w.ops:,} ops) per image, {w.weight_bytes:,} B of "
+             f"{w.weight_text}, {w.input_bytes:,} B in and {w.output_bytes:,} B out per image. "
+             f"Accelerator: {result.design or f'{w.config.name} output-stationary array'} on the "
+             f"{result.board['name']}, clock "
              f"{result.clock.value / 1e6:g} MHz ({result.clock.basis}).", "",
              "Every figure below carries its source in `estimate.json` (measured / simulated / "
              "published / estimated, with its basis); what the models rest on is in "
@@ -519,7 +533,8 @@ def _markdown(result, plots, plot_note):
         lines.append(f"| {check['name']} | {format_si(check['measured_w'], 'W')} | "
                      f"{format_si(check['low_w'], 'W')} - {format_si(check['high_w'], 'W')} | "
                      f"{100 * check['nominal_error']:+.0f} % |")
-    lines += ["", "## ASIC projection", ""]
+    if result.asic_rows or result.synthesis is not None:
+        lines += ["", "## ASIC projection", ""]
     for row in result.asic_rows:
         lines.append(f"- **{row['name']}**: {_fmt(row['joules_per_image'], 'J')} per image, "
                      f"{_fmt(row['images_per_s_per_w'], '')} images/s/W, "

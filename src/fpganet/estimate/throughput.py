@@ -333,9 +333,10 @@ def fpga_performance(workload, cycles, clock, link=None):
                           f"by the link's transfer times)" if io else ")"))
     duty = Quantity(min(1.0, rate * compute_s.value), None, "estimated",
                     "fraction of time the engine computes at the end-to-end rate")
-    setup_bytes = workload.weight_bytes + workload.param_bytes
+    setup_bytes = workload.setup_bytes
     setup = (Quantity(setup_bytes / bps, "s", "estimated",
-                      f"once per session: {setup_bytes:,} B of weights and parameters over the link")
+                      f"once per session: {setup_bytes:,} B of weights and parameters over the link"
+                      if setup_bytes else "nothing is loaded: the weights are in the bitstream")
              if workload.weights_fit_on_chip else
              missing("s", "weights are streamed with every image"))
     return {"compute_images_per_s": compute_ips, "link_images_per_s": link_ips,

@@ -169,6 +169,14 @@ class Workload:
     def weights_fit_on_chip(self):
         return self.weight_bytes <= self.config.weight_buffer_bytes
 
+    @property
+    def setup_bytes(self):
+        """Bytes the host loads once per session before the first image."""
+        return self.weight_bytes + self.param_bytes
+
+    #: How the report names the weights.
+    weight_text = "int8 weights"
+
     def gpu_kernels(self):
         """Dependent GPU kernels per inference: one per conv/dense/pool layer, quantize + dequantize,
         and two copies (see figures.GPU_KERNEL_OVERHEAD)."""

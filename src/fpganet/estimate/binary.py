@@ -1,0 +1,155 @@
+"""The estimate of a network compiled for the binary engine (``fpganet compile --engine binary``):
+images/s, watts and images/s/W on the board, beside the GPUs.
+
+What differs from the int8 array's estimate (:func:`fpganet.estimate.comparison.estimate`):
+
+- **Cycles** are the device's timing model (:meth:`~fpganet.hdl.binary_device.BinaryDevice.stamp_cycles`,
+  which its RTL equals by test): a vector's input bytes, the layers, its counts out; one
+  vector a START.
+- **The link** carries the input as bits (``ceil(K / 8)`` bytes) and the counts at two
+  bytes each; the weights are in the bitstream and never cross it.
+- **Resources** are those of the routed build (``--report`` of ``fpganet synth OUT``): the
+  engine's logic has no model here, so an estimate without one is refused.
+- **Power** is the same chip model (:func:`fpganet.estimate.power.fpga_power`) with no
+  multiplier: logic cells at the stated switching activity, and the memory blocks the engine
+  reads each cycle (weights, thresholds, activations).
+- **No ASIC projection**: :mod:`fpganet.estimate.asic` projects int8 multipliers.
+"""
+
+import math
+
+from ..errors import FpganetError
+from ..hdl.binary_device import BinaryDevice
+from ..hdl.binary_engine import BinaryNetworkEngine
+from .activity import default_activity
+from .comparison import Estimate, network_summary
+from .gpu import DEFAULT_GPUS, gpu_rows
+from .measure import measure_network
+from .power import canonical_resources, fpga_power
+from .quantity import Quantity, ratio
+from .throughput import (BOARDS, HostLink, clock_quantity, device_family, fpga_performance,
+                         load_board_report)
+from .workload import Workload
+
+__all__ = ["binary_estimate", "BinaryWorkload"]
+
+#: Bits of one block RAM read port the engine's words are spread over, per family (iCE40
+#: SB_RAM40_4K at 256 x 16; ECP5 DP16KD at 1024 x 18).
+_RAM_PORT_BITS = {"ice40": 16, "ecp5": 18}
+
+
+class BinaryWorkload(Workload):
+    """A :class:`~fpganet.estimate.workload.Workload` whose weights are bits in the bitstream:
+    on chip whatever the configuration's weight buffer, and never sent over the link."""
+
+    binary_weight_bits = 0
+    weight_text = "binary weights (one bit each, in the bitstream)"
+    setup_bytes = 0
+
+    @property
+    def weight_bytes(self):
+        return math.ceil(self.binary_weight_bits / 8)
+
+    @property
+    def weights_fit_on_chip(self):
+        return True
+
+
+def binary_estimate(net, images, *, board, board_report, clock_hz=None, link=None,
+                    gpus=DEFAULT_GPUS, batch=None, measure=True, measure_options=None):
+    """Estimate ``net`` on the binary engine of ``images``
+    (:class:`~fpganet.codegen.binary_images.BinaryImages`), built for ``board`` as
+    ``board_report`` (a routed build's ``report.json``, required) says.
+
+    Returns
+    -------
+    fpganet.estimate.comparison.Estimate
+        With no ASIC rows and no per-layer table; ``design`` names the engine.
+    """
+    if board_report is None:
+        raise FpganetError("the binary engine's logic has no model: give --report REPORT.json "
+                           "of its routed build (fpganet synth OUT writes it)")
+    report = board_report if hasattr(board_report, "fmax_mhz") else load_board_report(board_report)
+    folded, config = images.folded, net.config
+    design = f"binary engine {folded.pe}x{folded.simd}"
+    if report.macs_per_cycle != folded.pe * folded.simd:
+        raise FpganetError(f"the board report '{report.path}' is of a design with "
+                           f"{report.macs_per_cycle} MACs a cycle, not the {design} "
+                           f"({folded.pe * folded.simd}): give the report of this folder's build")
+    board_info = dict(BOARDS[board], key=board, device=report.device,
+                      family=device_family(report.device), report=report.path)
+    notes = []
+    if report.board.lower() != board:
+        notes.append(f"the board report is for '{report.board}', not '{board}'")
+    workload = BinaryWorkload.from_network(net, config)
+    workload.binary_weight_bits = sum(layer.k * layer.m for layer in images.layers)
+    workload.input_bytes, workload.output_bytes = images.input_bytes, images.output_bytes
+    clock = clock_quantity(config, report, clock_hz)
+    stamp = BinaryDevice(folded, config).stamp_cycles()
+    cycles = Quantity(stamp, "cycles", "estimated",
+                      "the binary device's timing model (BinaryDevice.stamp_cycles, equal to its "
+                      "RTL's stamp by test): the input bytes, the layers, the counts out",
+                      extra={"io_cycles": images.input_bytes + images.output_bytes})
+    layer_cycles = [BinaryNetworkEngine.layer_cycles(layer) for layer in folded.layers]
+    link = link or HostLink()
+    performance = fpga_performance(workload, cycles, clock, link)
+    resources = canonical_resources(report.used())
+    power, busy_power = (_power(board_info, folded, resources, clock, duty, report.path)
+                         for duty in (performance["duty"].value, 1.0))
+    fpga_row = _row(f"FPGA {report.device} ({board}), {design} @ {clock.value / 1e6:g} MHz",
+                    f"fpga-{board}", "batch 1 (streaming)", cycles, performance["images_per_s"],
+                    performance["latency_s"], power, "end-to-end images/s",
+                    performance["bottleneck"])
+    extra_rows = []
+    if performance["bottleneck"].value != "compute":
+        extra_rows.append(_row(
+            fpga_row["name"], f"fpga-{board}-compute-bound", "compute-bound (faster link)",
+            cycles, performance["compute_images_per_s"], performance["compute_s"],
+            busy_power, "compute-bound images/s",
+            Quantity("compute", None, "estimated",
+                     f"if the host link kept up (a what-if: the link assumed is {link.label})")))
+    measured = {"rows": [], "skipped": ["not requested (measure=False)"], "machine": None}
+    if measure:
+        measured = measure_network(net, **(measure_options or {}))
+    notes += ["no ASIC projection: the projection models int8 multipliers",
+              *power.notes]
+    return Estimate(workload=workload, board=board_info, clock=clock, cycles=cycles,
+                    layer_cycles=layer_cycles, layer_cycles_source="modelled (the engine's "
+                    "BinaryNetworkEngine.layer_cycles)", performance=performance, power=power,
+                    fpga_row=fpga_row, fpga_extra_rows=extra_rows, asic_rows=[],
+                    gpu_rows=gpu_rows(workload, gpus, batch=batch), measured=measured,
+                    network=network_summary(workload, net), notes=notes, activity=power.activity, design=design)
+
+
+def _power(board_info, folded, resources, clock, duty, where):
+    """Chip power of the engine busy ``duty`` of the time: its logic cells at the stated
+    activity, and the block RAM ports it reads every compute cycle (a weight word, a threshold
+    word, an activation word)."""
+    family = board_info["family"]
+    port = _RAM_PORT_BITS[family]
+    ebr_active = (math.ceil(folded.pe * folded.simd / port)
+                  + math.ceil(folded.pe * folded.count_width / port) + math.ceil(folded.simd / port))
+    activity = default_activity()
+    pll = abs(clock.value - board_info["oscillator_hz"]) > 1.0
+    power = fpga_power(family, clock.value, lcs=resources["lc"], ffs=resources.get("ff") or None,
+                       ebr_active=ebr_active, memory_rate=1.0, duty=duty, pll=pll,
+                       reference="external", logic_activity=activity.logic,
+                       data_activity=activity.data)
+    power.activity = activity
+    power.notes.append(f"resources: routed design, {where}")
+    power.notes.append(f"no multipliers; {ebr_active} block RAM reads a compute cycle (weights "
+                       f"{folded.pe * folded.simd} bits, thresholds {folded.pe * folded.count_width},"
+                       f" activations {folded.simd}); engine busy {duty:.2f} of the time; "
+                       f"{'PLL' if pll else 'no PLL'}")
+    power.resources = {"counts": dict(resources), "basis": f"routed design, {where}"}
+    return power
+
+
+def _row(name, key, regime, cycles, images, latency, power, what, bottleneck):
+    watts = power.total()
+    return {"name": name, "key": key, "kind": "fpga", "regime": regime, "batch": 1,
+            "power_boundary": power.boundary, "cycles_per_image": cycles, "images_per_s": images,
+            "latency_s": latency, "watts": watts,
+            "images_per_s_per_w": ratio(images, watts, "images/s/W", f"{what} / chip power"),
+            "joules_per_image": ratio(watts, images, "J", f"chip power / {what}"),
+            "bottleneck": bottleneck}
