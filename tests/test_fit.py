@@ -1,11 +1,16 @@
 """``fpganet fit``: every board's verdict on a model, with the estimate's figures."""
 
 import dataclasses
+import os
+import subprocess
+import sys
 
+import numpy as np
 import pytest
 
 from fpganet.boards.build import BOARDS
 from fpganet.cli import main
+from fpganet.datasets import LENET5_ONNX, mnist
 from fpganet.fit import fit, fit_one
 
 
@@ -63,3 +68,28 @@ def test_bad_input_is_one_line_and_status_2(argv, message, capsys):
     err = captured.err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("fpganet: error:") and message in err[0], err
     assert captured.out == ""
+
+
+def test_fit_on_ray_gives_the_rows_of_fit(tmp_path, capsys):
+    """A real local Ray instance, in a process of its own as `fpganet dse`'s tests run it:
+    the model travels as bytes and the calibration inputs as an array, and every row equals
+    the one computed here."""
+    pytest.importorskip("ray", reason="fit --ray needs the optional extra 'dse'")
+    x, _ = mnist("calib")
+    np.savez(tmp_path / "calib.npz", x=x[:64])
+    argv = ["fit", str(LENET5_ONNX), "--calib", str(tmp_path / "calib.npz")]
+    assert main(argv) == 0
+    here = capsys.readouterr().out
+    env = dict(os.environ, RAY_DISABLE_IMPORT_WARNING="1", RAY_USAGE_STATS_ENABLED="0")
+    env.pop("RAY_ADDRESS", None)
+    result = subprocess.run([sys.executable, "-m", "fpganet", *argv, "--ray"], env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout == here
+
+
+def test_fit_at_an_address_that_is_not_a_cluster_is_one_line(capsys):
+    pytest.importorskip("ray", reason="fit --address needs the optional extra 'dse'")
+    assert main(["fit", "--address", "not a cluster"]) == 2
+    assert capsys.readouterr().err == ("fpganet: error: --address 'not a cluster' is not a Ray "
+                                       "address (HOST:PORT, ray://HOST:PORT, auto or local)\n")

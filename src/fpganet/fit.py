@@ -8,15 +8,25 @@ the network's weights, activations, program and parameters), then ``fpganet esti
 FPGA figures without the ASIC and GPU rows (:func:`fpganet.estimate.comparison.estimate`):
 cycles per image from the cycle model (:mod:`fpganet.perf`), images/s compute-bound and
 delivered through the host link, and the chip's estimated power.
+
+With ``--ray`` (or ``--address``) the rows are computed as Ray tasks, one a board and
+configuration, as ``fpganet dse`` computes its points: on a local instance, or on a cluster
+whose workers need no shared file system (the model's bytes and the calibration array travel
+with the tasks).
 """
 
+import dataclasses
 import sys
+import tempfile
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 from .boards.build import BOARDS, Refused, check_buildable
 from .codegen import build_images
-from .compiler import compile_model, runtime_requant_mode
+from .argtypes import positive_float
+from .compiler import _calibration_x, compile_model, runtime_requant_mode
+from .config import AcceleratorConfig
 from .errors import FpganetError, FpganetWarning
 
 __all__ = ["Fit", "fit", "configure", "run"]
@@ -75,19 +85,62 @@ def fit_one(board, name, config, model=None, calib=None):
                watts=float(result.power.total().value))
 
 
-def fit(model=None, calib=None):
+def fit(model=None, calib=None, *, ray=False, address=None, timeout=None):
     """A :class:`Fit` for every board and configuration (:func:`fit_one`). A model or
     calibration file that does not import or quantize at all raises
-    :class:`~fpganet.errors.FpganetError` (bad input, not a board's verdict)."""
+    :class:`~fpganet.errors.FpganetError` (bad input, not a board's verdict).
+
+    ``ray`` (or an ``address``): the rows as Ray tasks, on a local instance or the cluster at
+    ``address`` (refused in one line within ``timeout`` seconds where none answers,
+    :func:`fpganet.dse.check_address`); the same rows as without."""
+    rows = [(board, name, config) for board in BOARDS.values()
+            for name, config in _configurations(board)]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        compile_model(model, calib)
-        fits = [fit_one(board, name, config, model, calib)
-                for board in BOARDS.values() for name, config in _configurations(board)]
+        net = compile_model(model, calib)
+        if ray or address:
+            fits = _fit_on_ray(rows, model, calib, net, address, timeout)
+        else:
+            fits = [fit_one(board, name, config, model, calib) for board, name, config in rows]
     # Each board's compile repeats the warnings of the first: each is said once.
     for message in dict.fromkeys(str(w.message) for w in caught):
         warnings.warn(message, FpganetWarning, stacklevel=2)
     return fits
+
+
+def fit_task(board, name, config_dict, model_bytes, model_suffix, calib):
+    """:func:`fit_one` as a Ray task: the model as bytes (None: the embedded LeNet-5) written
+    where the worker runs, the calibration inputs as an array (or None); returns the
+    :class:`Fit` as a dict."""
+    with tempfile.TemporaryDirectory(prefix="fpganet-fit-") as scratch:
+        model = None
+        if model_bytes is not None:
+            model = Path(scratch) / f"model{model_suffix}"
+            model.write_bytes(model_bytes)
+        row = fit_one(BOARDS[board], name, AcceleratorConfig.from_dict(config_dict), model, calib)
+    return dataclasses.asdict(row)
+
+
+def _fit_on_ray(rows, model, calib, net, address, timeout):
+    """The rows' :class:`Fit` from Ray tasks (:func:`fit_task`)."""
+    from .dse import ADDRESS_TIMEOUT_S, _init_ray, _ray, check_address
+
+    ray = _ray()
+    if address:
+        check_address(address, timeout=timeout or ADDRESS_TIMEOUT_S)
+    model_bytes = None if model is None else Path(model).read_bytes()
+    suffix = "" if model is None else Path(model).suffix
+    calib_x = None if calib is None else _calibration_x(calib, net.input_shape, net.input_name,
+                                                         net.input_layout)
+    _init_ray(ray, address)
+    try:
+        task = ray.remote(num_cpus=1, max_retries=0)(fit_task)
+        model_ref, calib_ref = ray.put(model_bytes), ray.put(calib_x)
+        refs = [task.remote(board.name, name, config.to_dict(), model_ref, suffix, calib_ref)
+                for board, name, config in rows]
+        return [Fit(**result) for result in ray.get(refs)]
+    finally:
+        ray.shutdown()
 
 
 def table(fits):
@@ -110,11 +163,19 @@ def configure(parser):
                         help="ONNX or TFLite model (default: the embedded LeNet-5)")
     parser.add_argument("--calib", metavar="CALIB.npz",
                         help="calibration inputs (an array 'x'), as fpganet compile takes them")
+    parser.add_argument("--ray", action="store_true",
+                        help="compute the rows as Ray tasks on a local instance (the dse extra)")
+    parser.add_argument("--address", metavar="ADDR",
+                        help="compute them on the Ray cluster at HOST:PORT instead (implies "
+                             "--ray); one that does not answer within --timeout is refused")
+    parser.add_argument("--timeout", type=positive_float, metavar="S",
+                        help="seconds a cluster at --address may take to answer (default 30)")
 
 
 def run(args):
     """``fpganet fit``: print the table; status 0 (a board that cannot hold the model is a
     row, not an error)."""
-    print(table(fit(args.model, args.calib)))
+    print(table(fit(args.model, args.calib, ray=args.ray, address=args.address,
+                    timeout=args.timeout)))
     sys.stdout.flush()
     return 0
