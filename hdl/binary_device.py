@@ -43,6 +43,8 @@ class BinaryDevice(wiring.Component):
     def __init__(self, folded, config, addr_width=None):
         self.check_fold(folded)
         self.folded = folded
+        #: PING's ``design`` (:attr:`~fpganet.codegen.binary.FoldedNetwork.design_id`).
+        self.design_id = folded.design_id
         self.input_bytes = -(-folded.layers[0].k // 8)
         self.output_bytes = folded.output_groups * folded.pe * COUNT_BYTES
         super().__init__(device_signature(config, addr_width))

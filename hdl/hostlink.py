@@ -99,6 +99,9 @@ class HostLinkCore(wiring.Component):
     timeout_cycles : int, optional
         Inter-byte timeout inside a frame (default :data:`DEFAULT_TIMEOUT_S` of the clock;
         at least :data:`MIN_TIMEOUT_CYCLES`).
+    design : int
+        PING's ``design`` (:attr:`~fpganet.link.protocol.DeviceInfo.design`): 0 for the int8
+        accelerator, else the id of the fixed-function device behind the link.
 
     Members
     -------
@@ -125,7 +128,8 @@ class HostLinkCore(wiring.Component):
     """
 
     def __init__(self, config, clock_hz, baud, *, addr_width=None, input_depth=2048,
-                 output_depth=512, max_write_bytes=512, timeout_cycles=None):
+                 output_depth=512, max_write_bytes=512, timeout_cycles=None,
+                 design=DeviceInfo.INT8_ACCELERATOR):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         if isinstance(clock_hz, bool) or not isinstance(clock_hz, (int, float)) or clock_hz <= 0:
@@ -141,6 +145,7 @@ class HostLinkCore(wiring.Component):
         if timeout_cycles is None:
             timeout_cycles = max(MIN_TIMEOUT_CYCLES, round(clock_hz * DEFAULT_TIMEOUT_S))
         check_int("timeout_cycles", timeout_cycles, MIN_TIMEOUT_CYCLES, (1 << 32) - 1)
+        check_int("design", design, 0, (1 << 32) - 1)
 
         self.config = config
         self.clock_hz = clock_hz
@@ -163,7 +168,7 @@ class HostLinkCore(wiring.Component):
             program_words=config.program_words, host_data_width=config.host_data_width,
             addr_width=addr_width, input_depth=input_depth, output_depth=output_depth,
             max_write_bytes=max_write_bytes, clock_hz=round(clock_hz), baud=round(baud),
-            timeout_cycles=timeout_cycles, banking=DeviceInfo.banking_of(config))
+            timeout_cycles=timeout_cycles, banking=DeviceInfo.banking_of(config), design=design)
         super().__init__({
             "rx": In(stream.Signature(8)),
             "tx": Out(stream.Signature(8)),
@@ -329,7 +334,7 @@ class HostLinkSystem(wiring.Component):
     device : callable
         ``device(config)`` returns the device: the accelerator (``device=Accelerator``) or
         ``fpganet.sim.standin_device.StandInDevice``. The link takes its address width from
-        the device's ``host`` port.
+        the device's ``host`` port, and PING's ``design`` from its ``design_id`` if it has one.
     **options
         Passed to :class:`HostLink`.
 
@@ -347,6 +352,9 @@ class HostLinkSystem(wiring.Component):
             raise TypeError(f"device must be a callable taking the configuration, not {device!r}")
         self.device = device(config)
         addr_width = len(self.device.host.payload.addr)
+        # A fixed-function device names itself in PING (the int8 accelerator has no id).
+        options.setdefault("design", getattr(self.device, "design_id",
+                                             DeviceInfo.INT8_ACCELERATOR))
         self.link = HostLink(config, clock_hz, baud, addr_width=addr_width, **options)
         super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "status": Out(8)})
 

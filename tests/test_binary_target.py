@@ -20,6 +20,11 @@ from fpganet.compiler import compile_model, load_compiled
 from fpganet.datasets import mnist
 from fpganet.errors import FpganetError
 from fpganet.files import write_sums
+from fpganet.golden import run_golden
+from fpganet.hdl.binary_device import BinaryDevice
+from fpganet.link import BoardLink, load_compiled_job, run_images
+from fpganet.link.simport import SimulatedPort
+from fpganet.link.transport import LinkError
 from fpganet.sim.binary_backend import model_stamp
 
 
@@ -197,9 +202,6 @@ def test_estimate_of_the_binary_engine_needs_its_own_build(tfc_for_the_icebreake
     (["synth", "{out}", "--core", "stand-in", "-o", "{tmp}/b"],
      "'{out}' was compiled for the binary engine (--engine binary), which is its core: give "
      "no --core"),
-    (["board", "run", "{out}", "--port", "{tmp}/nothing", "--inputs", "{tmp}/x.npz"],
-     "'{out}' was compiled for the binary engine (--engine binary): fpganet board run drives "
-     "the int8 accelerator only; run it with fpganet run --backend rtl"),
 ])
 def test_what_does_not_take_a_binary_folder_says_so(tfc_for_the_icebreaker, tmp_path, capsys,
                                                     argv, message):
@@ -207,3 +209,33 @@ def test_what_does_not_take_a_binary_folder_says_so(tfc_for_the_icebreaker, tmp_
     assert main([arg.format(**where) for arg in argv]) == 2
     assert capsys.readouterr().err == f"fpganet: error: {message.format(**where)}\n"
     assert list(tmp_path.iterdir()) == []
+
+
+@needs_tfc
+def test_board_run_of_a_binary_folder_through_the_link_gateware(tfc_for_the_icebreaker):
+    """The job ``fpganet board run`` makes of the folder, through the real driver and the host
+    link's gateware (amaranth.sim, byte level) into the binary device: the board's PING names
+    the folded network, each image's counts decode to the golden model's codes, its stamp is
+    the device model's. A board holding the int8 accelerator, or another network, is refused."""
+    out = tfc_for_the_icebreaker
+    job = load_compiled_job(out)
+    net = load_compiled(out)
+    images = read_binary_images(out, net)
+
+    def board(design):
+        port = SimulatedPort(job.config, design=design,
+                             device=lambda config, width: BinaryDevice(images.folded, config,
+                                                                       width))
+        return BoardLink(port, timeout=5)
+
+    x, _ = mnist("all", unit=True)
+    q_in = job.quantize(x[:3])
+    run = run_images(board(job.design), job.memories, job.encode(q_in),
+                     output_bytes=job.output_bytes, config=job.config, design=job.design)
+    assert np.array_equal(job.decode(run.outputs), run_golden(net, q_in))
+    assert run.cycles == [model_stamp(images, net.config)] * 3
+    for held, wanted in ((0, job.design), (job.design ^ 1, job.design), (job.design, 0)):
+        with pytest.raises(LinkError, match=r"^the board holds the (int8 accelerator|fixed-"
+                                            r"function design [0-9a-f]{8}), not the "):
+            run_images(board(held), job.memories, job.encode(q_in[:1]),
+                       output_bytes=job.output_bytes, config=job.config, design=wanted)

@@ -23,6 +23,8 @@ beat (:func:`fold_network`, :func:`layer_beats`). A layer whose ``K`` is not a m
 input bit 0 against weight bit 1, whose XNOR is 0: padding adds nothing to a count.
 """
 
+import hashlib
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -247,6 +249,17 @@ class FoldedNetwork:
     def buffer_words(self):
         """Words an activation buffer holds: the widest layer input."""
         return max(layer.beats for layer in self.layers)
+
+    @property
+    def design_id(self):
+        """A 32-bit id of these images (never 0, the int8 accelerator's): the first bytes of a
+        SHA-256 of the fold and every word. The device answers PING with it, so that a host
+        refuses a board that holds another network's weights."""
+        blob = json.dumps([self.pe, self.simd, self.count_width,
+                           [list(vars(layer).values()) for layer in self.layers],
+                           [f"{word:x}" for word in self.weight_words],
+                           [f"{word:x}" for word in self.threshold_words]])
+        return int.from_bytes(hashlib.sha256(blob.encode()).digest()[:4], "little") or 1
 
 
 def fold_network(layers, pe, simd):

@@ -85,14 +85,14 @@ def _run_network_command(args):
     if args.limit is not None:
         x = x[:args.limit]
         y = None if y is None else y[:args.limit]
-    q_in = job.quantize(x)
-    images = [np.ascontiguousarray(q_in[i]).tobytes() for i in range(len(q_in))]
+    images = job.encode(job.quantize(x))
     assert all(len(image) == job.input_bytes for image in images)
 
     with BoardLink(args.port, args.baud, args.timeout) as link:
         run = run_images(link, job.memories, images, output_bytes=job.output_bytes,
-                         config=job.config, timeout=args.timeout, images_per_start=job.batch)
-    q = np.frombuffer(b"".join(run.outputs), dtype=np.int8).reshape(len(images), *job.output_shape)
+                         config=job.config, timeout=args.timeout, images_per_start=job.batch,
+                         design=job.design)
+    q = job.decode(run.outputs)
     logits = job.dequantize(q)
     cycles = np.array(run.cycles, dtype=np.uint32)
     if args.out:

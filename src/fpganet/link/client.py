@@ -125,11 +125,16 @@ class BoardLink:
             raise LinkError(f"the board's PING reply is malformed: {error}") from None
         return self.info
 
-    def check_config(self, config):
-        """Raise :class:`LinkError` unless the board's accelerator matches ``config`` (an
+    def check_config(self, config, design=DeviceInfo.INT8_ACCELERATOR):
+        """Raise :class:`LinkError` unless the board holds ``design`` (PING's; the int8
+        accelerator by default) and its accelerator matches ``config`` (an
         :class:`~fpganet.config.AcceleratorConfig`) in every field a compiled program
         depends on."""
         info = self._info()
+        if info.design != design:
+            raise LinkError(f"the board holds {DeviceInfo.design_text(info.design)}, not "
+                            f"{DeviceInfo.design_text(design)} that the network was compiled "
+                            f"for: load its bitstream (fpganet synth OUT)")
         mismatches = info.mismatches(config)
         if mismatches:
             details = ", ".join(f"{name} {board:,} on the board but {compiled:,} compiled"

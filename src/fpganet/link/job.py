@@ -3,11 +3,11 @@ output for the board."""
 
 from dataclasses import dataclass
 
-from ..codegen.binary_images import is_binary_compiled
+import numpy as np
+
+from ..codegen.binary_images import is_binary_compiled, read_binary_images
 from ..codegen.images import read_images
 from ..compiler import load_compiled
-from ..errors import FpganetError
-from ..isa import HostSpace
 
 __all__ = ["CompiledJob", "load_compiled_job"]
 
@@ -27,6 +27,16 @@ class CompiledJob:
     input_name: str = "input"
     embedded: bool = False
     input_layout: str = "nchw"     # of input_shape; quantize converts it to CHW
+    design: int = 0                # PING's design the board must hold (0: the int8 accelerator)
+    encode: object = None          # int8 [N, ...] -> each image's input-stream bytes
+    decode: object = None          # [bytes] per image -> int8 [N, *output_shape]
+
+    def __post_init__(self):
+        if self.encode is None:
+            self.encode = lambda q: [np.ascontiguousarray(image).tobytes() for image in q]
+        if self.decode is None:
+            self.decode = lambda outputs: np.frombuffer(b"".join(outputs), np.int8).reshape(
+                len(outputs), *self.output_shape)
 
 
 def load_compiled_job(out_dir):
@@ -40,21 +50,32 @@ def load_compiled_job(out_dir):
     API changes, only this function changes.
     """
     net = load_compiled(out_dir)
+    common = dict(config=net.config, quantize=net.quantize_input,
+                  dequantize=net.dequantize_output, input_shape=tuple(net.input_shape),
+                  input_name=net.input_name, embedded=bool(net.source.get("embedded")),
+                  input_layout=net.input_layout)
     if is_binary_compiled(out_dir):
-        # Its bitstream answers PING as an int8 accelerator of the same configuration would:
-        # nothing would tell a board that holds the wrong one.
-        raise FpganetError(f"'{out_dir}' was compiled for the binary engine (--engine binary): "
-                           f"fpganet board run drives the int8 accelerator only; run it with "
-                           f"fpganet run --backend rtl")
+        return _binary_job(read_binary_images(out_dir, net), common)
     images = read_images(out_dir)
     batch = images.batch
     images = images.for_images(batch)        # one pass of the program's loop
     memories = {space: images.words(space) for space in images.memories}
-    return CompiledJob(config=images.config, memories=memories,
+    return CompiledJob(**{**common, "config": images.config}, memories=memories,
                        input_bytes=images.streams.input_bytes,
                        output_bytes=images.streams.output_bytes, batch=batch,
-                       quantize=net.quantize_input, dequantize=net.dequantize_output,
-                       input_shape=tuple(net.input_shape),
-                       output_shape=tuple(images.streams.output_shape),
-                       input_name=net.input_name, embedded=bool(net.source.get("embedded")),
-                       input_layout=net.input_layout)
+                       output_shape=tuple(images.streams.output_shape))
+
+
+def _binary_job(images, common):
+    """The job of a directory compiled for the binary engine: nothing to load (the weights
+    are in the bitstream, whose PING names them), one image a START, the input as bits and
+    the last layer's counts out."""
+    def decode(outputs):
+        counts = np.frombuffer(b"".join(outputs), "<u2").reshape(len(outputs), -1)
+        return images.codes(counts[:, :images.layers[-1].m].astype(np.int64))
+
+    return CompiledJob(**common, memories={}, input_bytes=images.input_bytes,
+                       output_bytes=images.output_bytes, batch=1,
+                       output_shape=images.output_shape, design=images.folded.design_id,
+                       encode=lambda q: [images.pack_inputs(image[None]) for image in q],
+                       decode=decode)

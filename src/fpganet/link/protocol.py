@@ -31,7 +31,9 @@ __all__ = ["SYNC", "PROTOCOL_VERSION", "HEADER_BYTES", "CRC_BYTES", "FRAME_OVERH
 SYNC = 0xA5
 #: 4: PING's options byte carries pipeline_registers and the tflite mode (a board built
 #: before them would report an unpipelined fpganet-mode accelerator whatever it holds).
-PROTOCOL_VERSION = 5
+#: 6: PING's ``design`` names a fixed-function design (the binary engine) apart from the
+#: int8 accelerator whose configuration it reports.
+PROTOCOL_VERSION = 6
 HEADER_BYTES = 4          # sync, type, length (2)
 CRC_BYTES = 2
 FRAME_OVERHEAD = HEADER_BYTES + CRC_BYTES
@@ -190,6 +192,12 @@ class DeviceInfo(_Packed):
     baud: int = _f("I")
     timeout_cycles: int = _f("I")   # inter-byte timeout of the frame parser
     banking: int = _f("B")          # act_bank_factor; fused_max_pool, pair_products in bits 6, 7
+    design: int = _f("I")           # 0: the int8 accelerator; else a fixed-function design's id
+
+    #: ``design`` of the int8 accelerator, which runs any network compiled for its
+    #: configuration. Any other value identifies one network's fixed-function design, its
+    #: weights in the bitstream (the binary engine: :attr:`fpganet.codegen.binary.FoldedNetwork.design_id`).
+    INT8_ACCELERATOR = 0
 
     #: Configuration fields a compiled network must match exactly. ``result_queue_rows`` is
     #: not among them: a network's program and numerics are the same with any queue (only its
@@ -296,6 +304,12 @@ class DeviceInfo(_Packed):
     @property
     def name(self):
         return f"{self.rows}x{self.cols}"
+
+    @staticmethod
+    def design_text(design):
+        """How a message names a ``design`` value."""
+        return ("the int8 accelerator" if design == DeviceInfo.INT8_ACCELERATOR else
+                f"the fixed-function design {design:08x}")
 
 
 @dataclass(frozen=True)

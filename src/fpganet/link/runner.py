@@ -41,7 +41,7 @@ class BoardRun:
 
 
 def run_images(link, memories, inputs, *, output_bytes, stamp_bytes=STAMP_BYTES, config=None,
-               timeout=10.0, progress=None, images_per_start=1):
+               timeout=10.0, progress=None, images_per_start=1, design=0):
     """Load a compiled network once, then run it on each image, sending each image's input
     while the previous one computes (the host link's input FIFO holds it).
 
@@ -59,7 +59,8 @@ def run_images(link, memories, inputs, *, output_bytes, stamp_bytes=STAMP_BYTES,
     output_bytes : int
         Output bytes per image, before the ``stamp_bytes`` of the cycle stamp.
     config : AcceleratorConfig, optional
-        Refuse a board whose accelerator differs from it.
+        Refuse a board whose accelerator differs from it, or that holds another design than
+        ``design`` (PING's; 0, the int8 accelerator, by default).
     timeout : float
         Seconds one image may take.
     progress : callable, optional
@@ -73,7 +74,7 @@ def run_images(link, memories, inputs, *, output_bytes, stamp_bytes=STAMP_BYTES,
     """
     info = link.ping()
     if config is not None:
-        link.check_config(config)
+        link.check_config(config, design)
     link.wait_idle(timeout)
     link.flush()
     began = time.monotonic()
