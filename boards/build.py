@@ -36,7 +36,7 @@ from amaranth.hdl import UnusedElaboratable
 from fpganet.argtypes import add_config_arguments, non_negative_int, positive_int
 from fpganet.command_line import run_subcommand
 from fpganet.codegen.binary_images import is_binary_compiled, read_binary_images
-from fpganet.compiler import load_compiled
+from fpganet.compiler import load_compiled, runtime_requant_mode
 from fpganet.config import AcceleratorConfig, ConfigError
 from fpganet.errors import FpganetError, FpganetWarning
 from fpganet.files import check_output_directory, staged_directory
@@ -164,6 +164,30 @@ def check_buildable(board, config, core=None):
     if reason := needs.refusal():
         raise Refused(f"{board.description}: the design {reason}")
     return needs
+
+
+def model_requant_config(model, config, board=None, rebuild=None):
+    """The configuration to compile ``model`` with on ``board``, and why it is not in the
+    model's own runtime's requantization mode (:func:`~fpganet.compiler.runtime_requant_mode`)
+    if it is not: the mode follows the model where the target builds it (``board``'s
+    ``requant_modes``, then :func:`check_buildable`); else ``config`` stays, with the reason.
+
+    ``rebuild(mode)`` gives the configuration in that mode (``fpganet compile`` rebuilds it
+    from its flags; default ``config.replace(requant_mode=mode)``). ``fpganet compile`` (with
+    no ``--requant-mode``) and ``fpganet fit`` both choose here."""
+    mode = runtime_requant_mode(model)
+    if mode in (None, config.requant_mode):
+        return config, None
+    if board is not None and mode not in board.requant_modes:
+        return config, (f"--board {board.name} ({board.description}) cannot build the {mode} "
+                        f"requantization")
+    try:
+        chosen = rebuild(mode) if rebuild else config.replace(requant_mode=mode)
+        if board is not None:
+            check_buildable(board, chosen)
+    except (FpganetError, ConfigError, Refused) as refusal:
+        return config, f"the {mode} requantization is not built with these flags ({refusal})"
+    return chosen, None
 
 
 def warn_logic(needs):

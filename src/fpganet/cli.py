@@ -26,7 +26,7 @@ from . import __version__
 from .argtypes import (add_config_arguments, config_from_args, non_negative_int, percent,
                        positive_int)
 from .backends import BACKENDS, run_network
-from .boards.build import BOARDS, Refused, check_buildable, warn_logic
+from .boards.build import BOARDS, Refused, check_buildable, model_requant_config, warn_logic
 from .boards.build import config_from_args as board_config_from_args
 from .boards.build import configure as configure_synth
 from .boards.build import run as run_synth
@@ -34,8 +34,7 @@ from .codegen.binary_images import DEFAULT_FOLD, is_binary_compiled, read_binary
 from .codegen.fuzz import ARRAYS
 from .codegen.images import NoProgramError, read_images
 from .command_line import EXIT_CHECK_FAILED, PROG, Parser, run_command_line
-from .compiler import (DEFAULT_MIN_AGREEMENT, ENGINES, compile_model, load_compiled, read_inputs,
-                       runtime_requant_mode)
+from .compiler import DEFAULT_MIN_AGREEMENT, ENGINES, compile_model, load_compiled, read_inputs
 from .config import AcceleratorConfig, ConfigError
 from .datasets import MNIST_MEAN, MNIST_STD, SPLITS, mnist
 from .errors import FpganetError
@@ -185,17 +184,12 @@ def _model_requant_config(args, config):
     not. With no ``--requant-mode`` the mode follows the model, as if that flag named it,
     when the target builds it (the ``--board``'s ``Board.requant_modes``, the configuration's
     other flags); else ``config`` stays. A given ``--requant-mode`` wins."""
-    mode = runtime_requant_mode(args.model)
-    if args.config_requant_mode is not None or mode in (None, config.requant_mode):
+    if args.config_requant_mode is not None:
         return config, None
-    board = BOARDS[args.board] if args.board else None
-    if board is not None and mode not in board.requant_modes:
-        return config, (f"--board {board.name} ({board.description}) cannot build the {mode} "
-                        f"requantization")
-    try:
-        return _compile_config(argparse.Namespace(**{**vars(args), "config_requant_mode": mode})), None
-    except (FpganetError, ConfigError) as refusal:
-        return config, f"the {mode} requantization is not built with these flags ({refusal})"
+    return model_requant_config(
+        args.model, config, BOARDS[args.board] if args.board else None,
+        lambda mode: _compile_config(argparse.Namespace(**{**vars(args),
+                                                           "config_requant_mode": mode})))
 
 
 def _binary_fold(args):

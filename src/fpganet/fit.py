@@ -22,10 +22,10 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from .boards.build import BOARDS, Refused, check_buildable
+from .boards.build import BOARDS, Refused, check_buildable, model_requant_config
 from .codegen import build_images
 from .argtypes import positive_float
-from .compiler import _calibration_x, compile_model, runtime_requant_mode
+from .compiler import _calibration_x, compile_model
 from .config import AcceleratorConfig
 from .errors import FpganetError, FpganetWarning
 
@@ -63,9 +63,7 @@ def fit_one(board, name, config, model=None, calib=None):
     # Imported here, not at the top: the estimator's tables are slow to import (`fpganet --help`).
     from .estimate.comparison import estimate
 
-    mode = runtime_requant_mode(model)
-    if mode is not None and mode in board.requant_modes:
-        config = config.replace(requant_mode=mode)     # as `fpganet compile --board` picks it
+    config, _ = model_requant_config(model, config, board)     # as `fpganet compile` picks it
     row = {"board": board.name, "configuration": name, "array": config.name}
     try:
         needs = check_buildable(board, config)
