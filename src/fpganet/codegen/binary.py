@@ -34,13 +34,24 @@ from ..ops import xnor_popcount
 from ..qnet import QConv
 from ..quantize.fixed_point import requantize_mode
 
-__all__ = ["BinaryLayer", "lower_binary", "lower_binary_network", "run_binary",
+__all__ = ["LoweredDense", "BinaryLayer", "lower_binary", "lower_chain", "lower_binary_network", "run_binary",
            "run_binary_network", "input_bits", "codes_of_counts", "FoldedLayer", "FoldedNetwork",
            "fold_network", "pack_input_words", "layer_beats", "engine_counts"]
 
 
 @dataclass(frozen=True)
-class BinaryLayer:
+class LoweredDense:
+    """A dense layer of the integer network in a form an engine in logic cells computes."""
+
+    source: QConv
+
+    @property
+    def name(self):
+        return self.source.name
+
+
+@dataclass(frozen=True)
+class BinaryLayer(LoweredDense):
     """A dense layer as XNOR-popcount counts, then per-channel thresholds (a 1-bit output)
     or its own requantization of ``count + offset`` (a wider one, as a network's last layer).
 
@@ -59,15 +70,10 @@ class BinaryLayer:
         ``K + 1``: never). None: the output is the source's requantization of the accumulator.
     """
 
-    source: QConv
     weight_bits: np.ndarray
     in_lo: int
     offset: np.ndarray
     thresholds: np.ndarray = None
-
-    @property
-    def name(self):
-        return self.source.name
 
     @property
     def k(self):
@@ -153,15 +159,24 @@ def lower_binary_network(net):
     if net.input_hi != net.input_lo + 1:
         raise FpganetError(f"the network's input codes {net.input_lo}..{net.input_hi} are not "
                            f"one bit")
-    layers, in_lo = [], net.input_lo
+    return lower_chain(net, lambda layer, in_lo, _, mode: lower_binary(layer, in_lo, mode),
+                       "is not one bit")
+
+
+def lower_chain(net, lower, not_narrow):
+    """``lower(layer, in_lo, in_hi, mode)`` of every dense layer of a chain of reshapes and
+    dense layers, each given the code range of the one before's output (the network's input
+    for the first); every layer but the last must have thresholds, else the next is refused,
+    its input ``not_narrow``."""
+    layers, in_lo, in_hi = [], net.input_lo, net.input_hi
     for layer in net.layers:
         if layer.type == "reshape":
             continue
         if layers and layers[-1].thresholds is None:
             raise FpganetError(f"layer '{layer.name}': its input, '{layers[-1].name}''s output, "
-                               f"is not one bit")
-        layers.append(lower_binary(layer, in_lo, net.config.requant_mode))
-        in_lo = layer.lo
+                               f"{not_narrow}")
+        layers.append(lower(layer, in_lo, in_hi, net.config.requant_mode))
+        in_lo, in_hi = layer.lo, layer.hi
     return layers
 
 
