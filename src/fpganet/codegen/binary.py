@@ -34,8 +34,8 @@ from ..ops import xnor_popcount
 from ..qnet import QConv
 from ..quantize.fixed_point import requantize_mode
 
-__all__ = ["LoweredDense", "BinaryLayer", "lower_binary", "lower_chain", "lower_binary_network", "run_binary",
-           "run_binary_network", "input_bits", "codes_of_counts", "FoldedLayer", "FoldedNetwork",
+__all__ = ["LoweredDense", "BinaryLayer", "lower_binary", "lower_chain", "lower_binary_network",
+           "run_binary", "run_binary_network", "input_bits", "codes_of_counts", "FoldedLayer", "FoldedNetwork",
            "fold_network", "pack_input_words", "layer_beats", "engine_counts"]
 
 
