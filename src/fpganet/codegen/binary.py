@@ -35,8 +35,8 @@ from ..qnet import QConv
 from ..quantize.fixed_point import requantize_mode
 
 __all__ = ["LoweredDense", "BinaryLayer", "lower_binary", "lower_chain", "lower_binary_network",
-           "run_binary", "run_binary_network", "input_bits", "codes_of_counts", "FoldedLayer", "FoldedNetwork",
-           "fold_network", "pack_input_words", "layer_beats", "engine_counts"]
+           "run_binary", "run_binary_network", "input_bits", "codes_of_counts", "FoldedLayer",
+           "FoldedNetwork", "fold_network", "pack_input_words", "layer_beats", "engine_counts"]
 
 
 @dataclass(frozen=True)
