@@ -17,6 +17,8 @@ from amaranth import *
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .lowbit_mvu import adder_tree
+
 __all__ = ["BinaryMatrixVectorUnit", "beat_layout", "result_layout", "popcount"]
 
 
@@ -45,13 +47,7 @@ def result_layout(pe, count_width):
 def popcount(bits):
     """The number of set bits of ``bits``, as a balanced tree of adders (its depth is
     ``ceil(log2(len(bits)))`` adders, each as wide as its operands' sum needs)."""
-    terms = [bits[i] for i in range(len(bits))]
-    if not terms:
-        return C(0, 1)
-    while len(terms) > 1:
-        pairs = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)]
-        terms = pairs + terms[len(terms) - len(terms) % 2:]
-    return terms[0]
+    return adder_tree(bits[i] for i in range(len(bits)))
 
 
 class BinaryMatrixVectorUnit(wiring.Component):

@@ -1,0 +1,156 @@
+"""Low-bit matrix-vector unit: small products in logic cells, then multi-thresholds.
+
+A low-bit layer (:mod:`fpganet.codegen.lowbit`) multiplies unsigned input digits of a few
+bits by signed weight codes of a few bits. Such a product is a handful of LUT4s, no DSP; the
+unit sums ``simd`` of them a beat for each of ``pe`` output channels, accumulates the sums
+over the beats of a dot product, and compares each total with its channel's ``levels``
+non-decreasing thresholds: the output digit is how many it reaches, as FINN's MultiThreshold
+after its MVAU gives a W2A2 or W4A4 layer's activations. It is the binary unit
+(:mod:`fpganet.hdl.binary_mvu`) with products where that one has XNORs.
+
+The unit computes ``pe`` dot products at once, each over ``simd`` inputs a beat, as FINN's
+MVAU folds a layer: the input vector streams through once per group of ``pe`` output
+channels, ``ceil(K / simd)`` beats, and a beat flagged ``last`` closes the group. The
+numerics are :func:`fpganet.codegen.lowbit.run_lowbit`'s dot products and thresholds.
+"""
+
+from amaranth import *
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["LowBitMatrixVectorUnit", "beat_layout", "result_layout", "adder_tree"]
+
+
+def beat_layout(pe, simd, weight_bits, input_bits, acc_width, levels):
+    """Payload of one beat: ``x``, ``simd`` unsigned input digits (shared by every PE); ``w``,
+    ``simd`` signed weight codes for each of the ``pe`` channels; ``last``: the beat ends the
+    dot products; ``thresholds``: each channel's ``levels`` thresholds on its total, read from
+    the ``last`` beat only."""
+    return data.StructLayout({
+        "x": data.ArrayLayout(unsigned(input_bits), simd),
+        "w": data.ArrayLayout(data.ArrayLayout(signed(weight_bits), simd), pe),
+        "last": 1,
+        "thresholds": data.ArrayLayout(data.ArrayLayout(signed(acc_width), levels), pe),
+    })
+
+
+def result_layout(pe, acc_width, levels):
+    """Payload of one result: ``sums``, each channel's dot product; ``y``, each channel's
+    digit: how many of its thresholds its sum reaches."""
+    return data.StructLayout({
+        "sums": data.ArrayLayout(signed(acc_width), pe),
+        "y": data.ArrayLayout(range(levels + 1), pe),
+    })
+
+
+def adder_tree(terms):
+    """The sum of ``terms`` (values), as a balanced tree of adders: ``ceil(log2(n))`` adders
+    deep, each as wide as its operands' sum needs."""
+    terms = list(terms)
+    if not terms:
+        return C(0, 1)
+    while len(terms) > 1:
+        pairs = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)]
+        terms = pairs + terms[len(terms) - len(terms) % 2:]
+    return terms[0]
+
+
+class LowBitMatrixVectorUnit(wiring.Component):
+    """``pe`` dot products of ``simd`` small products a beat, and their multi-thresholds.
+
+    Parameters
+    ----------
+    pe : int
+        Output channels computed at once.
+    simd : int
+        Inputs each PE takes a beat.
+    weight_bits : int
+        Bits of a signed weight code (2..4).
+    input_bits : int
+        Bits of an unsigned input digit (1..4).
+    acc_width : int
+        Bits of a signed total: at least one beat's widest sum needs.
+    levels : int
+        Thresholds a channel (an output digit takes ``levels + 1`` values).
+
+    Members
+    -------
+    beats : In(stream.Signature(beat_layout(...)))
+    results : Out(stream.Signature(result_layout(pe, acc_width, levels)))
+        One result per closing beat.
+
+    Latency: a result is valid :attr:`latency` cycles after its closing beat's transfer when
+    ``results.ready`` is held high.
+    Throughput: one beat per cycle, back to back across dot products.
+    Back-pressure: the pipeline moves only while its output can: ``beats.ready`` is
+    ``~results.valid | results.ready``, combinationally; ``results.valid`` never depends on
+    ``results.ready``. Gaps in ``beats.valid`` are bubbles.
+    """
+
+    #: Cycles from the closing beat to its result: the beat's sums, the totals, the compares,
+    #: each registered.
+    latency = 3
+
+    def __init__(self, pe, simd, weight_bits, input_bits, acc_width, levels):
+        for name, value in (("pe", pe), ("simd", simd), ("acc_width", acc_width),
+                            ("levels", levels)):
+            if not isinstance(value, int) or value < 1:
+                raise TypeError(f"{name} must be a positive integer, not {value!r}")
+        if weight_bits not in range(2, 5):
+            raise ValueError(f"weight_bits must be 2 to 4, not {weight_bits!r}")
+        if input_bits not in range(1, 5):
+            raise ValueError(f"input_bits must be 1 to 4, not {input_bits!r}")
+        beat_bits = len(Const(-(1 << (weight_bits - 1)) * ((1 << input_bits) - 1) * simd))
+        if acc_width < beat_bits:
+            raise ValueError(f"acc_width must be at least {beat_bits} to hold one beat's sum of "
+                             f"{simd} products, not {acc_width}")
+        self.pe, self.simd, self.levels = pe, simd, levels
+        self.weight_bits, self.input_bits, self.acc_width = weight_bits, input_bits, acc_width
+        super().__init__({
+            "beats": In(stream.Signature(beat_layout(pe, simd, weight_bits, input_bits,
+                                                     acc_width, levels))),
+            "results": Out(stream.Signature(result_layout(pe, acc_width, levels))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        advance = Signal()
+        m.d.comb += [
+            advance.eq(~self.results.valid | self.results.ready),
+            self.beats.ready.eq(advance),
+        ]
+        beat = self.beats.payload
+        # Stage 1: each channel's sum of the beat's products.
+        beat_sums = [Signal(signed(self.acc_width), name=f"beat_sum{j}") for j in range(self.pe)]
+        beat_valid, beat_last = Signal(), Signal()
+        beat_thresholds = Signal.like(beat.thresholds)
+        # Stage 2: the running totals; a closing beat's go on to the compares.
+        running = [Signal(signed(self.acc_width), name=f"running{j}") for j in range(self.pe)]
+        totals = Signal(data.ArrayLayout(signed(self.acc_width), self.pe))
+        total_valid = Signal()
+        total_thresholds = Signal.like(beat.thresholds)
+        digits = [beat.x[i].as_unsigned() for i in range(self.simd)]
+        with m.If(advance):
+            m.d.sync += [
+                beat_valid.eq(self.beats.valid),
+                beat_last.eq(self.beats.valid & beat.last),
+                *(beat_sum.eq(adder_tree(beat.w[j][i].as_signed() * digits[i]
+                                         for i in range(self.simd)))
+                  for j, beat_sum in enumerate(beat_sums)),
+                total_valid.eq(beat_last),
+                total_thresholds.eq(beat_thresholds),
+            ]
+            with m.If(self.beats.valid & beat.last):
+                m.d.sync += beat_thresholds.eq(beat.thresholds)
+            for j, (total_j, beat_sum) in enumerate(zip(running, beat_sums)):
+                total = total_j + beat_sum
+                with m.If(beat_last):
+                    m.d.sync += [totals[j].eq(total), total_j.eq(0)]
+                with m.Elif(beat_valid):
+                    m.d.sync += total_j.eq(total)
+            # Stage 3: the thresholds reached.
+            m.d.sync += [self.results.valid.eq(total_valid), self.results.payload.sums.eq(totals)]
+            for j in range(self.pe):
+                reached = [totals[j] >= total_thresholds[j][t] for t in range(self.levels)]
+                m.d.sync += self.results.payload.y[j].eq(adder_tree(reached))
+        return m
