@@ -1,65 +1,154 @@
-"""FINN's TFC_1W1A on the binary network engine behind the iCEBreaker's UART host link: a
-routed iCE40UP5K build (resources, Fmax) and the engine's cycles, as results rows of
-``benchmarks/results/binary.json`` (written whole).
+"""FINN's TFC_1W1A on the binary network engine behind a board's UART host link: routed builds
+(resources, Fmax), the device's cycles, and the estimate of its images/s, chip watts and
+images/s/W beside the GPUs', as results rows of ``benchmarks/results/binary.json``.
 
-The cycles a vector are the engine's model, which its RTL equals by test
-(tests/test_binary_engine.py, tests/test_binary_device.py); images/s compute-bound are
-those cycles at the routed Fmax or the target clock, whichever is lower. Nothing here ran
-on a board.
+Each build is ``fpganet compile --engine binary --board B --pe P --simd S`` then
+``fpganet synth`` of that folder, through the same functions. The cycles an image are the
+device's timing model (one START an image: its input bytes, the layers, its counts out),
+which its RTL's stamp equals by test (tests/test_binary_device.py, tests/test_binary_target.py);
+images/s compute-bound are those cycles at the routed Fmax or the target clock, whichever is
+lower, and the watts are the chip power model's on the routed resources
+(``fpganet estimate OUT --report``). The GPU rows are the estimator's for the same network.
+Nothing here ran on a board.
+
+The builds named on the command line replace their rows; the rows of other builds stay.
 
 Usage::
 
-    .venv/bin/python benchmarks/binary_tfc.py                 # builds (~10 min)
-    .venv/bin/python benchmarks/binary_tfc.py --pe 8 --simd 32
+    .venv/bin/python benchmarks/binary_tfc.py                       # every default build
+    .venv/bin/python benchmarks/binary_tfc.py --builds icebreaker:4x16
 """
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
-from fpganet.argtypes import positive_int
 from fpganet.boards.binary import binary_core
 from fpganet.boards.build import BOARDS, build
-from fpganet.codegen.binary import fold_network, lower_binary_network
-from fpganet.compiler import compile_model
+from fpganet.codegen.binary_images import read_binary_images
+from fpganet.compiler import compile_model, load_compiled
 from fpganet.datasets import qonnx_model
 from fpganet.errors import FpganetError
-from fpganet.hdl.binary_engine import BinaryNetworkEngine
-from fpganet.results import make_row, write_rows
+from fpganet.estimate.binary import binary_estimate
+from fpganet.results import ResultsError, check_rows, make_row, write_rows
 
 ROOT = Path(__file__).resolve().parent.parent
+NETWORK = "tfc-w1a1"
+#: ``(board, pe, simd)`` built when none is named.
+DEFAULT_BUILDS = (("icebreaker", 4, 16), ("icebreaker", 8, 16), ("icebreaker", 8, 32),
+                  ("ulx3s", 8, 32), ("ulx3s", 16, 64))
+#: GPUs of the comparison (``fpganet estimate --gpu KEY``).
+GPUS = ("t4", "a100-sxm", "l4", "orin-nano")
+
+
+def _builds(text):
+    builds = []
+    for item in text.split(","):
+        board, _, fold = item.partition(":")
+        pe, _, simd = fold.partition("x")
+        if board not in BOARDS or not pe.isdigit() or not simd.isdigit() or not int(pe) * int(simd):
+            raise argparse.ArgumentTypeError(f"'{item}' is not BOARD:PExSIMD with a board of "
+                                             f"{', '.join(BOARDS)}")
+        builds.append((board, int(pe), int(simd)))
+    return builds
+
+
+def build_rows(board_name, pe, simd, build_dir, command):
+    """The rows of one build: routed resources and Fmax, the device's cycles, the estimate."""
+    board = BOARDS[board_name]
+    configuration = f"binary engine {pe}x{simd}"
+
+    def row(metric, value, basis):
+        return make_row(NETWORK, board_name, configuration, metric, value, basis, command)
+    with tempfile.TemporaryDirectory(prefix="binary-tfc-") as scratch:
+        out = Path(scratch) / "tfc"
+        compile_model(qonnx_model(NETWORK), out_dir=out, config=board.default_config,
+                      board=board_name, binary=(pe, simd))
+        net = load_compiled(out)
+        images = read_binary_images(out, net)
+        output = Path(build_dir) / f"{board_name}-{pe}x{simd}"
+        report = build(board, net.config, output, core=binary_core(images.folded))
+        estimate = binary_estimate(net, images, board=board_name,
+                                   board_report=output / "report.json", measure=False,
+                                   gpus=GPUS)
+    compute = (estimate.fpga_extra_rows or [estimate.fpga_row])[0]
+    rows = [row("fmax_mhz", report["fmax_mhz"], "routed"),
+            row("clock_mhz", report["clock"]["target_mhz"], "routed"),
+            row("build_s", report["runtime_s"], "routed"),
+            row("cycles_per_image", estimate.cycles.value, "model"),
+            row("images_per_s_compute", estimate.performance["compute_images_per_s"].value,
+                "model"),
+            row("images_per_s_delivered", estimate.performance["images_per_s"].value, "model"),
+            row("watts_chip_compute", compute["watts"].value, "estimated"),
+            row("watts_chip_delivered", estimate.fpga_row["watts"].value, "estimated"),
+            row("images_per_s_per_w_chip", compute["images_per_s_per_w"].value, "estimated"),
+            row("uj_per_inference_chip", 1e6 * compute["joules_per_image"].value, "estimated")]
+    for name, metric in {"LC": "luts", "LUT4": "luts", "FF": "ffs", "EBR": "brams"}.items():
+        if report["resources"].get(name, {}).get("used"):
+            rows.append(row(metric, report["resources"][name]["used"], "routed"))
+    if not report["timing_met"]:
+        print(f"{board_name} {configuration}: timing not met ({report['fmax_mhz']:.1f} MHz)",
+              file=sys.stderr)
+    return rows, estimate
+
+
+def gpu_rows(estimate, command):
+    """The GPUs' batch-1 and large-batch rows of the estimate (any one build's)."""
+    rows = []
+    for entry in estimate.gpu_rows:
+        regime = "batch 1" if entry["batch"] == 1 else "large batch"
+        for metric, field in (("images_per_s_compute", "images_per_s"), ("watts_board", "watts"),
+                              ("images_per_s_per_w_board", "images_per_s_per_w")):
+            figure = entry[field]
+            published = figure.source == "published"
+            rows.append(make_row(NETWORK, entry["key"], regime, metric, figure.value,
+                                 "published" if published else "estimated", command,
+                                 source=figure.basis if published else None))
+    return rows
+
+
+def _kept(path, replaced):
+    """The rows of ``path`` that no build in ``replaced`` (board, configuration) makes again."""
+    import json
+
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return []
+    try:
+        rows = check_rows(data, str(path))
+    except ResultsError:
+        return []
+    return [row for row in rows if (row.board, row.configuration) not in replaced
+            and row.board in BOARDS]
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pe", type=positive_int, default=8)
-    parser.add_argument("--simd", type=positive_int, default=32)
+    parser.add_argument("--builds", type=_builds, default=list(DEFAULT_BUILDS),
+                        metavar="BOARD:PExSIMD,...",
+                        help="builds to make (default: " + ",".join(
+                            f"{b}:{p}x{s}" for b, p, s in DEFAULT_BUILDS) + ")")
     parser.add_argument("--build-dir", default=str(ROOT / "build/synth-binary"))
     parser.add_argument("-o", "--output", default=str(ROOT / "benchmarks/results/binary.json"))
     args = parser.parse_args(argv)
-    board = BOARDS["icebreaker"]
-    net = compile_model(qonnx_model("tfc-w1a1"))
-    folded = fold_network(lower_binary_network(net), args.pe, args.simd)
-    cycles = BinaryNetworkEngine(folded).cycles_per_vector()
-    report = build(board, board.default_config, f"{args.build_dir}/icebreaker",
-                   core=binary_core(folded))
-    configuration = f"binary engine {args.pe}x{args.simd}"
-    command = f"python benchmarks/binary_tfc.py --pe {args.pe} --simd {args.simd}"
-
-    def row(metric, value, basis="routed"):
-        return make_row("tfc-w1a1", "icebreaker", configuration, metric, value, basis, command)
-    clock_mhz = min(report["fmax_mhz"], report["clock"]["target_mhz"])
-    rows = [row("fmax_mhz", report["fmax_mhz"]), row("clock_mhz", report["clock"]["target_mhz"]),
-            row("cycles_per_image", cycles, "model"),
-            row("images_per_s_compute", clock_mhz * 1e6 / cycles, "model")]
-    for name, metric in {"LC": "luts", "FF": "ffs", "EBR": "brams"}.items():
-        if name in report["resources"]:
-            rows.append(row(metric, report["resources"][name]["used"]))
-    if not report["timing_met"]:
-        print(f"timing not met ({report['fmax_mhz']:.1f} MHz)", file=sys.stderr)
-    write_rows(args.output, rows)
-    for r in rows:
-        print(f"{r.metric:22s} {r.value:12,.1f} {r.unit} ({r.basis})")
+    rows, estimate = [], None
+    for board, pe, simd in args.builds:
+        command = f"python benchmarks/binary_tfc.py --builds {board}:{pe}x{simd}"
+        try:
+            built, estimate = build_rows(board, pe, simd, args.build_dir, command)
+        except FpganetError as error:     # a build that does not route: its rows go
+            print(f"{board} {pe}x{simd}: {error}", file=sys.stderr, flush=True)
+            continue
+        rows += built
+        for r in built:
+            print(f"{board:10s} {r.configuration:20s} {r.metric:24s} {r.value:14,.3f} {r.unit} "
+                  f"({r.basis})", flush=True)
+    replaced = {(board, f"binary engine {pe}x{simd}") for board, pe, simd in args.builds}
+    if estimate is not None:
+        rows += gpu_rows(estimate, "python benchmarks/binary_tfc.py")
+    write_rows(args.output, _kept(args.output, replaced) + rows)
     return 0
 
 

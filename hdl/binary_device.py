@@ -71,7 +71,9 @@ class BinaryDevice(wiring.Component):
                         + sum(map(BinaryNetworkEngine.layer_cycles, hidden))
                         # group 0's closing beat is issued ``beats - 1`` cycles in, fetched,
                         # then through the unit
-                        + last.beats + BinaryMatrixVectorUnit.latency)
+                        + last.beats - 1 + BinaryNetworkEngine.fetch_cycles
+                        + BinaryMatrixVectorUnit.latency
+                        + BinaryNetworkEngine.output_latency)
         last_result = first_result + (last.groups - 1) * max(last.beats, result_bytes + 1)
         return last_result + result_bytes
 

@@ -10,6 +10,7 @@ are bits in two buffers of ``simd``-bit words, each layer reading one and writin
 
 from amaranth import *
 from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -36,10 +37,15 @@ class BinaryNetworkEngine(wiring.Component):
         to ``g * pe + pe - 1`` in result ``g`` (a padded channel's count is to be dropped).
 
     Timing: a vector's words are taken one a cycle; then each layer takes ``groups * beats``
-    cycles (one beat a cycle), a cycle of fetch and the unit's latency before the next layer
-    reads what it wrote (:meth:`cycles_per_vector`). The next vector is taken after the last
-    result of the one before. Back-pressure: ``output.ready`` low stalls the last layer.
+    cycles (one beat a cycle), the fetch (:attr:`fetch_cycles`) and the unit's latency before
+    the next layer reads what it wrote (:meth:`cycles_per_vector`). The next vector is taken after the last
+    result of the one before leaves the unit. A result is on ``output`` :attr:`output_latency`
+    cycles after it leaves the unit (a FIFO of two). Back-pressure: ``output.ready`` low fills
+    that FIFO, then stalls the last layer; it reaches no logic but the FIFO's read side.
     """
+
+    #: Cycles from a last-layer result leaving the unit to ``output.valid``.
+    output_latency = 1
 
     def __init__(self, folded):
         self.folded = folded
@@ -48,19 +54,22 @@ class BinaryNetworkEngine(wiring.Component):
             "output": Out(stream.Signature(data.ArrayLayout(folded.count_width, folded.pe))),
         })
 
+    #: Cycles from a beat's addresses to its operands at the unit: the memories' read, then
+    #: a register (the block RAMs' outputs reach no logic but it).
+    fetch_cycles = 2
+
     def cycles_per_vector(self):
         """Cycles from a vector's first input word to the next vector's, with the input and
-        the output never waiting: the words, then per layer its beats, the cycle that fetches
-        a beat's words and the unit's latency (the next layer issues in the cycle after its
-        last result)."""
+        the output never waiting: the words, then per layer its beats, the fetch and the
+        unit's latency (the next layer issues in the cycle after its last result)."""
         return self.folded.input_words + sum(map(self.layer_cycles, self.folded.layers))
 
-    @staticmethod
-    def layer_cycles(layer):
+    @classmethod
+    def layer_cycles(cls, layer):
         """Cycles from a layer's first beat to the next layer's (a
         :class:`~fpganet.codegen.binary.FoldedLayer`): its beats, the fetch, the unit's
         latency."""
-        return layer.groups * layer.beats + 1 + BinaryMatrixVectorUnit.latency
+        return layer.groups * layer.beats + cls.fetch_cycles + BinaryMatrixVectorUnit.latency
 
     def elaborate(self, platform):
         m = Module()
@@ -93,30 +102,37 @@ class BinaryNetworkEngine(wiring.Component):
         last_layer = Signal()
         m.d.comb += last_layer.eq(layer == layer_count - 1)
 
-        # Issue: a beat's addresses (stage A), its memory words at the unit (stage B).
+        # Issue: a beat's addresses (stage A), its memory words (stage B), registered at the
+        # unit (stage C).
         beat = Signal(range(folded.buffer_words))
         group = Signal(range(max(folded_layer.groups for folded_layer in layers)))
         weight_addr = Signal(range(len(folded.weight_words)))
         threshold_addr = Signal(range(len(folded.threshold_words)))
         issuing, issued = Signal(), Signal()
         b_valid, b_last, b_parity = Signal(), Signal(), Signal()
+        operands = Signal.like(unit.beats.payload)
+        c_valid = Signal()
         advance = Signal()
         m.d.comb += [
-            advance.eq(~b_valid | unit.beats.ready),
+            advance.eq(~c_valid | unit.beats.ready),
             weight_read.addr.eq(weight_addr), weight_read.en.eq(advance),
             threshold_read.addr.eq(threshold_addr), threshold_read.en.eq(advance),
             *(port.addr.eq(beat) for port in buffer_reads),
             *(port.en.eq(advance) for port in buffer_reads),
-            unit.beats.valid.eq(b_valid),
-            unit.beats.payload.x.eq(Mux(b_parity, buffer_reads[1].data, buffer_reads[0].data)),
-            unit.beats.payload.w.eq(weight_read.data),
-            unit.beats.payload.thresholds.eq(threshold_read.data),
-            unit.beats.payload.last.eq(b_last),
+            unit.beats.valid.eq(c_valid),
+            unit.beats.payload.eq(operands),
         ]
         closing = Signal()
         m.d.comb += closing.eq(beat == beats[layer] - 1)
         with m.If(advance):
-            m.d.sync += [b_valid.eq(issuing), b_last.eq(closing), b_parity.eq(parity)]
+            m.d.sync += [
+                b_valid.eq(issuing), b_last.eq(closing), b_parity.eq(parity),
+                c_valid.eq(b_valid),
+                operands.x.eq(Mux(b_parity, buffer_reads[1].data, buffer_reads[0].data)),
+                operands.w.eq(weight_read.data),
+                operands.thresholds.eq(threshold_read.data),
+                operands.last.eq(b_last),
+            ]
             with m.If(issuing):
                 m.d.sync += [beat.eq(beat + 1), weight_addr.eq(weight_addr + 1)]
                 with m.If(closing):
@@ -132,10 +148,16 @@ class BinaryNetworkEngine(wiring.Component):
         word, merged = Signal(simd), Signal(simd)
         word_addr = Signal(range(folded.buffer_words))
         take = Signal()
+        # The last layer's counts leave through a FIFO of two, whose ready is a register: the
+        # consumer's ready reaches neither the unit's pipeline nor the layer control.
+        m.submodules.out_fifo = out_fifo = SyncFIFO(width=width * pe, depth=2)
         m.d.comb += [
-            self.output.valid.eq(unit.results.valid & last_layer),
-            self.output.payload.eq(unit.results.payload.counts),
-            unit.results.ready.eq(~last_layer | self.output.ready),
+            out_fifo.w_en.eq(unit.results.valid & last_layer),
+            out_fifo.w_data.eq(unit.results.payload.counts),
+            self.output.valid.eq(out_fifo.r_rdy),
+            self.output.payload.eq(out_fifo.r_data),
+            out_fifo.r_en.eq(self.output.ready),
+            unit.results.ready.eq(~last_layer | out_fifo.w_rdy),
             take.eq(unit.results.valid & unit.results.ready),
             merged.eq(word),
             merged.word_select(slot, pe).eq(unit.results.payload.y),

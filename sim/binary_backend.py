@@ -1,3 +1,5 @@
+# amaranth: UnusedElaboratable=no
+# (the device is built here only for its timing model)
 """``fpganet run --backend rtl`` of a directory compiled with ``--engine binary``.
 
 The binary engine's device (:class:`~fpganet.hdl.binary_device.BinaryDevice`, its weights and

@@ -1,3 +1,5 @@
+# amaranth: UnusedElaboratable=no
+# (the device is built here only for its timing model)
 """The estimate of a network compiled for the binary engine (``fpganet compile --engine binary``):
 images/s, watts and images/s/W on the board, beside the GPUs.
 
