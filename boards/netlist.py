@@ -12,10 +12,13 @@ the RTL testbenches (``fpganet.sim.tb_systolic``) run unchanged.
 A whole board design is synthesized by :func:`synthesize_board` from the build files
 ``fpganet synth`` writes (the same Amaranth plan and yosys script) and compiled for
 Verilator by :func:`build_board_netlist_sim` under a harness that clocks the board's
-oscillator pin and brings out its UART and LED pins. The iCE40 PLL has no model in
-``cells_sim.v`` (a blackbox): :data:`ICE40_PLL_MODEL` stands in for it, its output the
-oscillator pin's clock (the harness runs that clock at the PLL's frequency scaled, since
-everything in the design counts cycles) and its lock raised after a few cycles.
+oscillator pin and brings out its UART and LED pins. What each family's netlist needs
+beside Yosys's models is in :data:`NETLIST_CELLS`. Neither PLL has a model there (a
+blackbox): :data:`ICE40_PLL_MODEL` and :data:`ECP5_PLL_MODEL` stand in for them, their output
+the oscillator pin's clock (the harness runs that clock at the PLL's frequency scaled, since
+everything in the design counts cycles) and their lock raised after a few cycles. Yosys's
+ECP5 models also leave DP16KD and MULT18X18D blackboxes: :data:`DP16KD_MODEL` and
+:data:`MULT18X18D_MODEL` model them as ``synth_ecp5`` and fpganet instantiate them.
 """
 
 import hashlib
@@ -271,6 +274,8 @@ def _dp16kd_model():
         ("GSR", '"ENABLED"'), ("WID", 0), ("INIT_DATA", '"STATIC"'))]
     params += [f"  parameter [319:0] INITVAL_{row:02X} = 320'h0;" for row in range(64)]
     rows = "\n".join(f"      {row}: row = INITVAL_{row:02X};" for row in range(64))
+    widths = lambda port: "(" + " && ".join(f"DATA_WIDTH_{port} != {bits}"
+                                            for bits in (1, 2, 4, 9, 18, 36)) + ")"
     return f"""\
 // Behavioural model of the ECP5 DP16KD for netlist simulation (Yosys ships only a blackbox):
 // 2,048 bytes of 9 bits, each port 1, 2, 4, 9 or 18 bits wide (36: port A writes, port B
@@ -304,7 +309,8 @@ module DP16KD(
   assign {{{pins("DOB", 18)}}} = (DATA_WIDTH_B == 36) ? qB[35:18] : qB[17:0];
   initial begin
     if (REGMODE_A != "NOREG" || REGMODE_B != "NOREG" || CSDECODE_A != "0b000" ||
-        CSDECODE_B != "0b000" || DATA_WIDTH_B == 36 && DATA_WIDTH_A != 36) begin
+        CSDECODE_B != "0b000" || DATA_WIDTH_B == 36 && DATA_WIDTH_A != 36 ||
+        {widths("A")} || {widths("B")}) begin
       $fatal(1, "DP16KD model: configuration not modelled");
     end
   end

@@ -20,8 +20,8 @@ UART pins with a small device behind the link.
 Not covered: timing (the cell models have no delays; nextpnr's timing report is the check),
 the PLL's frequency synthesis (the harness clocks the oscillator pin at the PLL's output
 frequency, scaled: the design counts cycles), placement and routing (the placed-and-routed
-netlists are not simulated), and on the ULX3S the default 8x8 array (the same cells, 16
-times the PEs: its Verilator build and run would take hours, not minutes).
+netlists are not simulated), and on the ULX3S the default 8x8 array (the same cell types,
+16 times the processing elements, 3.3 times the cycles a UART bit).
 """
 
 import json
@@ -52,8 +52,9 @@ ULX3S = BOARDS["ulx3s"]
 #: two MULT18X18D, the registered timing set, split-product requantizer, diagonal weights, the
 #: result queue, the EHXPLLL) on a 2x2 array with the memories LeNet-5 needs (64 KiB of
 #: weights, 43 DP16KD in all), at 30 MHz, so that the UART's 3 Mbaud is 10 cycles a bit as on
-#: the iCEBreaker. The default (8x8, 100 MHz: 33 cycles a bit) is four times the netlist,
-#: and its load alone would be 22 M cycles.
+#: the iCEBreaker. The default (8x8 at 100 MHz, 33.3 cycles a bit) synthesizes to 2.6 times the
+#: LUT4 and 3.6 times the flip-flops, and its load alone would be 22 M simulated cycles
+#: (docs/journal/measurements.md).
 ULX3S_LENET_CONFIG = ULX3S.default_config.replace(
     rows=2, cols=2, weight_buffer_bytes=64 * 1024, act_buffer_bytes=8 * 1024,
     bias_buffer_words=256, program_words=256, clock_hz=30e6)
