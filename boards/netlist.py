@@ -419,7 +419,8 @@ def build_netlist_sim(netlist, toplevel, *, family="ice40", sim="icarus", build_
     netlist = Path(netlist)
     models = cells_sim_path(family)
     text = netlist.read_text()
-    extra = {"mult18x18d_model.v": MULT18X18D_MODEL} if family == "ecp5" else {}
+    # The ECP5 cells Yosys ships as blackboxes (DP16KD, MULT18X18D, EHXPLLL) have models here.
+    extra = {"ecp5_models.v": "".join(NETLIST_CELLS["ecp5"].models)} if family == "ecp5" else {}
     key = hashlib.sha256(json.dumps([sim, toplevel, text, str(models), _DEFINES, extra]).encode()) \
         .hexdigest()[:16]
     directory = Path(build_root or default_build_root()) / "sim" / f"{toplevel}-netlist-{sim}-{key}"
@@ -429,7 +430,8 @@ def build_netlist_sim(netlist, toplevel, *, family="ice40", sim="icarus", build_
         source = directory / f"{toplevel}_netlist.v"
         source.write_text(text)
         if family == "ecp5":
-            models = _local_models(models.parent, directory / "models")
+            models = _local_models(models.parent, directory / "models",
+                                   replaced=NETLIST_CELLS["ecp5"].replaced)
         sources = [source, models]
         for name, model in extra.items():
             (directory / name).write_text(model)
@@ -562,8 +564,9 @@ def _without_module(text, name):
     return text
 
 
-def _local_models(share, directory):
-    """Copy the cell models of ``share`` into ``directory``, patched for Icarus 11; return cells_sim.v."""
+def _local_models(share, directory, *, replaced=()):
+    """Copy the cell models of ``share`` into ``directory``, patched for Icarus 11 and less the
+    ``replaced`` modules of cells_sim.v; return cells_sim.v."""
     directory.mkdir(parents=True, exist_ok=True)
     for path in share.iterdir():
         if path.suffix in (".v", ".vh"):
@@ -571,5 +574,8 @@ def _local_models(share, directory):
             if path.name in _ICARUS_PATCHES:
                 old, new = _ICARUS_PATCHES[path.name]
                 text = text.replace(old, new)
+            if path.name == "cells_sim.v":
+                for name in replaced:
+                    text = _without_module(text, name)
             (directory / path.name).write_text(text)
     return directory / "cells_sim.v"
