@@ -12,10 +12,13 @@ the RTL testbenches (``fpganet.sim.tb_systolic``) run unchanged.
 A whole board design is synthesized by :func:`synthesize_board` from the build files
 ``fpganet synth`` writes (the same Amaranth plan and yosys script) and compiled for
 Verilator by :func:`build_board_netlist_sim` under a harness that clocks the board's
-oscillator pin and brings out its UART and LED pins. The iCE40 PLL has no model in
-``cells_sim.v`` (a blackbox): :data:`ICE40_PLL_MODEL` stands in for it, its output the
-oscillator pin's clock (the harness runs that clock at the PLL's frequency scaled, since
-everything in the design counts cycles) and its lock raised after a few cycles.
+oscillator pin and brings out its UART and LED pins. What each family's netlist needs
+beside Yosys's models is in :data:`NETLIST_CELLS`. Neither PLL has a model there (a
+blackbox): :data:`ICE40_PLL_MODEL` and :data:`ECP5_PLL_MODEL` stand in for them, their output
+the oscillator pin's clock (the harness runs that clock at the PLL's frequency scaled, since
+everything in the design counts cycles) and their lock raised after a few cycles. Yosys's
+ECP5 models also leave DP16KD and MULT18X18D blackboxes: :data:`DP16KD_MODEL` and
+:data:`MULT18X18D_MODEL` model them as ``synth_ecp5`` and fpganet instantiate them.
 """
 
 import hashlib
@@ -23,6 +26,7 @@ import json
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from amaranth.back import verilog
@@ -32,7 +36,8 @@ from fpganet.sim.runner import SimBuild, default_build_root
 from .build import NAME, check_buildable, check_synth_opts, toolchain_env, write_build_files
 
 __all__ = ["cells_sim_path", "synthesize_netlist", "build_netlist_sim", "netlist_simulator",
-           "MULT18X18D_MODEL", "ICE40_PLL_MODEL", "synthesize_board", "board_harness",
+           "MULT18X18D_MODEL", "DP16KD_MODEL", "ICE40_PLL_MODEL", "ECP5_PLL_MODEL", "PLL_LOCK_EDGES",
+           "NetlistCells", "NETLIST_CELLS", "synthesize_board", "board_harness",
            "build_board_netlist_sim"]
 
 # Icarus 11 does not take default values on module ports, which the iCE40
@@ -44,14 +49,6 @@ _DEFINES = {"NO_ICE40_DEFAULT_ASSIGNMENTS": 1, "NO_INCLUDES": 1}
 _ICARUS_PATCHES = {
     "common_sim.vh": ('$error("unsupported COMB mode %s", MODE);',
                       'initial $fatal(1, "unsupported COMB mode %s", MODE);'),
-}
-
-
-# Verilator does not take a comparison with high impedance inside the design (SB_IO's
-# clock enable "pulled up" when unconnected): the netlist connects every SB_IO's.
-_VERILATOR_PATCHES = {
-    "cells_sim.v": ("wire clken_pulled = CLOCK_ENABLE || CLOCK_ENABLE === 1'bz;",
-                    "wire clken_pulled = CLOCK_ENABLE;"),
 }
 
 
@@ -110,7 +107,8 @@ endmodule
 MULT18X18D_MODEL = _mult18x18d_model()
 
 
-#: Rising edges of the oscillator pin before :data:`ICE40_PLL_MODEL` raises LOCK.
+#: Rising edges of the oscillator pin before a PLL stand-in (:data:`ICE40_PLL_MODEL`,
+#: :data:`ECP5_PLL_MODEL`) raises LOCK.
 PLL_LOCK_EDGES = 16
 
 #: Stand-in for the iCE40 PLL in netlist simulation (``cells_sim.v`` has only a blackbox):
@@ -152,6 +150,221 @@ module SB_PLL40_PAD(
   end
 endmodule
 """
+
+
+#: Stand-in for the ECP5 EHXPLLL in netlist simulation (Yosys ships only a blackbox): CLKOP is
+#: the input pin's clock, LOCK rises after :data:`PLL_LOCK_EDGES` of its rising edges. Only the
+#: mode the ULX3S top uses (CLKOP fed back, the other outputs disabled).
+ECP5_PLL_MODEL = f"""\
+// Stand-in for EHXPLLL in netlist simulation: CLKOP is CLKI (the harness clocks the pin at
+// the PLL's output frequency, scaled), LOCK rises after {PLL_LOCK_EDGES} rising edges of CLKI.
+module EHXPLLL(
+  input CLKI, CLKFB, PHASESEL1, PHASESEL0, PHASEDIR, PHASESTEP, PHASELOADREG, STDBY,
+  input PLLWAKESYNC, RST, ENCLKOP, ENCLKOS, ENCLKOS2, ENCLKOS3,
+  output CLKOP, CLKOS, CLKOS2, CLKOS3, LOCK, INTLOCK, REFCLK, CLKINTFB
+);
+{"".join(f"  parameter {name} = {value};{chr(10)}" for name, value in (
+    ("CLKI_DIV", 1), ("CLKFB_DIV", 1), ("CLKOP_DIV", 8), ("CLKOS_DIV", 8), ("CLKOS2_DIV", 8),
+    ("CLKOS3_DIV", 8), ("CLKOP_ENABLE", '"ENABLED"'), ("CLKOS_ENABLE", '"DISABLED"'),
+    ("CLKOS2_ENABLE", '"DISABLED"'), ("CLKOS3_ENABLE", '"DISABLED"'), ("CLKOP_CPHASE", 0),
+    ("CLKOS_CPHASE", 0), ("CLKOS2_CPHASE", 0), ("CLKOS3_CPHASE", 0), ("CLKOP_FPHASE", 0),
+    ("CLKOS_FPHASE", 0), ("CLKOS2_FPHASE", 0), ("CLKOS3_FPHASE", 0),
+    ("FEEDBK_PATH", '"CLKOP"'), ("CLKOP_TRIM_POL", '"RISING"'), ("CLKOP_TRIM_DELAY", 0),
+    ("CLKOS_TRIM_POL", '"RISING"'), ("CLKOS_TRIM_DELAY", 0), ("OUTDIVIDER_MUXA", '"DIVA"'),
+    ("OUTDIVIDER_MUXB", '"DIVB"'), ("OUTDIVIDER_MUXC", '"DIVC"'), ("OUTDIVIDER_MUXD", '"DIVD"'),
+    ("PLL_LOCK_MODE", 0), ("PLL_LOCK_DELAY", 200), ("STDBY_ENABLE", '"DISABLED"'),
+    ("REFIN_RESET", '"DISABLED"'), ("SYNC_ENABLE", '"DISABLED"'), ("INT_LOCK_STICKY", '"ENABLED"'),
+    ("DPHASE_SOURCE", '"DISABLED"'), ("PLLRST_ENA", '"DISABLED"'), ("INTFB_WAKE", '"DISABLED"')))}\
+  reg [7:0] edges = 8'd0;
+  always @(posedge CLKI)
+    if (edges != {PLL_LOCK_EDGES}) edges <= edges + 8'd1;
+  assign CLKOP = CLKI;
+  assign {{CLKOS, CLKOS2, CLKOS3, REFCLK, CLKINTFB}} = 5'b0;
+  assign LOCK = edges == {PLL_LOCK_EDGES};
+  assign INTLOCK = LOCK;
+  initial begin
+    if (FEEDBK_PATH != "CLKOP" || CLKOP_ENABLE != "ENABLED" || CLKOS_ENABLE != "DISABLED" ||
+        CLKOS2_ENABLE != "DISABLED" || CLKOS3_ENABLE != "DISABLED") begin
+      $fatal(1, "EHXPLLL stand-in: configuration not modelled");
+    end
+  end
+endmodule
+"""
+
+
+#: DP16KD data widths: the address bits above the word (``AD[13:low]``) and the byte enables
+#: (``AD[n-1:0]``) of the 18- and 36-bit ones. 36 is the pseudo-dual-port width Yosys maps
+#: PDPW16KD to: written through port A (``{DIB, DIA}``), read through port B (``{DOB, DOA}``).
+_DP16KD_BYTES = {36: 4, 18: 2}
+
+
+def _dp16kd_port(port):
+    """The Verilog of DP16KD port ``port`` (``"A"`` or ``"B"``) in :func:`_dp16kd_model`."""
+    width = f"DATA_WIDTH_{port}"
+    reads, writes, fresh = [], [], []
+    for bits, count in _DP16KD_BYTES.items():
+        low = bits.bit_length() - 1          # 36: [13:5], 18: [13:4]
+        select = lambda j: f"{{ad{port}[13:{low}], {count.bit_length() - 1}'d{j}}}"
+        reads.append(f"({width} == {bits}) ? {{"
+                     + ", ".join(f"mem[{select(j)}]" for j in reversed(range(count)))
+                     + f"}}")
+        writes.append(f"      if ({width} == {bits}) begin\n" + "".join(
+            f"        if (ad{port}[{j}]) mem[{select(j)}] <= wdata{port}[{9 * j} +: 9];\n"
+            for j in range(count)) + "      end")
+        fresh.append(f"({width} == {bits}) ? {{" + ", ".join(
+            f"ad{port}[{j}] ? wdata{port}[{9 * j} +: 9] : read{port}[{9 * j} +: 9]"
+            for j in reversed(range(count))) + "}")
+    # Widths 9, 4, 2 and 1 are a byte's bits 8:0, the nibbles 3:0 and 7:4, the pairs and bits
+    # of its low eight: the byte is AD[13:3], the part of it AD[2:0].
+    narrow = {9: ("9'h1ff", "0"), 4: ("9'h0f", f"4 * ad{port}[2]"),
+              2: ("9'h03", f"2 * ad{port}[2:1]"), 1: ("9'h01", f"ad{port}[2:0]")}
+    for bits, (mask, shift) in narrow.items():
+        reads.append(f"({width} == {bits}) ? {{27'b0, (mem[ad{port}[13:3]] >> ({shift})) & {mask}}}")
+        writes.append(f"      if ({width} == {bits}) mem[ad{port}[13:3]] <= "
+                      f"(mem[ad{port}[13:3]] & ~({mask} << ({shift}))) | "
+                      f"((wdata{port}[8:0] & {mask}) << ({shift}));")
+        fresh.append(f"({width} == {bits}) ? {{27'b0, wdata{port}[8:0] & {mask}}}")
+    data = "{DIB17_0, DIA17_0}" if port == "A" else "{18'b0, DIB17_0}"     # 36 bits: A only
+    return f"""\
+  wire [13:0] ad{port} = {{{", ".join(f"AD{port}{k}" for k in reversed(range(14)))}}};
+  wire [35:0] wdata{port} = ({width} == 36) ? {data} : {{18'b0, DI{port}17_0}};
+  wire clk{port} = (CLK{port}MUX == "INV") ? ~CLK{port} : CLK{port};
+  wire [35:0] read{port} =
+    {(chr(10) + "    : ").join(reads)}
+    : 36'b0;
+  wire [35:0] written{port} =
+    {(chr(10) + "    : ").join(fresh)}
+    : 36'b0;
+  reg [35:0] q{port} = 36'b0;
+  generate
+    if (RESETMODE == "ASYNC") begin : port{port}_async
+      always @(posedge clk{port}, posedge RST{port})
+        if (RST{port}) q{port} <= 36'b0;
+        else if (CE{port}) q{port} <= !WE{port} ? read{port} :
+            (WRITEMODE_{port} == "WRITETHROUGH") ? written{port} :
+            (WRITEMODE_{port} == "READBEFOREWRITE") ? read{port} : q{port};
+    end else begin : port{port}_sync
+      always @(posedge clk{port})
+        if (RST{port}) q{port} <= 36'b0;
+        else if (CE{port}) q{port} <= !WE{port} ? read{port} :
+            (WRITEMODE_{port} == "WRITETHROUGH") ? written{port} :
+            (WRITEMODE_{port} == "READBEFOREWRITE") ? read{port} : q{port};
+    end
+  endgenerate
+  always @(posedge clk{port})
+    if (CE{port} && WE{port}) begin
+{chr(10).join(writes)}
+    end
+"""
+
+
+def _dp16kd_model():
+    pins = lambda name, n: ", ".join(f"{name}{k}" for k in reversed(range(n)))
+    ports = []
+    for port in "AB":
+        ports += [f"  input {pins('DI' + port, 18)},", f"  input {pins('AD' + port, 14)},",
+                  f"  input CE{port}, OCE{port}, CLK{port}, WE{port}, RST{port},",
+                  f"  input CS{port}2, CS{port}1, CS{port}0,",
+                  f"  output {pins('DO' + port, 18)}" + ("," if port == "A" else "")]
+    params = [f'  parameter {name} = {value};' for name, value in (
+        ("DATA_WIDTH_A", 18), ("DATA_WIDTH_B", 18), ("REGMODE_A", '"NOREG"'),
+        ("REGMODE_B", '"NOREG"'), ("RESETMODE", '"SYNC"'), ("ASYNC_RESET_RELEASE", '"SYNC"'),
+        ("CSDECODE_A", '"0b000"'), ("CSDECODE_B", '"0b000"'), ("WRITEMODE_A", '"NORMAL"'),
+        ("WRITEMODE_B", '"NORMAL"'), ("CLKAMUX", '"CLKA"'), ("CLKBMUX", '"CLKB"'),
+        ("GSR", '"ENABLED"'), ("WID", 0), ("INIT_DATA", '"STATIC"'))]
+    params += [f"  parameter [319:0] INITVAL_{row:02X} = 320'h0;" for row in range(64)]
+    rows = "\n".join(f"      {row}: row = INITVAL_{row:02X};" for row in range(64))
+    widths = lambda port: "(" + " && ".join(f"DATA_WIDTH_{port} != {bits}"
+                                            for bits in (1, 2, 4, 9, 18, 36)) + ")"
+    return f"""\
+// Behavioural model of the ECP5 DP16KD for netlist simulation (Yosys ships only a blackbox):
+// 2,048 bytes of 9 bits, each port 1, 2, 4, 9 or 18 bits wide (36: port A writes, port B
+// reads, as Yosys maps PDPW16KD), the 18- and 36-bit ones with byte enables on AD[3:0]. The
+// output is the word read (or, on a write, as WRITEMODE says) at the port's clock edge, reset
+// to zero by RST; writes land after the edge's reads (the other port reads the old word).
+// The initial contents are INITVAL_00..3F as Yosys writes them: sixteen 18-bit words a row
+// in 20-bit slots. No output register (REGMODE), chip-select decode or GSR.
+// After Lattice TN1264, "ECP5 and ECP5-5G Memory Usage Guide".
+module DP16KD(
+{chr(10).join(ports)}
+);
+{chr(10).join(params)}
+  wire [17:0] DIA17_0 = {{{pins("DIA", 18)}}};
+  wire [17:0] DIB17_0 = {{{pins("DIB", 18)}}};
+  reg [8:0] mem [0:2047];
+  function [8:0] init_byte(input integer k);
+    reg [319:0] row;
+    begin
+      case (k >> 5)
+{rows}
+      default: row = 320'h0;
+      endcase
+      init_byte = row[((k >> 1) & 15) * 20 + 9 * (k & 1) +: 9];
+    end
+  endfunction
+  integer k;
+  initial for (k = 0; k < 2048; k = k + 1) mem[k] = init_byte(k);
+{_dp16kd_port("A")}{_dp16kd_port("B")}\
+  assign {{{pins("DOA", 18)}}} = (DATA_WIDTH_B == 36) ? qB[17:0] : qA[17:0];
+  assign {{{pins("DOB", 18)}}} = (DATA_WIDTH_B == 36) ? qB[35:18] : qB[17:0];
+  initial begin
+    if (REGMODE_A != "NOREG" || REGMODE_B != "NOREG" || CSDECODE_A != "0b000" ||
+        CSDECODE_B != "0b000" || DATA_WIDTH_B == 36 && DATA_WIDTH_A != 36 ||
+        {widths("A")} || {widths("B")}) begin
+      $fatal(1, "DP16KD model: configuration not modelled");
+    end
+  end
+endmodule
+"""
+
+
+#: Verilog model of the ECP5 block RAM as Yosys's ``synth_ecp5`` instantiates it.
+DP16KD_MODEL = _dp16kd_model()
+
+
+@dataclass(frozen=True)
+class NetlistCells:
+    """How one family's board netlist is compiled for Verilator (:func:`build_board_netlist_sim`):
+    the modules of Yosys's ``cells_sim.v`` (its includes inlined) that are blackboxes or need a
+    stand-in, the models put in their place, and the patches Verilator needs."""
+    #: Modules taken out of ``cells_sim.v``.
+    replaced: tuple
+    #: Verilog of the models appended in their place (and of cells it lacks).
+    models: tuple
+    #: ``(old, new)`` texts replaced in the models, each present exactly as written.
+    patches: tuple = ()
+    #: Verilator warnings turned off in the netlist (not in the models or the harness).
+    netlist_lint_off: tuple = ()
+
+    def text(self, share):
+        """The cell models of ``share`` (Yosys's ``share/<family>``) as one Verilog text."""
+        text = _inlined(share, "cells_sim.v")
+        for old, new in self.patches:
+            text = _patched(text, old, new)
+        for name in self.replaced:
+            text = _without_module(text, name)
+        return text + "".join(self.models)
+
+
+#: The cells of each family's board netlists. Verilator does not take a comparison with high
+#: impedance inside the design, with which SB_IO pulls its clock enable up and TRELLIS_IO its
+#: output enable down when unconnected: the netlists connect both wherever they are used.
+NETLIST_CELLS = {
+    "ice40": NetlistCells(
+        replaced=("SB_PLL40_PAD",), models=(ICE40_PLL_MODEL,),
+        patches=(("wire clken_pulled = CLOCK_ENABLE || CLOCK_ENABLE === 1'bz;",
+                  "wire clken_pulled = CLOCK_ENABLE;"),)),
+    "ecp5": NetlistCells(
+        replaced=("DP16KD",), models=(DP16KD_MODEL, MULT18X18D_MODEL, ECP5_PLL_MODEL),
+        patches=(("always @(*) if (T === 1'bz) T_pd = 1'b0; else T_pd = T;",
+                  "always @(*) T_pd = T;"),
+                 # An input pin is an input of the netlist: nothing drives it from inside.
+                 ('if (DIR == "INPUT") begin\n\t\t\tassign B = 1\'bz;\n',
+                  'if (DIR == "INPUT") begin\n')),
+        # ...which Verilator still takes for an assignment, the pin being an inout of TRELLIS_IO
+        # and an input of the netlist: a lint error, the simulation unchanged.
+        netlist_lint_off=("ASSIGNIN",)),
+}
 
 
 def cells_sim_path(family):
@@ -206,7 +419,8 @@ def build_netlist_sim(netlist, toplevel, *, family="ice40", sim="icarus", build_
     netlist = Path(netlist)
     models = cells_sim_path(family)
     text = netlist.read_text()
-    extra = {"mult18x18d_model.v": MULT18X18D_MODEL} if family == "ecp5" else {}
+    # The ECP5 cells Yosys ships as blackboxes (DP16KD, MULT18X18D, EHXPLLL) have models here.
+    extra = {"ecp5_models.v": "".join(NETLIST_CELLS["ecp5"].models)} if family == "ecp5" else {}
     key = hashlib.sha256(json.dumps([sim, toplevel, text, str(models), _DEFINES, extra]).encode()) \
         .hexdigest()[:16]
     directory = Path(build_root or default_build_root()) / "sim" / f"{toplevel}-netlist-{sim}-{key}"
@@ -216,7 +430,8 @@ def build_netlist_sim(netlist, toplevel, *, family="ice40", sim="icarus", build_
         source = directory / f"{toplevel}_netlist.v"
         source.write_text(text)
         if family == "ecp5":
-            models = _local_models(models.parent, directory / "models")
+            models = _local_models(models.parent, directory / "models",
+                                   replaced=NETLIST_CELLS["ecp5"].replaced)
         sources = [source, models]
         for name, model in extra.items():
             (directory / name).write_text(model)
@@ -278,15 +493,16 @@ def board_harness(top, platform, name, *, period_ns=10):
 def build_board_netlist_sim(netlist, harness, toplevel, *, family="ice40", build_root=None,
                             optimize=True):
     """Compile a board's ``netlist`` under ``harness`` (the Verilog text of top-level
-    ``toplevel``, :func:`board_harness`) with the ``family`` cell models for Verilator;
-    return a :class:`SimBuild` whose testbench sees only the harness's ports.
+    ``toplevel``, :func:`board_harness`) with the ``family`` cell models of
+    :data:`NETLIST_CELLS` for Verilator; return a :class:`SimBuild` whose testbench sees only
+    the harness's ports.
 
     ``optimize`` False compiles the C++ model without optimization (``-O0``): it builds
     faster and runs slower, for a short run. Kept under
     ``build/sim/<toplevel>-netlist-verilator-<hash>``."""
-    if family != "ice40":
-        raise ValueError(f"board netlist simulation has the iCE40 PLL's stand-in only, not "
-                         f"{family!r}'s")
+    if family not in NETLIST_CELLS:
+        raise ValueError(f"board netlist simulation has cell models for "
+                         f"{', '.join(NETLIST_CELLS)}, not {family!r}")
     from fpganet.sim import runner
     from fpganet.sim.toolchain import ensure_simulator
 
@@ -294,24 +510,26 @@ def build_board_netlist_sim(netlist, harness, toplevel, *, family="ice40", build
     netlist = Path(netlist)
     share = cells_sim_path(family).parent
     text = netlist.read_text()
+    cells = NETLIST_CELLS[family]
+    models = cells.text(share)
+    control = "".join(["`verilator_config\n"] + [
+        f'lint_off -rule {rule} -file "*/{NAME}_netlist.v"\n' for rule in cells.netlist_lint_off])
     # The netlist has no timescale of its own (and no delays); its cells leave pins they do
     # not use unconnected.
     args = [*runner.VERILATOR_ARGS, "--timing", "-CFLAGS", "-std=c++20", "--public-depth", "1",
             "--timescale", "1ns/1ps", "-Wno-PINMISSING"]
     if not optimize:
         args += ["-CFLAGS", "-O0"]
-    key = hashlib.sha256(json.dumps([toplevel, text, harness, str(share), _DEFINES, args,
-                                     ICE40_PLL_MODEL, _VERILATOR_PATCHES]).encode())
+    key = hashlib.sha256(json.dumps([toplevel, text, harness, models, control, _DEFINES, args])
+                         .encode())
     key = key.hexdigest()[:16]
     directory = Path(build_root or default_build_root()) / "sim" / \
         f"{toplevel}-netlist-verilator-{key}"
     with runner._locked(directory):
         stamp = directory / ".built"
         if not stamp.exists():
-            models = _patched((share / "cells_sim.v").read_text(),
-                              *_VERILATOR_PATCHES["cells_sim.v"])
-            sources = {f"{NAME}_netlist.v": text, f"{toplevel}.v": harness,
-                       "cells_sim.v": _without_module(models, "SB_PLL40_PAD") + ICE40_PLL_MODEL}
+            sources = {"netlist.vlt": control, f"{NAME}_netlist.v": text, f"{toplevel}.v": harness,
+                       "cells_sim.v": models}
             for name, source in sources.items():
                 (directory / name).write_text(source)
             runner._verilator_runner(ports_only=True).build(
@@ -328,6 +546,14 @@ def _patched(text, old, new):
     return text.replace(old, new)
 
 
+def _inlined(share, name):
+    """The Verilog file ``name`` of ``share`` with the files it includes from there inlined."""
+    def include(match):
+        path = share / match.group(1)
+        return _inlined(share, match.group(1)) if path.is_file() else match.group(0)
+    return re.sub(r'`include "([^"]+)"', include, (share / name).read_text())
+
+
 def _without_module(text, name):
     """Verilog ``text`` less module ``name`` (and its attributes)."""
     pattern = re.compile(r"(\(\*[^*]*\*\)\s*)?module\s+" + re.escape(name) + r"\b.*?\bendmodule\s*",
@@ -338,8 +564,9 @@ def _without_module(text, name):
     return text
 
 
-def _local_models(share, directory):
-    """Copy the cell models of ``share`` into ``directory``, patched for Icarus 11; return cells_sim.v."""
+def _local_models(share, directory, *, replaced=()):
+    """Copy the cell models of ``share`` into ``directory``, patched for Icarus 11 and less the
+    ``replaced`` modules of cells_sim.v; return cells_sim.v."""
     directory.mkdir(parents=True, exist_ok=True)
     for path in share.iterdir():
         if path.suffix in (".v", ".vh"):
@@ -347,5 +574,8 @@ def _local_models(share, directory):
             if path.name in _ICARUS_PATCHES:
                 old, new = _ICARUS_PATCHES[path.name]
                 text = text.replace(old, new)
+            if path.name == "cells_sim.v":
+                for name in replaced:
+                    text = _without_module(text, name)
             (directory / path.name).write_text(text)
     return directory / "cells_sim.v"
