@@ -17,7 +17,7 @@ from amaranth import *
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .lowbit_mvu import adder_tree
+from .lowbit_mvu import adder_tree, dot_product_pipeline
 
 __all__ = ["BinaryMatrixVectorUnit", "beat_layout", "result_layout", "popcount"]
 
@@ -98,43 +98,9 @@ class BinaryMatrixVectorUnit(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        # Every stage moves together, while the result register is free or being taken.
-        advance = Signal()
-        m.d.comb += [
-            advance.eq(~self.results.valid | self.results.ready),
-            self.beats.ready.eq(advance),
-        ]
         beat = self.beats.payload
-        # Stage 1: each channel's popcount of XNOR(x, w) over the beat.
-        counts = [Signal(range(self.simd + 1), name=f"beat_count{j}") for j in range(self.pe)]
-        beat_valid, beat_last = Signal(), Signal()
-        beat_thresholds = Signal.like(beat.thresholds)
-        # Stage 2: the running sums; a closing beat's totals go on to the compares.
-        sums = [Signal(self.count_width, name=f"sum{j}") for j in range(self.pe)]
-        totals = Signal(data.ArrayLayout(self.count_width, self.pe))
-        total_valid = Signal()
-        total_thresholds = Signal.like(beat.thresholds)
-        with m.If(advance):
-            m.d.sync += [
-                beat_valid.eq(self.beats.valid),
-                beat_last.eq(self.beats.valid & beat.last),
-                *(count.eq(popcount(~(beat.x ^ beat.w[j]))) for j, count in enumerate(counts)),
-                total_valid.eq(beat_last),
-                total_thresholds.eq(beat_thresholds),
-            ]
-            with m.If(self.beats.valid & beat.last):
-                m.d.sync += beat_thresholds.eq(beat.thresholds)
-            for j, (running, count) in enumerate(zip(sums, counts)):
-                total = running + count
-                with m.If(beat_last):
-                    m.d.sync += [totals[j].eq(total), running.eq(0)]
-                with m.Elif(beat_valid):
-                    m.d.sync += running.eq(total)
-            # Stage 3: the thresholds.
-            m.d.sync += [
-                self.results.valid.eq(total_valid),
-                self.results.payload.counts.eq(totals),
-                self.results.payload.y.eq(Cat(totals[j] >= total_thresholds[j]
-                                              for j in range(self.pe))),
-            ]
+        dot_product_pipeline(
+            m, self.beats, self.results, "counts", unsigned(self.count_width),
+            lambda j: popcount(~(beat.x ^ beat.w[j])),
+            lambda count, threshold: count >= threshold, beat_shape=range(self.simd + 1))
         return m

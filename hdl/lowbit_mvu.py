@@ -18,7 +18,8 @@ from amaranth import *
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["LowBitMatrixVectorUnit", "beat_layout", "result_layout", "adder_tree"]
+__all__ = ["LowBitMatrixVectorUnit", "beat_layout", "result_layout", "adder_tree",
+           "dot_product_pipeline"]
 
 
 def beat_layout(pe, simd, weight_bits, input_bits, acc_width, levels):
@@ -114,43 +115,58 @@ class LowBitMatrixVectorUnit(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        advance = Signal()
-        m.d.comb += [
-            advance.eq(~self.results.valid | self.results.ready),
-            self.beats.ready.eq(advance),
-        ]
         beat = self.beats.payload
-        # Stage 1: each channel's sum of the beat's products.
-        beat_sums = [Signal(signed(self.acc_width), name=f"beat_sum{j}") for j in range(self.pe)]
-        beat_valid, beat_last = Signal(), Signal()
-        beat_thresholds = Signal.like(beat.thresholds)
-        # Stage 2: the running totals; a closing beat's go on to the compares.
-        running = [Signal(signed(self.acc_width), name=f"running{j}") for j in range(self.pe)]
-        totals = Signal(data.ArrayLayout(signed(self.acc_width), self.pe))
-        total_valid = Signal()
-        total_thresholds = Signal.like(beat.thresholds)
         digits = [beat.x[i].as_unsigned() for i in range(self.simd)]
-        with m.If(advance):
-            m.d.sync += [
-                beat_valid.eq(self.beats.valid),
-                beat_last.eq(self.beats.valid & beat.last),
-                *(beat_sum.eq(adder_tree(beat.w[j][i].as_signed() * digits[i]
-                                         for i in range(self.simd)))
-                  for j, beat_sum in enumerate(beat_sums)),
-                total_valid.eq(beat_last),
-                total_thresholds.eq(beat_thresholds),
-            ]
-            with m.If(self.beats.valid & beat.last):
-                m.d.sync += beat_thresholds.eq(beat.thresholds)
-            for j, (total_j, beat_sum) in enumerate(zip(running, beat_sums)):
-                total = total_j + beat_sum
-                with m.If(beat_last):
-                    m.d.sync += [totals[j].eq(total), total_j.eq(0)]
-                with m.Elif(beat_valid):
-                    m.d.sync += total_j.eq(total)
-            # Stage 3: the thresholds reached.
-            m.d.sync += [self.results.valid.eq(total_valid), self.results.payload.sums.eq(totals)]
-            for j in range(self.pe):
-                reached = [totals[j] >= total_thresholds[j][t] for t in range(self.levels)]
-                m.d.sync += self.results.payload.y[j].eq(adder_tree(reached))
+
+        def beat_sum(j):
+            return adder_tree(beat.w[j][i].as_signed() * digits[i] for i in range(self.simd))
+
+        def digit(total, thresholds):
+            return adder_tree(total >= thresholds[t] for t in range(self.levels))
+        dot_product_pipeline(m, self.beats, self.results, "sums", signed(self.acc_width),
+                             beat_sum, digit)
         return m
+
+
+def dot_product_pipeline(m, beats, results, totals_field, total_shape, beat_sum, output, *,
+                         beat_shape=None):
+    """The three registered stages a matrix-vector unit shares: each channel's sum of a beat
+    (``beat_sum(j)``, registered as ``beat_shape``, default ``total_shape``), the running totals over a dot product's beats, and each channel's
+    output from its total and its thresholds (``output(total, thresholds)``). ``results``
+    carries the totals in ``totals_field`` and the outputs in ``y``; the whole pipeline moves
+    while its result register is free or being taken (``beats.ready`` is
+    ``~results.valid | results.ready``)."""
+    pe = len(results.payload.y)
+    advance = Signal()
+    m.d.comb += [advance.eq(~results.valid | results.ready), beats.ready.eq(advance)]
+    beat = beats.payload
+    # Stage 1: each channel's sum of the beat.
+    beat_sums = [Signal(beat_shape or total_shape, name=f"beat_sum{j}") for j in range(pe)]
+    beat_valid, beat_last = Signal(), Signal()
+    beat_thresholds = Signal.like(beat.thresholds)
+    # Stage 2: the running totals; a closing beat's go on to the outputs.
+    running = [Signal(total_shape, name=f"running{j}") for j in range(pe)]
+    totals = Signal(data.ArrayLayout(total_shape, pe))
+    total_valid = Signal()
+    total_thresholds = Signal.like(beat.thresholds)
+    with m.If(advance):
+        m.d.sync += [
+            beat_valid.eq(beats.valid),
+            beat_last.eq(beats.valid & beat.last),
+            *(value.eq(beat_sum(j)) for j, value in enumerate(beat_sums)),
+            total_valid.eq(beat_last),
+            total_thresholds.eq(beat_thresholds),
+        ]
+        with m.If(beats.valid & beat.last):
+            m.d.sync += beat_thresholds.eq(beat.thresholds)
+        for j, (total_j, value) in enumerate(zip(running, beat_sums)):
+            total = total_j + value
+            with m.If(beat_last):
+                m.d.sync += [totals[j].eq(total), total_j.eq(0)]
+            with m.Elif(beat_valid):
+                m.d.sync += total_j.eq(total)
+        # Stage 3: the outputs.
+        m.d.sync += [results.valid.eq(total_valid),
+                     getattr(results.payload, totals_field).eq(totals)]
+        for j in range(pe):
+            m.d.sync += results.payload.y[j].eq(output(totals[j], total_thresholds[j]))

@@ -34,12 +34,14 @@ def _groups(rng, pe, simd, count=12):
     return groups
 
 
-def _run(dut, groups, rng, valid_rate, ready_rate):
-    """Stream the groups' beats in (``valid`` set at ``valid_rate``, garbage in the gaps) and
-    take results (``ready`` set at ``ready_rate``); returns the closing beats' transfer
-    cycles and the results ``(cycle valid first seen, counts, y)`` in order."""
+def stream_beats(dut, groups, rng, valid_rate, ready_rate, put, take):
+    """Stream the groups' beats (``(x [beats, ...], w [pe, beats, ...], thresholds)`` each) into
+    a matrix-vector unit, ``valid`` set at ``valid_rate`` (``put(ctx, x, w, thresholds,
+    garbage)`` sets a beat's payload, ``garbage`` in the gaps, which must be ignored), and take
+    results with ``ready`` set at ``ready_rate`` (``take(ctx)`` reads one); returns the closing
+    beats' transfer cycles and the results ``(cycle valid first seen, *take(ctx))`` in order."""
     beats = [(x[k], w[:, k], k == len(x) - 1, thresholds)
-             for x, w, _, thresholds in groups for k in range(len(x))]
+             for x, w, thresholds in groups for k in range(len(x))]
     closing, results = [], []
 
     async def testbench(ctx):
@@ -49,21 +51,15 @@ def _run(dut, groups, rng, valid_rate, ready_rate):
                 break
             offering = sent < len(beats) and rng.random() < valid_rate
             x, w, last, thresholds = beats[min(sent, len(beats) - 1)]
-            if not offering:    # garbage that must be ignored
-                x, w = rng.integers(0, 2, x.shape), rng.integers(0, 2, w.shape)
             ctx.set(dut.beats.valid, offering)
-            ctx.set(dut.beats.payload.x, _pack(x))
-            for j in range(dut.pe):
-                ctx.set(dut.beats.payload.w[j], _pack(w[j]))
-                ctx.set(dut.beats.payload.thresholds[j], int(thresholds[j]))
+            put(ctx, x, w, thresholds, not offering)
             ctx.set(dut.beats.payload.last, last)
             ready = rng.random() < ready_rate
             ctx.set(dut.results.ready, ready)
             if ctx.get(dut.results.valid):
                 first_valid = cycle if first_valid is None else first_valid
                 if ready:
-                    results.append((first_valid, list(ctx.get(dut.results.payload.counts)),
-                                    ctx.get(dut.results.payload.y)))
+                    results.append((first_valid, *take(ctx)))
                     first_valid = None
             if offering and ctx.get(dut.beats.ready):
                 sent += 1
@@ -76,6 +72,22 @@ def _run(dut, groups, rng, valid_rate, ready_rate):
     sim.add_testbench(testbench)
     sim.run()
     return closing, results
+
+
+def _run(dut, groups, rng, valid_rate, ready_rate):
+    """The binary unit on ``groups`` (:func:`_groups`): results ``(cycle, counts, y)``."""
+    def put(ctx, x, w, thresholds, garbage):
+        if garbage:
+            x, w = rng.integers(0, 2, x.shape), rng.integers(0, 2, w.shape)
+        ctx.set(dut.beats.payload.x, _pack(x))
+        for j in range(dut.pe):
+            ctx.set(dut.beats.payload.w[j], _pack(w[j]))
+            ctx.set(dut.beats.payload.thresholds[j], int(thresholds[j]))
+
+    def take(ctx):
+        return list(ctx.get(dut.results.payload.counts)), ctx.get(dut.results.payload.y)
+    return stream_beats(dut, [(x, w, thresholds) for x, w, _, thresholds in groups], rng,
+                        valid_rate, ready_rate, put, take)
 
 
 @pytest.mark.parametrize("pe, simd", [(1, 1), (4, 8), (3, 13), (8, 32)])

@@ -4,7 +4,7 @@ TFC_2W2A's layers through it against their low-bit form (so the golden model).""
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
+from test_binary_mvu import stream_beats
 from test_lowbit_layers import TFC_W2A2
 
 from fpganet.codegen.lowbit import input_digits, lower_lowbit_network, run_lowbit
@@ -14,51 +14,23 @@ from fpganet.hdl.lowbit_mvu import LowBitMatrixVectorUnit
 
 
 def _run(dut, groups, rng, valid_rate=1.0, ready_rate=1.0):
-    """Stream the groups ``(x [beats, simd], w [pe, beats, simd], thresholds [pe, levels])``
-    in, with gaps and back-pressure at the rates given; returns the closing beats' transfer
-    cycles and the results ``(cycle valid first seen, sums, y)`` in order."""
-    beats = [(x[k], w[:, k], k == len(x) - 1, thresholds)
-             for x, w, thresholds in groups for k in range(len(x))]
-    closing, results = [], []
-
-    async def testbench(ctx):
-        sent, first_valid = 0, None
-        for cycle in range(40 * len(beats) + 20):
-            if sent == len(beats) and len(results) == len(groups):
-                break
-            offering = sent < len(beats) and rng.random() < valid_rate
-            x, w, last, thresholds = beats[min(sent, len(beats) - 1)]
-            if not offering:    # garbage that must be ignored
-                x = rng.integers(0, 1 << dut.input_bits, x.shape)
-            ctx.set(dut.beats.valid, offering)
-            for i in range(dut.simd):
-                ctx.set(dut.beats.payload.x[i], int(x[i]))
-                for j in range(dut.pe):
-                    ctx.set(dut.beats.payload.w[j][i], int(w[j, i]))
+    """The low-bit unit on groups ``(x [beats, simd], w [pe, beats, simd], thresholds [pe,
+    levels])``: results ``(cycle, sums, y)`` (:func:`test_binary_mvu.stream_beats`)."""
+    def put(ctx, x, w, thresholds, garbage):
+        if garbage:
+            x = rng.integers(0, 1 << dut.input_bits, x.shape)
+        for i in range(dut.simd):
+            ctx.set(dut.beats.payload.x[i], int(x[i]))
             for j in range(dut.pe):
-                for t in range(dut.levels):
-                    ctx.set(dut.beats.payload.thresholds[j][t], int(thresholds[j, t]))
-            ctx.set(dut.beats.payload.last, last)
-            ready = rng.random() < ready_rate
-            ctx.set(dut.results.ready, ready)
-            if ctx.get(dut.results.valid):
-                first_valid = cycle if first_valid is None else first_valid
-                if ready:
-                    payload = ctx.get(dut.results.payload)
-                    results.append((first_valid, [int(v) for v in payload.sums],
-                                    [int(v) for v in payload.y]))
-                    first_valid = None
-            if offering and ctx.get(dut.beats.ready):
-                sent += 1
-                if last:
-                    closing.append(cycle)
-            await ctx.tick()
+                ctx.set(dut.beats.payload.w[j][i], int(w[j, i]))
+        for j in range(dut.pe):
+            for t in range(dut.levels):
+                ctx.set(dut.beats.payload.thresholds[j][t], int(thresholds[j, t]))
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(testbench)
-    sim.run()
-    return closing, results
+    def take(ctx):
+        payload = ctx.get(dut.results.payload)
+        return [int(v) for v in payload.sums], [int(v) for v in payload.y]
+    return stream_beats(dut, groups, rng, valid_rate, ready_rate, put, take)
 
 
 @pytest.mark.parametrize("weight_bits, input_bits, rates", [
