@@ -31,9 +31,7 @@ __all__ = ["SYNC", "PROTOCOL_VERSION", "HEADER_BYTES", "CRC_BYTES", "FRAME_OVERH
 SYNC = 0xA5
 #: 4: PING's options byte carries pipeline_registers and the tflite mode (a board built
 #: before them would report an unpipelined fpganet-mode accelerator whatever it holds).
-#: 6: PING's ``design`` names a fixed-function design (the binary engine) apart from the
-#: int8 accelerator whose configuration it reports.
-PROTOCOL_VERSION = 6
+PROTOCOL_VERSION = 5
 HEADER_BYTES = 4          # sync, type, length (2)
 CRC_BYTES = 2
 FRAME_OVERHEAD = HEADER_BYTES + CRC_BYTES
@@ -192,12 +190,26 @@ class DeviceInfo(_Packed):
     baud: int = _f("I")
     timeout_cycles: int = _f("I")   # inter-byte timeout of the frame parser
     banking: int = _f("B")          # act_bank_factor; fused_max_pool, pair_products in bits 6, 7
-    design: int = _f("I")           # 0: the int8 accelerator; else a fixed-function design's id
+    design: int = _f("I")           # sent by a fixed-function design only (see below)
 
     #: ``design`` of the int8 accelerator, which runs any network compiled for its
     #: configuration. Any other value identifies one network's fixed-function design, its
     #: weights in the bitstream (the binary engine: :attr:`fpganet.codegen.binary.FoldedNetwork.design_id`).
+    #: The int8 accelerator does not send the field (its reply is as it always was, a board
+    #: built before the field answers alike); a reply without it reads as this value.
     INT8_ACCELERATOR = 0
+
+    @classmethod
+    def unpack(cls, payload):
+        """A reply with every field, or without ``design`` (the int8 accelerator's)."""
+        if len(payload) == cls.size() - 4:
+            payload = bytes(payload) + bytes(4)
+        return super().unpack(payload)
+
+    def pack(self):
+        """The reply's bytes: without ``design`` where it is the int8 accelerator's."""
+        data = super().pack()
+        return data[:-4] if self.design == self.INT8_ACCELERATOR else data
 
     #: Configuration fields a compiled network must match exactly. ``result_queue_rows`` is
     #: not among them: a network's program and numerics are the same with any queue (only its
