@@ -20,6 +20,7 @@ Usage::
 """
 
 import argparse
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -34,6 +35,8 @@ from fpganet.estimate.binary import binary_estimate
 from fpganet.results import ResultsError, check_rows, make_row, write_rows
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from networks import gpu_result_rows  # noqa: E402
 NETWORK = "tfc-w1a1"
 #: ``(board, pe, simd)`` built when none is named.
 DEFAULT_BUILDS = (("icebreaker", 4, 16), ("icebreaker", 8, 16), ("icebreaker", 8, 32),
@@ -93,25 +96,8 @@ def build_rows(board_name, pe, simd, build_dir, command):
     return rows, estimate
 
 
-def gpu_rows(estimate, command):
-    """The GPUs' batch-1 and large-batch rows of the estimate (any one build's)."""
-    rows = []
-    for entry in estimate.gpu_rows:
-        regime = "batch 1" if entry["batch"] == 1 else "large batch"
-        for metric, field in (("images_per_s_compute", "images_per_s"), ("watts_board", "watts"),
-                              ("images_per_s_per_w_board", "images_per_s_per_w")):
-            figure = entry[field]
-            published = figure.source == "published"
-            rows.append(make_row(NETWORK, entry["key"], regime, metric, figure.value,
-                                 "published" if published else "estimated", command,
-                                 source=figure.basis if published else None))
-    return rows
-
-
 def _kept(path, replaced):
     """The rows of ``path`` that no build in ``replaced`` (board, configuration) makes again."""
-    import json
-
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError):
@@ -147,7 +133,8 @@ def main(argv=None):
                   f"({r.basis})", flush=True)
     replaced = {(board, f"binary engine {pe}x{simd}") for board, pe, simd in args.builds}
     if estimate is not None:
-        rows += gpu_rows(estimate, "python benchmarks/binary_tfc.py")
+        rows += gpu_result_rows(NETWORK, json.loads(estimate.to_json())["gpus"],
+                                "python benchmarks/binary_tfc.py")
     write_rows(args.output, _kept(args.output, replaced) + rows)
     return 0
 

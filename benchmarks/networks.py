@@ -164,15 +164,21 @@ def _gpu_rows(out):
         args += ["--gpu", gpu]
     estimate = json.loads(_fpganet(*args, cwd=ROOT))
     command = shlex.join([FPGANET, "estimate", "OUT", *args[4:]])
+    return gpu_result_rows("lenet5", estimate["gpus"], command)
+
+
+def gpu_result_rows(network, gpus, command):
+    """Results rows of an estimate's GPU rows (its JSON's ``gpus``): batch 1 and large batch,
+    images/s, board watts and images/s/W, each published or estimated as the estimate says."""
     rows = []
-    for entry in estimate["gpus"]:
+    for entry in gpus:
         regime = "batch 1" if entry["batch"] == 1 else "large batch"
         for metric, field in (("images_per_s_compute", "images_per_s"),
                               ("watts_board", "watts"),
                               ("images_per_s_per_w_board", "images_per_s_per_w")):
             figure = entry[field]
             published = figure["source"] == "published"
-            rows.append(make_row("lenet5", entry["key"], regime, metric, figure["value"],
+            rows.append(make_row(network, entry["key"], regime, metric, figure["value"],
                                  "published" if published else "estimated", command,
                                  source=figure["basis"] if published else None))
     return rows

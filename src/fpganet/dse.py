@@ -293,10 +293,7 @@ def evaluate_point(board, config_dict, model_bytes, calib, report=None):
 
     config = AcceleratorConfig.from_dict(config_dict)
     with tempfile.TemporaryDirectory(prefix="fpganet-dse-") as scratch:
-        model = None
-        if model_bytes is not None:
-            model = Path(scratch) / "model.onnx"
-            model.write_bytes(model_bytes)
+        model = model_in(scratch, model_bytes)
         start = time.monotonic()
         net = compile_model(model, calib, None, config=config)
         try:
@@ -329,6 +326,16 @@ def evaluate_point(board, config_dict, model_bytes, calib, report=None):
         "watts_source": row["watts"].source,
         "seconds": round(time.monotonic() - start, 2),
     }
+
+
+def model_in(folder, model_bytes, suffix=".onnx"):
+    """A task's model: ``model_bytes`` written into ``folder`` (where the worker runs, so that
+    a cluster needs no shared file system), or None for the embedded LeNet-5."""
+    if model_bytes is None:
+        return None
+    model = Path(folder) / f"model{suffix}"
+    model.write_bytes(model_bytes)
+    return model
 
 
 def synth_point(board, config_dict, seed):

@@ -22,9 +22,9 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from .argtypes import positive_float
 from .boards.build import BOARDS, Refused, check_buildable, model_requant_config
 from .codegen import build_images
-from .argtypes import positive_float
 from .compiler import _calibration_x, compile_model
 from .config import AcceleratorConfig
 from .errors import FpganetError, FpganetWarning
@@ -110,12 +110,11 @@ def fit_task(board, name, config_dict, model_bytes, model_suffix, calib):
     """:func:`fit_one` as a Ray task: the model as bytes (None: the embedded LeNet-5) written
     where the worker runs, the calibration inputs as an array (or None); returns the
     :class:`Fit` as a dict."""
+    from .dse import model_in
+
     with tempfile.TemporaryDirectory(prefix="fpganet-fit-") as scratch:
-        model = None
-        if model_bytes is not None:
-            model = Path(scratch) / f"model{model_suffix}"
-            model.write_bytes(model_bytes)
-        row = fit_one(BOARDS[board], name, AcceleratorConfig.from_dict(config_dict), model, calib)
+        row = fit_one(BOARDS[board], name, AcceleratorConfig.from_dict(config_dict),
+                      model_in(scratch, model_bytes, model_suffix), calib)
     return dataclasses.asdict(row)
 
 

@@ -122,9 +122,16 @@ class BinaryImages:
             raise FpganetError(f"the binary engine sent {raw.size} bytes for {n} vector(s); "
                                f"expected {n * step}")
         raw = raw.reshape(n, step)
-        counts = raw[:, :self.output_bytes].copy().view("<u2").astype(np.int64)
         stamps = raw[:, self.output_bytes:].copy().view("<u4").reshape(n)
-        return self.codes(counts[:, :self.layers[-1].m]), stamps.astype(np.uint32)
+        return self.decode(raw[:, :self.output_bytes]), stamps.astype(np.uint32)
+
+    def decode(self, count_bytes):
+        """int8 [N, *output_shape]: the network's output codes of ``N`` vectors' count bytes
+        (uint8 [N, output_bytes], or a list of ``bytes``; padded channels' counts dropped)."""
+        raw = np.asarray([np.frombuffer(b, np.uint8) for b in count_bytes]
+                         if isinstance(count_bytes, list) else count_bytes, np.uint8)
+        counts = raw.copy().view("<u2").astype(np.int64)
+        return self.codes(counts[:, :self.layers[-1].m])
 
     def codes(self, counts):
         """int8 [N, *output_shape]: the network's output codes of the last layer's counts

@@ -19,16 +19,16 @@ What differs from the int8 array's estimate (:func:`fpganet.estimate.comparison.
 """
 
 import math
+from dataclasses import dataclass, fields
 
 from ..errors import FpganetError
 from ..hdl.binary_device import BinaryDevice
 from ..hdl.binary_engine import BinaryNetworkEngine
 from .activity import default_activity
-from .comparison import Estimate, network_summary
+from .comparison import Estimate, fpga_rows_of, measured_rows, network_summary
 from .gpu import DEFAULT_GPUS, gpu_rows
-from .measure import measure_network
 from .power import canonical_resources, fpga_power
-from .quantity import Quantity, ratio
+from .quantity import Quantity
 from .throughput import (BOARDS, HostLink, clock_quantity, device_family, fpga_performance,
                          load_board_report)
 from .workload import Workload
@@ -40,13 +40,25 @@ __all__ = ["binary_estimate", "BinaryWorkload"]
 _RAM_PORT_BITS = {"ice40": 16, "ecp5": 18}
 
 
+@dataclass
 class BinaryWorkload(Workload):
     """A :class:`~fpganet.estimate.workload.Workload` whose weights are bits in the bitstream:
-    on chip whatever the configuration's weight buffer, and never sent over the link."""
+    on chip whatever the configuration's weight buffer, and never sent over the link; its
+    streams are the engine's (:meth:`of`)."""
 
-    binary_weight_bits = 0
+    binary_weight_bits: int = 0
     weight_text = "binary weights (one bit each, in the bitstream)"
     setup_bytes = 0
+
+    @classmethod
+    def of(cls, net, images):
+        """The work of ``net`` on the engine of ``images`` (a
+        :class:`~fpganet.codegen.binary_images.BinaryImages`): the input as bits, the counts
+        out, a bit a weight."""
+        base = Workload.from_network(net)
+        return cls(**{**{field.name: getattr(base, field.name) for field in fields(base)},
+                      "input_bytes": images.input_bytes, "output_bytes": images.output_bytes,
+                      "binary_weight_bits": sum(layer.k * layer.m for layer in images.layers)})
 
     @property
     def weight_bytes(self):
@@ -83,9 +95,7 @@ def binary_estimate(net, images, *, board, board_report, clock_hz=None, link=Non
     notes = []
     if report.board.lower() != board:
         notes.append(f"the board report is for '{report.board}', not '{board}'")
-    workload = BinaryWorkload.from_network(net, config)
-    workload.binary_weight_bits = sum(layer.k * layer.m for layer in images.layers)
-    workload.input_bytes, workload.output_bytes = images.input_bytes, images.output_bytes
+    workload = BinaryWorkload.of(net, images)
     clock = clock_quantity(config, report, clock_hz)
     stamp = BinaryDevice(folded, config).stamp_cycles()
     cycles = Quantity(stamp, "cycles", "estimated",
@@ -96,31 +106,20 @@ def binary_estimate(net, images, *, board, board_report, clock_hz=None, link=Non
     link = link or HostLink()
     performance = fpga_performance(workload, cycles, clock, link)
     resources = canonical_resources(report.used())
-    power, busy_power = (_power(board_info, folded, resources, clock, duty, report.path)
-                         for duty in (performance["duty"].value, 1.0))
-    fpga_row = _row(f"FPGA {report.device} ({board}), {design} @ {clock.value / 1e6:g} MHz",
-                    f"fpga-{board}", "batch 1 (streaming)", cycles, performance["images_per_s"],
-                    performance["latency_s"], power, "end-to-end images/s",
-                    performance["bottleneck"])
-    extra_rows = []
-    if performance["bottleneck"].value != "compute":
-        extra_rows.append(_row(
-            fpga_row["name"], f"fpga-{board}-compute-bound", "compute-bound (faster link)",
-            cycles, performance["compute_images_per_s"], performance["compute_s"],
-            busy_power, "compute-bound images/s",
-            Quantity("compute", None, "estimated",
-                     f"if the host link kept up (a what-if: the link assumed is {link.label})")))
-    measured = {"rows": [], "skipped": ["not requested (measure=False)"], "machine": None}
-    if measure:
-        measured = measure_network(net, **(measure_options or {}))
-    notes += ["no ASIC projection: the projection models int8 multipliers",
-              *power.notes]
+    power, rows = fpga_rows_of(
+        f"FPGA {report.device} ({board}), {design} @ {clock.value / 1e6:g} MHz", board, cycles,
+        performance, link,
+        lambda performance: _power(board_info, folded, resources, clock,
+                                   performance["duty"].value, report.path))
+    notes += ["no ASIC projection: the projection models int8 multipliers", *power.notes]
     return Estimate(workload=workload, board=board_info, clock=clock, cycles=cycles,
                     layer_cycles=layer_cycles, layer_cycles_source="modelled (the engine's "
                     "BinaryNetworkEngine.layer_cycles)", performance=performance, power=power,
-                    fpga_row=fpga_row, fpga_extra_rows=extra_rows, asic_rows=[],
-                    gpu_rows=gpu_rows(workload, gpus, batch=batch), measured=measured,
-                    network=network_summary(workload, net), notes=notes, activity=power.activity, design=design)
+                    fpga_row=rows[0], fpga_extra_rows=rows[1:], asic_rows=[],
+                    gpu_rows=gpu_rows(workload, gpus, batch=batch),
+                    measured=measured_rows(net, measure, measure_options),
+                    network=network_summary(workload, net), notes=notes, activity=power.activity,
+                    design=design)
 
 
 def _power(board_info, folded, resources, clock, duty, where):
@@ -146,12 +145,3 @@ def _power(board_info, folded, resources, clock, duty, where):
     power.resources = {"counts": dict(resources), "basis": f"routed design, {where}"}
     return power
 
-
-def _row(name, key, regime, cycles, images, latency, power, what, bottleneck):
-    watts = power.total()
-    return {"name": name, "key": key, "kind": "fpga", "regime": regime, "batch": 1,
-            "power_boundary": power.boundary, "cycles_per_image": cycles, "images_per_s": images,
-            "latency_s": latency, "watts": watts,
-            "images_per_s_per_w": ratio(images, watts, "images/s/W", f"{what} / chip power"),
-            "joules_per_image": ratio(watts, images, "J", f"chip power / {what}"),
-            "bottleneck": bottleneck}

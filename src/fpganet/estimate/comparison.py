@@ -334,41 +334,14 @@ def estimate(net, *, board="icebreaker", board_report=None, clock_hz=None, link=
         raise FpganetError(str(error)) from None
     notes.append(f"switching activity: {activity.source}, {activity.origin}"
                  + "".join(f"; {note}" for note in activity.notes))
-    power = accelerator_power(workload, cycles_q, clock, performance, board_info["family"],
-                              resources=resources, resources_basis=resources_basis,
-                              oscillator_hz=board_info["oscillator_hz"], activity=activity)
-    watts = power.total()
-    images = performance["images_per_s"]
-    fpga_row = {"name": f"FPGA {board_info['device']} ({board}), {config.name} @ "
-                        f"{clock.value / 1e6:g} MHz",
-                "key": f"fpga-{board}", "kind": "fpga", "regime": "batch 1 (streaming)", "batch": 1,
-                "power_boundary": power.boundary, "cycles_per_image": cycles_q,
-                "images_per_s": images, "latency_s": performance["latency_s"], "watts": watts,
-                "images_per_s_per_w": ratio(images, watts, "images/s/W",
-                                            "end-to-end images/s / chip power"),
-                "joules_per_image": ratio(watts, images, "J", "chip power / end-to-end images/s"),
-                "bottleneck": performance["bottleneck"]}
-    fpga_rows = [fpga_row]
-    if performance["bottleneck"].value != "compute":
-        # What the same chip would do with a host link fast enough (SPI/QSPI, USB FIFO).
-        busy = {"duty": Quantity(1.0, None, "estimated", "engine always busy")}
-        power_busy = accelerator_power(workload, cycles_q, clock, busy, board_info["family"],
-                                       resources=resources, resources_basis=resources_basis,
-                                       oscillator_hz=board_info["oscillator_hz"], activity=activity)
-        watts_busy = power_busy.total()
-        rate = performance["compute_images_per_s"]
-        fpga_rows.append({
-            "name": fpga_row["name"], "key": f"fpga-{board}-compute-bound", "kind": "fpga",
-            "regime": "compute-bound (faster link)", "batch": 1, "power_boundary": power.boundary,
-            "cycles_per_image": cycles_q, "images_per_s": rate,
-            "latency_s": performance["compute_s"], "watts": watts_busy,
-            "images_per_s_per_w": ratio(rate, watts_busy, "images/s/W",
-                                        "compute-bound images/s / chip power with the engine "
-                                        "always busy"),
-            "joules_per_image": ratio(watts_busy, rate, "J", "chip power / compute-bound images/s"),
-            "bottleneck": Quantity("compute", None, "estimated",
-                                   "if the host link kept up (a what-if: the link assumed is "
-                                   f"{link.label})")})
+    power, fpga_rows = fpga_rows_of(
+        f"FPGA {board_info['device']} ({board}), {config.name} @ {clock.value / 1e6:g} MHz",
+        board, cycles_q, performance, link,
+        lambda performance: accelerator_power(
+            workload, cycles_q, clock, performance, board_info["family"], resources=resources,
+            resources_basis=resources_basis, oscillator_hz=board_info["oscillator_hz"],
+            activity=activity))
+    fpga_row = fpga_rows[0]
     synthesis = None
     if synth:
         design = design or "accelerator"
@@ -390,9 +363,7 @@ def estimate(net, *, board="icebreaker", board_report=None, clock_hz=None, link=
                                                         "and SRAM (no leakage, no I/O)",
                           **projection})
     gpu_list = gpu_rows(workload, gpus, batch=batch)
-    measured = {"rows": [], "skipped": ["not requested (measure=False)"], "machine": None}
-    if measure:
-        measured = measure_network(net, **(measure_options or {}))
+    measured = measured_rows(net, measure, measure_options)
     return Estimate(workload=workload, board=board_info, clock=clock, cycles=cycles_q,
                     layer_cycles=per_layer, layer_cycles_source=per_layer_source,
                     performance=performance, power=power, fpga_row=fpga_row,
@@ -402,6 +373,47 @@ def estimate(net, *, board="icebreaker", board_report=None, clock_hz=None, link=
                     notes=notes + [n for n in power.notes if "exceed" in n], activity=activity,
                     layer_table=layer_table(workload, cycles_q.value, per_layer, per_layer_source,
                                             stored_weight_bytes(net, config, program_batch)))
+
+
+def fpga_rows_of(name, board, cycles, performance, link, power_at):
+    """The FPGA's power and rows: end to end, and where the host link is the bound, what the
+    same chip would do with a link fast enough (SPI/QSPI, USB FIFO), its engine always busy.
+    ``power_at(performance)`` is the chip's power estimate at that performance's ``duty``."""
+    power = power_at(performance)
+    watts = power.total()
+    images = performance["images_per_s"]
+    rows = [{"name": name, "key": f"fpga-{board}", "kind": "fpga",
+             "regime": "batch 1 (streaming)", "batch": 1, "power_boundary": power.boundary,
+             "cycles_per_image": cycles, "images_per_s": images,
+             "latency_s": performance["latency_s"], "watts": watts,
+             "images_per_s_per_w": ratio(images, watts, "images/s/W",
+                                         "end-to-end images/s / chip power"),
+             "joules_per_image": ratio(watts, images, "J", "chip power / end-to-end images/s"),
+             "bottleneck": performance["bottleneck"]}]
+    if performance["bottleneck"].value != "compute":
+        busy = {"duty": Quantity(1.0, None, "estimated", "engine always busy")}
+        watts_busy = power_at(busy).total()
+        rate = performance["compute_images_per_s"]
+        rows.append({
+            "name": name, "key": f"fpga-{board}-compute-bound", "kind": "fpga",
+            "regime": "compute-bound (faster link)", "batch": 1, "power_boundary": power.boundary,
+            "cycles_per_image": cycles, "images_per_s": rate,
+            "latency_s": performance["compute_s"], "watts": watts_busy,
+            "images_per_s_per_w": ratio(rate, watts_busy, "images/s/W",
+                                        "compute-bound images/s / chip power with the engine "
+                                        "always busy"),
+            "joules_per_image": ratio(watts_busy, rate, "J", "chip power / compute-bound images/s"),
+            "bottleneck": Quantity("compute", None, "estimated",
+                                   "if the host link kept up (a what-if: the link assumed is "
+                                   f"{link.label})")})
+    return power, rows
+
+
+def measured_rows(net, measure, options):
+    """The network timed on this machine with onnxruntime, or a record that it was not."""
+    if not measure:
+        return {"rows": [], "skipped": ["not requested (measure=False)"], "machine": None}
+    return measure_network(net, **(options or {}))
 
 
 def network_summary(workload, net):

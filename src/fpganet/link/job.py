@@ -70,12 +70,8 @@ def _binary_job(images, common):
     """The job of a directory compiled for the binary engine: nothing to load (the weights
     are in the bitstream, whose PING names them), one image a START, the input as bits and
     the last layer's counts out."""
-    def decode(outputs):
-        counts = np.frombuffer(b"".join(outputs), "<u2").reshape(len(outputs), -1)
-        return images.codes(counts[:, :images.layers[-1].m].astype(np.int64))
-
     return CompiledJob(**common, memories={}, input_bytes=images.input_bytes,
                        output_bytes=images.output_bytes, batch=1,
                        output_shape=images.output_shape, design=images.folded.design_id,
                        encode=lambda q: [images.pack_inputs(image[None]) for image in q],
-                       decode=decode)
+                       decode=images.decode)
