@@ -15,11 +15,13 @@ __all__ = ["binary_core"]
 def binary_core(folded):
     """A core factory (``core(config)``, as :data:`fpganet.boards.common.Board.cores` holds)
     for ``folded`` (:class:`~fpganet.codegen.binary.FoldedNetwork`); ``config`` gives the clock
-    and the host link's widths. Its ``macs_per_cycle`` is the engine's binary MACs a cycle."""
+    and the host link's widths. Its ``macs_per_cycle`` is the engine's MACs a cycle."""
     def core(config):
         return HostLinkSystem(config, config.clock_hz, BAUD,
                               device=lambda c: BinaryDevice(folded, c))
     core.__qualname__ = f"binary_core({folded.pe}x{folded.simd})"
     core.macs_per_cycle = folded.pe * folded.simd
-    core.description = f"binary engine {folded.pe}x{folded.simd}"
+    core.mac_kind = ("binary" if folded.unit == "binary"
+                     else f"W{folded.weight_bits}A{folded.input_bits}")
+    core.description = folded.description
     return core

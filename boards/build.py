@@ -35,6 +35,7 @@ from amaranth.hdl import UnusedElaboratable
 
 from fpganet.argtypes import add_config_arguments, non_negative_int, positive_int
 from fpganet.command_line import run_subcommand
+from fpganet.codegen.binary import ENGINE_NAMES
 from fpganet.codegen.binary_images import is_binary_compiled, read_binary_images
 from fpganet.compiler import load_compiled, runtime_requant_mode
 from fpganet.config import AcceleratorConfig, ConfigError
@@ -564,10 +565,12 @@ def run(args):
     core_name = next((name for name, factory in board.cores.items() if factory is core),
                      "default core")
     if args.compiled is not None and is_binary_compiled(args.compiled):
+        folded = read_binary_images(args.compiled, load_compiled(args.compiled)).folded
         if args.core:
-            raise FpganetError(f"'{args.compiled}' was compiled for the binary engine "
-                               f"(--engine binary), which is its core: give no --core")
-        core = binary_core(read_binary_images(args.compiled, load_compiled(args.compiled)).folded)
+            raise FpganetError(f"'{args.compiled}' was compiled for the "
+                               f"{ENGINE_NAMES[folded.unit]} (--engine {folded.unit}), which is "
+                               f"its core: give no --core")
+        core = binary_core(folded)
         core_name = core.description
     # What build() would refuse before its tools run is refused before the banner: a refusal
     # is the command's only line.
@@ -577,7 +580,8 @@ def run(args):
         warnings.simplefilter("ignore", UnusedElaboratable)
         board.top(config, core, pll=not args.no_pll)
     check_output_directory(output, what="build folder")
-    design = (f"{core.macs_per_cycle} binary MACs/cycle" if hasattr(core, "macs_per_cycle") else
+    design = (f"{core.macs_per_cycle} {core.mac_kind} MACs/cycle"
+              if hasattr(core, "mac_kind") else
               f"array {config.name} ({macs_per_cycle(config, core)} MACs/cycle)")
     print(f"synth: {board.description}, {core_name}, {design}, "
           f"target {config.clock_hz / 1e6:g} MHz -> {output}/", flush=True)

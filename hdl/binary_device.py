@@ -1,19 +1,22 @@
-"""The binary network engine as a host-link device: the accelerator's ports
+"""The binary or low-bit network engine as a host-link device: the accelerator's ports
 (:func:`~fpganet.hdl.hostport.device_signature`), so that the host link and its driver
 (:func:`fpganet.link.runner.run_images`) run it as they run the int8 accelerator.
 
-Each START runs one input vector: its bits arrive as bytes (bit ``i`` of the vector in bit
-``i % 8`` of byte ``i // 8``), the last layer's counts leave as two bytes each,
-little-endian, ``pe`` a result and ``output_groups`` results, then the 4-byte cycle stamp
-(cycles since START), as the accelerator's ``OUTPUT`` and ``STAMP`` send them. The weights
-and thresholds are in the bitstream, so host writes are taken and dropped.
+Each START runs one input vector: its elements arrive packed in bytes (``input_bits`` each,
+element ``i`` from bit ``i * input_bits`` of the vector, byte ``b`` holding bits ``8 * b`` to
+``8 * b + 7``), the last layer's totals leave as two bytes each, little-endian (two's
+complement for the low-bit unit's sums), ``pe`` a result and ``output_groups`` results, then
+the 4-byte cycle stamp (cycles since START), as the accelerator's ``OUTPUT`` and ``STAMP``
+send them. The weights and thresholds are in the bitstream, so host writes are taken and
+dropped.
 """
+
+import math
 
 from amaranth import *
 from amaranth.lib import wiring
 
 from .binary_engine import BinaryNetworkEngine
-from .binary_mvu import BinaryMatrixVectorUnit
 from .hostport import device_signature
 
 __all__ = ["BinaryDevice", "COUNT_BYTES", "STAMP_BYTES"]
@@ -30,7 +33,8 @@ class BinaryDevice(wiring.Component):
     Parameters
     ----------
     folded : fpganet.codegen.binary.FoldedNetwork
-        ``simd`` a multiple of 8 (a word is whole bytes), counts of at most 16 bits.
+        A word of whole bytes (``simd * input_bits`` a multiple of 8), totals of at most 16
+        bits.
     config : AcceleratorConfig
         The host link's configuration (the widths of the host write port).
     addr_width : int, optional
@@ -45,17 +49,19 @@ class BinaryDevice(wiring.Component):
         self.folded = folded
         #: PING's ``design`` (:attr:`~fpganet.codegen.binary.FoldedNetwork.design_id`).
         self.design_id = folded.design_id
-        self.input_bytes = -(-folded.layers[0].k // 8)
+        self.input_bytes = -(-folded.layers[0].k * folded.input_bits // 8)
         self.output_bytes = folded.output_groups * folded.pe * COUNT_BYTES
         super().__init__(device_signature(config, addr_width))
 
     @staticmethod
     def check_fold(folded):
         """Raise ValueError if the device cannot carry ``folded``."""
-        if folded.simd % 8:
-            raise ValueError(f"simd must be a multiple of 8 for a byte input, not {folded.simd}")
+        if folded.simd * folded.input_bits % 8:
+            raise ValueError(f"simd must be a multiple of {8 // math.gcd(8, folded.input_bits)} "
+                             f"for a byte input of {folded.input_bits}-bit elements, not "
+                             f"{folded.simd}")
         if folded.count_width > 8 * COUNT_BYTES:
-            raise ValueError(f"counts of {folded.count_width} bits do not fit {COUNT_BYTES} "
+            raise ValueError(f"totals of {folded.count_width} bits do not fit {COUNT_BYTES} "
                              f"bytes")
 
     def stamp_cycles(self):
@@ -72,7 +78,7 @@ class BinaryDevice(wiring.Component):
                         # group 0's closing beat is issued ``beats - 1`` cycles in, fetched,
                         # then through the unit
                         + last.beats - 1 + BinaryNetworkEngine.fetch_cycles
-                        + BinaryMatrixVectorUnit.latency
+                        + BinaryNetworkEngine.unit_latency
                         + BinaryNetworkEngine.output_latency)
         last_result = first_result + (last.groups - 1) * max(last.beats, result_bytes + 1)
         return last_result + result_bytes
@@ -81,7 +87,8 @@ class BinaryDevice(wiring.Component):
         m = Module()
         folded = self.folded
         m.submodules.engine = engine = BinaryNetworkEngine(folded)
-        word_bytes = folded.simd // 8
+        word_bits = folded.simd * folded.input_bits
+        word_bytes = word_bits // 8
         busy, done = Signal(), Signal()
         cycles = Signal(32)
         m.d.comb += [self.host.ready.eq(1), self.busy.eq(busy), self.done.eq(done),
@@ -93,8 +100,8 @@ class BinaryDevice(wiring.Component):
         # b // word_bytes; a word goes to the engine with its last byte or the vector's.
         byte_index = Signal(range(self.input_bytes + 1))
         slot = Signal(range(word_bytes))
-        word = Signal(folded.simd)
-        merged = Signal(folded.simd)
+        word = Signal(word_bits)
+        merged = Signal(word_bits)
         word_full = Signal()
         m.d.comb += [
             merged.eq(word),
@@ -102,7 +109,7 @@ class BinaryDevice(wiring.Component):
             word_full.eq((slot == word_bytes - 1) | (byte_index == self.input_bytes - 1)),
             engine.input.payload.eq(merged),
         ]
-        # Counts out, two bytes each, then the stamp.
+        # Totals out, two bytes each (sign-extended where signed), then the stamp.
         result = Signal(folded.pe * 8 * COUNT_BYTES)
         pad = 8 * COUNT_BYTES - folded.count_width
         result_bytes = Signal(range(folded.pe * COUNT_BYTES + 1))
@@ -133,7 +140,10 @@ class BinaryDevice(wiring.Component):
                     m.d.comb += engine.output.ready.eq(1)
                     with m.If(engine.output.valid):
                         m.d.sync += [
-                            result.eq(Cat(Cat(count, C(0, pad)) for count in engine.output.payload)),
+                            result.eq(Cat(
+                                Cat(total, (total[-1] if folded.signed_totals else C(0, 1))
+                                    .replicate(pad))
+                                for total in engine.output.payload)),
                             result_bytes.eq(folded.pe * COUNT_BYTES),
                             results_left.eq(results_left - 1),
                         ]

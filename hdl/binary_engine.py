@@ -1,11 +1,13 @@
-"""A binary network on one binary matrix-vector unit: FINN's binary MLPs in logic cells.
+"""A binary or low-bit network on one matrix-vector unit: FINN's MLPs in logic cells.
 
-:class:`BinaryNetworkEngine` runs a chain of binary dense layers
-(:func:`fpganet.codegen.binary.fold_network`) on one
-:class:`~fpganet.hdl.binary_mvu.BinaryMatrixVectorUnit`, layer after layer, as FINN's
-folded MVAUs do, but with one unit shared by the layers. Weights and thresholds are in
-memories initialized from the folded network (in the bitstream, as FINN's are); activations
-are bits in two buffers of ``simd``-bit words, each layer reading one and writing the other.
+:class:`BinaryNetworkEngine` runs a chain of binary or low-bit dense layers
+(:func:`fpganet.codegen.binary.fold_network`) on one matrix-vector unit, layer after layer,
+as FINN's folded MVAUs do, but with one unit shared by the layers: the XNOR-popcount
+:class:`~fpganet.hdl.binary_mvu.BinaryMatrixVectorUnit` for binary layers, the
+:class:`~fpganet.hdl.lowbit_mvu.LowBitMatrixVectorUnit` for 2-4-bit ones. Weights and
+thresholds are in memories initialized from the folded network (in the bitstream, as FINN's
+are); activations are small digits (bits, for the binary unit) in two buffers of ``simd``
+digits a word, each layer reading one and writing the other.
 """
 
 from amaranth import *
@@ -15,26 +17,29 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .binary_mvu import BinaryMatrixVectorUnit
+from .lowbit_mvu import DOT_PRODUCT_LATENCY, LowBitMatrixVectorUnit
 
 __all__ = ["BinaryNetworkEngine"]
 
 
 class BinaryNetworkEngine(wiring.Component):
-    """A chain of binary dense layers, one input vector at a time.
+    """A chain of binary or low-bit dense layers, one input vector at a time.
 
     Parameters
     ----------
     folded : fpganet.codegen.binary.FoldedNetwork
-        The layers' geometry and memory images; ``pe``, ``simd`` and ``count_width`` are its.
+        The layers' geometry, widths and memory images; its ``unit`` picks the unit.
 
     Members
     -------
-    input : In(stream.Signature(simd))
-        Each vector as ``folded.input_words`` words, bit ``i`` of word ``t`` being input bit
-        ``t * simd + i`` (:func:`~fpganet.codegen.binary.pack_input_words`; padding 0).
+    input : In(stream.Signature(simd * input_bits))
+        Each vector as ``folded.input_words`` words, element ``i`` of word ``t`` (``input_bits``
+        from bit ``i * input_bits``) being input ``t * simd + i``
+        (:func:`~fpganet.codegen.binary.pack_input_words`; padding 0).
     output : Out(stream.Signature(ArrayLayout(count_width, pe)))
-        The last layer's counts, ``folded.output_groups`` results a vector, channels ``g * pe``
-        to ``g * pe + pe - 1`` in result ``g`` (a padded channel's count is to be dropped).
+        The last layer's totals (unsigned counts, or two's complement sums where
+        ``folded.signed_totals``), ``folded.output_groups`` results a vector, channels ``g * pe``
+        to ``g * pe + pe - 1`` in result ``g`` (a padded channel's total is to be dropped).
 
     Timing: a vector's words are taken one a cycle; then each layer takes ``groups * beats``
     cycles (one beat a cycle), the fetch (:attr:`fetch_cycles`) and the unit's latency before
@@ -49,9 +54,10 @@ class BinaryNetworkEngine(wiring.Component):
 
     def __init__(self, folded):
         self.folded = folded
+        total = (signed if folded.signed_totals else unsigned)(folded.count_width)
         super().__init__({
-            "input": In(stream.Signature(folded.simd)),
-            "output": Out(stream.Signature(data.ArrayLayout(folded.count_width, folded.pe))),
+            "input": In(stream.Signature(folded.simd * folded.input_bits)),
+            "output": Out(stream.Signature(data.ArrayLayout(total, folded.pe))),
         })
 
     #: Cycles from a beat's addresses to its operands at the unit: the memories' read, then
@@ -69,13 +75,27 @@ class BinaryNetworkEngine(wiring.Component):
         """Cycles from a layer's first beat to the next layer's (a
         :class:`~fpganet.codegen.binary.FoldedLayer`): its beats, the fetch, the unit's
         latency."""
-        return layer.groups * layer.beats + cls.fetch_cycles + BinaryMatrixVectorUnit.latency
+        return layer.groups * layer.beats + cls.fetch_cycles + cls.unit_latency
+
+    #: Cycles from a closing beat at the unit to its result (both units': they share their
+    #: pipeline).
+    unit_latency = DOT_PRODUCT_LATENCY
+
+    @staticmethod
+    def make_unit(folded):
+        """The matrix-vector unit of ``folded``'s ``unit``."""
+        if folded.unit == "binary":
+            return BinaryMatrixVectorUnit(folded.pe, folded.simd, folded.count_width)
+        return LowBitMatrixVectorUnit(folded.pe, folded.simd, folded.weight_bits,
+                                      folded.input_bits, folded.count_width, folded.levels)
 
     def elaborate(self, platform):
         m = Module()
         folded = self.folded
         pe, simd, width = folded.pe, folded.simd, folded.count_width
-        m.submodules.unit = unit = BinaryMatrixVectorUnit(pe, simd, width)
+        digit_bits = folded.input_bits
+        weight_word, threshold_word, activation_word = folded.word_bits
+        m.submodules.unit = unit = self.make_unit(folded)
         layers = folded.layers
         layer_count = len(layers)
 
@@ -84,14 +104,14 @@ class BinaryNetworkEngine(wiring.Component):
 
         beats = table([folded_layer.beats for folded_layer in layers])
         groups = table([folded_layer.groups for folded_layer in layers])
-        m.submodules.weights = weights = Memory(shape=pe * simd, depth=len(folded.weight_words),
-                                                init=folded.weight_words)
+        m.submodules.weights = weights = Memory(
+            shape=weight_word, depth=len(folded.weight_words), init=folded.weight_words)
         m.submodules.thresholds = thresholds = Memory(
-            shape=pe * width, depth=len(folded.threshold_words), init=folded.threshold_words)
+            shape=threshold_word, depth=len(folded.threshold_words), init=folded.threshold_words)
         buffers = []
         for index in range(2):
-            m.submodules[f"buffer{index}"] = buffer = Memory(shape=simd, depth=folded.buffer_words,
-                                                            init=[])
+            m.submodules[f"buffer{index}"] = buffer = Memory(
+                shape=activation_word, depth=folded.buffer_words, init=[])
             buffers.append(buffer)
         weight_read, threshold_read = weights.read_port(), thresholds.read_port()
         buffer_reads = [buffer.read_port() for buffer in buffers]
@@ -141,11 +161,13 @@ class BinaryNetworkEngine(wiring.Component):
                     with m.If(group == groups[layer] - 1):
                         m.d.sync += issued.eq(1)
 
-        # Results: the last layer's counts out; the others' bits into the other buffer, a
-        # group's pe bits at a time into one word.
+        # Results: the last layer's totals out; the others' digits into the other buffer, a
+        # group's pe digits at a time into one word.
         taken_groups = Signal.like(group)
         slot = Signal(range(simd // pe))
-        word, merged = Signal(simd), Signal(simd)
+        word, merged = Signal(activation_word), Signal(activation_word)
+        y = unit.results.payload.y
+        digits = Cat(Cat(y[j], C(0, digit_bits))[:digit_bits] for j in range(pe))
         word_addr = Signal(range(folded.buffer_words))
         take = Signal()
         # The last layer's counts leave through a FIFO of two, whose ready is a register: the
@@ -153,14 +175,14 @@ class BinaryNetworkEngine(wiring.Component):
         m.submodules.out_fifo = out_fifo = SyncFIFO(width=width * pe, depth=2)
         m.d.comb += [
             out_fifo.w_en.eq(unit.results.valid & last_layer),
-            out_fifo.w_data.eq(unit.results.payload.counts),
+            out_fifo.w_data.eq(getattr(unit.results.payload, unit.totals_field)),
             self.output.valid.eq(out_fifo.r_rdy),
             self.output.payload.eq(out_fifo.r_data),
             out_fifo.r_en.eq(self.output.ready),
             unit.results.ready.eq(~last_layer | out_fifo.w_rdy),
             take.eq(unit.results.valid & unit.results.ready),
             merged.eq(word),
-            merged.word_select(slot, pe).eq(unit.results.payload.y),
+            merged.word_select(slot, pe * digit_bits).eq(digits),
         ]
         layer_done = Signal()
         m.d.comb += layer_done.eq(take & (taken_groups == groups[layer] - 1))

@@ -17,7 +17,7 @@ from amaranth import *
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .lowbit_mvu import adder_tree, dot_product_pipeline
+from .lowbit_mvu import DOT_PRODUCT_LATENCY, adder_tree, dot_product_pipeline
 
 __all__ = ["BinaryMatrixVectorUnit", "beat_layout", "result_layout", "popcount"]
 
@@ -81,7 +81,9 @@ class BinaryMatrixVectorUnit(wiring.Component):
 
     #: Cycles from the closing beat to its result: the popcounts, the sums, the compares,
     #: each registered.
-    latency = 3
+    latency = DOT_PRODUCT_LATENCY
+    #: The result field that carries the channels' totals.
+    totals_field = "counts"
 
     def __init__(self, pe, simd, count_width):
         for name, value in (("pe", pe), ("simd", simd), ("count_width", count_width)):
@@ -100,7 +102,7 @@ class BinaryMatrixVectorUnit(wiring.Component):
         m = Module()
         beat = self.beats.payload
         dot_product_pipeline(
-            m, self.beats, self.results, "counts", unsigned(self.count_width),
+            m, self.beats, self.results, self.totals_field, unsigned(self.count_width),
             lambda j: popcount(~(beat.x ^ beat.w[j])),
             lambda count, threshold: count >= threshold, beat_shape=range(self.simd + 1))
         return m

@@ -19,7 +19,11 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 __all__ = ["LowBitMatrixVectorUnit", "beat_layout", "result_layout", "adder_tree",
-           "dot_product_pipeline"]
+           "dot_product_pipeline", "DOT_PRODUCT_LATENCY"]
+
+#: Cycles from a closing beat to its result in :func:`dot_product_pipeline`: the beat's sums,
+#: the totals, the outputs, each registered.
+DOT_PRODUCT_LATENCY = 3
 
 
 def beat_layout(pe, simd, weight_bits, input_bits, acc_width, levels):
@@ -90,7 +94,9 @@ class LowBitMatrixVectorUnit(wiring.Component):
 
     #: Cycles from the closing beat to its result: the beat's sums, the totals, the compares,
     #: each registered.
-    latency = 3
+    latency = DOT_PRODUCT_LATENCY
+    #: The result field that carries the channels' totals.
+    totals_field = "sums"
 
     def __init__(self, pe, simd, weight_bits, input_bits, acc_width, levels):
         for name, value in (("pe", pe), ("simd", simd), ("acc_width", acc_width),
@@ -123,8 +129,8 @@ class LowBitMatrixVectorUnit(wiring.Component):
 
         def digit(total, thresholds):
             return adder_tree(total >= thresholds[t] for t in range(self.levels))
-        dot_product_pipeline(m, self.beats, self.results, "sums", signed(self.acc_width),
-                             beat_sum, digit)
+        dot_product_pipeline(m, self.beats, self.results, self.totals_field,
+                             signed(self.acc_width), beat_sum, digit)
         return m
 
 

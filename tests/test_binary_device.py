@@ -85,7 +85,7 @@ def test_device_counts_and_stamp(widths, pe, simd, stall):
 def test_device_parameters_are_checked():
     rng = np.random.default_rng(0)
     layers = random_binary_network(rng, (16, 4))
-    with pytest.raises(ValueError, match="^simd must be a multiple of 8 for a byte input, not 4$"):
+    with pytest.raises(ValueError, match="^simd must be a multiple of 8 for a byte input of 1-bit elements, not 4$"):
         BinaryDevice(fold_network(layers, 4, 4), AcceleratorConfig())
     assert COUNT_BYTES == 2
 

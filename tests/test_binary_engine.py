@@ -1,13 +1,16 @@
-"""amaranth.sim tests of the binary network engine: random binary MLPs and FINN's TFC_1W1A,
-its outputs equal to the binary layers' (so the golden model's) and its cycles to its model."""
+"""amaranth.sim tests of the network engine: random binary and low-bit MLPs and FINN's
+TFC_1W1A, its outputs equal to the lowered layers' (so the golden model's) and its cycles to
+its model."""
 
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
 from test_binary_layers import needs_tfc, random_dense, tfc_w1a1
+from test_lowbit_layers import random_lowbit_dense
 
 from fpganet.codegen.binary import (codes_of_counts, fold_network, lower_binary,
                                     pack_input_words, run_binary)
+from fpganet.codegen.lowbit import lower_lowbit, run_lowbit
 from fpganet.errors import FpganetError
 from fpganet.golden import run_golden
 from fpganet.hdl.binary_engine import BinaryNetworkEngine
@@ -74,6 +77,43 @@ def test_random_binary_networks_equal_their_layers_and_the_cycle_model(widths, p
         bits = run_binary(layer, bits)
     m = layers[-1].m
     assert np.array_equal(codes_of_counts(layers[-1], counts[:, :m]), run_binary(layers[-1], bits))
+    assert list(gaps) == [dut.cycles_per_vector()] * (len(vectors) - 1)
+
+
+def random_lowbit_network(rng, widths, input_bits):
+    """Low-bit layers of widths ``widths[0] -> ... -> widths[-1]`` with weights of 2 to 4 bits
+    and outputs of 1 to 4 bits (levels of 1 to 15) but the last (int8), each lowered against
+    the one before; the first layer's inputs ``input_bits`` wide."""
+    layers, in_lo = [], int(rng.integers(-3, 1))
+    in_hi = in_lo + (1 << input_bits) - 1
+    for index, (k, m) in enumerate(zip(widths, widths[1:])):
+        last = index == len(widths) - 2
+        lo = -128 if last else int(rng.integers(-2, 1))
+        hi = 127 if last else lo + int(rng.integers(1, 16))
+        layer = random_lowbit_dense(rng, k, m, weight_bits=int(rng.integers(2, 5)),
+                                    zp_in=int(rng.integers(-2, 2)), lo=lo, hi=hi)
+        layers.append(lower_lowbit(layer, in_lo, in_hi))
+        in_lo, in_hi = lo, hi
+    return layers
+
+
+@pytest.mark.parametrize("widths, input_bits, pe, simd", [
+    ((20, 12, 7), 2, 4, 8), ((30, 16, 9, 5), 1, 2, 16), ((9, 3), 4, 1, 2), ((24, 8, 10), 3, 8, 8)])
+def test_random_lowbit_networks_equal_their_layers_and_the_cycle_model(widths, input_bits, pe,
+                                                                       simd):
+    """Layers of different weight widths and levels share the engine's widest: narrower
+    weights are sign-extended, fewer thresholds padded with ones no total reaches."""
+    rng = np.random.default_rng(sum(widths) + pe + simd)
+    layers = random_lowbit_network(rng, widths, input_bits)
+    folded = fold_network(layers, pe, simd)
+    assert folded.unit == "lowbit" and folded.signed_totals
+    vectors = rng.integers(0, 1 << input_bits, (4, widths[0])).astype(np.uint8)
+    totals, gaps, dut = run_engine(folded, vectors)
+    digits = vectors
+    for layer in layers[:-1]:
+        digits = run_lowbit(layer, digits)
+    m = layers[-1].m
+    assert np.array_equal(layers[-1].codes(totals[:, :m]), run_lowbit(layers[-1], digits))
     assert list(gaps) == [dut.cycles_per_vector()] * (len(vectors) - 1)
 
 

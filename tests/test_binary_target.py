@@ -12,6 +12,7 @@ import os
 import numpy as np
 import pytest
 from test_binary_layers import TFC_W1A1, needs_tfc
+from test_lowbit_layers import TFC_W2A2
 
 from fpganet.backends import run_network
 from fpganet.cli import main
@@ -29,25 +30,31 @@ from fpganet.sim.binary_backend import model_stamp
 
 
 @needs_tfc
-@pytest.mark.parametrize("fold", [(4, 16), (1, 8), (8, 8), (16, 32)])
-def test_the_engine_arithmetic_on_its_words_equals_the_golden_model(tmp_path, fold):
-    """Each fold pads differently (pe 4, 8 and 16 of the last layer's 10 channels; 784 input
-    bits in 16- and 32-bit words)."""
+@pytest.mark.parametrize("unit, fold", [("binary", (4, 16)), ("binary", (1, 8)),
+                                        ("binary", (8, 8)), ("binary", (16, 32)),
+                                        ("lowbit", (4, 16)), ("lowbit", (2, 4)),
+                                        ("lowbit", (16, 32))])
+def test_the_engine_arithmetic_on_its_words_equals_the_golden_model(tmp_path, unit, fold):
+    """Each fold pads differently (pe 2, 4, 8 and 16 of the last layer's 10 channels; 784
+    inputs in words of 4 to 32 elements); the low-bit unit runs FINN's TFC_2W2A."""
     out = tmp_path / "tfc"
-    compile_model(TFC_W1A1, out_dir=out, binary=fold)
+    compile_model(TFC_W1A1 if unit == "binary" else TFC_W2A2, out_dir=out,
+                  engine=(unit, *fold))
     net = load_compiled(out)
     x, _ = mnist("all", unit=True)
     x = x[:300]
     golden = run_network(net, x, backend="golden").q
     assert np.array_equal(run_network(net, x, backend="isa", compiled=out).q, golden)
-    layout = json.loads((out / "manifest.json").read_text())["binary_engine"]
+    layout = json.loads((out / "manifest.json").read_text())[f"{unit}_engine"]
     assert (layout["pe"], layout["simd"]) == fold
 
 
 @needs_tfc
-def test_the_rtl_backend_runs_the_binary_engine_verilog(tmp_path, capsys):
+@pytest.mark.parametrize("unit", ["binary", "lowbit"])
+def test_the_rtl_backend_runs_the_engine_verilog(tmp_path, capsys, unit):
     out, inputs, result = tmp_path / "tfc", tmp_path / "x.npz", tmp_path / "r.npz"
-    assert main(["compile", str(TFC_W1A1), "--engine", "binary", "--pe", "8", "--simd", "16",
+    model = TFC_W1A1 if unit == "binary" else TFC_W2A2
+    assert main(["compile", str(model), "--engine", unit, "--pe", "8", "--simd", "16",
                  "-o", str(out)]) == 0
     assert main(["mnist", "--unit", "--limit", "40", "-o", str(inputs)]) == 0
     capsys.readouterr()
@@ -67,8 +74,13 @@ def test_the_rtl_backend_runs_the_binary_engine_verilog(tmp_path, capsys):
     (["--engine", "binary", "--pe", "3"],
      "simd (16) must be a multiple of pe (3): a group's output bits are written into one word"),
     (["--engine", "binary", "--pe", "4", "--simd", "12"],
-     "the binary engine cannot run 4x12: simd must be a multiple of 8 for a byte input, not 12"),
-    (["--pe", "4"], "--pe and --simd fold the binary engine: give them with --engine binary"),
+     "the binary engine cannot run 4x12: simd must be a multiple of 8 for a byte input of "
+     "1-bit elements, not 12"),
+    (["--engine", "lowbit", "--pe", "2", "--simd", "6"],
+     "the low-bit engine cannot run 2x6: simd must be a multiple of 8 for a byte input of "
+     "1-bit elements, not 6"),
+    (["--pe", "4"], "--pe and --simd fold the binary or low-bit engine: give them with "
+                    "--engine binary or --engine lowbit"),
     (["--engine", "binary", "--batch", "2"],
      "--batch is the int8 array's program's; the binary engine runs one vector a START "
      "(--engine binary)"),
@@ -93,7 +105,7 @@ def test_images_that_are_not_the_network_are_refused(tmp_path):
     """Re-signed after an edit (SHA256SUMS rewritten), the images still have to be the
     network's at the manifest's fold; a listing without them vouches for nothing."""
     out = tmp_path / "tfc"
-    compile_model(TFC_W1A1, out_dir=out, binary=(4, 16))
+    compile_model(TFC_W1A1, out_dir=out, engine=("binary", 4, 16))
     weights = out / WEIGHTS
     text = weights.read_text()
     weights.write_text(("0" if text[0] != "0" else "1") + text[1:])
@@ -194,7 +206,7 @@ def test_estimate_of_the_binary_engine_needs_its_own_build(tfc_for_the_icebreake
                  str(build / "report.json")]) == 2
     assert capsys.readouterr().err == (
         f"fpganet: error: --activity is the int8 array's estimate's; '{out}' was compiled for "
-        f"the binary engine (--engine binary)\n")
+        f"an engine in logic cells (--engine binary or lowbit)\n")
 
 
 @needs_tfc

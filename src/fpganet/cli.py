@@ -123,13 +123,15 @@ def _configure_compile(parser):
     parser.add_argument("--engine", choices=ENGINES, default="int8",
                         help="int8: the systolic array's program (default); binary: a network of "
                              "binary dense layers (weights +-1, one-bit activations, as FINN's "
-                             "TFC_1W1A) as the XNOR-popcount engine's memory images")
+                             "TFC_1W1A) as the XNOR-popcount engine's memory images; lowbit: "
+                             "one of 2-4-bit dense layers (as FINN's TFC_2W2A) as the low-bit "
+                             "engine's, its products in logic cells")
     parser.add_argument("--pe", type=positive_int, metavar="P",
-                        help=f"binary engine: output channels a cycle (default "
+                        help=f"binary or lowbit engine: output channels a cycle (default "
                              f"{DEFAULT_FOLD[0]})")
     parser.add_argument("--simd", type=positive_int, metavar="S",
-                        help=f"binary engine: input bits a cycle, a multiple of 8 and of P "
-                             f"(default {DEFAULT_FOLD[1]})")
+                        help=f"binary or lowbit engine: inputs a cycle, a multiple of P whose "
+                             f"input bits are whole bytes (default {DEFAULT_FOLD[1]})")
     parser.add_argument("--board", choices=_board_names(),
                         help="start from the configuration that 'fpganet synth --board B' builds "
                              "(the flags below change it, as they do for synth)")
@@ -192,27 +194,27 @@ def _model_requant_config(args, config):
                                                            "config_requant_mode": mode})))
 
 
-def _binary_fold(args):
-    """``(pe, simd)`` of ``--engine binary``, or None; the flags that have no meaning for the
-    engine chosen are refused."""
-    if args.engine != "binary":
+def _engine_fold(args):
+    """``(unit, pe, simd)`` of ``--engine binary`` or ``lowbit``, or None; the flags that have
+    no meaning for the engine chosen are refused."""
+    if args.engine == "int8":
         if args.pe is not None or args.simd is not None:
-            raise FpganetError("--pe and --simd fold the binary engine: give them with "
-                               "--engine binary")
+            raise FpganetError("--pe and --simd fold the binary or low-bit engine: give them "
+                               "with --engine binary or --engine lowbit")
         return None
     for flag, given in (("--batch", args.batch != 1), ("--images", args.images != 1),
                         ("--no-program", args.no_program), ("--dump-ir", args.dump_ir)):
         if given:
-            raise FpganetError(f"{flag} is the int8 array's program's; the binary engine runs "
-                               f"one vector a START (--engine binary)")
-    return (args.pe or DEFAULT_FOLD[0], args.simd or DEFAULT_FOLD[1])
+            raise FpganetError(f"{flag} is the int8 array's program's; the {args.engine} engine "
+                               f"runs one vector a START (--engine {args.engine})")
+    return (args.engine, args.pe or DEFAULT_FOLD[0], args.simd or DEFAULT_FOLD[1])
 
 
 @command("compile", help="quantize an ONNX model (or take a fully-int8 TFLite model) into an int8 "
                          "network for the accelerator")
 @arguments(_configure_compile)
 def _run_compile(args):
-    binary = _binary_fold(args)
+    engine = _engine_fold(args)
     asked = _compile_config(args)
     config, not_runtime_mode = _model_requant_config(args, asked)
     net = compile_model(args.model, args.calib, args.output, config=config, method=args.method,
@@ -221,13 +223,13 @@ def _run_compile(args):
                         dump_ir=sys.stdout if args.dump_ir else None, board=args.board,
                         weight_bits=args.weight_bits, layer_weight_bits=args.layer_weight_bits,
                         weight_rounding=args.weight_rounding, not_runtime_mode=not_runtime_mode,
-                        min_agreement=args.min_agreement, binary=binary)
+                        min_agreement=args.min_agreement, engine=engine)
     source = net.source
     print(f"compiled {source['file']} ({'embedded' if source['embedded'] else source['path']}) "
           f"into {args.output}")
     print(f"  {len(net.layers)} layers, {net.macs:,} MACs per sample, "
           f"{sum(l.weight.size for l in net.conv_layers):,} int8 weights, for the "
-          f"{'binary engine' if binary else f'{net.config.name} array'}")
+          f"{f'{engine[0]} engine' if engine else f'{net.config.name} array'}")
     if net.calibration["method"] in ("qdq", "tflite", "qonnx"):
         print(f"  quantization: as given by the model ({net.calibration['data']}); no calibration")
     if net.calibration["method"] == "qonnx":    # stored as int8 until weights are packed
@@ -269,8 +271,8 @@ def _run_compile(args):
         else:
             extra, kind = "", layer.type
         print(f"  {index:2d} {kind:8s} {layer.name:20s} {shapes:22s} {extra}")
-    if binary is not None:
-        _print_binary(args.output, net)
+    if engine is not None:
+        _print_engine(args.output, net)
     elif not args.no_program:
         _print_program(args.output)
         if args.batch > 1:
@@ -297,15 +299,16 @@ def _print_program(out_dir):
                   f"{'no bank conflicts' if conflicts == 0 else f'{conflicts:,} bank-conflict cycles'}")
 
 
-def _print_binary(out_dir, net):
-    """Summary of the binary engine's section of a compiled directory."""
+def _print_engine(out_dir, net):
+    """Summary of the engine section of a directory compiled for the binary or low-bit
+    engine."""
     images = read_binary_images(out_dir, net)
     layout, folded = images.layout, images.folded
     cycles = BinaryNetworkEngine(folded).cycles_per_vector()
-    print(f"  binary engine {layout['pe']}x{layout['simd']} (pe x simd): "
-          f"{layout['weight_words']:,} weight words of {layout['pe'] * layout['simd']} bits, "
+    print(f"  {folded.description} (pe x simd): "
+          f"{layout['weight_words']:,} weight words of {folded.word_bits[0]} bits, "
           f"{layout['threshold_words']:,} threshold words; {images.input_bytes} input bytes and "
-          f"{images.output_bytes} count bytes a vector; "
+          f"{images.output_bytes} output bytes a vector; "
           f"{cycles:,} cycles a vector (modelled)")
     for layer in layout["layers"]:
         print(f"  {layer['name']:20s} {layer['k']:5d} -> {layer['m']:4d}  {layer['groups']} "
@@ -383,7 +386,7 @@ def _run_run(args):
                   f"{batch} images)")
         elif is_binary_compiled(args.compiled):
             print(f"cycles per image {int(np.median(cycles)):,} (median; simulated by the "
-                  f"{args.backend} backend: the binary engine's stamp, START to the last count "
+                  f"{args.backend} backend: the engine's stamp, START to the last output "
                   f"byte, one image a START)")
         else:
             steady = cycles[1:] if len(cycles) > 1 else cycles

@@ -19,7 +19,8 @@ import numpy as np
 
 from . import datasets
 from .codegen import build_images, read_images
-from .codegen.binary_images import build_binary_images, is_binary_compiled, read_binary_images
+from .codegen.binary_images import build_binary_images, is_binary_compiled, read_binary_images, \
+    unit_files
 from .codegen.images import NoProgramError
 from .config import DEFAULT_CONFIG, MULT_BITS
 from .errors import FpganetError, FpganetWarning
@@ -36,8 +37,9 @@ __all__ = ["ENGINES", "compile_model", "load_compiled", "read_npz", "read_inputs
 
 
 #: What ``fpganet compile --engine`` compiles for: the int8 systolic array's program, or the
-#: binary engine's images (:mod:`fpganet.codegen.binary_images`).
-ENGINES = ("int8", "binary")
+#: images of the engine in logic cells with its binary or low-bit unit
+#: (:mod:`fpganet.codegen.binary_images`).
+ENGINES = ("int8", "binary", "lowbit")
 
 #: The least share of inputs on which a pre-quantized model whose arithmetic the target
 #: changes must keep its own runtime's arg-max (``fpganet compile --min-agreement``).
@@ -162,7 +164,7 @@ def runtime_requant_mode(model):
 def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=None,
                   calib_limit=None, program=True, n_images=1, batch=1, dump_ir=None, board=None,
                   weight_bits=8, layer_weight_bits=None, weight_rounding=None,
-                  not_runtime_mode=None, min_agreement=DEFAULT_MIN_AGREEMENT, binary=None):
+                  not_runtime_mode=None, min_agreement=DEFAULT_MIN_AGREEMENT, engine=None):
     """Import, quantize and optionally write a network.
 
     Parameters
@@ -219,10 +221,11 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
         below 15 bits, or an int8 TFLite model outside the ``tflite`` mode) is refused when
         its golden model's arg-max agrees with the model's own runtime on fewer than this
         share of the ``calib`` inputs; the share is in ``net.calibration["agreement"]``.
-    binary : tuple of int, optional
-        ``(pe, simd)``: with ``out_dir``, write the binary engine's images of a chain of binary
-        dense layers folded so (:mod:`fpganet.codegen.binary_images`) instead of the int8
-        array's program; a network that is not binary is refused.
+    engine : tuple, optional
+        ``(unit, pe, simd)``: with ``out_dir``, write the images of the engine in logic cells
+        (:mod:`fpganet.codegen.binary_images`; ``unit`` ``binary`` for a chain of binary dense
+        layers, ``lowbit`` for 2-4-bit ones) folded so, instead of the int8 array's program; a
+        network the unit cannot run is refused.
 
     Returns
     -------
@@ -255,7 +258,7 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
             net.board = board
             if out_dir is not None:
                 write_compiled(net, out_dir, program=program, n_images=n_images, batch=batch,
-                               inputs=(model_path,), dump_ir=dump_ir, binary=binary)
+                               inputs=(model_path,), dump_ir=dump_ir, engine=engine)
             return net
     else:
         graph = load_onnx(model_path)
@@ -319,7 +322,7 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     if out_dir is not None:
         write_compiled(net, out_dir, program=program, n_images=n_images, batch=batch,
                        inputs=(model_path, calib if isinstance(calib, (str, os.PathLike)) else None),
-                       dump_ir=dump_ir, binary=binary)
+                       dump_ir=dump_ir, engine=engine)
     return net
 
 
@@ -415,7 +418,7 @@ def _load_tflite(model_path, calib, config):
 
 
 def write_compiled(net, out_dir, program=True, n_images=1, batch=1, inputs=(), dump_ir=None,
-                   binary=None):
+                   engine=None):
     """Write ``net`` into ``out_dir``, built aside and renamed into place.
 
     With ``program`` the accelerator program and memory images for ``n_images``
@@ -428,14 +431,15 @@ def write_compiled(net, out_dir, program=True, n_images=1, batch=1, inputs=(), d
     verify. An existing ``out_dir`` is replaced only when every file in it is one
     fpganet wrote, unchanged; ``out_dir`` never holds one of ``inputs`` (the model
     and calibration files). ``dump_ir``: a text stream for the compiler's intermediate form
-    after each pass. ``binary``: ``(pe, simd)``, the binary engine's images
-    (``binary_weights.hex``, ``binary_thresholds.hex``, the manifest's ``binary_engine``
+    after each pass. ``engine``: ``(unit, pe, simd)``, the engine's images
+    (``UNIT_weights.hex``, ``UNIT_thresholds.hex``, the manifest's ``UNIT_engine``
     section) instead of the int8 program.
     """
     images, extra = None, None
-    if binary is not None:
-        images = build_binary_images(net, *binary)
-        extra = {"binary_engine": images.layout}
+    if engine is not None:
+        unit, pe, simd = engine
+        images = build_binary_images(net, pe, simd, unit)
+        extra = {unit_files(unit)[0]: images.layout}
     elif program:
         images = build_images(net, n_images, batch=batch, dump=dump_ir)
         extra = {"accelerator": images.layout}

@@ -36,18 +36,60 @@ from ..quantize.fixed_point import requantize_mode
 
 __all__ = ["LoweredDense", "BinaryLayer", "lower_binary", "lower_chain", "lower_binary_network",
            "run_binary", "run_binary_network", "input_bits", "codes_of_counts", "FoldedLayer",
-           "FoldedNetwork", "fold_network", "pack_input_words", "layer_beats", "engine_counts"]
+           "FoldedNetwork", "fold_network", "UNITS", "ENGINE_NAMES", "unpack_fields", "pack_input_words", "layer_beats", "engine_counts"]
 
 
 @dataclass(frozen=True)
 class LoweredDense:
-    """A dense layer of the integer network in a form an engine in logic cells computes."""
+    """A dense layer of the integer network in a form an engine in logic cells computes: a
+    channel's total over its inputs, then thresholds on the total (a few output levels) or the
+    source's requantization of ``total + offset`` (a wider output). Each form says how its
+    weights, inputs and thresholds are stored in the engine's words (:func:`fold_network`)."""
 
     source: QConv
 
     @property
     def name(self):
         return self.source.name
+
+    #: The weight field of a padded input (its product must add nothing to a total).
+    weight_pad = 0
+
+    @property
+    def k(self):
+        return self.weight_fields().shape[1]
+
+    @property
+    def m(self):
+        return self.weight_fields().shape[0]
+
+    def weight_fields(self):
+        """int64 [M, K]: each weight's field in the engine's words (``field_bits`` bits; its
+        ``input_bits`` is an input element's)."""
+        raise NotImplementedError
+
+    def threshold_rows(self):
+        """int64 [M, levels] of a layer with thresholds, else None."""
+        raise NotImplementedError
+
+    def total_range(self):
+        """``(least, greatest)``: the bounds of any channel's total."""
+        raise NotImplementedError
+
+    def totals(self, inputs):
+        """int64 [N, M]: each channel's total for input elements [N, K]."""
+        raise NotImplementedError
+
+    def outputs(self, totals):
+        """The next layer's input elements [N, M] (uint8): how many of a channel's thresholds
+        its total reaches."""
+        return (totals[:, :, None] >= self.threshold_rows()[None]).sum(axis=2).astype(np.uint8)
+
+    def codes(self, totals, mode="fpganet"):
+        """int8 [N, M]: the layer's output codes of its totals [N, M]."""
+        if self.threshold_rows() is not None:
+            return (self.outputs(totals).astype(np.int64) + self.source.lo).astype(np.int8)
+        return codes_of_counts(self, totals, mode)
 
 
 @dataclass(frozen=True)
@@ -75,13 +117,22 @@ class BinaryLayer(LoweredDense):
     offset: np.ndarray
     thresholds: np.ndarray = None
 
-    @property
-    def k(self):
-        return self.weight_bits.shape[1]
+    #: Bits of one input element and of one weight field in the engine's words.
+    input_bits = field_bits = 1
+    #: A padded input is bit 0 against weight bit 1: their XNOR adds nothing to a count.
+    weight_pad = 1
 
-    @property
-    def m(self):
-        return self.weight_bits.shape[0]
+    def weight_fields(self):
+        return self.weight_bits.astype(np.int64)
+
+    def threshold_rows(self):
+        return None if self.thresholds is None else self.thresholds[:, None]
+
+    def total_range(self):
+        return 0, self.k
+
+    def totals(self, inputs):
+        return xnor_popcount(inputs, self.weight_bits).astype(np.int64)
 
     @property
     def out_lo(self):
@@ -214,8 +265,8 @@ def codes_of_counts(layer, counts, mode="fpganet"):
 
 @dataclass(frozen=True)
 class FoldedLayer:
-    """Where one layer sits in a :class:`FoldedNetwork`: ``beats`` of ``simd`` input bits for
-    each of ``groups`` groups of ``pe`` channels, its weight words from ``weight_base``
+    """Where one layer sits in a :class:`FoldedNetwork`: ``beats`` of ``simd`` input elements
+    for each of ``groups`` groups of ``pe`` channels, its weight words from ``weight_base``
     (group-major), its threshold words from ``threshold_base`` (one a group)."""
 
     k: int
@@ -226,21 +277,42 @@ class FoldedLayer:
     threshold_base: int
 
 
+#: The engines' units: ``binary``, XNOR-popcount MACs of one-bit weights and inputs
+#: (:class:`~fpganet.hdl.binary_mvu.BinaryMatrixVectorUnit`); ``lowbit``, products of signed
+#: weight codes and unsigned input digits of a few bits
+#: (:class:`~fpganet.hdl.lowbit_mvu.LowBitMatrixVectorUnit`).
+UNITS = ("binary", "lowbit")
+#: Each unit's engine, in words.
+ENGINE_NAMES = {"binary": "binary engine", "lowbit": "low-bit engine"}
+
+
 @dataclass(frozen=True)
 class FoldedNetwork:
-    """A chain of binary layers as the binary engine's memory images
+    """A chain of lowered layers as an engine's memory images
     (:class:`fpganet.hdl.binary_engine.BinaryNetworkEngine`).
 
     Attributes
     ----------
     layers : tuple of FoldedLayer
-    pe, simd, count_width : int
+    pe, simd : int
+    count_width : int
+        Bits of a channel's total and of a threshold: unsigned counts for the binary unit,
+        two's complement sums for the low-bit one.
     weight_words : tuple of int
-        ``pe * simd`` bits each: channel ``j``'s ``simd`` weight bits at bit ``j * simd``.
+        ``pe * simd * weight_bits`` bits each: channel ``j``'s ``simd`` weight fields from bit
+        ``j * simd * weight_bits``, input ``i``'s at ``i * weight_bits`` within them.
     threshold_words : tuple of int
-        ``pe * count_width`` bits each: channel ``j``'s threshold at bit ``j * count_width``;
-        a padded channel's is ``2**count_width - 1``, above any count, so its bit is 0 as the
-        next layer's padding needs. The last layer's are unused: its counts are the output.
+        ``pe * levels * count_width`` bits each: channel ``j``'s threshold ``t`` at bit
+        ``(j * levels + t) * count_width``. A threshold no total reaches (a padded channel's, or
+        one beyond a layer's own levels) is the greatest value of the field, so that a padded
+        channel's output is 0 as the next layer's padding needs. The last layer's are unused
+        when its totals are the output.
+    unit : str
+        One of :data:`UNITS`.
+    weight_bits, input_bits : int
+        Bits of a weight field and of an input element (1 and 1 for the binary unit).
+    levels : int
+        Thresholds a channel (1 for the binary unit).
     """
 
     layers: tuple
@@ -249,15 +321,19 @@ class FoldedNetwork:
     count_width: int
     weight_words: tuple
     threshold_words: tuple
+    unit: str = "binary"
+    weight_bits: int = 1
+    input_bits: int = 1
+    levels: int = 1
 
     @property
     def input_words(self):
-        """``simd``-bit words of one input vector."""
+        """Words of one input vector."""
         return self.layers[0].beats
 
     @property
     def output_groups(self):
-        """Results (``pe`` counts each) of one input vector."""
+        """Results (``pe`` totals each) of one input vector."""
         return self.layers[-1].groups
 
     @property
@@ -266,11 +342,29 @@ class FoldedNetwork:
         return max(layer.beats for layer in self.layers)
 
     @property
+    def signed_totals(self):
+        """Whether a total is two's complement (the low-bit unit's sums) or a count."""
+        return self.unit == "lowbit"
+
+    @property
+    def word_bits(self):
+        """``(weights, thresholds, activations)``: the bits of a word of each memory."""
+        return (self.pe * self.simd * self.weight_bits, self.pe * self.levels * self.count_width,
+                self.simd * self.input_bits)
+
+    @property
+    def description(self):
+        """The engine in words: its unit, fold and widths."""
+        fold = f"{ENGINE_NAMES[self.unit]} {self.pe}x{self.simd}"
+        return fold if self.unit == "binary" else f"{fold} (W{self.weight_bits}A{self.input_bits})"
+
+    @property
     def design_id(self):
         """A 32-bit id of these images (never 0, the int8 accelerator's): the first bytes of a
         SHA-256 of the fold and every word. The device answers PING with it, so that a host
         refuses a board that holds another network's weights."""
-        blob = json.dumps([self.pe, self.simd, self.count_width,
+        widths = [] if self.unit == "binary" else [self.weight_bits, self.input_bits, self.levels]
+        blob = json.dumps([self.pe, self.simd, self.count_width, *widths,
                            [list(vars(layer).values()) for layer in self.layers],
                            [f"{word:x}" for word in self.weight_words],
                            [f"{word:x}" for word in self.threshold_words]])
@@ -278,9 +372,10 @@ class FoldedNetwork:
 
 
 def fold_network(layers, pe, simd):
-    """The binary engine's images of ``layers`` (:func:`lower_binary_network`): every layer
-    but the last with one-bit outputs, ``simd`` a multiple of ``pe`` so that a group's
-    output bits land in one word of the next layer's input.
+    """An engine's images of ``layers``, all binary (:func:`lower_binary_network`) or all
+    low-bit (:func:`fpganet.codegen.lowbit.lower_lowbit_network`), every layer but the last
+    with thresholds, ``simd`` a multiple of ``pe`` so that a group's outputs land in one word
+    of the next layer's input. The low-bit unit's widths are the widest layer's.
 
     Raises
     ------
@@ -290,27 +385,52 @@ def fold_network(layers, pe, simd):
     if simd % pe:
         raise FpganetError(f"simd ({simd}) must be a multiple of pe ({pe}): a group's output "
                            f"bits are written into one word")
-    if any(layer.thresholds is None for layer in layers[:-1]):
-        raise FpganetError("every layer but the last must have one-bit outputs")
-    count_width = (max(simd, *(layer.k for layer in layers)) + 1).bit_length()
-    never = (1 << count_width) - 1
+    binary = all(isinstance(layer, BinaryLayer) for layer in layers)
+    if any(layer.threshold_rows() is None for layer in layers[:-1]):
+        raise FpganetError("every layer but the last must have "
+                           + ("one-bit outputs" if binary else "thresholds"))
+    if binary:
+        widths = dict(unit="binary", weight_bits=1, input_bits=1, levels=1)
+        count_width = (max(simd, *(layer.k for layer in layers)) + 1).bit_length()
+        never = (1 << count_width) - 1
+    else:
+        widths = dict(unit="lowbit", weight_bits=max(layer.field_bits for layer in layers),
+                      input_bits=max(layer.input_bits for layer in layers),
+                      levels=max([1, *(layer.threshold_rows().shape[1] for layer in layers
+                                       if layer.threshold_rows() is not None)]))
+        # Every total, a threshold no total reaches, and one beat's widest sum (the unit's
+        # own bound), as two's complement.
+        beat = -(1 << (widths["weight_bits"] - 1)) * ((1 << widths["input_bits"]) - 1) * simd
+        ranges = [layer.total_range() for layer in layers]
+        count_width = max(_signed_bits(value) for value in
+                          (beat, *(least for least, _ in ranges), *(most + 1 for _, most in ranges)))
+        never = (1 << (count_width - 1)) - 1
+    levels, field_bits = widths["levels"], widths["weight_bits"]
+    field_mask = (1 << field_bits) - 1
     weight_words, threshold_words, folded = [], [], []
     for layer in layers:
         beats, groups = -(-layer.k // simd), -(-layer.m // pe)
         folded.append(FoldedLayer(layer.k, layer.m, beats, groups, len(weight_words),
                                   len(threshold_words)))
-        w = np.ones((groups * pe, beats * simd), np.uint8)          # padding: weight bit 1
-        w[:layer.m, :layer.k] = layer.weight_bits
-        thresholds = np.full(groups * pe, never, np.int64)
-        if layer.thresholds is not None:
-            thresholds[:layer.m] = layer.thresholds
+        w = np.full((groups * pe, beats * simd), layer.weight_pad, np.int64)
+        w[:layer.m, :layer.k] = layer.weight_fields() & field_mask
+        thresholds = np.full((groups * pe, levels), never, np.int64)
+        rows = layer.threshold_rows()
+        if rows is not None:
+            thresholds[:layer.m, :rows.shape[1]] = rows
         for g in range(groups):
-            threshold_words.append(_pack_fields(thresholds[g * pe:(g + 1) * pe], count_width))
+            channels = thresholds[g * pe:(g + 1) * pe].reshape(-1)
+            threshold_words.append(_pack_fields(channels & ((1 << count_width) - 1), count_width))
             for t in range(beats):
-                rows = w[g * pe:(g + 1) * pe, t * simd:(t + 1) * simd]
-                weight_words.append(_pack_fields([_pack_fields(row, 1) for row in rows], simd))
+                block = w[g * pe:(g + 1) * pe, t * simd:(t + 1) * simd]
+                weight_words.append(_pack_fields(block.reshape(-1), field_bits))
     return FoldedNetwork(tuple(folded), pe, simd, count_width, tuple(weight_words),
-                         tuple(threshold_words))
+                         tuple(threshold_words), **widths)
+
+
+def _signed_bits(value):
+    """Bits of the narrowest two's complement that holds ``value``."""
+    return (value if value >= 0 else -value - 1).bit_length() + 1
 
 
 def _pack_fields(values, width):
@@ -318,13 +438,23 @@ def _pack_fields(values, width):
     return sum(int(v) << (i * width) for i, v in enumerate(values))
 
 
-def pack_input_words(folded, bits, index=0):
-    """One input vector of layer ``index`` as ``simd``-bit words, bit ``i`` of word ``t``
-    being bit ``t * simd + i`` (padded with 0)."""
+def unpack_fields(word, width, count, signed=False):
+    """int64 [count]: the ``width``-bit fields of ``word``, field ``i`` at bit ``i * width``,
+    two's complement if ``signed``."""
+    values = np.array([(word >> (i * width)) & ((1 << width) - 1) for i in range(count)],
+                      np.int64)
+    return values - ((values >> (width - 1)) << width) if signed else values
+
+
+def pack_input_words(folded, elements, index=0):
+    """One input vector of layer ``index`` as words of ``simd`` elements, element ``i`` of
+    word ``t`` (``input_bits`` from bit ``i * input_bits``) being element ``t * simd + i``
+    (padded with 0)."""
     simd, words = folded.simd, folded.layers[index].beats
     padded = np.zeros(words * simd, np.uint8)
-    padded[:len(bits)] = bits
-    return [_pack_fields(padded[t * simd:(t + 1) * simd], 1) for t in range(words)]
+    padded[:len(elements)] = elements
+    return [_pack_fields(padded[t * simd:(t + 1) * simd], folded.input_bits)
+            for t in range(words)]
 
 
 def layer_beats(folded, index, bits):

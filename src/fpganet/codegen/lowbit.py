@@ -77,6 +77,23 @@ class LowBitLayer(LoweredDense):
         w = self.weights.astype(np.int64)
         return np.where(w < 0, w, 0).sum(axis=1) * top, np.where(w > 0, w, 0).sum(axis=1) * top
 
+    @property
+    def field_bits(self):
+        return self.weight_bits
+
+    def weight_fields(self):
+        return self.weights.astype(np.int64)
+
+    def threshold_rows(self):
+        return self.thresholds
+
+    def total_range(self):
+        s_min, s_max = self.bounds()
+        return int(s_min.min(initial=0)), int(s_max.max(initial=0))
+
+    def totals(self, inputs):
+        return inputs.astype(np.int64) @ self.weights.astype(np.int64).T
+
 
 def _signed_bits(values):
     """Bits of the narrowest two's complement that holds every value."""
@@ -170,13 +187,8 @@ def input_digits(layers, q_in):
 def run_lowbit(layer, digits, mode="fpganet"):
     """``layer``'s output for input digits [N, K]: output digits [N, M] (uint8, ``code -
     lo``), or with no thresholds the int8 codes [N, M] of its source's requantization."""
-    s = digits.astype(np.int64) @ layer.weights.astype(np.int64).T
-    if layer.thresholds is not None:
-        return (s[:, :, None] >= layer.thresholds[None]).sum(axis=2).astype(np.uint8)
-    acc = (s + layer.offset[None, :]).T
-    return requantize_mode(acc[None], layer.source.mult, layer.source.shift,
-                           layer.source.zp_out, layer.source.lo, layer.source.hi, mode,
-                           layer.source.single_rounding)[0].T.astype(np.int8)
+    s = layer.totals(digits)
+    return layer.outputs(s) if layer.thresholds is not None else layer.codes(s, mode)
 
 
 def run_lowbit_network(layers, q_in, mode="fpganet"):

@@ -1,15 +1,15 @@
 # amaranth: UnusedElaboratable=no
 # (the device is built here only for its timing model)
-"""The estimate of a network compiled for the binary engine (``fpganet compile --engine binary``):
-images/s, watts and images/s/W on the board, beside the GPUs.
+"""The estimate of a network compiled for the binary or low-bit engine (``fpganet compile
+--engine binary`` or ``lowbit``): images/s, watts and images/s/W on the board, beside the GPUs.
 
 What differs from the int8 array's estimate (:func:`fpganet.estimate.comparison.estimate`):
 
 - **Cycles** are the device's timing model (:meth:`~fpganet.hdl.binary_device.BinaryDevice.stamp_cycles`,
   which its RTL equals by test): a vector's input bytes, the layers, its counts out; one
   vector a START.
-- **The link** carries the input as bits (``ceil(K / 8)`` bytes) and the counts at two
-  bytes each; the weights are in the bitstream and never cross it.
+- **The link** carries the input packed at its width (``ceil(K * input_bits / 8)`` bytes)
+  and the totals at two bytes each; the weights are in the bitstream and never cross it.
 - **Resources** are those of the routed build (``--report`` of ``fpganet synth OUT``): the
   engine's logic has no model here, so an estimate without one is refused.
 - **Power** is the same chip model (:func:`fpganet.estimate.power.fpga_power`) with no
@@ -21,6 +21,7 @@ What differs from the int8 array's estimate (:func:`fpganet.estimate.comparison.
 import math
 from dataclasses import dataclass, fields
 
+from ..codegen.binary import ENGINE_NAMES
 from ..errors import FpganetError
 from ..hdl.binary_device import BinaryDevice
 from ..hdl.binary_engine import BinaryNetworkEngine
@@ -42,23 +43,27 @@ _RAM_PORT_BITS = {"ice40": 16, "ecp5": 18}
 
 @dataclass
 class BinaryWorkload(Workload):
-    """A :class:`~fpganet.estimate.workload.Workload` whose weights are bits in the bitstream:
-    on chip whatever the configuration's weight buffer, and never sent over the link; its
-    streams are the engine's (:meth:`of`)."""
+    """A :class:`~fpganet.estimate.workload.Workload` whose weights are fields of a few bits in
+    the bitstream: on chip whatever the configuration's weight buffer, and never sent over the
+    link; its streams are the engine's (:meth:`of`)."""
 
     binary_weight_bits: int = 0
-    weight_text = "binary weights (one bit each, in the bitstream)"
+    weight_text: str = "binary weights (one bit each, in the bitstream)"
     setup_bytes = 0
 
     @classmethod
     def of(cls, net, images):
         """The work of ``net`` on the engine of ``images`` (a
-        :class:`~fpganet.codegen.binary_images.BinaryImages`): the input as bits, the counts
-        out, a bit a weight."""
+        :class:`~fpganet.codegen.binary_images.BinaryImages`): the input at its width, the
+        totals out, a weight field's bits a weight."""
         base = Workload.from_network(net)
         return cls(**{**{field.name: getattr(base, field.name) for field in fields(base)},
                       "input_bytes": images.input_bytes, "output_bytes": images.output_bytes,
-                      "binary_weight_bits": sum(layer.k * layer.m for layer in images.layers)})
+                      "binary_weight_bits": sum(layer.k * layer.m * layer.field_bits
+                                                for layer in images.layers),
+                      **({} if images.folded.unit == "binary" else {
+                          "weight_text": f"{images.folded.weight_bits}-bit weights (in the "
+                                         f"bitstream)"})})
 
     @property
     def weight_bytes(self):
@@ -80,12 +85,13 @@ def binary_estimate(net, images, *, board, board_report, clock_hz=None, link=Non
     fpganet.estimate.comparison.Estimate
         With no ASIC rows and no per-layer table; ``design`` names the engine.
     """
-    if board_report is None:
-        raise FpganetError("the binary engine's logic has no model: give --report REPORT.json "
-                           "of its routed build (fpganet synth OUT writes it)")
-    report = board_report if hasattr(board_report, "fmax_mhz") else load_board_report(board_report)
     folded, config = images.folded, net.config
-    design = f"binary engine {folded.pe}x{folded.simd}"
+    if board_report is None:
+        raise FpganetError(f"the {ENGINE_NAMES[folded.unit]}'s logic has no model: give "
+                           f"--report REPORT.json of its routed build (fpganet synth OUT writes "
+                           f"it)")
+    report = board_report if hasattr(board_report, "fmax_mhz") else load_board_report(board_report)
+    design = folded.description
     if report.macs_per_cycle != folded.pe * folded.simd:
         raise FpganetError(f"the board report '{report.path}' is of a design with "
                            f"{report.macs_per_cycle} MACs a cycle, not the {design} "
@@ -128,8 +134,7 @@ def _power(board_info, folded, resources, clock, duty, where):
     word, an activation word)."""
     family = board_info["family"]
     port = _RAM_PORT_BITS[family]
-    ebr_active = (math.ceil(folded.pe * folded.simd / port)
-                  + math.ceil(folded.pe * folded.count_width / port) + math.ceil(folded.simd / port))
+    ebr_active = sum(math.ceil(bits / port) for bits in folded.word_bits)
     activity = default_activity()
     pll = abs(clock.value - board_info["oscillator_hz"]) > 1.0
     power = fpga_power(family, clock.value, lcs=resources["lc"], ffs=resources.get("ff") or None,
@@ -138,10 +143,10 @@ def _power(board_info, folded, resources, clock, duty, where):
                        data_activity=activity.data)
     power.activity = activity
     power.notes.append(f"resources: routed design, {where}")
+    weights, thresholds, activations = folded.word_bits
     power.notes.append(f"no multipliers; {ebr_active} block RAM reads a compute cycle (weights "
-                       f"{folded.pe * folded.simd} bits, thresholds {folded.pe * folded.count_width},"
-                       f" activations {folded.simd}); engine busy {duty:.2f} of the time; "
-                       f"{'PLL' if pll else 'no PLL'}")
+                       f"{weights} bits, thresholds {thresholds}, activations {activations}); "
+                       f"engine busy {duty:.2f} of the time; {'PLL' if pll else 'no PLL'}")
     power.resources = {"counts": dict(resources), "basis": f"routed design, {where}"}
     return power
 

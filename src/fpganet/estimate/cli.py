@@ -134,7 +134,7 @@ def _run(args):
 
 
 def _binary(args, net):
-    """The estimate of a folder compiled with ``--engine binary``
+    """The estimate of a folder compiled with ``--engine binary`` or ``lowbit``
     (:func:`fpganet.estimate.binary.binary_estimate`); the int8 array's own flags refused."""
     from .binary import binary_estimate
 
@@ -143,7 +143,7 @@ def _binary(args, net):
                  "--activity": args.activity not in ("auto", "default"), "--synth": args.synth}
     if given := [flag for flag, on in int8_only.items() if on]:
         raise FpganetError(f"{given[0]} is the int8 array's estimate's; '{args.compiled}' was "
-                           f"compiled for the binary engine (--engine binary)")
+                           f"compiled for an engine in logic cells (--engine binary or lowbit)")
     return binary_estimate(net, read_binary_images(args.compiled, net), board=args.board,
                            board_report=args.board_report,
                            clock_hz=args.clock_mhz * 1e6 if args.clock_mhz else None,
