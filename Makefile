@@ -96,8 +96,10 @@ docs: $(STAMP)
 FUZZ_CASES ?= 2000
 FUZZ_SEED ?= 1
 FUZZ_RTL_NETWORKS ?= 200
+FUZZ_ENGINES ?= 24
 fuzz: $(STAMP)
-	$(BIN)/fpganet fuzz --cases $(FUZZ_CASES) --networks $(FUZZ_RTL_NETWORKS) --seed $(FUZZ_SEED)
+	$(BIN)/fpganet fuzz --cases $(FUZZ_CASES) --networks $(FUZZ_RTL_NETWORKS) \
+	  --engines $(FUZZ_ENGINES) --seed $(FUZZ_SEED)
 	FPGANET_PROPERTY_RANDOM=1 FPGANET_PROPERTY_EXAMPLES=$(FUZZ_CASES) \
 	  FPGANET_PROPERTY_MODEL_EXAMPLES=$$(( 10 * $(FUZZ_CASES) )) \
 	  $(BIN)/python -m pytest -q tests/test_property_cli.py --hypothesis-show-statistics

@@ -48,6 +48,11 @@ def result_layout(pe, acc_width, levels):
     })
 
 
+def _signed(code, bits):
+    """The two's complement value of the ``bits``-bit ``code``."""
+    return code - (1 << bits) if code >> (bits - 1) else code
+
+
 def adder_tree(terms):
     """The sum of ``terms`` (values), as a balanced tree of adders: ``ceil(log2(n))`` adders
     deep, each as wide as its operands' sum needs."""
@@ -124,8 +129,22 @@ class LowBitMatrixVectorUnit(wiring.Component):
         beat = self.beats.payload
         digits = [beat.x[i].as_unsigned() for i in range(self.simd)]
 
+        wb, ib = self.weight_bits, self.input_bits
+        if wb + ib <= 4:
+            # Every bit of such a product is a function of four bits: one LUT4 each, as a table.
+            table = Array(C(_signed(code, wb) * digit, signed(wb + ib))
+                          for code in range(1 << wb) for digit in range(1 << ib))
+
+            def product(w, d):
+                return table[Cat(d, w)]
+        else:
+            def product(w, d):
+                # The weight where each digit bit is set: written as a `*`, synth_ecp5 would
+                # give every small product a DSP multiplier.
+                return adder_tree(Mux(d[b], w.as_signed() << b, 0) for b in range(ib))
+
         def beat_sum(j):
-            return adder_tree(beat.w[j][i].as_signed() * digits[i] for i in range(self.simd))
+            return adder_tree(product(beat.w[j][i], digits[i]) for i in range(self.simd))
 
         def digit(total, thresholds):
             return adder_tree(total >= thresholds[t] for t in range(self.levels))

@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
-from test_binary_engine import random_binary_network
 from test_binary_layers import needs_tfc, tfc_w1a1
 from test_system_uart import BAUD, CLOCK_HZ, TIMEOUT_CYCLES, build_system, failure_report
 
-from fpganet.codegen.binary import codes_of_counts, engine_counts, fold_network, run_binary
+from fpganet.codegen.binary import codes_of_counts, fold_network, run_binary
+from fpganet.codegen.fuzz_engine import expected_totals, random_binary_network
 from fpganet.config import AcceleratorConfig
 from fpganet.golden import run_golden
 from fpganet.hdl.binary_device import COUNT_BYTES, STAMP_BYTES, BinaryDevice
@@ -100,7 +100,7 @@ def test_tfc_w1a1_over_the_uart_pins():
     folded = fold_network(layers, 8, 32)
     config = AcceleratorConfig()
     device = BinaryDevice(folded, config)
-    counts = engine_counts(folded, layers, bits)
+    counts = expected_totals(folded, layers, bits)
     logits = codes_of_counts(layers[-1], counts[:, :layers[-1].m])
     assert np.array_equal(logits, run_golden(net, q).reshape(3, -1))
     expected = [vector.astype("<u2").tobytes().hex() for vector in counts]

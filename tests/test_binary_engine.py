@@ -5,28 +5,14 @@ its model."""
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
-from test_binary_layers import needs_tfc, random_dense, tfc_w1a1
-from test_lowbit_layers import random_lowbit_dense
+from test_binary_layers import needs_tfc, tfc_w1a1
 
-from fpganet.codegen.binary import (codes_of_counts, fold_network, lower_binary,
-                                    pack_input_words, run_binary)
-from fpganet.codegen.lowbit import lower_lowbit, run_lowbit
+from fpganet.codegen.binary import codes_of_counts, fold_network, pack_input_words, run_binary
+from fpganet.codegen.fuzz_engine import random_binary_network, random_lowbit_network
+from fpganet.codegen.lowbit import run_lowbit
 from fpganet.errors import FpganetError
 from fpganet.golden import run_golden
 from fpganet.hdl.binary_engine import BinaryNetworkEngine
-
-
-def random_binary_network(rng, widths):
-    """Binary layers of widths ``widths[0] -> ... -> widths[-1]``, one-bit outputs but the
-    last (int8), each lowered against the one before."""
-    layers, in_lo = [], 0
-    for index, (k, m) in enumerate(zip(widths, widths[1:])):
-        last = index == len(widths) - 2
-        lo, hi = (-128, 127) if last else (0, 1)
-        layer = random_dense(rng, k, m, in_lo=in_lo, zp_in=int(rng.integers(-2, 2)), lo=lo, hi=hi)
-        layers.append(lower_binary(layer, in_lo))
-        in_lo = lo
-    return layers
 
 
 def run_engine(folded, vectors, rng=None, ready_rate=1.0):
@@ -78,23 +64,6 @@ def test_random_binary_networks_equal_their_layers_and_the_cycle_model(widths, p
     m = layers[-1].m
     assert np.array_equal(codes_of_counts(layers[-1], counts[:, :m]), run_binary(layers[-1], bits))
     assert list(gaps) == [dut.cycles_per_vector()] * (len(vectors) - 1)
-
-
-def random_lowbit_network(rng, widths, input_bits):
-    """Low-bit layers of widths ``widths[0] -> ... -> widths[-1]`` with weights of 2 to 4 bits
-    and outputs of 1 to 4 bits (levels of 1 to 15) but the last (int8), each lowered against
-    the one before; the first layer's inputs ``input_bits`` wide."""
-    layers, in_lo = [], int(rng.integers(-3, 1))
-    in_hi = in_lo + (1 << input_bits) - 1
-    for index, (k, m) in enumerate(zip(widths, widths[1:])):
-        last = index == len(widths) - 2
-        lo = -128 if last else int(rng.integers(-2, 1))
-        hi = 127 if last else lo + int(rng.integers(1, 16))
-        layer = random_lowbit_dense(rng, k, m, weight_bits=int(rng.integers(2, 5)),
-                                    zp_in=int(rng.integers(-2, 2)), lo=lo, hi=hi)
-        layers.append(lower_lowbit(layer, in_lo, in_hi))
-        in_lo, in_hi = lo, hi
-    return layers
 
 
 @pytest.mark.parametrize("widths, input_bits, pe, simd", [

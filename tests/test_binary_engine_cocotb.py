@@ -1,6 +1,7 @@
-"""cocotb tests of the binary network engine's generated Verilog, on Verilator and Icarus:
+"""cocotb tests of the network engine's generated Verilog, on Verilator and Icarus:
 TFC_1W1A's counts equal its binary layers' (so the golden model's logits), at the cycles of
-the engine's model and under output back-pressure."""
+the engine's model and under output back-pressure; random binary and low-bit networks of the
+engine's RTL fuzz (``fpganet fuzz --engines``) likewise."""
 
 import json
 
@@ -9,9 +10,11 @@ import pytest
 from test_binary_layers import needs_tfc, tfc_w1a1
 from test_systolic_cocotb import simulators
 
-from fpganet.codegen.binary import engine_counts, fold_network, pack_input_words
+from fpganet.codegen.binary import fold_network, pack_input_words
+from fpganet.codegen.fuzz_engine import engine_case, expected_totals
 from fpganet.hdl.binary_engine import BinaryNetworkEngine
 from fpganet.sim import runner
+from fpganet.sim.fuzz_engine import check_case, output_words
 
 
 @needs_tfc
@@ -20,9 +23,8 @@ from fpganet.sim import runner
 def test_tfc_w1a1_engine_verilog_equals_the_binary_layers(sim, ready_stalls):
     _, layers, _, inputs = tfc_w1a1(3)
     folded = fold_network(layers, 8, 32)
-    counts = engine_counts(folded, layers, inputs)
-    expected = [[sum(int(c) << (j * folded.count_width) for j, c in enumerate(group))
-                 for group in vector.reshape(-1, folded.pe)] for vector in counts]
+    counts = expected_totals(folded, layers, inputs)
+    expected = output_words(folded, counts)
     engine = BinaryNetworkEngine(folded)
     params = {"words": [pack_input_words(folded, vector) for vector in inputs],
               "expected": expected, "cycles_per_vector": engine.cycles_per_vector(),
@@ -32,3 +34,12 @@ def test_tfc_w1a1_engine_verilog_equals_the_binary_layers(sim, ready_stalls):
                        {"FPGANET_TB": json.dumps(params)})
     assert result.ok, f"failed: {result.failed} (see {result.results_xml.parent})"
     assert result.passed == ["vectors_equal_the_binary_layers"]
+
+
+@pytest.mark.parametrize("index, unit", [(0, "lowbit"), (2, "lowbit"), (7, "binary")])
+def test_random_networks_of_the_engine_fuzz(index, unit):
+    """Cases of ``fpganet fuzz --engines``: W4A4 on a 1x8 fold, W4A2 on 4x12 (words of 24
+    bits, two's complement totals) under back-pressure, binary on 2x24."""
+    case = engine_case(1, index)
+    assert case.folded.unit == unit
+    check_case(case, ready_stalls=0.4 if index % 2 == 0 and index else 0.0)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
+from fpganet.codegen.fuzz_engine import random_binary_dense
 from fpganet.codegen.binary import (codes_of_counts, fold_network, input_bits, layer_beats,
                                     lower_binary, lower_binary_network, run_binary,
                                     run_binary_network)
@@ -35,18 +36,6 @@ def tfc_w1a1(images):
     return net, layers, q, input_bits(layers, q)
 
 
-def random_dense(rng, k, m, *, in_lo, zp_in, lo, hi):
-    """A dense layer with weights +-1, a random bias and requantization, outputs lo..hi."""
-    weight = rng.choice([-1, 1], (m, k, 1, 1)).astype(np.int8)
-    bias_unfolded = rng.integers(-k, k + 1, m).astype(np.int32)
-    bias = bias_unfolded - zp_in * weight.reshape(m, -1).sum(axis=1)
-    return QConv(name="fc", kind="dense", in_shape=(k, 1, 1), out_shape=(m, 1, 1), kernel=(1, 1), stride=(1, 1),
-                 pads=(0, 0, 0, 0), groups=1, weight=weight, bias=bias.astype(np.int32),
-                 mult=rng.integers(1 << 14, 1 << 15, m), shift=rng.integers(14, 20, m),
-                 zp_in=zp_in, zp_out=int(rng.integers(-3, 3)), lo=lo, hi=hi, relu=False,
-                 s_in=1.0, s_w=np.ones(m), s_out=1.0)
-
-
 @pytest.mark.parametrize("seed", range(6))
 def test_a_binary_dense_layer_equals_the_golden_model(seed):
     """Random weights +-1, input codes in_lo or in_lo + 1 with any zero point, random
@@ -58,7 +47,7 @@ def test_a_binary_dense_layer_equals_the_golden_model(seed):
     bits = rng.integers(0, 2, (300, k)).astype(np.uint8)
     q = (bits.astype(np.int8) + in_lo).reshape(300, k, 1, 1)
     for lo, hi in ((-1, 0), (0, 1), (-128, 127)):
-        layer = random_dense(rng, k, m, in_lo=in_lo, zp_in=zp_in, lo=lo, hi=hi)
+        layer = random_binary_dense(rng, k, m, zp_in=zp_in, lo=lo, hi=hi)
         binary = lower_binary(layer, in_lo)
         expected = run_layer(layer, q).reshape(300, m)
         out = run_binary(binary, bits)
@@ -68,7 +57,7 @@ def test_a_binary_dense_layer_equals_the_golden_model(seed):
 
 def test_what_is_not_binary_is_refused_in_one_line():
     rng = np.random.default_rng(0)
-    layer = random_dense(rng, 8, 3, in_lo=0, zp_in=0, lo=0, hi=1)
+    layer = random_binary_dense(rng, 8, 3, zp_in=0, lo=0, hi=1)
     ternary = dataclasses.replace(layer, weight=np.where(layer.weight > 0, 0, -1).astype(np.int8))
     with pytest.raises(FpganetError, match=r"^layer 'fc': weights other than -1 and \+1 \(0\)$"):
         lower_binary(ternary, 0)

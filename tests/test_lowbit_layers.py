@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from test_binary_layers import TFC_W1A1, needs_tfc
 
+from fpganet.codegen.fuzz_engine import random_lowbit_dense
 from fpganet.codegen.lowbit import MAX_BITS, lower_lowbit, lower_lowbit_network, run_lowbit, \
     run_lowbit_network
 from fpganet.compiler import compile_model
@@ -20,20 +21,6 @@ try:
     TFC_W2A2 = qonnx_model("tfc-w2a2")
 except FpganetError:        # no ../shared beside the checkout
     TFC_W2A2 = None
-
-
-def random_lowbit_dense(rng, k, m, *, weight_bits, zp_in, lo, hi, mult_sign=1):
-    """A dense layer with ``weight_bits``-bit weight codes, a random bias and requantization,
-    outputs ``lo..hi``."""
-    top = (1 << (weight_bits - 1)) - 1
-    weight = rng.integers(-top - 1, top + 1, (m, k, 1, 1)).astype(np.int8)
-    bias = rng.integers(-4 * k, 4 * k + 1, m) - zp_in * weight.reshape(m, -1).sum(axis=1)
-    return QConv(name="fc", kind="dense", in_shape=(k, 1, 1), out_shape=(m, 1, 1), kernel=(1, 1),
-                 stride=(1, 1), pads=(0, 0, 0, 0), groups=1, weight=weight,
-                 bias=bias.astype(np.int32),
-                 mult=mult_sign * rng.integers(1 << 14, 1 << 15, m), shift=rng.integers(12, 18, m),
-                 zp_in=zp_in, zp_out=int(rng.integers(-3, 3)), lo=lo, hi=hi, relu=False,
-                 s_in=1.0, s_w=np.ones(m), s_out=1.0)
 
 
 @pytest.mark.parametrize("seed", range(8))

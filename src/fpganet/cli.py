@@ -707,6 +707,9 @@ def _configure_fuzz(parser):
                         help="random networks on the ISA simulator (default 200; 0 skips them)")
     parser.add_argument("--networks", type=non_negative_int, default=40, metavar="N",
                         help="random networks per configuration on the RTL (default 40; 0 skips)")
+    parser.add_argument("--engines", type=non_negative_int, default=0, metavar="N",
+                        help="random binary and low-bit networks on the network engine's RTL, "
+                             "a build each (default 0)")
     parser.add_argument("--seed", type=non_negative_int, default=1, help="(default 1)")
     parser.add_argument("--first", type=non_negative_int, default=0, metavar="I",
                         help="index of the first ISA case (to replay a failure)")
@@ -732,6 +735,9 @@ def _run_fuzz(args):
                 (args.cases + 3) // 4, args.seed, arrays)
     if args.networks:
         failures += _module("fpganet.sim.fuzz_rtl").fuzz_rtl(args.networks, args.seed, args.sim)
+    if args.engines:
+        failures += _module("fpganet.sim.fuzz_engine").fuzz_engine(args.engines, args.seed,
+                                                                    args.sim)
     return EXIT_CHECK_FAILED if failures else 0
 
 

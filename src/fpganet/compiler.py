@@ -235,6 +235,11 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
     from .model.tflite_import import is_tflite
 
     config = config or DEFAULT_CONFIG
+    if engine is not None and config.requant_mult_bits != DEFAULT_CONFIG.requant_mult_bits:
+        # The engine's thresholds are found from the layers' requantization, whatever its
+        # multipliers; narrower multipliers are the int8 array's economy, and would widen the
+        # weights (a board such as the iCEBreaker builds its array with them).
+        config = config.replace(requant_mult_bits=DEFAULT_CONFIG.requant_mult_bits)
     method = method or DEFAULT_METHOD
     if dump_ir is not None and (out_dir is None or not program):
         raise FpganetError("--dump-ir prints the passes that make the accelerator program; "

@@ -36,7 +36,8 @@ from ..quantize.fixed_point import requantize_mode
 
 __all__ = ["LoweredDense", "BinaryLayer", "lower_binary", "lower_chain", "lower_binary_network",
            "run_binary", "run_binary_network", "input_bits", "codes_of_counts", "FoldedLayer",
-           "FoldedNetwork", "fold_network", "UNITS", "ENGINE_NAMES", "unpack_fields", "pack_input_words", "layer_beats", "engine_counts"]
+           "FoldedNetwork", "fold_network", "UNITS", "ENGINE_NAMES",
+           "unpack_fields", "pack_input_words", "layer_beats"]
 
 
 @dataclass(frozen=True)
@@ -467,14 +468,3 @@ def layer_beats(folded, index, bits):
         for t in range(layer.beats):
             w = folded.weight_words[layer.weight_base + g * layer.beats + t]
             yield x[t], w, t == layer.beats - 1, thresholds
-
-
-def engine_counts(folded, layers, bits):
-    """What the engine outputs for input bits [N, K]: the last layer's counts [N, groups *
-    pe], a padded channel's (all weight bits 1) included."""
-    for layer in layers[:-1]:
-        bits = run_binary(layer, bits)
-    last = layers[-1]
-    weights = np.ones((folded.output_groups * folded.pe, last.k), np.uint8)
-    weights[:last.m] = last.weight_bits
-    return xnor_popcount(bits, weights)
