@@ -74,11 +74,12 @@ class BinaryDevice(wiring.Component):
         *hidden, last = self.folded.layers
         result_bytes = self.folded.pe * COUNT_BYTES
         first_result = (self.input_bytes + 1
-                        + sum(map(BinaryNetworkEngine.layer_cycles, hidden))
+                        + sum(BinaryNetworkEngine.layer_cycles(layer, self.folded)
+                              for layer in hidden)
                         # group 0's closing beat is issued ``beats - 1`` cycles in, fetched,
                         # then through the unit
                         + last.beats - 1 + BinaryNetworkEngine.fetch_cycles
-                        + BinaryNetworkEngine.unit_latency
+                        + BinaryNetworkEngine.unit_class(self.folded).latency
                         + BinaryNetworkEngine.output_latency)
         last_result = first_result + (last.groups - 1) * max(last.beats, result_bytes + 1)
         return last_result + result_bytes

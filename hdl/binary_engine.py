@@ -17,7 +17,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .binary_mvu import BinaryMatrixVectorUnit
-from .lowbit_mvu import DOT_PRODUCT_LATENCY, LowBitMatrixVectorUnit
+from .lowbit_mvu import LowBitMatrixVectorUnit
 
 __all__ = ["BinaryNetworkEngine"]
 
@@ -68,21 +68,23 @@ class BinaryNetworkEngine(wiring.Component):
         """Cycles from a vector's first input word to the next vector's, with the input and
         the output never waiting: the words, then per layer its beats, the fetch and the
         unit's latency (the next layer issues in the cycle after its last result)."""
-        return self.folded.input_words + sum(map(self.layer_cycles, self.folded.layers))
+        return self.folded.input_words + sum(self.layer_cycles(layer, self.folded)
+                                             for layer in self.folded.layers)
 
     @classmethod
-    def layer_cycles(cls, layer):
+    def layer_cycles(cls, layer, folded):
         """Cycles from a layer's first beat to the next layer's (a
-        :class:`~fpganet.codegen.binary.FoldedLayer`): its beats, the fetch, the unit's
-        latency."""
-        return layer.groups * layer.beats + cls.fetch_cycles + cls.unit_latency
-
-    #: Cycles from a closing beat at the unit to its result (both units': they share their
-    #: pipeline).
-    unit_latency = DOT_PRODUCT_LATENCY
+        :class:`~fpganet.codegen.binary.FoldedLayer` of ``folded``): its beats, the fetch,
+        the unit's latency."""
+        return layer.groups * layer.beats + cls.fetch_cycles + cls.unit_class(folded).latency
 
     @staticmethod
-    def make_unit(folded):
+    def unit_class(folded):
+        """The matrix-vector unit class of ``folded``'s ``unit``."""
+        return BinaryMatrixVectorUnit if folded.unit == "binary" else LowBitMatrixVectorUnit
+
+    @classmethod
+    def make_unit(cls, folded):
         """The matrix-vector unit of ``folded``'s ``unit``."""
         if folded.unit == "binary":
             return BinaryMatrixVectorUnit(folded.pe, folded.simd, folded.count_width)

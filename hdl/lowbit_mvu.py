@@ -97,9 +97,11 @@ class LowBitMatrixVectorUnit(wiring.Component):
     ``results.ready``. Gaps in ``beats.valid`` are bubbles.
     """
 
-    #: Cycles from the closing beat to its result: the beat's sums, the totals, the compares,
-    #: each registered.
-    latency = DOT_PRODUCT_LATENCY
+    #: Cycles from the closing beat to its result: the sums of each :attr:`chunk` of the
+    #: beat's products, the beat's sums, the totals, the compares, each registered.
+    latency = DOT_PRODUCT_LATENCY + 1
+    #: Products summed before a register: the table or partial products and three adders.
+    chunk = 8
     #: The result field that carries the channels' totals.
     totals_field = "sums"
 
@@ -143,28 +145,55 @@ class LowBitMatrixVectorUnit(wiring.Component):
                 # give every small product a DSP multiplier.
                 return adder_tree(Mux(d[b], w.as_signed() << b, 0) for b in range(ib))
 
-        def beat_sum(j):
-            return adder_tree(product(beat.w[j][i], digits[i]) for i in range(self.simd))
+        def beat_terms(j):
+            return [product(beat.w[j][i], digits[i]) for i in range(self.simd)]
 
         def digit(total, thresholds):
             return adder_tree(total >= thresholds[t] for t in range(self.levels))
         dot_product_pipeline(m, self.beats, self.results, self.totals_field,
-                             signed(self.acc_width), beat_sum, digit)
+                             signed(self.acc_width), None, digit, beat_terms=beat_terms,
+                             chunk=self.chunk)
         return m
 
 
 def dot_product_pipeline(m, beats, results, totals_field, total_shape, beat_sum, output, *,
-                         beat_shape=None):
+                         beat_shape=None, beat_terms=None, chunk=None):
     """The three registered stages a matrix-vector unit shares: each channel's sum of a beat
-    (``beat_sum(j)``, registered as ``beat_shape``, default ``total_shape``), the running totals over a dot product's beats, and each channel's
-    output from its total and its thresholds (``output(total, thresholds)``). ``results``
-    carries the totals in ``totals_field`` and the outputs in ``y``; the whole pipeline moves
-    while its result register is free or being taken (``beats.ready`` is
-    ``~results.valid | results.ready``)."""
+    (``beat_sum(j)``, registered as ``beat_shape``, default ``total_shape``), the running
+    totals over a dot product's beats, and each channel's output from its total and its
+    thresholds (``output(total, thresholds)``). ``results`` carries the totals in
+    ``totals_field`` and the outputs in ``y``; the whole pipeline moves while its result
+    register is free or being taken (``beats.ready`` is ``~results.valid | results.ready``).
+
+    With ``beat_terms(j)`` (a channel's terms of the beat) and ``chunk`` instead of
+    ``beat_sum``, a fourth stage comes first: the sums of each ``chunk`` terms, registered; the
+    beat's sum is then theirs."""
     pe = len(results.payload.y)
     advance = Signal()
     m.d.comb += [advance.eq(~results.valid | results.ready), beats.ready.eq(advance)]
     beat = beats.payload
+    # What stage 1 takes: the beat itself, or its registered partial sums.
+    valid, last, thresholds = beats.valid, beats.valid & beat.last, beat.thresholds
+    if beat_terms is not None:
+        partials = []
+        for j in range(pe):
+            terms = beat_terms(j)
+            sums = [adder_tree(terms[i:i + chunk]) for i in range(0, len(terms), chunk)]
+            registers = [Signal(value.shape(), name=f"partial{j}_{k}")
+                         for k, value in enumerate(sums)]
+            partials.append(registers)
+            with m.If(advance):
+                m.d.sync += [register.eq(value) for register, value in zip(registers, sums)]
+        partial_valid, partial_last = Signal(), Signal()
+        partial_thresholds = Signal.like(beat.thresholds)
+        with m.If(advance):
+            m.d.sync += [partial_valid.eq(valid), partial_last.eq(last)]
+            with m.If(last):
+                m.d.sync += partial_thresholds.eq(thresholds)
+        valid, last, thresholds = partial_valid, partial_last, partial_thresholds
+
+        def beat_sum(j):
+            return adder_tree(partials[j])
     # Stage 1: each channel's sum of the beat.
     beat_sums = [Signal(beat_shape or total_shape, name=f"beat_sum{j}") for j in range(pe)]
     beat_valid, beat_last = Signal(), Signal()
@@ -176,14 +205,14 @@ def dot_product_pipeline(m, beats, results, totals_field, total_shape, beat_sum,
     total_thresholds = Signal.like(beat.thresholds)
     with m.If(advance):
         m.d.sync += [
-            beat_valid.eq(beats.valid),
-            beat_last.eq(beats.valid & beat.last),
+            beat_valid.eq(valid),
+            beat_last.eq(last),
             *(value.eq(beat_sum(j)) for j, value in enumerate(beat_sums)),
             total_valid.eq(beat_last),
             total_thresholds.eq(beat_thresholds),
         ]
-        with m.If(beats.valid & beat.last):
-            m.d.sync += beat_thresholds.eq(beat.thresholds)
+        with m.If(last):
+            m.d.sync += beat_thresholds.eq(thresholds)
         for j, (total_j, value) in enumerate(zip(running, beat_sums)):
             total = total_j + value
             with m.If(beat_last):

@@ -108,7 +108,7 @@ def binary_estimate(net, images, *, board, board_report, clock_hz=None, link=Non
                       "the binary device's timing model (BinaryDevice.stamp_cycles, equal to its "
                       "RTL's stamp by test): the input bytes, the layers, the counts out",
                       extra={"io_cycles": images.input_bytes + images.output_bytes})
-    layer_cycles = [BinaryNetworkEngine.layer_cycles(layer) for layer in folded.layers]
+    layer_cycles = [BinaryNetworkEngine.layer_cycles(layer, folded) for layer in folded.layers]
     link = link or HostLink()
     performance = fpga_performance(workload, cycles, clock, link)
     resources = canonical_resources(report.used())
