@@ -71,7 +71,7 @@ def configuration_of(network, pe, simd):
     return build_binary_images(net, pe, simd, NETWORKS[network]).folded.description
 
 
-def build_rows(network, board_name, pe, simd, build_dir, command):
+def build_rows(network, board_name, pe, simd, build_dir, command, seeds=1):
     """The rows of one build: routed resources and Fmax, the device's cycles, the estimate."""
     board = BOARDS[board_name]
     configuration = configuration_of(network, pe, simd)
@@ -84,13 +84,24 @@ def build_rows(network, board_name, pe, simd, build_dir, command):
                       board=board_name, engine=(NETWORKS[network], pe, simd))
         net = load_compiled(out)
         images = read_binary_images(out, net)
-        output = Path(build_dir) / f"{network}-{board_name}-{pe}x{simd}"
-        report = build(board, net.config, output, core=binary_core(images.folded))
+        base = Path(build_dir) / f"{network}-{board_name}-{pe}x{simd}"
+        # The board's own seed first, then others until one meets timing; the best is kept.
+        best = None
+        for seed in [board.seed, *(s for s in range(1, seeds + 1) if s != board.seed)][:seeds]:
+            output = base / f"seed{seed}"
+            report = build(board, net.config, output, core=binary_core(images.folded),
+                           seed=seed)
+            if best is None or report["fmax_mhz"] > best[0]["fmax_mhz"]:
+                best = report, output
+            if report["timing_met"]:
+                break
+        report, output = best
         estimate = binary_estimate(net, images, board=board_name,
                                    board_report=output / "report.json", measure=False,
                                    gpus=GPUS)
     compute = (estimate.fpga_extra_rows or [estimate.fpga_row])[0]
     rows = [row("fmax_mhz", report["fmax_mhz"], "routed"),
+            row("seed", report["seed"], "routed"),
             row("clock_mhz", report["clock"]["target_mhz"], "routed"),
             row("build_s", report["runtime_s"], "routed"),
             row("cycles_per_image", estimate.cycles.value, "model"),
@@ -134,6 +145,9 @@ def main(argv=None):
                         help="builds to make (default: the network's, " + "; ".join(
                             f"{n}: " + ",".join(f"{b}:{p}x{s}" for b, p, s in builds)
                             for n, builds in DEFAULT_BUILDS.items()) + ")")
+    parser.add_argument("--seeds", type=int, default=1, metavar="N",
+                        help="placement seeds tried per build, the board's first, until one "
+                             "meets timing; the best is kept (default 1)")
     parser.add_argument("--build-dir", default=str(ROOT / "build/synth-binary"))
     parser.add_argument("-o", "--output", default=str(ROOT / "benchmarks/results/binary.json"))
     args = parser.parse_args(argv)
@@ -142,9 +156,10 @@ def main(argv=None):
     rows, estimate = [], None
     for board, pe, simd in builds:
         command = (f"python benchmarks/binary_tfc.py --network {network} "
-                   f"--builds {board}:{pe}x{simd}")
+                   f"--builds {board}:{pe}x{simd} --seeds {args.seeds}")
         try:
-            built, estimate = build_rows(network, board, pe, simd, args.build_dir, command)
+            built, estimate = build_rows(network, board, pe, simd, args.build_dir, command,
+                                         args.seeds)
         except FpganetError as error:     # a build that does not route: its rows go
             print(f"{board} {pe}x{simd}: {error}", file=sys.stderr, flush=True)
             continue

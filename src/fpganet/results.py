@@ -75,6 +75,7 @@ METRICS = {
     "brams": ("BRAM", "block RAMs (iCE40 EBR, ECP5 DP16KD)"),
     "sprams": ("SPRAM", "iCE40UP single-port 256 kbit RAMs"),
     "build_s": ("s", "seconds of yosys and nextpnr for one build"),
+    "seed": ("", "the placement seed of the build a row reports (nextpnr --seed)"),
 }
 
 FIELDS = ("network", "board", "configuration", "metric", "value", "unit", "basis", "command",
