@@ -32,6 +32,7 @@ from fpganet.boards.binary import binary_core
 from fpganet.boards.build import BOARDS, build
 from fpganet.codegen.binary_images import build_binary_images, read_binary_images
 from fpganet.compiler import compile_model, load_compiled
+from fpganet.hdl.memories import WeightBuffer
 from fpganet.datasets import qonnx_model
 from fpganet.errors import FpganetError
 from fpganet.estimate.binary import binary_estimate
@@ -46,55 +47,75 @@ NETWORKS = {"tfc-w1a1": "binary", "tfc-w2a2": "lowbit"}
 DEFAULT_BUILDS = {
     "tfc-w1a1": (("icebreaker", 4, 16), ("icebreaker", 8, 16), ("icebreaker", 8, 32),
                  ("ulx3s", 8, 32), ("ulx3s", 16, 64)),
-    "tfc-w2a2": (("icebreaker", 2, 8), ("ulx3s", 8, 32), ("ulx3s", 16, 64)),
+    "tfc-w2a2": (("icebreaker", 2, 16, True), ("ulx3s", 8, 32), ("ulx3s", 16, 64)),
 }
 #: GPUs of the comparison (``fpganet estimate --gpu KEY``).
 GPUS = ("t4", "a100-sxm", "l4", "orin-nano")
+
+
+#: Seconds a build may take before it is stopped (a router that does not converge on a
+#: seed never finishes by itself); the next seed is then tried.
+BUILD_TIMEOUT_S = 300
 
 
 def _builds(text):
     builds = []
     for item in text.split(","):
         board, _, fold = item.partition(":")
+        fold, _, where = fold.partition(":")
         pe, _, simd = fold.partition("x")
-        if board not in BOARDS or not pe.isdigit() or not simd.isdigit() or not int(pe) * int(simd):
-            raise argparse.ArgumentTypeError(f"'{item}' is not BOARD:PExSIMD with a board of "
-                                             f"{', '.join(BOARDS)}")
-        builds.append((board, int(pe), int(simd)))
+        if (board not in BOARDS or not pe.isdigit() or not simd.isdigit()
+                or not int(pe) * int(simd) or where not in ("", "host")):
+            raise argparse.ArgumentTypeError(f"'{item}' is not BOARD:PExSIMD[:host] with a board "
+                                             f"of {', '.join(BOARDS)}")
+        builds.append((board, int(pe), int(simd), where == "host"))
     return builds
 
 
-def configuration_of(network, pe, simd):
+def _label(board, pe, simd, host=False):
+    return f"{board}:{pe}x{simd}" + (":host" if host else "")
+
+
+def configuration_of(network, pe, simd, host=False):
     """The rows' configuration of ``network`` folded ``pe`` x ``simd``: its engine's
-    description."""
+    description (and where its weights are, when the host loads them)."""
     net = compile_model(qonnx_model(network))
-    return build_binary_images(net, pe, simd, NETWORKS[network]).folded.description
+    description = build_binary_images(net, pe, simd, NETWORKS[network]).folded.description
+    return description + (", weights loaded" if host else "")
 
 
-def build_rows(network, board_name, pe, simd, build_dir, command, seeds=1):
+def build_rows(network, board_name, pe, simd, host, build_dir, command, seeds=1):
     """The rows of one build: routed resources and Fmax, the device's cycles, the estimate."""
     board = BOARDS[board_name]
-    configuration = configuration_of(network, pe, simd)
+    configuration = configuration_of(network, pe, simd, host)
 
     def row(metric, value, basis):
         return make_row(network, board_name, configuration, metric, value, basis, command)
     with tempfile.TemporaryDirectory(prefix="binary-tfc-") as scratch:
         out = Path(scratch) / "tfc"
         compile_model(qonnx_model(network), out_dir=out, config=board.default_config,
-                      board=board_name, engine=(NETWORKS[network], pe, simd))
+                      board=board_name, engine=(NETWORKS[network], pe, simd, host))
         net = load_compiled(out)
         images = read_binary_images(out, net)
-        base = Path(build_dir) / f"{network}-{board_name}-{pe}x{simd}"
+        base = Path(build_dir) / f"{network}-{board_name}-{pe}x{simd}{'-host' if host else ''}"
+        weights = (board.weight_buffer or WeightBuffer) if host else None
         # The board's own seed first, then others until one meets timing; the best is kept.
         best = None
         for seed in [board.seed, *(s for s in range(1, seeds + 1) if s != board.seed)][:seeds]:
             output = base / f"seed{seed}"
-            report = build(board, net.config, output, core=binary_core(images.folded),
-                           seed=seed)
+            try:
+                report = build(board, net.config, output, seed=seed, timeout_s=BUILD_TIMEOUT_S,
+                               core=binary_core(images.folded, weights))
+            except FpganetError as error:     # not routed on this seed
+                print(f"{board_name} {configuration} seed {seed}: {error}", file=sys.stderr,
+                      flush=True)
+                continue
             if best is None or report["fmax_mhz"] > best[0]["fmax_mhz"]:
                 best = report, output
             if report["timing_met"]:
                 break
+        if best is None:
+            raise FpganetError(f"no seed of {seeds} routed")
         report, output = best
         estimate = binary_estimate(net, images, board=board_name,
                                    board_report=output / "report.json", measure=False,
@@ -112,7 +133,8 @@ def build_rows(network, board_name, pe, simd, build_dir, command, seeds=1):
             row("watts_chip_delivered", estimate.fpga_row["watts"].value, "estimated"),
             row("images_per_s_per_w_chip", compute["images_per_s_per_w"].value, "estimated"),
             row("uj_per_inference_chip", 1e6 * compute["joules_per_image"].value, "estimated")]
-    for name, metric in {"LC": "luts", "LUT4": "luts", "FF": "ffs", "EBR": "brams"}.items():
+    for name, metric in {"LC": "luts", "LUT4": "luts", "FF": "ffs", "EBR": "brams",
+                         "SPRAM": "sprams"}.items():
         if report["resources"].get(name, {}).get("used"):
             rows.append(row(metric, report["resources"][name]["used"], "routed"))
     if not report["timing_met"]:
@@ -141,10 +163,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--network", choices=NETWORKS, default="tfc-w1a1",
                         help="the network and so the engine's unit (default tfc-w1a1: binary)")
-    parser.add_argument("--builds", type=_builds, metavar="BOARD:PExSIMD,...",
-                        help="builds to make (default: the network's, " + "; ".join(
-                            f"{n}: " + ",".join(f"{b}:{p}x{s}" for b, p, s in builds)
-                            for n, builds in DEFAULT_BUILDS.items()) + ")")
+    parser.add_argument("--builds", type=_builds, metavar="BOARD:PExSIMD[:host],...",
+                        help="builds to make, ':host' where the host loads the weights "
+                             "(default: the network's, " + "; ".join(
+                                 f"{n}: " + ",".join(_label(*build) for build in builds)
+                                 for n, builds in DEFAULT_BUILDS.items()) + ")")
     parser.add_argument("--seeds", type=int, default=1, metavar="N",
                         help="placement seeds tried per build, the board's first, until one "
                              "meets timing; the best is kept (default 1)")
@@ -154,21 +177,22 @@ def main(argv=None):
     network = args.network
     builds = args.builds or DEFAULT_BUILDS[network]
     rows, estimate = [], None
-    for board, pe, simd in builds:
+    for board, pe, simd, *host in builds:
+        host = bool(host and host[0])
         command = (f"python benchmarks/binary_tfc.py --network {network} "
-                   f"--builds {board}:{pe}x{simd} --seeds {args.seeds}")
+                   f"--builds {_label(board, pe, simd, host)} --seeds {args.seeds}")
         try:
-            built, estimate = build_rows(network, board, pe, simd, args.build_dir, command,
-                                         args.seeds)
+            built, estimate = build_rows(network, board, pe, simd, host, args.build_dir,
+                                         command, args.seeds)
         except FpganetError as error:     # a build that does not route: its rows go
-            print(f"{board} {pe}x{simd}: {error}", file=sys.stderr, flush=True)
+            print(f"{_label(board, pe, simd, host)}: {error}", file=sys.stderr, flush=True)
             continue
         rows += built
         for r in built:
             print(f"{board:10s} {r.configuration:20s} {r.metric:24s} {r.value:14,.3f} {r.unit} "
                   f"({r.basis})", flush=True)
-    replaced = {(network, board, configuration_of(network, pe, simd))
-                for board, pe, simd in builds}
+    replaced = {(network, board, configuration_of(network, pe, simd, bool(host and host[0])))
+                for board, pe, simd, *host in builds}
     networks = set()
     if estimate is not None:
         networks.add(network)

@@ -1,7 +1,7 @@
-"""The binary network engine as a board core: the host link and the
-:class:`~fpganet.hdl.binary_device.BinaryDevice` of one folded network, whose weights and
-thresholds are in the bitstream (``fpganet synth OUT`` of a directory compiled with
-``--engine binary``)."""
+"""The binary or low-bit network engine as a board core: the host link and the
+:class:`~fpganet.hdl.binary_device.BinaryDevice` of one folded network, whose thresholds are
+in the bitstream and its weights too, or in the weight buffer the host loads (``fpganet synth
+OUT`` of a directory compiled with ``--engine binary`` or ``lowbit``)."""
 
 from fpganet.hdl.binary_device import BinaryDevice
 from fpganet.hdl.hostlink import HostLinkSystem
@@ -12,16 +12,18 @@ from .icebreaker import BAUD
 __all__ = ["binary_core"]
 
 
-def binary_core(folded):
+def binary_core(folded, weights=None):
     """A core factory (``core(config)``, as :data:`fpganet.boards.common.Board.cores` holds)
     for ``folded`` (:class:`~fpganet.codegen.binary.FoldedNetwork`); ``config`` gives the clock
-    and the host link's widths. Its ``macs_per_cycle`` is the engine's MACs a cycle."""
+    and the host link's widths. ``weights``: the weight buffer's factory where the host loads
+    the weights (:class:`~fpganet.hdl.binary_device.BinaryDevice`), else they are in the
+    bitstream. Its ``macs_per_cycle`` is the engine's MACs a cycle."""
     def core(config):
         return HostLinkSystem(config, config.clock_hz, BAUD,
-                              device=lambda c: BinaryDevice(folded, c))
+                              device=lambda c: BinaryDevice(folded, c, weights=weights))
     core.__qualname__ = f"binary_core({folded.pe}x{folded.simd})"
     core.macs_per_cycle = folded.pe * folded.simd
     core.mac_kind = ("binary" if folded.unit == "binary"
                      else f"W{folded.weight_bits}A{folded.input_bits}")
-    core.description = folded.description
+    core.description = folded.description + ("" if weights is None else ", weights loaded")
     return core

@@ -41,7 +41,7 @@ from fpganet.compiler import load_compiled, runtime_requant_mode
 from fpganet.config import AcceleratorConfig, ConfigError
 from fpganet.errors import FpganetError, FpganetWarning
 from fpganet.files import check_output_directory, staged_directory
-from fpganet.hdl.memories import yosys_idle_written
+from fpganet.hdl.memories import WeightBuffer, yosys_idle_written
 
 from . import report as _report
 from .binary import binary_core
@@ -565,12 +565,14 @@ def run(args):
     core_name = next((name for name, factory in board.cores.items() if factory is core),
                      "default core")
     if args.compiled is not None and is_binary_compiled(args.compiled):
-        folded = read_binary_images(args.compiled, load_compiled(args.compiled)).folded
+        images = read_binary_images(args.compiled, load_compiled(args.compiled))
+        folded = images.folded
         if args.core:
             raise FpganetError(f"'{args.compiled}' was compiled for the "
                                f"{ENGINE_NAMES[folded.unit]} (--engine {folded.unit}), which is "
                                f"its core: give no --core")
-        core = binary_core(folded)
+        core = binary_core(folded, (board.weight_buffer or WeightBuffer) if images.host_weights
+                           else None)
         core_name = core.description
     # What build() would refuse before its tools run is refused before the banner: a refusal
     # is the command's only line.

@@ -162,6 +162,9 @@ class Board:
     #: Other configurations the board's file names, ``{name: AcceleratorConfig}``, that
     #: ``fpganet fit`` tries beside the default.
     variants: dict = field(default_factory=dict)
+    #: The weight buffer's factory (``factory(config)``) of its designs whose weights the host
+    #: loads; None: :class:`fpganet.hdl.memories.WeightBuffer` (block RAM).
+    weight_buffer: object = None
 
     @property
     def device(self):

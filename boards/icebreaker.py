@@ -207,4 +207,5 @@ BOARD = Board(
     # The default routed with seed 6 (docs/journal/boards.md, benchmarks/results/boards.json).
     routed_logic=5052,
     variants={"8-MAC": EIGHT_MAC_CONFIG},
+    weight_buffer=SPRAMWeightBuffer,
 )

@@ -16,6 +16,8 @@ import math
 from amaranth import *
 from amaranth.lib import wiring
 
+from fpganet.isa import HostSpace
+
 from .binary_engine import BinaryNetworkEngine
 from .hostport import device_signature
 
@@ -38,15 +40,21 @@ class BinaryDevice(wiring.Component):
     config : AcceleratorConfig
         The host link's configuration (the widths of the host write port).
     addr_width : int, optional
+    weights : callable, optional
+        ``weights(config)``: a weight buffer (:class:`~fpganet.hdl.memories.WeightBuffer` or
+        the iCE40's :class:`~fpganet.hdl.ice40_spram.SPRAMWeightBuffer`) that the host fills
+        with ``folded``'s weight words (WRITEs to space ``WEIGHTS``, a word each) before the
+        first START; its words must be the engine's (``8 * config.weight_word_bytes`` bits).
+        Default: the weights are in the bitstream and host writes are dropped.
 
     Timing: ``busy`` from the cycle after ``start`` until the stamp's last byte is taken;
     ``done`` then stays high until the next ``start``. The stamp counts the cycles from
     ``start`` to the last count byte (:meth:`stamp_cycles` when neither side waits).
     """
 
-    def __init__(self, folded, config, addr_width=None):
-        self.check_fold(folded)
-        self.folded = folded
+    def __init__(self, folded, config, addr_width=None, weights=None):
+        self.check_fold(folded, config if weights is not None else None)
+        self.folded, self.config, self.weights = folded, config, weights
         #: PING's ``design`` (:attr:`~fpganet.codegen.binary.FoldedNetwork.design_id`).
         self.design_id = folded.design_id
         self.input_bytes = -(-folded.layers[0].k * folded.input_bits // 8)
@@ -54,8 +62,20 @@ class BinaryDevice(wiring.Component):
         super().__init__(device_signature(config, addr_width))
 
     @staticmethod
-    def check_fold(folded):
-        """Raise ValueError if the device cannot carry ``folded``."""
+    def check_fold(folded, config=None):
+        """Raise ValueError if the device cannot carry ``folded`` (with ``config``: its weights
+        in that configuration's weight buffer, loaded by the host)."""
+        if config is not None:
+            word = 8 * config.weight_word_bytes
+            if folded.word_bits[0] != word:
+                raise ValueError(f"a weight word of {folded.pe}x{folded.simd} is "
+                                 f"{folded.word_bits[0]} bits; the weight buffer's are {word}: "
+                                 f"pe * simd * weight_bits must be {word}")
+            if len(folded.weight_words) > config.weight_buffer_words:
+                raise ValueError(f"{len(folded.weight_words)} weight words do not fit the "
+                                 f"weight buffer's {config.weight_buffer_words}")
+            if config.weight_read_latency != 1:
+                raise ValueError("the engine reads a weight buffer of one cycle's latency")
         if folded.simd * folded.input_bits % 8:
             raise ValueError(f"simd must be a multiple of {8 // math.gcd(8, folded.input_bits)} "
                              f"for a byte input of {folded.input_bits}-bit elements, not "
@@ -87,13 +107,18 @@ class BinaryDevice(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         folded = self.folded
-        m.submodules.engine = engine = BinaryNetworkEngine(folded)
+        buffer = None if self.weights is None else self.weights(self.config)
+        m.submodules.engine = engine = BinaryNetworkEngine(folded, buffer)
         word_bits = folded.simd * folded.input_bits
         word_bytes = word_bits // 8
         busy, done = Signal(), Signal()
         cycles = Signal(32)
         m.d.comb += [self.host.ready.eq(1), self.busy.eq(busy), self.done.eq(done),
                      self.cycles.eq(cycles)]
+        if buffer is not None:
+            write = self.host.payload
+            m.d.comb += [buffer.wr_addr.eq(write.addr), buffer.wr_data.eq(write.data),
+                         buffer.wr_en.eq(self.host.valid & (write.space == HostSpace.WEIGHTS))]
         with m.If(busy):
             m.d.sync += cycles.eq(cycles + 1)
 

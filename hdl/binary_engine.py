@@ -29,6 +29,12 @@ class BinaryNetworkEngine(wiring.Component):
     ----------
     folded : fpganet.codegen.binary.FoldedNetwork
         The layers' geometry, widths and memory images; its ``unit`` picks the unit.
+    weight_buffer : wiring.Component, optional
+        Where the weights are read from, with the ports and one-cycle read of
+        :class:`fpganet.hdl.memories.WeightBuffer` (``rd_addr``, ``rd_en``, ``rd_data``; its
+        words ``folded``'s weight words), written by its owner before the engine runs (the
+        iCEBreaker's SPRAMs, which a bitstream does not initialize). Default: a memory
+        initialized with the weight words (in the bitstream).
 
     Members
     -------
@@ -52,8 +58,9 @@ class BinaryNetworkEngine(wiring.Component):
     #: Cycles from a last-layer result leaving the unit to ``output.valid``.
     output_latency = 1
 
-    def __init__(self, folded):
+    def __init__(self, folded, weight_buffer=None):
         self.folded = folded
+        self.weight_buffer = weight_buffer
         total = (signed if folded.signed_totals else unsigned)(folded.count_width)
         super().__init__({
             "input": In(stream.Signature(folded.simd * folded.input_bits)),
@@ -106,8 +113,11 @@ class BinaryNetworkEngine(wiring.Component):
 
         beats = table([folded_layer.beats for folded_layer in layers])
         groups = table([folded_layer.groups for folded_layer in layers])
-        m.submodules.weights = weights = Memory(
-            shape=weight_word, depth=len(folded.weight_words), init=folded.weight_words)
+        if self.weight_buffer is None:
+            m.submodules.weights = weights = Memory(
+                shape=weight_word, depth=len(folded.weight_words), init=folded.weight_words)
+        else:
+            m.submodules.weights = weight_read = _BufferReadPort(self.weight_buffer)
         m.submodules.thresholds = thresholds = Memory(
             shape=threshold_word, depth=len(folded.threshold_words), init=folded.threshold_words)
         buffers = []
@@ -115,7 +125,10 @@ class BinaryNetworkEngine(wiring.Component):
             m.submodules[f"buffer{index}"] = buffer = Memory(
                 shape=activation_word, depth=folded.buffer_words, init=[])
             buffers.append(buffer)
-        weight_read, threshold_read = weights.read_port(), thresholds.read_port()
+        if self.weight_buffer is None:
+            weight_read, threshold_read = weights.read_port(), thresholds.read_port()
+        else:
+            threshold_read = thresholds.read_port()
         buffer_reads = [buffer.read_port() for buffer in buffers]
         buffer_writes = [buffer.write_port() for buffer in buffers]
 
@@ -223,4 +236,21 @@ class BinaryNetworkEngine(wiring.Component):
         with m.If(loading):
             m.d.comb += [buffer_writes[0].en.eq(1), buffer_writes[0].addr.eq(load_addr),
                          buffer_writes[0].data.eq(self.input.payload)]
+        return m
+
+
+class _BufferReadPort(Elaboratable):
+    """A weight buffer's read side with a memory read port's names (``addr``, ``en``,
+    ``data``): every copy of its read enable driven from ``en``."""
+
+    def __init__(self, buffer):
+        self.buffer = buffer
+        self.addr, self.en = Signal.like(buffer.rd_addr), Signal()
+        self.data = buffer.rd_data
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.buffer = self.buffer
+        m.d.comb += [self.buffer.rd_addr.eq(self.addr),
+                     self.buffer.rd_en.eq(self.en.replicate(len(self.buffer.rd_en)))]
         return m

@@ -16,9 +16,10 @@ import json
 import numpy as np
 
 from fpganet.hdl.binary_device import BinaryDevice
+from fpganet.hdl.memories import WeightBuffer
 from fpganet.sim.rtl_backend import build_harness
 
-__all__ = ["build_binary_harness", "run_binary_rtl", "model_stamp"]
+__all__ = ["build_binary_harness", "run_binary_rtl", "model_stamp", "harness_memories"]
 
 
 def build_binary_harness(images, config, *, sim=None, driver="cocotb"):
@@ -26,7 +27,9 @@ def build_binary_harness(images, config, *, sim=None, driver="cocotb"):
     (:class:`~fpganet.codegen.binary_images.BinaryImages`); ``config`` gives the host port's
     widths."""
     key = hashlib.sha256(json.dumps([images.layout, images.files()]).encode()).hexdigest()
-    return build_harness(config, sim=sim, driver=driver, device=BinaryDevice(images.folded, config),
+    device = BinaryDevice(images.folded, config,
+                          weights=WeightBuffer if images.host_weights else None)
+    return build_harness(config, sim=sim, driver=driver, device=device,
                          device_key=f"binary-{key}")
 
 
@@ -38,13 +41,22 @@ def run_binary_rtl(images, config, q_in, *, sim=None, driver="cocotb", chunk=200
     outputs, stamps = [], []
     for first in range(0, len(q_in), chunk):
         part = q_in[first:first + chunk]
-        result = build.run({}, images.pack_inputs(part), starts=len(part))
+        result = build.run(harness_memories(images, config), images.pack_inputs(part),
+                           starts=len(part))
         q, stamp = images.unpack_outputs(result.output, len(part))
         outputs.append(q)
         stamps.append(stamp)
         if progress:
             progress(first + len(part), len(q_in))
     return np.concatenate(outputs), np.concatenate(stamps)
+
+
+def harness_memories(images, config):
+    """What the harness loads before the first START: the weight words as the host write
+    port's bytes (``weight_word_bytes`` a word), where the host loads them."""
+    size = config.weight_word_bytes
+    return {space: np.array([list(word.to_bytes(size, "little")) for word in words], np.uint8)
+            for space, words in images.memories.items()}
 
 
 def model_stamp(images, config):

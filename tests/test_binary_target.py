@@ -23,6 +23,8 @@ from fpganet.errors import FpganetError
 from fpganet.files import write_sums
 from fpganet.golden import run_golden
 from fpganet.hdl.binary_device import BinaryDevice
+from fpganet.hdl.memories import WeightBuffer
+from fpganet.isa import HostSpace
 from fpganet.link import BoardLink, load_compiled_job, run_images
 from fpganet.link.simport import SimulatedPort
 from fpganet.link.transport import LinkError
@@ -79,8 +81,12 @@ def test_the_rtl_backend_runs_the_engine_verilog(tmp_path, capsys, unit):
     (["--engine", "lowbit", "--pe", "2", "--simd", "6"],
      "the low-bit engine cannot run 2x6: simd must be a multiple of 8 for a byte input of "
      "1-bit elements, not 6"),
-    (["--pe", "4"], "--pe and --simd fold the binary or low-bit engine: give them with "
-                    "--engine binary or --engine lowbit"),
+    (["--pe", "4"], "--pe, --simd and --host-weights are the binary or low-bit engine's: "
+                    "give them with --engine binary or --engine lowbit"),
+    (["--engine", "lowbit", "--pe", "4", "--simd", "16", "--host-weights", "--board",
+      "icebreaker"],
+     "the low-bit engine cannot run 4x16: a weight word of 4x16 is 128 bits; the weight "
+     "buffer's are 64: pe * simd * weight_bits must be 64"),
     (["--engine", "binary", "--batch", "2"],
      "--batch is the int8 array's program's; the binary engine runs one vector a START "
      "(--engine binary)"),
@@ -233,6 +239,7 @@ def test_board_run_of_a_binary_folder_through_the_link_gateware(tfc_for_the_iceb
     job = load_compiled_job(out)
     net = load_compiled(out)
     images = read_binary_images(out, net)
+    assert job.memories == {}
 
     def board(design):
         port = SimulatedPort(job.config, design=design,
@@ -251,3 +258,34 @@ def test_board_run_of_a_binary_folder_through_the_link_gateware(tfc_for_the_iceb
                                             r"function design [0-9a-f]{8}), not the "):
             run_images(board(held), job.memories, job.encode(q_in[:1]),
                        output_bytes=job.output_bytes, config=job.config, design=wanted)
+
+
+@needs_tfc
+def test_lowbit_weights_loaded_by_the_host_into_the_weight_buffer(tmp_path, capsys):
+    """TFC_2W2A's weights do not fit the UP5K's block RAM; with ``--host-weights`` they go to
+    the configuration's weight buffer (the SPRAMs on the board), a 64-bit word a WRITE before
+    the first image. ``run --backend rtl`` loads them through the host port and equals the
+    golden model, its stamps the device model's; ``board run``'s job carries them, and the
+    real driver loads them through the host link's gateware (amaranth.sim)."""
+    out, inputs = tmp_path / "tfc", tmp_path / "x.npz"
+    assert main(["compile", str(TFC_W2A2), "--engine", "lowbit", "--pe", "2", "--simd", "16",
+                 "--host-weights", "--board", "icebreaker", "-o", str(out)]) == 0
+    assert main(["mnist", "--unit", "--limit", "20", "-o", str(inputs)]) == 0
+    capsys.readouterr()
+    assert main(["run", str(out), "--inputs", str(inputs), "--backend", "rtl"]) == 0
+    printed = capsys.readouterr().out
+    net = load_compiled(out)
+    images = read_binary_images(out, net)
+    assert "all 200 int8 outputs of the rtl backend equal the golden model's" in printed
+    assert f"cycles per image {model_stamp(images, net.config):,}" in printed
+    assert json.loads((out / "manifest.json").read_text())["lowbit_engine"]["weights"] == "host"
+    job = load_compiled_job(out)
+    assert job.memories == {HostSpace.WEIGHTS: list(images.folded.weight_words)}
+    port = SimulatedPort(job.config, design=job.design,
+                         device=lambda config, width: BinaryDevice(images.folded, config, width,
+                                                                   weights=WeightBuffer))
+    x, _ = mnist("all", unit=True)
+    q_in = job.quantize(x[:2])
+    run = run_images(BoardLink(port, timeout=5), job.memories, job.encode(q_in),
+                     output_bytes=job.output_bytes, config=job.config, design=job.design)
+    assert np.array_equal(job.decode(run.outputs), run_golden(net, q_in))

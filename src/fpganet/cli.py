@@ -132,6 +132,11 @@ def _configure_compile(parser):
     parser.add_argument("--simd", type=positive_int, metavar="S",
                         help=f"binary or lowbit engine: inputs a cycle, a multiple of P whose "
                              f"input bits are whole bytes (default {DEFAULT_FOLD[1]})")
+    parser.add_argument("--host-weights", action="store_true",
+                        help="binary or lowbit engine: its weights loaded over the link into "
+                             "the configuration's weight buffer (the iCEBreaker's SPRAMs) "
+                             "instead of held in the bitstream; a weight word, P x S x the "
+                             "weight bits, must be the buffer's")
     parser.add_argument("--board", choices=_board_names(),
                         help="start from the configuration that 'fpganet synth --board B' builds "
                              "(the flags below change it, as they do for synth)")
@@ -198,16 +203,17 @@ def _engine_fold(args):
     """``(unit, pe, simd)`` of ``--engine binary`` or ``lowbit``, or None; the flags that have
     no meaning for the engine chosen are refused."""
     if args.engine == "int8":
-        if args.pe is not None or args.simd is not None:
-            raise FpganetError("--pe and --simd fold the binary or low-bit engine: give them "
-                               "with --engine binary or --engine lowbit")
+        if args.pe is not None or args.simd is not None or args.host_weights:
+            raise FpganetError("--pe, --simd and --host-weights are the binary or low-bit "
+                               "engine's: give them with --engine binary or --engine lowbit")
         return None
     for flag, given in (("--batch", args.batch != 1), ("--images", args.images != 1),
                         ("--no-program", args.no_program), ("--dump-ir", args.dump_ir)):
         if given:
             raise FpganetError(f"{flag} is the int8 array's program's; the {args.engine} engine "
                                f"runs one vector a START (--engine {args.engine})")
-    return (args.engine, args.pe or DEFAULT_FOLD[0], args.simd or DEFAULT_FOLD[1])
+    return (args.engine, args.pe or DEFAULT_FOLD[0], args.simd or DEFAULT_FOLD[1],
+            args.host_weights)
 
 
 @command("compile", help="quantize an ONNX model (or take a fully-int8 TFLite model) into an int8 "

@@ -222,10 +222,11 @@ def compile_model(model=None, calib=None, out_dir=None, *, config=None, method=N
         its golden model's arg-max agrees with the model's own runtime on fewer than this
         share of the ``calib`` inputs; the share is in ``net.calibration["agreement"]``.
     engine : tuple, optional
-        ``(unit, pe, simd)``: with ``out_dir``, write the images of the engine in logic cells
-        (:mod:`fpganet.codegen.binary_images`; ``unit`` ``binary`` for a chain of binary dense
-        layers, ``lowbit`` for 2-4-bit ones) folded so, instead of the int8 array's program; a
-        network the unit cannot run is refused.
+        ``(unit, pe, simd[, host_weights])``: with ``out_dir``, write the images of the engine
+        in logic cells (:mod:`fpganet.codegen.binary_images`; ``unit`` ``binary`` for a chain
+        of binary dense layers, ``lowbit`` for 2-4-bit ones) folded so, its weights loaded by
+        the host where ``host_weights``, instead of the int8 array's program; a network the
+        unit cannot run is refused.
 
     Returns
     -------
@@ -442,8 +443,8 @@ def write_compiled(net, out_dir, program=True, n_images=1, batch=1, inputs=(), d
     """
     images, extra = None, None
     if engine is not None:
-        unit, pe, simd = engine
-        images = build_binary_images(net, pe, simd, unit)
+        unit, pe, simd, *host_weights = engine
+        images = build_binary_images(net, pe, simd, unit, *host_weights)
         extra = {unit_files(unit)[0]: images.layout}
     elif program:
         images = build_images(net, n_images, batch=batch, dump=dump_ir)

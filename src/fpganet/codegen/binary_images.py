@@ -32,6 +32,7 @@ import numpy as np
 
 from ..errors import FpganetError
 from ..files import verify_directory
+from ..isa import HostSpace
 from ..hdl.binary_device import COUNT_BYTES, STAMP_BYTES, BinaryDevice
 from ..ops import xnor_popcount
 from .binary import ENGINE_NAMES, UNITS, fold_network, input_bits, lower_binary_network, unpack_fields
@@ -72,12 +73,22 @@ class BinaryImages:
         The network's output shape (after any trailing reshape).
     mode : str
         The network's requantization mode (the last layer's, when its output is a count).
+    host_weights : bool
+        The weights are loaded by the host into the configuration's weight buffer before the
+        first image (:attr:`memories`), not in the bitstream.
     """
 
     layers: list
     folded: object
     output_shape: tuple
     mode: str
+    host_weights: bool = False
+
+    @property
+    def memories(self):
+        """What the host writes before the first image: ``{HostSpace.WEIGHTS: words}`` where
+        the weights are loaded, else nothing."""
+        return {HostSpace.WEIGHTS: list(self.folded.weight_words)} if self.host_weights else {}
 
     @property
     def input_bytes(self):
@@ -99,6 +110,7 @@ class BinaryImages:
             "count_width": folded.count_width,
             **({} if binary else {"weight_bits": folded.weight_bits,
                                   "input_bits": folded.input_bits, "levels": folded.levels}),
+            **({"weights": "host"} if self.host_weights else {}),
             "weight_words": len(folded.weight_words),
             "threshold_words": len(folded.threshold_words),
             "buffer_words": folded.buffer_words,
@@ -159,9 +171,11 @@ class BinaryImages:
         return self.layers[-1].codes(totals, self.mode).reshape(len(totals), *self.output_shape)
 
 
-def build_binary_images(net, pe, simd, unit="binary"):
+def build_binary_images(net, pe, simd, unit="binary", host_weights=False):
     """``net`` (:class:`~fpganet.qnet.QNetwork`, a chain of binary dense layers, or of low-bit
-    ones for ``unit="lowbit"``) folded ``pe`` x ``simd`` for the engine.
+    ones for ``unit="lowbit"``) folded ``pe`` x ``simd`` for the engine; with
+    ``host_weights``, its weights loaded by the host into the weight buffer of ``net``'s
+    configuration (whose words they must fill exactly).
 
     Raises
     ------
@@ -180,10 +194,11 @@ def build_binary_images(net, pe, simd, unit="binary"):
         raise FpganetError(f"not a network for the {engine}: {error}") from None
     folded = fold_network(layers, pe, simd)
     try:
-        BinaryDevice.check_fold(folded)
+        BinaryDevice.check_fold(folded, net.config if host_weights else None)
     except ValueError as error:
         raise FpganetError(f"the {engine} cannot run {pe}x{simd}: {error}") from None
-    return BinaryImages(layers, folded, tuple(net.output_shape), net.config.requant_mode)
+    return BinaryImages(layers, folded, tuple(net.output_shape), net.config.requant_mode,
+                        host_weights)
 
 
 def is_binary_compiled(directory):
@@ -230,7 +245,7 @@ def read_binary_images(directory, net):
     except (KeyError, TypeError, ValueError):
         raise FpganetError(f"the {name} section of '{directory}/{_MANIFEST}' has no "
                            f"valid pe and simd: compile it again") from None
-    images = build_binary_images(net, pe, simd, unit)
+    images = build_binary_images(net, pe, simd, unit, section.get("weights") == "host")
     for file, text in images.files().items():
         if Path(directory, file).read_text() != text:
             raise FpganetError(f"'{os.path.join(directory, file)}' is not network.npz folded "

@@ -49,7 +49,8 @@ class BinaryWorkload(Workload):
 
     binary_weight_bits: int = 0
     weight_text: str = "binary weights (one bit each, in the bitstream)"
-    setup_bytes = 0
+    #: Bytes the host loads once (the weight words, where it loads them).
+    setup_bytes: int = 0
 
     @classmethod
     def of(cls, net, images):
@@ -61,9 +62,9 @@ class BinaryWorkload(Workload):
                       "input_bytes": images.input_bytes, "output_bytes": images.output_bytes,
                       "binary_weight_bits": sum(layer.k * layer.m * layer.field_bits
                                                 for layer in images.layers),
-                      **({} if images.folded.unit == "binary" else {
-                          "weight_text": f"{images.folded.weight_bits}-bit weights (in the "
-                                         f"bitstream)"})})
+                      "setup_bytes": sum(len(words) * _word_bytes(images)
+                                         for words in images.memories.values()),
+                      "weight_text": _weight_text(images)})
 
     @property
     def weight_bytes(self):
@@ -72,6 +73,18 @@ class BinaryWorkload(Workload):
     @property
     def weights_fit_on_chip(self):
         return True
+
+
+def _word_bytes(images):
+    """Bytes of one weight word of ``images`` on the link."""
+    return -(-images.folded.word_bits[0] // 8)
+
+
+def _weight_text(images):
+    where = "loaded over the link" if images.host_weights else "in the bitstream"
+    if images.folded.unit == "binary":
+        return f"binary weights (one bit each, {where})"
+    return f"{images.folded.weight_bits}-bit weights ({where})"
 
 
 def binary_estimate(net, images, *, board, board_report, clock_hz=None, link=None,

@@ -67,10 +67,11 @@ def load_compiled_job(out_dir):
 
 
 def _binary_job(images, common):
-    """The job of a directory compiled for the binary engine: nothing to load (the weights
-    are in the bitstream, whose PING names them), one image a START, the input as bits and
-    the last layer's counts out."""
-    return CompiledJob(**common, memories={}, input_bytes=images.input_bytes,
+    """The job of a directory compiled for the binary or low-bit engine: the weights to load
+    where the host loads them, else nothing (they are in the bitstream, whose PING names
+    them), one image a START, the input packed at its width and the last layer's totals
+    out."""
+    return CompiledJob(**common, memories=images.memories, input_bytes=images.input_bytes,
                        output_bytes=images.output_bytes, batch=1,
                        output_shape=images.output_shape, design=images.folded.design_id,
                        encode=lambda q: [images.pack_inputs(image[None]) for image in q],
