@@ -16,7 +16,11 @@ from test_lowbit_layers import TFC_W2A2
 
 from fpganet.backends import run_network
 from fpganet.cli import main
-from fpganet.codegen.binary_images import THRESHOLDS, WEIGHTS, read_binary_images
+from fpganet.boards.binary import binary_core
+from fpganet.boards.build import Refused, check_buildable
+from fpganet.boards.icebreaker import BOARD as ICEBREAKER
+from fpganet.codegen.binary_images import THRESHOLDS, WEIGHTS, build_binary_images, \
+    read_binary_images
 from fpganet.compiler import compile_model, load_compiled
 from fpganet.datasets import mnist
 from fpganet.errors import FpganetError
@@ -289,3 +293,18 @@ def test_lowbit_weights_loaded_by_the_host_into_the_weight_buffer(tmp_path, caps
     run = run_images(BoardLink(port, timeout=5), job.memories, job.encode(q_in),
                      output_bytes=job.output_bytes, config=job.config, design=job.design)
     assert np.array_equal(job.decode(run.outputs), run_golden(net, q_in))
+
+
+@needs_tfc
+def test_the_icebreaker_holds_tfc_w2a2_only_with_its_weights_in_spram():
+    """Before any tool runs: in block RAM the weights need more than the UP5K's 30 EBR; in the
+    SPRAM weight buffer the design needs all four SPRAMs and fewer EBR than the chip has."""
+    net = compile_model(TFC_W2A2, config=ICEBREAKER.default_config,
+                        engine=("lowbit", 2, 16, True))
+    folded = build_binary_images(net, 2, 16, "lowbit", host_weights=True).folded
+    with pytest.raises(Refused, match=r"the design needs \d+ EBR, the device has 30"):
+        check_buildable(ICEBREAKER, net.config, binary_core(folded))
+    needs = check_buildable(ICEBREAKER, net.config,
+                            binary_core(folded, ICEBREAKER.weight_buffer))
+    used = {need.name: need.used for need in needs.exact}
+    assert used["SPRAM"] == 4 and used["EBR"] <= 30
