@@ -36,10 +36,9 @@ def test_tfc_w1a1_engine_verilog_equals_the_binary_layers(sim, ready_stalls):
     assert result.passed == ["vectors_equal_the_binary_layers"]
 
 
-@pytest.mark.parametrize("index, unit", [(0, "lowbit"), (2, "lowbit"), (7, "binary")])
-def test_random_networks_of_the_engine_fuzz(index, unit):
-    """Cases of ``fpganet fuzz --engines``: W4A4 on a 1x8 fold, W4A2 on 4x12 (words of 24
-    bits, two's complement totals) under back-pressure, binary on 2x24."""
-    case = engine_case(1, index)
-    assert case.folded.unit == unit
-    check_case(case, ready_stalls=0.4 if index % 2 == 0 and index else 0.0)
+def test_a_random_network_of_the_engine_fuzz():
+    """A case of ``fpganet fuzz --engines`` (``make fuzz`` runs more): W4A2 on a 4x12 fold,
+    words of 24 bits, two's complement totals, under back-pressure."""
+    case = engine_case(1, 2)
+    assert case.folded.unit == "lowbit" and case.folded.input_bits == 2
+    check_case(case, ready_stalls=0.4)
