@@ -23,11 +23,13 @@ Usage::
 """
 
 import argparse
+import functools
 import json
 import sys
 import tempfile
 from pathlib import Path
 
+from fpganet.argtypes import positive_int
 from fpganet.boards.binary import binary_core
 from fpganet.boards.build import BOARDS, build
 from fpganet.codegen.binary_images import build_binary_images, read_binary_images
@@ -76,6 +78,7 @@ def _label(board, pe, simd, host=False):
     return f"{board}:{pe}x{simd}" + (":host" if host else "")
 
 
+@functools.cache
 def configuration_of(network, pe, simd, host=False):
     """The rows' configuration of ``network`` folded ``pe`` x ``simd``: its engine's
     description (and where its weights are, when the host loads them)."""
@@ -168,7 +171,7 @@ def main(argv=None):
                              "(default: the network's, " + "; ".join(
                                  f"{n}: " + ",".join(_label(*build) for build in builds)
                                  for n, builds in DEFAULT_BUILDS.items()) + ")")
-    parser.add_argument("--seeds", type=int, default=1, metavar="N",
+    parser.add_argument("--seeds", type=positive_int, default=1, metavar="N",
                         help="placement seeds tried per build, the board's first, until one "
                              "meets timing; the best is kept (default 1)")
     parser.add_argument("--build-dir", default=str(ROOT / "build/synth-binary"))

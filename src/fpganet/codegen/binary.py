@@ -58,11 +58,11 @@ class LoweredDense:
 
     @property
     def k(self):
-        return self.weight_fields().shape[1]
+        return self.source.weight_matrix.shape[1]
 
     @property
     def m(self):
-        return self.weight_fields().shape[0]
+        return self.source.weight_matrix.shape[0]
 
     def weight_fields(self):
         """int64 [M, K]: each weight's field in the engine's words (``field_bits`` bits; its
@@ -91,6 +91,13 @@ class LoweredDense:
         if self.threshold_rows() is not None:
             return (self.outputs(totals).astype(np.int64) + self.source.lo).astype(np.int8)
         return codes_of_counts(self, totals, mode)
+
+    def run(self, inputs, mode="fpganet"):
+        """The layer's output for input elements [N, K]: the next layer's elements [N, M]
+        (:meth:`outputs`), or without thresholds its int8 codes [N, M] (:meth:`codes`)."""
+        totals = self.totals(inputs)
+        return self.outputs(totals) if self.threshold_rows() is not None else \
+            self.codes(totals, mode)
 
 
 @dataclass(frozen=True)
@@ -252,10 +259,7 @@ def run_binary(layer, bits, mode="fpganet"):
     """``layer``'s output for input bits [N, K]: bits [N, M] (``count >= threshold``), or
     with no thresholds the int8 codes [N, M] of its source's requantization of
     ``count + offset``."""
-    counts = xnor_popcount(bits, layer.weight_bits)
-    if layer.thresholds is not None:
-        return (counts >= layer.thresholds[None, :]).astype(np.uint8)
-    return codes_of_counts(layer, counts, mode)
+    return layer.run(bits, mode)
 
 
 def codes_of_counts(layer, counts, mode="fpganet"):

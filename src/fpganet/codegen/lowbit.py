@@ -187,8 +187,7 @@ def input_digits(layers, q_in):
 def run_lowbit(layer, digits, mode="fpganet"):
     """``layer``'s output for input digits [N, K]: output digits [N, M] (uint8, ``code -
     lo``), or with no thresholds the int8 codes [N, M] of its source's requantization."""
-    s = layer.totals(digits)
-    return layer.outputs(s) if layer.thresholds is not None else layer.codes(s, mode)
+    return layer.run(digits, mode)
 
 
 def run_lowbit_network(layers, q_in, mode="fpganet"):
