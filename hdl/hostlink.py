@@ -52,10 +52,11 @@ from .executor import CommandExecutor
 from .hostport import connect_device, device_signature, host_addr_width, host_write_layout
 from .linkfifo import OutputFIFO, PacketFIFO, check_int
 from .replier import Replier
+from .spi_target import SPITarget
 from .uart import UARTReceiver, UARTTransmitter, uart_divisor
 
 __all__ = ["host_addr_width", "host_write_layout", "device_signature", "connect_device",
-           "PacketFIFO", "OutputFIFO", "HostLinkCore", "HostLink", "HostLinkSystem",
+           "PacketFIFO", "OutputFIFO", "HostLinkCore", "HostLink", "SPIHostLink", "HostLinkSystem",
            "DEFAULT_TIMEOUT_S", "MIN_TIMEOUT_CYCLES", "status_layout"]
 
 #: Default inter-byte timeout of the frame parser.
@@ -64,6 +65,9 @@ DEFAULT_TIMEOUT_S = 0.010
 #: counter ring in :class:`~fpganet.hdl.replier.Replier`), and a frame cut short right after
 #: it must not come sooner.
 MIN_TIMEOUT_CYCLES = 16
+#: Fewest bytes the SPI link queues for the frame parser: a START behind a READ_OUTPUT that
+#: waits for the accelerator (:func:`fpganet.link.runner.run_images` sends them together).
+SPI_MIN_RX_DEPTH = 8
 
 
 def status_layout():
@@ -102,6 +106,9 @@ class HostLinkCore(wiring.Component):
     design : int
         PING's ``design`` (:attr:`~fpganet.link.protocol.DeviceInfo.design`): 0 for the int8
         accelerator, else the id of the fixed-function device behind the link.
+    links : int
+        PING's ``links``: the :attr:`~fpganet.link.protocol.DeviceInfo.LINK_UART` and
+        ``LINK_SPI`` bits of the links in front of this core.
 
     Members
     -------
@@ -129,7 +136,7 @@ class HostLinkCore(wiring.Component):
 
     def __init__(self, config, clock_hz, baud, *, addr_width=None, input_depth=2048,
                  output_depth=512, max_write_bytes=512, timeout_cycles=None,
-                 design=DeviceInfo.INT8_ACCELERATOR):
+                 design=DeviceInfo.INT8_ACCELERATOR, links=DeviceInfo.LINK_UART):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         if isinstance(clock_hz, bool) or not isinstance(clock_hz, (int, float)) or clock_hz <= 0:
@@ -146,6 +153,7 @@ class HostLinkCore(wiring.Component):
             timeout_cycles = max(MIN_TIMEOUT_CYCLES, round(clock_hz * DEFAULT_TIMEOUT_S))
         check_int("timeout_cycles", timeout_cycles, MIN_TIMEOUT_CYCLES, (1 << 32) - 1)
         check_int("design", design, 0, (1 << 32) - 1)
+        check_int("links", links, 1, 0xFF)
 
         self.config = config
         self.clock_hz = clock_hz
@@ -168,7 +176,8 @@ class HostLinkCore(wiring.Component):
             program_words=config.program_words, host_data_width=config.host_data_width,
             addr_width=addr_width, input_depth=input_depth, output_depth=output_depth,
             max_write_bytes=max_write_bytes, clock_hz=round(clock_hz), baud=round(baud),
-            timeout_cycles=timeout_cycles, banking=DeviceInfo.banking_of(config), design=design)
+            timeout_cycles=timeout_cycles, banking=DeviceInfo.banking_of(config), design=design,
+            links=links)
         super().__init__({
             "rx": In(stream.Signature(8)),
             "tx": Out(stream.Signature(8)),
@@ -323,49 +332,133 @@ class HostLink(wiring.Component):
         return m
 
 
+class SPIHostLink(wiring.Component):
+    """The host link on SPI pins: :class:`HostLinkCore` behind an
+    :class:`~fpganet.hdl.spi_target.SPITarget` (the wire format of
+    :mod:`fpganet.link.spi_wire`).
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+    clock_hz : int or float
+        Clock of domain ``sync``.
+    sck_hz : int or float
+        The fastest SCK the build is timed for (reported by PING as the line rate); SCK
+        clocks the target itself, so it does not depend on ``clock_hz``.
+    rx_depth, tx_depth : int
+        The target's queues (:class:`~fpganet.hdl.spi_target.SPITarget`); ``rx_depth`` is at
+        least :data:`SPI_MIN_RX_DEPTH`, what the host may send behind a waiting READ_OUTPUT.
+    **options
+        ``addr_width``, ``input_depth``, ``output_depth``, ``max_write_bytes``,
+        ``timeout_cycles``, ``design`` of :class:`HostLinkCore`.
+
+    Members
+    -------
+    sck, cs_n, mosi : In(1)
+    miso, miso_oe : Out(1)
+        The SPI pins (:class:`~fpganet.hdl.spi_target.SPITarget`).
+    device : In(device_signature(config, addr_width))
+    status : Out(status_layout())
+        As :class:`HostLink`.
+    """
+
+    def __init__(self, config, clock_hz, sck_hz, *, rx_depth=16, tx_depth=16, **options):
+        if isinstance(sck_hz, bool) or not isinstance(sck_hz, (int, float)) or sck_hz <= 0:
+            raise ValueError(f"sck_hz must be a positive number, not {sck_hz!r}")
+        check_int("rx_depth", rx_depth, SPI_MIN_RX_DEPTH, 1 << 15)
+        self.target = SPITarget(rx_depth=rx_depth, tx_depth=tx_depth)
+        self.core = HostLinkCore(config, clock_hz, sck_hz, links=DeviceInfo.LINK_SPI, **options)
+        self.config = config
+        self.clock_hz = clock_hz
+        self.sck_hz = sck_hz
+        super().__init__({
+            "sck": In(1),
+            "cs_n": In(1, init=1),
+            "mosi": In(1),
+            "miso": Out(1),
+            "miso_oe": Out(1),
+            "device": In(device_signature(config, self.core.addr_width)),
+            "status": Out(status_layout()),
+        })
+
+    @property
+    def info(self):
+        return self.core.info
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.core = core = self.core
+        m.submodules.target = target = self.target
+        wiring.connect(m, target.rx, core.rx)
+        wiring.connect(m, core.tx, target.tx)
+        wiring.connect(m, wiring.flipped(self.device), core.device)
+        m.d.comb += [
+            target.sck.eq(self.sck), target.cs_n.eq(self.cs_n), target.mosi.eq(self.mosi),
+            self.miso.eq(target.miso), self.miso_oe.eq(target.miso_oe),
+            core.overrun.eq(target.overrun),
+            self.status.eq(core.status),
+        ]
+        return m
+
+
 class HostLinkSystem(wiring.Component):
-    """A :class:`HostLink` and its device: a complete design with UART pins only.
+    """A host link and its device: a complete design whose only ports are the link's pins.
 
     Parameters
     ----------
     config : AcceleratorConfig
     clock_hz, baud
-        As :class:`HostLink`.
+        As :class:`HostLink`; on the SPI link ``baud`` is its ``sck_hz``.
     device : callable
         ``device(config)`` returns the device: the accelerator (``device=Accelerator``) or
         ``fpganet.sim.standin_device.StandInDevice``. The link takes its address width from
         the device's ``host`` port, and PING's ``design`` from its ``design_id`` if it has one.
+    link : str
+        ``"uart"`` (:class:`HostLink`) or ``"spi"`` (:class:`SPIHostLink`).
     **options
-        Passed to :class:`HostLink`.
+        Passed to the link.
 
     Members
     -------
     rx : In(1)
     tx : Out(1)
+        The UART pins (``link="uart"``).
+    sck, cs_n, mosi : In(1)
+    miso, miso_oe : Out(1)
+        The SPI pins (``link="spi"``).
     status : Out(8)
         For LEDs: bit 0 busy, bit 1 done since the last START, bit 2 the last reply was an
         ERROR.
     """
 
-    def __init__(self, config, clock_hz, baud, *, device, **options):
+    LINKS = {"uart": HostLink, "spi": SPIHostLink}
+
+    def __init__(self, config, clock_hz, baud, *, device, link="uart", **options):
         if not callable(device):
             raise TypeError(f"device must be a callable taking the configuration, not {device!r}")
+        if link not in self.LINKS:
+            raise ValueError(f"link must be one of {', '.join(self.LINKS)}, not {link!r}")
         self.device = device(config)
         addr_width = len(self.device.host.payload.addr)
         # A fixed-function device names itself in PING (the int8 accelerator has no id).
         options.setdefault("design", getattr(self.device, "design_id",
                                              DeviceInfo.INT8_ACCELERATOR))
-        self.link = HostLink(config, clock_hz, baud, addr_width=addr_width, **options)
-        super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "status": Out(8)})
+        self.link_name = link
+        self.link = self.LINKS[link](config, clock_hz, baud, addr_width=addr_width, **options)
+        pins = ({"rx": In(1, init=1), "tx": Out(1, init=1)} if link == "uart" else
+                {"sck": In(1), "cs_n": In(1, init=1), "mosi": In(1), "miso": Out(1),
+                 "miso_oe": Out(1)})
+        super().__init__({**pins, "status": Out(8)})
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.link = link = self.link
         m.submodules.device = device = self.device
         connect_device(m, link, device)
-        m.d.comb += [
-            link.rx.eq(self.rx),
-            self.tx.eq(link.tx),
-            self.status.eq(link.status.as_value()),
-        ]
+        if self.link_name == "uart":
+            m.d.comb += [link.rx.eq(self.rx), self.tx.eq(link.tx)]
+        else:
+            m.d.comb += [link.sck.eq(self.sck), link.cs_n.eq(self.cs_n), link.mosi.eq(self.mosi),
+                         self.miso.eq(link.miso), self.miso_oe.eq(link.miso_oe)]
+        m.d.comb += self.status.eq(link.status.as_value())
         return m

@@ -191,6 +191,7 @@ class DeviceInfo(_Packed):
     timeout_cycles: int = _f("I")   # inter-byte timeout of the frame parser
     banking: int = _f("B")          # act_bank_factor; fused_max_pool, pair_products in bits 6, 7
     design: int = _f("I")           # sent by a fixed-function design only (see below)
+    links: int = _f("B")            # LINK_* bits: the links the bitstream carries (below)
 
     #: ``design`` of the int8 accelerator, which runs any network compiled for its
     #: configuration. Any other value identifies one network's fixed-function design, its
@@ -198,18 +199,36 @@ class DeviceInfo(_Packed):
     #: The int8 accelerator does not send the field (its reply is as it always was, a board
     #: built before the field answers alike); a reply without it reads as this value.
     INT8_ACCELERATOR = 0
+    #: ``links`` bits. A board that sends no ``links`` carries the UART alone (every board
+    #: built before the SPI link).
+    LINK_UART = 1
+    LINK_SPI = 2
+    LINK_NAMES = {"uart": LINK_UART, "spi": LINK_SPI}
 
     @classmethod
     def unpack(cls, payload):
-        """A reply with every field, or without ``design`` (the int8 accelerator's)."""
-        if len(payload) == cls.size() - 4:
-            payload = bytes(payload) + bytes(4)
+        """A reply with every field, or without ``links`` (a UART-only board), or without
+        ``design`` and ``links`` (the int8 accelerator's on a UART-only board)."""
+        missing = cls.size() - len(payload)
+        if missing == 5:
+            payload = bytes(payload) + bytes(4) + bytes([cls.LINK_UART])
+        elif missing == 1:
+            payload = bytes(payload) + bytes([cls.LINK_UART])
         return super().unpack(payload)
 
     def pack(self):
-        """The reply's bytes: without ``design`` where it is the int8 accelerator's."""
+        """The reply's bytes: the fields a UART-only board sent before ``links`` existed, as
+        it sent them (without ``design`` where it is the int8 accelerator's); every field
+        otherwise."""
         data = super().pack()
-        return data[:-4] if self.design == self.INT8_ACCELERATOR else data
+        if self.links != self.LINK_UART:
+            return data
+        return data[:-5] if self.design == self.INT8_ACCELERATOR else data[:-1]
+
+    @property
+    def link_names(self):
+        """The links the bitstream carries, by name."""
+        return [name for name, bit in self.LINK_NAMES.items() if self.links & bit]
 
     #: Configuration fields a compiled network must match exactly. ``result_queue_rows`` is
     #: not among them: a network's program and numerics are the same with any queue (only its

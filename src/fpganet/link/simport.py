@@ -128,3 +128,74 @@ class SimulatedPort:
 
     def close(self):
         pass
+
+
+class SimulatedSPIBus:
+    """An SPI bus whose target is the SPI host link's gateware, simulated with amaranth.sim.
+
+    ``exchange(mosi)`` drives the pins bit by bit (:func:`fpganet.sim.spi_host.spi_exchange`)
+    at ``sck_hz``, then lets ``gap_s`` pass (the host's time between transactions); put it
+    behind :class:`fpganet.link.spi.SPIPort`. It is the real gateware
+    (:class:`~fpganet.hdl.hostlink.SPIHostLink` and a device), not a model of it.
+
+    Parameters
+    ----------
+    config, device, clock_hz
+        As :class:`SimulatedPort`.
+    sck_hz : float
+        SPI clock (default three times ``clock_hz``: faster than the design's clock).
+    gap_s : float
+        Simulated time between transactions.
+    **options
+        Passed to :class:`~fpganet.hdl.hostlink.SPIHostLink` (``timeout_cycles`` defaults to
+        2,000).
+    """
+
+    def __init__(self, config=None, *, device=None, clock_hz=1e6, sck_hz=None, gap_s=0.0,
+                 **options):
+        from fpganet.hdl.hostlink import SPIHostLink, connect_device
+        from fpganet.sim.standin_device import StandInDevice
+
+        config = config or AcceleratorConfig()
+        options.setdefault("timeout_cycles", 2000)
+        self.sck_hz = sck_hz or 3 * clock_hz
+        self.link = SPIHostLink(config, clock_hz, self.sck_hz, **options)
+        device = device or (lambda config, addr_width: StandInDevice(config, addr_width))
+        self.device = device(config, self.link.core.addr_width)
+        m = Module()
+        m.submodules.link = self.link
+        m.submodules.device = self.device
+        connect_device(m, self.link, self.device)
+        self.clock_hz = clock_hz
+        self.gap_s = gap_s
+        self._time = 0.0
+        self._mosi = None
+        self._miso = None
+        self._sim = Simulator(m)
+        self._sim.add_clock(1 / clock_hz)
+        self._sim.add_testbench(self._host, background=True)
+
+    async def _host(self, ctx):
+        # Imported here: the testbench helpers only with the simulation.
+        from fpganet.sim.spi_host import spi_exchange
+        while True:
+            if self._mosi is None:
+                await ctx.tick()
+                continue
+            self._miso = await spi_exchange(ctx, self.link, self._mosi, 1 / self.sck_hz)
+            self._mosi = None
+
+    def exchange(self, mosi):
+        self._mosi = bytes(mosi)
+        self._miso = None
+        step = 64 / self.clock_hz
+        while self._miso is None:
+            self._time += step
+            self._sim.run_until(self._time)
+        if self.gap_s:
+            self.idle(self.gap_s)
+        return self._miso
+
+    def idle(self, seconds):
+        self._time += seconds
+        self._sim.run_until(self._time)
