@@ -101,7 +101,8 @@ class CommandExecutor(wiring.Component):
     Latency: a request is judged in the cycle of its last CRC byte, executes in the next
     one and asks for its reply one cycle after that, except WRITE (after its words), a
     READ_OUTPUT with a ``wait_for`` count (when the output bytes are there, the device
-    stops, or the timeout passes) and FLUSH (after the output FIFO is empty). A frame that
+    stops, or the timeout passes), a START with its byte (when the device stops, starting
+    it, or at the timeout, BUSY) and FLUSH (after the output FIFO is empty). A frame that
     the deframer aborts is answered from the next cycle. Payload bytes are taken every
     cycle: no back-pressure towards the deframer.
     """
@@ -185,6 +186,7 @@ class CommandExecutor(wiring.Component):
         f["max_count"], f["max_high"] = Signal(count_width), Signal()
         f["wait_for"] = Signal(count_width)
         f["wait_high"] = Signal()
+        f["start_wait"] = Signal()
         # The output FIFO holds at least wait_for bytes.
         f["enough"] = ~f["wait_high"] & (self.output_level >= f["wait_for"])
 
@@ -231,9 +233,11 @@ class CommandExecutor(wiring.Component):
         frame_type, length = self.frame_type, self.header_length
         type_length_ok = Signal()
         with m.Switch(frame_type):
-            for command in (Command.PING, Command.STATUS, Command.START, Command.FLUSH):
+            for command in (Command.PING, Command.STATUS, Command.FLUSH):
                 with m.Case(int(command)):
                     m.d.comb += type_length_ok.eq(length == 0)
+            with m.Case(int(Command.START)):
+                m.d.comb += type_length_ok.eq(at_most(length, 1))
             with m.Case(int(Command.WRITE)):
                 m.d.comb += type_length_ok.eq(~at_most(length, 4) &
                                               at_most(length, 4 + self.max_write_bytes))
@@ -251,6 +255,9 @@ class CommandExecutor(wiring.Component):
                 f["input_payload"].eq(is_input & type_length_ok & fits),
                 f["address_high"].eq(0), f["word_byte"].eq(0), f["words"].eq(0),
                 f["max_high"].eq(0), f["wait_for"].eq(0), f["wait_high"].eq(0),
+                # A START with its byte waits while the device runs (READ_OUTPUT's lengths
+                # are even: the flag is clear for it).
+                f["start_wait"].eq(length[0]),
             ]
         # The deframer's payload_valid ends with the payload: input_payload may stay set.
         m.d.comb += self.input_write.eq(f["input_payload"] & self.payload_valid)
@@ -296,7 +303,7 @@ class CommandExecutor(wiring.Component):
             m.d.comb += verdict.eq(ErrorCode.BAD_LENGTH)
         with m.Elif(is_write & ~f["address_ok"]):
             m.d.comb += verdict.eq(ErrorCode.BAD_ADDRESS)
-        with m.Elif(self.busy & (is_write | (command == Command.START) |
+        with m.Elif(self.busy & (is_write | ((command == Command.START) & ~f["start_wait"]) |
                                  (command == Command.FLUSH))):
             m.d.comb += verdict.eq(ErrorCode.BUSY)
         with m.Elif((command == Command.SEND_INPUT) & f["no_space"]):
@@ -365,7 +372,10 @@ class CommandExecutor(wiring.Component):
                             m.d.sync += [stage_addr.eq(5), word.eq(0),
                                          state.eq(_State.WRITE_READ)]
                         with m.Case(int(Command.START)):
-                            m.d.sync += [self.start.eq(1), self.done_seen.eq(0)]
+                            with m.If(f["start_wait"]):
+                                m.d.sync += state.eq(_State.WAIT_OUTPUT)
+                            with m.Else():
+                                m.d.sync += [self.start.eq(1), self.done_seen.eq(0)]
                         with m.Case(int(Command.SEND_INPUT)):
                             m.d.comb += self.input_commit.eq(1)
                         with m.Case(int(Command.READ_OUTPUT)):
@@ -395,7 +405,14 @@ class CommandExecutor(wiring.Component):
                     with m.Else():
                         m.d.sync += state.eq(_State.WRITE_READ)
             with m.Case(_State.WAIT_OUTPUT):
-                with m.If(f["enough"] | ~self.busy | self.timed_out):
+                with m.If(f["start_wait"]):
+                    # START with its byte: start when the device stops; BUSY at the timeout.
+                    with m.If(~self.busy):
+                        m.d.sync += [self.start.eq(1), self.done_seen.eq(0),
+                                     state.eq(_State.REPLY)]
+                    with m.Elif(self.timed_out):
+                        m.d.sync += [error_code.eq(ErrorCode.BUSY), state.eq(_State.REPLY)]
+                with m.Elif(f["enough"] | ~self.busy | self.timed_out):
                     # The reply's length is the smaller of level and max: max takes wait_for's
                     # place, and the same comparison decides it (see reply.payload.length).
                     m.d.sync += [f["wait_for"].eq(f["max_count"]),

@@ -65,9 +65,6 @@ DEFAULT_TIMEOUT_S = 0.010
 #: counter ring in :class:`~fpganet.hdl.replier.Replier`), and a frame cut short right after
 #: it must not come sooner.
 MIN_TIMEOUT_CYCLES = 16
-#: Fewest bytes the SPI link queues for the frame parser: a START behind a READ_OUTPUT that
-#: waits for the accelerator (:func:`fpganet.link.runner.run_images` sends them together).
-SPI_MIN_RX_DEPTH = 8
 
 
 def status_layout():
@@ -343,11 +340,8 @@ class SPIHostLink(wiring.Component):
     clock_hz : int or float
         Clock of domain ``sync``.
     sck_hz : int or float
-        The fastest SCK the build is timed for (reported by PING as the line rate); SCK
-        clocks the target itself, so it does not depend on ``clock_hz``.
-    rx_depth, tx_depth : int
-        The target's queues (:class:`~fpganet.hdl.spi_target.SPITarget`); ``rx_depth`` is at
-        least :data:`SPI_MIN_RX_DEPTH`, what the host may send behind a waiting READ_OUTPUT.
+        The fastest SCK the build is timed for (reported by PING as the line rate); at most
+        twice ``clock_hz`` (:class:`~fpganet.hdl.spi_target.SPITarget`).
     **options
         ``addr_width``, ``input_depth``, ``output_depth``, ``max_write_bytes``,
         ``timeout_cycles``, ``design`` of :class:`HostLinkCore`.
@@ -362,11 +356,14 @@ class SPIHostLink(wiring.Component):
         As :class:`HostLink`.
     """
 
-    def __init__(self, config, clock_hz, sck_hz, *, rx_depth=16, tx_depth=16, **options):
+    def __init__(self, config, clock_hz, sck_hz, **options):
         if isinstance(sck_hz, bool) or not isinstance(sck_hz, (int, float)) or sck_hz <= 0:
             raise ValueError(f"sck_hz must be a positive number, not {sck_hz!r}")
-        check_int("rx_depth", rx_depth, SPI_MIN_RX_DEPTH, 1 << 15)
-        self.target = SPITarget(rx_depth=rx_depth, tx_depth=tx_depth)
+        if isinstance(clock_hz, (int, float)) and sck_hz > 2 * clock_hz:
+            raise ValueError(f"an SCK of {sck_hz / 1e6:g} MHz is more than twice the "
+                             f"{clock_hz / 1e6:g} MHz clock: the link takes each byte in "
+                             f"three cycles of it")
+        self.target = SPITarget()
         self.core = HostLinkCore(config, clock_hz, sck_hz, links=DeviceInfo.LINK_SPI, **options)
         self.config = config
         self.clock_hz = clock_hz

@@ -322,6 +322,33 @@ def test_busy_rejections():
     run(scenario)
 
 
+def test_start_with_its_wait_byte():
+    """START with its byte waits while the device runs: BUSY at the timeout if it never stops;
+    sent while a run computes, it starts the next run when that one stops, and only then
+    replies. Two bytes are BAD_LENGTH."""
+    async def scenario(ctx, h):
+        await h.write(ctx, HostSpace.PROGRAM, 0, [control_word(6, 6)])
+        assert await h.ack(ctx, Command.START) == b""      # waits for 6 input bytes
+        await h.expect_error(ctx, ErrorCode.BUSY, Command.START, b"\x01")
+        await h.expect_error(ctx, ErrorCode.BAD_LENGTH, Command.START, b"\x01\x01")
+        assert await h.ack(ctx, Command.SEND_INPUT, bytes(range(6))) == b""
+        assert len(await h.ack(ctx, Command.READ_OUTPUT, protocol.read_output_payload(10, 10))) == 10
+
+        # A job of 12 weight words (28 output bytes with the stamp, some 30 cycles): START,
+        # and right behind it START with its byte, which waits for the first run to stop.
+        await h.write(ctx, HostSpace.PROGRAM, 0, [control_word(0, 0, 12)])
+        await h.send(ctx, encode_frame(Command.START) + encode_frame(Command.START, b"\x01"))
+        for _ in range(2):
+            assert await h.reply(ctx) == (protocol.reply_type(Command.START), b"")
+        assert (await h.status(ctx)).busy_rejects == 1, "the queued START was refused"
+        first = await h.ack(ctx, Command.READ_OUTPUT, protocol.read_output_payload(28, 28))
+        second = await h.ack(ctx, Command.READ_OUTPUT, protocol.read_output_payload(28, 28))
+        assert first[:24] == second[:24] and len(second) == 28
+        status = await h.status(ctx)
+        assert not status.busy and status.done_seen and status.output_level == 0
+    run(scenario)
+
+
 def test_packet_fifo_commit_rollback_drop():
     dut = PacketFIFO(8)
 

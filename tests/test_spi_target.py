@@ -6,6 +6,7 @@ import random
 import pytest
 from amaranth import Module, Signal
 from amaranth.lib import wiring
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.sim import Simulator
 
 from fpganet.hdl.spi_target import SPITarget
@@ -16,10 +17,11 @@ SYNC_PERIOD = 10e-9
 
 
 class Echo(wiring.Component):
-    """An SPI target whose received bytes are its replies, while ``hold`` is low."""
+    """An SPI target whose received bytes are its replies; while ``hold`` is high, nothing
+    takes them."""
 
-    def __init__(self, **options):
-        self.target = SPITarget(**options)
+    def __init__(self):
+        self.target = SPITarget()
         super().__init__({})
         self.hold = Signal()
         self.overruns = Signal(8)
@@ -27,10 +29,15 @@ class Echo(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.target = target = self.target
+        # A queue between them, as the frame parser takes bytes whatever the replies do.
+        m.submodules.queue = queue = SyncFIFO(width=8, depth=64)
         m.d.comb += [
-            target.tx.payload.eq(target.rx.payload),
-            target.tx.valid.eq(target.rx.valid & ~self.hold),
-            target.rx.ready.eq(target.tx.ready & ~self.hold),
+            queue.w_data.eq(target.rx.payload),
+            queue.w_en.eq(target.rx.valid & ~self.hold),
+            target.rx.ready.eq(queue.w_rdy & ~self.hold),
+            target.tx.payload.eq(queue.r_data),
+            target.tx.valid.eq(queue.r_rdy),
+            queue.r_en.eq(target.tx.ready),
         ]
         m.d.sync += self.overruns.eq(self.overruns + target.overrun)
         return m
@@ -43,10 +50,10 @@ def run(dut, testbench):
     sim.run()
 
 
-@pytest.mark.parametrize("sck_period", [33.3e-9, 7e-9, 91e-9])
+@pytest.mark.parametrize("sck_period", [33.3e-9, 20e-9, 91e-9])
 def test_bytes_echo_across_transactions(sck_period):
     """Every byte value, 0xFE and 0xFF escaped, comes back in order, whether SCK is slower or
-    faster than the design's clock."""
+    faster than the design's clock (up to twice it)."""
     dut = Echo()
     rng = random.Random(1)
     sent = bytes(range(256)) + bytes([0xFE, 0xFF] * 8) + bytes(rng.randrange(256) for _ in range(64))
@@ -55,7 +62,9 @@ def test_bytes_echo_across_transactions(sck_period):
     async def testbench(ctx):
         decoder = spi_wire.MisoDecoder()
         position = 0
-        while len(got) < len(sent):
+        for _ in range(400):
+            if len(got) == len(sent):
+                break
             chunk = sent[position:position + rng.randrange(1, 12)]
             position += len(chunk)
             miso = await spi_exchange(ctx, dut.target, spi_wire.transaction(chunk, len(chunk) + 6),
@@ -110,10 +119,10 @@ def test_wrong_command_writes_and_reads_nothing():
     assert got == b""
 
 
-def test_full_queue_drops_and_counts():
-    """With the replies held, the host's bytes beyond both queues are dropped and counted;
-    the rest come back in order once released."""
-    dut = Echo(rx_depth=4, tx_depth=4)
+def test_a_byte_not_taken_is_dropped_and_counted():
+    """With the replies held, the first host byte waits in the rx mailbox and the rest are
+    dropped and counted; the held one comes back once released."""
+    dut = Echo()
     sent = bytes(range(1, 21))
     got = bytearray()
 
@@ -123,22 +132,16 @@ def test_full_queue_drops_and_counts():
         miso = await spi_exchange(ctx, dut.target, spi_wire.transaction(sent), 33e-9)
         assert decoder.decode(miso) == b""
         await ctx.tick().repeat(10)
-        assert ctx.get(dut.overruns) == len(sent) - 4
+        assert ctx.get(dut.overruns) == len(sent) - 1
         ctx.set(dut.hold, 0)
         await ctx.tick().repeat(10)
         miso = await spi_exchange(ctx, dut.target, spi_wire.transaction(b"", 12), 33e-9)
         got.extend(decoder.decode(miso))
 
     run(dut, testbench)
-    assert bytes(got) == sent[:4]
+    assert bytes(got) == sent[:1]
 
 
 def test_miso_decoder_refuses_a_missing_board():
     with pytest.raises(ValueError, match="answered 0xff, not the link's 0x5a"):
         spi_wire.MisoDecoder().decode(b"\xff\xff")
-
-
-@pytest.mark.parametrize("depth", [3, 2 ** 16, 1.5])
-def test_depths_checked(depth):
-    with pytest.raises((TypeError, ValueError), match="rx_depth"):
-        SPITarget(rx_depth=depth)

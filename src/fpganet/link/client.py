@@ -176,13 +176,18 @@ class BoardLink:
                                       "writes until it stops") from None
                 raise
 
-    def start(self, wait=None):
+    def start(self, wait=None, *, queued=False):
         """Start the accelerator; if it is still running, wait up to ``wait`` seconds
-        (default: the link's timeout) for it to stop first."""
+        (default: the link's timeout) for it to stop first.
+
+        With ``queued`` the board waits itself (START's wait byte) and starts the accelerator
+        the cycle it stops: sent while one run computes, the next begins with no round trip
+        between them. The reply comes when it has started."""
         deadline = time.monotonic() + (self.timeout if wait is None else wait)
+        payload, extra = (b"\x01", self._device_timeout()) if queued else (b"", 0.0)
         while True:
             try:
-                self._request(Command.START)
+                self._request(Command.START, payload, extra_wait=extra)
                 return
             except DeviceError as error:
                 if error.code != ErrorCode.BUSY or time.monotonic() > deadline:
@@ -191,7 +196,8 @@ class BoardLink:
                                           "the accelerator is still running: START refused") \
                             from None
                     raise
-            self._pause(0.001)
+            if not queued:
+                self._pause(0.001)
 
     def send_input(self, data, timeout=None):
         """Send bytes to the accelerator's input stream; waits (up to ``timeout`` seconds

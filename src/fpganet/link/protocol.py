@@ -31,7 +31,8 @@ __all__ = ["SYNC", "PROTOCOL_VERSION", "HEADER_BYTES", "CRC_BYTES", "FRAME_OVERH
 SYNC = 0xA5
 #: 4: PING's options byte carries pipeline_registers and the tflite mode (a board built
 #: before them would report an unpipelined fpganet-mode accelerator whatever it holds).
-PROTOCOL_VERSION = 5
+#: 6: START's wait byte (a board before it answers BAD_LENGTH).
+PROTOCOL_VERSION = 6
 HEADER_BYTES = 4          # sync, type, length (2)
 CRC_BYTES = 2
 FRAME_OVERHEAD = HEADER_BYTES + CRC_BYTES
@@ -47,7 +48,8 @@ class Command(enum.IntEnum):
     PING = 0x01         # no payload -> DeviceInfo
     STATUS = 0x02       # no payload -> Status
     WRITE = 0x03        # space (1), address (3), words -> empty ACK
-    START = 0x04        # no payload -> empty ACK (BUSY while the accelerator runs)
+    START = 0x04        # [wait (1)] -> empty ACK (BUSY while the accelerator runs; with the
+                        # byte, the board first waits for it to stop, up to its timeout)
     SEND_INPUT = 0x05   # bytes for the accelerator's input stream -> empty ACK
     READ_OUTPUT = 0x06  # max (2) [, wait_for (2)] -> up to max bytes of the output stream
     FLUSH = 0x07        # no payload: drop unread input and output bytes -> empty ACK

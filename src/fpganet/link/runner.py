@@ -1,5 +1,5 @@
 """Running a compiled network over the host link: load once, then one image after another,
-each image's input sent while the previous one computes."""
+each image's input sent and its START queued on the board while the previous one computes."""
 
 import time
 from dataclasses import dataclass, field
@@ -25,8 +25,8 @@ class BoardRun:
         a START, the counter since that START).
     image_seconds : list of float
         Wall time per image: from the previous START's outputs (the first: from sending
-        its input) to this START's, shared by its images. The next START's input is sent while
-        one computes, so this is the time per image of a long run.
+        its input) to this START's, shared by its images. The next START's input and START
+        are sent while one computes, so this is the time per image of a long run.
     load_seconds : float
         Wall time of the memory load.
     stats : LinkStats
@@ -107,14 +107,16 @@ def run_images(link, memories, inputs, *, output_bytes, stamp_bytes=STAMP_BYTES,
     while current is not None:
         sent, count = current
         following = next(images, None)
-        # The next START's images go into the input FIFO while this one computes (their bytes
-        # wait there until the program's INPUTs of the next run): the link works while the
-        # accelerator does, the double buffering of the whole system.
-        # Only when both images fit the FIFO together: a SEND_INPUT that finds the FIFO still
-        # holding this image's bytes would be refused (NO_SPACE) and cost a STATUS round trip.
-        queued = following is not None and len(sent) + len(following[0]) <= info.input_depth
+        # The next START's images go into the input FIFO while this one computes, and their
+        # START waits on the board (START's wait byte): the accelerator goes from one run to
+        # the next with no round trip between, while the link works, the double buffering of
+        # the whole system. Only when the next input fits the FIFO by itself and the output
+        # FIFO holds both runs' outputs (this one's are read after the next has begun).
+        queued = (following is not None and len(following[0]) <= info.input_depth
+                  and 2 * record * images_per_start <= info.output_depth)
         if queued:
             link.send_input(following[0], timeout=timeout)
+            link.start(wait=timeout, queued=True)
         data = link.read_output(record * images_per_start, timeout=timeout)
         now = time.monotonic()
         for out in (data[i * record:(i + 1) * record] for i in range(count)):
@@ -126,11 +128,8 @@ def run_images(link, memories, inputs, *, output_bytes, stamp_bytes=STAMP_BYTES,
                 progress(index, out[:output_bytes], cycles)
             index += 1
         began = now
-        if following is not None:
-            if queued:
-                link.start(wait=timeout)
-            else:
-                launch(following[0])
+        if following is not None and not queued:
+            launch(following[0])
         current = following
     return result
 

@@ -143,7 +143,8 @@ class SimulatedSPIBus:
     config, device, clock_hz
         As :class:`SimulatedPort`.
     sck_hz : float
-        SPI clock (default three times ``clock_hz``: faster than the design's clock).
+        SPI clock (default twice ``clock_hz``: faster than the design's clock, as fast as the
+        link allows).
     gap_s : float
         Simulated time between transactions.
     **options
@@ -158,7 +159,7 @@ class SimulatedSPIBus:
 
         config = config or AcceleratorConfig()
         options.setdefault("timeout_cycles", 2000)
-        self.sck_hz = sck_hz or 3 * clock_hz
+        self.sck_hz = sck_hz or 2 * clock_hz
         self.link = SPIHostLink(config, clock_hz, self.sck_hz, **options)
         device = device or (lambda config, addr_width: StandInDevice(config, addr_width))
         self.device = device(config, self.link.core.addr_width)
