@@ -17,10 +17,12 @@ def binary_core(folded, weights=None):
     for ``folded`` (:class:`~fpganet.codegen.binary.FoldedNetwork`); ``config`` gives the clock
     and the host link's widths. ``weights``: the weight buffer's factory where the host loads
     the weights (:class:`~fpganet.hdl.binary_device.BinaryDevice`), else they are in the
-    bitstream. Its ``macs_per_cycle`` is the engine's MACs a cycle."""
-    def core(config):
-        return HostLinkSystem(config, config.clock_hz, BAUD,
-                              device=lambda c: BinaryDevice(folded, c, weights=weights))
+    bitstream. Its ``macs_per_cycle`` is the engine's MACs a cycle; ``link`` and ``sck_hz``
+    put it behind the SPI link (:func:`fpganet.boards.common.on_link`)."""
+    def core(config, *, link="uart", sck_hz=None):
+        return HostLinkSystem(config, config.clock_hz, sck_hz if link == "spi" else BAUD,
+                              device=lambda c: BinaryDevice(folded, c, weights=weights),
+                              link=link)
     core.__qualname__ = f"binary_core({folded.pe}x{folded.simd})"
     core.macs_per_cycle = folded.pe * folded.simd
     core.mac_kind = ("binary" if folded.unit == "binary"

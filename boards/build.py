@@ -20,6 +20,7 @@ folder is built aside and renamed into place (:func:`fpganet.files.staged_direct
 
 import contextlib
 import dataclasses
+import inspect
 import importlib.metadata
 import json
 import os
@@ -45,6 +46,7 @@ from fpganet.hdl.memories import WeightBuffer, yosys_idle_written
 
 from . import report as _report
 from .binary import binary_core
+from .common import LINKS, on_link
 from .icebreaker import BOARD as ICEBREAKER
 from .resources import resource_needs
 from .ulx3s import BOARD as ULX3S
@@ -488,6 +490,9 @@ def configure(parser):
                              "link, the stand-in (the array fed from ROMs), or stand-in-pairs "
                              "(the same with two products per PE); default: the board's choice "
                              "(README.md)")
+    parser.add_argument("--link", choices=LINKS, default="uart",
+                        help="the host link the bitstream carries: the UART (default), or SPI on "
+                             "the FTDI's MPSSE channel (icebreaker; fpganet board run --link spi)")
     parser.add_argument("--seed", type=non_negative_int, default=None,
                         help="nextpnr placement seed (default: the board's, the best of its "
                              "seed sweep: " + ", ".join(f"{name} {board.seed}" for name, board in
@@ -574,6 +579,15 @@ def run(args):
         core = binary_core(folded, (board.weight_buffer or WeightBuffer) if images.host_weights
                            else None)
         core_name = core.description
+    if args.link != "uart":
+        if args.link not in board.links:
+            raise FpganetError(f"the {board.name} has no {args.link.upper()} link to its host "
+                               f"(it has {', '.join(link.upper() for link in board.links)})")
+        if "link" not in inspect.signature(core).parameters:
+            raise FpganetError(f"the {core_name} has no host link: --link {args.link} needs "
+                               f"the accelerator or a compiled engine")
+        core = on_link(core, args.link, board.top.sck_hz)
+        core_name = f"{core_name}, {args.link.upper()} link"
     # What build() would refuse before its tools run is refused before the banner: a refusal
     # is the command's only line.
     warn_logic(check_buildable(board, config, core))

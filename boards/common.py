@@ -6,20 +6,38 @@ from amaranth import *
 from amaranth.lib import io
 from amaranth.lib.cdc import FFSynchronizer
 
-__all__ = ["Board", "BoardTop", "linked_accelerator"]
+__all__ = ["Board", "BoardTop", "linked_accelerator", "on_link", "LINKS"]
+
+#: The host links a core can sit behind (``fpganet synth --link``).
+LINKS = ("uart", "spi")
 
 
-def linked_accelerator(config, baud, **accelerator_options):
-    """The accelerator behind the UART host link: a :class:`~fpganet.hdl.hostlink.HostLinkSystem`
+def linked_accelerator(config, baud, *, link="uart", sck_hz=None, **accelerator_options):
+    """The accelerator behind the host link: a :class:`~fpganet.hdl.hostlink.HostLinkSystem`
     whose device is ``Accelerator(config, **accelerator_options)`` (the board's PE and
-    weight-buffer factories)."""
+    weight-buffer factories), on the UART at ``baud`` or on the SPI pins (``link="spi"``,
+    timed for ``sck_hz``)."""
     # Imported here, not at the top: the gateware (amaranth) only when a board top is built.
     from fpganet.hdl.accelerator import Accelerator
     from fpganet.hdl.hostlink import HostLinkSystem
 
     def device(config):
         return Accelerator(config, **accelerator_options)
-    return HostLinkSystem(config, config.clock_hz, baud, device=device)
+    return HostLinkSystem(config, config.clock_hz, sck_hz if link == "spi" else baud,
+                          device=device, link=link)
+
+
+def on_link(core, link, sck_hz):
+    """The core factory ``core`` (which takes ``link`` and ``sck_hz``) behind ``link``, with
+    the attributes the build reports (``macs_per_cycle``, ``mac_kind``, ``description``)."""
+    def linked(config):
+        return core(config, link=link, sck_hz=sck_hz)
+    for name in ("macs_per_cycle", "mac_kind", "description", "__qualname__"):
+        if hasattr(core, name):
+            setattr(linked, name, getattr(core, name))
+    linked.link = link
+    linked.unlinked = core
+    return linked
 
 
 class BoardTop(Elaboratable):
@@ -34,7 +52,9 @@ class BoardTop(Elaboratable):
     core : callable
         ``core(config)`` returns the design to carry: an Elaboratable in domain
         ``sync`` with a ``status`` output whose low bits drive the LEDs, and
-        optionally ``rx`` (in) and ``tx`` (out), wired to the board's UART.
+        optionally ``rx`` (in) and ``tx`` (out), wired to the board's UART, or ``sck``,
+        ``cs_n``, ``mosi`` (in), ``miso`` and ``miso_oe`` (out), wired to the board's SPI
+        link (:meth:`spi_link_pins`).
         The ``config`` it gets has ``clock_hz`` set to the clock the board
         really makes (:attr:`clock_hz`, the PLL's closest setting).
     pll : bool
@@ -66,10 +86,21 @@ class BoardTop(Elaboratable):
         """Add the clock source to ``m``; return ``(clock, locked)`` signals."""
         raise NotImplementedError
 
-    def leds(self, m, platform):
-        """The LED output signals, LED 0 first."""
+    #: The fastest SCK of the board's SPI link (its timing constraint); None: no SPI link.
+    sck_hz = None
+
+    def spi_link_pins(self, m, platform):
+        """Buffers of the SPI link's pins, ``{"sck", "cs_n", "mosi": input buffers, "miso":
+        an output buffer with its enable}``, and the LEDs whose pins they take."""
+        raise NotImplementedError
+
+    def leds(self, m, platform, taken=()):
+        """The LED output signals, LED 0 first (None where another use takes the pin)."""
         leds = []
         for i in range(self.led_count):
+            if i in taken:
+                leds.append(None)
+                continue
             m.submodules[f"led_{i}"] = buffer = io.Buffer("o", platform.request("led", i, dir="-"))
             leds.append(buffer.o)
         return leds
@@ -111,9 +142,18 @@ class BoardTop(Elaboratable):
         m.d.comb += cd_sync.rst.eq(reset)
 
         m.submodules.core = self.core = core = self.core_factory(self.core_config)
+        taken = ()
+        if hasattr(core, "sck"):
+            pins, taken = self.spi_link_pins(m, platform)
+            # SCK clocks the link's shift registers itself (fpganet.hdl.spi_target).
+            platform.add_clock_constraint(pins["sck"].i, self.sck_hz)
+            m.d.comb += [core.sck.eq(pins["sck"].i), core.cs_n.eq(pins["cs_n"].i),
+                         core.mosi.eq(pins["mosi"].i), pins["miso"].o.eq(core.miso),
+                         pins["miso"].oe.eq(core.miso_oe)]
         status = core.status
-        for i, led in enumerate(self.leds(m, platform)):
-            m.d.comb += led.eq(status[i] if i < len(status) else 0)
+        for i, led in enumerate(self.leds(m, platform, taken)):
+            if led is not None:
+                m.d.comb += led.eq(status[i] if i < len(status) else 0)
         if hasattr(core, "rx") and hasattr(core, "tx"):
             uart = platform.request("uart", 0, dir="-")
             m.submodules.uart_rx = rx = io.Buffer("i", uart.rx)
@@ -165,6 +205,8 @@ class Board:
     #: The weight buffer's factory (``factory(config)``) of its designs whose weights the host
     #: loads; None: :class:`fpganet.hdl.memories.WeightBuffer` (block RAM).
     weight_buffer: object = None
+    #: The host links its top wires (:data:`LINKS`; ``fpganet synth --link``).
+    links: tuple = ("uart",)
 
     @property
     def device(self):

@@ -17,6 +17,7 @@ whole requantizer multipliers, on the two SB_MAC16 its array leaves free.
 from functools import partial
 
 from amaranth import *
+from amaranth.build import Attrs, Pins, Resource, Subsignal
 from amaranth.lib import io
 from amaranth_boards.icebreaker import ICEBreakerPlatform
 
@@ -100,11 +101,12 @@ def accelerator_options(config):
             "writer": partial(result_writer, requant_multiplier=requant_multiplier(config))}
 
 
-def accelerator_core(config):
-    """The accelerator behind the UART host link: SB_MAC16 pairs, weights in SPRAM, the
+def accelerator_core(config, *, link="uart", sck_hz=None):
+    """The accelerator behind the host link: SB_MAC16 pairs, weights in SPRAM, the
     requantizer's product in the SB_MAC16 the array leaves free or else in logic cells
     (:func:`accelerator_options`)."""
-    return linked_accelerator(config, BAUD, **accelerator_options(config))
+    return linked_accelerator(config, BAUD, link=link, sck_hz=sck_hz,
+                              **accelerator_options(config))
 
 
 #: The requantization modes the UP5K's accelerator builds (the tflite one does not fit).
@@ -137,11 +139,34 @@ stand_in_pairs_core = pair_stand_in_core(
     steps of K, so ``2 x rows x cols`` MACs a cycle.""")
 
 
+#: SCK of the SPI link: the FT2232H's fastest MPSSE clock.
+SCK_HZ = 30e6
+
+
 class ICEBreakerTop(BoardTop):
-    """iCEBreaker top-level: SB_PLL40_PAD from the 12 MHz oscillator (pin 35), two LEDs."""
+    """iCEBreaker top-level: SB_PLL40_PAD from the 12 MHz oscillator (pin 35), two LEDs; the
+    SPI link on the FT2232H's channel A (the flash's pins, LEDR_N as chip select)."""
 
     oscillator_hz = 12e6
     led_count = 2
+    sck_hz = SCK_HZ
+
+    def spi_link_pins(self, m, platform):
+        """FLASH_SCK (15), FLASH_IO0 (14, the host's data out) and FLASH_IO1 (17, the
+        target's data out) of channel A's MPSSE (ADBUS0-2), and LEDR_N (11, ADBUS3) as the
+        FPGA's chip select (board v1.0e on): the red LED's pin. The flash's own select
+        (FLASH_SSB, ADBUS4) stays high, driven by the host."""
+        platform.add_resources([Resource(
+            "host_spi", 0,
+            Subsignal("sck", Pins("15", dir="i")), Subsignal("mosi", Pins("14", dir="i")),
+            Subsignal("miso", Pins("17", dir="o")), Subsignal("cs_n", Pins("11", dir="i")),
+            Attrs(IO_STANDARD="SB_LVCMOS"))])
+        spi = platform.request("host_spi", 0, dir="-")
+        pins = {}
+        for name in ("sck", "mosi", "cs_n"):
+            m.submodules[f"spi_{name}"] = pins[name] = io.Buffer("i", getattr(spi, name))
+        m.submodules.spi_miso = pins["miso"] = io.Buffer("o", spi.miso)
+        return pins, {0}
 
     def pll_settings(self):
         return ice40_pll(self.oscillator_hz, self.config.clock_hz)
@@ -208,4 +233,5 @@ BOARD = Board(
     routed_logic=5052,
     variants={"8-MAC": EIGHT_MAC_CONFIG},
     weight_buffer=SPRAMWeightBuffer,
+    links=("uart", "spi"),
 )

@@ -63,3 +63,28 @@ def test_a_port_without_the_link_is_one_line():
     with pytest.raises(LinkError, match=r"^the SPI target answered 0xff, not the link's 0x5a on "
                                         r"ftdi://x/1: is the board programmed"):
         link.ping()
+
+
+def test_board_commands_refuse_in_one_line(capsys):
+    """No FTDI device (or no libusb) behind --link spi, and no --port for the UART: one line,
+    exit status 2."""
+    from fpganet.link.cli import main
+    assert main(["ping", "--link", "spi", "--port", "ftdi://ftdi:2232h/9"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("fpganet: error: cannot open the SPI link at "
+                                               "ftdi://ftdi:2232h/9: "), err
+    assert main(["status"]) == 2
+    assert capsys.readouterr().err.strip() == ("fpganet: error: give --port, the board's serial "
+                                               "device (or --link spi)")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--board", "ulx3s", "--link", "spi"], "the ulx3s has no SPI link to its host (it has UART)"),
+    (["--board", "icebreaker", "--link", "spi", "--core", "stand-in"],
+     "the stand-in has no host link: --link spi needs the accelerator or a compiled engine"),
+])
+def test_synth_refuses_a_link_the_board_or_core_lacks(argv, message, capsys, tmp_path):
+    from fpganet.boards.build import main
+    assert main([*argv, "-o", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.strip() == f"fpganet: error: {message}"
+    assert not (tmp_path / "out").exists()

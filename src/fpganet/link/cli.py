@@ -13,6 +13,7 @@ from ..files import check_output_file, write_npz
 from .client import BoardLink
 from .job import load_compiled_job
 from .runner import run_images
+from .spi import DEFAULT_SCK_HZ, open_spi
 from .transport import DEFAULT_BAUD, LinkError
 
 __all__ = ["add_arguments", "run_command", "main"]
@@ -23,10 +24,18 @@ def add_arguments(parser):
     subparsers = parser.add_subparsers(dest="board_command", metavar="ACTION", required=True)
 
     def common(sub):
-        sub.add_argument("--port", required=True, metavar="PORT",
-                         help="serial device of the board's UART (/dev/ttyUSB1, COM5...)")
+        sub.add_argument("--link", choices=("uart", "spi"), default="uart",
+                         help="the host link to use: the UART (default) or SPI on the FTDI's "
+                              "MPSSE channel (a bitstream built with fpganet synth --link spi)")
+        sub.add_argument("--port", metavar="PORT",
+                         help="the UART's serial device (/dev/ttyUSB1, COM5...; required with "
+                              f"--link uart), or with --link spi the FTDI channel's pyftdi URL "
+                              f"(default {SPI_URL})")
         sub.add_argument("--baud", type=positive_int, default=DEFAULT_BAUD,
                          help=f"line rate of the bitstream (default {DEFAULT_BAUD:,})")
+        sub.add_argument("--sck-mhz", type=positive_float, default=DEFAULT_SCK_HZ / 1e6,
+                         metavar="MHZ", help=f"SPI clock with --link spi (default "
+                                             f"{DEFAULT_SCK_HZ / 1e6:g})")
         sub.add_argument("--timeout", type=positive_float, default=2.0, metavar="S",
                          help="seconds to wait for a reply or an image (default 2)")
 
@@ -44,11 +53,40 @@ def add_arguments(parser):
     common(subparsers.add_parser("status", help="print the board's state and error counters"))
 
 
+#: pyftdi's URL of the first FT2232H's channel A: the iCEBreaker's MPSSE channel.
+SPI_URL = "ftdi://ftdi:2232h/1"
+
+
+def open_link(args):
+    """A :class:`BoardLink` on the link ``args`` name (LinkError in one line)."""
+    if args.link == "uart":
+        if args.port is None:
+            raise LinkError("give --port, the board's serial device (or --link spi)")
+        return BoardLink(args.port, args.baud, args.timeout)
+    port = open_spi(args.port or SPI_URL, args.sck_mhz * 1e6, timeout=args.timeout)
+    link = BoardLink(port, timeout=args.timeout)
+    link.baud = None        # no line rate to check: the host clocks SPI
+    return _OwnedLink(link)
+
+
+class _OwnedLink:
+    """A BoardLink on a port opened here, closed with it."""
+
+    def __init__(self, link):
+        self.link = link
+
+    def __enter__(self):
+        return self.link
+
+    def __exit__(self, *exc):
+        self.link.port.close()
+
+
 def run_command(args):
     """Run a parsed ``board`` command; returns the exit status. Raises FpganetError."""
     if args.board_command == "run":
         return _run_network_command(args)
-    with BoardLink(args.port, args.baud, args.timeout) as link:
+    with open_link(args) as link:
         if args.board_command == "ping":
             info = link.ping()
             for name, value in info.__dict__.items():
@@ -88,7 +126,7 @@ def _run_network_command(args):
     images = job.encode(job.quantize(x))
     assert all(len(image) == job.input_bytes for image in images)
 
-    with BoardLink(args.port, args.baud, args.timeout) as link:
+    with open_link(args) as link:
         run = run_images(link, job.memories, images, output_bytes=job.output_bytes,
                          config=job.config, timeout=args.timeout, images_per_start=job.batch,
                          design=job.design)

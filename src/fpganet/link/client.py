@@ -312,9 +312,9 @@ class BoardLink:
                     self._resync()
                     continue
                 if isinstance(problem, _NoReply) and problem.received == 0:
-                    raise LinkError(f"{what} from {self.name}: is the board connected, "
-                                    f"programmed with an fpganet bitstream, and at "
-                                    f"{self.baud:,} baud?") from None
+                    rate = f", and at {self.baud:,} baud" if self.baud else ""
+                    raise LinkError(f"{what} from {self.name}: is the board connected and "
+                                    f"programmed with an fpganet bitstream{rate}?") from None
                 state = "" if command in IDEMPOTENT else (
                     ": the board's state is now unknown (FLUSH, or reset it, and run again)")
                 raise LinkError(f"{what} ({problem}){state}") from None

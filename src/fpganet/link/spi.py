@@ -156,5 +156,8 @@ def open_spi(url, sck_hz=DEFAULT_SCK_HZ, *, timeout=1.0):
         controller.configure(url, frequency=sck_hz)
         port = controller.get_port(cs=0, freq=sck_hz, mode=0)
     except Exception as error:
-        raise LinkError(f"cannot open the SPI link at {url}: {error}") from None
+        reason = str(error) or type(error).__name__
+        if "No backend available" in reason:
+            reason = "pyusb finds no libusb (install libusb-1.0)"
+        raise LinkError(f"cannot open the SPI link at {url}: {reason}") from None
     return SPIPort(_FtdiBus(controller, port), timeout=timeout, name=url)
