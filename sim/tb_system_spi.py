@@ -36,7 +36,7 @@ import time
 
 import cocotb
 from cocotb.task import bridge, resume
-from cocotb.triggers import Edge, Timer
+from cocotb.triggers import Timer
 
 import numpy as np
 
@@ -153,7 +153,7 @@ async def watch_busy(dut, edges):
     """Record ``(time_ps, busy)`` at each change of the status port's busy bit."""
     busy = 0
     while True:
-        await Edge(dut.status)
+        await dut.status.value_change
         now = int(dut.status.value) & 1
         if now != busy:
             busy = now

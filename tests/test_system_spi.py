@@ -9,20 +9,12 @@ makes them 100 MHz, and every time the test measures scales by 100/30 to the boa
 Verilator only, as tests/test_system_uart.py.
 """
 
-import json
-
 import pytest
 
 from fpganet.boards.icebreaker import DEFAULT_CONFIG
 from fpganet.compiler import compile_model
-from fpganet.hdl.accelerator import Accelerator
-from fpganet.sim import runner
-from fpganet.sim.runner import failure_report
+from fpganet.sim.system_run import HARNESS_CLOCK_HZ, run_spi_system
 
-from test_system_uart import CLOCK_HZ, build_system
-
-TB_MODULE = "fpganet.sim.tb_system_spi"
-TOP = "system_spi"
 #: SCK's period: the design's clock's, as the iCEBreaker's 30 MHz SCK and 30 MHz clock.
 SCK_PS = 10_000
 #: The first SCK edge's offset from the clock's: the two are not in phase.
@@ -45,22 +37,14 @@ def compiled_lenet(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_lenet_over_the_spi_pins(compiled_lenet, tmp_path):
-    build = build_system(DEFAULT_CONFIG, Accelerator, TOP, link="spi", baud=CLOCK_HZ,
-                         timeout_cycles=TIMEOUT_CYCLES)
-    report = tmp_path / "system.json"
-    env = {"FPGANET_TB": json.dumps({
-        "config": DEFAULT_CONFIG.to_dict(), "clock_hz": CLOCK_HZ,
-        "timeout_cycles": TIMEOUT_CYCLES, "compiled": str(compiled_lenet), "images": IMAGES,
-        "sck_ps": SCK_PS, "phase_ps": PHASE_PS, "gap_ps": GAP_PS, "read_ahead": 64,
-        "report": str(report)})}
-    result = build.run(TB_MODULE, None, env)
-    assert result.ok, failure_report(result)
+def test_lenet_over_the_spi_pins(compiled_lenet):
+    result, timings = run_spi_system(compiled_lenet, DEFAULT_CONFIG, images=IMAGES, sck_ps=SCK_PS,
+                                     phase_ps=PHASE_PS, gap_ps=GAP_PS,
+                                     timeout_cycles=TIMEOUT_CYCLES)
     assert result.passed == ["network_over_the_spi_pins", "noise_cuts_then_a_good_image"]
-    timings = json.loads(report.read_text())
     # Every run as long as the model counts; the STARTs after the first queued on the board
     # while the one before computed: the steady period per START is its compute to 1 %.
-    model_ps = timings["model_total_cycles"] * 1e12 / CLOCK_HZ
+    model_ps = timings["model_total_cycles"] * 1e12 / HARNESS_CLOCK_HZ
     assert all(abs(run - model_ps) <= 10_000 for run in timings["run_ps"]), timings["run_ps"]
     per_start = timings["steady_ps"] / (timings["steady_images"] // BATCH)
     assert model_ps <= per_start < 1.01 * model_ps, (

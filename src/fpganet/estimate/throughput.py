@@ -24,7 +24,7 @@ from ..boards.build import BOARDS as BOARD_REGISTRY
 from ..codegen.images import STAMP_BYTES
 from ..errors import FpganetError
 from ..link.protocol import FRAME_OVERHEAD
-from .figures import HOST_LINK
+from .figures import HOST_LINK, SPI_LINK
 from .quantity import Quantity, missing
 
 __all__ = ["BOARDS", "BoardReport", "load_board_report", "HostLink", "clock_quantity",
@@ -207,6 +207,19 @@ class HostLink:
     basis: str = HOST_LINK["basis"]
     overhead_in: object = None      # bytes per image host -> board beyond the image (None: protocol)
     overhead_out: object = None     # bytes per image board -> host beyond the output (None: protocol)
+    #: Seconds the host adds per transaction, and transactions per image (the SPI link's).
+    turnaround_s: float = 0.0
+    transactions_per_image: float = 0.0
+
+    @classmethod
+    def spi(cls, sck_hz=None, images_per_start=1):
+        """The SPI link (:data:`fpganet.estimate.figures.SPI_LINK`) at ``sck_hz``, its
+        transactions shared by the ``images_per_start`` images of a START."""
+        link = SPI_LINK
+        sck_hz = link["sck_hz"] if sck_hz is None else sck_hz
+        return cls(name="SPI", baud=sck_hz, bits_per_byte=link["bits_per_byte"],
+                   full_duplex=True, basis=link["basis"], turnaround_s=link["turnaround_s"],
+                   transactions_per_image=link["transactions_per_start"] / images_per_start)
 
     def overheads(self):
         """``(to board, to host, basis)``: bytes per image the link protocol adds."""
@@ -221,12 +234,16 @@ class HostLink:
 
     @property
     def label(self):
+        if self.name == "SPI":
+            return f"SPI {self.baud / 1e6:g} MHz"
         return f"{self.name} {self.baud / 1e6:g} Mbaud"
 
     def to_dict(self):
         to_board, to_host, overhead_basis = self.overheads()
         return {"name": self.name, "baud": self.baud, "bits_per_byte": self.bits_per_byte,
                 "full_duplex": self.full_duplex, "bytes_per_s": self.bytes_per_s,
+                "turnaround_s": self.turnaround_s,
+                "transactions_per_image": self.transactions_per_image,
                 "overhead_bytes_per_image": {"to_board": to_board, "to_host": to_host,
                                              "basis": overhead_basis},
                 "basis": self.basis}
@@ -309,11 +326,14 @@ def fpga_performance(workload, cycles, clock, link=None):
                        f"({workload.config.weight_buffer_bytes:,} B): streamed with every image")
     bps = link.bytes_per_s
     per_image = max(in_bytes, out_bytes) if link.full_duplex else in_bytes + out_bytes
-    link_ips = Quantity(bps / per_image, "images/s", "estimated",
+    waits = link.turnaround_s * link.transactions_per_image
+    turnaround = (f"; {link.transactions_per_image:g} transactions per image, "
+                  f"{link.turnaround_s * 1e6:g} us of host turnaround each" if waits else "")
+    link_ips = Quantity(1 / (per_image / bps + waits), "images/s", "estimated",
                         f"{link.label}, {link.bits_per_byte} bits per byte = {bps:,.0f} B/s over "
                         f"{in_bytes:,} B in, {out_bytes:,} B out per image "
                         f"({'full duplex: the larger counts' if link.full_duplex else 'half duplex'}"
-                        f"; {overhead_basis}); {weight_note}")
+                        f"; {overhead_basis}){turnaround}; {weight_note}")
     t_in = Quantity(in_bytes / bps, "s", "estimated", f"{in_bytes:,} B at {bps:,.0f} B/s")
     t_out = Quantity(out_bytes / bps, "s", "estimated", f"{out_bytes:,} B at {bps:,.0f} B/s")
     if compute_ips.value <= link_ips.value:
