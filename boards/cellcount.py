@@ -41,6 +41,7 @@ from fpganet.hdl.pool import MaxPool
 from fpganet.hdl.region import RegionUnit
 from fpganet.hdl.replier import Replier
 from fpganet.hdl.systolic import SystolicArray
+from fpganet.hdl.spi_target import SPITarget
 from fpganet.hdl.uart import UARTReceiver, UARTTransmitter
 from fpganet.hdl.window import window_generator
 
@@ -118,6 +119,7 @@ def host_link_blocks():
         "UARTReceiver": lambda: UARTReceiver(HostLink(config, config.clock_hz, BAUD).divisor),
         "UARTTransmitter": lambda: UARTTransmitter(HostLink(config, config.clock_hz, BAUD).divisor,
                                                    holding_register=not config.registered_host_output),
+        "SPITarget (the SPI link's, instead of the UART)": SPITarget,
     }
 
 

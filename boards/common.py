@@ -145,9 +145,11 @@ class BoardTop(Elaboratable):
         taken = ()
         if hasattr(core, "sck"):
             pins, taken = self.spi_link_pins(m, platform)
-            # SCK clocks the link's shift registers itself (fpganet.hdl.spi_target).
-            platform.add_clock_constraint(pins["sck"].i, self.sck_hz)
-            m.d.comb += [core.sck.eq(pins["sck"].i), core.cs_n.eq(pins["cs_n"].i),
+            # SCK clocks the link's shift registers itself (fpganet.hdl.spi_target). The net
+            # keeps this name through synthesis, so that nextpnr finds its constraint.
+            sck = Signal(name="spi_sck", attrs={"keep": 1})
+            platform.add_clock_constraint(sck, self.sck_hz)
+            m.d.comb += [sck.eq(pins["sck"].i), core.sck.eq(sck), core.cs_n.eq(pins["cs_n"].i),
                          core.mosi.eq(pins["mosi"].i), pins["miso"].o.eq(core.miso),
                          pins["miso"].oe.eq(core.miso_oe)]
         status = core.status
