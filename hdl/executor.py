@@ -69,6 +69,10 @@ class CommandExecutor(wiring.Component):
         Bytes of the output FIFO (2..32768).
     max_write_bytes : int
         Data bytes one WRITE may carry: the staging buffer (8..32768, and at least a word).
+    queued_start : bool
+        START takes a wait byte (the SPI link's): with it, the executor waits while the
+        device runs and starts it the cycle it stops. Without it START has no payload, and
+        none of this logic is built.
 
     Members
     -------
@@ -111,7 +115,8 @@ class CommandExecutor(wiring.Component):
     #: PING, STATUS, START, SEND_INPUT).
     latency = 2
 
-    def __init__(self, config, *, addr_width, input_depth, output_depth, max_write_bytes):
+    def __init__(self, config, *, addr_width, input_depth, output_depth, max_write_bytes,
+                 queued_start=False):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         check_int("addr_width", addr_width, host_addr_width(config), 24)
@@ -127,6 +132,7 @@ class CommandExecutor(wiring.Component):
         self.input_depth = input_depth
         self.output_depth = output_depth
         self.max_write_bytes = max_write_bytes
+        self.queued_start = bool(queued_start)
         #: Longest payload the deframer must read.
         self.max_payload = max(4 + max_write_bytes, input_depth)
         self.memory_words = {
@@ -186,7 +192,8 @@ class CommandExecutor(wiring.Component):
         f["max_count"], f["max_high"] = Signal(count_width), Signal()
         f["wait_for"] = Signal(count_width)
         f["wait_high"] = Signal()
-        f["start_wait"] = Signal()
+        if self.queued_start:
+            f["start_wait"] = Signal()
         # The output FIFO holds at least wait_for bytes.
         f["enough"] = ~f["wait_high"] & (self.output_level >= f["wait_for"])
 
@@ -233,11 +240,15 @@ class CommandExecutor(wiring.Component):
         frame_type, length = self.frame_type, self.header_length
         type_length_ok = Signal()
         with m.Switch(frame_type):
-            for command in (Command.PING, Command.STATUS, Command.FLUSH):
+            idle_commands = (Command.PING, Command.STATUS, Command.START, Command.FLUSH)
+            for command in idle_commands:
+                if command == Command.START and self.queued_start:
+                    continue
                 with m.Case(int(command)):
                     m.d.comb += type_length_ok.eq(length == 0)
-            with m.Case(int(Command.START)):
-                m.d.comb += type_length_ok.eq(at_most(length, 1))
+            if self.queued_start:
+                with m.Case(int(Command.START)):
+                    m.d.comb += type_length_ok.eq(at_most(length, 1))
             with m.Case(int(Command.WRITE)):
                 m.d.comb += type_length_ok.eq(~at_most(length, 4) &
                                               at_most(length, 4 + self.max_write_bytes))
@@ -255,10 +266,11 @@ class CommandExecutor(wiring.Component):
                 f["input_payload"].eq(is_input & type_length_ok & fits),
                 f["address_high"].eq(0), f["word_byte"].eq(0), f["words"].eq(0),
                 f["max_high"].eq(0), f["wait_for"].eq(0), f["wait_high"].eq(0),
+            ]
+            if self.queued_start:
                 # A START with its byte waits while the device runs (READ_OUTPUT's lengths
                 # are even: the flag is clear for it).
-                f["start_wait"].eq(length[0]),
-            ]
+                m.d.sync += f["start_wait"].eq(length[0])
         # The deframer's payload_valid ends with the payload: input_payload may stay set.
         m.d.comb += self.input_write.eq(f["input_payload"] & self.payload_valid)
 
@@ -303,8 +315,10 @@ class CommandExecutor(wiring.Component):
             m.d.comb += verdict.eq(ErrorCode.BAD_LENGTH)
         with m.Elif(is_write & ~f["address_ok"]):
             m.d.comb += verdict.eq(ErrorCode.BAD_ADDRESS)
-        with m.Elif(self.busy & (is_write | ((command == Command.START) & ~f["start_wait"]) |
-                                 (command == Command.FLUSH))):
+        start = command == Command.START
+        if self.queued_start:
+            start = start & ~f["start_wait"]
+        with m.Elif(self.busy & (is_write | start | (command == Command.FLUSH))):
             m.d.comb += verdict.eq(ErrorCode.BUSY)
         with m.Elif((command == Command.SEND_INPUT) & f["no_space"]):
             m.d.comb += verdict.eq(ErrorCode.NO_SPACE)
@@ -372,9 +386,12 @@ class CommandExecutor(wiring.Component):
                             m.d.sync += [stage_addr.eq(5), word.eq(0),
                                          state.eq(_State.WRITE_READ)]
                         with m.Case(int(Command.START)):
-                            with m.If(f["start_wait"]):
-                                m.d.sync += state.eq(_State.WAIT_OUTPUT)
-                            with m.Else():
+                            if self.queued_start:
+                                with m.If(f["start_wait"]):
+                                    m.d.sync += state.eq(_State.WAIT_OUTPUT)
+                                with m.Else():
+                                    m.d.sync += [self.start.eq(1), self.done_seen.eq(0)]
+                            else:
                                 m.d.sync += [self.start.eq(1), self.done_seen.eq(0)]
                         with m.Case(int(Command.SEND_INPUT)):
                             m.d.comb += self.input_commit.eq(1)
@@ -405,19 +422,25 @@ class CommandExecutor(wiring.Component):
                     with m.Else():
                         m.d.sync += state.eq(_State.WRITE_READ)
             with m.Case(_State.WAIT_OUTPUT):
-                with m.If(f["start_wait"]):
-                    # START with its byte: start when the device stops; BUSY at the timeout.
-                    with m.If(~self.busy):
-                        m.d.sync += [self.start.eq(1), self.done_seen.eq(0),
-                                     state.eq(_State.REPLY)]
-                    with m.Elif(self.timed_out):
-                        m.d.sync += [error_code.eq(ErrorCode.BUSY), state.eq(_State.REPLY)]
-                with m.Elif(f["enough"] | ~self.busy | self.timed_out):
-                    # The reply's length is the smaller of level and max: max takes wait_for's
-                    # place, and the same comparison decides it (see reply.payload.length).
-                    m.d.sync += [f["wait_for"].eq(f["max_count"]),
-                                 f["wait_high"].eq(f["max_high"]),
-                                 state.eq(_State.REPLY)]
+                output_ready = f["enough"] | ~self.busy | self.timed_out
+                # The reply's length is the smaller of level and max: max takes wait_for's
+                # place, and the same comparison decides it (see reply.payload.length).
+                reply_output = [f["wait_for"].eq(f["max_count"]),
+                                f["wait_high"].eq(f["max_high"]), state.eq(_State.REPLY)]
+                if self.queued_start:
+                    with m.If(f["start_wait"]):
+                        # START with its byte: start when the device stops; BUSY at the
+                        # timeout.
+                        with m.If(~self.busy):
+                            m.d.sync += [self.start.eq(1), self.done_seen.eq(0),
+                                         state.eq(_State.REPLY)]
+                        with m.Elif(self.timed_out):
+                            m.d.sync += [error_code.eq(ErrorCode.BUSY), state.eq(_State.REPLY)]
+                    with m.Elif(output_ready):
+                        m.d.sync += reply_output
+                else:
+                    with m.If(output_ready):
+                        m.d.sync += reply_output
             with m.Case(_State.FLUSH):
                 m.d.comb += self.output_take.eq(1)
                 with m.If(self.output_level == 0):

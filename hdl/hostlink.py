@@ -106,6 +106,10 @@ class HostLinkCore(wiring.Component):
     links : int
         PING's ``links``: the :attr:`~fpganet.link.protocol.DeviceInfo.LINK_UART` and
         ``LINK_SPI`` bits of the links in front of this core.
+    queued_start : bool
+        START takes its wait byte (:class:`~fpganet.hdl.executor.CommandExecutor`); PING's
+        ``links`` then has :attr:`~fpganet.link.protocol.DeviceInfo.QUEUED_START`. The SPI
+        link's (the UART's bitstreams are left as they were built before it).
 
     Members
     -------
@@ -133,7 +137,8 @@ class HostLinkCore(wiring.Component):
 
     def __init__(self, config, clock_hz, baud, *, addr_width=None, input_depth=2048,
                  output_depth=512, max_write_bytes=512, timeout_cycles=None,
-                 design=DeviceInfo.INT8_ACCELERATOR, links=DeviceInfo.LINK_UART):
+                 design=DeviceInfo.INT8_ACCELERATOR, links=DeviceInfo.LINK_UART,
+                 queued_start=False):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         if isinstance(clock_hz, bool) or not isinstance(clock_hz, (int, float)) or clock_hz <= 0:
@@ -144,7 +149,8 @@ class HostLinkCore(wiring.Component):
         # The executor checks the sizes (addr_width, the depths, max_write_bytes).
         self.executor = CommandExecutor(config, addr_width=addr_width, input_depth=input_depth,
                                         output_depth=output_depth,
-                                        max_write_bytes=max_write_bytes)
+                                        max_write_bytes=max_write_bytes,
+                                        queued_start=queued_start)
         self.word_bytes = self.executor.word_bytes
         if timeout_cycles is None:
             timeout_cycles = max(MIN_TIMEOUT_CYCLES, round(clock_hz * DEFAULT_TIMEOUT_S))
@@ -174,7 +180,7 @@ class HostLinkCore(wiring.Component):
             addr_width=addr_width, input_depth=input_depth, output_depth=output_depth,
             max_write_bytes=max_write_bytes, clock_hz=round(clock_hz), baud=round(baud),
             timeout_cycles=timeout_cycles, banking=DeviceInfo.banking_of(config), design=design,
-            links=links)
+            links=links | (DeviceInfo.QUEUED_START if queued_start else 0))
         super().__init__({
             "rx": In(stream.Signature(8)),
             "tx": Out(stream.Signature(8)),
@@ -364,7 +370,8 @@ class SPIHostLink(wiring.Component):
                              f"{clock_hz / 1e6:g} MHz clock: the link takes each byte in "
                              f"three cycles of it")
         self.target = SPITarget()
-        self.core = HostLinkCore(config, clock_hz, sck_hz, links=DeviceInfo.LINK_SPI, **options)
+        self.core = HostLinkCore(config, clock_hz, sck_hz, links=DeviceInfo.LINK_SPI,
+                                 queued_start=True, **options)
         self.config = config
         self.clock_hz = clock_hz
         self.sck_hz = sck_hz

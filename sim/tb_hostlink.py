@@ -224,7 +224,7 @@ async def corrupted_frames_and_recovery(dut):
     frame[10] ^= 0x20
     await tb.expect_error(frame, ErrorCode.BAD_CRC, Command.SEND_INPUT)
     await tb.expect_error(encode_frame(0x33, b"abc"), ErrorCode.UNKNOWN_TYPE, 0x33)
-    await tb.expect_error(encode_frame(Command.START, b"\x00\x00"), ErrorCode.BAD_LENGTH, Command.START)
+    await tb.expect_error(encode_frame(Command.START, b"\x00"), ErrorCode.BAD_LENGTH, Command.START)
     # A frame cut short: the reply comes after the inter-byte timeout.
     await tb.source.send(encode_frame(Command.WRITE, bytes(12))[:7])
     sent = now_ps()

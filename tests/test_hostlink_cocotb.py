@@ -61,14 +61,13 @@ def test_hostlink_verilog(sim, tmp_path):
     assert result.ok, f"failed: {result.failed} (see {result.results_xml.parent})"
     assert sorted(result.passed) == ["corrupted_frames_and_recovery", "driver_runs_jobs"]
     timings = json.loads(report.read_text())
-    # Per image: SEND_INPUT (input + 6), START with its wait byte (7), READ_OUTPUT (10)
-    # requests and 6 + 6 + 20 reply bytes, 10 bits each, back to back: the link turns a
-    # request around in a few cycles, so the line time is all there is. The driver sends each
-    # image's input and queues its START while the one before runs, so from one output to the
-    # next the line carries the next image's SEND_INPUT and START; after the last output but
-    # one, only READ_OUTPUT remains.
-    line_us = (job.get("input_bytes", 784) + 55) * 10 / BAUD * 1e6
-    last_us = (10 + 20) * 10 / BAUD * 1e6
+    # Per image: SEND_INPUT (input + 6), START (6), READ_OUTPUT (10) requests and 6 + 6 + 20
+    # reply bytes, 10 bits each, back to back: the link turns a request around in a few
+    # cycles, so the line time is all there is. The driver sends each image's input while
+    # the one before runs, so from one output to the next the line carries the next-but-one
+    # image's SEND_INPUT; after the last output but one, only START and READ_OUTPUT remain.
+    line_us = (job.get("input_bytes", 784) + 54) * 10 / BAUD * 1e6
+    last_us = (54 - 12) * 10 / BAUD * 1e6
     *steady, last = timings["image_us"]
     assert all(abs(t - line_us) < 5 for t in steady), (line_us, timings)
     assert abs(last - last_us) < 5, (last_us, timings)

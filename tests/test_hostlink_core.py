@@ -323,10 +323,11 @@ def test_busy_rejections():
 
 
 def test_start_with_its_wait_byte():
-    """START with its byte waits while the device runs: BUSY at the timeout if it never stops;
-    sent while a run computes, it starts the next run when that one stops, and only then
-    replies. Two bytes are BAD_LENGTH."""
+    """With ``queued_start`` (the SPI link's) START with its byte waits while the device runs:
+    BUSY at the timeout if it never stops; sent while a run computes, it starts the next run
+    when that one stops, and only then replies. Two bytes are BAD_LENGTH; PING says so."""
     async def scenario(ctx, h):
+        assert DeviceInfo.unpack(await h.ack(ctx, Command.PING)).queued_start
         await h.write(ctx, HostSpace.PROGRAM, 0, [control_word(6, 6)])
         assert await h.ack(ctx, Command.START) == b""      # waits for 6 input bytes
         await h.expect_error(ctx, ErrorCode.BUSY, Command.START, b"\x01")
@@ -346,6 +347,13 @@ def test_start_with_its_wait_byte():
         assert first[:24] == second[:24] and len(second) == 28
         status = await h.status(ctx)
         assert not status.busy and status.done_seen and status.output_level == 0
+    run(scenario, queued_start=True)
+
+
+def test_start_without_queued_start_takes_no_byte():
+    async def scenario(ctx, h):
+        assert not DeviceInfo.unpack(await h.ack(ctx, Command.PING)).queued_start
+        await h.expect_error(ctx, ErrorCode.BAD_LENGTH, Command.START, b"\x01")
     run(scenario)
 
 

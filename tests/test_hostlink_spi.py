@@ -28,7 +28,7 @@ def test_run_images_over_spi(read_ahead):
     link, _ = spi_link(read_ahead)
     run = run_images(link, memories, data, output_bytes=len(expected[0]), config=CONFIG)
     assert run.outputs == expected
-    assert run.info.links == DeviceInfo.LINK_SPI and run.info.link_names == ["spi"]
+    assert run.info.link_names == ["spi"] and run.info.queued_start
     status = link.status()
     assert sum(status.errors.values()) == 0 and status.garbage == 0 and status.overruns == 0
     assert link.stats.resent == 0

@@ -180,9 +180,13 @@ class BoardLink:
         """Start the accelerator; if it is still running, wait up to ``wait`` seconds
         (default: the link's timeout) for it to stop first.
 
-        With ``queued`` the board waits itself (START's wait byte) and starts the accelerator
-        the cycle it stops: sent while one run computes, the next begins with no round trip
-        between them. The reply comes when it has started."""
+        With ``queued`` the board waits itself (START's wait byte, where PING's ``links`` has
+        :attr:`~fpganet.link.protocol.DeviceInfo.QUEUED_START`: the SPI link's) and starts the
+        accelerator the cycle it stops: sent while one run computes, the next begins with no
+        round trip between them. The reply comes when it has started."""
+        if queued and not self._info().queued_start:
+            raise LinkError(f"the board on {self.name} does not queue a START (its bitstream's "
+                            f"link has no START wait byte)")
         deadline = time.monotonic() + (self.timeout if wait is None else wait)
         payload, extra = (b"\x01", self._device_timeout()) if queued else (b"", 0.0)
         while True:
@@ -312,9 +316,10 @@ class BoardLink:
                     self._resync()
                     continue
                 if isinstance(problem, _NoReply) and problem.received == 0:
-                    rate = f", and at {self.baud:,} baud" if self.baud else ""
-                    raise LinkError(f"{what} from {self.name}: is the board connected and "
-                                    f"programmed with an fpganet bitstream{rate}?") from None
+                    check = (f"connected, programmed with an fpganet bitstream, and at "
+                             f"{self.baud:,} baud" if self.baud else
+                             "connected and programmed with an fpganet bitstream")
+                    raise LinkError(f"{what} from {self.name}: is the board {check}?") from None
                 state = "" if command in IDEMPOTENT else (
                     ": the board's state is now unknown (FLUSH, or reset it, and run again)")
                 raise LinkError(f"{what} ({problem}){state}") from None

@@ -31,8 +31,7 @@ __all__ = ["SYNC", "PROTOCOL_VERSION", "HEADER_BYTES", "CRC_BYTES", "FRAME_OVERH
 SYNC = 0xA5
 #: 4: PING's options byte carries pipeline_registers and the tflite mode (a board built
 #: before them would report an unpipelined fpganet-mode accelerator whatever it holds).
-#: 6: START's wait byte (a board before it answers BAD_LENGTH).
-PROTOCOL_VERSION = 6
+PROTOCOL_VERSION = 5
 HEADER_BYTES = 4          # sync, type, length (2)
 CRC_BYTES = 2
 FRAME_OVERHEAD = HEADER_BYTES + CRC_BYTES
@@ -49,7 +48,7 @@ class Command(enum.IntEnum):
     STATUS = 0x02       # no payload -> Status
     WRITE = 0x03        # space (1), address (3), words -> empty ACK
     START = 0x04        # [wait (1)] -> empty ACK (BUSY while the accelerator runs; with the
-                        # byte, the board first waits for it to stop, up to its timeout)
+                        # byte, where PING's links say so, the board first waits for it to stop)
     SEND_INPUT = 0x05   # bytes for the accelerator's input stream -> empty ACK
     READ_OUTPUT = 0x06  # max (2) [, wait_for (2)] -> up to max bytes of the output stream
     FLUSH = 0x07        # no payload: drop unread input and output bytes -> empty ACK
@@ -193,7 +192,7 @@ class DeviceInfo(_Packed):
     timeout_cycles: int = _f("I")   # inter-byte timeout of the frame parser
     banking: int = _f("B")          # act_bank_factor; fused_max_pool, pair_products in bits 6, 7
     design: int = _f("I")           # sent by a fixed-function design only (see below)
-    links: int = _f("B")            # LINK_* bits: the links the bitstream carries (below)
+    links: int = _f("B")            # LINK_* bits: the links the bitstream carries; QUEUED_START
 
     #: ``design`` of the int8 accelerator, which runs any network compiled for its
     #: configuration. Any other value identifies one network's fixed-function design, its
@@ -206,6 +205,8 @@ class DeviceInfo(_Packed):
     LINK_UART = 1
     LINK_SPI = 2
     LINK_NAMES = {"uart": LINK_UART, "spi": LINK_SPI}
+    #: ``links`` bit 7: START takes its wait byte (a START queued behind the running one).
+    QUEUED_START = 1 << 7
 
     @classmethod
     def unpack(cls, payload):
@@ -226,6 +227,11 @@ class DeviceInfo(_Packed):
         if self.links != self.LINK_UART:
             return data
         return data[:-5] if self.design == self.INT8_ACCELERATOR else data[:-1]
+
+    @property
+    def queued_start(self):
+        """START takes its wait byte: the next run can be queued on the board."""
+        return bool(self.links & self.QUEUED_START)
 
     @property
     def link_names(self):

@@ -1,5 +1,6 @@
 """Running a compiled network over the host link: load once, then one image after another,
-each image's input sent and its START queued on the board while the previous one computes."""
+each image's input sent (and, where the board takes it, its START queued) while the
+previous one computes."""
 
 import time
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ class BoardRun:
         a START, the counter since that START).
     image_seconds : list of float
         Wall time per image: from the previous START's outputs (the first: from sending
-        its input) to this START's, shared by its images. The next START's input and START
+        its input) to this START's, shared by its images. The next START's input (and START)
         are sent while one computes, so this is the time per image of a long run.
     load_seconds : float
         Wall time of the memory load.
@@ -107,15 +108,25 @@ def run_images(link, memories, inputs, *, output_bytes, stamp_bytes=STAMP_BYTES,
     while current is not None:
         sent, count = current
         following = next(images, None)
-        # The next START's images go into the input FIFO while this one computes, and their
-        # START waits on the board (START's wait byte): the accelerator goes from one run to
-        # the next with no round trip between, while the link works, the double buffering of
-        # the whole system. Only when the next input fits the FIFO by itself and the output
-        # FIFO holds both runs' outputs (this one's are read after the next has begun).
-        queued = (following is not None and len(following[0]) <= info.input_depth
-                  and 2 * record * images_per_start <= info.output_depth)
-        if queued:
+        # The next START's images go into the input FIFO while this one computes (their bytes
+        # wait there until the program's INPUTs of the next run): the link works while the
+        # accelerator does, the double buffering of the whole system. Where the board takes
+        # START's wait byte (the SPI link), the next START is queued on the board too, and the
+        # accelerator goes from one run to the next with no round trip between: then the next
+        # input need only fit the FIFO by itself, and the output FIFO must hold both runs'
+        # outputs (this one's are read after the next has begun). Else both inputs must fit
+        # the FIFO together: a SEND_INPUT that finds the FIFO still holding this image's bytes
+        # would be refused (NO_SPACE) and cost a STATUS round trip.
+        if following is None:
+            queued = ahead = False
+        elif info.queued_start:
+            ahead = queued = (len(following[0]) <= info.input_depth
+                              and 2 * record * images_per_start <= info.output_depth)
+        else:
+            queued, ahead = False, len(sent) + len(following[0]) <= info.input_depth
+        if ahead:
             link.send_input(following[0], timeout=timeout)
+        if queued:
             link.start(wait=timeout, queued=True)
         data = link.read_output(record * images_per_start, timeout=timeout)
         now = time.monotonic()
@@ -129,7 +140,10 @@ def run_images(link, memories, inputs, *, output_bytes, stamp_bytes=STAMP_BYTES,
             index += 1
         began = now
         if following is not None and not queued:
-            launch(following[0])
+            if ahead:
+                link.start(wait=timeout)
+            else:
+                launch(following[0])
         current = following
     return result
 
