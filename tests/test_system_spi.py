@@ -50,3 +50,23 @@ def test_lenet_over_the_spi_pins(compiled_lenet):
     assert model_ps <= per_start < 1.01 * model_ps, (
         f"the runs after the first took {per_start / 1e6:.1f} us a START; one START computes "
         f"in {model_ps / 1e6:.1f} us: {timings}")
+
+
+def test_estimate_over_the_spi_link(compiled_lenet, capsys):
+    """`fpganet estimate --link spi`: the link's bytes at 30 MHz and three transactions a
+    START, whose assumed turnaround leaves LeNet-5 at its compute bound; with --baud, one
+    line."""
+    import json as json_module
+
+    from fpganet.cli import main
+    assert main(["estimate", str(compiled_lenet), "--link", "spi", "--json", "--no-measure",
+                 "--activity", "default"]) == 0
+    estimate = json_module.loads(capsys.readouterr().out)
+    throughput = estimate["fpga"]["throughput"]
+    assert throughput["link"]["name"] == "SPI"
+    assert throughput["link"]["transactions_per_image"] == 3 / BATCH
+    assert throughput["bottleneck"]["value"] == "compute"
+    assert throughput["images_per_s"]["value"] == throughput["compute_images_per_s"]["value"]
+    assert main(["estimate", str(compiled_lenet), "--link", "spi", "--baud", "1e6"]) == 2
+    assert capsys.readouterr().err.strip() == ("fpganet: error: --baud is the UART's: give it or "
+                                               "--link spi, not both")
