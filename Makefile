@@ -87,6 +87,7 @@ results: $(STAMP)
 	$(BIN)/python benchmarks/boards.py
 	$(BIN)/python benchmarks/networks.py --synth $(BUILD)/synth
 	$(BIN)/python benchmarks/qdq_lenet5.py -o $(BUILD)/qdq
+	$(BIN)/python benchmarks/host_links.py
 	$(BIN)/python docs/generate.py
 
 docs: $(STAMP)
