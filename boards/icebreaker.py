@@ -159,7 +159,9 @@ class ICEBreakerTop(BoardTop):
         platform.add_resources([Resource(
             "host_spi", 0,
             Subsignal("sck", Pins("15", dir="i")), Subsignal("mosi", Pins("14", dir="i")),
-            Subsignal("miso", Pins("17", dir="o")), Subsignal("cs_n", Pins("11", dir="i")),
+            Subsignal("miso", Pins("17", dir="o")),
+            # Pulled up: deselected while the FTDI channel is not in MPSSE mode.
+            Subsignal("cs_n", Pins("11", dir="i"), Attrs(PULLUP=1)),
             Attrs(IO_STANDARD="SB_LVCMOS"))])
         spi = platform.request("host_spi", 0, dir="-")
         pins = {}

@@ -156,7 +156,7 @@ class HostLinkCore(wiring.Component):
             timeout_cycles = max(MIN_TIMEOUT_CYCLES, round(clock_hz * DEFAULT_TIMEOUT_S))
         check_int("timeout_cycles", timeout_cycles, MIN_TIMEOUT_CYCLES, (1 << 32) - 1)
         check_int("design", design, 0, (1 << 32) - 1)
-        check_int("links", links, 1, 0xFF)
+        check_int("links", links, 1, 0x7F)
 
         self.config = config
         self.clock_hz = clock_hz
@@ -367,8 +367,7 @@ class SPIHostLink(wiring.Component):
             raise ValueError(f"sck_hz must be a positive number, not {sck_hz!r}")
         if isinstance(clock_hz, (int, float)) and sck_hz > 2 * clock_hz:
             raise ValueError(f"an SCK of {sck_hz / 1e6:g} MHz is more than twice the "
-                             f"{clock_hz / 1e6:g} MHz clock: the link takes each byte in "
-                             f"three cycles of it")
+                             f"{clock_hz / 1e6:g} MHz clock, the most the SPI target takes")
         self.target = SPITarget()
         self.core = HostLinkCore(config, clock_hz, sck_hz, links=DeviceInfo.LINK_SPI,
                                  queued_start=True, **options)

@@ -44,8 +44,8 @@ class SPITarget(wiring.Component):
     crosses through two flip-flops (a FIFO of block RAM would cost two of the iCE40's 30).
     ``sync`` must run at least at half SCK's rate so that it takes each host byte in time.
     Latency: a host byte reaches ``rx`` three ``sync`` cycles after its last bit. A reply byte
-    reaches SCK's domain two SCK edges after ``tx`` takes it and goes out in the next byte
-    that starts. Throughput: one byte each way per 8 SCK cycles, less escapes on MISO.
+    reaches SCK's domain three rising SCK edges after ``tx`` takes it (two synchronizer
+    stages, then the copy) and goes out in the next byte that starts. Throughput: one byte each way per 8 SCK cycles, less escapes on MISO.
     """
 
     def __init__(self):
@@ -105,7 +105,9 @@ class SPITarget(wiring.Component):
         # The rx mailbox's ``sync`` side: the byte is copied when its toggle has crossed (it
         # was written at least a ``sync`` cycle before, and the next comes 8 SCK cycles later).
         rx_arrived = Signal()
-        rx_seen = Signal()
+        # Reset-less, as their SCK-side partners are (which no reset reaches between
+        # transactions): a reset of ``sync`` alone must not make a toggle look new.
+        rx_seen = Signal(reset_less=True)
         m.submodules.rx_sync = FFSynchronizer(rx_toggle, rx_arrived)
         m.d.sync += [rx_seen.eq(rx_arrived), self.overrun.eq(0)]
         with m.If(self.rx.ready):
@@ -119,7 +121,7 @@ class SPITarget(wiring.Component):
         # The tx mailbox: ``sync`` fills its register and flips ``offered``; SCK's domain copies
         # the byte into ``head`` and flips ``taken`` back, which frees the register at once.
         tx_data = Signal(8)
-        offered = Signal()
+        offered = Signal(reset_less=True)
         taken = Signal()
         offered_spi = Signal()
         taken_sync = Signal()

@@ -88,3 +88,29 @@ def test_synth_refuses_a_link_the_board_or_core_lacks(argv, message, capsys, tmp
     assert main([*argv, "-o", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err.strip() == f"fpganet: error: {message}"
     assert not (tmp_path / "out").exists()
+
+
+def test_reset_input_buffer_drains_the_board():
+    """A reply left on the board (its transaction clocked none of it back) is drained by
+    reset_input_buffer: the next request gets its own reply."""
+    from fpganet.link.protocol import Command, encode_frame
+    bus = SimulatedSPIBus(CONFIG, **SMALL)
+    port = SPIPort(bus, timeout=5)
+    port.write(encode_frame(Command.PING))
+    port.transact(0)                      # the request goes; its reply stays on the board
+    port.reset_input_buffer()
+    link = BoardLink(port, timeout=5)
+    assert link.status().frames == 2      # PING and this STATUS: no stale PING reply read
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(timeout=0), "timeout must be a positive number of seconds, not 0"),
+    (dict(read_ahead=0), "read_ahead must be a positive integer, not 0"),
+])
+def test_port_parameters_checked(options, message):
+    class Bus:
+        def exchange(self, mosi):
+            return bytes(len(mosi))
+
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        SPIPort(Bus(), **options)

@@ -217,8 +217,9 @@ class HostLink:
         transactions shared by the ``images_per_start`` images of a START."""
         link = SPI_LINK
         sck_hz = link["sck_hz"] if sck_hz is None else sck_hz
+        # Half duplex: the host sends a request's bytes and reads its reply's after them.
         return cls(name="SPI", baud=sck_hz, bits_per_byte=link["bits_per_byte"],
-                   full_duplex=True, basis=link["basis"], turnaround_s=link["turnaround_s"],
+                   full_duplex=False, basis=link["basis"], turnaround_s=link["turnaround_s"],
                    transactions_per_image=link["transactions_per_start"] / images_per_start)
 
     def overheads(self):

@@ -79,7 +79,7 @@ class _OwnedLink:
         return self.link
 
     def __exit__(self, *exc):
-        self.link.port.close()
+        self.link.port.close()      # SPIPort.close: never raises
 
 
 def run_command(args):

@@ -359,6 +359,8 @@ class BoardLink:
         while len(data) < count:
             try:
                 chunk = self.port.read(count - len(data))
+            except LinkError:
+                raise
             except Exception as error:
                 raise LinkError(f"cannot read from {self.name}: {error}") from None
             data += chunk

@@ -113,17 +113,16 @@ def run_images(link, memories, inputs, *, output_bytes, stamp_bytes=STAMP_BYTES,
         # accelerator does, the double buffering of the whole system. Where the board takes
         # START's wait byte (the SPI link), the next START is queued on the board too, and the
         # accelerator goes from one run to the next with no round trip between: then the next
-        # input need only fit the FIFO by itself, and the output FIFO must hold both runs'
-        # outputs (this one's are read after the next has begun). Else both inputs must fit
+        # input need only fit the FIFO by itself, and the output FIFO should hold both runs'
+        # outputs (this one's are read after the next has begun: with less room the next run
+        # would wait for it, and its cycle stamps would exceed the model's). Else both inputs must fit
         # the FIFO together: a SEND_INPUT that finds the FIFO still holding this image's bytes
         # would be refused (NO_SPACE) and cost a STATUS round trip.
-        if following is None:
-            queued = ahead = False
-        elif info.queued_start:
-            ahead = queued = (len(following[0]) <= info.input_depth
-                              and 2 * record * images_per_start <= info.output_depth)
-        else:
-            queued, ahead = False, len(sent) + len(following[0]) <= info.input_depth
+        queued = ahead = False
+        if following is not None:
+            queued = (info.queued_start and len(following[0]) <= info.input_depth
+                      and 2 * record * images_per_start <= info.output_depth)
+            ahead = queued or len(sent) + len(following[0]) <= info.input_depth
         if ahead:
             link.send_input(following[0], timeout=timeout)
         if queued:

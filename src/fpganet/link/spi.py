@@ -7,7 +7,7 @@
 low, the bytes, chip select high) and returns what came back, of the same length. The
 real bus is the iCEBreaker's FT2232H channel A in MPSSE mode through pyftdi
 (:func:`open_spi`); the simulated ones drive the gateware's pins
-(:mod:`fpganet.sim.spi_bus`).
+(:class:`fpganet.link.simport.SimulatedSPIBus`, and the cocotb testbench's).
 """
 
 import time
@@ -52,6 +52,10 @@ class SPIPort:
     def __init__(self, bus, *, timeout=1.0, read_ahead=64, name="SPI"):
         if not callable(getattr(bus, "exchange", None)):
             raise TypeError(f"bus must have exchange(mosi), not {bus!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+        if isinstance(read_ahead, bool) or not isinstance(read_ahead, int) or read_ahead < 1:
+            raise ValueError(f"read_ahead must be a positive integer, not {read_ahead!r}")
         self.bus = bus
         self.timeout = timeout
         self.read_ahead = read_ahead
@@ -90,8 +94,8 @@ class SPIPort:
         return len(data)
 
     def flush(self):
-        while self._pending:
-            self.transact()
+        """Nothing: written bytes go in the next ``read``'s transaction, which also clocks
+        their reply's bytes back (a transaction of their own would need a second for it)."""
 
     def read(self, count=1):
         deadline = time.monotonic() + self.timeout
@@ -109,6 +113,11 @@ class SPIPort:
         return len(self._received)
 
     def reset_input_buffer(self):
+        """Drop the reply bytes received and those still on the board: clock until a
+        transaction brings none."""
+        for _ in range(64):
+            if not self.transact(self.read_ahead):
+                break
         self._received.clear()
 
     def idle(self, seconds):
@@ -135,7 +144,10 @@ class _FtdiBus:
         return bytes(self.port.exchange(mosi, duplex=True))
 
     def close(self):
-        self.controller.terminate()
+        try:
+            self.controller.terminate()
+        except Exception:       # the device is gone (unplugged): nothing left to close
+            pass
 
 
 def open_spi(url, sck_hz=DEFAULT_SCK_HZ, *, timeout=1.0):
@@ -159,5 +171,9 @@ def open_spi(url, sck_hz=DEFAULT_SCK_HZ, *, timeout=1.0):
         reason = str(error) or type(error).__name__
         if "No backend available" in reason:
             reason = "pyusb finds no libusb (install libusb-1.0)"
+        try:
+            controller.terminate()
+        except Exception:       # nothing was opened, or the device is gone
+            pass
         raise LinkError(f"cannot open the SPI link at {url}: {reason}") from None
     return SPIPort(_FtdiBus(controller, port), timeout=timeout, name=url)
