@@ -224,11 +224,23 @@ class BoardLink:
                         raise LinkError(f"the accelerator took no input for {timeout:g} s "
                                         f"({position:,} of {len(data):,} bytes sent, input FIFO "
                                         f"full): is it running?") from None
-                    self._pause(0.001)
+                    # Short: the STATUS round trip is most of the wait, and a run that is
+                    # still reading its input frees room soon (the next START's input waits
+                    # on it, queued behind the run).
+                    self._pause(0.0001)
                 continue
             position += len(chunk)
             limit = info.input_depth
             last_progress = time.monotonic()
+
+    def send_input_now(self, data):
+        """Send as many of ``data``'s first bytes as the input FIFO takes now, asking STATUS
+        first (a SEND_INPUT refused NO_SPACE would have carried all its bytes for nothing);
+        returns how many."""
+        count = min(len(data), self.status().input_free)
+        if count:
+            self._request(Command.SEND_INPUT, bytes(data[:count]))
+        return count
 
     def read_output(self, count, timeout=None):
         """Read ``count`` bytes of the accelerator's output stream, waiting up to ``timeout``

@@ -115,7 +115,8 @@ def run_images(link, memories, inputs, *, output_bytes, stamp_bytes=STAMP_BYTES,
         # accelerator goes from one run to the next with no round trip between: then the next
         # input need only fit the FIFO by itself, and the output FIFO should hold both runs'
         # outputs (this one's are read after the next has begun: with less room the next run
-        # would wait for it, and its cycle stamps would exceed the model's). Else both inputs must fit
+        # would wait for it, and its cycle stamps would exceed the model's); the part of its
+        # input the FIFO cannot take yet follows the START. Else both inputs must fit
         # the FIFO together: a SEND_INPUT that finds the FIFO still holding this image's bytes
         # would be refused (NO_SPACE) and cost a STATUS round trip.
         queued = ahead = False
@@ -123,10 +124,17 @@ def run_images(link, memories, inputs, *, output_bytes, stamp_bytes=STAMP_BYTES,
             queued = (info.queued_start and len(following[0]) <= info.input_depth
                       and 2 * record * images_per_start <= info.output_depth)
             ahead = queued or len(sent) + len(following[0]) <= info.input_depth
-        if ahead:
-            link.send_input(following[0], timeout=timeout)
         if queued:
+            # The next run's first image (what of it the FIFO takes now) goes before the queued
+            # START, the rest after it: the run reads its input as a stream, its first image's
+            # bytes are there when it starts, and the START is queued soon after this run began.
+            first_image = following[0][:len(following[0]) // images_per_start]
+            early = link.send_input_now(first_image)
             link.start(wait=timeout, queued=True)
+            if early < len(following[0]):
+                link.send_input(following[0][early:], timeout=timeout)
+        elif ahead:
+            link.send_input(following[0], timeout=timeout)
         data = link.read_output(record * images_per_start, timeout=timeout)
         now = time.monotonic()
         for out in (data[i * record:(i + 1) * record] for i in range(count)):
