@@ -25,7 +25,7 @@ PHASE_PS = 3_300
 GAP_PS = 75_000_000
 #: The board's inter-byte timeout in cycles (10 ms at 30 MHz): longer than a START's compute.
 TIMEOUT_CYCLES = 300_000
-IMAGES = 16
+IMAGES = 8
 BATCH = 2
 
 

@@ -8,6 +8,7 @@ per bit): over half an hour.
 """
 
 import json
+import os
 
 import pytest
 
@@ -34,8 +35,12 @@ IMAGES = 4
 
 
 #: The default configuration, and the same with the ULX3S's pipeline registers (the host
-#: link's replier then registers its CRC's input).
+#: link's replier then registers its CRC's input): that one only with
+#: ``FPGANET_FULL_SYSTEM=all`` (40 s more; amaranth.sim runs the pipelined link in
+#: tests/test_hostlink_core.py, and tests/test_system_spi.py runs a second whole system).
 CONFIGS = {"default": CONFIG, "pipelined": CONFIG.replace(pipeline_registers=True)}
+if os.environ.get("FPGANET_FULL_SYSTEM") != "all":
+    del CONFIGS["pipelined"]
 
 
 @pytest.fixture(scope="module", params=list(CONFIGS))
