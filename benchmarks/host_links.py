@@ -24,6 +24,7 @@ from fpganet.argtypes import positive_int
 from fpganet.boards.icebreaker import DEFAULT_CONFIG, SCK_HZ
 from fpganet.compiler import compile_model, load_compiled
 from fpganet.estimate.comparison import estimate
+from fpganet.estimate.figures import SPI_LINK
 from fpganet.estimate.throughput import HostLink
 from fpganet.errors import FpganetError
 from fpganet.results import make_row, write_rows
@@ -33,8 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 BATCH = 2
 #: The board's clock and SCK: the harness's times scale by HARNESS_CLOCK_HZ / BOARD_HZ.
 BOARD_HZ = 30e6
-#: The host's turnaround between transactions on the board (assumed: tests/test_system_spi.py).
-TURNAROUND_S = 250e-6
+#: The host's turnaround between transactions on the board: the estimator's assumption.
+TURNAROUND_S = SPI_LINK["turnaround_s"]
 #: The board's inter-byte timeout in cycles (10 ms at 30 MHz).
 TIMEOUT_CYCLES = 300_000
 

@@ -52,7 +52,7 @@ from .executor import CommandExecutor
 from .hostport import connect_device, device_signature, host_addr_width, host_write_layout
 from .linkfifo import OutputFIFO, PacketFIFO, check_int
 from .replier import Replier
-from .spi_target import SPITarget
+from .spi_target import SPITarget, pass_spi_pins, spi_pins
 from .uart import UARTReceiver, UARTTransmitter, uart_divisor
 
 __all__ = ["host_addr_width", "host_write_layout", "device_signature", "connect_device",
@@ -375,11 +375,7 @@ class SPIHostLink(wiring.Component):
         self.clock_hz = clock_hz
         self.sck_hz = sck_hz
         super().__init__({
-            "sck": In(1),
-            "cs_n": In(1, init=1),
-            "mosi": In(1),
-            "miso": Out(1),
-            "miso_oe": Out(1),
+            **spi_pins(),
             "device": In(device_signature(config, self.core.addr_width)),
             "status": Out(status_layout()),
         })
@@ -396,8 +392,7 @@ class SPIHostLink(wiring.Component):
         wiring.connect(m, core.tx, target.tx)
         wiring.connect(m, wiring.flipped(self.device), core.device)
         m.d.comb += [
-            target.sck.eq(self.sck), target.cs_n.eq(self.cs_n), target.mosi.eq(self.mosi),
-            self.miso.eq(target.miso), self.miso_oe.eq(target.miso_oe),
+            *pass_spi_pins(self, target),
             core.overrun.eq(target.overrun),
             self.status.eq(core.status),
         ]
@@ -449,8 +444,7 @@ class HostLinkSystem(wiring.Component):
         self.link_name = link
         self.link = self.LINKS[link](config, clock_hz, baud, addr_width=addr_width, **options)
         pins = ({"rx": In(1, init=1), "tx": Out(1, init=1)} if link == "uart" else
-                {"sck": In(1), "cs_n": In(1, init=1), "mosi": In(1), "miso": Out(1),
-                 "miso_oe": Out(1)})
+                spi_pins())
         super().__init__({**pins, "status": Out(8)})
 
     def elaborate(self, platform):
@@ -461,7 +455,6 @@ class HostLinkSystem(wiring.Component):
         if self.link_name == "uart":
             m.d.comb += [link.rx.eq(self.rx), self.tx.eq(link.tx)]
         else:
-            m.d.comb += [link.sck.eq(self.sck), link.cs_n.eq(self.cs_n), link.mosi.eq(self.mosi),
-                         self.miso.eq(link.miso), self.miso_oe.eq(link.miso_oe)]
+            m.d.comb += pass_spi_pins(self, link)
         m.d.comb += self.status.eq(link.status.as_value())
         return m

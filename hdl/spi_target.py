@@ -14,7 +14,22 @@ from amaranth.lib.wiring import In, Out
 
 from fpganet.link import spi_wire
 
-__all__ = ["SPITarget"]
+__all__ = ["SPITarget", "spi_pins", "pass_spi_pins"]
+
+
+def spi_pins():
+    """The SPI pins' members as the target sees them (``sck``, ``cs_n``, ``mosi`` in; ``miso``
+    and its ``miso_oe`` out), for the signatures of the target and the designs around it."""
+    return {"sck": In(1), "cs_n": In(1, init=1), "mosi": In(1), "miso": Out(1),
+            "miso_oe": Out(1)}
+
+
+def pass_spi_pins(outer, inner):
+    """Statements connecting ``outer``'s SPI pins to ``inner``'s: the inputs in, the outputs
+    out (both components having the members of :func:`spi_pins`)."""
+    return [getattr(inner, name).eq(getattr(outer, name)) if member.flow == In else
+            getattr(outer, name).eq(getattr(inner, name))
+            for name, member in spi_pins().items()]
 
 
 class SPITarget(wiring.Component):
@@ -50,11 +65,7 @@ class SPITarget(wiring.Component):
 
     def __init__(self):
         super().__init__({
-            "sck": In(1),
-            "cs_n": In(1, init=1),
-            "mosi": In(1),
-            "miso": Out(1),
-            "miso_oe": Out(1),
+            **spi_pins(),
             "rx": Out(stream.Signature(8)),
             "tx": In(stream.Signature(8)),
             "overrun": Out(1),

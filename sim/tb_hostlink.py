@@ -122,7 +122,23 @@ class UartSink:
         return data
 
 
-class CocotbPort:
+class SimulatedTime:
+    """``idle(seconds)`` and ``now_ps`` of a port or bus whose user runs in a bridge thread:
+    the simulation's time, not the wall clock's."""
+
+    def idle(self, seconds):
+        async def wait():
+            await Timer(max(1, round(seconds * 1e12)), unit="ps")
+        resume(wait)()
+
+    @property
+    def now_ps(self):
+        async def now():
+            return now_ps()
+        return resume(now)()
+
+
+class CocotbPort(SimulatedTime):
     """The serial-port face of the simulated board, for BoardLink running in a bridge thread."""
 
     name = "simulated UART"
@@ -139,17 +155,6 @@ class CocotbPort:
 
     def reset_input_buffer(self):
         self.sink.buffer.clear()
-
-    def idle(self, seconds):
-        async def wait():
-            await Timer(max(1, round(seconds * 1e12)), unit="ps")
-        resume(wait)()
-
-    @property
-    def now_ps(self):
-        async def now():
-            return now_ps()
-        return resume(now)()
 
 
 class HostLinkTB:

@@ -48,7 +48,7 @@ from fpganet.isa import HostSpace
 from fpganet.link import BoardLink, load_compiled_job, protocol, run_images, spi_wire
 from fpganet.link.protocol import Command, ErrorCode, encode_frame
 from fpganet.link.spi import SPIPort
-from fpganet.sim.tb_hostlink import now_ps, parameters
+from fpganet.sim.tb_hostlink import SimulatedTime, now_ps, parameters
 from fpganet.sim.tb_system import HARNESS_RESET_PS, HOST_TIMEOUT_S
 
 SESSION = {}
@@ -119,7 +119,7 @@ class MpsseHost:
         return bytes(miso)
 
 
-class CocotbBus:
+class CocotbBus(SimulatedTime):
     """:class:`MpsseHost` as the bus of an SPIPort in a bridge thread."""
 
     def __init__(self, host):
@@ -127,17 +127,6 @@ class CocotbBus:
 
     def exchange(self, mosi):
         return resume(self.host.exchange)(bytes(mosi))
-
-    def idle(self, seconds):
-        async def wait():
-            await Timer(max(1, round(seconds * 1e12)), unit="ps")
-        resume(wait)()
-
-    @property
-    def now_ps(self):
-        async def now():
-            return now_ps()
-        return resume(now)()
 
 
 async def start(dut, params):

@@ -13,16 +13,16 @@ import pytest
 
 from fpganet.boards.icebreaker import DEFAULT_CONFIG
 from fpganet.compiler import compile_model
+from fpganet.estimate.figures import SPI_LINK
 from fpganet.sim.system_run import HARNESS_CLOCK_HZ, run_spi_system
 
 #: SCK's period: the design's clock's, as the iCEBreaker's 30 MHz SCK and 30 MHz clock.
 SCK_PS = 10_000
 #: The first SCK edge's offset from the clock's: the two are not in phase.
 PHASE_PS = 3_300
-#: The host's time between transactions, scaled as the clocks are: 250 us on the board
-#: (assumed: a USB 2.0 bulk OUT and IN of the FT2232H, 125 us microframes each; not
-#: measured here) is 75 us here.
-GAP_PS = 75_000_000
+#: The host's time between transactions, scaled as the clocks are (100 MHz here, 30 on the
+#: board): the estimator's assumed USB turnaround of the FT2232H (not measured here).
+GAP_PS = round(SPI_LINK["turnaround_s"] * 1e12 * 30e6 / HARNESS_CLOCK_HZ)
 #: The board's inter-byte timeout in cycles (10 ms at 30 MHz): longer than a START's compute.
 TIMEOUT_CYCLES = 300_000
 IMAGES = 8
