@@ -209,7 +209,7 @@ def check_synth_opts(board, synth_opts):
 
 
 def build(board, config=None, output="build/synth", *, core=None, seed=None, pll=True,
-          synth_opts=(), nextpnr_opts=(), verbose=False, timeout_s=None):
+          synth_opts=(), nextpnr_opts=(), verbose=False, timeout_s=None, with_top=False):
     """Build ``core`` (default: the board's default core) for ``board``; return the report dict.
 
     ``board`` is a :class:`~fpganet.boards.common.Board` or its name. Files go
@@ -217,7 +217,8 @@ def build(board, config=None, output="build/synth", *, core=None, seed=None, pll
     ``top.bin``/``top.bit``, ``nextpnr.json``, ``report.json``, ``build.log``). ``seed``:
     the nextpnr placement seed, default the board's (:attr:`Board.seed`). ``timeout_s``: how
     long the tools may run, default the board's (:attr:`Board.build_timeout_s`); then they are
-    stopped and :class:`BuildError` names what they were doing.
+    stopped and :class:`BuildError` names what they were doing. ``with_top``: return
+    ``(report, the elaborated board top-level)``.
     Raises :class:`DoesNotFit` or :class:`BuildError`.
     """
     if isinstance(board, str):
@@ -236,19 +237,20 @@ def build(board, config=None, output="build/synth", *, core=None, seed=None, pll
     # logs (named by the error) are what the user needs, but without report.json.
     with staged_directory(output, what="build folder") as staging:
         try:
-            result = _build_in(board, config, staging, output, core=core, seed=seed, pll=pll,
-                               synth_opts=synth_opts, nextpnr_opts=nextpnr_opts, verbose=verbose,
-                               timeout_s=timeout_s)
+            result, top = _build_in(board, config, staging, output, core=core, seed=seed,
+                                    pll=pll, synth_opts=synth_opts, nextpnr_opts=nextpnr_opts,
+                                    verbose=verbose, timeout_s=timeout_s)
         except (DoesNotFit, BuildError) as error:
             failure = error
     if failure is not None:
         raise failure
-    return result
+    return (result, top) if with_top else result
 
 
 def _build_in(board, config, output, shown, *, core, seed, pll, synth_opts, nextpnr_opts,
               verbose, timeout_s):
-    """The build of :func:`build` in the folder ``output``; messages name ``shown`` instead."""
+    """The build of :func:`build` in the folder ``output``; messages name ``shown`` instead.
+    Returns ``(report, board top-level)``."""
     synth_opts = [*board.synth_opts, *synth_opts]
     check_synth_opts(board, synth_opts)
     nextpnr_opts = ["--seed", str(seed), "--report", "nextpnr.json", "--timing-allow-fail",
@@ -338,7 +340,7 @@ def _build_in(board, config, output, shown, *, core, seed, pll, synth_opts, next
         result["dsp_mapping"] = ("two signed 8x8 products per SB_MAC16 (MODE_8x8), instantiated "
                                  "by hand, synthesized without -dsp")
     (output / "report.json").write_text(json.dumps(result, indent=2) + "\n")
-    return result
+    return result, top
 
 
 def write_build_files(board, config, output, *, core, pll=True, synth_opts=(), nextpnr_opts=(),

@@ -11,18 +11,25 @@ host driver (sim/tb_system.py, as tests/test_system_uart.py drives the RTL).
   ``MULT18X18D_MODEL``) and a stand-in for the EHXPLLL (``ECP5_PLL_MODEL``); the default
   design's cells and options on a 2x2 array (:data:`ULX3S_LENET_CONFIG`).
 
+- iCEBreaker, placed and routed: the same default design as nextpnr-ice40 routes it for the
+  bitstream (``--write`` in the same run), with Yosys's models of ICESTORM_LC, ICESTORM_RAM,
+  SB_GB and SB_IO, wrappers of SB_MAC16 and SB_SPRAM256KA for ICESTORM_DSP and ICESTORM_SPRAM,
+  and a stand-in for ICESTORM_PLL (:data:`fpganet.boards.netlist.ROUTED_NETLIST_CELLS`).
+
 The whole designs (LeNet-5 loaded, images checked against the golden model) are opt-in:
 their synthesis and Verilator builds take minutes (docs/journal/measurements.md has the
 measured times). Run them with ``FPGANET_NETLIST_SIM=1 pytest tests/test_board_netlist.py``;
 ``FPGANET_NETLIST_SIM=full`` adds the ULX3S's default configuration at 30 MHz (21 minutes).
-The small tests keep the path alive in ``make test``: each board's top-level, PLL, reset and
-UART pins with a small device behind the link.
+The small tests keep the path alive in ``make test``: the ULX3S's synthesized top-level and
+the iCEBreaker's routed one (whose input is its synthesized netlist), PLL, reset and UART pins
+with a small device behind the link. The iCEBreaker's synthesized small test is opt-in.
 
 Not covered: timing (the cell models have no delays; nextpnr's timing report is the check),
 the PLL's frequency synthesis (the harness clocks the oscillator pin at the PLL's output
-frequency, scaled: the design counts cycles), placement and routing (the placed-and-routed
-netlists are not simulated), and on the ULX3S the default bitstream's 100 MHz (3.3 times
-the cycles a UART bit: the default configuration runs at 30 MHz here).
+frequency, scaled: the design counts cycles), the ULX3S's placed-and-routed netlist (what
+blocks it: docs/journal/measurements.md), the step from the iCE40's routed netlist to the
+bitstream (icepack), and on the ULX3S the default bitstream's 100 MHz (3.3 times the cycles
+a UART bit: the default configuration runs at 30 MHz here).
 """
 
 import json
@@ -33,7 +40,7 @@ import pytest
 
 from fpganet.boards.build import BOARDS
 from fpganet.boards.netlist import (PLL_LOCK_EDGES, board_harness, build_board_netlist_sim,
-                                    synthesize_board)
+                                    route_board, synthesize_board)
 from fpganet.boards.report import parse_yosys_cells
 from fpganet.compiler import compile_model
 from fpganet.hdl.hostlink import HostLinkSystem
@@ -80,22 +87,27 @@ def tb_parameters(top, **more):
             "reset_ps": reset_cycles * PERIOD_NS * 1000, **more}
 
 
-def netlist_sim(board, top, netlist, name, *, optimize=True):
+def netlist_sim(board, top, netlist, name, *, optimize=True, routed=False):
     harness = board_harness(top, board.platform, name, period_ns=PERIOD_NS)
     return build_board_netlist_sim(netlist, harness, name, family=board.family,
-                                   optimize=optimize)
+                                   optimize=optimize, routed=routed)
 
 
-def run_lenet(board, tmp_path, config=None):
-    """Synthesize ``board``'s top-level for ``config`` (default: the board's), load LeNet-5
-    through the rx pin, run :data:`IMAGES` MNIST images and the damaged frames
-    (sim/tb_system.py's two tests), check every logit and stamp; return the cell counts."""
+def run_lenet(board, tmp_path, config=None, *, routed=False):
+    """Synthesize ``board``'s top-level for ``config`` (default: the board's), or with
+    ``routed`` build it and take nextpnr's routed netlist, load LeNet-5 through the rx pin, run
+    :data:`IMAGES` MNIST images and the damaged frames (sim/tb_system.py's two tests), check
+    every logit and stamp; return the cell counts (routed: the build's report)."""
     began = time.monotonic()
-    netlist, log, top = synthesize_board(board, tmp_path / "synth", config)
+    if routed:
+        netlist, cells, top = route_board(board, tmp_path / "route", config)
+    else:
+        netlist, log, top = synthesize_board(board, tmp_path / "synth", config)
+        cells = parse_yosys_cells(log)
     synth_s = time.monotonic() - began
-    cells = parse_yosys_cells(log)
+    name = f"{board.name}_{'routed' if routed else 'netlist'}"
     began = time.monotonic()
-    sim = netlist_sim(board, top, netlist, f"{board.name}_netlist")
+    sim = netlist_sim(board, top, netlist, name, routed=routed)
     build_s = time.monotonic() - began
     compiled = tmp_path / "lenet5"
     compile_model(out_dir=compiled, config=top.core_config)
@@ -109,7 +121,7 @@ def run_lenet(board, tmp_path, config=None):
     assert result.passed == ["lenet_over_the_uart_pins", "damaged_frames_then_a_good_image"]
     timings = json.loads(report.read_text())
     assert timings["stamp_cycles"] == [timings["model_stamp_cycles"]] * IMAGES, timings
-    print(f"{board.name} netlist: synthesis {synth_s:.0f} s, Verilator build {build_s:.0f} s, "
+    print(f"{name}: synthesis {synth_s:.0f} s, Verilator build {build_s:.0f} s, "
           f"run {run_s:.0f} s; {json.dumps(timings)}")
     return cells
 
@@ -126,6 +138,15 @@ def test_icebreaker_netlist_runs_lenet_over_the_uart_pins(tmp_path):
 
 @opt_in
 @pytest.mark.slow
+def test_icebreaker_routed_netlist_runs_lenet_over_the_uart_pins(tmp_path):
+    """The same on the iCEBreaker's placed-and-routed netlist: the default bitstream's build
+    (its seed, its timing), the netlist nextpnr routed for it."""
+    report = run_lenet(ICEBREAKER, tmp_path, routed=True)
+    assert report["resources"]["DSP"]["used"] == 8, report["resources"]
+
+
+@opt_in
+@pytest.mark.slow
 def test_ulx3s_netlist_runs_lenet_over_the_uart_pins(tmp_path):
     """The same on the synthesized ULX3S netlist of :data:`ULX3S_LENET_CONFIG`: its
     MULT18X18D, DP16KD (4-, 9- and 36-bit ports, the writes on the falling edge) and
@@ -133,6 +154,16 @@ def test_ulx3s_netlist_runs_lenet_over_the_uart_pins(tmp_path):
     cells = run_lenet(ULX3S, tmp_path, ULX3S_LENET_CONFIG)
     assert (cells.get("MULT18X18D"), cells.get("EHXPLLL")) == (12, 1), cells
     assert cells.get("DP16KD", 0) >= 40, cells
+
+
+@opt_in
+@pytest.mark.slow
+def test_ulx3s_routed_netlist_runs_lenet_over_the_uart_pins(tmp_path):
+    """The same on the placed-and-routed netlist of :data:`ULX3S_LENET_CONFIG`, as
+    nextpnr-ecp5 routes it for the bitstream: its slices (TRELLIS_COMB, TRELLIS_FF, the LUT
+    RAM's TRELLIS_RAMW), the block RAMs' and multipliers' pin multiplexers, the DCCA."""
+    report = run_lenet(ULX3S, tmp_path, ULX3S_LENET_CONFIG, routed=True)
+    assert report["resources"]["MULT18"]["used"] == 12, report["resources"]
 
 
 @opt_in_full
@@ -152,17 +183,24 @@ def small_core(config):
                           input_depth=64, output_depth=64, max_write_bytes=64)
 
 
-def small_netlist_answers(board, tmp_path):
-    """``board``'s top-level with :func:`small_core` behind the UART, synthesized and simulated
-    as the whole design is; return the cell counts."""
-    netlist, log, top = synthesize_board(board, tmp_path / "synth", core=small_core)
-    sim = netlist_sim(board, top, netlist, f"{board.name}_small_netlist", optimize=False)
+def small_netlist_answers(board, tmp_path, *, routed=False):
+    """``board``'s top-level with :func:`small_core` behind the UART, synthesized (or routed)
+    and simulated as the whole design is; return the cell counts (routed: the build's report)
+    and the top-level."""
+    if routed:
+        netlist, cells, top = route_board(board, tmp_path / "route", core=small_core)
+    else:
+        netlist, log, top = synthesize_board(board, tmp_path / "synth", core=small_core)
+        cells = parse_yosys_cells(log)
+    name = f"{board.name}_small_{'routed' if routed else 'netlist'}"
+    sim = netlist_sim(board, top, netlist, name, optimize=False, routed=routed)
     env = {"FPGANET_TB": json.dumps(tb_parameters(top))}
     result = sim.run(SMALL_TB_MODULE, None, env, test_dir=tmp_path / "run")
     assert result.ok, failure_report(result)
-    return parse_yosys_cells(log), top
+    return cells, top
 
 
+@opt_in
 @pytest.mark.slow
 def test_icebreaker_top_netlist_answers_over_the_uart_pins(tmp_path):
     """The iCEBreaker top-level (PLL, power-on reset, SB_IO pins) with a small core behind the
@@ -170,6 +208,14 @@ def test_icebreaker_top_netlist_answers_over_the_uart_pins(tmp_path):
     with the design's parameters, a WRITE is acknowledged and STATUS counts no error."""
     cells, top = small_netlist_answers(ICEBREAKER, tmp_path)
     assert cells.get("SB_PLL40_PAD") == 1 and cells.get("SB_IO") == 2 + top.led_count, cells
+
+
+@pytest.mark.slow
+def test_icebreaker_routed_top_answers_over_the_uart_pins(tmp_path):
+    """The same on the netlist nextpnr-ice40 placed and routed from it (with the PLL's
+    dedicated wiring and the unconnected pins' values put back)."""
+    report, top = small_netlist_answers(ICEBREAKER, tmp_path, routed=True)
+    assert report["resources"]["PLL"]["used"] == 1, report["resources"]
 
 
 @pytest.mark.slow
