@@ -147,8 +147,6 @@ def code_values():
         "ecp5.static_core_aux": _si(static["core_aux_w"][0], "W"),
         "ecp5.static_io": _si(static["io_w"][0], "W", 4),
         "ecp5.flip_flop": _range(figures.ECP5_FLIP_FLOP["w_per_mhz"], "W") + " per MHz",
-        "ice40.lcs_per_8_pes": f"{power._LC_PER_PE * 8:.0f} LCs",
-        "ice40.lcs_control": f"{power._LC_CONTROL[0]:,}-{power._LC_CONTROL[1]:,}",
         "ecp5.lut": _range(figures.ECP5_PLACEHOLDER["lut_w_per_mhz"], "W") + " per LUT per MHz",
         "ecp5.multiply": _range(figures.ECP5_PLACEHOLDER["mult_w_per_mhz"], "W") + "/MHz",
         "ecp5.ebr": _range(figures.ECP5_PLACEHOLDER["ebr_j_per_access"], "J"),

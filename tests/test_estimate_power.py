@@ -2,13 +2,14 @@
 
 import pytest
 
+from fpganet.boards.build import BOARDS
 from fpganet.compiler import compile_model
 from fpganet.estimate import figures
 from fpganet.estimate.activity import Activity
 from fpganet.estimate.figures import ECP5_FLIP_FLOP, FF_PER_LUT
 from fpganet.estimate.power import (COEFFICIENTS, accelerator_power, canonical_resources,
-                                    ecp5_power, ice40_power, marlann_check,
-                                    reproduce_ice40_measurements)
+                                    configured_resources, ecp5_power, ice40_power,
+                                    marlann_check, reproduce_ice40_measurements)
 from fpganet.estimate.quantity import Quantity
 from fpganet.estimate.workload import Workload
 
@@ -130,8 +131,8 @@ def test_accelerator_power_uses_the_engine_duty():
 
     def at(duty):
         perf = {"duty": Quantity(duty, None, "estimated", "test")}
-        return accelerator_power(workload, cycles, clock, perf, "ice40",
-                                 oscillator_hz=12e6)
+        return accelerator_power(workload, cycles, clock, perf, "ice40", oscillator_hz=12e6,
+                                 **_resources(workload.config))
 
     idle, busy = at(0.0), at(1.0)
     assert idle.high < busy.low          # the multipliers and RAMs work only while computing
@@ -145,7 +146,25 @@ def _lenet_power(activity, duty=1.0):
     clock = Quantity(40e6, "Hz", "estimated", "test")
     perf = {"duty": Quantity(duty, None, "estimated", "test")}
     return accelerator_power(workload, cycles, clock, perf, "ice40", oscillator_hz=12e6,
-                             activity=activity)
+                             activity=activity, **_resources(workload.config))
+
+
+def _resources(config):
+    resources, basis, _ = configured_resources("icebreaker", config)
+    return {"resources": resources, "resources_basis": basis}
+
+
+def test_configured_resources_are_the_pre_checks_counts():
+    """Without a routed design the power model takes the counts synth's pre-checks make (the
+    iCEBreaker default: 30 EBR, 4 SPRAM, 8 DSP, its routed logic within the margin); a
+    configuration the chip cannot hold says which resource it lacks."""
+    board = BOARDS["icebreaker"]
+    resources, basis, refusal = configured_resources("icebreaker", board.default_config)
+    assert (resources["ebr"], resources["spram"], resources["dsp"]) == (30, 4, 8)
+    low, high = resources["lc"]
+    assert low < board.routed_logic < high and refusal is None and "not a routed" in basis
+    big = board.default_config.replace(act_buffer_bytes=16384)
+    assert configured_resources("icebreaker", big)[2].startswith("needs 46 EBR")
 
 
 def test_simulated_activity_scales_both_ends_and_replaces_the_utilization():

@@ -22,7 +22,7 @@ from .asic import NODES, asic_projection, synthesize, synthesize_design
 from .gpu import DEFAULT_GPUS, gpu_rows
 from .layer_table import FUSED, layer_table, stored_weight_bytes
 from .measure import measure_network
-from .power import accelerator_power, canonical_resources, marlann_check
+from .power import accelerator_power, canonical_resources, configured_resources, marlann_check
 from .quantity import Quantity, quantity_dict, ratio
 from .throughput import (BOARDS, HostLink, clock_quantity, device_family, fpga_performance,
                          load_board_report)
@@ -324,10 +324,13 @@ def estimate(net, *, board="icebreaker", board_report=None, clock_hz=None, link=
                      f"{workload.tiled_cycles:,})")
     link = link or HostLink()
     performance = fpga_performance(workload, cycles_q, clock, link)
-    resources, resources_basis = None, None
     if report_obj is not None:
         resources = canonical_resources(report_obj.used())
         resources_basis = f"routed design, {report_obj.path}"
+    else:
+        resources, resources_basis, refusal = configured_resources(board, config)
+        if refusal is not None:
+            notes.append(f"the design {refusal}: no build of it routes on this board")
     try:
         activity = resolve_activity(activity, net, cache_dir=cache_dir, progress=progress)
     except ValueError as error:

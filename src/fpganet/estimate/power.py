@@ -42,7 +42,7 @@ from .figures import (ACTIVITY, ECP5_FLIP_FLOP, ECP5_PLACEHOLDER, ECP5_STATIC, F
 from .quantity import Quantity
 
 __all__ = ["PowerEstimate", "ice40_power", "ecp5_power", "fpga_power", "accelerator_power",
-           "canonical_resources", "estimate_resources", "reproduce_ice40_measurements",
+           "canonical_resources", "configured_resources", "reproduce_ice40_measurements",
            "marlann_check", "COEFFICIENTS", "BOUNDARY", "RESOURCE_ALIASES"]
 
 #: iCE40UP5K coefficients: ``{name: (value, unit, basis)}``.
@@ -350,49 +350,41 @@ def canonical_resources(used):
     return result
 
 
-#: A 2x4 int8 array with ``synth_ice40 -dsp`` used 534 LCs (reference notes): per PE.
-_LC_PER_PE = 534 / 8
-#: Controller, address generators, requantization, host port: assumed, not yet built.
-_LC_CONTROL = (1000, 2500)
+#: The canonical names (:func:`canonical_resources`) of the boards' resource names.
+_BOARD_RESOURCE_NAMES = {"LC": "lc", "LUT4": "lc", "EBR": "ebr", "SPRAM": "spram", "DSP": "dsp",
+                         "MULT18": "dsp"}
 
 
-def estimate_resources(config, family):
-    """Resources of the accelerator estimated from its configuration (no routed design).
+def configured_resources(board, config):
+    """Resources of ``board``'s accelerator built for ``config``, without a routed design: the
+    counts ``compile --board`` and ``synth`` check before any tool runs
+    (:func:`fpganet.boards.resources.resource_needs`), block RAM, SPRAM and DSP counted on the
+    elaborated core, logic cells estimated from the board's routed default as a range of
+    its margin.
 
-    Returns
-    -------
-    resources : dict
-        ``lc`` as a (low, high) range, ``dsp``, ``ebr``, ``spram``.
-    basis : str
+    Returns ``(resources, basis, refusal)``: canonical counts, their basis, and the line
+    saying which resource the chip lacks (None when it holds the design).
     """
-    pes = config.rows * config.cols
-    lc = (round(pes * _LC_PER_PE + _LC_CONTROL[0]), round(pes * _LC_PER_PE + _LC_CONTROL[1]))
-    act_bank_bytes = config.act_buffer_bytes // config.act_banks
-    if family == "ice40":
-        ebr_bytes = 512
-        spram = math.ceil(config.weight_buffer_bytes / 32768)
-        dsp = math.ceil(pes / 2)
-    else:
-        ebr_bytes = 2048
-        spram = 0
-        dsp = pes
-    ebr = (config.act_banks * math.ceil(act_bank_bytes / ebr_bytes)
-           + math.ceil(config.program_words * 8 / ebr_bytes)
-           + math.ceil(config.bias_buffer_words * 8 / ebr_bytes))
-    if family != "ice40":
-        ebr += math.ceil(config.weight_buffer_bytes / ebr_bytes)
-    basis = (f"estimated from the configuration, not a routed design: LCs = {pes} PEs x "
-             f"{_LC_PER_PE:.0f} (a 2x4 array used 534 LCs with synth_ice40 -dsp) + "
-             f"{_LC_CONTROL[0]:,}-{_LC_CONTROL[1]:,} assumed for control, address generation, "
-             f"requantization and the host port; "
-             + ("two 8x8 products per SB_MAC16; weights in 32 KB SPRAMs, activations, program "
-                "and parameters in 512 B EBRs" if family == "ice40" else
-                "one 8x8 product per MULT18X18D; all memories in 2 KB DP16KD blocks"))
-    return {"lc": lc, "dsp": dsp, "ebr": ebr, "spram": spram}, basis
+    # Imported here: the boards' package imports the compiler, which imports the estimator.
+    from fpganet.boards.build import BOARDS
+    from fpganet.boards.resources import resource_needs
+
+    needs = resource_needs(BOARDS[board], config)
+    resources = {"lc": 0, "dsp": 0, "ebr": 0, "spram": 0}
+    for need in needs:
+        kind = _BOARD_RESOURCE_NAMES.get(need.name)
+        if kind is None:
+            continue
+        resources[kind] = (need.used if need.margin is None else
+                           (max(0, need.used - need.margin), need.used + need.margin))
+    basis = ("counted on the core built for the configuration, not a routed design (block RAM, "
+             "SPRAM and DSP as synth's pre-checks count them; logic cells the routed default's "
+             "plus measured per-PE and per-lane costs, within the estimate's margin)")
+    return resources, basis, needs.refusal()
 
 
-def accelerator_power(workload, cycles, clock, performance, family, *, resources=None,
-                      resources_basis=None, oscillator_hz=None, activity=None):
+def accelerator_power(workload, cycles, clock, performance, family, *, resources,
+                      resources_basis, oscillator_hz=None, activity=None):
     """Chip power of the accelerator running ``workload`` at the end-to-end rate.
 
     Parameters
@@ -404,8 +396,9 @@ def accelerator_power(workload, cycles, clock, performance, family, *, resources
         From :func:`fpganet.estimate.throughput.fpga_performance` (its ``duty``).
     family : str
         ``"ice40"`` or ``"ecp5"`` (the board registry's family names).
-    resources : dict, optional
-        Canonical counts (:func:`canonical_resources`); default :func:`estimate_resources`.
+    resources : dict
+        Canonical counts (:func:`canonical_resources` of a routed report, or
+        :func:`configured_resources`).
     oscillator_hz : float, optional
         The board's oscillator; another clock needs the PLL.
     activity : Activity, float or (float, float), optional
@@ -415,11 +408,6 @@ def accelerator_power(workload, cycles, clock, performance, family, *, resources
     """
     config = workload.config
     notes = []
-    if resources is None:
-        resources, resources_basis = estimate_resources(config, family)
-    if family == "ice40" and isinstance(resources.get("ebr"), int) and resources["ebr"] > 30:
-        notes.append(f"the estimated {resources['ebr']} EBRs exceed the UP5K's 30: the boards "
-                     f"build will place some memories elsewhere (SPRAM, LUTs)")
     busy_cycles = cycles.value
     utilization = min(1.0, workload.macs / (busy_cycles * config.macs_per_cycle))
     memory_rate = min(1.0, workload.beats / busy_cycles)
