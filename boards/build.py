@@ -51,8 +51,8 @@ from .icebreaker import BOARD as ICEBREAKER
 from .resources import resource_needs
 from .ulx3s import BOARD as ULX3S
 
-__all__ = ["BOARDS", "BuildError", "DoesNotFit", "Refused", "board_config", "build", "check_buildable",
-           "configure", "warn_logic", "run",
+__all__ = ["BOARDS", "BuildError", "DoesNotFit", "Refused", "board_config", "build",
+           "build_with_top", "check_buildable", "configure", "warn_logic", "run",
            "main", "toolchain_env", "toolchain_versions", "write_build_files"]
 
 BOARDS = {board.name: board for board in (ICEBREAKER, ULX3S)}
@@ -208,17 +208,23 @@ def check_synth_opts(board, synth_opts):
                            "netlist computes wrong products (yosys issue 2922)")
 
 
-def build(board, config=None, output="build/synth", *, core=None, seed=None, pll=True,
-          synth_opts=(), nextpnr_opts=(), verbose=False, timeout_s=None, with_top=False):
+def build(board, config=None, output="build/synth", **options):
     """Build ``core`` (default: the board's default core) for ``board``; return the report dict.
+    The options are :func:`build_with_top`'s."""
+    return build_with_top(board, config, output, **options)[0]
+
+
+def build_with_top(board, config=None, output="build/synth", *, core=None, seed=None, pll=True,
+                   synth_opts=(), nextpnr_opts=(), verbose=False, timeout_s=None):
+    """Build ``core`` (default: the board's default core) for ``board``; return the report dict
+    and the elaborated board top-level.
 
     ``board`` is a :class:`~fpganet.boards.common.Board` or its name. Files go
     to ``output`` (``top.il``, ``top.rpt`` yosys log, ``top.tim`` nextpnr log,
     ``top.bin``/``top.bit``, ``nextpnr.json``, ``report.json``, ``build.log``). ``seed``:
     the nextpnr placement seed, default the board's (:attr:`Board.seed`). ``timeout_s``: how
     long the tools may run, default the board's (:attr:`Board.build_timeout_s`); then they are
-    stopped and :class:`BuildError` names what they were doing. ``with_top``: return
-    ``(report, the elaborated board top-level)``.
+    stopped and :class:`BuildError` names what they were doing.
     Raises :class:`DoesNotFit` or :class:`BuildError`.
     """
     if isinstance(board, str):
@@ -244,7 +250,7 @@ def build(board, config=None, output="build/synth", *, core=None, seed=None, pll
             failure = error
     if failure is not None:
         raise failure
-    return (result, top) if with_top else result
+    return result, top
 
 
 def _build_in(board, config, output, shown, *, core, seed, pll, synth_opts, nextpnr_opts,

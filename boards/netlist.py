@@ -20,8 +20,8 @@ everything in the design counts cycles) and their lock raised after a few cycles
 ECP5 models also leave DP16KD and MULT18X18D blackboxes: :data:`DP16KD_MODEL` and
 :data:`MULT18X18D_MODEL` model them as ``synth_ecp5`` and fpganet instantiate them.
 
-The iCE40's placed-and-routed netlist is simulated too (:func:`route_board`): nextpnr-ice40
-writes the routed design (``--write``) in the same run that writes the bitstream, and
+Each board's placed-and-routed netlist is simulated too (:func:`route_board`): nextpnr writes
+the routed design (``--write``) in the same run that writes the bitstream, and
 :func:`routed_netlist_verilog` turns it into Verilog for :data:`ROUTED_NETLIST_CELLS`.
 """
 
@@ -37,7 +37,7 @@ from amaranth.back import verilog
 
 from fpganet.sim.runner import SimBuild, default_build_root
 
-from .build import (NAME, build, check_buildable, check_synth_opts, toolchain_env,
+from .build import (NAME, build_with_top, check_buildable, check_synth_opts, toolchain_env,
                     write_build_files)
 
 __all__ = ["cells_sim_path", "synthesize_netlist", "build_netlist_sim", "netlist_simulator",
@@ -503,7 +503,8 @@ UNCONNECTED_HIGH = {
 #: models of ICESTORM_LC, ICESTORM_RAM, SB_GB and SB_IO, wrappers for the cells whose buses
 #: nextpnr splits, and the PLL stand-in. ECP5: Yosys's TRELLIS_COMB and TRELLIS_FF with what
 #: nextpnr's slices add (the FF's ``SD`` choice of its DI or M input, TRELLIS_COMB's
-#: ``WCKMUX`` and the ``RAMW_BLOCK`` placeholder of a LUT RAM's write slice, and its CCU2 carry
+#: ``WCKMUX``, only as the pin itself, and the ``RAMW_BLOCK`` placeholder of a LUT RAM's write
+#: slice, and its CCU2 carry
 #: out driven, where the model declared a new net), the synthesized netlist's block models,
 #: :data:`TRELLIS_RAMW_MODEL` and :data:`DCCA_MODEL`. The models' pulls on unconnected pins go:
 #: the netlist has every input tied (:data:`UNCONNECTED_HIGH`).
@@ -525,7 +526,10 @@ ROUTED_NETLIST_CELLS = {
              "\tparameter [127:0] LSRMODE = \"LSR\";\n\tparameter SD = \"1\";\n"
              "\twire data = (SD == \"0\") ? M : DI;\n"),
             ("\t\t\t\telse if (muxce)\n\t\t\t\t\tQ <= DI;", "\t\t\t\telse if (muxce)\n\t\t\t\t\tQ <= data;"),
-            ("\tparameter IS_Z1 = 1'b0;\n", "\tparameter IS_Z1 = 1'b0;\n\tparameter WCKMUX = \"WCK\";\n"),
+            ("\tparameter IS_Z1 = 1'b0;\n",
+             "\tparameter IS_Z1 = 1'b0;\n\tparameter WCKMUX = \"WCK\";\n"
+             "\tinitial if (MODE == \"DPRAM\" && (WCKMUX != \"WCK\" || WREMUX != \"WRE\"))\n"
+             "\t\t$fatal(1, \"TRELLIS_COMB: an inverted LUT RAM write clock or enable is not modelled\");\n"),
             ("\t\t\twire FCO = (~l4o & gated_lut2_0) | (l4o & FCI);",
              "\t\t\tassign FCO = (~l4o & gated_lut2_0) | (l4o & FCI);"),
             ("\t\tend else begin\n\t\t\t$error(\"unsupported COMB mode %s\", MODE);",
@@ -642,24 +646,23 @@ def synthesize_board(board, directory, config=None, *, core=None):
 
 
 def route_board(board, directory, config=None, *, core=None, seed=None):
-    """Build ``board``'s bitstream for ``config`` as ``fpganet synth`` does (the same options,
-    ``seed`` the board's by default), with nextpnr also writing the routed design, and write
-    that as Verilog (:func:`routed_netlist_verilog`).
+    """Build ``board``'s bitstream for ``config`` with ``core`` (defaults: the board's) as
+    ``fpganet synth`` does (the same options, ``seed`` the board's by default), nextpnr also
+    writing the routed design, in ``directory/build``; write that design as Verilog
+    (:func:`routed_netlist_verilog`) in ``directory``.
 
     Returns ``(netlist.v path, the build's report dict, the board top-level)``."""
-    config = board.default_config if config is None else config
-    core = board.default_core if core is None else core
     directory = Path(directory)
-    report, top = build(board, config, directory, core=core, seed=seed, with_top=True,
-                        nextpnr_opts=("--write", f"{NAME}_routed.json"))
-    netlist = routed_netlist_verilog(directory / f"{NAME}_routed.json",
+    report, top = build_with_top(board, config, directory / "build", core=core, seed=seed,
+                                 nextpnr_opts=("--write", f"{NAME}_routed.json"))
+    netlist = routed_netlist_verilog(directory / "build" / f"{NAME}_routed.json",
                                      directory / f"{NAME}_routed.v", family=board.family)
     return netlist, report, top
 
 
-def routed_netlist_verilog(routed_json, netlist, *, family="ice40"):
-    """Write nextpnr's routed design ``routed_json`` (``--write``) as the Verilog file
-    ``netlist``, ready for the ``family``'s :data:`ROUTED_NETLIST_CELLS`; return its path.
+def routed_netlist_verilog(routed_json, netlist, *, family):
+    """Write nextpnr's routed design ``routed_json`` (``--write``) of a ``family`` chip as the
+    Verilog file ``netlist``, ready for :data:`ROUTED_NETLIST_CELLS`; return its path.
 
     What the written design leaves to the silicon is put in first:
     - iCE40: the PLL's dedicated wiring, the clock pin into its REFERENCECLK (in place of the
@@ -667,9 +670,11 @@ def routed_netlist_verilog(routed_json, netlist, *, family="ice40"):
       that has no input;
     - ECP5: the pin multiplexers of the block RAMs and multipliers (``DIA0MUX = "0"``, ``"INV"``)
       as constants, and ``IS_Z1`` on the slice halves whose output is the wide multiplexer's;
-    - the value of every input pin left unconnected (:data:`UNCONNECTED_HIGH`), where the
-      cell's model has that pin.
+    - the value of every input pin left unconnected (:data:`UNCONNECTED_HIGH`).
     """
+    if family not in ROUTED_NETLIST_CELLS:
+        raise ValueError(f"routed netlist simulation has cell models for "
+                         f"{', '.join(ROUTED_NETLIST_CELLS)}, not {family!r}")
     design = json.loads(Path(routed_json).read_text())
     (module,) = design["modules"].values()
     cells = module["cells"]
@@ -677,14 +682,7 @@ def routed_netlist_verilog(routed_json, netlist, *, family="ice40"):
         _join_ice40_pll(module)
     else:
         _apply_ecp5_pin_muxes(cells)
-    models = ROUTED_NETLIST_CELLS[family].text(cells_sim_path(family).parent)
-    ports = _model_ports(models)
-    for cell in cells.values():
-        high = UNCONNECTED_HIGH[family].get(cell["type"], ())
-        known = ports.get(cell["type"], ())
-        for port, bits in cell["connections"].items():
-            if not bits and port in known and cell["port_directions"].get(port) == "input":
-                cell["connections"][port] = ["1" if high == "all" or port in high else "0"]
+    _tie_unconnected(cells, family)
     netlist = Path(netlist)
     patched = netlist.with_name(netlist.stem + "_tied.json")
     patched.write_text(json.dumps(design))
@@ -698,20 +696,47 @@ def routed_netlist_verilog(routed_json, netlist, *, family="ice40"):
     return netlist
 
 
+def _tie_unconnected(cells, family):
+    """Tie every unconnected input pin that the cell's model has (:data:`UNCONNECTED_HIGH`);
+    refuse a cell type the models lack."""
+    ports = _model_ports(ROUTED_NETLIST_CELLS[family].text(cells_sim_path(family).parent))
+    for name, cell in cells.items():
+        if cell["type"] not in ports:
+            raise ValueError(f"routed netlist: no {family} model of {name}'s {cell['type']}")
+        high = UNCONNECTED_HIGH[family].get(cell["type"], ())
+        for port, bits in cell["connections"].items():
+            if (not bits and port in ports[cell["type"]]
+                    and cell["port_directions"].get(port) == "input"):
+                cell["connections"][port] = ["1" if high == "all" or port in high else "0"]
+
+
+def _only(items, what):
+    if len(items) != 1:
+        raise ValueError(f"routed netlist: {len(items)} {what}, expected one")
+    return items[0]
+
+
 def _join_ice40_pll(module):
     cells = module["cells"]
     plls = [cell for cell in cells.values() if cell["type"] == "ICESTORM_PLL"]
     if not plls:
         return
-    (pll,) = plls
+    pll = _only(plls, "PLLs")
     pad = pll["attributes"]["BEL_PAD_INPUT"]
-    (pad_name,) = [name for name, cell in cells.items()
-                   if cell["type"] == "SB_IO" and cell["attributes"].get("NEXTPNR_BEL") == pad]
+    pad_name = _only([name for name, cell in cells.items() if cell["type"] == "SB_IO"
+                      and cell["attributes"].get("NEXTPNR_BEL") == pad], f"SB_IO at the PLL's pad {pad}")
+    others = [port for port, bits in cells[pad_name]["connections"].items()
+              if bits and port != "PACKAGE_PIN"]
+    if others:
+        raise ValueError(f"routed netlist: the PLL's pad {pad_name} also connects {others}")
     pin = cells.pop(pad_name)["connections"]["PACKAGE_PIN"]
-    (buffer,) = [cell for cell in cells.values() if cell["type"] == "SB_GB"
-                 and not cell["connections"]["USER_SIGNAL_TO_GLOBAL_BUFFER"]]
-    clock = 1 + max(bit for cell in cells.values() for bits in cell["connections"].values()
-                    for bit in bits if isinstance(bit, int))
+    buffer = _only([cell for cell in cells.values() if cell["type"] == "SB_GB"
+                    and not cell["connections"]["USER_SIGNAL_TO_GLOBAL_BUFFER"]],
+                   "global buffers without an input")
+    used = [bit for cell in cells.values() for bits in cell["connections"].values() for bit in bits]
+    used += [bit for net in module["netnames"].values() for bit in net["bits"]]
+    used += [bit for port in module.get("ports", {}).values() for bit in port["bits"]]
+    clock = 1 + max(bit for bit in used if isinstance(bit, int))
     pll["connections"]["REFERENCECLK"] = pin
     pll["connections"]["PLLOUT_A_GLOBAL"] = [clock]
     pll["port_directions"]["PLLOUT_A_GLOBAL"] = "output"
@@ -736,12 +761,10 @@ def _apply_ecp5_pin_muxes(cells):
             continue
         for param in [key for key in cell["parameters"] if key.endswith("MUX")]:
             port = param[:-len("MUX")]
-            if port not in cell["port_directions"]:
+            if port not in cell["port_directions"] or param in _MODELLED_MUXES.get(cell["type"], ()):
                 continue
             value = str(cell["parameters"][param]).strip()
             connected = bool(cell["connections"].get(port))
-            if param in _MODELLED_MUXES.get(cell["type"], ()):
-                continue
             if value == port:
                 pass                                     # the pin itself
             elif value in ("0", "1") and not connected:

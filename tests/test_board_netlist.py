@@ -11,10 +11,13 @@ host driver (sim/tb_system.py, as tests/test_system_uart.py drives the RTL).
   ``MULT18X18D_MODEL``) and a stand-in for the EHXPLLL (``ECP5_PLL_MODEL``); the default
   design's cells and options on a 2x2 array (:data:`ULX3S_LENET_CONFIG`).
 
-- iCEBreaker, placed and routed: the same default design as nextpnr-ice40 routes it for the
-  bitstream (``--write`` in the same run), with Yosys's models of ICESTORM_LC, ICESTORM_RAM,
-  SB_GB and SB_IO, wrappers of SB_MAC16 and SB_SPRAM256KA for ICESTORM_DSP and ICESTORM_SPRAM,
-  and a stand-in for ICESTORM_PLL (:data:`fpganet.boards.netlist.ROUTED_NETLIST_CELLS`).
+- Placed and routed, both boards: the same designs as nextpnr routes them for the bitstream
+  (``--write`` in the same run), with the cells of
+  :data:`fpganet.boards.netlist.ROUTED_NETLIST_CELLS`. iCEBreaker: Yosys's models of
+  ICESTORM_LC, ICESTORM_RAM, SB_GB and SB_IO, wrappers of SB_MAC16 and SB_SPRAM256KA for
+  ICESTORM_DSP and ICESTORM_SPRAM, a stand-in for ICESTORM_PLL. ULX3S: Yosys's TRELLIS_COMB
+  and TRELLIS_FF patched for what nextpnr's slices add, TRELLIS_RAMW, DCCA, and the
+  synthesized netlist's block models.
 
 The whole designs (LeNet-5 loaded, images checked against the golden model) are opt-in:
 their synthesis and Verilator builds take minutes (docs/journal/measurements.md has the
@@ -26,10 +29,9 @@ with a small device behind the link. The iCEBreaker's synthesized small test is 
 
 Not covered: timing (the cell models have no delays; nextpnr's timing report is the check),
 the PLL's frequency synthesis (the harness clocks the oscillator pin at the PLL's output
-frequency, scaled: the design counts cycles), the ULX3S's placed-and-routed netlist (what
-blocks it: docs/journal/measurements.md), the step from the iCE40's routed netlist to the
-bitstream (icepack), and on the ULX3S the default bitstream's 100 MHz (3.3 times the cycles
-a UART bit: the default configuration runs at 30 MHz here).
+frequency, scaled: the design counts cycles), the step from the routed netlist to the
+bitstream (icepack, ecppack), and on the ULX3S the default bitstream's 100 MHz (3.3 times the
+cycles a UART bit: the default configuration runs at 30 MHz here).
 """
 
 import json
@@ -93,17 +95,22 @@ def netlist_sim(board, top, netlist, name, *, optimize=True, routed=False):
                                    optimize=optimize, routed=routed)
 
 
+def board_netlist(board, tmp_path, config=None, *, core=None, routed=False):
+    """``(netlist.v, counts, top-level)`` of ``board``'s design: synthesized (counts: Yosys's
+    cells) or, with ``routed``, built and routed (counts: the build's report)."""
+    if routed:
+        return route_board(board, tmp_path / "route", config, core=core)
+    netlist, log, top = synthesize_board(board, tmp_path / "synth", config, core=core)
+    return netlist, parse_yosys_cells(log), top
+
+
 def run_lenet(board, tmp_path, config=None, *, routed=False):
     """Synthesize ``board``'s top-level for ``config`` (default: the board's), or with
     ``routed`` build it and take nextpnr's routed netlist, load LeNet-5 through the rx pin, run
     :data:`IMAGES` MNIST images and the damaged frames (sim/tb_system.py's two tests), check
     every logit and stamp; return the cell counts (routed: the build's report)."""
     began = time.monotonic()
-    if routed:
-        netlist, cells, top = route_board(board, tmp_path / "route", config)
-    else:
-        netlist, log, top = synthesize_board(board, tmp_path / "synth", config)
-        cells = parse_yosys_cells(log)
+    netlist, counts, top = board_netlist(board, tmp_path, config, routed=routed)
     synth_s = time.monotonic() - began
     name = f"{board.name}_{'routed' if routed else 'netlist'}"
     began = time.monotonic()
@@ -123,7 +130,7 @@ def run_lenet(board, tmp_path, config=None, *, routed=False):
     assert timings["stamp_cycles"] == [timings["model_stamp_cycles"]] * IMAGES, timings
     print(f"{name}: synthesis {synth_s:.0f} s, Verilator build {build_s:.0f} s, "
           f"run {run_s:.0f} s; {json.dumps(timings)}")
-    return cells
+    return counts
 
 
 @opt_in
@@ -187,17 +194,13 @@ def small_netlist_answers(board, tmp_path, *, routed=False):
     """``board``'s top-level with :func:`small_core` behind the UART, synthesized (or routed)
     and simulated as the whole design is; return the cell counts (routed: the build's report)
     and the top-level."""
-    if routed:
-        netlist, cells, top = route_board(board, tmp_path / "route", core=small_core)
-    else:
-        netlist, log, top = synthesize_board(board, tmp_path / "synth", core=small_core)
-        cells = parse_yosys_cells(log)
+    netlist, counts, top = board_netlist(board, tmp_path, core=small_core, routed=routed)
     name = f"{board.name}_small_{'routed' if routed else 'netlist'}"
     sim = netlist_sim(board, top, netlist, name, optimize=False, routed=routed)
     env = {"FPGANET_TB": json.dumps(tb_parameters(top))}
     result = sim.run(SMALL_TB_MODULE, None, env, test_dir=tmp_path / "run")
     assert result.ok, failure_report(result)
-    return cells, top
+    return counts, top
 
 
 @opt_in
