@@ -503,8 +503,11 @@ def configure(parser):
                              "the FTDI's MPSSE channel (icebreaker; fpganet board run --link spi)")
     parser.add_argument("--seed", type=non_negative_int, default=None,
                         help="nextpnr placement seed (default: the board's, the best of its "
-                             "seed sweep: " + ", ".join(f"{name} {board.seed}" for name, board in
-                                                        sorted(BOARDS.items())) + ")")
+                             "seed sweep: " + ", ".join(
+                                 [f"{name} {board.seed}" for name, board in sorted(BOARDS.items())]
+                                 + [f"{name} --link {link} {seed}"
+                                    for name, board in sorted(BOARDS.items())
+                                    for link, (seed, _) in board.link_builds.items()]) + ")")
     parser.add_argument("--no-pll", action="store_true",
                         help="clock the core from the board oscillator instead of a PLL")
     parser.add_argument("--synth-opt", action="append", default=[], metavar="OPT",
@@ -609,9 +612,12 @@ def run(args):
               f"array {config.name} ({macs_per_cycle(config, core)} MACs/cycle)")
     print(f"synth: {board.description}, {core_name}, {design}, "
           f"target {config.clock_hz / 1e6:g} MHz -> {output}/", flush=True)
-    seed = board.seed if args.seed is None else args.seed
+    link_seed, link_opts = board.link_builds.get(args.link, (board.seed, ()))
+    seed = link_seed if args.seed is None else args.seed
     result = build(board, config, output, core=core, seed=seed, pll=not args.no_pll,
-                   synth_opts=args.synth_opt, nextpnr_opts=args.nextpnr_opt,
+                   synth_opts=args.synth_opt,
+                   nextpnr_opts=[*_without_overridden(link_opts, args.nextpnr_opt),
+                                 *args.nextpnr_opt],
                    verbose=args.verbose, timeout_s=args.timeout)
     used = ", ".join(f"{name} {value['used']}/{value['available']}"
                      for name, value in result["resources"].items() if value["used"])

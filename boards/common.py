@@ -209,6 +209,10 @@ class Board:
     weight_buffer: object = None
     #: The host links its top wires (:data:`LINKS`; ``fpganet synth --link``).
     links: tuple = ("uart",)
+    #: How a link other than the UART is built, from its own seed sweep: ``{link: (seed,
+    #: nextpnr options)}``, the seed in place of :attr:`seed`, the options added to
+    #: :attr:`nextpnr_opts`.
+    link_builds: dict = field(default_factory=dict)
 
     @property
     def device(self):
