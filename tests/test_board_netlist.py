@@ -13,7 +13,7 @@ host driver (sim/tb_system.py, as tests/test_system_uart.py drives the RTL).
 
 - Placed and routed, both boards: the same designs as nextpnr routes them for the bitstream
   (``--write`` in the same run), with the cells of
-  :data:`fpganet.boards.netlist.ROUTED_NETLIST_CELLS`. iCEBreaker: Yosys's models of
+  :data:`fpganet.boards.routed_netlist.ROUTED_NETLIST_CELLS`. iCEBreaker: Yosys's models of
   ICESTORM_LC, ICESTORM_RAM, SB_GB and SB_IO, wrappers of SB_MAC16 and SB_SPRAM256KA for
   ICESTORM_DSP and ICESTORM_SPRAM, a stand-in for ICESTORM_PLL. ULX3S: Yosys's TRELLIS_COMB
   and TRELLIS_FF patched for what nextpnr's slices add, TRELLIS_RAMW, DCCA, and the
@@ -42,7 +42,8 @@ import pytest
 
 from fpganet.boards.build import BOARDS
 from fpganet.boards.netlist import (PLL_LOCK_EDGES, board_harness, build_board_netlist_sim,
-                                    route_board, synthesize_board)
+                                    synthesize_board)
+from fpganet.boards.routed_netlist import ROUTED_NETLIST_CELLS, route_board
 from fpganet.boards.report import parse_yosys_cells
 from fpganet.compiler import compile_model
 from fpganet.hdl.hostlink import HostLinkSystem
@@ -92,7 +93,8 @@ def tb_parameters(top, **more):
 def netlist_sim(board, top, netlist, name, *, optimize=True, routed=False):
     harness = board_harness(top, board.platform, name, period_ns=PERIOD_NS)
     return build_board_netlist_sim(netlist, harness, name, family=board.family,
-                                   optimize=optimize, routed=routed)
+                                   optimize=optimize,
+                                   cells=ROUTED_NETLIST_CELLS[board.family] if routed else None)
 
 
 def board_netlist(board, tmp_path, config=None, *, core=None, routed=False):

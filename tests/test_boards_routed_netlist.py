@@ -1,14 +1,15 @@
-"""What :func:`fpganet.boards.netlist.routed_netlist_verilog` puts back into nextpnr's routed
-designs before they are simulated, on small designs written here: the iCE40 PLL's dedicated
-wiring, the ECP5 blocks' pin multiplexers, the unconnected pins' values, and its refusals.
-The whole routed netlists run in tests/test_board_netlist.py."""
+"""What :func:`fpganet.boards.routed_netlist.routed_netlist_verilog` puts back into nextpnr's
+routed designs before they are simulated, on small designs written here: the iCE40 PLL's
+dedicated wiring, the ECP5 blocks' pin multiplexers, the unconnected pins' values, and its
+refusals. The whole routed netlists run in tests/test_board_netlist.py."""
 
 import json
 
 import pytest
 
-from fpganet.boards.netlist import (ROUTED_NETLIST_CELLS, _model_ports, cells_sim_path,
-                                    routed_netlist_verilog)
+from fpganet.boards.netlist import cells_sim_path
+from fpganet.boards.routed_netlist import (ROUTED_NETLIST_CELLS, _model_ports,
+                                           routed_netlist_verilog)
 
 ROUTED_CELLS = {
     "ice40": ("ICESTORM_LC", "ICESTORM_RAM", "ICESTORM_DSP", "ICESTORM_SPRAM", "ICESTORM_PLL",
