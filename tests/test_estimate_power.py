@@ -164,7 +164,11 @@ def test_configured_resources_are_the_pre_checks_counts():
     low, high = resources["lc"]
     assert low < board.routed_logic < high and refusal is None and "not a routed" in basis
     big = board.default_config.replace(act_buffer_bytes=16384)
-    assert configured_resources("icebreaker", big)[2].startswith("needs 46 EBR")
+    assert configured_resources("icebreaker", big)[2].startswith("the design needs 46 EBR")
+    # A weight buffer the SPRAMs cannot hold: the core is not built, the default's blocks stand in.
+    odd = board.default_config.replace(weight_buffer_bytes=8192)
+    resources, basis, note = configured_resources("icebreaker", odd)
+    assert resources["spram"] == 4 and "cannot be built" in basis and "SPRAM" in note
 
 
 def test_simulated_activity_scales_both_ends_and_replaces_the_utilization():

@@ -328,9 +328,9 @@ def estimate(net, *, board="icebreaker", board_report=None, clock_hz=None, link=
         resources = canonical_resources(report_obj.used())
         resources_basis = f"routed design, {report_obj.path}"
     else:
-        resources, resources_basis, refusal = configured_resources(board, config)
-        if refusal is not None:
-            notes.append(f"the design {refusal}: no build of it routes on this board")
+        resources, resources_basis, note = configured_resources(board, config)
+        if note:
+            notes.append(note)
     try:
         activity = resolve_activity(activity, net, cache_dir=cache_dir, progress=progress)
     except ValueError as error:

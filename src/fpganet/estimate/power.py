@@ -36,6 +36,7 @@ USB bridge, LEDs) is not modelled.
 import math
 from dataclasses import dataclass, field
 
+from ..errors import FpganetError
 from .activity import Activity, default_activity, given_activity
 from .figures import (ACTIVITY, ECP5_FLIP_FLOP, ECP5_PLACEHOLDER, ECP5_STATIC, FF_PER_LUT,
                       ICE40_MEASUREMENTS, ICE40_MEMORY_ESTIMATES, MARLANN, ice40_coefficients)
@@ -360,27 +361,38 @@ def configured_resources(board, config):
     counts ``compile --board`` and ``synth`` check before any tool runs
     (:func:`fpganet.boards.resources.resource_needs`), block RAM, SPRAM and DSP counted on the
     elaborated core, logic cells estimated from the board's routed default as a range of
-    its margin.
+    its margin. Where the board's core cannot be built for ``config`` at all (a weight buffer
+    the SPRAMs cannot hold, say), its default's block counts stand in.
 
-    Returns ``(resources, basis, refusal)``: canonical counts, their basis, and the line
-    saying which resource the chip lacks (None when it holds the design).
+    Returns ``(resources, basis, note)``: canonical counts, their basis, and a line for the
+    estimate's notes when the chip cannot hold the design (else None).
     """
     # Imported here: the boards' package imports the compiler, which imports the estimator.
     from fpganet.boards.build import BOARDS
-    from fpganet.boards.resources import resource_needs
+    from fpganet.boards.resources import Need, logic_estimate, resource_needs
 
-    needs = resource_needs(BOARDS[board], config)
-    resources = {"lc": 0, "dsp": 0, "ebr": 0, "spram": 0}
-    for need in needs:
-        kind = _BOARD_RESOURCE_NAMES.get(need.name)
-        if kind is None:
-            continue
-        resources[kind] = (need.used if need.margin is None else
-                           (max(0, need.used - need.margin), need.used + need.margin))
+    board = BOARDS[board]
     basis = ("counted on the core built for the configuration, not a routed design (block RAM, "
              "SPRAM and DSP as synth's pre-checks count them; logic cells the routed default's "
              "plus measured per-PE and per-lane costs, within the estimate's margin)")
-    return resources, basis, needs.refusal()
+    try:
+        needs = resource_needs(board, config)
+        note = needs.refusal() and f"the design {needs.refusal()}: no build of it routes here"
+    except (ValueError, FpganetError) as error:
+        used, margin = logic_estimate(board, config)
+        needs = [*resource_needs(board, board.default_config).exact,
+                 Need(board.logic_resource, used, 0, {}, margin)]
+        basis = (f"not a routed design: the board's core cannot be built for this "
+                 f"configuration, so its default's block RAM, SPRAM and DSP counts; logic cells "
+                 f"the routed default's plus measured per-PE and per-lane costs")
+        note = f"the {board.name}'s core cannot be built for this configuration: {error}"
+    resources = {"lc": 0, "dsp": 0, "ebr": 0, "spram": 0}
+    for need in needs:
+        kind = _BOARD_RESOURCE_NAMES.get(need.name)
+        if kind is not None:
+            resources[kind] = (need.used if need.margin is None else
+                               (max(0, need.used - need.margin), need.used + need.margin))
+    return resources, basis, note
 
 
 def accelerator_power(workload, cycles, clock, performance, family, *, resources,
