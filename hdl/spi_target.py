@@ -60,7 +60,8 @@ class SPITarget(wiring.Component):
     ``sync`` must run at least at half SCK's rate so that it takes each host byte in time.
     Latency: a host byte reaches ``rx`` three ``sync`` cycles after its last bit. A reply byte
     reaches SCK's domain three rising SCK edges after ``tx`` takes it (two synchronizer
-    stages, then the copy) and goes out in the next byte that starts. Throughput: one byte each way per 8 SCK cycles, less escapes on MISO.
+    stages, then the copy) and goes out in the next byte that starts. Throughput: one byte
+    each way per 8 SCK cycles, less escapes on MISO.
     """
 
     def __init__(self):

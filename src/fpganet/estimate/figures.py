@@ -599,7 +599,8 @@ SPI_LINK = {
     # SEND_INPUT, START with its wait byte, READ_OUTPUT: one transaction each at least.
     "transactions_per_start": 3,
     "basis": "modelled: SPI mode 0 at the FT2232H's 30 MHz MPSSE clock, 8 bits per byte, a "
-             "request's bytes and then its reply's (input and output add), plus an assumed 250 us USB turnaround (two 125 us microframes, not "
+             "request's bytes and then its reply's (input and output add), plus an assumed "
+             "250 us USB turnaround (two 125 us microframes, not "
              "measured) for each of a START's 3 transactions (SEND_INPUT, START queued on the "
              "board, READ_OUTPUT); the accelerator runs START after START while the host works "
              "(measured in RTL simulation: benchmarks/results/links.json)",

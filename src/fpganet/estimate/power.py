@@ -351,11 +351,6 @@ def canonical_resources(used):
     return result
 
 
-#: The canonical names (:func:`canonical_resources`) of the boards' resource names.
-_BOARD_RESOURCE_NAMES = {"LC": "lc", "LUT4": "lc", "EBR": "ebr", "SPRAM": "spram", "DSP": "dsp",
-                         "MULT18": "dsp"}
-
-
 def configured_resources(board, config):
     """Resources of ``board``'s accelerator built for ``config``, without a routed design: the
     counts ``compile --board`` and ``synth`` check before any tool runs
@@ -369,7 +364,7 @@ def configured_resources(board, config):
     """
     # Imported here: the boards' package imports the compiler, which imports the estimator.
     from fpganet.boards.build import BOARDS
-    from fpganet.boards.resources import Need, logic_estimate, resource_needs
+    from fpganet.boards.resources import logic_estimate, resource_needs
 
     board = BOARDS[board]
     basis = ("counted on the core built for the configuration, not a routed design (block RAM, "
@@ -377,21 +372,21 @@ def configured_resources(board, config):
              "plus measured per-PE and per-lane costs, within the estimate's margin)")
     try:
         needs = resource_needs(board, config)
-        note = needs.refusal() and f"the design {needs.refusal()}: no build of it routes here"
+        blocks = needs.exact
+        logic = ((needs.logic.used, needs.logic.margin) if needs.logic is not None
+                 else logic_estimate(board, config))
+        refusal = needs.refusal()
+        note = refusal and f"the design {refusal}: no build of it routes here"
     except (ValueError, FpganetError) as error:
-        used, margin = logic_estimate(board, config)
-        needs = [*resource_needs(board, board.default_config).exact,
-                 Need(board.logic_resource, used, 0, {}, margin)]
-        basis = (f"not a routed design: the board's core cannot be built for this "
-                 f"configuration, so its default's block RAM, SPRAM and DSP counts; logic cells "
-                 f"the routed default's plus measured per-PE and per-lane costs")
+        blocks = resource_needs(board, board.default_config).exact
+        logic = logic_estimate(board, config)
+        basis = ("not a routed design: the board's core cannot be built for this "
+                 "configuration, so its default's block RAM, SPRAM and DSP counts; logic cells "
+                 "the routed default's plus measured per-PE and per-lane costs")
         note = f"the {board.name}'s core cannot be built for this configuration: {error}"
-    resources = {"lc": 0, "dsp": 0, "ebr": 0, "spram": 0}
-    for need in needs:
-        kind = _BOARD_RESOURCE_NAMES.get(need.name)
-        if kind is not None:
-            resources[kind] = (need.used if need.margin is None else
-                               (max(0, need.used - need.margin), need.used + need.margin))
+    resources = canonical_resources({need.name: need.used for need in blocks})
+    used, margin = logic
+    resources["lc"] = (max(0, used - margin), used + margin)
     return resources, basis, note
 
 

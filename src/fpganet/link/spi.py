@@ -144,10 +144,16 @@ class _FtdiBus:
         return bytes(self.port.exchange(mosi, duplex=True))
 
     def close(self):
-        try:
-            self.controller.terminate()
-        except Exception:       # the device is gone (unplugged): nothing left to close
-            pass
+        _terminate(self.controller)
+
+
+def _terminate(controller):
+    """Close ``controller``'s FTDI device; a device already gone (unplugged, or never opened)
+    leaves nothing to close."""
+    try:
+        controller.terminate()
+    except Exception:
+        pass
 
 
 def open_spi(url, sck_hz=DEFAULT_SCK_HZ, *, timeout=1.0):
@@ -171,9 +177,6 @@ def open_spi(url, sck_hz=DEFAULT_SCK_HZ, *, timeout=1.0):
         reason = str(error) or type(error).__name__
         if "No backend available" in reason:
             reason = "pyusb finds no libusb (install libusb-1.0)"
-        try:
-            controller.terminate()
-        except Exception:       # nothing was opened, or the device is gone
-            pass
+        _terminate(controller)
         raise LinkError(f"cannot open the SPI link at {url}: {reason}") from None
     return SPIPort(_FtdiBus(controller, port), timeout=timeout, name=url)
