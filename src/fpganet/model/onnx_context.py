@@ -21,6 +21,9 @@ __all__ = ["ImportContext", "check_acyclic"]
 
 #: Ops that only read a tensor's shape; the importer folds them, they are not on the data path.
 SHAPE_READERS = {"Shape", "Size"}
+#: The oldest opset of the default operator set taken: numpy broadcasting begins at 7, and
+#: onnxruntime's kernels do too.
+MIN_OPSET = 7
 
 
 def check_acyclic(graph):
@@ -80,6 +83,11 @@ class ImportContext:
                           if entry.domain in ("", "ai.onnx")), default=0)
         if self.opset == 0:
             raise FpganetError("the ONNX model imports no version of the default operator set")
+        if self.opset < MIN_OPSET:
+            # Before opset 7, Add and Mul broadcast by an `axis` attribute, not as numpy does;
+            # onnxruntime has no kernels for those versions either.
+            raise FpganetError(f"the model uses opset {self.opset} of the default operator set; "
+                               f"fpganet, as onnxruntime, takes opset {MIN_OPSET} and later")
         known = onnx.defs.onnx_opset_version()
         if self.opset > known:
             # onnxruntime refuses such a model too; its ops' meaning is not known here.

@@ -12,7 +12,7 @@ ops stay, so that a QDQ model's quantization is read from its nodes.
 
 import numpy as np
 
-__all__ = ["FOLDABLE", "fold_constants"]
+__all__ = ["FOLDABLE", "fold_constants", "without_static_inputs"]
 
 #: Ops folded when every input is a constant.
 FOLDABLE = frozenset({
@@ -23,6 +23,23 @@ FOLDABLE = frozenset({
 #: Folded tensors above this many elements are left to the importer (an Expand or Tile
 #: could otherwise make a huge initializer from a small one).
 MAX_ELEMENTS = 1 << 24
+
+
+def without_static_inputs(model):
+    """``model`` without the graph inputs that name an initializer (a copy; ``model`` itself
+    when there is none). Exporters of IR 3 (CNTK's mnist-8, older PyTorch and Keras) list
+    every weight as a graph input too; ONNX lets a caller override such an input, but a
+    compiled network's weights are fixed, so they are constants, as onnxruntime reads them
+    when they are not fed."""
+    static = {tensor.name for tensor in model.graph.initializer}
+    if not any(value.name in static for value in model.graph.input):
+        return model
+    result = model.__class__()
+    result.CopyFrom(model)
+    kept = [value for value in result.graph.input if value.name not in static]
+    del result.graph.input[:]
+    result.graph.input.extend(kept)
+    return result
 
 
 def _constant_values(graph, numpy_helper):

@@ -27,14 +27,15 @@ batch in the input declaration, or baked into a Reshape constant (``[10, 400]``)
 is ignored, and the ``x.view(x.size(0), -1)`` pattern (Shape, Gather, Unsqueeze,
 Concat) is folded symbolically. Before all of it, nodes of constant inputs become
 initializers (:mod:`fpganet.model.onnx_fold`), so that a weight written as a Reshape or
-Transpose of an initializer is a constant.
+Transpose of an initializer is a constant; an initializer that is a graph input too (IR 3)
+is a constant as well.
 """
 
 from ..errors import FpganetError, one_line
 from ..files import existing_file, file_sha256
 from .ir import fuse_relu
 from .onnx_context import ImportContext
-from .onnx_fold import fold_constants
+from .onnx_fold import fold_constants, without_static_inputs
 from .onnx_ops import ONNX_OPS
 
 __all__ = ["load_onnx", "import_model", "SUPPORTED_OPS", "file_sha256"]
@@ -89,6 +90,7 @@ def import_model(model):
     from .qdq import attach_quantization, strip_qdq
     from .qonnx import attach_qonnx, strip_qonnx
 
+    model = without_static_inputs(model)
     model, qdq = strip_qdq(model)
     if qdq is None:
         model, qdq = strip_qonnx(model)

@@ -228,13 +228,12 @@ def strip_qonnx(model):
     """
     import onnx
 
-    from .onnx_fold import fold_constants
+    from .onnx_fold import fold_constants, without_static_inputs
 
     if not is_qonnx(model):
         return model, None
     model = onnx.ModelProto.FromString(model.SerializeToString())
-    _drop_static_inputs(model.graph)
-    model = fold_constants(model)
+    model = fold_constants(without_static_inputs(model))
     strip = _QonnxStrip(model)
     strip.refuse_other_ops()
     strip.quantize_weights()
@@ -242,14 +241,6 @@ def strip_qonnx(model):
     strip.take_output_epilogue()
     strip.rewire()
     return model, strip.info
-
-
-def _drop_static_inputs(graph):
-    """Initializers listed as graph inputs (older exporters list them all) are constants."""
-    static = {tensor.name for tensor in graph.initializer}
-    kept = [value for value in graph.input if value.name not in static]
-    del graph.input[:]
-    graph.input.extend(kept)
 
 
 class _QonnxStrip(_QdqStrip):
