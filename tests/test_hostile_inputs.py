@@ -228,18 +228,22 @@ def tampered(lenet):
     SHA256SUMS would let through: ``{damage: (directory, words of the refusal)}``."""
     damaged = {}
     for damage in ("emptied sums", "sums without memories.npz", "sums without network.npz",
-                   "rows edited and re-signed", "cols edited and re-signed"):
+                   "rows edited and re-signed", "cols edited and re-signed",
+                   "requant_mult_bits edited and re-signed", "pipeline_registers edited and re-signed"):
         out = lenet / damage.replace(" ", "-")
         assert main(["compile", "-o", str(out)]) == 0
         digests = read_sums(out)
         if damage.endswith("re-signed"):
             field = damage.split()[0]
             manifest = json.loads((out / "manifest.json").read_text())
-            manifest["config"][field] = {"rows": 4, "cols": 5}[field]
+            # Fields the images' shapes show, and fields only their configuration digest does.
+            manifest["config"][field] = {"rows": 4, "cols": 5, "requant_mult_bits": 14,
+                                         "pipeline_registers": True}[field]
             (out / "manifest.json").write_text(json.dumps(manifest))
             _resign(out)
             words = ["not its manifest's configuration's",
-                     {"rows": "weight word", "cols": "array columns"}[field]]
+                     {"rows": "weight word", "cols": "array columns"}.get(
+                         field, "a configuration other than the manifest's")]
         else:
             kept = {} if damage == "emptied sums" else \
                 {name: digest for name, digest in digests.items() if name not in damage}
@@ -259,7 +263,9 @@ def tampered(lenet):
 
 @pytest.mark.parametrize("damage", ["emptied sums", "sums without memories.npz",
                                     "sums without network.npz", "rows edited and re-signed",
-                                    "cols edited and re-signed"])
+                                    "cols edited and re-signed",
+                                    "requant_mult_bits edited and re-signed",
+                                    "pipeline_registers edited and re-signed"])
 @pytest.mark.parametrize("reader", sorted(READERS))
 def test_a_cut_down_or_resigned_listing_is_refused_by_every_reader(damage, reader, tampered,
                                                                   capfd, tmp_path):

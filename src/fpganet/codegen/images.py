@@ -6,6 +6,8 @@ host write port loads (program, weights, parameters) and knows the byte streams
 (:meth:`MemoryImages.pack_inputs`, :meth:`MemoryImages.unpack_outputs`).
 """
 
+import dataclasses
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -23,6 +25,7 @@ from .passes import EMIT_PASS, dump_section, emit, format_emission
 from .plan import capacity_error, plan_network
 
 __all__ = ["MemoryImages", "StreamLayout", "build_images", "read_images", "NoProgramError", "engine_conflicts",
+           "config_digest",
            "STAMP_BYTES", "FILES", "LOAD_ORDER", "pack_weight_word", "memory_words", "host_writes",
            "machine_memories"]
 
@@ -334,7 +337,8 @@ class MemoryImages:
 
     def save(self, directory):
         """Write ``program.hex``, ``weights.hex``, ``params.hex`` (``$readmemh``: one word per
-        line, most significant digit first) and ``memories.npz`` into ``directory``."""
+        line, most significant digit first) and ``memories.npz`` into ``directory``; the
+        last holds :func:`config_digest` of the configuration the images were built for."""
         directory = os.fspath(directory)
         for name, space, bits in (("program.hex", HostSpace.PROGRAM, INSTRUCTION_BITS),
                                   ("weights.hex", HostSpace.WEIGHTS, 8 * self.config.weight_word_bytes),
@@ -343,7 +347,8 @@ class MemoryImages:
                 handle.writelines(f"{word:0{bits // 4}x}\n" for word in self.words(space))
         with open(os.path.join(directory, "memories.npz"), "wb") as handle:
             np.savez(handle, program=self.program, prologue=self.prologue, body=self.body,
-                     weights=self.weights, params=self.params)
+                     weights=self.weights, params=self.params,
+                     config_digest=np.array(config_digest(self.config)))
 
     def describe(self):
         return self.layout
@@ -621,12 +626,20 @@ def read_images(directory):
     return images
 
 
+def config_digest(config):
+    """SHA-256 of every parameter of ``config``: the images record it, so that a manifest
+    whose configuration was edited, in a field the images' shapes do not show
+    (``requant_mode``, ``pipeline_registers``, ...), and signed again is refused."""
+    text = json.dumps(dataclasses.asdict(config), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def _images_mismatch(arrays, section, config):
     """Why the images are not ``config``'s, or None: the capacities, word width, banks and
     array columns the manifest's ``accelerator`` section recorded when they were built, and
     the arrays' shapes, against those ``config`` gives (an edited ``rows`` changes the weight
-    word, ``cols`` the banks or the columns). Fields the images do not record
-    (``requant_mode``, say) are not checked here."""
+    word, ``cols`` the banks or the columns), then every other field through
+    :func:`config_digest`."""
     recorded = {"bytes per weight word": (section["weights"]["word_bytes"],
                                           config.weight_word_bytes),
                 "weight buffer bytes": (section["weights"]["capacity_bytes"],
@@ -655,4 +668,8 @@ def _images_mismatch(arrays, section, config):
         if count > host_memory_words(space, config):
             return (f"the {space.name.lower()} image of {count:,} words exceeds the "
                     f"{host_memory_words(space, config):,} of its memory")
+    if "config_digest" not in arrays:
+        return "they record no configuration digest (an older fpganet wrote them)"
+    if str(arrays["config_digest"]) != config_digest(config):
+        return "they were built for a configuration other than the manifest's"
     return None
