@@ -97,9 +97,9 @@ class LowBitMatrixVectorUnit(wiring.Component):
     ``results.ready``. Gaps in ``beats.valid`` are bubbles.
     """
 
-    #: Cycles from the closing beat to its result: the sums of each :attr:`chunk` of the
-    #: beat's products, the beat's sums, the totals, the compares, each registered.
-    latency = DOT_PRODUCT_LATENCY + 1
+    #: Cycles from the closing beat to its result: the products, the sums of each
+    #: :attr:`chunk` of them, the beat's sums, the totals, the compares, each registered.
+    latency = DOT_PRODUCT_LATENCY + 2
     #: Products summed before a register: the table or partial products and three adders.
     chunk = 8
     #: The result field that carries the channels' totals.
@@ -128,9 +128,6 @@ class LowBitMatrixVectorUnit(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        beat = self.beats.payload
-        digits = [beat.x[i].as_unsigned() for i in range(self.simd)]
-
         wb, ib = self.weight_bits, self.input_bits
         if wb + ib <= 4:
             # Every bit of such a product is a function of four bits: one LUT4 each, as a table.
@@ -145,8 +142,8 @@ class LowBitMatrixVectorUnit(wiring.Component):
                 # give every small product a DSP multiplier.
                 return adder_tree(Mux(d[b], w.as_signed() << b, 0) for b in range(ib))
 
-        def beat_terms(j):
-            return [product(beat.w[j][i], digits[i]) for i in range(self.simd)]
+        def beat_terms(x, w):
+            return [product(w[i], x[i].as_unsigned()) for i in range(self.simd)]
 
         def digit(total, thresholds):
             return adder_tree(total >= thresholds[t] for t in range(self.levels))
@@ -165,9 +162,9 @@ def dot_product_pipeline(m, beats, results, totals_field, total_shape, beat_sum,
     ``totals_field`` and the outputs in ``y``; the whole pipeline moves while its result
     register is free or being taken (``beats.ready`` is ``~results.valid | results.ready``).
 
-    With ``beat_terms(j)`` (a channel's terms of the beat) and ``chunk`` instead of
-    ``beat_sum``, a fourth stage comes first: the sums of each ``chunk`` terms, registered; the
-    beat's sum is then theirs."""
+    With ``beat_terms(x, w)`` (a channel's terms of the beat from the inputs ``x`` and its
+    weights ``w``) and ``chunk`` instead of ``beat_sum``, two stages come first: the terms,
+    registered, then the sums of each ``chunk`` of them; the beat's sum is then theirs."""
     pe = len(results.payload.y)
     advance = Signal()
     m.d.comb += [advance.eq(~results.valid | results.ready), beats.ready.eq(advance)]
@@ -175,9 +172,28 @@ def dot_product_pipeline(m, beats, results, totals_field, total_shape, beat_sum,
     # What stage 1 takes: the beat itself, or its registered partial sums.
     valid, last, thresholds = beats.valid, beats.valid & beat.last, beat.thresholds
     if beat_terms is not None:
+        # The products, registered: the beat's inputs reach every channel, and on the ECP5
+        # that broadcast was most of the critical path, so it ends at a register after one
+        # table. (A copy of the inputs for each channel would be merged back into one
+        # register by synthesis.)
+        products = []
+        for j in range(pe):
+            terms = beat_terms(beat.x, beat.w[j])
+            registers = [Signal(term.shape(), name=f"product{j}_{i}")
+                         for i, term in enumerate(terms)]
+            products.append(registers)
+            with m.If(advance):
+                m.d.sync += [register.eq(term) for register, term in zip(registers, terms)]
+        product_valid, product_last = Signal(), Signal()
+        product_thresholds = Signal.like(beat.thresholds)
+        with m.If(advance):
+            m.d.sync += [product_valid.eq(valid), product_last.eq(last)]
+            with m.If(last):
+                m.d.sync += product_thresholds.eq(thresholds)
+        valid, last, thresholds = product_valid, product_last, product_thresholds
         partials = []
         for j in range(pe):
-            terms = beat_terms(j)
+            terms = products[j]
             sums = [adder_tree(terms[i:i + chunk]) for i in range(0, len(terms), chunk)]
             registers = [Signal(value.shape(), name=f"partial{j}_{k}")
                          for k, value in enumerate(sums)]

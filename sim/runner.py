@@ -219,20 +219,21 @@ def _read_results(results_xml):
 def _verilator_runner(ports_only):
     from cocotb_tools.runner import Verilator
 
-    class PortsOnlyVerilator(Verilator):
-        """Makes only the top-level ports visible to VPI, which is all a free-running
-        testbench touches; the runner's default (every signal public) stops
-        Verilator from optimizing the design and costs ~30 % of its speed."""
+    class SplitModelVerilator(Verilator):
+        """cocotb's Verilator runner, whose own make (not Verilator's -MAKEFLAGS) builds a
+        model large enough to be split: it needs the precompiled header's flag too
+        (VERILATOR_ARGS). With ``ports_only``, only the top-level ports are visible to VPI,
+        which is all a free-running testbench touches; the runner's default (every signal
+        public) stops Verilator from optimizing the design and costs ~30 % of its speed."""
 
         def _build_command(self):
             commands = super()._build_command()
-            commands[0] = [arg for arg in commands[0] if arg != "--public-flat-rw"]
-            # The runner's own make (not Verilator's -MAKEFLAGS) builds a model large enough
-            # to be split: it needs the precompiled header's flag too (VERILATOR_ARGS).
+            if ports_only:
+                commands[0] = [arg for arg in commands[0] if arg != "--public-flat-rw"]
             commands[1] = [*commands[1], "CFG_CXXFLAGS_PCH_I=-include"]
             return commands
 
-    return PortsOnlyVerilator() if ports_only else Verilator()
+    return SplitModelVerilator()
 
 
 def build(component, toplevel, *, sim=None, build_root=None, free_running=False, verbose=False):
