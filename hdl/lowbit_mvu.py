@@ -172,41 +172,32 @@ def dot_product_pipeline(m, beats, results, totals_field, total_shape, beat_sum,
     # What stage 1 takes: the beat itself, or its registered partial sums.
     valid, last, thresholds = beats.valid, beats.valid & beat.last, beat.thresholds
     if beat_terms is not None:
+        def stage(name, values, valid, last, thresholds):
+            """``values`` (a list per channel) registered as ``name{j}_{k}``, with the
+            beat's flags and, from its last beat, its thresholds."""
+            registers = [[Signal(value.shape(), name=f"{name}{j}_{k}")
+                          for k, value in enumerate(channel)] for j, channel in enumerate(values)]
+            stage_valid, stage_last = Signal(), Signal()
+            stage_thresholds = Signal.like(beat.thresholds)
+            with m.If(advance):
+                m.d.sync += [register.eq(value) for channel, channel_values in
+                             zip(registers, values) for register, value in
+                             zip(channel, channel_values)]
+                m.d.sync += [stage_valid.eq(valid), stage_last.eq(last)]
+                with m.If(last):
+                    m.d.sync += stage_thresholds.eq(thresholds)
+            return registers, stage_valid, stage_last, stage_thresholds
+
         # The products, registered: the beat's inputs reach every channel, and on the ECP5
         # that broadcast was most of the critical path, so it ends at a register after one
         # table. (A copy of the inputs for each channel would be merged back into one
         # register by synthesis.)
-        products = []
-        for j in range(pe):
-            terms = beat_terms(beat.x, beat.w[j])
-            registers = [Signal(term.shape(), name=f"product{j}_{i}")
-                         for i, term in enumerate(terms)]
-            products.append(registers)
-            with m.If(advance):
-                m.d.sync += [register.eq(term) for register, term in zip(registers, terms)]
-        product_valid, product_last = Signal(), Signal()
-        product_thresholds = Signal.like(beat.thresholds)
-        with m.If(advance):
-            m.d.sync += [product_valid.eq(valid), product_last.eq(last)]
-            with m.If(last):
-                m.d.sync += product_thresholds.eq(thresholds)
-        valid, last, thresholds = product_valid, product_last, product_thresholds
-        partials = []
-        for j in range(pe):
-            terms = products[j]
-            sums = [adder_tree(terms[i:i + chunk]) for i in range(0, len(terms), chunk)]
-            registers = [Signal(value.shape(), name=f"partial{j}_{k}")
-                         for k, value in enumerate(sums)]
-            partials.append(registers)
-            with m.If(advance):
-                m.d.sync += [register.eq(value) for register, value in zip(registers, sums)]
-        partial_valid, partial_last = Signal(), Signal()
-        partial_thresholds = Signal.like(beat.thresholds)
-        with m.If(advance):
-            m.d.sync += [partial_valid.eq(valid), partial_last.eq(last)]
-            with m.If(last):
-                m.d.sync += partial_thresholds.eq(thresholds)
-        valid, last, thresholds = partial_valid, partial_last, partial_thresholds
+        products, valid, last, thresholds = stage(
+            "product", [beat_terms(beat.x, beat.w[j]) for j in range(pe)], valid, last,
+            thresholds)
+        partials, valid, last, thresholds = stage(
+            "partial", [[adder_tree(terms[i:i + chunk]) for i in range(0, len(terms), chunk)]
+                        for terms in products], valid, last, thresholds)
 
         def beat_sum(j):
             return adder_tree(partials[j])
