@@ -87,7 +87,8 @@ def configuration_of(network, pe, simd, host=False):
     return description + (", weights loaded" if host else "")
 
 
-def build_rows(network, board_name, pe, simd, host, build_dir, command, seeds=1):
+def build_rows(network, board_name, pe, simd, host, build_dir, command, seeds=1,
+               timeout_s=BUILD_TIMEOUT_S):
     """The rows of one build: routed resources and Fmax, the device's cycles, the estimate."""
     board = BOARDS[board_name]
     configuration = configuration_of(network, pe, simd, host)
@@ -107,7 +108,7 @@ def build_rows(network, board_name, pe, simd, host, build_dir, command, seeds=1)
         for seed in [board.seed, *(s for s in range(1, seeds + 1) if s != board.seed)][:seeds]:
             output = base / f"seed{seed}"
             try:
-                report = build(board, net.config, output, seed=seed, timeout_s=BUILD_TIMEOUT_S,
+                report = build(board, net.config, output, seed=seed, timeout_s=timeout_s,
                                core=binary_core(images.folded, weights))
             except FpganetError as error:     # not routed on this seed
                 print(f"{board_name} {configuration} seed {seed}: {error}", file=sys.stderr,
@@ -174,6 +175,9 @@ def main(argv=None):
     parser.add_argument("--seeds", type=positive_int, default=1, metavar="N",
                         help="placement seeds tried per build, the board's first, until one "
                              "meets timing; the best is kept (default 1)")
+    parser.add_argument("--timeout", type=positive_int, default=BUILD_TIMEOUT_S, metavar="S",
+                        help=f"seconds a build may take before the next seed is tried "
+                             f"(default {BUILD_TIMEOUT_S})")
     parser.add_argument("--build-dir", default=str(ROOT / "build/synth-binary"))
     parser.add_argument("-o", "--output", default=str(ROOT / "benchmarks/results/binary.json"))
     args = parser.parse_args(argv)
@@ -186,7 +190,7 @@ def main(argv=None):
                    f"--builds {_label(board, pe, simd, host)} --seeds {args.seeds}")
         try:
             built, estimate = build_rows(network, board, pe, simd, host, args.build_dir,
-                                         command, args.seeds)
+                                         command, args.seeds, args.timeout)
         except FpganetError as error:     # a build that does not route: its rows go
             print(f"{_label(board, pe, simd, host)}: {error}", file=sys.stderr, flush=True)
             continue

@@ -154,6 +154,9 @@ def code_values():
         "asic.activity": _percent_range(activity["asic_logic"]),
         "asic.clock": f"{asic_clock_hz / 1e6:g} MHz",
         "compile.min_agreement": f"{100 * DEFAULT_MIN_AGREEMENT:g} %",
+        **{f"finn.{row['key']}": f"{row['images_per_s']:,.0f} images/s for {row['network']} on "
+           f"a {row['platform']}, {row['power']} ({row['source']})"
+           for row in figures.FINN_MLPS},
     }
 
 
