@@ -189,10 +189,26 @@ def _walk(fragment, path, found):
         found["instances"].append((path, fragment.type))
 
 
+#: ``(board name, config, core)`` -> :class:`ResourceNeeds`: ``fit`` and ``estimate`` ask for
+#: the same design more than once, and each elaboration takes about a second.
+_NEEDS = {}
+_NEEDS_KEPT = 64
+
+
 def resource_needs(board, config, core=None):
     """:class:`ResourceNeeds` of ``core`` (default: the board's) built for ``config`` on
-    ``board`` (its :attr:`~fpganet.boards.common.Board.capacity`)."""
+    ``board`` (its :attr:`~fpganet.boards.common.Board.capacity`); the same object for the
+    same design asked again."""
     core = core or board.default_core
+    key = (board.name, config, core)
+    if key not in _NEEDS:
+        if len(_NEEDS) >= _NEEDS_KEPT:
+            _NEEDS.pop(next(iter(_NEEDS)))
+        _NEEDS[key] = _resource_needs(board, config, core)
+    return _NEEDS[key]
+
+
+def _resource_needs(board, config, core):
     found = {"memories": [], "instances": [], "requantizers": []}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnusedElaboratable)
