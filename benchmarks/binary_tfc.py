@@ -103,9 +103,11 @@ def build_rows(network, board_name, pe, simd, host, build_dir, command, seeds=1,
         images = read_binary_images(out, net)
         base = Path(build_dir) / f"{network}-{board_name}-{pe}x{simd}{'-host' if host else ''}"
         weights = (board.weight_buffer or WeightBuffer) if host else None
-        # The board's own seed first, then others until one meets timing; the best is kept.
+        # The seed `fpganet synth` would use first, then others until one meets timing; the
+        # best is kept.
         best = None
-        for seed in [board.seed, *(s for s in range(1, seeds + 1) if s != board.seed)][:seeds]:
+        first = board.engine_seeds.get(NETWORKS[network], board.seed)
+        for seed in [first, *(s for s in range(1, seeds + 1) if s != first)][:seeds]:
             output = base / f"seed{seed}"
             try:
                 report = build(board, net.config, output, seed=seed, timeout_s=timeout_s,

@@ -507,7 +507,10 @@ def configure(parser):
                                  [f"{name} {board.seed}" for name, board in sorted(BOARDS.items())]
                                  + [f"{name} --link {link} {seed}"
                                     for name, board in sorted(BOARDS.items())
-                                    for link, (seed, _) in board.link_builds.items()]) + ")")
+                                    for link, (seed, _) in board.link_builds.items()]
+                                 + [f"{name} --engine {unit} {seed}"
+                                    for name, board in sorted(BOARDS.items())
+                                    for unit, seed in board.engine_seeds.items()]) + ")")
     parser.add_argument("--no-pll", action="store_true",
                         help="clock the core from the board oscillator instead of a PLL")
     parser.add_argument("--synth-opt", action="append", default=[], metavar="OPT",
@@ -580,6 +583,7 @@ def run(args):
     core = board.cores[args.core] if args.core else board.default_core
     core_name = next((name for name, factory in board.cores.items() if factory is core),
                      "default core")
+    default_seed = board.seed
     if args.compiled is not None and is_binary_compiled(args.compiled):
         images = read_binary_images(args.compiled, load_compiled(args.compiled))
         folded = images.folded
@@ -590,6 +594,7 @@ def run(args):
         core = binary_core(folded, (board.weight_buffer or WeightBuffer) if images.host_weights
                            else None)
         core_name = core.description
+        default_seed = board.engine_seeds.get(folded.unit, board.seed)
     if args.link != "uart":
         if args.link not in board.links:
             raise FpganetError(f"the {board.name} has no {args.link.upper()} link to its host "
@@ -612,7 +617,7 @@ def run(args):
               f"array {config.name} ({macs_per_cycle(config, core)} MACs/cycle)")
     print(f"synth: {board.description}, {core_name}, {design}, "
           f"target {config.clock_hz / 1e6:g} MHz -> {output}/", flush=True)
-    link_seed, link_opts = board.link_builds.get(args.link, (board.seed, ()))
+    link_seed, link_opts = board.link_builds.get(args.link, (default_seed, ()))
     seed = link_seed if args.seed is None else args.seed
     result = build(board, config, output, core=core, seed=seed, pll=not args.no_pll,
                    synth_opts=args.synth_opt,

@@ -213,6 +213,9 @@ class Board:
     #: nextpnr options)}``, the seed in place of :attr:`seed`, the options added to
     #: :attr:`nextpnr_opts`.
     link_builds: dict = field(default_factory=dict)
+    #: The seed of an engine build (``fpganet compile --engine``), from its own sweep:
+    #: ``{unit: seed}`` in place of :attr:`seed`, which is the accelerator's.
+    engine_seeds: dict = field(default_factory=dict)
 
     @property
     def device(self):

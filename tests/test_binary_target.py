@@ -295,6 +295,27 @@ def test_lowbit_weights_loaded_by_the_host_into_the_weight_buffer(tmp_path, caps
 
 
 @needs_tfc
+def test_synth_of_a_lowbit_folder_uses_the_engines_seed(tmp_path, monkeypatch, capsys):
+    """The UP5K's low-bit build routes on its own seed (``Board.engine_seeds``), not the
+    accelerator's; ``--seed`` still picks. The build itself is stopped at its call: which seed
+    routes is the benchmark's to measure."""
+    import fpganet.boards.build as board_build
+
+    out = tmp_path / "tfc"
+    assert main(["compile", str(TFC_W2A2), "--engine", "lowbit", "--pe", "2", "--simd", "16",
+                 "--host-weights", "--board", "icebreaker", "-o", str(out)]) == 0
+    seeds = []
+
+    def stop(board, config, output, *, seed, **options):
+        seeds.append(seed)
+        raise FpganetError("stopped before the tools")
+    monkeypatch.setattr(board_build, "build", stop)
+    assert main(["synth", str(out), "-o", str(tmp_path / "default")]) == 2
+    assert main(["synth", str(out), "--seed", "4", "-o", str(tmp_path / "seed4")]) == 2
+    assert seeds == [ICEBREAKER.engine_seeds["lowbit"], 4] and ICEBREAKER.seed not in seeds
+
+
+@needs_tfc
 def test_the_icebreaker_holds_tfc_w2a2_only_with_its_weights_in_spram():
     """Before any tool runs: in block RAM the weights need more than the UP5K's 30 EBR; in the
     SPRAM weight buffer the design needs all four SPRAMs and fewer EBR than the chip has."""
