@@ -106,7 +106,7 @@ def build_rows(network, board_name, pe, simd, host, build_dir, command, seeds=1,
         # The seed `fpganet synth` would use first, then others until one meets timing; the
         # best is kept.
         best = None
-        first = board.engine_seeds.get(NETWORKS[network], board.seed)
+        first = board.engine_seed(NETWORKS[network])
         for seed in [first, *(s for s in range(1, seeds + 1) if s != first)][:seeds]:
             output = base / f"seed{seed}"
             try:
@@ -189,7 +189,8 @@ def main(argv=None):
     for board, pe, simd, *host in builds:
         host = bool(host and host[0])
         command = (f"python benchmarks/binary_tfc.py --network {network} "
-                   f"--builds {_label(board, pe, simd, host)} --seeds {args.seeds}")
+                   f"--builds {_label(board, pe, simd, host)} --seeds {args.seeds}"
+                   + (f" --timeout {args.timeout}" if args.timeout != BUILD_TIMEOUT_S else ""))
         try:
             built, estimate = build_rows(network, board, pe, simd, host, args.build_dir,
                                          command, args.seeds, args.timeout)

@@ -594,7 +594,7 @@ def run(args):
         core = binary_core(folded, (board.weight_buffer or WeightBuffer) if images.host_weights
                            else None)
         core_name = core.description
-        default_seed = board.engine_seeds.get(folded.unit, board.seed)
+        default_seed = board.engine_seed(folded.unit)
     if args.link != "uart":
         if args.link not in board.links:
             raise FpganetError(f"the {board.name} has no {args.link.upper()} link to its host "

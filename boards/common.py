@@ -217,6 +217,10 @@ class Board:
     #: ``{unit: seed}`` in place of :attr:`seed`, which is the accelerator's.
     engine_seeds: dict = field(default_factory=dict)
 
+    def engine_seed(self, unit):
+        """The placement seed of an engine build of ``unit`` (``binary``, ``lowbit``)."""
+        return self.engine_seeds.get(unit, self.seed)
+
     @property
     def device(self):
         return self.platform.device

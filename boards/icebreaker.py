@@ -240,8 +240,9 @@ BOARD = Board(
     # "The SPI host link"): seeds 1-21 made 14.9-29.2 MHz; with nextpnr's timing-driven
     # ripup, seeds 1-3 and 5-13 made 25.9-29.9 MHz, seed 3 the best.
     link_builds={"spi": (3, ("--tmg-ripup",))},
-    # TFC_2W2A's 2 x 16 with its weights loaded: seed 6 did not route within 300-400 s at
-    # three RTL revisions (2 overused wires), seed 1 did each time (31.5-34.2 MHz,
-    # docs/journal/measurements.md). The binary engine's builds route on seed 6.
+    # Measured on the one low-bit fold the UP5K holds, TFC_2W2A's 2 x 16 with its weights
+    # loaded: seed 6 did not route within 300-400 s at three RTL revisions (2 overused
+    # wires), seed 1 did each time (31.5-34.2 MHz, docs/journal/measurements.md). The binary
+    # engine's builds route on seed 6.
     engine_seeds={"lowbit": 1},
 )

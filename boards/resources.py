@@ -189,18 +189,20 @@ def _walk(fragment, path, found):
         found["instances"].append((path, fragment.type))
 
 
-#: ``(board name, config, core)`` -> :class:`ResourceNeeds`: ``fit`` and ``estimate`` ask for
-#: the same design more than once, and each elaboration takes about a second.
+#: The board's name and what the count reads of it, the configuration and the core ->
+#: :class:`ResourceNeeds`: ``fit`` and ``estimate`` ask for the same design more than once,
+#: and each elaboration takes about a second.
 _NEEDS = {}
 _NEEDS_KEPT = 64
 
 
 def resource_needs(board, config, core=None):
     """:class:`ResourceNeeds` of ``core`` (default: the board's) built for ``config`` on
-    ``board`` (its :attr:`~fpganet.boards.common.Board.capacity`); the same object for the
-    same design asked again."""
+    ``board`` (its :attr:`~fpganet.boards.common.Board.capacity`); of the last
+    :data:`_NEEDS_KEPT` designs asked for, the same object again."""
     core = core or board.default_core
-    key = (board.name, config, core)
+    key = (board.name, board.family, tuple(board.capacity.items()), board.routed_logic,
+           board.logic_resource, config, core)
     if key not in _NEEDS:
         if len(_NEEDS) >= _NEEDS_KEPT:
             _NEEDS.pop(next(iter(_NEEDS)))

@@ -24,6 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from fpganet.boards.build import BOARDS
+from fpganet.model.onnx_context import MIN_OPSET
 from fpganet.compiler import DEFAULT_MIN_AGREEMENT
 from fpganet.config import TIMING_SETS, AcceleratorConfig
 from fpganet.estimate import asic, figures, power
@@ -154,7 +155,10 @@ def code_values():
         "asic.activity": _percent_range(activity["asic_logic"]),
         "asic.clock": f"{asic_clock_hz / 1e6:g} MHz",
         "compile.min_agreement": f"{100 * DEFAULT_MIN_AGREEMENT:g} %",
-        **{f"finn.{row['key']}": f"{row['images_per_s']:,.0f} images/s for {row['network']} on "
+        "icebreaker.seed": str(BOARDS["icebreaker"].seed),
+        "icebreaker.lowbit_seed": str(BOARDS["icebreaker"].engine_seed("lowbit")),
+        "onnx.min_opset": str(MIN_OPSET),
+        **{f"finn.{row['key']}": f"{row['per_s']:,.0f} {row['unit']} for {row['network']} on "
            f"a {row['platform']}, {row['power']} ({row['source']})"
            for row in figures.FINN_MLPS},
     }

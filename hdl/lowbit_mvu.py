@@ -100,7 +100,7 @@ class LowBitMatrixVectorUnit(wiring.Component):
     #: Cycles from the closing beat to its result: the products, the sums of each
     #: :attr:`chunk` of them, the beat's sums, the totals, the compares, each registered.
     latency = DOT_PRODUCT_LATENCY + 2
-    #: Products summed before a register: the table or partial products and three adders.
+    #: Registered products summed before the next register: three adders.
     chunk = 8
     #: The result field that carries the channels' totals.
     totals_field = "sums"

@@ -605,6 +605,10 @@ def read_images(directory):
     try:
         with np.load(os.path.join(directory, MEMORIES), allow_pickle=False) as data:
             arrays = {key: data[key] for key in data.files}
+        if "config_digest" not in arrays:
+            raise FpganetError(f"the accelerator images in '{directory}' record no digest of "
+                               f"their configuration: an older fpganet compiled it; compile it "
+                               f"again")
         config = AcceleratorConfig.from_dict(manifest["config"])
         mismatch = _images_mismatch(arrays, section, config)
         streams = StreamLayout(tuple(section["streams"]["input"]["shape"]),
@@ -629,7 +633,8 @@ def read_images(directory):
 def config_digest(config):
     """SHA-256 of every parameter of ``config``: the images record it, so that a manifest
     whose configuration was edited, in a field the images' shapes do not show
-    (``requant_mode``, ``pipeline_registers``, ...), and signed again is refused."""
+    (``requant_mode``, ``pipeline_registers``, ...), and signed again is refused. It guards
+    against mistakes, not tampering: whoever re-signs the folder can recompute it."""
     text = json.dumps(dataclasses.asdict(config), sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -668,8 +673,6 @@ def _images_mismatch(arrays, section, config):
         if count > host_memory_words(space, config):
             return (f"the {space.name.lower()} image of {count:,} words exceeds the "
                     f"{host_memory_words(space, config):,} of its memory")
-    if "config_digest" not in arrays:
-        return "they record no configuration digest (an older fpganet wrote them)"
     if str(arrays["config_digest"]) != config_digest(config):
         return "they were built for a configuration other than the manifest's"
     return None

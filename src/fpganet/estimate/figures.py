@@ -609,15 +609,15 @@ SPI_LINK = {
 
 # FINN's published MLP results, beside the TFC builds (docs/guide/qonnx.md) -----------------
 
-#: Each: what ran, where, images/s, and what the power or energy figure covers. Published
-#: figures, not measured here.
+#: Each: what ran, where, how many a second, and what the power or energy figure covers.
+#: Published figures, not measured here.
 FINN_MLPS = [
     {"key": "sfc", "network": "SFC-max, a binarized MNIST MLP of three 256-neuron layers "
-     "(TFC's are 64)", "platform": "ZC706 (Zynq-7045)", "images_per_s": 12.3e6,
+     "(TFC's are 64)", "platform": "ZC706 (Zynq-7045)", "per_s": 12.3e6, "unit": "images/s",
      "power": "a system under 25 W", "source": "Umuroglu et al., FINN, FPGA 2017"},
     {"key": "kws", "network": "the MLPerf Tiny keyword-spotting MLP at W3A3",
-     "platform": "PYNQ-Z2 (Zynq-7020)", "images_per_s": 57_268,
-     "power": "30.7 uJ an inference, the whole board's (about 1.6-1.75 W)",
+     "platform": "PYNQ-Z2 (Zynq-7020)", "per_s": 57_268, "unit": "inferences/s",
+     "power": "30.7 uJ an inference, the whole board's",
      "source": "MLPerf Tiny v0.7, open division, public repository mlcommons/tiny_results_v0.7"},
 ]
 
