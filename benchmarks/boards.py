@@ -47,6 +47,9 @@ def board_rows(board, report, requant_mode=None):
     if built_mode != default_mode:
         command += f" --requant-mode {built_mode}"
         configuration = f"{built_mode} requantization"
+    target_mhz = report["clock"]["target_mhz"]
+    if abs(target_mhz - BOARD_REGISTRY[board].default_config.clock_hz / 1e6) > 1e-6:
+        command += f" --clock-mhz {target_mhz:g}"
 
     def row(metric, value):
         return make_row("none", board, configuration, metric, value, "routed", command)
