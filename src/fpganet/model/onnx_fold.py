@@ -43,9 +43,8 @@ def without_static_inputs(model):
 
 
 def _constant_values(graph, numpy_helper):
-    inputs = {value.name for value in graph.input}
-    values = {tensor.name: numpy_helper.to_array(tensor) for tensor in graph.initializer
-              if tensor.name not in inputs}
+    # Every initializer is a constant here, as for the importer (without_static_inputs).
+    values = {tensor.name: numpy_helper.to_array(tensor) for tensor in graph.initializer}
     for node in graph.node:
         if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
             value = next((attribute.t for attribute in node.attribute if attribute.name == "value"),
@@ -70,9 +69,10 @@ def _evaluate(node, values, opset):
 
 
 def fold_constants(model):
-    """``model`` (an ``onnx.ModelProto``) with every foldable node of constant inputs
-    replaced by initializers; the model itself when there is none. Initializers that only
-    folded nodes read are dropped."""
+    """``model`` (an ``onnx.ModelProto``, its static inputs dropped by
+    :func:`without_static_inputs`) with every foldable node of constant inputs replaced by
+    initializers; the model itself when there is none. Initializers that only folded nodes
+    read are dropped."""
     from onnx import numpy_helper
 
     graph = model.graph

@@ -213,6 +213,9 @@ def strip_qonnx(model):
     Parameters
     ----------
     model : onnx.ModelProto
+        Without graph inputs that name an initializer
+        (:func:`~fpganet.model.onnx_fold.without_static_inputs`, which
+        :func:`~fpganet.model.onnx_import.import_model` applies first).
 
     Returns
     -------
@@ -228,12 +231,11 @@ def strip_qonnx(model):
     """
     import onnx
 
-    from .onnx_fold import fold_constants, without_static_inputs
+    from .onnx_fold import fold_constants
 
     if not is_qonnx(model):
         return model, None
-    model = onnx.ModelProto.FromString(model.SerializeToString())
-    model = fold_constants(without_static_inputs(model))
+    model = fold_constants(onnx.ModelProto.FromString(model.SerializeToString()))
     strip = _QonnxStrip(model)
     strip.refuse_other_ops()
     strip.quantize_weights()
