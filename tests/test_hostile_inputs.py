@@ -229,11 +229,19 @@ def tampered(lenet):
     damaged = {}
     for damage in ("emptied sums", "sums without memories.npz", "sums without network.npz",
                    "rows edited and re-signed", "cols edited and re-signed",
-                   "requant_mult_bits edited and re-signed", "pipeline_registers edited and re-signed"):
+                   "requant_mult_bits edited and re-signed", "pipeline_registers edited and re-signed",
+                   "config digest removed and re-signed"):
         out = lenet / damage.replace(" ", "-")
         assert main(["compile", "-o", str(out)]) == 0
         digests = read_sums(out)
-        if damage.endswith("re-signed"):
+        if damage == "config digest removed and re-signed":
+            # Images as an fpganet before the digest wrote them.
+            arrays = dict(np.load(out / "memories.npz"))
+            del arrays["config_digest"]
+            np.savez(out / "memories.npz", **arrays)
+            _resign(out)
+            words = ["record no digest of their configuration", "compile it again"]
+        elif damage.endswith("re-signed"):
             field = damage.split()[0]
             manifest = json.loads((out / "manifest.json").read_text())
             # Fields the images' shapes show, and fields only their configuration digest does.
@@ -265,7 +273,8 @@ def tampered(lenet):
                                     "sums without network.npz", "rows edited and re-signed",
                                     "cols edited and re-signed",
                                     "requant_mult_bits edited and re-signed",
-                                    "pipeline_registers edited and re-signed"])
+                                    "pipeline_registers edited and re-signed",
+                                    "config digest removed and re-signed"])
 @pytest.mark.parametrize("reader", sorted(READERS))
 def test_a_cut_down_or_resigned_listing_is_refused_by_every_reader(damage, reader, tampered,
                                                                   capfd, tmp_path):
