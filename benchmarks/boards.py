@@ -4,7 +4,9 @@ Reads the ``report.json`` that ``fpganet synth --board BOARD -o DIR/BOARD`` writ
 the build first unless ``--reports`` points at finished ones) and turns its routed figures
 into rows of ``benchmarks/results/boards.json``, replacing the rows of the same key there
 and keeping the others. ``--requant-mode tflite`` builds (or reads) the default
-configuration in that requantization mode instead: configuration ``tflite requantization``.
+configuration in that requantization mode instead: configuration ``tflite requantization``;
+``--packed-weights`` builds it with ``CONV packed`` (``packed_weights``): configuration
+``packed weights``.
 
 Usage::
 
@@ -12,6 +14,7 @@ Usage::
     .venv/bin/python benchmarks/boards.py --reports build/synth # rows of finished builds
     .venv/bin/python benchmarks/boards.py --boards ulx3s --requant-mode tflite \
         --reports build/synth-tflite                            # the ULX3S in the tflite mode
+    .venv/bin/python benchmarks/boards.py --packed-weights      # both, with CONV packed
 """
 
 import argparse
@@ -33,12 +36,15 @@ RESOURCES = {"LC": "luts", "LUT4": "luts", "FF": "ffs", "DSP": "dsps", "MULT18":
              "EBR": "brams", "SPRAM": "sprams"}
 
 
-def board_rows(board, report, requant_mode=None):
+def board_rows(board, report, requant_mode=None, packed_weights=False):
     """The rows of one board's ``report.json`` (parsed), a build of its default configuration
     (in ``requant_mode`` if given and not the default's: its configuration is then named by
-    the mode)."""
+    the mode; with ``packed_weights``, configuration ``packed weights``)."""
     command = f"fpganet synth --board {board}"
     configuration = "default"
+    if bool(report["config"].get("packed_weights")) != packed_weights:
+        raise ValueError(f"{board}: the report is of a build {'with' if not packed_weights else 'without'} "
+                         f"packed_weights")
     default_mode = BOARD_REGISTRY[board].default_config.requant_mode
     built_mode = report["config"]["requant_mode"]
     if built_mode != (requant_mode or default_mode):
@@ -47,6 +53,9 @@ def board_rows(board, report, requant_mode=None):
     if built_mode != default_mode:
         command += f" --requant-mode {built_mode}"
         configuration = f"{built_mode} requantization"
+    if packed_weights:
+        command += " --packed-weights yes"
+        configuration = "packed weights" if configuration == "default" else f"{configuration}, packed weights"
     target_mhz = report["clock"]["target_mhz"]
     if abs(target_mhz - BOARD_REGISTRY[board].default_config.clock_hz / 1e6) > 1e-6:
         command += f" --clock-mhz {target_mhz:g}"
@@ -74,23 +83,26 @@ def main(argv=None):
     parser.add_argument("--requant-mode", choices=REQUANT_MODES,
                         help="build the default configuration in this requantization mode "
                              "(default: the board's)")
+    parser.add_argument("--packed-weights", action="store_true",
+                        help="build the default configuration with packed_weights (CONV packed)")
     args = parser.parse_args(argv)
     boards = args.boards.split(",")
     if set(boards) - set(BOARDS):
         parser.error(f"--boards: unknown board {sorted(set(boards) - set(BOARDS))[0]!r} "
                      f"(known: {', '.join(BOARDS)})")
     mode_flags = ["--requant-mode", args.requant_mode] if args.requant_mode else []
+    mode_flags += ["--packed-weights", "yes"] if args.packed_weights else []
+    suffix = "".join(f"-{part}" for part in (args.requant_mode, "packed" * args.packed_weights) if part)
     rows = []
     try:
         for board in boards:
-            folder = Path(args.reports or ROOT / f"build/synth{'-' * bool(mode_flags)}"
-                                                   f"{args.requant_mode or ''}") / board
+            folder = Path(args.reports or ROOT / f"build/synth{suffix}") / board
             if not args.reports and subprocess.run(
                     [sys.executable, "-m", "fpganet", "synth", "--board", board, *mode_flags,
                      "-o", str(folder)], cwd=ROOT).returncode:
                 return 2                        # fpganet synth has said why, in one line
             rows += board_rows(board, json.loads((folder / "report.json").read_text()),
-                               args.requant_mode)
+                               args.requant_mode, args.packed_weights)
         new_keys = {row.key for row in rows}
         output = Path(args.output)
         kept = [row for row in (check_rows(json.loads(output.read_text()), str(output))

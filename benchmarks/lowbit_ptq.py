@@ -3,8 +3,10 @@ nearest against GPTQ (``fpganet compile --weight-bits N --weight-rounding R``).
 
 Each float model is compiled from its calibration images (activations int8, ``mse`` ranges as
 always; only the weights' width and rounding change, :mod:`fpganet.quantize.rounding`) and
-run on the golden model. Per network, width and rounding: top-1 against the labels and the
-arg-max agreement with the float model (the source ONNX in onnxruntime), on
+run on the golden model. Per network, width and rounding: top-1 against the labels, the
+arg-max agreement with the float model (the source ONNX in onnxruntime), and the bytes its
+weights take in the ULX3S's weight memory with ``packed_weights`` (layers of 4 bits or fewer
+two weights to a byte; the compiler's plan, padded to whole weight words), on
 
 - LeNet-5 (embedded): the MNIST calibration split (500 images), the 9,500 eval images;
 - MLPerf Tiny ResNet-8 and VWW MobileNetV1-0.25 (``../shared/models/mlperf-tiny/``): their
@@ -29,7 +31,9 @@ from pathlib import Path
 import numpy as np
 
 from fpganet import datasets
+from fpganet.boards.build import BOARDS
 from fpganet.compiler import compile_model
+from fpganet.estimate.layer_table import stored_weight_bytes
 from fpganet.errors import FpganetWarning
 from fpganet.files import write_text_atomic
 from fpganet.golden import run_golden
@@ -41,6 +45,12 @@ ROWS = Path(__file__).resolve().parent / "results" / "lowbit_ptq.json"
 NETWORKS = ("lenet5", "resnet8", "vww")
 BITS = (8, 6, 4, 3, 2)
 COMMAND = "python benchmarks/lowbit_ptq.py"
+#: Mixed widths: the conv and dense layers (in the model's order) kept at 8 bits when the rest
+#: have 4 (GPTQ), per network: ResNet-8's first two convolutions and its dense layer.
+MIXED = {"resnet8": (0, 1, 9)}
+#: Where the weight bytes are counted: the ULX3S default, its weights packed where they can be.
+PACKED_BOARD = "ulx3s"
+PACKED_CONFIG = BOARDS[PACKED_BOARD].default_config.replace(packed_weights=True)
 
 
 def material(network):
@@ -55,26 +65,36 @@ def material(network):
 
 
 def measure(network, bits_list=BITS, roundings=tuple(ROUNDINGS)):
-    """{"float_top1", "images", "runs": {"w<bits> <rounding>": {top1, agreement, seconds}}}."""
+    """{"float_top1", "images", "runs": {"w<bits> <rounding>": {top1, agreement, seconds,
+    weight_bytes}}}, and ``"w4 mixed gptq"`` for a network of :data:`MIXED`."""
     model, calib_x, x, y = material(network)
     float_pred = run_source_model(model, x).reshape(len(x), -1).argmax(1)
     result = {"images": int(len(x)), "calibration_images": int(len(calib_x)),
               "float_top1": float(np.mean(float_pred == y)), "runs": {}}
-    for bits in bits_list:
-        for rounding in roundings:
-            start = time.perf_counter()
-            with warnings.catch_warnings():     # the calibration notes, the same at every width
-                warnings.simplefilter("ignore", FpganetWarning)
-                net = compile_model(model, calib_x, weight_bits=bits, weight_rounding=rounding,
-                                    program=False)
-            seconds = time.perf_counter() - start
-            pred = run_golden(net, net.quantize_input(x)).reshape(len(x), -1).argmax(1)
-            result["runs"][f"w{bits} {rounding}"] = run = {
-                "bits": bits, "rounding": rounding, "top1": float(np.mean(pred == y)),
-                "agreement": float(np.mean(pred == float_pred)), "seconds": round(seconds, 1)}
-            print(f"{network:8s} w{bits} {rounding:8s} top-1 {100 * run['top1']:6.2f} %  "
-                  f"agreement with float {100 * run['agreement']:6.2f} %  compile "
-                  f"{run['seconds']:.1f} s", flush=True)
+    runs = [(bits, rounding, None) for bits in bits_list for rounding in roundings]
+    if network in MIXED:
+        runs.append((4, "gptq", MIXED[network]))
+    for bits, rounding, wider in runs:
+        start = time.perf_counter()
+        with warnings.catch_warnings():     # the calibration notes, the same at every width
+            warnings.simplefilter("ignore", FpganetWarning)
+            overrides = None
+            if wider:
+                layers = compile_model(model, calib_x, program=False).conv_layers
+                overrides = {layers[index].name: 8 for index in wider}
+            net = compile_model(model, calib_x, weight_bits=bits, weight_rounding=rounding,
+                                layer_weight_bits=overrides, program=False)
+        seconds = time.perf_counter() - start
+        pred = run_golden(net, net.quantize_input(x)).reshape(len(x), -1).argmax(1)
+        stored = stored_weight_bytes(net, PACKED_CONFIG)
+        key = f"w{bits}{' mixed' if wider else ''} {rounding}"
+        result["runs"][key] = run = {
+            "bits": bits, "rounding": rounding, "top1": float(np.mean(pred == y)),
+            "agreement": float(np.mean(pred == float_pred)), "seconds": round(seconds, 1),
+            "weight_bytes": None if stored is None else int(sum(stored))}
+        print(f"{network:8s} {key:14s} top-1 {100 * run['top1']:6.2f} %  "
+              f"agreement with float {100 * run['agreement']:6.2f} %  weights "
+              f"{run['weight_bytes']} bytes  compile {run['seconds']:.1f} s", flush=True)
     return result
 
 
@@ -89,6 +109,9 @@ def results_rows(results):
                                  "model", COMMAND))
             rows.append(make_row(network, "none", configuration, "agreement_top1",
                                  100 * run["agreement"], "model", COMMAND))
+            if run.get("weight_bytes") is not None:
+                rows.append(make_row(network, PACKED_BOARD, f"{configuration} packed",
+                                     "weight_bytes", run["weight_bytes"], "model", COMMAND))
     return rows
 
 

@@ -141,6 +141,8 @@ class Accelerator(wiring.Component):
         if config.diagonal_weights:
             # The window reads it from its first beat on, cycles after the start.
             m.d.sync += window.diagonal.eq(ctrl.engine_diagonal)
+        if config.packed_weights:
+            m.d.sync += window.packed.eq(ctrl.engine_packed)
         if config.fused_max_pool:
             # The writer reads it from the first result row on, a tile of beats after the start.
             m.d.sync += writer.pooled.eq(ctrl.engine_pooled)

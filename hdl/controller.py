@@ -70,6 +70,8 @@ class Controller(wiring.Component):
         With ``config.diagonal_weights`` only: a ``CONV`` in the diagonal mode (held).
     engine_pooled : Out(1)
         With ``config.fused_max_pool`` only: a ``CONV pool`` (held).
+    engine_packed : Out(1)
+        With ``config.packed_weights`` only: a ``CONV packed`` (held).
     engine_active : Out(1)
         A ``CONV`` or ``POOL`` is executing (the engine owns the activation buffer).
     engine_done : In(1)
@@ -99,6 +101,7 @@ class Controller(wiring.Component):
             "engine_pool": Out(1),
             **({"engine_diagonal": Out(1)} if config.diagonal_weights else {}),
             **({"engine_pooled": Out(1)} if config.fused_max_pool else {}),
+            **({"engine_packed": Out(1)} if config.packed_weights else {}),
             "engine_active": Out(1),
             "engine_done": In(1),
             "region_start": Out(1),
@@ -199,6 +202,8 @@ class Controller(wiring.Component):
             m.d.comb += self.engine_diagonal.eq((opcode == Opcode.CONV) & instruction.operand.conv.diagonal)
         if self.config.fused_max_pool:
             m.d.comb += self.engine_pooled.eq((opcode == Opcode.CONV) & instruction.operand.conv.pool)
+        if self.config.packed_weights:
+            m.d.comb += self.engine_packed.eq((opcode == Opcode.CONV) & instruction.operand.conv.packed)
         m.d.comb += [
             self.engine_pool.eq(opcode == Opcode.POOL),
             self.region_mode.eq(Mux(opcode == Opcode.FILL, RegionMode.FILL,

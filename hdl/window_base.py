@@ -15,6 +15,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from fpganet.config import AcceleratorConfig
+from fpganet.isa import PACKED_WEIGHT_BITS
 
 from .memories import one_hot_select
 from .registers import count_down, next_value, register_layout, registered_wrap, update
@@ -41,6 +42,7 @@ class _Beat(NamedTuple):
     channel: Value     # diagonal_weights: bit i set when c == i
     odd: Value         # pair_products, arbitrated: c + 1 < K_C, its lanes read
     koff_odd: Value    # pair_products, scheduled: the odd channel's offset, koff + IN_CSTRIDE
+    nibble: Value = None   # packed_weights: its weights are the high nibbles of the word
 
 
 class _Gather(NamedTuple):
@@ -67,6 +69,7 @@ class _Gather(NamedTuple):
     final_cycle: Value = None # ...which is its last (a flip-flop, loaded from the next state)
     phase: Value = None       # ...with pair_products: the second pass (the lanes' second channels)
     rows: tuple = ()          # ...lane j's word address in the lower and in the upper half of the banks
+    nibble: Value = None      # packed_weights: the beat's weights are the word's high nibbles
 
 
 class WindowGenerator(wiring.Component):
@@ -113,6 +116,12 @@ class WindowGenerator(wiring.Component):
         ``W_BASE + g*W_GSTEP + ky*K_W + kx``, and byte ``i`` goes to array row ``i`` only when
         ``c == i`` (0 otherwise; with ``config.pair_products`` row ``i``'s low byte when
         ``c == i``, its high byte when ``c + 1 == i``).
+    packed : In(1)
+        With ``config.packed_weights`` only: the walk is a ``CONV packed`` (held from the cycle
+        after ``start``): the weight address steps every other beat, going back to the block's
+        start where it would without packing, and each weight byte is its low nibble in the
+        block's even beats, its high nibble in the odd ones, sign-extended. No cycle changes:
+        the nibble's multiplexer is behind the weight buffer, in front of the offer.
     busy : Out(1)
         High from ``start`` until the last beat has been taken.
     """
@@ -133,6 +142,7 @@ class WindowGenerator(wiring.Component):
             "w_en": Out(config.weight_blocks),
             "w_data": In(8 * config.weight_word_bytes),
             **({"diagonal": In(1)} if config.diagonal_weights else {}),
+            **({"packed": In(1)} if config.packed_weights else {}),
             "busy": Out(1),
         })
 
@@ -366,10 +376,17 @@ class WindowGenerator(wiring.Component):
                 m.d.sync += channel.eq(1)
             with m.Elif(load & kx_wrap & ky_wrap):
                 m.d.sync += channel.eq(Mux(kc_wrap, 1, following) if registered else following)
+        stay, nibble = C(0, 1), None
+        if config.packed_weights:
+            # Packed: the even beat of a block reads the word's low nibbles and the odd beat,
+            # the high ones, of the same word.
+            nibble = Signal(name="s0_nibble")
+            stay = self.packed & ~nibble
+            update(m, nibble, ~rewind & stay, enable=load, reset=start)
         with m.If(start):
             m.d.sync += [waddr.eq(regs.w_base), wbase.eq(regs.w_base)]
         with m.Elif(load):
-            m.d.sync += waddr.eq(Mux(rewind, Mux(onward, next_wbase, wbase), waddr + 1))
+            m.d.sync += waddr.eq(Mux(rewind, Mux(onward, next_wbase, wbase), Mux(stay, waddr, waddr + 1)))
             with m.If(beat_last & group_done):
                 m.d.sync += wbase.eq(next_wbase)
         with m.If(start):
@@ -378,7 +395,7 @@ class WindowGenerator(wiring.Component):
             m.d.sync += mid.eq(~beat_last)
             with m.If(beat_last & Mux(first, tile.final, s_final)):
                 m.d.sync += finished.eq(1)
-        return _Beat(koff, waddr, beat_last, channel, odd, koff_odd)
+        return _Beat(koff, waddr, beat_last, channel, odd, koff_odd, nibble)
 
     #: A tile's last beat loads the kernel walk's origin instead of resetting to it (the reset
     #: waits for ``load``, its compares; the multiplexer only for the registered wraps).
@@ -424,6 +441,7 @@ class WindowGenerator(wiring.Component):
         s1_waddr = Signal(ww)
         s1_last = Signal()
         s1_channel = Signal(config.rows, name="s1_channel") if config.diagonal_weights else None
+        s1_nibble = Signal(name="s1_nibble") if config.packed_weights else None
 
         # The reads of a beat: each lane's, and with pair products each lane's odd channel's
         # after them (lanes cols + j).
@@ -431,7 +449,7 @@ class WindowGenerator(wiring.Component):
         addresses = [Signal(aw, name=f"lane_addr{j}") for j in range(reads)]
         return self._serve(m, stall=stall, s1_full=s1_full, stage=dict(
             base=s1_base, tvalid=s1_tvalid, koff=s1_koff, pend=s1_pend, waddr=s1_waddr,
-            last=s1_last, channel=s1_channel, addr=addresses))
+            last=s1_last, channel=s1_channel, addr=addresses, nibble=s1_nibble))
 
     def _serve(self, m, *, stall, s1_full, stage):
         """The variant's reads of the gather stage's beat, whose registers ``stage`` holds
@@ -463,6 +481,8 @@ class WindowGenerator(wiring.Component):
         update(m, gather.last, beat.last, enable=load)
         if config.diagonal_weights:
             update(m, gather.channel, beat.channel, enable=load)
+        if config.packed_weights:
+            update(m, gather.nibble, beat.nibble, enable=load)
 
     def _load_reads(self, m, gather, *, stall, s1_full, load, first, tile, beat):
         """The variant's registers of the gather stage's reads, loaded with a beat."""
@@ -488,21 +508,24 @@ class WindowGenerator(wiring.Component):
         config = self.config
         cols = config.cols
         reads = cols * config.products_per_pe
-        done, last, channel = gather.done, gather.last, gather.channel
-        diagonal = config.diagonal_weights
+        done, last, channel, nibble = gather.done, gather.last, gather.channel, gather.nibble
+        diagonal, packed = config.diagonal_weights, config.packed_weights
         taken = self._taken(gather)
         if config.act_read_latency == 2:
             hit_r = [Signal(len(took), name=f"hit_r{j}") for j, took in enumerate(taken)]
             o_last_r = Signal()
             o_channel_r = Signal(config.rows, name="o_channel_r") if diagonal else None
+            o_nibble_r = Signal(name="o_nibble_r") if packed else None
             self._output_stage(m, stall, o_read, done, [o_last_r.eq(last)],
                                [o_channel_r.eq(channel)] if diagonal else [],
+                               [o_nibble_r.eq(nibble)] if packed else [],
                                [register.eq(took) for register, took in zip(hit_r, taken)])
             taken = hit_r
-            done, last, channel = o_read, o_last_r, o_channel_r
+            done, last, channel, nibble = o_read, o_last_r, o_channel_r, o_nibble_r
 
         o_last = Signal()
         o_channel = Signal(config.rows, name="o_channel") if diagonal else None
+        o_nibble = Signal(name="o_nibble") if packed else None
         hit_d = [Signal(len(took), name=f"hit_d{j}") for j, took in enumerate(taken)]  # read j hit bank b
         b_hold = [Signal(8, name=f"b_hold{j}") for j in range(reads)]
 
@@ -510,6 +533,7 @@ class WindowGenerator(wiring.Component):
         self._arrived_bytes(m, hit_d, b_hold, b_cur)
         self._output_stage(m, stall, o_valid, done, [o_last.eq(last)],
                            [o_channel.eq(channel)] if diagonal else [],
+                           [o_nibble.eq(nibble)] if packed else [],
                            [b_hold[j].eq(b_cur[j]) for j in range(reads)],
                            [register.eq(took) for register, took in zip(hit_d, taken)])
         if config.pair_products:
@@ -518,6 +542,8 @@ class WindowGenerator(wiring.Component):
         halves = config.products_per_pe
         row_bytes = [[self.w_data[8 * (halves * i + h):8 * (halves * i + h) + 8] for h in range(halves)]
                      for i in range(config.rows)]
+        if packed:
+            row_bytes = [[self._unpacked(byte, o_nibble) for byte in row] for row in row_bytes]
         if diagonal:
             # Row i's byte h is the weight of channel c + h: kept where that is channel i.
             keep = [o_channel] + ([Cat(C(0, 1), o_channel)] if halves == 2 else [])
@@ -525,6 +551,13 @@ class WindowGenerator(wiring.Component):
                          for i, row in enumerate(row_bytes)]
         a_cur = [row[0] if halves == 1 else Cat(*row) for row in row_bytes]
         self._offer(m, stall, o_valid, o_last, b_cur, a_cur)
+
+    def _unpacked(self, byte, high):
+        """A weight byte as the array takes it: in a ``CONV packed`` its ``high`` or low nibble,
+        sign-extended (isa.PACKED_WEIGHT_BITS), else the byte."""
+        bits = PACKED_WEIGHT_BITS
+        nibble = Mux(high, byte[bits:2 * bits], byte[:bits])
+        return Mux(self.packed, Cat(nibble, nibble[bits - 1].replicate(8 - bits)), byte)
 
     def _taken(self, gather):
         """What each read took from the banks in a gather cycle, carried to the cycle its

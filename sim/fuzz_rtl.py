@@ -37,17 +37,21 @@ __all__ = ["CONFIGS", "random_fitting_network", "check_network", "main"]
 #: diagonal mode and a result queue; and the same 4x4 as the ULX3S's 128-MAC accelerator, with
 #: the pipeline registers (one bank per lane, so that a lane's two reads often share a bank).
 #: The degenerate shapes: a single row with a requantizer lane per column, a single column,
-#: and the single PE with the pipeline registers (one lane, one bank).
+#: and the single PE with the pipeline registers (one lane, one bank). Five store the layers
+#: of 4-bit weights or fewer packed (``packed_weights``, ``CONV packed``; a quarter of the
+#: random layers have weights in -3..3): the broadcast 8x2, the 4x4 with sixteen banks, both
+#: pipelined ones and the pooled pairs.
 CONFIGS = {
     "2x8": AcceleratorConfig(),
     "3x5-requant5": AcceleratorConfig(rows=3, cols=5, requant_lanes=5, requant_latency=5,
                                       weight_buffer_bytes=3 * 8192),
     "1x1": AcceleratorConfig(rows=1, cols=1, weight_buffer_bytes=8192, act_buffer_bytes=8192),
     "8x2-broadcast": AcceleratorConfig(rows=8, cols=2, acc_width=24, broadcast_operands=True,
-                                       requant_latency=5, weight_buffer_bytes=8 * 8192),
+                                       requant_latency=5, weight_buffer_bytes=8 * 8192,
+                                       packed_weights=True),
     "4x4-banks16": AcceleratorConfig(rows=4, cols=4, requant_lanes=2, act_bank_factor=4,
                                      weight_buffer_bytes=4 * 8192, diagonal_weights=True,
-                                     result_queue_rows=8),
+                                     result_queue_rows=8, packed_weights=True),
     "8x2-broadcast-mult3": AcceleratorConfig(rows=8, cols=2, acc_width=24, broadcast_operands=True,
                                              requant_latency=5, requant_mult_bits=3,
                                              weight_buffer_bytes=8 * 8192),
@@ -56,7 +60,8 @@ CONFIGS = {
     "4x4-tflite": AcceleratorConfig(rows=4, cols=4, requant_lanes=2, requant_mode="tflite",
                                     requant_latency=6, weight_buffer_bytes=4 * 8192),
     "2x8-pipelined": AcceleratorConfig(requant_lanes=2, pipeline_registers=True,
-                                       diagonal_weights=True, result_queue_rows=3),
+                                       diagonal_weights=True, result_queue_rows=3,
+                                       packed_weights=True),
     "4x2-pairs-broadcast": AcceleratorConfig(rows=4, cols=2, acc_width=24, broadcast_operands=True,
                                              requant_latency=5, weight_buffer_bytes=8 * 8192,
                                              pair_products=True),
@@ -65,10 +70,12 @@ CONFIGS = {
                                           result_queue_rows=8, pair_products=True),
     "4x4-pairs-pipelined": AcceleratorConfig(rows=4, cols=4, requant_lanes=2, pipeline_registers=True,
                                              weight_buffer_bytes=8 * 8192, diagonal_weights=True,
-                                             result_queue_rows=3, pair_products=True),
+                                             result_queue_rows=3, pair_products=True,
+                                             packed_weights=True),
     "4x2-pairs-pooled": AcceleratorConfig(rows=4, cols=2, acc_width=24, broadcast_operands=True,
                                           weight_buffer_bytes=8 * 8192, act_bank_factor=2,
-                                          pair_products=True, fused_max_pool=True),
+                                          pair_products=True, fused_max_pool=True,
+                                          packed_weights=True),
     "4x2-pooled": AcceleratorConfig(rows=4, cols=2, fused_max_pool=True, weight_buffer_bytes=8192),
     "1x4-lanes4": AcceleratorConfig(rows=1, cols=4, requant_lanes=4, weight_buffer_bytes=8192),
     "4x1": AcceleratorConfig(rows=4, cols=1, weight_buffer_bytes=4 * 8192),

@@ -62,6 +62,9 @@ def test_json_round_trip():
     ({"requant_mult_bits": True}, "^requant_mult_bits must be 1..15, not True$"),
     ({"pair_products": 1}, "pair_products must be true or false, not 1"),
     ({"fused_max_pool": 1}, "fused_max_pool must be true or false, not 1"),
+    ({"packed_weights": "no"}, "^packed_weights must be true or false, not 'no'$"),
+    ({"packed_weights": True, "operand_width": 12},
+     "^packed_weights puts two 4-bit weights in a byte: operand_width must be 8, not 12$"),
     ({"fused_max_pool": True, "requant_lanes": 2},
      "^fused_max_pool needs requant_lanes 1, bank_access 'arbitrated' and at least 2 columns; the "
      "2x8 configuration has requant_lanes 2$"),

@@ -173,6 +173,12 @@ def test_ping_names_the_banking():
     info = HostLink(CONFIG.replace(pair_products=True, act_bank_factor=2), 12e6, 3e6).info
     assert info.banking == 0x82
     assert info.mismatches(CONFIG.replace(act_bank_factor=2)) == [("pair_products", True, False)]
+    # packed_weights in bit 5, beside a factor of 8 (bit 3).
+    packed = CONFIG.replace(packed_weights=True, act_bank_factor=8)
+    info = DeviceInfo.unpack(HostLink(packed, 12e6, 3e6).info.pack())
+    assert (info.banking, info.act_bank_factor, info.packed_weights) == (0x28, 8, True)
+    assert info.mismatches(packed) == []
+    assert info.mismatches(packed.replace(packed_weights=False)) == [("packed_weights", True, False)]
 
 
 @pytest.mark.parametrize("pipelined", [False, True])

@@ -1,12 +1,21 @@
 """The functional ISA simulator against a direct numpy convolution, on a hand-written program."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
+from fpganet.codegen.fuzz import random_graph_network, random_network
+from fpganet.codegen.images import build_images
+from fpganet.codegen.plan import plan_network
+from fpganet.codegen.run import run_isa
 from fpganet.config import AcceleratorConfig
+from fpganet.errors import FpganetError
+from fpganet.golden import run_golden
 from fpganet.isa import (INSTRUCTION_BITS, INSTRUCTION_LAYOUT, PARAM_LAYOUTS, TFLITE_MULT_TOP, Instruction, Opcode, Reg, decode,
-                         encode, pack_param, unpack_param)
+                         encode, pack_nibbles, pack_param, unpack_nibbles, unpack_param)
 from fpganet.isasim import IsaError, Machine
+from fpganet.qnet import QConv
 
 
 def reference_conv(x, w, bias, mult, shift, zp_in, zp_out, pad):
@@ -112,19 +121,21 @@ def test_diagonal_conv_is_a_depthwise_conv():
         plain.run(x.tobytes())
 
 
-def test_conv_pool_encoding_and_refusal():
-    """CONV pool is operand bit 1 (beside diagonal's bit 0), printed as such; a configuration
-    without fused_max_pool refuses it."""
-    for diagonal, pool in ((False, True), (True, True), (True, False)):
-        instruction = Instruction(Opcode.CONV, diagonal=diagonal, pool=pool)
+@pytest.mark.parametrize("mode, bit, refusal", [("pool", 0b10, "no pooled writes"),
+                                              ("packed", 0b100, "no packed weights")])
+def test_conv_mode_encoding_and_refusal(mode, bit, refusal):
+    """CONV pool is operand bit 1 and CONV packed bit 2 (beside diagonal's bit 0), printed as
+    such; a configuration without fused_max_pool or packed_weights refuses them."""
+    for diagonal, on in ((False, True), (True, True), (True, False)):
+        instruction = Instruction(Opcode.CONV, diagonal=diagonal, **{mode: on})
         assert decode(encode(instruction)) == instruction
-    assert encode(Instruction(Opcode.CONV, pool=True)) & 0b11 == 0b10
-    assert str(Instruction(Opcode.CONV, diagonal=True, pool=True)) == "CONV diagonal pool"
-    with pytest.raises(ValueError, match="POOL has no pool mode"):
-        encode(Instruction(Opcode.POOL, pool=True))
+    assert encode(Instruction(Opcode.CONV, **{mode: True})) & 0b111 == bit
+    assert str(Instruction(Opcode.CONV, diagonal=True, **{mode: True})) == f"CONV diagonal {mode}"
+    with pytest.raises(ValueError, match=f"POOL has no {mode} mode"):
+        encode(Instruction(Opcode.POOL, **{mode: True}))
     machine = Machine(AcceleratorConfig(rows=4, cols=2))
-    machine.program[:2] = [encode(Instruction(Opcode.CONV, pool=True)), encode(Instruction(Opcode.END))]
-    with pytest.raises(IsaError, match=r"^CONV pool at 0: the 4x2 configuration has no pooled writes"):
+    machine.program[:2] = [encode(Instruction(Opcode.CONV, **{mode: True})), encode(Instruction(Opcode.END))]
+    with pytest.raises(IsaError, match=f"^CONV {mode} at 0: the 4x2 configuration has {refusal}"):
         machine.run(b"")
 
 
@@ -238,3 +249,53 @@ def test_counts_beyond_the_hardware_registers_are_refused():
     machine.program[0] = encode(Instruction(Opcode.LOOP, target=0))
     with pytest.raises(IsaError, match=r"^LOOP: LOOP_COUNT = 65,536 is beyond the hardware's 16-bit"):
         machine.run()
+
+
+def test_packed_nibbles_keep_their_signs():
+    """The nibbles round-trip with their signs, -8 and 7 included (an odd block's last high
+    nibbles 0), and a weight outside 4 bits is not packed."""
+    words = np.array([[-8, 7, 0], [1, -1, 5], [-3, 2, -8]], np.int8)
+    packed = pack_nibbles(words)
+    assert packed.shape == (2, 3)
+    assert packed.view(np.uint8)[0].tolist() == [0x18, 0xF7, 0x50]
+    np.testing.assert_array_equal(unpack_nibbles(packed), np.concatenate([words, np.zeros((1, 3), np.int8)]))
+    with pytest.raises(ValueError, match=r"packed weights must lie in -8\.\.7, not -9\.\.6"):
+        pack_nibbles(words - 1)
+
+
+@pytest.mark.parametrize("config", [AcceleratorConfig(rows=2, cols=8, packed_weights=True),
+                                    AcceleratorConfig(rows=4, cols=4, pair_products=True,
+                                                      diagonal_weights=True, packed_weights=True)],
+                         ids=["2x8", "4x4-pairs-diagonal"])
+def test_packed_layers_take_half_the_weight_words_and_compute_the_same(config):
+    """Every conv of a random network narrowed to 4-bit weights: each step of the compile is
+    CONV packed, its weight words half (rounded up per block) of the unpacked compile's, and
+    the ISA simulator's outputs equal the golden model's, as they do unpacked."""
+    rng = np.random.default_rng(3)
+    checked = 0
+    for index in range(24):
+        net = random_graph_network(rng, config) if index % 2 else random_network(rng, config)
+        net.layers = [dataclasses.replace(layer, weight=np.clip(layer.weight, -7, 7), weight_bits=4)
+                      if isinstance(layer, QConv) else layer for layer in net.layers]
+        try:
+            packed = build_images(net, 2, config)
+        except FpganetError:
+            continue                            # does not fit: drawn for another configuration
+        plain = build_images(net, 2, config.replace(packed_weights=False))
+        steps = plan_network(net, config).steps
+        assert [step.packed for step in steps] == [isinstance(step.layer, QConv) for step in steps]
+        assert any(i.packed for i in map(decode, packed.program)) == any(s.packed for s in steps)
+        for step in steps:
+            if step.packed:
+                beats = step.block_beats(config)
+                blocks = step.weight_words(config) // step.group_words(config)
+                assert step.group_words(config) == (beats + 1) // 2
+                assert step.weight_words(config) == blocks * ((beats + 1) // 2)
+        if any(step.packed for step in steps):
+            assert len(packed.weights) < len(plain.weights)
+        q_in = rng.integers(-128, 128, (2, *net.input_chw)).astype(np.int8)
+        expected = run_golden(net, q_in)
+        np.testing.assert_array_equal(run_isa(net, q_in, images=packed)[0], expected)
+        np.testing.assert_array_equal(run_isa(net, q_in, images=plain)[0], expected)
+        checked += 1
+    assert checked >= 12

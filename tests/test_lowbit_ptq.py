@@ -59,6 +59,35 @@ def test_layer_overrides_are_recorded_in_the_manifest_and_read_back(tmp_path, ca
     assert [layer.weight_bits for layer in net.conv_layers] == [8, 4, 4, 4, 6]
 
 
+def test_packed_weights_store_layers_of_4_bits_two_to_a_byte(tmp_path, capfd):
+    """With --packed-weights yes the 4-bit layers take half their weight words (the 8-bit one
+    as many as before), the printout says so, and the ISA simulator still equals the golden
+    model. Without it the same widths take a byte each."""
+    common = ["--calib-limit", str(CALIB), "--weight-bits", "4", "--layer-weight-bits", "conv_11=8"]
+    assert main(["compile", "-o", str(tmp_path / "P"), *common, "--packed-weights", "yes"]) == 0
+    printed = capfd.readouterr().out
+    assert ("weights: 4/8 bits, gptq rounding, those of 4 bits or fewer stored two to a byte, "
+            "the others in a byte") in printed
+    assert main(["compile", "-o", str(tmp_path / "U"), *common]) == 0
+    assert "gptq rounding\n" in capfd.readouterr().out
+    packed, plain = (json.loads((tmp_path / name / "manifest.json").read_text())
+                     for name in ("P", "U"))
+    assert packed["config"]["packed_weights"] is True and plain["config"]["packed_weights"] is False
+    words, flags = {}, {}
+    for name, manifest in (("packed", packed), ("plain", plain)):
+        steps = {entry["name"]: entry["steps"][0] for entry in manifest["accelerator"]["layers"]
+                 if entry["type"] == "conv"}
+        words[name] = {layer: step["weight_words"][1] - step["weight_words"][0]
+                       for layer, step in steps.items()}
+        flags[name] = sorted(layer for layer, step in steps.items() if step.get("packed"))
+    assert flags == {"packed": ["conv_14", "gemm_19", "gemm_21", "gemm_23"], "plain": []}
+    assert words["packed"]["conv_11"] == words["plain"]["conv_11"]
+    for layer in flags["packed"]:
+        assert words["packed"][layer] == -(-words["plain"][layer] // 2)
+    assert main(["run", str(tmp_path / "P"), "--backend", "isa", "--limit", "20"]) == 0
+    assert "equal the golden model's, bit for bit" in capfd.readouterr().out
+
+
 def test_default_compile_is_the_int8_compile(tmp_path):
     """8 bits and nearest, named or not, give the same bytes; the manifest names neither."""
     compile_model(out_dir=tmp_path / "A", calib_limit=CALIB)

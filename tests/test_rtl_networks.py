@@ -73,6 +73,44 @@ def test_fused_max_pool_networks_on_rtl_match_golden(name):
     assert pooled >= NETWORKS_PER_CONFIG // 2
 
 
+def _narrowed(net):
+    """``net`` with every conv's weights clipped to -7..7 and declared 4-bit: CONV packed, on a
+    configuration with packed_weights."""
+    net.layers = [dataclasses.replace(layer, weight=np.clip(layer.weight, -7, 7), weight_bits=4)
+                  if isinstance(layer, QConv) else layer for layer in net.layers]
+    net.validate()
+    return net
+
+
+@pytest.mark.parametrize("name,shape", [("8x2-broadcast", "chain"), ("4x4-banks16", "graph"),
+                                        ("4x4-pairs-pipelined", "graph"), ("4x2-pairs-pooled", "pooled")])
+def test_packed_weight_networks_on_rtl_match_golden(name, shape):
+    """Every conv at 4 bits, stored two weights a byte (CONV packed): the window's nibble select
+    and its weight address stepping every other beat, back at each tile's (in the diagonal mode
+    each channel's) start; with broadcast operands, arbitrated and scheduled banks, the pipeline
+    registers, pair products and pooled writes."""
+    config = CONFIGS[name]
+    assert config.packed_weights
+    build = build_harness(config, sim="verilator")
+    rng = np.random.default_rng(2030)
+    kinds, checked = set(), 0
+    while checked < NETWORKS_PER_CONFIG // 2:
+        net = (random_pooled_network(rng, config) if shape == "pooled"
+               else random_fitting_network(rng, config, graph=shape == "graph"))
+        try:
+            steps = plan_network(_narrowed(net), config).steps
+        except FpganetError:
+            continue                    # does not fit
+        kinds |= {(step.kind, step.diagonal, step.pooled) for step in steps if step.packed}
+        check_network(build, net, rng.integers(-128, 128, (2, *net.input_chw)).astype(np.int8))
+        checked += 1
+    assert kinds
+    if config.diagonal_weights:
+        assert ("grouped", True, False) in kinds
+    if shape == "pooled":
+        assert any(pooled for _, _, pooled in kinds)
+
+
 def test_random_networks_on_rtl_match_golden_in_the_tflite_mode():
     """The tflite requantization mode (TFLite's 31-bit multiplier, double and single rounding,
     TFLite's average pools: codegen.fuzz draws them) on chains and DAGs."""

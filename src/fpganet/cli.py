@@ -38,6 +38,7 @@ from .compiler import DEFAULT_MIN_AGREEMENT, ENGINES, compile_model, load_compil
 from .config import AcceleratorConfig, ConfigError
 from .datasets import MNIST_MEAN, MNIST_STD, SPLITS, mnist
 from .errors import FpganetError
+from .isa import PACKED_WEIGHT_BITS
 from .estimate.cli import (configure_estimate_parser, configure_report_parser, run_estimate,
                            run_report)
 from .files import check_output_file, write_npz
@@ -150,6 +151,20 @@ def _configure_compile(parser):
         "iCEBreaker: there fpganet, with a warning), else fpganet"))
 
 
+def _packs(widths, config):
+    """Some layer of weight ``widths`` is stored packed on ``config`` (``CONV packed``)."""
+    return config.packed_weights and min(widths) <= PACKED_WEIGHT_BITS
+
+
+def _storage(widths, config):
+    """How weight codes of ``widths`` are stored on ``config``: a byte each, or packed."""
+    if not _packs(widths, config):
+        return "each stored in a byte"
+    if max(widths) <= PACKED_WEIGHT_BITS:
+        return "stored two to a byte"
+    return f"those of {PACKED_WEIGHT_BITS} bits or fewer stored two to a byte, the others in a byte"
+
+
 def _weight_bits(text):
     value = positive_int(text)
     if value not in WEIGHT_BITS:
@@ -234,24 +249,25 @@ def _run_compile(args):
     print(f"compiled {source['file']} ({'embedded' if source['embedded'] else source['path']}) "
           f"into {args.output}")
     print(f"  {len(net.layers)} layers, {net.macs:,} MACs per sample, "
-          f"{sum(l.weight.size for l in net.conv_layers):,} int8 weights, for the "
+          f"{sum(l.weight.size for l in net.conv_layers):,} weights, for the "
           f"{f'{engine[0]} engine' if engine else f'{net.config.name} array'}")
     if net.calibration["method"] in ("qdq", "tflite", "qonnx"):
         print(f"  quantization: as given by the model ({net.calibration['data']}); no calibration")
-    if net.calibration["method"] == "qonnx":    # stored as int8 until weights are packed
+    if net.calibration["method"] == "qonnx":
         widths = sorted({layer.weight_bits for layer in net.conv_layers})
         inexact = net.calibration["inexact_channels"]
         fitted = (f"{inexact} channel(s) fitted inexactly (see the warning)" if inexact else
                   "every channel fitted exactly")
-        print(f"  weight codes of {'/'.join(map(str, widths))} bits, each stored in a byte; "
+        print(f"  weight codes of {'/'.join(map(str, widths))} bits, {_storage(widths, config)}; "
               f"{fitted}")
     elif net.calibration["method"] not in ("qdq", "tflite"):
         print(f"  calibration: {net.calibration['method']} on {net.calibration['samples']} "
               f"samples ({net.calibration['data']})")
     if "weight_rounding" in net.calibration:   # an int8 compile prints as it did
         widths = sorted({layer.weight_bits for layer in net.conv_layers})
+        packed = f", {_storage(widths, config)}" if _packs(widths, config) else ""
         print(f"  weights: {'/'.join(map(str, widths))} bits, "
-              f"{net.calibration['weight_rounding']} rounding")
+              f"{net.calibration['weight_rounding']} rounding{packed}")
     if agreement := net.calibration.get("agreement"):
         print(f"  answers: {100 * agreement['argmax']:.1f} % of the {agreement['samples']} inputs "
               f"of {agreement['inputs']} keep {agreement['runtime']}'s arg-max "

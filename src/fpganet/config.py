@@ -204,6 +204,14 @@ class AcceleratorConfig:
         ``2x, 2x + 1`` to the row pair and output rows ``2y, 2y + 1`` to two lanes). An
         8-bit register and compare; needs ``requant_lanes`` 1, :attr:`bank_access` ``"arbitrated"``
         and 2 columns or more (the compiler uses it with 2 rows or more). Same cycles for every other instruction.
+    packed_weights : bool
+        ``CONV``'s packed mode (docs/reference/architecture.md, "Instruction set"): a layer whose
+        weights have 4 bits or fewer stores two beats' weights in one weight word, each byte's
+        low nibble for the even beat and its high nibble for the odd one, so that it takes
+        half the weight buffer and half the host link's weight load. The window generator
+        selects and sign-extends the beat's nibble (a multiplexer per weight byte, behind the
+        weight buffer). Needs ``operand_width`` 8. Same cycles, same numerics; an int8 layer
+        is stored as before.
     clock_hz : float
         Clock the performance figures assume unless a routed Fmax replaces it.
     """
@@ -234,6 +242,7 @@ class AcceleratorConfig:
     diagonal_weights: bool = False
     pair_products: bool = False
     fused_max_pool: bool = False
+    packed_weights: bool = False
     clock_hz: float = 40e6
 
     def __post_init__(self):
@@ -272,9 +281,12 @@ class AcceleratorConfig:
         if self.cols % self.requant_lanes:
             raise ConfigError(f"requant_lanes {self.requant_lanes} does not divide cols {self.cols}")
         for name in ("broadcast_operands", "pipeline_registers", "diagonal_weights", "pair_products",
-                     "fused_max_pool"):
+                     "fused_max_pool", "packed_weights"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, not {getattr(self, name)!r}")
+        if self.packed_weights and self.operand_width != 8:
+            raise ConfigError(f"packed_weights puts two 4-bit weights in a byte: operand_width "
+                              f"must be 8, not {self.operand_width}")
         self._resolve_timing()
         if self.fused_max_pool:
             against = [what for what, wrong in ((f"requant_lanes {self.requant_lanes}",

@@ -18,6 +18,9 @@ An instruction is one 64-bit word (:data:`INSTRUCTION_LAYOUT`)::
             the result writer writes, per tile, one byte per pair of rows 2p, 2p+1: the maximum
             over both rows and the tile's lanes (a fused 2x2 max-pool;
             AcceleratorConfig.fused_max_pool)
+            [2] packed: the weights are 4-bit, two beats to a weight word: beat k of a walk's
+            weight block (a tile; in the diagonal mode a channel) reads nibble k % 2 of each byte
+            of word k // 2, sign-extended (AcceleratorConfig.packed_weights)
     others  no fields: they read the engine registers
 
 Registers take 32-bit values and keep them until set again; the hardware keeps
@@ -28,11 +31,13 @@ for ``LOOP_COUNT``, ``fpganet.hdl.registers.register_widths`` for all).
 import enum
 from dataclasses import dataclass
 
+import numpy as np
+
 from amaranth.hdl import Shape, signed, unsigned
 from amaranth.lib import data
 
 __all__ = ["Opcode", "Reg", "Instruction", "encode", "decode", "INSTRUCTION_BITS", "INSTRUCTION_LAYOUT",
-           "SET_LAYOUT", "LOOP_LAYOUT", "CONV_LAYOUT", "EMPTY_WALK_COUNTS", "empty_walk", "ENGINE_COUNTS", "REGION_COUNTS", "region_name", "COUNT_WIDTH", "LOOP_COUNT_WIDTH",
+           "SET_LAYOUT", "LOOP_LAYOUT", "CONV_LAYOUT", "PACKED_WEIGHT_BITS", "pack_nibbles", "unpack_nibbles", "EMPTY_WALK_COUNTS", "empty_walk", "ENGINE_COUNTS", "REGION_COUNTS", "region_name", "COUNT_WIDTH", "LOOP_COUNT_WIDTH",
            "count_width", "register_overflow", "HostSpace", "STAMP_BYTES", "host_word_bytes",
            "host_memory_words", "PARAM_BITS", "PARAM_LAYOUTS", "REQUANT_MODES", "TFLITE_MULT_TOP",
            "param_ranges", "pack_param", "unpack_param", "QUANT_LAYOUT", "quant_bits", "pack_quant",
@@ -57,7 +62,11 @@ LOOP_LAYOUT = data.FlexibleLayout(OPERAND_BITS, {
 CONV_LAYOUT = data.FlexibleLayout(OPERAND_BITS, {
     "diagonal": data.Field(unsigned(1), 0),
     "pool": data.Field(unsigned(1), 1),
+    "packed": data.Field(unsigned(1), 2),
 })
+
+#: Bits of one weight of a ``CONV packed``: two to a byte, the even beat's in the low nibble.
+PACKED_WEIGHT_BITS = 4
 
 #: One instruction word: the operand fields as the opcode reads them, the opcode on top.
 INSTRUCTION_LAYOUT = data.StructLayout({
@@ -105,6 +114,9 @@ _SET_VALUE = _Bits(INSTRUCTION_LAYOUT, "operand", "set", "value")
 _LOOP_TARGET = _Bits(INSTRUCTION_LAYOUT, "operand", "loop", "target")
 _CONV_DIAGONAL = _Bits(INSTRUCTION_LAYOUT, "operand", "conv", "diagonal")
 _CONV_POOL = _Bits(INSTRUCTION_LAYOUT, "operand", "conv", "pool")
+_CONV_PACKED = _Bits(INSTRUCTION_LAYOUT, "operand", "conv", "packed")
+#: ``CONV``'s modes, in the order the printout names them.
+_CONV_MODES = (("diagonal", _CONV_DIAGONAL), ("pool", _CONV_POOL), ("packed", _CONV_PACKED))
 
 
 class Opcode(enum.IntEnum):
@@ -232,13 +244,14 @@ class Instruction:
     target: int = 0
     diagonal: bool = False     # CONV only
     pool: bool = False         # CONV only
+    packed: bool = False       # CONV only
 
     def __str__(self):
         if self.opcode is Opcode.SET:
             return f"SET {self.reg.name} {self.value}"
         if self.opcode is Opcode.LOOP:
             return f"LOOP {self.target}"
-        modes = [name for name in ("diagonal", "pool") if getattr(self, name)]
+        modes = [name for name, _ in _CONV_MODES if getattr(self, name)]
         return " ".join([self.opcode.name, *modes])
 
 
@@ -255,7 +268,7 @@ def encode(instruction):
             raise ValueError(f"LOOP target {instruction.target} does not fit {_LOOP_TARGET.width} bits")
         word |= _LOOP_TARGET.put(instruction.target)
     else:
-        for name, bits in (("diagonal", _CONV_DIAGONAL), ("pool", _CONV_POOL)):
+        for name, bits in _CONV_MODES:
             if getattr(instruction, name):
                 if instruction.opcode is not Opcode.CONV:
                     raise ValueError(f"{instruction.opcode.name} has no {name} mode (CONV only)")
@@ -272,8 +285,7 @@ def decode(word):
     if opcode is Opcode.LOOP:
         return Instruction(opcode, target=_LOOP_TARGET.get(word))
     if opcode is Opcode.CONV:
-        return Instruction(opcode, diagonal=bool(_CONV_DIAGONAL.get(word)),
-                           pool=bool(_CONV_POOL.get(word)))
+        return Instruction(opcode, **{name: bool(bits.get(word)) for name, bits in _CONV_MODES})
     return Instruction(opcode)
 
 
@@ -400,3 +412,29 @@ def unpack_param(word, mode="fpganet"):
     word = int(word)
     bias, mult, shift = (_PARAM[mode][name].get(word) for name in ("bias", "mult", "shift"))
     return bias, mult + (TFLITE_MULT_TOP if mode == "tflite" else 0), shift
+
+
+def pack_nibbles(words):
+    """int8 ``[words, bytes]`` of one packed weight block (its beats in order) as ``CONV packed``
+    reads it: ``[ceil(words / 2), bytes]``, word ``w // 2`` holding beat ``w``'s weights in
+    nibble ``w % 2`` of each byte (an odd block's last high nibbles 0). Every weight must lie
+    in the signed range of :data:`PACKED_WEIGHT_BITS` bits."""
+    words = np.asarray(words, dtype=np.int8)
+    low, bits = -(1 << (PACKED_WEIGHT_BITS - 1)), PACKED_WEIGHT_BITS
+    if words.size and not (low <= words.min() and words.max() < -low):
+        raise ValueError(f"packed weights must lie in {low}..{-low - 1}, not "
+                         f"{int(words.min())}..{int(words.max())}")
+    nibbles = np.zeros((len(words) + 1) // 2 * 2 * words.shape[1], dtype=np.uint8)
+    nibbles[:words.size] = words.reshape(-1).view(np.uint8) & ((1 << bits) - 1)
+    nibbles = nibbles.reshape(-1, 2, words.shape[1])
+    return (nibbles[:, 0] | nibbles[:, 1] << bits).view(np.int8)
+
+
+def unpack_nibbles(words):
+    """The inverse of :func:`pack_nibbles`: int8 ``[2 * len(words), bytes]``, each nibble
+    sign-extended."""
+    bits = PACKED_WEIGHT_BITS
+    raw = np.asarray(words, dtype=np.int8).view(np.uint8)
+    both = np.stack([raw & ((1 << bits) - 1), raw >> bits], axis=1).reshape(-1, raw.shape[1])
+    # The nibble in the top of a byte, then an arithmetic shift back down: its sign extended.
+    return (both << (8 - bits)).view(np.int8) >> (8 - bits)

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fpganet.config import AcceleratorConfig
-from fpganet.isa import (STAMP_BYTES, Opcode, Reg, decode, quant_bits, register_overflow, unpack_param,
-                         unpack_quant)
+from fpganet.isa import (STAMP_BYTES, Opcode, Reg, decode, quant_bits, register_overflow,
+                         unpack_nibbles, unpack_param, unpack_quant)
 from fpganet.quantize.fixed_point import rescale_mode
 
 __all__ = ["Machine", "IsaError", "engine_lanes", "engine_read_addresses", "region_addresses"]
@@ -145,7 +145,10 @@ class Machine:
                 if instruction.pool and not self.config.fused_max_pool:
                     raise IsaError(f"CONV pool at {pc - 1}: the {self.config.name} configuration "
                                    f"has no pooled writes (fused_max_pool)")
-                self._conv(instruction.diagonal, pc - 1, instruction.pool)
+                if instruction.packed and not self.config.packed_weights:
+                    raise IsaError(f"CONV packed at {pc - 1}: the {self.config.name} configuration "
+                                   f"has no packed weights (packed_weights)")
+                self._conv(instruction.diagonal, pc - 1, instruction.pool, instruction.packed)
             elif op is Opcode.POOL:
                 self._pool()
             elif op is Opcode.FILL:
@@ -187,7 +190,7 @@ class Machine:
         if np.any(last_read > first_write):
             raise IsaError(f"{what} reads activation bytes after a tile before has written them")
 
-    def _conv(self, diagonal=False, pc=0, pool=False):
+    def _conv(self, diagonal=False, pc=0, pool=False, packed=False):
         regs, rows, pair = self.regs, self.config.rows, self.config.products_per_pe
         zp_out, lo, hi, single = self._quant()
         k_total = regs[Reg.K_C] * regs[Reg.K_H] * regs[Reg.K_W]
@@ -203,7 +206,11 @@ class Machine:
         else:
             offsets, keep = channel // pair * positions + position, True
         if pair == 2 and regs[Reg.K_C] % 2:
-            self._check_unread_channel(diagonal, positions, pc)
+            self._check_unread_channel(diagonal, positions, pc, packed)
+        # Packed: word offset // 2, its bytes' nibble offset % 2.
+        nibble = offsets % 2 if packed else None
+        if packed:
+            offsets = offsets // 2
         act_bytes = len(self.act)
         tiles = regs[Reg.TILES]
         reads, read_tiles, writes, write_tiles, values = [], [], [], [], []
@@ -212,7 +219,7 @@ class Machine:
             addresses, valid = engine_read_addresses(regs, group, act_bytes)
             b = self.act[addresses].astype(np.int64)                                  # [T, K, L]
             words = (regs[Reg.W_BASE] + group * regs[Reg.W_GSTEP] + offsets) % len(self.weights)
-            a = self.weights[words].reshape(k_total, rows, pair)[beats, :, half]     # [K, rows]
+            a = self._weight_bytes(words, nibble).reshape(k_total, rows, pair)[beats, :, half]
             a = np.where(keep, a, 0).astype(np.int64)
             acc = np.einsum("ki,tkj->tij", a, b)                                      # [T, rows, L]
             # The pooled writes: every group has the parameters of rows 0..rows-1.
@@ -245,7 +252,16 @@ class Machine:
                               np.concatenate(writes), np.concatenate(write_tiles), "CONV")
             self.act[np.concatenate(writes)] = np.concatenate(values)
 
-    def _check_unread_channel(self, diagonal, positions, pc):
+    def _weight_bytes(self, words, nibble=None):
+        """The weight bytes of ``words`` (``[beats, weight_word_bytes]``); packed, each byte's
+        nibble ``nibble[beat]``, sign-extended."""
+        raw = self.weights[words]
+        if nibble is None:
+            return raw
+        both = unpack_nibbles(raw).reshape(len(words), 2, -1)
+        return both[np.arange(len(words)), nibble]
+
+    def _check_unread_channel(self, diagonal, positions, pc, packed=False):
         """With pair products and an odd ``K_C``, the last pair's odd channel is past ``K_C``: its
         lanes do not read (with scheduled bank access they read the byte ``IN_CSTRIDE`` past
         channel ``K_C - 1``), and the array multiplies that stale or unrelated byte by the weight
@@ -253,10 +269,12 @@ class Machine:
         regs, rows = self.regs, self.config.rows
         k_c = regs[Reg.K_C]
         first = 0 if diagonal else k_c // 2 * positions
+        offsets = first + np.arange(positions)
+        nibble = offsets % 2 if packed else None
         for group in range(regs[Reg.GROUPS]):
-            words = (regs[Reg.W_BASE] + group * regs[Reg.W_GSTEP] + first
-                     + np.arange(positions)) % len(self.weights)
-            high = self.weights[words].reshape(positions, rows, 2)[:, :, 1]
+            words = (regs[Reg.W_BASE] + group * regs[Reg.W_GSTEP]
+                     + (offsets // 2 if packed else offsets)) % len(self.weights)
+            high = self._weight_bytes(words, nibble).reshape(positions, rows, 2)[:, :, 1]
             # In the diagonal mode only row K_C keeps its high byte in that beat.
             high = high[:, k_c:k_c + 1] if diagonal else high
             if high.any():

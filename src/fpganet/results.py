@@ -76,6 +76,8 @@ METRICS = {
     "sprams": ("SPRAM", "iCE40UP single-port 256 kbit RAMs"),
     "build_s": ("s", "seconds of yosys and nextpnr for one build"),
     "seed": ("", "the placement seed of the build a row reports (nextpnr --seed)"),
+    "weight_bytes": ("bytes", "the weight memory image of the compiled network (the compiler's "
+                              "plan, in whole weight words)"),
 }
 
 FIELDS = ("network", "board", "configuration", "metric", "value", "unit", "basis", "command",

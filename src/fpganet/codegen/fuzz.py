@@ -61,7 +61,14 @@ def _conv(rng, name, in_shape, zp_in, kind="conv", m=None, kernel=None, stride=(
                  kernel=(kh, kw), stride=tuple(stride), pads=tuple(pads), zp_in=int(zp_in),
                  zp_out=zp_out, lo=max(-128, zp_out) if relu else -128, hi=127, relu=relu,
                  weight=weight, bias=bias, mult=mult, shift=shift.astype(np.int32), s_in=0.05,
-                 s_out=0.05, s_w=np.full(m, 0.01, np.float32), groups=groups, inputs=inputs)
+                 s_out=0.05, s_w=np.full(m, 0.01, np.float32), groups=groups, inputs=inputs,
+                 weight_bits=_weight_bits(spread))
+
+
+def _weight_bits(spread):
+    """The width a layer of weights in ``-spread..spread`` declares: 8, or the fewest bits that
+    hold them (a layer ``CONV packed`` stores at 4 bits or fewer)."""
+    return 8 if spread > 7 else max(2, spread.bit_length() + 1)
 
 
 def _shift_for(rng, typical, size=None):
@@ -373,12 +380,15 @@ def random_case(seed, index, arrays=ARRAYS, graph=False):
     """Case ``index`` of the stream ``seed``: network, configuration, inputs; ``graph``: a DAG
     (:func:`random_graph_network`) instead of a chain (:func:`random_network`). Every third
     round of the arrays (``index // len(arrays) % 3 == 2``) is in the ``tflite`` requantization
-    mode."""
+    mode, and every third from the second (``== 1``) has ``packed_weights`` (its layers of
+    weights in ``-3..3``, a quarter of them, are ``CONV packed``)."""
     rng = np.random.default_rng([seed, index])
     array = arrays[index % len(arrays)]
     config = AcceleratorConfig.parse_array(array, requant_lanes=1)
     if index // len(arrays) % 3 == 2:
         config = config.replace(requant_mode="tflite")
+    elif index // len(arrays) % 3 == 1:
+        config = config.replace(packed_weights=True)
     if rng.random() < 0.3 and config.cols > 1:
         lanes = [d for d in range(1, config.cols + 1) if config.cols % d == 0]
         config = config.replace(requant_lanes=int(rng.choice(lanes)))

@@ -539,7 +539,7 @@ def _describe(plan, code, images):
                 "read_conflict_cycles": measured.get("extra_cycles"),
                 "conflict_free": measured.get("extra_cycles") == 0,
                 "pitch_candidates": {str(p): cost for p, cost in step.src.pitch_costs.items()}
-                or None})
+                or None, **({"packed": True} if step.packed else {})})
         layers.append(entry)
     program = images.program
     batch = {} if images.batch == 1 else {  # only batched manifests say so

@@ -179,6 +179,9 @@ class Step:
     # column wider, shifted by the column); the writer keeps the maximum of each row pair.
     pool_layer: object = None
     pair_columns: bool = False          # pooled, one input channel, pair products
+    # A layer of 4-bit weights or fewer on a configuration with packed_weights: a CONV packed,
+    # two beats to a weight word (:meth:`group_words`).
+    packed: bool = False
 
     @property
     def pooled(self):
@@ -247,11 +250,18 @@ class Step:
             return self.kernel[0], 1, self.kernel[1]
         return self.k_c, self.kernel[0], self.kernel[1]
 
-    def group_words(self, config):
-        """Weight words of one group of output channels (``W_GSTEP`` unless shared); with
-        ``config.pair_products`` two channels of the walk share a word."""
+    def block_beats(self, config):
+        """Beats of one block of weight words, the walk the weight address goes through once
+        and goes back to the start of: a tile's (a channel's in the diagonal mode); with
+        ``config.pair_products`` two channels of the walk share a beat."""
         k_c, k_h, k_w = self.walk
         return k_h * k_w if self.diagonal else -(-k_c // config.products_per_pe) * k_h * k_w
+
+    def group_words(self, config):
+        """Weight words of one group of output channels (``W_GSTEP`` unless shared): a block's
+        beats, half as many words (rounded up) when :attr:`packed`."""
+        beats = self.block_beats(config)
+        return -(-beats // 2) if self.packed else beats
 
     def weight_words(self, config):
         if not self.is_conv:
@@ -462,7 +472,7 @@ def _map_line(m, ref):
 
 def _step_line(step, config, placed, ref):
     """One step: its instruction, what it reads and writes, its walk and where its weights go."""
-    flags = [name for name in ("batched", "diagonal", "rows_as_channels", "pair_columns")
+    flags = [name for name in ("batched", "diagonal", "rows_as_channels", "pair_columns", "packed")
              if getattr(step, name)]
     if step.pooled:
         flags.append(f"pool '{step.pool_layer.name}'")

@@ -26,7 +26,7 @@ group of B images::
 import numpy as np
 
 from ..errors import FpganetError
-from ..isa import Instruction, Opcode, Reg, pack_param, pack_quant
+from ..isa import Instruction, Opcode, Reg, pack_nibbles, pack_param, pack_quant
 from ..qnet import QAvgPool, QConv
 from .ir import COUNT_LIMIT
 
@@ -69,8 +69,9 @@ class Emitter:
         for reg, value in values.items():
             self.set(reg, value, what)
 
-    def op(self, opcode, target=0, diagonal=False, pool=False):
-        self.instructions.append(Instruction(opcode, target=target, diagonal=diagonal, pool=pool))
+    def op(self, opcode, target=0, diagonal=False, pool=False, packed=False):
+        self.instructions.append(Instruction(opcode, target=target, diagonal=diagonal, pool=pool,
+                                             packed=packed))
 
 
 def _largest_divisor(n, limit):
@@ -198,7 +199,7 @@ def _engine(emit, step, config, image=0):
                      Reg.OUT_GSTEP: dst.cstride})
         opcode = Opcode.POOL
     emit.sets(regs, what)
-    emit.op(opcode, diagonal=step.diagonal)
+    emit.op(opcode, diagonal=step.diagonal, packed=step.packed)
     if step.kind == "add" and dst.padded and (dst.in_place_of is not None or any(
             m.fill != m.zero_point for m in (dst, *step.sources))):
         # The walk wrote the left and right borders with the weighted sum of the inputs' borders:
@@ -229,7 +230,7 @@ def _pooled_conv(emit, step, config, image, what):
                      Reg.W_BASE: step.w_base + k * step.group_words(config), Reg.W_GSTEP: 0,
                      Reg.P_BASE: step.p_base + k * rows, Reg.QUANT: _quant(layer)})
         emit.sets(regs, what)
-        emit.op(Opcode.CONV, pool=True)
+        emit.op(Opcode.CONV, pool=True, packed=step.packed)
 
 
 class Program:
@@ -388,17 +389,30 @@ def _pair_words(step, words):
     return paired.reshape(-1, 2 * rows)
 
 
+def _packed_words(step, words, config):
+    """``words`` (a step's, one a beat) for ``CONV packed``: each block of
+    :meth:`~fpganet.codegen.ir.Step.block_beats` beats in half as many words
+    (:func:`fpganet.isa.pack_nibbles`)."""
+    beats = step.block_beats(config)
+    return np.concatenate([pack_nibbles(words[first:first + beats])
+                           for first in range(0, len(words), beats)])
+
+
 def weight_image(plan):
     """int8 ``[words, weight_word_bytes]``: the steps' weight words (:func:`_step_weights`,
-    paired by :func:`_pair_words` with pair products), each at its ``w_base``."""
+    paired by :func:`_pair_words` with pair products, packed by :func:`_packed_words` where the
+    step is), each at its ``w_base``."""
     config = plan.config
     image = np.zeros((plan.weight_words, config.weight_word_bytes), dtype=np.int8)
     for step in plan.steps:
         words = step.weight_words(config)
         if words:
             step_words = _step_weights(step, config.rows)
-            image[step.w_base:step.w_base + words] = (_pair_words(step, step_words)
-                                                      if config.pair_products else step_words)
+            if config.pair_products:
+                step_words = _pair_words(step, step_words)
+            if step.packed:
+                step_words = _packed_words(step, step_words, config)
+            image[step.w_base:step.w_base + words] = step_words
     return image
 
 

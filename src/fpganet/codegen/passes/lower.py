@@ -10,6 +10,7 @@ passes.
 
 import numpy as np
 
+from ...isa import PACKED_WEIGHT_BITS
 from ...errors import FpganetError
 from ...qnet import NETWORK_INPUT, QAdd, QAvgPool, QConv, QMaxPool, QReshape, output_zero_point
 from ..ir import COUNT_LIMIT, POOL_PAD_VALUE, FeatureMap, Step, channel_tile
@@ -175,7 +176,9 @@ class _Lowering:
                     folded_reshapes=list(pending), read_pads=read_pads, channel_tile=tile,
                     diagonal=tile is not None and config.diagonal_weights and _one_channel_each(layer),
                     rows_as_channels=config.pair_products and kind in ("conv", "dense")
-                    and src.shape[0] == 1 and kernel[0] > 1)
+                    and src.shape[0] == 1 and kernel[0] > 1,
+                    packed=config.packed_weights and isinstance(layer, QConv)
+                    and layer.weight_bits <= PACKED_WEIGHT_BITS)
 
 
 #: The lowering of each layer type (anything else is refused).
