@@ -74,9 +74,10 @@ class BinaryMatrixVectorUnit(wiring.Component):
     Latency: a result is valid :attr:`latency` cycles after its closing beat's transfer
     when ``results.ready`` is held high.
     Throughput: one beat per cycle, back to back across dot products.
-    Back-pressure: the pipeline moves only while its output can: ``beats.ready`` is
-    ``~results.valid | results.ready``, combinationally; ``results.valid`` never depends on
-    ``results.ready``. Gaps in ``beats.valid`` are bubbles.
+    Back-pressure: the whole pipeline moves while ``results.ready`` is high and holds while it
+    is low, empty output or not: ``beats.ready`` is ``results.ready``, a wire, so that a
+    consumer whose ready is a flip-flop drives the stages' enables from that flip-flop alone;
+    ``results.valid`` never depends on ``results.ready``. Gaps in ``beats.valid`` are bubbles.
     """
 
     #: Cycles from the closing beat to its result: the popcounts, the sums, the compares,

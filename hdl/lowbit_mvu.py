@@ -92,9 +92,10 @@ class LowBitMatrixVectorUnit(wiring.Component):
     Latency: a result is valid :attr:`latency` cycles after its closing beat's transfer when
     ``results.ready`` is held high.
     Throughput: one beat per cycle, back to back across dot products.
-    Back-pressure: the pipeline moves only while its output can: ``beats.ready`` is
-    ``~results.valid | results.ready``, combinationally; ``results.valid`` never depends on
-    ``results.ready``. Gaps in ``beats.valid`` are bubbles.
+    Back-pressure: the whole pipeline moves while ``results.ready`` is high and holds while it
+    is low, empty output or not: ``beats.ready`` is ``results.ready``, a wire, so that a
+    consumer whose ready is a flip-flop drives the stages' enables from that flip-flop alone;
+    ``results.valid`` never depends on ``results.ready``. Gaps in ``beats.valid`` are bubbles.
     """
 
     #: Cycles from the closing beat to its result: the products, the sums of each
@@ -159,15 +160,17 @@ def dot_product_pipeline(m, beats, results, totals_field, total_shape, beat_sum,
     (``beat_sum(j)``, registered as ``beat_shape``, default ``total_shape``), the running
     totals over a dot product's beats, and each channel's output from its total and its
     thresholds (``output(total, thresholds)``). ``results`` carries the totals in
-    ``totals_field`` and the outputs in ``y``; the whole pipeline moves while its result
-    register is free or being taken (``beats.ready`` is ``~results.valid | results.ready``).
+    ``totals_field`` and the outputs in ``y``; the whole pipeline moves while
+    ``results.ready`` is high (``beats.ready`` is ``results.ready``).
 
     With ``beat_terms(x, w)`` (a channel's terms of the beat from the inputs ``x`` and its
     weights ``w``) and ``chunk`` instead of ``beat_sum``, two stages come first: the terms,
     registered, then the sums of each ``chunk`` of them; the beat's sum is then theirs."""
     pe = len(results.payload.y)
     advance = Signal()
-    m.d.comb += [advance.eq(~results.valid | results.ready), beats.ready.eq(advance)]
+    # Not `~results.valid | results.ready`: the enables of every stage hang on this net, and
+    # on the ECP5's 16x64 the consumer's logic in front of them was the critical path.
+    m.d.comb += [advance.eq(results.ready), beats.ready.eq(advance)]
     beat = beats.payload
     # What stage 1 takes: the beat itself, or its registered partial sums.
     valid, last, thresholds = beats.valid, beats.valid & beat.last, beat.thresholds
