@@ -112,8 +112,13 @@ class BinaryNetworkEngine(wiring.Component):
         def table(values):
             return Array(Const(v, range(max(values) + 1)) for v in values)
 
-        beats = table([folded_layer.beats for folded_layer in layers])
-        groups = table([folded_layer.groups for folded_layer in layers])
+        # Each layer's last beat and last group, and the next layer's: the limits below are
+        # registers loaded as a layer starts, so that no compare waits on a table of `layer`
+        # (at 16 x 64 on the ECP5 that lookup was the critical path).
+        last_beats = [folded_layer.beats - 1 for folded_layer in layers]
+        last_groups = [folded_layer.groups - 1 for folded_layer in layers]
+        next_last_beat = table(last_beats[1:] + [0])
+        next_last_group = table(last_groups[1:] + [0])
         if self.weight_buffer is None:
             m.submodules.weights = weights = Memory(
                 shape=weight_word, depth=len(folded.weight_words), init=folded.weight_words)
@@ -158,8 +163,10 @@ class BinaryNetworkEngine(wiring.Component):
             unit.beats.valid.eq(c_valid),
             unit.beats.payload.eq(operands),
         ]
+        beat_limit = Signal(range(max(last_beats) + 1))
+        group_limit = Signal(range(max(last_groups) + 1))
         closing = Signal()
-        m.d.comb += closing.eq(beat == beats[layer] - 1)
+        m.d.comb += closing.eq(beat == beat_limit)
         with m.If(advance):
             m.d.sync += [
                 b_valid.eq(issuing), b_last.eq(closing), b_parity.eq(parity),
@@ -174,7 +181,7 @@ class BinaryNetworkEngine(wiring.Component):
                 with m.If(closing):
                     m.d.sync += [beat.eq(0), group.eq(group + 1),
                                  threshold_addr.eq(threshold_addr + 1)]
-                    with m.If(group == groups[layer] - 1):
+                    with m.If(group == group_limit):
                         m.d.sync += issued.eq(1)
 
         # Results: the last layer's totals out; the others' digits into the other buffer, a
@@ -205,7 +212,7 @@ class BinaryNetworkEngine(wiring.Component):
             merged.word_select(slot, pe * digit_bits).eq(digits),
         ]
         layer_done = Signal()
-        m.d.comb += layer_done.eq(take & (taken_groups == groups[layer] - 1))
+        m.d.comb += layer_done.eq(take & (taken_groups == group_limit))
         with m.If(take):
             m.d.sync += [taken_groups.eq(taken_groups + 1), slot.eq(slot + 1), word.eq(merged)]
             with m.If(~last_layer & ((slot == simd // pe - 1) | layer_done)):
@@ -222,7 +229,9 @@ class BinaryNetworkEngine(wiring.Component):
                     m.d.sync += load_addr.eq(load_addr + 1)
                     with m.If(load_addr == folded.input_words - 1):
                         m.d.sync += [load_addr.eq(0), layer.eq(0), parity.eq(0),
-                                     weight_addr.eq(0), threshold_addr.eq(0)]
+                                     weight_addr.eq(0), threshold_addr.eq(0),
+                                     beat_limit.eq(last_beats[0]),
+                                     group_limit.eq(last_groups[0])]
                         m.next = "RUN"
             with m.State("RUN"):
                 m.d.comb += issuing.eq(~issued)
@@ -232,7 +241,9 @@ class BinaryNetworkEngine(wiring.Component):
                     with m.If(last_layer):
                         m.next = "LOAD"
                     with m.Else():
-                        m.d.sync += [layer.eq(layer + 1), parity.eq(~parity)]
+                        m.d.sync += [layer.eq(layer + 1), parity.eq(~parity),
+                                     beat_limit.eq(next_last_beat[layer]),
+                                     group_limit.eq(next_last_group[layer])]
         # Buffer 0's write port takes the input words while loading, results otherwise.
         loading = Signal()
         m.d.comb += loading.eq(self.input.ready & self.input.valid)
