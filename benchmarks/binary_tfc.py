@@ -8,8 +8,9 @@ Each build is ``fpganet compile --engine UNIT --board B --pe P --simd S`` then
 device's timing model (one START an image: its input bytes, the layers, its counts out),
 which its RTL's stamp equals by test (tests/test_binary_device.py, tests/test_binary_target.py);
 images/s compute-bound are those cycles at the routed Fmax or the target clock, whichever is
-lower, and the watts are the chip power model's on the routed resources
-(``fpganet estimate OUT --report``). The GPU rows are the estimator's for the same network.
+lower, and the watts are the chip power model's on the routed resources, its logic at the
+switching activity counted on the engine's Verilog over a test image (``fpganet estimate OUT
+--report --activity rtl``). The GPU rows are the estimator's for the same network.
 Nothing here ran on a board.
 
 The builds named on the command line replace their rows; the rows of other builds stay. A
@@ -123,9 +124,11 @@ def build_rows(network, board_name, pe, simd, host, build_dir, command, seeds=1,
         if best is None:
             raise FpganetError(f"no seed of {seeds} routed")
         report, output = best
+        # The logic's switching activity from toggle counts of a vector on the engine's
+        # Verilog, not the stated default.
         estimate = binary_estimate(net, images, board=board_name,
                                    board_report=output / "report.json", measure=False,
-                                   gpus=GPUS)
+                                   gpus=GPUS, activity="rtl", cache_dir=Path(build_dir) / "activity")
     compute = (estimate.fpga_extra_rows or [estimate.fpga_row])[0]
     rows = [row("fmax_mhz", report["fmax_mhz"], "routed"),
             row("seed", report["seed"], "routed"),

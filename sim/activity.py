@@ -63,7 +63,7 @@ from fpganet.codegen import build_images
 from fpganet.command_line import run_subcommand
 from fpganet.compiler import compile_model, load_compiled
 from fpganet.config import AcceleratorConfig
-from fpganet.datasets import CALIB_COUNT, mnist
+from fpganet.datasets import CALIB_COUNT, QONNX_MODELS, mnist
 from fpganet.errors import FpganetError
 from fpganet.files import write_text_atomic
 from fpganet.hdl import accelerator
@@ -73,8 +73,8 @@ from fpganet.sim.runner import VERILATOR_ARGS, _locked, default_build_root, veri
 from fpganet.sim.toolchain import ensure_verilator
 
 __all__ = ["ActivityMeasurement", "ActivityBuild", "build_activity_harness", "measure_activity",
-           "measure_network_activity", "cached_network_activity", "default_inputs",
-           "parse_coverage", "verilog_registers", "BLOCKS", "FORMAT"]
+           "measure_network_activity", "measure_engine_activity", "cached_network_activity",
+           "default_inputs", "parse_coverage", "verilog_registers", "BLOCKS", "FORMAT"]
 
 FORMAT = "fpganet-activity/1"
 ACTIVITY_TOP = "fpganet_activity_top"
@@ -113,14 +113,16 @@ COVERAGE_ARGS = ("--coverage-toggle", "--output-split", "0", "-CFLAGS", "-O0")
 
 # The build --------------------------------------------------------------------------------
 
-def _gateware_key(config):
-    """Hash of everything the instrumented model depends on, without generating the Verilog."""
+def _gateware_key(config, device_key=None):
+    """Hash of everything the instrumented model depends on, without generating the Verilog
+    (``device_key``: what another device in the accelerator's place is built from)."""
     hdl = Path(accelerator.__file__).resolve().parent
     texts = [(path.name, path.read_text()) for path in sorted(hdl.glob("*.py"))]
     for module in (rtl_backend, runner):
         texts.append((Path(module.__file__).name, Path(module.__file__).read_text()))
     blob = json.dumps([config.to_dict(), amaranth.__version__, _verilator_version(), texts,
-                       list(VERILATOR_ARGS), list(COVERAGE_ARGS), WRAPPER_VERILOG, MAIN_CPP])
+                       list(VERILATOR_ARGS), list(COVERAGE_ARGS), WRAPPER_VERILOG, MAIN_CPP]
+                      + ([device_key] if device_key else []))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -145,8 +147,9 @@ class ActivityBuild:
         """The accelerator's generated Verilog (to find the flip-flops)."""
         return (self.directory / f"{CORE}.v").read_text()
 
-    def run(self, images, input_bytes=b"", *, max_cycles=None):
-        """Run a program; return ``(coverage points, busy cycles, RtlResult)``.
+    def run(self, images, input_bytes=b"", *, max_cycles=None, starts=1):
+        """Run a program; return ``(coverage points, busy cycles, RtlResult)``: the counts of
+        the first START's busy cycles (``starts``: :meth:`fpganet.sim.rtl_backend.RtlBuild.run`'s).
 
         Parameters
         ----------
@@ -157,7 +160,8 @@ class ActivityBuild:
         max_cycles : int, optional
             Simulated cycles before the run is abandoned.
         """
-        options = {} if max_cycles is None else {"max_cycles": max_cycles}
+        options = {"starts": starts} if max_cycles is None else {"max_cycles": max_cycles,
+                                                                 "starts": starts}
         rtl = RtlBuild(self.config, "verilator", self.directory, "native")
         with tempfile.TemporaryDirectory(prefix="run-", dir=self.directory) as run_dir:
             result = rtl.run(images, input_bytes, run_dir=run_dir, **options)
@@ -169,22 +173,27 @@ class ActivityBuild:
             return parse_coverage(coverage), int(busy.read_text()), result
 
 
-def build_activity_harness(config=None, *, build_root=None, verbose=False):
+def build_activity_harness(config=None, *, build_root=None, verbose=False, device=None,
+                           device_key=None):
     """Build (or reuse) the toggle-counting harness for ``config``; return an :class:`ActivityBuild`.
 
+    ``device`` and ``device_key``: another device in the accelerator's place, as
+    :func:`fpganet.sim.rtl_backend.build_harness` takes them (the binary engine's).
     Cached under ``<build root>/sim/fpganet_activity-<hash>`` (the build root is
     ``$FPGANET_BUILD_DIR`` or the repository's ``build/``).
     """
     config = config or AcceleratorConfig()
+    if (device is None) != (device_key is None):
+        raise ValueError("a device and its device_key go together")
     ensure_verilator()
     root = (Path(build_root) if build_root else default_build_root()) / "sim"
-    directory = root / f"fpganet_activity-{_gateware_key(config)}"
+    directory = root / f"fpganet_activity-{_gateware_key(config, device_key)}"
     with _locked(directory):
         stamp = directory / ".built"
         if stamp.exists():
             return ActivityBuild(config, directory, json.loads(stamp.read_text())["build_s"],
                                  reused=True)
-        sources = _sources(config, "verilator", "native")
+        sources = _sources(config, "verilator", "native", device)
         sources.pop("main.cpp")
         sources[f"{ACTIVITY_TOP}.v"] = WRAPPER_VERILOG
         sources["main.cpp"] = MAIN_CPP
@@ -344,6 +353,8 @@ class ActivityMeasurement:
     cached: bool = False
     key: str = ""
     extra: dict = field(default_factory=dict)
+    #: Whose Verilog ran: the int8 accelerator, or an engine's device in its place.
+    design: str = "the accelerator"
 
     @property
     def path_name(self):
@@ -353,7 +364,7 @@ class ActivityMeasurement:
     @property
     def basis(self):
         """One line: what was simulated and how the figures were counted."""
-        return (f"simulated: Verilator --coverage-toggle ({self.tool}) of the accelerator's "
+        return (f"simulated: Verilator --coverage-toggle ({self.tool}) of {self.design}'s "
                 f"generated Verilog running the compiled program on {self.images} image(s) "
                 f"({self.data}), {self.cycles:,} busy cycles; transitions per bit per cycle over "
                 f"{self.counts['flipflop_bits']:,} flip-flop bits (clock and reset excluded, "
@@ -365,7 +376,7 @@ class ActivityMeasurement:
                 "blocks": self.blocks, "submodules": self.submodules, "counts": self.counts,
                 "data": self.data, "config": self.config, "wall_s": self.wall_s,
                 "build_s": self.build_s, "tool": self.tool, "key": self.key, "extra": self.extra,
-                "basis": self.basis}
+                "design": self.design, "basis": self.basis}
 
     @classmethod
     def from_dict(cls, data):
@@ -376,7 +387,7 @@ class ActivityMeasurement:
                                                 "data", "config")}
         return cls(**fields, wall_s=data.get("wall_s", 0.0), build_s=data.get("build_s", 0.0),
                    tool=data.get("tool", ""), key=data.get("key", ""),
-                   extra=data.get("extra", {}))
+                   extra=data.get("extra", {}), design=data.get("design", "the accelerator"))
 
 
 def _reduce(points, registers, cycles):
@@ -435,12 +446,15 @@ def _reduce(points, registers, cycles):
 def default_inputs(net, n_images=2, seed=0):
     """Input images for a measurement: ``(q int8 [N, C, H, W], description)``.
 
-    The embedded LeNet-5 gets MNIST evaluation images (the data it is for); another
-    network uniform random int8 (no data set is known for it).
+    The embedded LeNet-5 gets MNIST evaluation images (the data it is for), and so do the
+    shared QONNX MLPs (FINN's TFC, whose graph takes the pixels over 255); another network
+    uniform random int8 (no data set is known for it).
     """
-    if (net.source or {}).get("embedded") and tuple(net.input_shape) == (1, 28, 28):
-        x, _ = mnist("eval", n_images)
-        return (net.quantize_input(x),
+    source = net.source or {}
+    finn_mlp = source.get("file") in QONNX_MODELS.values()
+    if (source.get("embedded") or finn_mlp) and int(np.prod(net.input_shape)) == 784:
+        x, _ = mnist("eval", n_images, unit=finn_mlp)
+        return (net.quantize_input(x.reshape(len(x), *net.input_shape)),
                 f"MNIST test images {CALIB_COUNT}..{CALIB_COUNT + n_images - 1}, quantized")
     rng = np.random.default_rng(seed)
     q = rng.integers(-128, 128, (n_images, *net.input_chw)).astype(np.int8)
@@ -535,6 +549,57 @@ def measure_network_activity(net, *, cache_dir=None, n_images=2, build_root=None
     measurement.key = key
     if cache_dir is not None:
         path = Path(cache_dir) / f"activity-{key}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, json.dumps(measurement.to_dict(), indent=1) + "\n")
+    return measurement
+
+
+def measure_engine_activity(net, images, *, cache_dir=None, n_images=2, build_root=None,
+                            verbose=False, stored_only=False):
+    """The :class:`ActivityMeasurement` of a network compiled for the binary or low-bit engine
+    (``images``: its :class:`~fpganet.codegen.binary_images.BinaryImages`): the engine's device
+    in the accelerator's place (:func:`fpganet.sim.binary_backend.binary_device`), one vector a
+    START, the counts of the first START's busy cycles (its input bytes, the layers, its counts
+    out) on :func:`default_inputs`. Kept in ``cache_dir`` by the hash of the gateware, the
+    device and the input bytes, as :func:`measure_network_activity` keeps the accelerator's;
+    with ``stored_only`` the stored measurement or None, nothing built or run.
+    """
+    from fpganet.sim.binary_backend import binary_device, harness_memories
+
+    config = net.config
+    q_in, data = default_inputs(net, n_images)
+    device, device_key = binary_device(images, config)
+    stream = images.pack_inputs(q_in)
+    digest = hashlib.sha256()
+    for part in (_gateware_key(config, device_key), Path(__file__).read_text(), stream.hex()):
+        digest.update(part.encode())
+    key = digest.hexdigest()[:24]
+    path = Path(cache_dir) / f"activity-{key}.json" if cache_dir is not None else None
+    if path is not None and path.is_file():
+        try:
+            measurement = ActivityMeasurement.from_dict(json.loads(path.read_text()))
+            measurement.cached = True
+            return measurement
+        except (ValueError, KeyError, TypeError):
+            pass
+    if stored_only:
+        return None
+    build = build_activity_harness(config, build_root=build_root, verbose=verbose,
+                                   device=device, device_key=device_key)
+    points, cycles, result = build.run(harness_memories(images, config), stream,
+                                       starts=len(q_in))
+    if cycles <= 0:
+        raise RtlError("the engine ran for no cycles")
+    reduced = _reduce(points, verilog_registers(build.verilog), cycles)
+    if reduced["counts"]["flipflop_bits"] == 0:
+        raise RtlError("no flip-flop of the engine was found among the toggle points")
+    measurement = ActivityMeasurement(
+        cycles=cycles, images=1, data=f"the first of {data}", config=config.to_dict(),
+        wall_s=result.wall_s, build_s=0.0 if build.reused else build.build_s,
+        tool=f"verilator {_verilator_version()}", key=key,
+        design=f"the {images.folded.description}",
+        extra={"build_directory": str(build.directory)}, **reduced)
+    if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(path, json.dumps(measurement.to_dict(), indent=1) + "\n")
     return measurement

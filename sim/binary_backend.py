@@ -19,18 +19,23 @@ from fpganet.hdl.binary_device import BinaryDevice
 from fpganet.hdl.memories import WeightBuffer
 from fpganet.sim.rtl_backend import build_harness
 
-__all__ = ["build_binary_harness", "run_binary_rtl", "model_stamp", "harness_memories"]
+__all__ = ["binary_device", "build_binary_harness", "run_binary_rtl", "model_stamp", "harness_memories"]
 
 
-def build_binary_harness(images, config, *, sim=None, driver="cocotb"):
-    """The harness around the device of ``images``
-    (:class:`~fpganet.codegen.binary_images.BinaryImages`); ``config`` gives the host port's
-    widths."""
+def binary_device(images, config):
+    """``(device, device_key)``: the device of ``images``
+    (:class:`~fpganet.codegen.binary_images.BinaryImages`) in the accelerator's place, and the
+    key naming what it is built from; ``config`` gives the host port's widths."""
     key = hashlib.sha256(json.dumps([images.layout, images.files()]).encode()).hexdigest()
     device = BinaryDevice(images.folded, config,
                           weights=WeightBuffer if images.host_weights else None)
-    return build_harness(config, sim=sim, driver=driver, device=device,
-                         device_key=f"binary-{key}")
+    return device, f"binary-{key}"
+
+
+def build_binary_harness(images, config, *, sim=None, driver="cocotb"):
+    """The harness around the device of ``images``; ``config`` gives the host port's widths."""
+    device, device_key = binary_device(images, config)
+    return build_harness(config, sim=sim, driver=driver, device=device, device_key=device_key)
 
 
 def run_binary_rtl(images, config, q_in, *, sim=None, driver="cocotb", chunk=2000, progress=None):

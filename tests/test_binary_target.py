@@ -211,11 +211,33 @@ def test_estimate_of_the_binary_engine_needs_its_own_build(tfc_for_the_icebreake
         f"fpganet: error: the board report '{tmp_path / 'other.json'}' is of a design with 16 "
         f"MACs a cycle, not the binary engine 4x16 (64): give the report of this folder's "
         f"build\n")
-    assert main(["estimate", out, "--no-measure", "--activity", "rtl", "--report",
+    assert main(["estimate", out, "--no-measure", "--synth", "--report",
                  str(build / "report.json")]) == 2
     assert capsys.readouterr().err == (
-        f"fpganet: error: --activity is the int8 array's estimate's; '{out}' was compiled for "
+        f"fpganet: error: --synth is the int8 array's estimate's; '{out}' was compiled for "
         f"an engine in logic cells (--engine binary or lowbit)\n")
+
+
+@needs_tfc
+def test_estimate_of_the_binary_engine_with_its_measured_activity(tfc_for_the_icebreaker,
+                                                                  tfc_built, capsys):
+    """--activity rtl: the engine's flip-flops' and signals' toggles over a vector on its
+    device's Verilog set the logic's activity, in place of the stated 15-25 %."""
+    _, _, build = tfc_built
+    results = {}
+    for activity in ("default", "rtl"):
+        assert main(["estimate", str(tfc_for_the_icebreaker), "--no-measure", "--report",
+                     str(build / "report.json"), "--activity", activity, "--json"]) == 0
+        results[activity] = json.loads(capsys.readouterr().out)
+    measured = results["rtl"]["fpga"]["activity"]
+    assert measured["source"] == "simulated"
+    assert results["default"]["fpga"]["activity"]["source"] == "published"
+    assert "binary engine 4x16's generated Verilog" in measured["logic"]["basis"]
+    counts = measured["measurement"]["counts"]
+    assert counts["flipflop_bits"] > 500 and counts["operand_bits"] == 0
+    assert 0 < measured["logic"]["low"] <= measured["logic"]["high"] < 1
+    assert (results["rtl"]["fpga"]["power"]["total"]["value"]
+            != results["default"]["fpga"]["power"]["total"]["value"])
 
 
 @needs_tfc

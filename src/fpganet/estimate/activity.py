@@ -29,7 +29,7 @@ from ..errors import FpganetError
 from .figures import ACTIVITY
 from .quantity import Quantity
 
-__all__ = ["Activity", "resolve_activity", "default_activity", "given_activity",
+__all__ = ["Activity", "resolve_activity", "resolve_engine_activity", "default_activity", "given_activity",
            "simulated_activity", "ACTIVITY_CHOICES", "UNIT"]
 
 #: Named choices besides a number.
@@ -139,6 +139,45 @@ def simulated_activity(measurement, origin=""):
     return result
 
 
+def _from_rtl(spec, stored, measure, *, cache_dir, progress, what):
+    """``"rtl"`` or ``"auto"`` given ``stored`` (the stored measurement, or None) and
+    ``measure()``, which makes one (``what`` runs, for the progress line)."""
+    if stored is not None:
+        return simulated_activity(stored, origin=f"stored RTL measurement, "
+                                                 f"{Path(cache_dir) / stored.path_name}")
+    if spec == "auto":
+        return default_activity("no stored RTL measurement for this network; "
+                                "--activity rtl measures one")
+    if progress:
+        progress(f"measuring switching activity: {what} with Verilator toggle counting (the "
+                 f"first build takes a minute or two)")
+    try:
+        measurement = measure()
+    except (RuntimeError, OSError) as error:      # RtlError, no Verilator, a full disk
+        raise FpganetError(f"the RTL activity measurement failed: "
+                           f"{' '.join(str(error).split())[:500]}") from None
+    build = f"build {measurement.build_s:.0f} s, " if measurement.build_s else "existing build, "
+    where = f"; stored in {Path(cache_dir) / measurement.path_name}" if cache_dir else ""
+    return simulated_activity(measurement, origin=f"measured now ({build}run "
+                                                  f"{measurement.wall_s:.1f} s){where}")
+
+
+def resolve_engine_activity(spec, net, images, *, cache_dir=None, progress=None):
+    """:func:`resolve_activity` for a network compiled for the binary or low-bit engine
+    (``images``: its :class:`~fpganet.codegen.binary_images.BinaryImages`): ``"rtl"`` measures
+    the toggles of its first vector on the engine's device
+    (:func:`fpganet.sim.activity.measure_engine_activity`), ``"auto"`` reads a stored one."""
+    if not isinstance(spec, str) or spec not in ("rtl", "auto"):
+        return resolve_activity(spec)
+    from fpganet.sim.activity import measure_engine_activity
+
+    return _from_rtl(spec, measure_engine_activity(net, images, cache_dir=cache_dir,
+                                                   stored_only=True),
+                     lambda: measure_engine_activity(net, images, cache_dir=cache_dir),
+                     cache_dir=cache_dir, progress=progress,
+                     what="a vector on the engine's Verilog")
+
+
 def resolve_activity(spec, net=None, *, cache_dir=None, progress=None):
     """Turn an ``activity`` argument of :func:`fpganet.estimate.estimate` into an :class:`Activity`.
 
@@ -172,24 +211,7 @@ def resolve_activity(spec, net=None, *, cache_dir=None, progress=None):
             if spec == "auto":
                 return default_activity(f"no RTL measurement possible: {error}")
             raise FpganetError(f"cannot measure the switching activity: {error}") from None
-        if cached is not None:
-            return simulated_activity(cached, origin=f"stored RTL measurement, "
-                                                     f"{Path(cache_dir) / cached.path_name}")
-        if spec == "auto":
-            return default_activity("no stored RTL measurement for this network; "
-                                    "--activity rtl measures one")
-        if progress:
-            progress("measuring switching activity: the compiled program on the accelerator's "
-                     "Verilog with Verilator toggle counting (the first build takes a minute "
-                     "or two)")
-        try:
-            measurement = measure_network_activity(net, cache_dir=cache_dir)
-        except (RuntimeError, OSError) as error:      # RtlError, no Verilator, a full disk
-            raise FpganetError(f"the RTL activity measurement failed: "
-                               f"{' '.join(str(error).split())[:500]}") from None
-        build = (f"build {measurement.build_s:.0f} s, " if measurement.build_s
-                 else "existing build, ")
-        where = f"; stored in {Path(cache_dir) / measurement.path_name}" if cache_dir else ""
-        return simulated_activity(measurement, origin=f"measured now ({build}run "
-                                                      f"{measurement.wall_s:.1f} s){where}")
+        return _from_rtl(spec, cached, lambda: measure_network_activity(net, cache_dir=cache_dir),
+                         cache_dir=cache_dir, progress=progress,
+                         what="the compiled program on the accelerator's Verilog")
     return given_activity(spec)

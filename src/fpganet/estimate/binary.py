@@ -13,8 +13,9 @@ What differs from the int8 array's estimate (:func:`fpganet.estimate.comparison.
 - **Resources** are those of the routed build (``--report`` of ``fpganet synth OUT``): the
   engine's logic has no model here, so an estimate without one is refused.
 - **Power** is the same chip model (:func:`fpganet.estimate.power.fpga_power`) with no
-  multiplier: logic cells at the stated switching activity, and the memory blocks the engine
-  reads each cycle (weights, thresholds, activations).
+  multiplier: logic cells at the stated switching activity or at the one measured on the
+  engine's Verilog (``activity="rtl"``, :func:`fpganet.estimate.activity.resolve_engine_activity`),
+  and the memory blocks the engine reads each cycle (weights, thresholds, activations).
 - **No ASIC projection**: :mod:`fpganet.estimate.asic` projects int8 multipliers.
 """
 
@@ -25,7 +26,7 @@ from ..codegen.binary import ENGINE_NAMES
 from ..errors import FpganetError
 from ..hdl.binary_device import BinaryDevice
 from ..hdl.binary_engine import BinaryNetworkEngine
-from .activity import default_activity
+from .activity import resolve_engine_activity
 from .comparison import Estimate, fpga_rows_of, measured_rows, network_summary
 from .gpu import DEFAULT_GPUS, gpu_rows
 from .power import canonical_resources, fpga_power
@@ -88,10 +89,12 @@ def _weight_text(images):
 
 
 def binary_estimate(net, images, *, board, board_report, clock_hz=None, link=None,
-                    gpus=DEFAULT_GPUS, batch=None, measure=True, measure_options=None):
+                    gpus=DEFAULT_GPUS, batch=None, measure=True, measure_options=None,
+                    activity="default", cache_dir=None, progress=None):
     """Estimate ``net`` on the binary engine of ``images``
     (:class:`~fpganet.codegen.binary_images.BinaryImages`), built for ``board`` as
-    ``board_report`` (a routed build's ``report.json``, required) says.
+    ``board_report`` (a routed build's ``report.json``, required) says; ``activity``, ``cache_dir``
+    and ``progress`` as :func:`~fpganet.estimate.activity.resolve_engine_activity` takes them.
 
     Returns
     -------
@@ -125,11 +128,13 @@ def binary_estimate(net, images, *, board, board_report, clock_hz=None, link=Non
     link = link or HostLink()
     performance = fpga_performance(workload, cycles, clock, link)
     resources = canonical_resources(report.used())
+    activity = resolve_engine_activity(activity, net, images, cache_dir=cache_dir,
+                                       progress=progress)
     power, rows = fpga_rows_of(
         f"FPGA {report.device} ({board}), {design} @ {clock.value / 1e6:g} MHz", board, cycles,
         performance, link,
         lambda performance: _power(board_info, folded, resources, clock,
-                                   performance["duty"].value, report.path))
+                                   performance["duty"].value, report.path, activity))
     notes += ["no ASIC projection: the projection models int8 multipliers", *power.notes]
     return Estimate(workload=workload, board=board_info, clock=clock, cycles=cycles,
                     layer_cycles=layer_cycles, layer_cycles_source="modelled (the engine's "
@@ -141,14 +146,13 @@ def binary_estimate(net, images, *, board, board_report, clock_hz=None, link=Non
                     design=design)
 
 
-def _power(board_info, folded, resources, clock, duty, where):
-    """Chip power of the engine busy ``duty`` of the time: its logic cells at the stated
-    activity, and the block RAM ports it reads every compute cycle (a weight word, a threshold
-    word, an activation word)."""
+def _power(board_info, folded, resources, clock, duty, where, activity):
+    """Chip power of the engine busy ``duty`` of the time: its logic cells at ``activity``
+    (an :class:`~fpganet.estimate.activity.Activity`), and the block RAM ports it reads every
+    compute cycle (a weight word, a threshold word, an activation word)."""
     family = board_info["family"]
     port = _RAM_PORT_BITS[family]
     ebr_active = sum(math.ceil(bits / port) for bits in folded.word_bits)
-    activity = default_activity()
     pll = abs(clock.value - board_info["oscillator_hz"]) > 1.0
     power = fpga_power(family, clock.value, lcs=resources["lc"], ffs=resources.get("ff") or None,
                        ebr_active=ebr_active, memory_rate=1.0, duty=duty, pll=pll,

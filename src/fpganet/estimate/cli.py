@@ -67,7 +67,8 @@ def _common_arguments(parser):
                              "--cycles-model fallback")
     parser.add_argument("--activity", type=_activity, default="auto", metavar="AF|rtl|auto|default",
                         help="switching activity for the FPGA power model: rtl = measure it from "
-                             "toggle counts of the program on the accelerator's Verilog "
+                             "toggle counts of the program on the accelerator's Verilog (an "
+                             "engine's: one vector on its device's) "
                              "(Verilator; about a minute the first time, then stored); auto = "
                              "a stored rtl measurement of this network if there is one, else the "
                              "default (the default); default = Lattice's stated 15-25 %%; a "
@@ -143,7 +144,7 @@ def _binary(args, net):
 
     int8_only = {"--cycles": args.cycles is not None, "--no-simulate": not args.simulate,
                  "--cycles-model": args.cycles_model != "ideal",
-                 "--activity": args.activity not in ("auto", "default"), "--synth": args.synth}
+                 "--synth": args.synth}
     if given := [flag for flag, on in int8_only.items() if on]:
         raise FpganetError(f"{given[0]} is the int8 array's estimate's; '{args.compiled}' was "
                            f"compiled for an engine in logic cells (--engine binary or lowbit)")
@@ -153,7 +154,9 @@ def _binary(args, net):
                            link=host_link(args, 1),
                            gpus=tuple(args.gpu) if args.gpu else DEFAULT_GPUS, batch=args.batch,
                            measure=args.measure,
-                           measure_options={"min_time_s": args.measure_time})
+                           measure_options={"min_time_s": args.measure_time},
+                           activity=args.activity, progress=_progress,
+                           cache_dir=Path.home() / ".cache" / "fpganet" / "estimate")
 
 
 def host_link(args, images_per_start):
