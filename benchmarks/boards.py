@@ -59,6 +59,8 @@ def board_rows(board, report, requant_mode=None, packed_weights=False):
     target_mhz = report["clock"]["target_mhz"]
     if abs(target_mhz - BOARD_REGISTRY[board].default_config.clock_hz / 1e6) > 1e-6:
         command += f" --clock-mhz {target_mhz:g}"
+    if report.get("seed") is not None and report["seed"] != BOARD_REGISTRY[board].seed:
+        command += f" --seed {report['seed']}"       # a build of another seed than the board's
 
     def row(metric, value):
         return make_row("none", board, configuration, metric, value, "routed", command)
