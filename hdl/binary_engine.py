@@ -51,14 +51,13 @@ class BinaryNetworkEngine(wiring.Component):
     cycles (one beat a cycle), the fetch (:attr:`fetch_cycles`) and the unit's latency before
     the next layer reads what it wrote (:meth:`cycles_per_vector`). The next vector is taken after the last
     result of the one before leaves the unit. A result is on ``output`` :attr:`output_latency`
-    cycles after it leaves the unit (a register, then a FIFO of four). Back-pressure:
-    ``output.ready`` low fills that FIFO, then stalls the unit and the issue, from a flip-flop
-    (the FIFO's level a cycle before); it reaches no logic but the FIFO's read side.
+    cycles after it leaves the unit (a FIFO of three). Back-pressure: ``output.ready`` low fills
+    that FIFO, then stalls the unit and the issue, from a flip-flop (the FIFO's level a cycle
+    before); it reaches no logic but the FIFO's read side.
     """
 
-    #: Cycles from a last-layer result leaving the unit to ``output.valid``: a register beside
-    #: the unit, then the FIFO's write.
-    output_latency = 2
+    #: Cycles from a last-layer result leaving the unit to ``output.valid``.
+    output_latency = 1
 
     def __init__(self, folded, weight_buffer=None):
         self.folded = folded
@@ -194,24 +193,16 @@ class BinaryNetworkEngine(wiring.Component):
         digits = Cat(Cat(y[j], C(0, digit_bits))[:digit_bits] for j in range(pe))
         word_addr = Signal(range(folded.buffer_words))
         take = Signal()
-        # The last layer's counts leave through a register (the unit and the FIFO may be far
-        # apart on the chip: at 16 x 64 on the ECP5 the path between them was the longest),
-        # then a FIFO of four. The unit moves while a flip-flop says the FIFO held at most one
-        # a cycle before: it holds at most three when the unit's result of now reaches it, the
-        # register's meanwhile included. Neither the consumer's ready nor the layer control
-        # reaches the unit's enables; a consumer always ready keeps the FIFO at one at most.
-        m.submodules.out_fifo = out_fifo = SyncFIFO(width=width * pe, depth=4)
+        # The last layer's counts leave through a FIFO of three. The unit moves while a flip-flop
+        # says the FIFO held at most one a cycle before: it holds at most two now, so the one
+        # result the unit may give now fits. Neither the consumer's ready nor the layer control
+        # reaches the unit's enables; a consumer always ready leaves it at one and never stalls.
+        m.submodules.out_fifo = out_fifo = SyncFIFO(width=width * pe, depth=3)
         room = Signal(init=1)
-        out_valid = Signal()
-        out_data = Signal(width * pe)
-        m.d.sync += [
-            room.eq(out_fifo.level <= 1),
-            out_valid.eq(unit.results.valid & unit.results.ready & last_layer),
-            out_data.eq(getattr(unit.results.payload, unit.totals_field)),
-        ]
+        m.d.sync += room.eq(out_fifo.level <= 1)
         m.d.comb += [
-            out_fifo.w_en.eq(out_valid),
-            out_fifo.w_data.eq(out_data),
+            out_fifo.w_en.eq(unit.results.valid & unit.results.ready & last_layer),
+            out_fifo.w_data.eq(getattr(unit.results.payload, unit.totals_field)),
             self.output.valid.eq(out_fifo.r_rdy),
             self.output.payload.eq(out_fifo.r_data),
             out_fifo.r_en.eq(self.output.ready),
