@@ -376,17 +376,18 @@ class WindowGenerator(wiring.Component):
                 m.d.sync += channel.eq(1)
             with m.Elif(load & kx_wrap & ky_wrap):
                 m.d.sync += channel.eq(Mux(kc_wrap, 1, following) if registered else following)
-        stay, nibble = C(0, 1), None
+        following, nibble = waddr + 1, None
         if config.packed_weights:
             # Packed: the even beat of a block reads the word's low nibbles and the odd beat,
             # the high ones, of the same word.
             nibble = Signal(name="s0_nibble")
             stay = self.packed & ~nibble
+            following = Mux(stay, waddr, following)
             update(m, nibble, ~rewind & stay, enable=load, reset=start)
         with m.If(start):
             m.d.sync += [waddr.eq(regs.w_base), wbase.eq(regs.w_base)]
         with m.Elif(load):
-            m.d.sync += waddr.eq(Mux(rewind, Mux(onward, next_wbase, wbase), Mux(stay, waddr, waddr + 1)))
+            m.d.sync += waddr.eq(Mux(rewind, Mux(onward, next_wbase, wbase), following))
             with m.If(beat_last & group_done):
                 m.d.sync += wbase.eq(next_wbase)
         with m.If(start):
