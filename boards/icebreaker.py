@@ -242,7 +242,8 @@ BOARD = Board(
     link_builds={"spi": (3, ("--tmg-ripup",))},
     # Measured on the one low-bit fold the UP5K holds, TFC_2W2A's 2 x 16 with its weights
     # loaded: seed 6 did not route within 300-400 s at three RTL revisions (2 overused
-    # wires), seed 1 did each time (31.5-34.2 MHz, docs/journal/measurements.md). The binary
+    # wires); seed 1 did (31.5-34.2 MHz), until the unit's enables came from a flip-flop:
+    # then seed 1 made 28.3 MHz and seed 4 30.4 (docs/journal/measurements.md). The binary
     # engine's builds route on seed 6.
-    engine_seeds={"lowbit": 1},
+    engine_seeds={"lowbit": 4},
 )
