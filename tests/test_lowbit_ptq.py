@@ -86,6 +86,17 @@ def test_packed_weights_store_layers_of_4_bits_two_to_a_byte(tmp_path, capfd):
         assert words["packed"][layer] == -(-words["plain"][layer] // 2)
     assert main(["run", str(tmp_path / "P"), "--backend", "isa", "--limit", "20"]) == 0
     assert "equal the golden model's, bit for bit" in capfd.readouterr().out
+    # The estimate's weight bytes (the link's load, whether they fit) are the packed ones.
+    weight_bytes = {}
+    for name in ("P", "U"):
+        assert main(["estimate", str(tmp_path / name), "--no-measure", "--no-synth",
+                     "--json"]) == 0
+        weight_bytes[name] = json.loads(capfd.readouterr().out)["network"]["weight_bytes"]
+    net = load_compiled(tmp_path / "U")
+    conv_11 = net.conv_layers[0].weight.size
+    assert weight_bytes["U"] == sum(layer.weight.size for layer in net.conv_layers)
+    assert weight_bytes["P"] == conv_11 + sum(-(-layer.weight.size // 2)
+                                              for layer in net.conv_layers[1:])
 
 
 def test_default_compile_is_the_int8_compile(tmp_path):

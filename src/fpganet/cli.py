@@ -258,14 +258,15 @@ def _run_compile(args):
         inexact = net.calibration["inexact_channels"]
         fitted = (f"{inexact} channel(s) fitted inexactly (see the warning)" if inexact else
                   "every channel fitted exactly")
-        print(f"  weight codes of {'/'.join(map(str, widths))} bits, {_storage(widths, config)}; "
-              f"{fitted}")
+        # An engine stores its own fold (its memory images print below).
+        storage = f"the {engine[0]} engine's fold" if engine else _storage(widths, config)
+        print(f"  weight codes of {'/'.join(map(str, widths))} bits, {storage}; {fitted}")
     elif net.calibration["method"] not in ("qdq", "tflite"):
         print(f"  calibration: {net.calibration['method']} on {net.calibration['samples']} "
               f"samples ({net.calibration['data']})")
     if "weight_rounding" in net.calibration:   # an int8 compile prints as it did
         widths = sorted({layer.weight_bits for layer in net.conv_layers})
-        packed = f", {_storage(widths, config)}" if _packs(widths, config) else ""
+        packed = f", {_storage(widths, config)}" if _packs(widths, config) and not engine else ""
         print(f"  weights: {'/'.join(map(str, widths))} bits, "
               f"{net.calibration['weight_rounding']} rounding{packed}")
     if agreement := net.calibration.get("agreement"):

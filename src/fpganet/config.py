@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from amaranth.utils import ceil_log2
 
-from .isa import COUNT_WIDTH, PARAM_LAYOUTS, REQUANT_MODES
+from .isa import COUNT_WIDTH, PACKED_WEIGHT_BITS, PARAM_LAYOUTS, REQUANT_MODES
 
 __all__ = ["AcceleratorConfig", "BANK_ACCESS", "ConfigError", "DEFAULT_CONFIG", "REQUANT_LATENCIES",
            "MULT_BITS", "TIMING_SETS", "WEIGHT_BLOCK_WORDS", "fit_requant_latency"]
@@ -285,8 +285,8 @@ class AcceleratorConfig:
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, not {getattr(self, name)!r}")
         if self.packed_weights and self.operand_width != 8:
-            raise ConfigError(f"packed_weights puts two 4-bit weights in a byte: operand_width "
-                              f"must be 8, not {self.operand_width}")
+            raise ConfigError(f"packed_weights puts two {PACKED_WEIGHT_BITS}-bit weights in a "
+                              f"byte: operand_width must be 8, not {self.operand_width}")
         self._resolve_timing()
         if self.fused_max_pool:
             against = [what for what, wrong in ((f"requant_lanes {self.requant_lanes}",

@@ -28,6 +28,7 @@ from ..codegen import build_images
 from ..codegen.plan import channel_tile
 from ..config import AcceleratorConfig
 from ..errors import FpganetError
+from ..isa import PACKED_WEIGHT_BITS
 from .quantity import Quantity
 
 __all__ = ["LayerWork", "Workload", "simulated_cycles", "cycles_per_image", "CYCLE_MODELS"]
@@ -110,10 +111,14 @@ class Workload:
         layers = [_layer_work(layer, config) for layer in net.layers]
         convs = [layer for layer in net.layers if layer.type == "conv"]
         name = (net.source or {}).get("file") or net.input_name
-        return cls(name=name, config=config, layers=layers,
+        work = cls(name=name, config=config, layers=layers,
                    input_bytes=int(np.prod(net.input_chw)),
                    output_bytes=int(np.prod(net.output_shape)),
                    param_bytes=8 * sum(layer.out_shape[0] for layer in convs))
+        if any(_stored_weight_bytes(layer, config) < layer.weight.size for layer in convs):
+            work.weight_text = (f"weights (those of {PACKED_WEIGHT_BITS} bits or fewer two to a "
+                                f"byte)")
+        return work
 
     # Totals ----------------------------------------------------------------------------------
 
@@ -193,6 +198,16 @@ class Workload:
                 "layers": [layer.to_dict() for layer in self.layers]}
 
 
+def _stored_weight_bytes(layer, config):
+    """Bytes a conv's weights take: one a weight, half as many (rounded up) where the
+    configuration packs the layer (``CONV packed``: ``packed_weights`` and weights of
+    :data:`fpganet.isa.PACKED_WEIGHT_BITS` bits or fewer)."""
+    size = int(layer.weight.size)
+    if config.packed_weights and layer.weight_bits <= PACKED_WEIGHT_BITS:
+        return -(-size // 2)
+    return size
+
+
 def _layer_work(layer, config):
     rows, cols = config.rows, config.cols
     min_tile = config.array_latency + rows      # SystolicArray.min_tile_cycles (docs/reference/architecture.md)
@@ -219,7 +234,7 @@ def _layer_work(layer, config):
             k = layer.k
         post = math.ceil(rows * lanes / config.requant_lanes)
         work.macs = int(layer.macs)
-        work.weight_bytes = int(layer.weight.size) if layer.type == "conv" else 0
+        work.weight_bytes = _stored_weight_bytes(layer, config) if layer.type == "conv" else 0
         work.weight_word_reads = groups * tiles * k
         work.act_reads = groups * k * npix
         work.act_writes = out_c * npix
