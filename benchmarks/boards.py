@@ -42,8 +42,9 @@ def board_rows(board, report, requant_mode=None, packed_weights=False):
     the mode; with ``packed_weights``, configuration ``packed weights``)."""
     command = f"fpganet synth --board {board}"
     configuration = "default"
-    if bool(report["config"].get("packed_weights")) != packed_weights:
-        raise ValueError(f"{board}: the report is of a build {'with' if not packed_weights else 'without'} "
+    built_packed = bool(report["config"].get("packed_weights"))
+    if built_packed != packed_weights:
+        raise ValueError(f"{board}: the report is of a build {'with' if built_packed else 'without'} "
                          f"packed_weights")
     default_mode = BOARD_REGISTRY[board].default_config.requant_mode
     built_mode = report["config"]["requant_mode"]

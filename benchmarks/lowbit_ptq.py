@@ -74,16 +74,17 @@ def measure(network, bits_list=BITS, roundings=tuple(ROUNDINGS)):
     runs = [(bits, rounding, None) for bits in bits_list for rounding in roundings]
     if network in MIXED:
         runs.append((4, "gptq", MIXED[network]))
+    names = None                        # the layers with weights, from the first compile
     for bits, rounding, wider in runs:
+        if wider and names is None:         # no width run before it (--bits '')
+            names = [layer.name for layer in compile_model(model, calib_x, program=False).conv_layers]
+        overrides = {names[index]: 8 for index in wider} if wider else None
         start = time.perf_counter()
         with warnings.catch_warnings():     # the calibration notes, the same at every width
             warnings.simplefilter("ignore", FpganetWarning)
-            overrides = None
-            if wider:
-                layers = compile_model(model, calib_x, program=False).conv_layers
-                overrides = {layers[index].name: 8 for index in wider}
             net = compile_model(model, calib_x, weight_bits=bits, weight_rounding=rounding,
                                 layer_weight_bits=overrides, program=False)
+        names = names or [layer.name for layer in net.conv_layers]
         seconds = time.perf_counter() - start
         pred = run_golden(net, net.quantize_input(x)).reshape(len(x), -1).argmax(1)
         stored = stored_weight_bytes(net, PACKED_CONFIG)

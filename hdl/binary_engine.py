@@ -201,7 +201,7 @@ class BinaryNetworkEngine(wiring.Component):
         room = Signal(init=1)
         m.d.sync += room.eq(out_fifo.level <= 1)
         m.d.comb += [
-            out_fifo.w_en.eq(unit.results.valid & unit.results.ready & last_layer),
+            out_fifo.w_en.eq(take & last_layer),
             out_fifo.w_data.eq(getattr(unit.results.payload, unit.totals_field)),
             self.output.valid.eq(out_fifo.r_rdy),
             self.output.payload.eq(out_fifo.r_data),

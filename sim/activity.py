@@ -160,8 +160,9 @@ class ActivityBuild:
         max_cycles : int, optional
             Simulated cycles before the run is abandoned.
         """
-        options = {"starts": starts} if max_cycles is None else {"max_cycles": max_cycles,
-                                                                 "starts": starts}
+        options = {"starts": starts}
+        if max_cycles is not None:
+            options["max_cycles"] = max_cycles
         rtl = RtlBuild(self.config, "verilator", self.directory, "native")
         with tempfile.TemporaryDirectory(prefix="run-", dir=self.directory) as run_dir:
             result = rtl.run(images, input_bytes, run_dir=run_dir, **options)
@@ -523,6 +524,11 @@ def cached_network_activity(net, cache_dir, *, n_images=2):
     if cache_dir is None:
         return None
     key, _, _ = _result_key(net, net.config, n_images)
+    return _stored(cache_dir, key)
+
+
+def _stored(cache_dir, key):
+    """The measurement stored in ``cache_dir`` under ``key``, or None (none, or unreadable)."""
     path = Path(cache_dir) / f"activity-{key}.json"
     if not path.is_file():
         return None
@@ -532,6 +538,14 @@ def cached_network_activity(net, cache_dir, *, n_images=2):
         return None
     measurement.cached = True
     return measurement
+
+
+def _store(cache_dir, measurement):
+    """Keep ``measurement`` in ``cache_dir`` (if given) under its key, written atomically."""
+    if cache_dir is not None:
+        path = Path(cache_dir) / measurement.path_name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, json.dumps(measurement.to_dict(), indent=1) + "\n")
 
 
 def measure_network_activity(net, *, cache_dir=None, n_images=2, build_root=None, verbose=False):
@@ -547,10 +561,7 @@ def measure_network_activity(net, *, cache_dir=None, n_images=2, build_root=None
     key, q_in, data = _result_key(net, net.config, n_images)
     measurement = measure_activity(net, q_in, data=data, build_root=build_root, verbose=verbose)
     measurement.key = key
-    if cache_dir is not None:
-        path = Path(cache_dir) / f"activity-{key}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(path, json.dumps(measurement.to_dict(), indent=1) + "\n")
+    _store(cache_dir, measurement)
     return measurement
 
 
@@ -574,16 +585,9 @@ def measure_engine_activity(net, images, *, cache_dir=None, n_images=2, build_ro
     for part in (_gateware_key(config, device_key), Path(__file__).read_text(), stream.hex()):
         digest.update(part.encode())
     key = digest.hexdigest()[:24]
-    path = Path(cache_dir) / f"activity-{key}.json" if cache_dir is not None else None
-    if path is not None and path.is_file():
-        try:
-            measurement = ActivityMeasurement.from_dict(json.loads(path.read_text()))
-            measurement.cached = True
-            return measurement
-        except (ValueError, KeyError, TypeError):
-            pass
-    if stored_only:
-        return None
+    stored = _stored(cache_dir, key) if cache_dir is not None else None
+    if stored is not None or stored_only:
+        return stored
     build = build_activity_harness(config, build_root=build_root, verbose=verbose,
                                    device=device, device_key=device_key)
     points, cycles, result = build.run(harness_memories(images, config), stream,
@@ -599,9 +603,7 @@ def measure_engine_activity(net, images, *, cache_dir=None, n_images=2, build_ro
         tool=f"verilator {_verilator_version()}", key=key,
         design=f"the {images.folded.description}",
         extra={"build_directory": str(build.directory)}, **reduced)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(path, json.dumps(measurement.to_dict(), indent=1) + "\n")
+    _store(cache_dir, measurement)
     return measurement
 
 

@@ -151,16 +151,11 @@ def _configure_compile(parser):
         "iCEBreaker: there fpganet, with a warning), else fpganet"))
 
 
-def _packs(widths, config):
-    """Some layer of weight ``widths`` is stored packed on ``config`` (``CONV packed``)."""
-    return config.packed_weights and min(widths) <= PACKED_WEIGHT_BITS
-
-
 def _storage(widths, config):
     """How weight codes of ``widths`` are stored on ``config``: a byte each, or packed."""
-    if not _packs(widths, config):
+    if not config.stores_packed(min(widths)):
         return "each stored in a byte"
-    if max(widths) <= PACKED_WEIGHT_BITS:
+    if config.stores_packed(max(widths)):
         return "stored two to a byte"
     return f"those of {PACKED_WEIGHT_BITS} bits or fewer stored two to a byte, the others in a byte"
 
@@ -266,7 +261,8 @@ def _run_compile(args):
               f"samples ({net.calibration['data']})")
     if "weight_rounding" in net.calibration:   # an int8 compile prints as it did
         widths = sorted({layer.weight_bits for layer in net.conv_layers})
-        packed = f", {_storage(widths, config)}" if _packs(widths, config) and not engine else ""
+        packed = (f", {_storage(widths, config)}" if config.stores_packed(min(widths))
+                  and not engine else "")
         print(f"  weights: {'/'.join(map(str, widths))} bits, "
               f"{net.calibration['weight_rounding']} rounding{packed}")
     if agreement := net.calibration.get("agreement"):

@@ -591,6 +591,10 @@ class AcceleratorConfig:
         """Short label for file names and reports, for example ``2x8``."""
         return f"{self.rows}x{self.cols}"
 
+    def stores_packed(self, weight_bits):
+        """A layer of ``weight_bits``-bit weights is stored two to a byte here (``CONV packed``)."""
+        return self.packed_weights and weight_bits <= PACKED_WEIGHT_BITS
+
     # Serialization -------------------------------------------------------------------------
 
     def to_dict(self):

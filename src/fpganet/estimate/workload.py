@@ -115,7 +115,7 @@ class Workload:
                    input_bytes=int(np.prod(net.input_chw)),
                    output_bytes=int(np.prod(net.output_shape)),
                    param_bytes=8 * sum(layer.out_shape[0] for layer in convs))
-        if any(_stored_weight_bytes(layer, config) < layer.weight.size for layer in convs):
+        if any(config.stores_packed(layer.weight_bits) for layer in convs):
             work.weight_text = (f"weights (those of {PACKED_WEIGHT_BITS} bits or fewer two to a "
                                 f"byte)")
         return work
@@ -203,9 +203,7 @@ def _stored_weight_bytes(layer, config):
     configuration packs the layer (``CONV packed``: ``packed_weights`` and weights of
     :data:`fpganet.isa.PACKED_WEIGHT_BITS` bits or fewer)."""
     size = int(layer.weight.size)
-    if config.packed_weights and layer.weight_bits <= PACKED_WEIGHT_BITS:
-        return -(-size // 2)
-    return size
+    return -(-size // 2) if config.stores_packed(layer.weight_bits) else size
 
 
 def _layer_work(layer, config):

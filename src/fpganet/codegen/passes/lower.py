@@ -10,7 +10,6 @@ passes.
 
 import numpy as np
 
-from ...isa import PACKED_WEIGHT_BITS
 from ...errors import FpganetError
 from ...qnet import NETWORK_INPUT, QAdd, QAvgPool, QConv, QMaxPool, QReshape, output_zero_point
 from ..ir import COUNT_LIMIT, POOL_PAD_VALUE, FeatureMap, Step, channel_tile
@@ -177,8 +176,7 @@ class _Lowering:
                     diagonal=tile is not None and config.diagonal_weights and _one_channel_each(layer),
                     rows_as_channels=config.pair_products and kind in ("conv", "dense")
                     and src.shape[0] == 1 and kernel[0] > 1,
-                    packed=config.packed_weights and isinstance(layer, QConv)
-                    and layer.weight_bits <= PACKED_WEIGHT_BITS)
+                    packed=isinstance(layer, QConv) and config.stores_packed(layer.weight_bits))
 
 
 #: The lowering of each layer type (anything else is refused).
