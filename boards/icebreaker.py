@@ -23,14 +23,16 @@ from amaranth_boards.icebreaker import ICEBreakerPlatform
 
 from fpganet.config import AcceleratorConfig
 from fpganet.hdl.ice40_dsp import UP5K_DSPS, DSPPairing, Ice40PairProcessingElement, Ice40SystolicArray
-from fpganet.hdl.ice40_spram import SPRAM_COUNT, SPRAMWeightBuffer, spram_mapping_problem
+from fpganet.hdl.ice40_spram import (SPRAM_COUNT, SPRAMActivationBuffer, SPRAMWeightBuffer,
+                                    spram_mapping_problem)
+from fpganet.hdl.memories import activation_buffer
 from fpganet.hdl.scatter import result_writer
 
 from .common import Board, BoardTop, linked_accelerator
 from .pll import ice40_pll
 from .standin import ArrayStandIn, pair_stand_in_core
 
-__all__ = ["ICEBreakerTop", "BOARD", "DEFAULT_CONFIG", "EIGHT_MAC_CONFIG", "BAUD", "accelerator_core", "accelerator_options", "requant_multiplier",
+__all__ = ["ICEBreakerTop", "BOARD", "DEFAULT_CONFIG", "EIGHT_MAC_CONFIG", "SPRAM_ACTIVATIONS_CONFIG", "BAUD", "accelerator_core", "accelerator_options", "requant_multiplier",
            "SHIFT_ADD_BITS", "stand_in_core", "stand_in_pairs_core"]
 
 #: UART rate of the host link: the iCEBreaker's FT2232H runs its UART up to 3 Mbaud.
@@ -68,6 +70,17 @@ EIGHT_MAC_CONFIG = DEFAULT_CONFIG.replace(pair_products=False, weight_buffer_byt
                                           act_bank_factor=1, clock_hz=27e6)
 
 
+#: The configuration for networks whose activations outgrow the block RAM, as MLPerf Tiny's
+#: ResNet-8's 55,578 bytes: the 8-MAC array with its weights in two SPRAMs (64 KiB of 32-bit
+#: words; layers of 4-bit weights or fewer packed two a byte), the activations in the other two
+#: as two banks of 32 KiB (``single_port_activations``: each byte the engine writes takes a
+#: cycle of its own, the engine held), and 1,024 parameter entries and 512 instructions in
+#: block RAM (ResNet-8 needs 522 and 366). No fused max-pool: its cells went to the rest.
+SPRAM_ACTIVATIONS_CONFIG = EIGHT_MAC_CONFIG.replace(
+    act_buffer_bytes=64 * 1024, single_port_activations=True, packed_weights=True,
+    bias_buffer_words=1024, program_words=512, fused_max_pool=False)
+
+
 #: Most multiplier bits (``requant_mult_bits``) for which the shift-and-add product costs
 #: fewer logic cells than Booth's (the 8x2 result writer alone, 5 stages: 953 cells at 1 bit,
 #: 985 at 2, 1,097 at 4, 1,304 at 8, 1,667 at 15; Booth 1,460): interpolated between 8 and
@@ -95,9 +108,12 @@ def requant_multiplier(config):
 def accelerator_options(config):
     """The UP5K's factories for :class:`~fpganet.hdl.accelerator.Accelerator`: ``pe`` (SB_MAC16
     pairs; a fresh :class:`DSPPairing` each call, as it pairs the PEs it makes), ``weights``
-    (SPRAM) and ``writer`` (the requantizer of :func:`requant_multiplier`)."""
+    (SPRAM), ``activations`` (SPRAM with ``single_port_activations``, else block RAM) and
+    ``writer`` (the requantizer of :func:`requant_multiplier`)."""
     return {"pe": Ice40PairProcessingElement if config.pair_products else DSPPairing(),
             "weights": SPRAMWeightBuffer,
+            "activations": (SPRAMActivationBuffer if config.single_port_activations
+                            else activation_buffer),
             "writer": partial(result_writer, requant_multiplier=requant_multiplier(config))}
 
 
@@ -233,7 +249,7 @@ BOARD = Board(
     capacity={"LC": 5280, "EBR": 30, "SPRAM": SPRAM_COUNT, "DSP": UP5K_DSPS},
     # The default routed with seed 6 (docs/journal/boards.md, benchmarks/results/boards.json).
     routed_logic=5052,
-    variants={"8-MAC": EIGHT_MAC_CONFIG},
+    variants={"8-MAC": EIGHT_MAC_CONFIG, "SPRAM activations": SPRAM_ACTIVATIONS_CONFIG},
     weight_buffer=SPRAMWeightBuffer,
     links=("uart", "spi"),
     # SCK takes a global buffer from the window generator's reset (docs/journal/measurements.md,

@@ -17,7 +17,8 @@ from fpganet.isa import INSTRUCTION_BITS, HostSpace
 
 from .controller import Controller
 from .hostport import device_signature, host_addr_width, host_write_layout
-from .memories import (ActivationBuffer, WeightBuffer, bank_select, falling_edge_write_domain,
+from .engine_hold import EngineHold, engine_hold
+from .memories import (WeightBuffer, activation_buffer, bank_select, falling_edge_write_domain,
                        param_from_word, param_layout)
 from .pool import MaxPool
 from .region import RegionUnit
@@ -45,6 +46,11 @@ class Accelerator(wiring.Component):
     weights : callable, optional
         Factory ``f(config)`` of the weight buffer: :class:`~fpganet.hdl.memories.WeightBuffer`
         (block RAM) or :class:`~fpganet.hdl.ice40_spram.SPRAMWeightBuffer`.
+    activations : callable, optional
+        Factory ``f(config)`` of the activation buffer: by default
+        :func:`~fpganet.hdl.memories.activation_buffer` (block RAM, single-port with
+        ``config.single_port_activations``), or
+        :class:`~fpganet.hdl.ice40_spram.SPRAMActivationBuffer`.
 
     Members
     -------
@@ -72,14 +78,16 @@ class Accelerator(wiring.Component):
     """
 
     def __init__(self, config, *, window=window_generator, writer=result_writer, pe=None,
-                 weights=WeightBuffer):
+                 weights=WeightBuffer, activations=activation_buffer):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         for name, factory in (("window", window), ("writer", writer), ("weights", weights),
+                              ("activations", activations),
                               *([("pe", pe)] if pe is not None else [])):
             if not callable(factory):
                 raise TypeError(f"{name} must be a callable taking the configuration, not {factory!r}")
         self._window, self._writer, self._pe, self._weights = window, writer, pe, weights
+        self._activations = activations
         if config.operand_width != 8:
             raise ValueError(f"the accelerator moves bytes: operand_width must be 8, not {config.operand_width}")
         if config.act_buffer_bytes % config.act_banks:
@@ -95,12 +103,28 @@ class Accelerator(wiring.Component):
         banks, bb, aw = config.act_banks, config.bank_bits, config.act_addr_width
 
         m.submodules.controller = ctrl = Controller(config)
-        m.submodules.window = window = self._window(config)
-        m.submodules.array = array = SystolicArray(config, pe=self._pe)
-        m.submodules.pool = pool = MaxPool(config)
-        m.submodules.writer = writer = self._writer(config)
+        window = self._window(config)
+        array = SystolicArray(config, pe=self._pe)
+        pool = MaxPool(config)
+        writer = self._writer(config)
+        # Single-port banks: the engine holds while its writer writes (engine_hold), and a
+        # held cycle reads nothing (its reads are made again in the next) and the write is
+        # not made twice. Without them the netlist is as it was.
+        if config.single_port_activations:
+            hold, written = engine_hold(m, writer)
+            held = EngineHold(~hold)
+            def unless_held(enable):
+                return enable & ~hold.replicate(len(enable))
+            def unless_written(enable):
+                return enable & ~written.replicate(len(enable))
+        else:
+            held = unless_held = unless_written = (lambda value: value)
+        m.submodules.window = held(window)
+        m.submodules.array = held(array)
+        m.submodules.pool = held(pool)
+        m.submodules.writer = held(writer)
         m.submodules.region = region = RegionUnit(config)
-        m.submodules.act = act = ActivationBuffer(config)
+        m.submodules.act = act = self._activations(config)
 
         # The host writes the program and the parameters only while the controller is idle,
         # and the writer reads the parameters only while it runs; the controller reads the
@@ -150,8 +174,8 @@ class Accelerator(wiring.Component):
         array_payload, array_valid = array.results.payload.as_value(), array.results.valid
         array_ready = array.results.ready
         if config.result_queue_rows:
-            m.submodules.result_queue = queue = SyncFIFOBuffered(
-                width=len(array_payload), depth=config.result_queue_rows)
+            queue = SyncFIFOBuffered(width=len(array_payload), depth=config.result_queue_rows)
+            m.submodules.result_queue = held(queue)
             m.d.comb += [queue.w_data.eq(array_payload), queue.w_en.eq(array_valid),
                          array_ready.eq(queue.w_rdy)]
             array_payload, array_valid, array_ready = queue.r_data, queue.r_rdy, queue.r_en
@@ -160,9 +184,11 @@ class Accelerator(wiring.Component):
             pool.start.eq(ctrl.engine_start),
             writer.start.eq(ctrl.engine_start),
             writer.pool.eq(is_pool),
-            ctrl.engine_done.eq(writer.done),
-            weights.rd_addr.eq(window.w_addr), weights.rd_en.eq(window.w_en), window.w_data.eq(weights.rd_data),
-            p_rd.addr.eq(writer.param_addr), p_rd.en.eq(writer.param_en), writer.param_data.eq(p_rd.data),
+            ctrl.engine_done.eq(unless_held(writer.done)),
+            weights.rd_addr.eq(window.w_addr), weights.rd_en.eq(unless_held(window.w_en)),
+            window.w_data.eq(weights.rd_data),
+            p_rd.addr.eq(writer.param_addr), p_rd.en.eq(unless_held(writer.param_en)),
+            writer.param_data.eq(p_rd.data),
             array.operands.payload.eq(window.operands.payload),
             pool.operands.payload.eq(window.operands.payload),
             array.operands.valid.eq(window.operands.valid & ~is_pool),
@@ -251,9 +277,9 @@ class Accelerator(wiring.Component):
             if config.registered_writes:
                 byte_write += byte_banks.eq(region.wr_banks)
         with m.If(ctrl.engine_active):
-            m.d.comb += [act.rd_addr.eq(window.bank_addr), act.rd_en.eq(window.bank_en),
+            m.d.comb += [act.rd_addr.eq(window.bank_addr), act.rd_en.eq(unless_held(window.bank_en)),
                          act.wr_addr.eq(writer.wr_addr), act.wr_data.eq(writer.wr_data),
-                         act.wr_en.eq(writer.wr_en)]
+                         act.wr_en.eq(unless_written(writer.wr_en))]
         with m.Else():
             for b in range(banks):
                 m.d.comb += [

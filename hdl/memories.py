@@ -3,6 +3,9 @@
 * :class:`ActivationBuffer`: ``act_banks`` byte-wide banks; byte address ``a`` lives
   in bank ``a % act_banks`` at word ``a // act_banks``. Each bank has one
   synchronous read port and one write port (a simple dual-port BRAM).
+* :class:`SinglePortActivationBuffer`: the same banks as single-port RAMs, a read or a write
+  a cycle (``config.single_port_activations``; on iCE40 the SPRAM version
+  :class:`fpganet.hdl.ice40_spram.SPRAMActivationBuffer`).
 * :class:`BankArbiter`: given the banks that ``n`` lanes want this cycle, serves
   the lowest-numbered pending lane of every bank; lanes that share a bank are
   served in successive cycles.
@@ -27,7 +30,8 @@ from fpganet.isa import PARAM_LAYOUTS
 
 from .registers import update
 
-__all__ = ["param_layout", "check_bank_access", "ActivationBuffer", "WeightBuffer", "BankArbiter",
+__all__ = ["param_layout", "check_bank_access", "ActivationBuffer", "SinglePortActivationBuffer",
+           "activation_buffer", "held_read", "WeightBuffer", "BankArbiter",
            "falling_edge_write_domain", "one_hot_select", "IDLE_WRITTEN", "yosys_idle_written"]
 
 
@@ -170,16 +174,19 @@ class ActivationBuffer(wiring.Component):
             "wr_en": In(banks),
         })
 
+    def _bank(self, m, b):
+        """Bank ``b``'s memory: its asynchronous read port and its write port."""
+        m.submodules[f"bank{b}"] = bank = Memory(
+            shape=8, depth=self.config.act_bank_depth, init=self._init[b::self.config.act_banks],
+            attrs=NO_RW_CHECK)
+        return bank.read_port(domain="comb"), bank.write_port()
+
     def elaborate(self, platform):
         m = Module()
         config = self.config
         for b in range(config.act_banks):
-            m.submodules[f"bank{b}"] = bank = Memory(
-                shape=8, depth=config.act_bank_depth, init=self._init[b::config.act_banks],
-                attrs=NO_RW_CHECK)
-            rd = bank.read_port(domain="comb")
+            rd, wr = self._bank(m, b)
             read = registered_read(m, rd, enable=self.rd_en, name=f"bank{b}_read")
-            wr = bank.write_port()
             if config.act_read_latency == 2:
                 # Beside the block RAM: an ECP5 block RAM's output appears 5.8 ns after the
                 # clock, and the routing from it to the consumers' multiplexers took 5 ns more.
@@ -192,6 +199,55 @@ class ActivationBuffer(wiring.Component):
                 wr.addr.eq(self.wr_addr[b]), wr.data.eq(self.wr_data[b]), wr.en.eq(self.wr_en[b]),
             ]
         return m
+
+
+def held_read(m, dataout, *, fresh, name):
+    """The byte a single-port RAM read last: ``dataout`` (the RAM's output register) in the
+    cycle after a read (``fresh``), else a copy taken then. The RAM's output is undefined
+    after a write (an SPRAM's is), and a read's bytes must outlast the writes the engine
+    holds for (``config.single_port_activations``)."""
+    held = Signal(len(dataout), name=f"{name}_held")
+    update(m, held, dataout, enable=fresh)
+    return Mux(fresh, dataout, held)
+
+
+class SinglePortActivationBuffer(ActivationBuffer):
+    """:class:`ActivationBuffer` on single-port RAMs (``config.single_port_activations``).
+
+    Same members. Each bank reads or writes in a cycle: a write wins, its cycle's read of
+    that bank is lost, and the bank's output is undefined in the cycle after (modelled here
+    by the written byte inverted, so that a read that counts on it fails). ``rd_data`` is the
+    last read's byte (:func:`held_read`), held while ``rd_en`` is low and through writes.
+    The accelerator never reads a bank in a cycle it writes one: the engine holds while
+    its writer writes, and the other units read or write, not both.
+    """
+
+    def elaborate(self, platform):
+        m = Module()
+        config = self.config
+        for b in range(config.act_banks):
+            rd, wr = self._bank(m, b)
+            write, read = self.wr_en[b], self.rd_en & ~self.wr_en[b]
+            dataout, fresh = Signal(8, name=f"bank{b}_out"), Signal(name=f"bank{b}_fresh")
+            with m.If(write):
+                m.d.sync += dataout.eq(~self.wr_data[b])
+            with m.Elif(read):
+                m.d.sync += dataout.eq(rd.data)
+            m.d.sync += fresh.eq(read)
+            m.d.comb += [
+                rd.addr.eq(self.rd_addr[b]),
+                self.rd_data[b].eq(held_read(m, dataout, fresh=fresh, name=f"bank{b}")),
+                wr.addr.eq(self.wr_addr[b]), wr.data.eq(self.wr_data[b]), wr.en.eq(write),
+            ]
+        return m
+
+
+def activation_buffer(config):
+    """The activation buffer of ``config``: :class:`SinglePortActivationBuffer` with
+    ``single_port_activations``, else :class:`ActivationBuffer`."""
+    if config.single_port_activations:
+        return SinglePortActivationBuffer(config)
+    return ActivationBuffer(config)
 
 
 def check_bank_access(config, access, unit):

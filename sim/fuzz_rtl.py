@@ -40,7 +40,9 @@ __all__ = ["CONFIGS", "random_fitting_network", "check_network", "main"]
 #: and the single PE with the pipeline registers (one lane, one bank). Five store the layers
 #: of 4-bit weights or fewer packed (``packed_weights``, ``CONV packed``; a quarter of the
 #: random layers have weights in -3..3): the broadcast 8x2, the 4x4 with sixteen banks, both
-#: pipelined ones and the pooled pairs.
+#: pipelined ones and the pooled pairs. Two have single-port activation banks
+#: (``single_port_activations``, the engine held for each write): the iCEBreaker ResNet-8's
+#: 4x2 shape, packed, and the 4x4 pairs with a result queue.
 CONFIGS = {
     "2x8": AcceleratorConfig(),
     "3x5-requant5": AcceleratorConfig(rows=3, cols=5, requant_lanes=5, requant_latency=5,
@@ -77,6 +79,13 @@ CONFIGS = {
                                           pair_products=True, fused_max_pool=True,
                                           packed_weights=True),
     "4x2-pooled": AcceleratorConfig(rows=4, cols=2, fused_max_pool=True, weight_buffer_bytes=8192),
+    "4x2-single-port": AcceleratorConfig(rows=4, cols=2, acc_width=24, broadcast_operands=True,
+                                         requant_latency=5, weight_buffer_bytes=8 * 8192,
+                                         packed_weights=True, single_port_activations=True),
+    "4x4-pairs-single-port": AcceleratorConfig(rows=4, cols=4, act_bank_factor=2,
+                                               weight_buffer_bytes=8 * 8192, diagonal_weights=True,
+                                               result_queue_rows=8, pair_products=True,
+                                               single_port_activations=True),
     "1x4-lanes4": AcceleratorConfig(rows=1, cols=4, requant_lanes=4, weight_buffer_bytes=8192),
     "4x1": AcceleratorConfig(rows=4, cols=1, weight_buffer_bytes=4 * 8192),
     "1x1-pipelined": AcceleratorConfig(rows=1, cols=1, pipeline_registers=True, weight_buffer_bytes=8192,

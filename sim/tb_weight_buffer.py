@@ -23,6 +23,19 @@ from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge, Timer
 
 
+async def reset_memory(dut):
+    """Start the clock, hold reset three cycles with every port of a buffer (``rd_addr``,
+    ``rd_en``, ``wr_addr``, ``wr_data``, ``wr_en``) at 0, and wait a cycle after it."""
+    for port in (dut.rd_addr, dut.rd_en, dut.wr_addr, dut.wr_data, dut.wr_en):
+        port.value = 0
+    dut.rst.value = 1
+    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+    for _ in range(3):
+        await RisingEdge(dut.clk)
+    dut.rst.value = 0
+    await RisingEdge(dut.clk)
+
+
 class WeightBufferTB:
     """Drives the two ports; keeps the expected contents and the expected ``rd_data``."""
 
@@ -39,15 +52,7 @@ class WeightBufferTB:
         self.pending = None         # latency 2: the word of the last read, next to come
 
     async def reset(self):
-        dut = self.dut
-        for port in (dut.rd_addr, dut.rd_en, dut.wr_addr, dut.wr_data, dut.wr_en):
-            port.value = 0
-        dut.rst.value = 1
-        cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
-        for _ in range(3):
-            await RisingEdge(dut.clk)
-        dut.rst.value = 0
-        await RisingEdge(dut.clk)
+        await reset_memory(self.dut)
 
     def random_address(self):
         # Half the addresses near the cells' boundaries, where a wrong cell select shows.

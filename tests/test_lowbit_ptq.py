@@ -57,6 +57,11 @@ def test_layer_overrides_are_recorded_in_the_manifest_and_read_back(tmp_path, ca
     assert "weight_bits" in manifest["numerics"]
     net = load_compiled(out)
     assert [layer.weight_bits for layer in net.conv_layers] == [8, 4, 4, 4, 6]
+    # The same layers by their numbers in the printout (gemm_23 is layer 7, after a reshape).
+    assert main(["compile", "-o", str(tmp_path / "BY_NUMBER"), "--calib-limit", str(CALIB),
+                 "--weight-bits", "4", "--layer-weight-bits", "7=6,0=8", "--no-program"]) == 0
+    assert "   7 dense    gemm_23" in capfd.readouterr().out
+    assert json.loads((tmp_path / "BY_NUMBER" / "manifest.json").read_text())["layers"] == manifest["layers"]
 
 
 def test_packed_weights_store_layers_of_4_bits_two_to_a_byte(tmp_path, capfd):
@@ -121,6 +126,9 @@ def test_default_compile_is_the_int8_compile(tmp_path):
     (["--layer-weight-bits", "fc1=4"], "'fc1' is no layer of the model; the layers with "
                                        "weights are conv_11, conv_14, gemm_19, gemm_21, gemm_23"),
     (["--layer-weight-bits", "maxpool_13=4"], "'maxpool_13' is a MaxPool, which has no weights"),
+    (["--layer-weight-bits", "1=4"], "'1' is a MaxPool, which has no weights"),
+    (["--layer-weight-bits", "8=4"], "layer 8 is past the model's 8 layers (0..7)"),
+    (["--layer-weight-bits", "conv_11=4,0=3"], "names layer 'conv_11' twice"),
     (["--weight-rounding", "stochastic"], "invalid choice: 'stochastic'"),
 ])
 def test_bad_weight_flags_are_one_line_and_write_nothing(flags, message, tmp_path, capfd):

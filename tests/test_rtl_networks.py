@@ -22,7 +22,8 @@ NETWORKS_PER_CONFIG = 20
 
 
 @pytest.mark.parametrize("name", ["2x8", "3x5-requant5", "8x2-broadcast", "8x2-broadcast-mult3",
-                                  "2x8-pipelined", "4x2-pairs-broadcast", "4x4-pairs-pipelined"])
+                                  "2x8-pipelined", "4x2-pairs-broadcast", "4x4-pairs-pipelined",
+                                  "4x2-single-port"])
 def test_random_networks_on_rtl_match_golden(name):
     config = CONFIGS[name]
     build = build_harness(config, sim="verilator")
@@ -33,12 +34,14 @@ def test_random_networks_on_rtl_match_golden(name):
 
 
 @pytest.mark.parametrize("name", ["2x8", "4x4-banks16", "4x4-banks16-mult1", "2x8-pipelined",
-                                  "4x4-pairs-banks8", "4x4-pairs-pipelined"])
+                                  "4x4-pairs-banks8", "4x4-pairs-pipelined", "4x2-single-port",
+                                  "4x4-pairs-single-port"])
 def test_random_graph_networks_on_rtl_match_golden(name):
     """DAGs: residual adds, depthwise and grouped convs, average pools, as CONVs with
     block-diagonal weights (or, with diagonal_weights, depthwise layers and average pools as
     CONV diagonal); four activation banks per lane and 1-bit multipliers; the pipeline
-    registers; pair products, also with the pipeline registers."""
+    registers; pair products, also with the pipeline registers; single-port banks, the engine
+    held for each write (packed weights, and a result queue)."""
     config = CONFIGS[name]
     build = build_harness(config, sim="verilator")
     rng = np.random.default_rng(2027)

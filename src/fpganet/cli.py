@@ -103,10 +103,11 @@ def _configure_compile(parser):
     parser.add_argument("--weight-bits", type=_weight_bits, default=DEFAULT_WEIGHT_BITS,
                         metavar="N",
                         help="a float model's weights: N-bit codes in -(2**(N-1)-1)..2**(N-1)-1, "
-                             "2..8 (default 8), still one int8 each in memory")
-    parser.add_argument("--layer-weight-bits", type=_layer_weight_bits, metavar="NAME=N[,...]",
-                        help="per-layer widths overriding --weight-bits, the layers named as "
-                             "this command prints them")
+                             "2..8 (default 8), one int8 each in memory, or two a byte at 4 "
+                             "bits and fewer with --packed-weights")
+    parser.add_argument("--layer-weight-bits", type=_layer_weight_bits, metavar="LAYER=N[,...]",
+                        help="per-layer widths overriding --weight-bits, each layer by its "
+                             "name or its number as this command prints them (0=8,13=8)")
     parser.add_argument("--weight-rounding", choices=sorted(ROUNDINGS),
                         help="how the weights are rounded: nearest, or gptq (from the "
                              "calibration inputs; slower); default nearest when every layer "

@@ -212,6 +212,14 @@ class AcceleratorConfig:
         selects and sign-extends the beat's nibble (a multiplexer per weight byte, behind the
         weight buffer). Needs ``operand_width`` 8. Same cycles, same numerics; an int8 layer
         is stored as before.
+    single_port_activations : bool
+        Each activation bank is a single-port RAM (the iCE40UP5K's SPRAM,
+        ``fpganet.hdl.ice40_spram.SPRAMActivationBuffer``), which reads or writes in a cycle,
+        not both. The result writer's byte writes then take a cycle of their own, in which the
+        whole engine (window generator, array, max-pool unit, writer) holds: a ``CONV`` or
+        ``POOL`` takes one cycle more per write (:func:`fpganet.perf.engine_cycles`). Needs
+        ``requant_lanes`` 1 (one byte a write cycle), no ``fused_max_pool``, and the plain
+        ``registered_bram_outputs`` and ``registered_writes`` (off). Same numerics.
     clock_hz : float
         Clock the performance figures assume unless a routed Fmax replaces it.
     """
@@ -243,6 +251,7 @@ class AcceleratorConfig:
     pair_products: bool = False
     fused_max_pool: bool = False
     packed_weights: bool = False
+    single_port_activations: bool = False
     clock_hz: float = 40e6
 
     def __post_init__(self):
@@ -281,7 +290,7 @@ class AcceleratorConfig:
         if self.cols % self.requant_lanes:
             raise ConfigError(f"requant_lanes {self.requant_lanes} does not divide cols {self.cols}")
         for name in ("broadcast_operands", "pipeline_registers", "diagonal_weights", "pair_products",
-                     "fused_max_pool", "packed_weights"):
+                     "fused_max_pool", "packed_weights", "single_port_activations"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, not {getattr(self, name)!r}")
         if self.packed_weights and self.operand_width != 8:
@@ -298,6 +307,18 @@ class AcceleratorConfig:
                 raise ConfigError(f"fused_max_pool needs requant_lanes 1, bank_access 'arbitrated' and "
                                   f"at least 2 columns; the {self.name} configuration has "
                                   f"{', '.join(against)}")
+        if self.single_port_activations:
+            against = [what for what, wrong in ((f"requant_lanes {self.requant_lanes}",
+                                                 self.requant_lanes != 1),
+                                                ("fused_max_pool", self.fused_max_pool),
+                                                ("registered_bram_outputs",
+                                                 self.registered_bram_outputs),
+                                                ("registered_writes", self.registered_writes))
+                       if wrong]
+            if against:
+                raise ConfigError(f"single_port_activations needs requant_lanes 1 and no "
+                                  f"fused_max_pool, registered_bram_outputs or registered_writes; "
+                                  f"the {self.name} configuration has {', '.join(against)}")
         if self.requant_mode not in REQUANT_MODES:
             raise ConfigError(f"requant_mode must be one of {', '.join(REQUANT_MODES)}, "
                               f"not {self.requant_mode!r}")

@@ -76,6 +76,9 @@ With ``config.result_queue_rows`` the array's rows go through a queue to the wri
 ``X`` is the cycle the queue takes a tile's last row; the rows' writes follow row by row
 (:class:`_ResultQueue`), and the instruction ends with the last row's write.
 
+With ``config.single_port_activations`` every byte the writer writes takes a cycle of its
+own, the whole engine held (:func:`engine_writes` cycles more).
+
 For a conv layer whose reads and writes are conflict-free this is, per tile,
 ``max(K, LANES + 1, LAT + rows * LANES / requant_lanes)`` cycles: LeNet-5's conv1
 on 2x8 takes ``max(25, 9, 10 + 16) = 26`` cycles per 25-beat tile (96 %).
@@ -89,7 +92,7 @@ from fpganet.config import AcceleratorConfig
 from fpganet.isa import Opcode, Reg, decode, empty_walk, register_overflow
 
 __all__ = ["ProgramError", "InstructionCycles", "ProgramCycles", "check_registers", "engine_beats",
-           "engine_cycles", "gather_cycles", "pair_beats", "superbank_pairs",
+           "engine_cycles", "engine_writes", "gather_cycles", "pair_beats", "superbank_pairs",
            "engine_tile_costs", "fill_runs", "instruction_cycles", "program_cycles", "layer_summaries",
            "STAMP_CYCLES"]
 
@@ -263,7 +266,22 @@ def engine_cycles(regs, config, pool=False):
             D += A - P
         X = A + lat + w - 1 if queue is None else queue.tile(t, A + lat)
         E = E_next
-    return (X if queue is None else queue.finished) + config.write_latency + 1
+    cycles = (X if queue is None else queue.finished) + config.write_latency + 1
+    if config.single_port_activations:
+        cycles += engine_writes(regs, config, pool)
+    return cycles
+
+
+def engine_writes(regs, config, pool=False):
+    """Byte writes of a ``CONV`` or ``POOL``: each valid lane of every tile in every result row
+    of an output channel ``< M`` (``POOL``: one row a tile). With
+    ``config.single_port_activations`` each takes a cycle of its own, the engine held."""
+    if empty_walk(regs):
+        return 0
+    valid, _, _ = _tile_lanes(regs)
+    rows = 1 if pool else np.clip(regs[Reg.M] - np.arange(regs[Reg.GROUPS]) * config.rows,
+                                  0, config.rows).sum()
+    return int(rows * (regs[Reg.GROUPS] if pool else 1) * valid.sum())
 
 
 def _walker_ready(E, cycles, stalls):

@@ -190,8 +190,8 @@ class DeviceInfo(_Packed):
     clock_hz: int = _f("I")
     baud: int = _f("I")
     timeout_cycles: int = _f("I")   # inter-byte timeout of the frame parser
-    banking: int = _f("B")          # act_bank_factor; packed_weights, fused_max_pool, pair_products
-                                    # in bits 5, 6, 7
+    banking: int = _f("B")          # act_bank_factor; single_port_activations, packed_weights,
+                                    # fused_max_pool, pair_products in bits 4, 5, 6, 7
     design: int = _f("I")           # sent by a fixed-function design only (see below)
     links: int = _f("B")            # LINK_* bits: the links the bitstream carries; QUEUED_START
 
@@ -246,7 +246,8 @@ class DeviceInfo(_Packed):
                      "requant_latency", "broadcast_operands", "requant_mult_bits",
                      "pipeline_registers", "requant_mode", "weight_buffer_bytes",
                      "act_buffer_bytes", "bias_buffer_words", "program_words", "act_bank_factor",
-                     "diagonal_weights", "pair_products", "fused_max_pool", "packed_weights")
+                     "diagonal_weights", "pair_products", "fused_max_pool", "packed_weights",
+                     "single_port_activations")
     #: The configuration fields ``options`` packs (below), in PING's printout.
     OPTION_FIELDS = ("broadcast_operands", "requant_mult_bits", "pipeline_registers",
                      "requant_mode", "diagonal_weights")
@@ -264,20 +265,24 @@ class DeviceInfo(_Packed):
     #: ``banking``: ``act_bank_factor`` (1 to 8) in the low bits, so that a board built before
     #: pair products sends its factor alone; bit 7: ``pair_products`` (a ``CONV``'s beats and
     #: weight words); bit 6: ``fused_max_pool`` (``CONV``'s pooled writes); bit 5:
-    #: ``packed_weights`` (``CONV``'s packed mode).
+    #: ``packed_weights`` (``CONV``'s packed mode); bit 4: ``single_port_activations`` (the
+    #: cycles of ``CONV`` and ``POOL``).
     BANKING_PAIRS = 1 << 7
     BANKING_POOL = 1 << 6
     BANKING_PACKED = 1 << 5
-    BANKING_FLAGS = BANKING_PAIRS | BANKING_POOL | BANKING_PACKED
+    BANKING_SINGLE_PORT = 1 << 4
+    BANKING_FLAGS = BANKING_PAIRS | BANKING_POOL | BANKING_PACKED | BANKING_SINGLE_PORT
     #: The configuration fields ``banking`` packs, in PING's printout.
-    BANKING_FIELDS = ("act_bank_factor", "pair_products", "fused_max_pool", "packed_weights")
+    BANKING_FIELDS = ("act_bank_factor", "pair_products", "fused_max_pool", "packed_weights",
+                      "single_port_activations")
 
     @classmethod
     def banking_of(cls, config):
         """The ``banking`` byte of an :class:`~fpganet.config.AcceleratorConfig`."""
         return (config.act_bank_factor | cls.BANKING_PAIRS * bool(config.pair_products)
                 | cls.BANKING_POOL * bool(config.fused_max_pool)
-                | cls.BANKING_PACKED * bool(config.packed_weights))
+                | cls.BANKING_PACKED * bool(config.packed_weights)
+                | cls.BANKING_SINGLE_PORT * bool(config.single_port_activations))
 
     @property
     def act_bank_factor(self):
@@ -294,6 +299,10 @@ class DeviceInfo(_Packed):
     @property
     def packed_weights(self):
         return bool(self.banking & self.BANKING_PACKED)
+
+    @property
+    def single_port_activations(self):
+        return bool(self.banking & self.BANKING_SINGLE_PORT)
 
     @classmethod
     def options_of(cls, config):

@@ -90,7 +90,9 @@ def parse_layer_weight_bits(text):
 
 def layer_weight_bits(graph, bits=DEFAULT_WEIGHT_BITS, overrides=None):
     """``{layer name: weight bits}`` of every Conv and Dense of ``graph``: ``bits``, or the
-    layer's entry in ``overrides`` (a mapping, or the ``--layer-weight-bits`` text).
+    layer's entry in ``overrides`` (a mapping, or the ``--layer-weight-bits`` text). An entry
+    names a layer, or gives its index in the model's layers as ``fpganet compile`` numbers
+    them (``"0=8"``; a layer named by those digits comes first).
 
     Raises
     ------
@@ -100,17 +102,25 @@ def layer_weight_bits(graph, bits=DEFAULT_WEIGHT_BITS, overrides=None):
     bits = _check_bits(bits, "the weight bits")
     if isinstance(overrides, str):
         overrides = parse_layer_weight_bits(overrides)
-    overrides = dict(overrides or {})
+    layers = {layer.name: layer for layer in graph.layers}
     linear = [layer.name for layer in graph.layers if isinstance(layer, (Conv, Dense))]
-    for name, value in overrides.items():
+    resolved = {}
+    for key, value in dict(overrides or {}).items():
+        name = key
+        if key not in layers and re.fullmatch(r"[0-9]+", str(key)):
+            if int(key) >= len(graph.layers):
+                raise FpganetError(f"--layer-weight-bits: layer {key} is past the model's "
+                                   f"{len(graph.layers)} layers (0..{len(graph.layers) - 1})")
+            name = graph.layers[int(key)].name
         if name not in linear:
-            others = {layer.name: type(layer).__name__ for layer in graph.layers}
-            kind = (f"is a {others[name]}, which has no weights" if name in others else
-                    "is no layer of the model")
-            raise FpganetError(f"--layer-weight-bits: '{name}' {kind}; the layers with weights "
+            kind = (f"is a {type(layers[name]).__name__}, which has no weights" if name in layers
+                    else "is no layer of the model")
+            raise FpganetError(f"--layer-weight-bits: '{key}' {kind}; the layers with weights "
                                f"are {', '.join(linear)}")
-        _check_bits(value, f"the weight bits of layer '{name}'")
-    return {name: int(overrides.get(name, bits)) for name in linear}
+        if name in resolved:
+            raise FpganetError(f"--layer-weight-bits names layer '{name}' twice")
+        resolved[name] = _check_bits(value, f"the weight bits of layer '{key}'")
+    return {name: int(resolved.get(name, bits)) for name in linear}
 
 
 def check_float_only(kind, bits=DEFAULT_WEIGHT_BITS, overrides=None, rounding=None):
