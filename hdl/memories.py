@@ -179,7 +179,11 @@ class ActivationBuffer(wiring.Component):
         m.submodules[f"bank{b}"] = bank = Memory(
             shape=8, depth=self.config.act_bank_depth, init=self._init[b::self.config.act_banks],
             attrs=NO_RW_CHECK)
-        return bank.read_port(domain="comb"), bank.write_port()
+        # Named as the ports' signals are (rd__data, wr__en): the iCE40 build's placement
+        # follows the netlist's names.
+        rd = bank.read_port(domain="comb")
+        wr = bank.write_port()
+        return rd, wr
 
     def elaborate(self, platform):
         m = Module()

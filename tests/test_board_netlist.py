@@ -41,6 +41,7 @@ import time
 import pytest
 
 from fpganet.boards.build import BOARDS
+from fpganet.boards.icebreaker import SPRAM_ACTIVATIONS_CONFIG
 from fpganet.boards.netlist import (PLL_LOCK_EDGES, board_harness, build_board_netlist_sim,
                                     synthesize_board)
 from fpganet.boards.routed_netlist import ROUTED_NETLIST_CELLS, route_board
@@ -143,6 +144,16 @@ def test_icebreaker_netlist_runs_lenet_over_the_uart_pins(tmp_path):
     frames answered as documented (sim/tb_system.py's two tests)."""
     cells = run_lenet(ICEBREAKER, tmp_path)
     assert (cells.get("SB_MAC16"), cells.get("SB_SPRAM256KA")) == (8, 4), cells
+
+
+@opt_in
+@pytest.mark.slow
+def test_icebreaker_spram_activations_netlist_runs_lenet_over_the_uart_pins(tmp_path):
+    """The same on the iCEBreaker's configuration with its activations in SPRAM
+    (``SPRAM_ACTIVATIONS_CONFIG``, ResNet-8's): the banks' SPRAM cells and the engine held
+    for each write, the SB_MAC16s' clock enables included, at the modelled cycles."""
+    cells = run_lenet(ICEBREAKER, tmp_path, SPRAM_ACTIVATIONS_CONFIG)
+    assert (cells.get("SB_MAC16"), cells.get("SB_SPRAM256KA")) == (6, 4), cells
 
 
 @opt_in
