@@ -6,7 +6,8 @@ into rows of ``benchmarks/results/boards.json``, replacing the rows of the same 
 and keeping the others. ``--requant-mode tflite`` builds (or reads) the default
 configuration in that requantization mode instead: configuration ``tflite requantization``;
 ``--packed-weights`` builds it with ``CONV packed`` (``packed_weights``): configuration
-``packed weights``.
+``packed weights``. ``--variant NAME`` builds a board's variant (``fpganet synth --variant``)
+into ``DIR/BOARD-NAME``: configuration ``NAME``.
 
 Usage::
 
@@ -15,6 +16,7 @@ Usage::
     .venv/bin/python benchmarks/boards.py --boards ulx3s --requant-mode tflite \
         --reports build/synth-tflite                            # the ULX3S in the tflite mode
     .venv/bin/python benchmarks/boards.py --packed-weights      # both, with CONV packed
+    .venv/bin/python benchmarks/boards.py --boards icebreaker --variant spram-activations
 """
 
 import argparse
@@ -36,12 +38,20 @@ RESOURCES = {"LC": "luts", "LUT4": "luts", "FF": "ffs", "DSP": "dsps", "MULT18":
              "EBR": "brams", "SPRAM": "sprams"}
 
 
-def board_rows(board, report, requant_mode=None, packed_weights=False):
+def board_rows(board, report, requant_mode=None, packed_weights=False, variant=None):
     """The rows of one board's ``report.json`` (parsed), a build of its default configuration
     (in ``requant_mode`` if given and not the default's: its configuration is then named by
-    the mode; with ``packed_weights``, configuration ``packed weights``)."""
+    the mode; with ``packed_weights``, configuration ``packed weights``) or of its ``variant``
+    (configuration ``variant``)."""
     command = f"fpganet synth --board {board}"
     configuration = "default"
+    base = BOARD_REGISTRY[board].configuration(variant)
+    if variant:
+        if report["config"] != base.to_dict():
+            raise ValueError(f"{board}: the report is not of a build of the variant {variant}")
+        command += f" --variant {variant}"
+        configuration = variant
+        packed_weights = base.packed_weights
     built_packed = bool(report["config"].get("packed_weights"))
     if built_packed != packed_weights:
         raise ValueError(f"{board}: the report is of a build {'with' if built_packed else 'without'} "
@@ -54,11 +64,11 @@ def board_rows(board, report, requant_mode=None, packed_weights=False):
     if built_mode != default_mode:
         command += f" --requant-mode {built_mode}"
         configuration = f"{built_mode} requantization"
-    if packed_weights:
+    if packed_weights and not variant:
         command += " --packed-weights yes"
         configuration = "packed weights" if configuration == "default" else f"{configuration}, packed weights"
     target_mhz = report["clock"]["target_mhz"]
-    if abs(target_mhz - BOARD_REGISTRY[board].default_config.clock_hz / 1e6) > 1e-6:
+    if abs(target_mhz - base.clock_hz / 1e6) > 1e-6:
         command += f" --clock-mhz {target_mhz:g}"
     if report.get("seed") is not None and report["seed"] != BOARD_REGISTRY[board].seed:
         command += f" --seed {report['seed']}"       # a build of another seed than the board's
@@ -88,6 +98,8 @@ def main(argv=None):
                              "(default: the board's)")
     parser.add_argument("--packed-weights", action="store_true",
                         help="build the default configuration with packed_weights (CONV packed)")
+    parser.add_argument("--variant", metavar="NAME",
+                        help="build the boards' configuration variant NAME (fpganet synth --variant)")
     args = parser.parse_args(argv)
     boards = args.boards.split(",")
     if set(boards) - set(BOARDS):
@@ -95,17 +107,19 @@ def main(argv=None):
                      f"(known: {', '.join(BOARDS)})")
     mode_flags = ["--requant-mode", args.requant_mode] if args.requant_mode else []
     mode_flags += ["--packed-weights", "yes"] if args.packed_weights else []
+    mode_flags += ["--variant", args.variant] if args.variant else []
     suffix = "".join(f"-{part}" for part in (args.requant_mode, "packed" * args.packed_weights) if part)
     rows = []
     try:
         for board in boards:
-            folder = Path(args.reports or ROOT / f"build/synth{suffix}") / board
+            folder = Path(args.reports or ROOT / f"build/synth{suffix}") / (
+                f"{board}-{args.variant}" if args.variant else board)
             if not args.reports and subprocess.run(
                     [sys.executable, "-m", "fpganet", "synth", "--board", board, *mode_flags,
                      "-o", str(folder)], cwd=ROOT).returncode:
                 return 2                        # fpganet synth has said why, in one line
             rows += board_rows(board, json.loads((folder / "report.json").read_text()),
-                               args.requant_mode, args.packed_weights)
+                               args.requant_mode, args.packed_weights, args.variant)
         new_keys = {row.key for row in rows}
         output = Path(args.output)
         kept = [row for row in (check_rows(json.loads(output.read_text()), str(output))

@@ -4,7 +4,10 @@ For each network and board configuration this compiles the network (``fpganet co
 runs its golden model on the test images (the RTL equals it bit for bit, by test), times the
 compiled program with the cycle model (the RTL's counter equals it, by test), and estimates
 images/s and chip power (``fpganet estimate --json``; with ``--synth DIR`` at each board's
-routed clock from ``DIR/BOARD/report.json``). The int8 TFLite models are also compared with
+routed clock from ``DIR/BOARD/report.json``, or for a board's variant
+``DIR/BOARD-VARIANT/report.json``). With ``--rtl-images N`` the cases marked for it also run
+their first N test images on the RTL and record the share whose outputs equal the golden
+model's and whose cycles equal the cycle model's. The int8 TFLite models are also compared with
 LiteRT's reference kernels, and FINN's QONNX TFC networks with qonnx's executor. GPU rows
 (batch 1 and large batch) come from the estimator's
 published figures and roofline, for LeNet-5.
@@ -13,6 +16,7 @@ Usage::
 
     .venv/bin/python benchmarks/networks.py --synth build/synth     # every network it finds
     .venv/bin/python benchmarks/networks.py --networks lenet5
+    .venv/bin/python benchmarks/networks.py --networks resnet8 --synth build/synth --rtl-images 200
 
 Writes ``benchmarks/results/networks.json`` (``-o``). The MLPerf Tiny networks need the
 shared test material (``../shared/models/mlperf-tiny``); without it they are skipped with a
@@ -41,9 +45,11 @@ SHARED = "../shared/models/mlperf-tiny"
 QONNX = "../shared/models/qonnx"
 FPGANET = "fpganet"
 
-#: (network, board, configuration, compile arguments after the model, test set).
-#: ``{calib}`` is the calibration file this script writes; the shared models are named by
-#: their path under ``../shared`` as a user types it.
+#: (network, board, configuration, compile arguments after the model, test set, and
+#: optionally ``{"rtl": True}``: run on the RTL with ``--rtl-images``). ``{calib}`` is the
+#: calibration file this script writes; the shared models are named by their path under
+#: ``../shared`` as a user types it. A configuration that names a board variant
+#: (``--variant``) is estimated with that variant's build.
 CASES = [
     ("lenet5", "none", "batch 1", [], "mnist"),
     ("lenet5", "icebreaker", "batch 1", ["--board", "icebreaker"], "mnist"),
@@ -51,6 +57,12 @@ CASES = [
     ("lenet5", "ulx3s", "batch 1", ["--board", "ulx3s"], "mnist"),
     ("resnet8", "ulx3s", "batch 1",
      [f"{SHARED}/resnet8.onnx", "--calib", "{calib}", "--board", "ulx3s"], "resnet8"),
+    # The UP5K holds ResNet-8 with its activations in SPRAM and most weights at 4 bits, packed;
+    # the first two convolutions and the dense layer keep 8 (benchmarks/lowbit_ptq.py).
+    ("resnet8", "icebreaker", "spram-activations, 4-bit weights",
+     [f"{SHARED}/resnet8.onnx", "--calib", "{calib}", "--board", "icebreaker", "--variant",
+      "spram-activations", "--weight-bits", "4", "--layer-weight-bits", "0=8,1=8,13=8"],
+     "resnet8", {"rtl": True}),
     ("vww", "ulx3s", "batch 1",
      [f"{SHARED}/vww_mobilenetv1_025.onnx", "--calib", "{calib}", "--board", "ulx3s"], "vww"),
     ("tfc-w1a1", "icebreaker", "batch 1", [f"{QONNX}/TFC_1W1A.onnx", "--board", "icebreaker"],
@@ -67,6 +79,18 @@ CASES = [
      [f"{SHARED}/vww_mobilenetv1_025_int8.tflite", "--board", "ulx3s", "--requant-mode", "tflite"],
      "vww"),
 ]
+
+#: MLPerf Tiny's published FPGA results for image classification beside ResNet-8: (network,
+#: board, round, top-1 %, inferences/s, uJ an inference of the whole board, median), from the
+#: public results repositories as the reference notes gather them.
+MLPERF_PUBLISHED = [
+    ("hls4ml-rn08", "pynq-z2", "MLPerf Tiny v1.0 open", 83.5, 130.8, 12266),
+    ("finn-cnv-w1a1", "pynq-z2", "MLPerf Tiny v0.7 open", 84.5, 661.5, 2530),
+]
+MLPERF_SOURCE = ("MLPerf Tiny results (public repositories mlcommons/tiny_results_v0.7 and _v1.0, "
+                 "results/*/results.txt; energy of the whole board, median), as gathered in "
+                 "../shared/reference/figures.md (beside the checkout); hls4ml's RN08 is "
+                 "ResNet-8 without its skip connections, FINN's CNV-W1A1 a binary CNN")
 
 #: GPUs of the comparison, estimated for LeNet-5 (``fpganet estimate --gpu KEY``).
 GPUS = ("t4", "a100-sxm", "l4", "orin-nano")
@@ -97,8 +121,8 @@ def _test_set(name, work, layout="nchw"):
 
 
 def measure_case(network, board, configuration, compile_args, test_set, work, synth=None,
-                 activity="rtl"):
-    """The rows of one case."""
+                 activity="rtl", rtl_images=0):
+    """The rows of one case; with ``rtl_images``, its first that many test images on the RTL."""
     x, y, calib = _test_set(test_set, work, "nhwc" if network.endswith("-tflite") else "nchw")
     out = Path(work) / f"{network}-{board}-{configuration.replace(' ', '-')}"
     args = [arg.replace("{calib}", str(calib)) for arg in compile_args]
@@ -125,15 +149,19 @@ def measure_case(network, board, configuration, compile_args, test_set, work, sy
     if network.startswith("tfc-"):
         rows += _qonnx_rows(network, board, configuration, compile_command, net, x, golden,
                             args[0])
+    if rtl_images:
+        rows += _rtl_rows(network, board, configuration, compile_command, net, out, x[:rtl_images],
+                          golden.q[:rtl_images])
     estimate_args = ["estimate", str(out), "--json", "--no-measure"]
     shown_estimate = [FPGANET, "estimate", "OUT"]
     if board != "none":
         estimate_args += ["--board", board, "--activity", activity]
         shown_estimate += ["--board", board, "--activity", activity]
-        report = Path(synth or "", board, "report.json")
+        build = board + (f"-{args[args.index('--variant') + 1]}" if "--variant" in args else "")
+        report = Path(synth or "", build, "report.json")
         if synth and report.exists():
             estimate_args += ["--report", str(report)]
-            shown_estimate += ["--report", f"build/synth/{board}/report.json"]
+            shown_estimate += ["--report", f"build/synth/{build}/report.json"]
     estimate = json.loads(_fpganet(*estimate_args, cwd=ROOT))
     estimate_command = f"{compile_command}; {shlex.join(shown_estimate)}"
     add("cycles_per_image", estimate["cycles_per_image"]["value"], "model", estimate_command)
@@ -148,7 +176,9 @@ def measure_case(network, board, configuration, compile_args, test_set, work, sy
 def _fpga_figures(estimate):
     """(metric, value) of the FPGA's estimate, compute-bound and over the host link."""
     throughput = estimate["fpga"]["throughput"]
-    compute = estimate["fpga"]["what_if"][0]
+    # The estimate's compute-bound row is its "what if" beside a link-bound one; a network the
+    # link keeps up with has none, its own row being compute-bound.
+    compute = (estimate["fpga"]["what_if"] or [estimate])[0]
     return [("images_per_s_compute", throughput["compute_images_per_s"]["value"]),
             ("images_per_s_delivered", throughput["images_per_s"]["value"]),
             ("watts_chip_compute", compute["watts"]["value"]),
@@ -199,6 +229,35 @@ def _litert_rows(network, board, configuration, command, net, x, golden, tflite)
                      100 * np.mean(ours.argmax(1) == reference.argmax(1)), "model", measured)]
 
 
+def mlperf_published_rows():
+    """:data:`MLPERF_PUBLISHED` as results rows (basis ``published``)."""
+    rows = []
+    for network, board, configuration, top1, rate, energy in MLPERF_PUBLISHED:
+        for metric, value in (("top1", top1), ("images_per_s_delivered", rate),
+                              ("uj_per_inference_board", energy)):
+            rows.append(make_row(network, board, configuration, metric, value, "published",
+                                 "python benchmarks/networks.py --networks resnet8",
+                                 source=MLPERF_SOURCE))
+    return rows
+
+
+def _rtl_rows(network, board, configuration, command, net, out, x, golden_q):
+    """The share of ``x``'s images whose outputs on the RTL (Verilator) equal the golden
+    model's, and whose cycle counts (the accelerator's STAMPs) equal the cycle model's."""
+    from fpganet.sim.rtl_backend import model_cycles, run_network_rtl
+
+    q, cycles = run_network_rtl(net, net.quantize_input(x), compiled=out)
+    expected = np.fromiter(model_cycles(net, len(x), compiled=out), dtype=np.int64)
+    exact = np.all(q.reshape(len(x), -1) == golden_q.reshape(len(x), -1), axis=1)
+    measured = f"{command}; fpganet run OUT --backend rtl --limit {len(x)}"
+    print(f"{network} on {board}: {int(exact.sum())} of {len(x)} images equal golden on the RTL, "
+          f"{int(np.sum(cycles == expected))} at the modelled cycles", flush=True)
+    return [make_row(network, board, configuration, "rtl_bit_exact", 100 * np.mean(exact),
+                     "rtl", measured),
+            make_row(network, board, configuration, "rtl_cycles_exact",
+                     100 * np.mean(cycles == expected), "rtl", measured)]
+
+
 def _qonnx_rows(network, board, configuration, command, net, x, golden, model):
     """Agreement of the golden model's answers with qonnx's executor on the same model."""
     from fpganet.model.qonnx_reference import qonnx_execute
@@ -213,11 +272,15 @@ def _qonnx_rows(network, board, configuration, command, net, x, golden, model):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--networks", help="comma-separated networks of the cases (default all)")
+    parser.add_argument("--boards", help="comma-separated boards of the cases (default all)")
     parser.add_argument("--synth", metavar="DIR",
                         help="folder of `fpganet synth` outputs, DIR/BOARD/report.json")
     parser.add_argument("--activity", default="rtl",
                         help="the estimator's switching activity (default rtl: measured on the "
                              "RTL running the network, minutes for the MLPerf Tiny networks)")
+    parser.add_argument("--rtl-images", type=int, default=0, metavar="N",
+                        help="run the first N test images of the cases marked for it on the "
+                             "RTL (Verilator; seconds an image for ResNet-8)")
     parser.add_argument("-o", "--output", default=str(RESULTS / "networks.json"))
     args = parser.parse_args(argv)
     wanted = set(args.networks.split(",")) if args.networks else None
@@ -225,11 +288,14 @@ def main(argv=None):
     if unknown:
         parser.error(f"--networks: unknown network {unknown[0]!r} "
                      f"(known: {', '.join(dict.fromkeys(case[0] for case in CASES))})")
+    boards = set(args.boards.split(",")) if args.boards else None
     try:
-        rows = _measure(wanted, args)
-        if wanted and Path(args.output).exists():      # keep the other networks' rows
+        rows = _measure(wanted, boards, args)
+        if (wanted or boards) and Path(args.output).exists():      # keep the other cases' rows
             kept = check_rows(json.loads(Path(args.output).read_text()), args.output)
-            rows += [row for row in kept if row.network not in wanted]
+            new_keys = {row.key for row in rows}
+            rows += [row for row in kept if row.key not in new_keys and (
+                wanted and row.network not in wanted or boards and row.board not in boards)]
         write_rows(args.output, rows)
     except (FpganetError, OSError, ValueError) as error:
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
@@ -238,21 +304,24 @@ def main(argv=None):
     return 0
 
 
-def _measure(wanted, args):
+def _measure(wanted, boards, args):
     rows = []
     with tempfile.TemporaryDirectory() as work:
-        for network, board, configuration, compile_args, test_set in CASES:
-            if wanted and network not in wanted:
+        for network, board, configuration, compile_args, test_set, *marks in CASES:
+            if wanted and network not in wanted or boards and board not in boards:
                 continue
             shared = QONNX if test_set == "mnist-pixels" else SHARED
             if not test_set.startswith("mnist") and not (ROOT / SHARED).is_dir() \
                     or test_set == "mnist-pixels" and not (ROOT / QONNX).is_dir():
                 print(f"{network}: skipped, no {shared}", file=sys.stderr)
                 continue
+            rtl = args.rtl_images if marks and marks[0].get("rtl") else 0
             case = measure_case(network, board, configuration, compile_args, test_set, work,
-                                args.synth, args.activity)
+                                args.synth, args.activity, rtl)
             print(f"{network} on {board}, {configuration}: {len(case)} rows", flush=True)
             rows += case
+            if network == "resnet8" and board == "icebreaker":
+                rows += mlperf_published_rows()
     return rows
 
 

@@ -108,8 +108,9 @@ def toolchain_versions():
     return versions
 
 
-def board_config(board, **changes):
-    """The board's default configuration with ``changes`` (field values, or ``array="RxC"``)."""
+def board_config(board, variant=None, **changes):
+    """The board's default configuration (or its ``variant``, :attr:`Board.variants`) with
+    ``changes`` (field values, or ``array="RxC"``)."""
     changes = {key: value for key, value in changes.items() if value is not None}
     array = changes.pop("array", None)
     if array is not None:
@@ -117,7 +118,7 @@ def board_config(board, **changes):
             raise FpganetError("give either --array or --rows/--cols, not both")
         probe = AcceleratorConfig.parse_array(array)
         changes.update(rows=probe.rows, cols=probe.cols)
-    return board.default_config.replace(**changes)
+    return board.configuration(variant).replace(**changes)
 
 
 def _without_overridden(defaults, given):
@@ -490,6 +491,7 @@ def configure(parser):
                              "compiled for, on its board (no configuration flags then)")
     parser.add_argument("--board", choices=sorted(BOARDS),
                         help="target board (required unless OUT names one)")
+    add_variant_argument(parser)
     parser.add_argument("-o", "--output", metavar="DIR",
                         help="build folder (default build/synth/BOARD)")
     parser.add_argument("--core", choices=sorted({name for board in BOARDS.values()
@@ -534,19 +536,30 @@ def _config_flags(args):
 
 
 def config_from_args(board, args):
-    """The board's default configuration with the configuration flags that were given."""
+    """The board's default configuration, or its ``--variant``, with the configuration flags
+    that were given."""
     changes = _config_flags(args)
     clock_mhz = getattr(args, "config_clock_mhz", None)
     if clock_mhz is not None:
         if changes["clock_hz"] is not None:
             raise FpganetError("give either --clock-hz or --clock-mhz, not both")
         changes["clock_hz"] = clock_mhz * 1e6
-    return board_config(board, array=getattr(args, "array", None), **changes)
+    return board_config(board, getattr(args, "variant", None), array=getattr(args, "array", None),
+                        **changes)
+
+
+def add_variant_argument(parser):
+    """``--variant NAME``: start from a board's named configuration (:attr:`Board.variants`)."""
+    names = sorted({name for board in BOARDS.values() for name in board.variants})
+    parser.add_argument("--variant", metavar="NAME",
+                        help=f"start from the board's configuration NAME instead of its default "
+                             f"({', '.join(names)}: README's Boards; the flags change it too)")
 
 
 def _flags_given(args):
     return [name for name, value in _config_flags(args).items() if value is not None] + \
-        [name for name in ("array", "config_clock_mhz") if getattr(args, name, None) is not None]
+        [name for name in ("array", "config_clock_mhz", "variant")
+         if getattr(args, name, None) is not None]
 
 
 def board_and_config(args):

@@ -6,6 +6,8 @@ from amaranth import *
 from amaranth.lib import io
 from amaranth.lib.cdc import FFSynchronizer
 
+from fpganet.errors import FpganetError
+
 __all__ = ["Board", "BoardTop", "linked_accelerator", "on_link", "LINKS"]
 
 #: The host links a core can sit behind (``fpganet synth --link``).
@@ -202,7 +204,7 @@ class Board:
     #: :func:`~fpganet.boards.resources.logic_estimate` estimates other configurations.
     routed_logic: int = None
     #: Other configurations the board's file names, ``{name: AcceleratorConfig}``, that
-    #: ``fpganet fit`` tries beside the default.
+    #: ``fpganet fit`` tries beside the default and ``--variant NAME`` starts from.
     variants: dict = field(default_factory=dict)
     #: The weight buffer's factory (``factory(config)``) of its designs whose weights the host
     #: loads; None: :class:`fpganet.hdl.memories.WeightBuffer` (block RAM).
@@ -220,6 +222,16 @@ class Board:
     def engine_seed(self, unit):
         """The placement seed of an engine build of ``unit`` (``binary``, ``lowbit``)."""
         return self.engine_seeds.get(unit, self.seed)
+
+    def configuration(self, variant=None):
+        """The default configuration, or :attr:`variants`' ``variant``."""
+        if variant is None:
+            return self.default_config
+        if variant not in self.variants:
+            known = (f"its variants are {', '.join(self.variants)}" if self.variants
+                     else "it has none")
+            raise FpganetError(f"the {self.name} has no configuration variant '{variant}': {known}")
+        return self.variants[variant]
 
     @property
     def device(self):

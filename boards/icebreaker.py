@@ -249,7 +249,7 @@ BOARD = Board(
     capacity={"LC": 5280, "EBR": 30, "SPRAM": SPRAM_COUNT, "DSP": UP5K_DSPS},
     # The default routed with seed 6 (docs/journal/boards.md, benchmarks/results/boards.json).
     routed_logic=5052,
-    variants={"8-MAC": EIGHT_MAC_CONFIG, "SPRAM activations": SPRAM_ACTIVATIONS_CONFIG},
+    variants={"8-mac": EIGHT_MAC_CONFIG, "spram-activations": SPRAM_ACTIVATIONS_CONFIG},
     weight_buffer=SPRAMWeightBuffer,
     links=("uart", "spi"),
     # SCK takes a global buffer from the window generator's reset (docs/journal/measurements.md,

@@ -488,7 +488,11 @@ def run_network_rtl(net, q_in, *, compiled=None, sim=None, driver="cocotb", chun
     for first in range(0, len(q_in), chunk):
         batch = q_in[first:first + chunk]
         images = base.for_images(len(batch))
-        result = build.run(images.memories, images.pack_inputs(batch))
+        # A hang is caught at twice the modelled cycles, where those are more than the
+        # default's (ResNet-8 on the iCEBreaker: 2 M cycles an image).
+        modelled = program_cycles(images.program_for(len(batch)), config).total
+        result = build.run(images.memories, images.pack_inputs(batch),
+                           max_cycles=max(DEFAULT_MAX_CYCLES, 2 * modelled))
         q, stamps = images.unpack_outputs(result.output)
         outputs.append(q)
         cycles.append(np.diff(np.concatenate([[0], stamps.astype(np.int64)])))

@@ -1,6 +1,7 @@
 """Builds that cannot work stop with one clear line: the resource that overflowed, or the refused option."""
 
 import argparse
+import json
 import dataclasses
 import signal
 import subprocess
@@ -280,6 +281,29 @@ def compiled_for_boards(tmp_path_factory):
     return root
 
 
+def test_variant_starts_from_the_boards_named_configuration(tmp_path, capsys):
+    """``--variant``: the board's variant, changed by the flags, on compile and synth; without
+    a board, or a name the board lacks, one line."""
+    parser = argparse.ArgumentParser()
+    board_build.configure(parser)
+    board, config = board_build.board_and_config(parser.parse_args(
+        ["--board", "icebreaker", "--variant", "spram-activations", "--clock-mhz", "24"]))
+    assert config == BOARDS["icebreaker"].variants["spram-activations"].replace(clock_hz=24e6)
+    assert main(["compile", "--board", "icebreaker", "--variant", "spram-activations",
+                 "-o", str(tmp_path / "OUT")]) == 0
+    manifest = json.loads((tmp_path / "OUT" / "manifest.json").read_text())
+    assert manifest["config"]["single_port_activations"] is True
+    for args, message in ((["--variant", "8-mac"], "--variant names a configuration of a board: "
+                                                    "give --board too"),
+                          (["--board", "icebreaker", "--variant", "big"],
+                           "the icebreaker has no configuration variant 'big': its variants are "
+                           "8-mac, spram-activations")):
+        capsys.readouterr()
+        assert main(["compile", *args, "-o", str(tmp_path / "BAD")]) == 2
+        assert capsys.readouterr().err.strip() == f"fpganet: error: {message}"
+        assert not (tmp_path / "BAD").exists()
+
+
 def test_synth_takes_board_and_configuration_from_a_compiled_folder(compiled_for_boards):
     parser = argparse.ArgumentParser()
     board_build.configure(parser)
@@ -296,6 +320,10 @@ def test_synth_takes_board_and_configuration_from_a_compiled_folder(compiled_for
                            "not both"),
     (["U", "--board", "icebreaker"], "'{U}' was compiled for the ulx3s; --board icebreaker "
                                      "contradicts it"),
+    (["U", "--variant", "8-mac"], "'{U}' names its configuration: give it or configuration flags "
+                                  "(variant), not both"),
+    (["--board", "ulx3s", "--variant", "8-mac"], "the ulx3s has no configuration variant "
+                                                 "'8-mac': it has none"),
     (["P"], "'{P}' names no board (compiled without --board): give --board"),
     ([], "give --board, or a compiled folder OUT that names its board"),
 ])

@@ -179,6 +179,11 @@ def test_ping_names_the_banking():
     assert (info.banking, info.act_bank_factor, info.packed_weights) == (0x28, 8, True)
     assert info.mismatches(packed) == []
     assert info.mismatches(packed.replace(packed_weights=False)) == [("packed_weights", True, False)]
+    # single_port_activations in bit 4.
+    single = CONFIG.replace(single_port_activations=True)
+    info = DeviceInfo.unpack(HostLink(single, 12e6, 3e6).info.pack())
+    assert (info.banking, info.act_bank_factor, info.single_port_activations) == (0x11, 1, True)
+    assert info.mismatches(CONFIG) == [("single_port_activations", True, False)]
 
 
 @pytest.mark.parametrize("pipelined", [False, True])

@@ -27,6 +27,7 @@ from .argtypes import (add_config_arguments, config_from_args, non_negative_int,
                        positive_int)
 from .backends import BACKENDS, run_network
 from .boards.build import BOARDS, Refused, check_buildable, model_requant_config, warn_logic
+from .boards.build import add_variant_argument
 from .boards.build import config_from_args as board_config_from_args
 from .boards.build import configure as configure_synth
 from .boards.build import run as run_synth
@@ -142,6 +143,7 @@ def _configure_compile(parser):
     parser.add_argument("--board", choices=_board_names(),
                         help="start from the configuration that 'fpganet synth --board B' builds "
                              "(the flags below change it, as they do for synth)")
+    add_variant_argument(parser)
     parser.add_argument("--dump-ir", action="store_true",
                         help="print the compiler's intermediate form after each pass (check, "
                              "lower, fuse, ..., emit; one '=== IR after pass' section each) on "
@@ -193,6 +195,8 @@ def _compile_config(args):
             raise FpganetError(f"{refusal} ('fpganet synth --board {args.board}' refuses this "
                                f"configuration)") from None
         return config
+    if getattr(args, "variant", None) is not None:
+        raise FpganetError("--variant names a configuration of a board: give --board too")
     return config_from_args(args)
 
 

@@ -57,6 +57,8 @@ METRICS = {
     "agreement_top1": ("%", "images whose answer equals the reference runtime's"),
     "agreement_outputs": ("%", "int8 outputs exactly equal to the reference runtime's"),
     "macs_per_image": ("MACs", "multiply-accumulates of one image"),
+    "rtl_bit_exact": ("%", "images whose int8 outputs on the RTL equal the golden model's"),
+    "rtl_cycles_exact": ("%", "images whose cycles on the RTL equal the cycle model's"),
     "cycles_per_image": ("cycles", "accelerator clock cycles an image (steady state)"),
     "images_per_s_compute": ("images/s", "images a second when the accelerator is the bound"),
     "images_per_s_delivered": ("images/s", "images a second delivered over the host link"),
@@ -65,6 +67,8 @@ METRICS = {
     "images_per_s_per_w_chip": ("images/s/W", "compute-bound images a second per chip watt"),
     "uj_per_inference_chip": ("uJ", "chip energy of one inference at the compute bound"),
     "watts_board": ("W", "a GPU board's or module's power (its TDP or measured draw)"),
+    "uj_per_inference_board": ("uJ", "a whole board's energy of one inference (MLPerf Tiny's "
+                                     "measurement)"),
     "images_per_s_per_w_board": ("images/s/W", "images a second per board watt"),
     "clock_mhz": ("MHz", "the clock a build targets"),
     "fmax_mhz": ("MHz", "the routed design's highest clock (nextpnr's timing analysis)"),
