@@ -251,7 +251,6 @@ def train(model, x, y, epochs, batch, lr, seed, freeze_epoch):
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     steps = epochs * ((len(x) + batch - 1) // batch)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
-    loss_fn = torch.nn.CrossEntropyLoss()
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     # The observers first see some training batches without a weight update: every scale
     # then exists before the first step, and before any freeze.
@@ -260,14 +259,27 @@ def train(model, x, y, epochs, batch, lr, seed, freeze_epoch):
         warmup = torch.randperm(len(x), generator=generator)[:WARMUP_BATCHES * batch]
         for start in range(0, len(warmup), batch):
             model(xt[warmup[start:start + batch]])
+
+    def freeze(epoch):
+        if epoch >= freeze_epoch:
+            model.apply(tq.disable_observer)
+    return fit_epochs(model, optimizer, schedule, xt, yt, epochs, batch, generator, freeze)
+
+
+def fit_epochs(model, optimizer, schedule, xt, yt, epochs, batch, generator, before_epoch=None):
+    """``epochs`` passes of shuffled mini-batches of the tensors ``xt``, ``yt`` (cross-entropy,
+    the scheduler stepped each batch), ``before_epoch(epoch)`` first; the mean loss of each."""
+    import torch
+
+    loss_fn = torch.nn.CrossEntropyLoss()
     losses = []
     for epoch in range(1, epochs + 1):
         model.train()
-        if epoch >= freeze_epoch:
-            model.apply(tq.disable_observer)
-        order = torch.randperm(len(x), generator=generator)
+        if before_epoch is not None:
+            before_epoch(epoch)
+        order = torch.randperm(len(xt), generator=generator)
         total = 0.0
-        for start in range(0, len(x), batch):
+        for start in range(0, len(xt), batch):
             index = order[start:start + batch]
             optimizer.zero_grad()
             loss = loss_fn(model(xt[index]), yt[index])
@@ -275,7 +287,7 @@ def train(model, x, y, epochs, batch, lr, seed, freeze_epoch):
             optimizer.step()
             schedule.step()
             total += float(loss.detach()) * len(index)
-        losses.append(total / len(x))
+        losses.append(total / len(xt))
         print(f"epoch {epoch}: loss {losses[-1]:.4f}", flush=True)
     return losses
 
