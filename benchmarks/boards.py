@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 from fpganet.boards.build import BOARDS as BOARD_REGISTRY
+from fpganet.config import AcceleratorConfig
 from fpganet.errors import FpganetError
 from fpganet.isa import REQUANT_MODES
 from fpganet.results import check_rows, make_row, write_rows
@@ -47,7 +48,8 @@ def board_rows(board, report, requant_mode=None, packed_weights=False, variant=N
     configuration = "default"
     base = BOARD_REGISTRY[board].configuration(variant)
     if variant:
-        if report["config"] != base.to_dict():
+        built = AcceleratorConfig.from_dict(report["config"])
+        if built.replace(clock_hz=base.clock_hz) != base:     # at another clock, said below
             raise ValueError(f"{board}: the report is not of a build of the variant {variant}")
         command += f" --variant {variant}"
         configuration = variant
@@ -91,7 +93,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--boards", default=",".join(BOARDS))
     parser.add_argument("--reports", metavar="DIR",
-                        help="read DIR/BOARD/report.json instead of building")
+                        help="read DIR/BOARD/report.json (with --variant DIR/BOARD-VARIANT/...) "
+                             "instead of building")
     parser.add_argument("-o", "--output", default=str(ROOT / "benchmarks/results/boards.json"))
     parser.add_argument("--requant-mode", choices=REQUANT_MODES,
                         help="build the default configuration in this requantization mode "
@@ -101,6 +104,9 @@ def main(argv=None):
     parser.add_argument("--variant", metavar="NAME",
                         help="build the boards' configuration variant NAME (fpganet synth --variant)")
     args = parser.parse_args(argv)
+    if args.variant and (args.packed_weights or args.requant_mode):
+        parser.error("--variant builds the variant as its board file names it: no "
+                     "--packed-weights or --requant-mode with it")
     boards = args.boards.split(",")
     if set(boards) - set(BOARDS):
         parser.error(f"--boards: unknown board {sorted(set(boards) - set(BOARDS))[0]!r} "

@@ -241,6 +241,10 @@ def mlperf_published_rows():
     return rows
 
 
+#: The metrics of :func:`_rtl_rows`, kept from the last run that measured them.
+RTL_METRICS = ("rtl_bit_exact", "rtl_cycles_exact")
+
+
 def _rtl_rows(network, board, configuration, command, net, out, x, golden_q):
     """The share of ``x``'s images whose outputs on the RTL (Verilator) equal the golden
     model's, and whose cycle counts (the accelerator's STAMPs) equal the cycle model's."""
@@ -274,13 +278,15 @@ def main(argv=None):
     parser.add_argument("--networks", help="comma-separated networks of the cases (default all)")
     parser.add_argument("--boards", help="comma-separated boards of the cases (default all)")
     parser.add_argument("--synth", metavar="DIR",
-                        help="folder of `fpganet synth` outputs, DIR/BOARD/report.json")
+                        help="folder of `fpganet synth` outputs, DIR/BOARD/report.json (a "
+                             "board variant's DIR/BOARD-VARIANT/report.json)")
     parser.add_argument("--activity", default="rtl",
                         help="the estimator's switching activity (default rtl: measured on the "
                              "RTL running the network, minutes for the MLPerf Tiny networks)")
     parser.add_argument("--rtl-images", type=int, default=0, metavar="N",
                         help="run the first N test images of the cases marked for it on the "
-                             "RTL (Verilator; seconds an image for ResNet-8)")
+                             "RTL (Verilator; seconds an image for ResNet-8); without it their "
+                             "RTL rows are kept as they are")
     parser.add_argument("-o", "--output", default=str(RESULTS / "networks.json"))
     args = parser.parse_args(argv)
     wanted = set(args.networks.split(",")) if args.networks else None
@@ -289,13 +295,19 @@ def main(argv=None):
         parser.error(f"--networks: unknown network {unknown[0]!r} "
                      f"(known: {', '.join(dict.fromkeys(case[0] for case in CASES))})")
     boards = set(args.boards.split(",")) if args.boards else None
+    known_boards = {case[1] for case in CASES}
+    if args.rtl_images < 0:
+        parser.error(f"--rtl-images must be 0 or more, not {args.rtl_images}")
+    if boards and (unknown := sorted(boards - known_boards)):
+        parser.error(f"--boards: unknown board {unknown[0]!r} (known: {', '.join(sorted(known_boards))})")
     try:
         rows = _measure(wanted, boards, args)
         if (wanted or boards) and Path(args.output).exists():      # keep the other cases' rows
             kept = check_rows(json.loads(Path(args.output).read_text()), args.output)
             new_keys = {row.key for row in rows}
             rows += [row for row in kept if row.key not in new_keys and (
-                wanted and row.network not in wanted or boards and row.board not in boards)]
+                wanted and row.network not in wanted or boards and row.board not in boards
+                or row.metric in RTL_METRICS and not args.rtl_images)]
         write_rows(args.output, rows)
     except (FpganetError, OSError, ValueError) as error:
         print(f"{parser.prog}: error: {error}", file=sys.stderr)

@@ -18,7 +18,7 @@ as ``benchmarks/qat_lenet5.py`` fetches them (``--data-dir``, checked against th
 Usage::
 
     pip install --target DIR torch==2.13.0 brevitas==0.13.4     # or: pip install -e '.[qat]'
-    PYTHONPATH=DIR .venv/bin/python benchmarks/qat_qonnx_lenet5.py [--epochs 4] [--data-dir D]
+    PYTHONPATH=DIR .venv/bin/python benchmarks/qat_qonnx_lenet5.py [--epochs 20] [--data-dir D]
 
 Writes ``OUT/lenet5_<w>.onnx`` (cleaned QONNX), ``OUT/<w>/`` (compiled) and rows of
 ``benchmarks/results/qat.json``.
@@ -200,7 +200,7 @@ def main(argv=None):
     parser.add_argument("--data-dir", default="~/.cache/fpganet/mnist",
                         help="MNIST training files, downloaded there if missing")
     parser.add_argument("-o", "--output", default="build/qat-qonnx-lenet5")
-    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--seed", type=int, default=0)
@@ -216,6 +216,8 @@ def main(argv=None):
     try:
         import torch
         import brevitas  # noqa: F401
+        import onnxoptimizer  # noqa: F401   (Brevitas's QONNX export asks for it)
+        import qonnx  # noqa: F401
     except ImportError as error:
         print(f"qat_qonnx_lenet5: error: {error.name} is not installed (the module's usage)",
               file=sys.stderr)
@@ -237,8 +239,8 @@ def main(argv=None):
                   f"qonnx's executor agrees on {100 * result['qonnx_agreement']:.2f} % of "
                   f"{result['agreement_images']}", flush=True)
             configuration = f"brevitas qat {name}, {args.epochs} epochs"
-            command = (f"{COMMAND} --precisions {name}; fpganet run OUT --backend golden  "
-                       f"# on the 10,000 MNIST test images")
+            command = (f"{COMMAND} --precisions {name} --epochs {args.epochs}; fpganet run OUT "
+                       f"--backend golden  # on the 10,000 MNIST test images")
             rows += [make_row("lenet5", "none", configuration, "top1",
                               100 * result["golden_top1"], "model", command),
                      make_row("lenet5", "none", configuration, "agreement_top1",

@@ -553,7 +553,8 @@ def add_variant_argument(parser):
     names = sorted({name for board in BOARDS.values() for name in board.variants})
     parser.add_argument("--variant", metavar="NAME",
                         help=f"start from the board's configuration NAME instead of its default "
-                             f"({', '.join(names)}: README's Boards; the flags change it too)")
+                             f"({', '.join(names)}: docs/guide/boards.md; the flags change it "
+                             f"too)")
 
 
 def _flags_given(args):

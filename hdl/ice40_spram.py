@@ -53,6 +53,9 @@ def spram_mapping_problem(config):
     banks, do not map onto the UP5K's SPRAMs, or None."""
     width, words, lanes = 8 * config.weight_word_bytes, config.weight_buffer_words, _spram_lanes(config)
     spare = SPRAM_COUNT - activation_sprams(config)
+    if spare < 1:
+        return (f"{config.act_banks} activation banks (act_buffer_bytes {config.act_buffer_bytes}) "
+                f"take an SPRAM each, and the UP5K's {SPRAM_COUNT} must also hold the weights")
     if config.single_port_activations and config.act_bank_depth > SPRAM_BANK_BYTES:
         return (f"activation banks of {config.act_bank_depth} bytes (act_buffer_bytes "
                 f"{config.act_buffer_bytes} in {config.act_banks}) do not map onto the UP5K's "

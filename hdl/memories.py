@@ -223,7 +223,8 @@ class SinglePortActivationBuffer(ActivationBuffer):
     by the written byte inverted, so that a read that counts on it fails). ``rd_data`` is the
     last read's byte (:func:`held_read`), held while ``rd_en`` is low and through writes.
     The accelerator never reads a bank in a cycle it writes one: the engine holds while
-    its writer writes, and the other units read or write, not both.
+    its writer writes, and the other units read or write, not both. A model for simulation
+    (the inverted byte is logic): the iCE40 build has :class:`~fpganet.hdl.ice40_spram.SPRAMActivationBuffer`.
     """
 
     def elaborate(self, platform):

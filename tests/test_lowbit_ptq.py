@@ -119,14 +119,14 @@ def test_default_compile_is_the_int8_compile(tmp_path):
     (["--weight-bits", "9"], "argument --weight-bits: must be from 2 to 8, not 9"),
     (["--weight-bits", "1"], "argument --weight-bits: must be from 2 to 8, not 1"),
     (["--weight-bits", "four"], "argument --weight-bits: 'four' is not an integer"),
-    (["--layer-weight-bits", "conv_11"], "expected NAME=BITS[,NAME=BITS...], not 'conv_11'"),
+    (["--layer-weight-bits", "conv_11"], "expected LAYER=BITS[,LAYER=BITS...], not 'conv_11'"),
     (["--layer-weight-bits", "conv_11=12"], "the weight bits of layer 'conv_11' must be an "
                                             "integer from 2 to 8, not 12"),
     (["--layer-weight-bits", "conv_11=4,conv_11=3"], "names layer 'conv_11' twice"),
     (["--layer-weight-bits", "fc1=4"], "'fc1' is no layer of the model; the layers with "
                                        "weights are conv_11, conv_14, gemm_19, gemm_21, gemm_23"),
     (["--layer-weight-bits", "maxpool_13=4"], "'maxpool_13' is a MaxPool, which has no weights"),
-    (["--layer-weight-bits", "1=4"], "'1' is a MaxPool, which has no weights"),
+    (["--layer-weight-bits", "1=4"], "layer 1 ('maxpool_13') is a MaxPool, which has no weights"),
     (["--layer-weight-bits", "8=4"], "layer 8 is past the model's 8 layers (0..7)"),
     (["--layer-weight-bits", "conv_11=4,0=3"], "names layer 'conv_11' twice"),
     (["--weight-rounding", "stochastic"], "invalid choice: 'stochastic'"),

@@ -61,6 +61,9 @@ def test_spram_mapping_counts_the_activation_banks():
     assert spram_mapping_problem(config.replace(weight_buffer_bytes=128 * 1024)).endswith(
         "at most 65536 beside the 2 of the activation banks")
     assert "one holds 32768 bytes a bank" in spram_mapping_problem(config.replace(act_buffer_bytes=128 * 1024))
+    assert spram_mapping_problem(config.replace(act_bank_factor=4)) == (
+        "8 activation banks (act_buffer_bytes 65536) take an SPRAM each, and the UP5K's 4 must "
+        "also hold the weights")
     with pytest.raises(ValueError, match="an SPRAM has no initial contents"):
         SPRAMActivationBuffer(config, init=[1])
 

@@ -216,7 +216,7 @@ class AcceleratorConfig:
         Each activation bank is a single-port RAM (the iCE40UP5K's SPRAM,
         ``fpganet.hdl.ice40_spram.SPRAMActivationBuffer``), which reads or writes in a cycle,
         not both. The result writer's byte writes then take a cycle of their own, in which the
-        whole engine (window generator, array, max-pool unit, writer) holds: a ``CONV`` or
+        whole engine (window generator, array, max-pool unit, writer, result queue) holds: a ``CONV`` or
         ``POOL`` takes one cycle more per write (:func:`fpganet.perf.engine_cycles`). Needs
         ``requant_lanes`` 1 (one byte a write cycle), no ``fused_max_pool``, and the plain
         ``registered_bram_outputs`` and ``registered_writes`` (off). Same numerics.

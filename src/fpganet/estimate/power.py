@@ -421,8 +421,11 @@ def accelerator_power(workload, cycles, clock, performance, family, *, resources
     duty = performance["duty"].value
     if family == "ice40":
         weight_blocks = math.ceil(8 * config.weight_word_bytes / 16)
-        spram_active = weight_blocks if resources.get("spram") else 0
-        ebr_active = config.act_banks + (0 if spram_active else weight_blocks)
+        weight_sprams = weight_blocks if resources.get("spram") else 0
+        # Single-port activation banks are SPRAMs on the UP5K, one a bank.
+        act_sprams = config.act_banks if config.single_port_activations else 0
+        spram_active = weight_sprams + act_sprams
+        ebr_active = config.act_banks - act_sprams + (0 if weight_sprams else weight_blocks)
     else:
         spram_active = 0
         ebr_active = math.ceil(8 * config.weight_word_bytes / 18) + config.act_banks

@@ -80,7 +80,7 @@ def parse_layer_weight_bits(text):
     for item in str(text).split(","):
         name, equals, value = item.strip().rpartition("=")
         if not equals or not name or not re.fullmatch(r"[0-9]+", value.strip()):
-            raise FpganetError(f"expected NAME=BITS[,NAME=BITS...], "
+            raise FpganetError(f"expected LAYER=BITS[,LAYER=BITS...], "
                                f"not '{text}'")
         if name in result:
             raise FpganetError(f"--layer-weight-bits names layer '{name}' twice")
@@ -92,7 +92,7 @@ def layer_weight_bits(graph, bits=DEFAULT_WEIGHT_BITS, overrides=None):
     """``{layer name: weight bits}`` of every Conv and Dense of ``graph``: ``bits``, or the
     layer's entry in ``overrides`` (a mapping, or the ``--layer-weight-bits`` text). An entry
     names a layer, or gives its index in the model's layers as ``fpganet compile`` numbers
-    them (``"0=8"``; a layer named by those digits comes first).
+    them (``"0=8"``; digits that also name another layer are refused).
 
     Raises
     ------
@@ -106,16 +106,21 @@ def layer_weight_bits(graph, bits=DEFAULT_WEIGHT_BITS, overrides=None):
     linear = [layer.name for layer in graph.layers if isinstance(layer, (Conv, Dense))]
     resolved = {}
     for key, value in dict(overrides or {}).items():
-        name = key
-        if key not in layers and re.fullmatch(r"[0-9]+", str(key)):
-            if int(key) >= len(graph.layers):
+        name, what = key, f"'{key}'"
+        if re.fullmatch(r"[0-9]+", str(key)):
+            if int(key) >= len(graph.layers) and key not in layers:
                 raise FpganetError(f"--layer-weight-bits: layer {key} is past the model's "
                                    f"{len(graph.layers)} layers (0..{len(graph.layers) - 1})")
-            name = graph.layers[int(key)].name
+            numbered = graph.layers[int(key)].name if int(key) < len(graph.layers) else key
+            if key in layers and numbered != key:
+                raise FpganetError(f"--layer-weight-bits: '{key}' names layer {key} "
+                                   f"('{numbered}') and a layer of that name; give the name of "
+                                   f"the one meant")
+            name, what = numbered, f"layer {key} ('{numbered}')"
         if name not in linear:
             kind = (f"is a {type(layers[name]).__name__}, which has no weights" if name in layers
                     else "is no layer of the model")
-            raise FpganetError(f"--layer-weight-bits: '{key}' {kind}; the layers with weights "
+            raise FpganetError(f"--layer-weight-bits: {what} {kind}; the layers with weights "
                                f"are {', '.join(linear)}")
         if name in resolved:
             raise FpganetError(f"--layer-weight-bits names layer '{name}' twice")
