@@ -93,3 +93,17 @@ def test_fit_at_an_address_that_is_not_a_cluster_is_one_line(capsys):
     assert main(["fit", "--address", "not a cluster"]) == 2
     assert capsys.readouterr().err == ("fpganet: error: --address 'not a cluster' is not a Ray "
                                        "address (HOST:PORT, ray://HOST:PORT, auto or local)\n")
+
+
+def test_weight_bits_reach_every_compile(capsys):
+    """``--weight-bits``: a configuration whose weight buffer holds LeNet-5's weights packed at
+    4 bits and not at 8 (ULX3S, 48 KiB, packed_weights) fits at 4 bits only; a width the
+    compiler refuses is one line, status 2."""
+    board = BOARDS["ulx3s"]
+    config = board.default_config.replace(weight_buffer_bytes=48 * 1024, packed_weights=True)
+    at_8 = fit_one(board, "small", config)
+    assert not at_8.fits and "weight buffer" in at_8.why, at_8
+    assert fit_one(board, "small", config, weight_bits=4).fits
+    assert main(["fit", "--weight-bits", "9"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--weight-bits: must be from 2 to 8, not 9" in err, err

@@ -10,7 +10,7 @@ from .errors import FpganetError
 from .isa import REQUANT_MODES
 
 __all__ = ["positive_int", "non_negative_int", "positive_float", "finite_float", "percent",
-           "add_config_arguments", "config_from_args"]
+           "add_weight_bits_arguments", "add_config_arguments", "config_from_args"]
 
 
 def positive_int(text):
@@ -58,6 +58,41 @@ def percent(text):
     if not 0 <= value <= 100:
         raise argparse.ArgumentTypeError(f"must be a percentage from 0 to 100, not {text}")
     return value / 100
+
+
+# Weight widths (compile, fit) ------------------------------------------------------------
+
+def add_weight_bits_arguments(parser):
+    """``--weight-bits N`` and ``--layer-weight-bits LAYER=N[,...]`` (a float model's)."""
+    from .quantize.rounding import DEFAULT_WEIGHT_BITS
+
+    parser.add_argument("--weight-bits", type=_weight_bits, default=DEFAULT_WEIGHT_BITS,
+                        metavar="N",
+                        help="a float model's weights: N-bit codes in -(2**(N-1)-1)..2**(N-1)-1, "
+                             "2..8 (default 8), one int8 each in memory, or two a byte at 4 "
+                             "bits and fewer with --packed-weights")
+    parser.add_argument("--layer-weight-bits", type=_layer_weight_bits, metavar="LAYER=N[,...]",
+                        help="per-layer widths overriding --weight-bits, each layer by its "
+                             "name or its number as fpganet compile prints them (0=8,13=8)")
+
+
+def _weight_bits(text):
+    from .quantize.rounding import WEIGHT_BITS
+
+    value = positive_int(text)
+    if value not in WEIGHT_BITS:
+        raise argparse.ArgumentTypeError(f"must be from {WEIGHT_BITS.start} to "
+                                         f"{WEIGHT_BITS.stop - 1}, not {value}")
+    return value
+
+
+def _layer_weight_bits(text):
+    from .quantize.rounding import parse_layer_weight_bits
+
+    try:
+        return parse_layer_weight_bits(text)
+    except FpganetError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 # Accelerator configuration flags (compile, synth, dse ...) -------------------------------

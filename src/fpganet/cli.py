@@ -23,8 +23,8 @@ import sys
 import numpy as np
 
 from . import __version__
-from .argtypes import (add_config_arguments, config_from_args, non_negative_int, percent,
-                       positive_int)
+from .argtypes import (add_config_arguments, add_weight_bits_arguments, config_from_args,
+                       non_negative_int, percent, positive_int)
 from .backends import BACKENDS, run_network
 from .boards.build import BOARDS, Refused, check_buildable, model_requant_config, warn_logic
 from .boards.build import add_variant_argument
@@ -49,8 +49,7 @@ from .link.cli import add_arguments, run_command
 from .model import file_sha256
 from .model.ir import input_text
 from .quantize import DEFAULT_METHOD, METHODS
-from .quantize.rounding import (DEFAULT_WEIGHT_BITS, ROUNDINGS, WEIGHT_BITS,
-                                parse_layer_weight_bits)
+from .quantize.rounding import ROUNDINGS
 
 __all__ = ["main", "build_parser", "command", "COMMANDS", "add_config_arguments",
            "config_from_args"]
@@ -101,14 +100,7 @@ def _configure_compile(parser):
                              f"(percentile:P for another percentile); default {DEFAULT_METHOD}")
     parser.add_argument("--calib-limit", type=positive_int, metavar="N",
                         help="use only the first N calibration samples")
-    parser.add_argument("--weight-bits", type=_weight_bits, default=DEFAULT_WEIGHT_BITS,
-                        metavar="N",
-                        help="a float model's weights: N-bit codes in -(2**(N-1)-1)..2**(N-1)-1, "
-                             "2..8 (default 8), one int8 each in memory, or two a byte at 4 "
-                             "bits and fewer with --packed-weights")
-    parser.add_argument("--layer-weight-bits", type=_layer_weight_bits, metavar="LAYER=N[,...]",
-                        help="per-layer widths overriding --weight-bits, each layer by its "
-                             "name or its number as this command prints them (0=8,13=8)")
+    add_weight_bits_arguments(parser)
     parser.add_argument("--weight-rounding", choices=sorted(ROUNDINGS),
                         help="how the weights are rounded: nearest, or gptq (from the "
                              "calibration inputs; slower); default nearest when every layer "
@@ -161,21 +153,6 @@ def _storage(widths, config):
     if config.stores_packed(max(widths)):
         return "stored two to a byte"
     return f"those of {PACKED_WEIGHT_BITS} bits or fewer stored two to a byte, the others in a byte"
-
-
-def _weight_bits(text):
-    value = positive_int(text)
-    if value not in WEIGHT_BITS:
-        raise argparse.ArgumentTypeError(f"must be from {WEIGHT_BITS.start} to "
-                                         f"{WEIGHT_BITS.stop - 1}, not {value}")
-    return value
-
-
-def _layer_weight_bits(text):
-    try:
-        return parse_layer_weight_bits(text)
-    except FpganetError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _board_names():

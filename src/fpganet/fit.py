@@ -22,7 +22,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from .argtypes import positive_float
+from .argtypes import add_weight_bits_arguments, positive_float
 from .boards.build import BOARDS, Refused, check_buildable, model_requant_config
 from .codegen import build_images
 from .compiler import _calibration_x, compile_model
@@ -57,9 +57,10 @@ def _configurations(board):
     yield from board.variants.items()
 
 
-def fit_one(board, name, config, model=None, calib=None):
+def fit_one(board, name, config, model=None, calib=None, weight_bits=8, layer_weight_bits=None):
     """The :class:`Fit` of ``model`` (default: the embedded LeNet-5) on ``board`` built for
-    ``config`` (named ``name``)."""
+    ``config`` (named ``name``), a float model's weights at ``weight_bits`` (and
+    ``layer_weight_bits``, as ``fpganet compile`` takes them)."""
     # Imported here, not at the top: the estimator's tables are slow to import (`fpganet --help`).
     from .estimate.comparison import estimate
 
@@ -70,7 +71,8 @@ def fit_one(board, name, config, model=None, calib=None):
     except Refused as refusal:
         return Fit(**row, fits=False, why=str(refusal).removeprefix(f"{board.description}: "))
     try:
-        net = compile_model(model, calib, config=config, board=board.name)
+        net = compile_model(model, calib, config=config, board=board.name,
+                            weight_bits=weight_bits, layer_weight_bits=layer_weight_bits)
         build_images(net)          # the buffers hold the network, or the back end says why not
     except FpganetError as error:
         return Fit(**row, fits=False, why=" ".join(str(error).split()))
@@ -83,8 +85,10 @@ def fit_one(board, name, config, model=None, calib=None):
                watts=float(result.power.total().value))
 
 
-def fit(model=None, calib=None, *, ray=False, address=None, timeout=None):
-    """A :class:`Fit` for every board and configuration (:func:`fit_one`). A model or
+def fit(model=None, calib=None, *, ray=False, address=None, timeout=None, weight_bits=8,
+        layer_weight_bits=None):
+    """A :class:`Fit` for every board and configuration (:func:`fit_one`), a float model's
+    weights at ``weight_bits`` (and ``layer_weight_bits``). A model or
     calibration file that does not import or quantize at all raises
     :class:`~fpganet.errors.FpganetError` (bad input, not a board's verdict).
 
@@ -95,30 +99,32 @@ def fit(model=None, calib=None, *, ray=False, address=None, timeout=None):
             for name, config in _configurations(board)]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        net = compile_model(model, calib)
+        widths = {"weight_bits": weight_bits, "layer_weight_bits": layer_weight_bits}
+        net = compile_model(model, calib, **widths)
         if ray or address:
-            fits = _fit_on_ray(rows, model, calib, net, address, timeout)
+            fits = _fit_on_ray(rows, model, calib, net, address, timeout, widths)
         else:
-            fits = [fit_one(board, name, config, model, calib) for board, name, config in rows]
+            fits = [fit_one(board, name, config, model, calib, **widths)
+                    for board, name, config in rows]
     # Each board's compile repeats the warnings of the first: each is said once.
     for message in dict.fromkeys(str(w.message) for w in caught):
         warnings.warn(message, FpganetWarning, stacklevel=2)
     return fits
 
 
-def fit_task(board, name, config_dict, model_bytes, model_suffix, calib):
+def fit_task(board, name, config_dict, model_bytes, model_suffix, calib, widths):
     """:func:`fit_one` as a Ray task: the model as bytes (None: the embedded LeNet-5) written
-    where the worker runs, the calibration inputs as an array (or None); returns the
-    :class:`Fit` as a dict."""
+    where the worker runs, the calibration inputs as an array (or None), ``widths`` its
+    weight-width arguments; returns the :class:`Fit` as a dict."""
     from .dse import model_in
 
     with tempfile.TemporaryDirectory(prefix="fpganet-fit-") as scratch:
         row = fit_one(BOARDS[board], name, AcceleratorConfig.from_dict(config_dict),
-                      model_in(scratch, model_bytes, model_suffix), calib)
+                      model_in(scratch, model_bytes, model_suffix), calib, **widths)
     return dataclasses.asdict(row)
 
 
-def _fit_on_ray(rows, model, calib, net, address, timeout):
+def _fit_on_ray(rows, model, calib, net, address, timeout, widths):
     """The rows' :class:`Fit` from Ray tasks (:func:`fit_task`)."""
     from .dse import ADDRESS_TIMEOUT_S, _init_ray, _ray, check_address
 
@@ -133,7 +139,8 @@ def _fit_on_ray(rows, model, calib, net, address, timeout):
     try:
         task = ray.remote(num_cpus=1, max_retries=0)(fit_task)
         model_ref, calib_ref = ray.put(model_bytes), ray.put(calib_x)
-        refs = [task.remote(board.name, name, config.to_dict(), model_ref, suffix, calib_ref)
+        refs = [task.remote(board.name, name, config.to_dict(), model_ref, suffix, calib_ref,
+                            widths)
                 for board, name, config in rows]
         return [Fit(**result) for result in ray.get(refs)]
     finally:
@@ -143,13 +150,13 @@ def _fit_on_ray(rows, model, calib, net, address, timeout):
 def table(fits):
     """The rows as text, one a board and configuration; the power is the chip's at the
     delivered rate."""
-    lines = [f"{'board':<11} {'configuration':<14} {'array':<6} {'fits':<4} {'cycles/image':>12} "
+    lines = [f"{'board':<11} {'configuration':<17} {'array':<6} {'fits':<4} {'cycles/image':>12} "
              f"{'compute img/s':>13} {'delivered img/s':>15} {'power mW':>8}  why"]
     for row in fits:
         figures = (f"{row.cycles_per_image:>12,} {row.compute_images_per_s:>13,.0f} "
                    f"{row.images_per_s:>15,.0f} {row.watts * 1e3:>8,.1f}" if row.fits else
                    f"{'-':>12} {'-':>13} {'-':>15} {'-':>8}")
-        lines.append(f"{row.board:<11} {row.configuration:<14} {row.array:<6} "
+        lines.append(f"{row.board:<11} {row.configuration:<17} {row.array:<6} "
                      f"{'yes' if row.fits else 'no':<4} {figures}  {row.why}")
     return "\n".join(lines)
 
@@ -160,6 +167,7 @@ def configure(parser):
                         help="ONNX or TFLite model (default: the embedded LeNet-5)")
     parser.add_argument("--calib", metavar="CALIB.npz",
                         help="calibration inputs (an array 'x'), as fpganet compile takes them")
+    add_weight_bits_arguments(parser)
     parser.add_argument("--ray", action="store_true",
                         help="compute the rows as Ray tasks on a local instance (the dse extra)")
     parser.add_argument("--address", metavar="ADDR",
@@ -173,6 +181,7 @@ def run(args):
     """``fpganet fit``: print the table; status 0 (a board that cannot hold the model is a
     row, not an error)."""
     print(table(fit(args.model, args.calib, ray=args.ray, address=args.address,
-                    timeout=args.timeout)))
+                    timeout=args.timeout, weight_bits=args.weight_bits,
+                    layer_weight_bits=args.layer_weight_bits)))
     sys.stdout.flush()
     return 0
