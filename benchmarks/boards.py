@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 from fpganet.boards.build import BOARDS as BOARD_REGISTRY
+from fpganet.boards.build import build_name
 from fpganet.config import AcceleratorConfig
 from fpganet.errors import FpganetError
 from fpganet.isa import REQUANT_MODES
@@ -118,8 +119,8 @@ def main(argv=None):
     rows = []
     try:
         for board in boards:
-            folder = Path(args.reports or ROOT / f"build/synth{suffix}") / (
-                f"{board}-{args.variant}" if args.variant else board)
+            folder = Path(args.reports or ROOT / f"build/synth{suffix}") / build_name(board,
+                                                                                   args.variant)
             if not args.reports and subprocess.run(
                     [sys.executable, "-m", "fpganet", "synth", "--board", board, *mode_flags,
                      "-o", str(folder)], cwd=ROOT).returncode:

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from fpganet.backends import run_network
+from fpganet.boards.build import build_name
 from fpganet.compiler import load_compiled
 from fpganet.datasets import mlperf_tiny, mlperf_tiny_dir, mnist, write_inputs
 from fpganet.errors import FpganetError
@@ -157,7 +158,7 @@ def measure_case(network, board, configuration, compile_args, test_set, work, sy
     if board != "none":
         estimate_args += ["--board", board, "--activity", activity]
         shown_estimate += ["--board", board, "--activity", activity]
-        build = board + (f"-{args[args.index('--variant') + 1]}" if "--variant" in args else "")
+        build = build_name(board, args[args.index("--variant") + 1] if "--variant" in args else None)
         report = Path(synth or "", build, "report.json")
         if synth and report.exists():
             estimate_args += ["--report", str(report)]

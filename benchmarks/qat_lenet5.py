@@ -115,12 +115,18 @@ def _fetch(name, directory):
                    f"{name}.gz into {directory}")
 
 
-def mnist_train(directory):
-    """The 60,000 MNIST training images, preprocessed as LeNet-5 expects, and labels."""
+def mnist_train_pixels(directory):
+    """The 60,000 MNIST training images as uint8 pixels ``[N, 28, 28]``, and int64 labels."""
     directory = Path(directory).expanduser()
     images = _read_idx(_fetch("train-images-idx3-ubyte", directory))
     labels = _read_idx(_fetch("train-labels-idx1-ubyte", directory))
-    return preprocess_mnist(images), labels.astype(np.int64)
+    return images, labels.astype(np.int64)
+
+
+def mnist_train(directory):
+    """The 60,000 MNIST training images, preprocessed as LeNet-5 expects, and labels."""
+    images, labels = mnist_train_pixels(directory)
+    return preprocess_mnist(images), labels
 
 
 def mnist_test():
@@ -249,8 +255,6 @@ def train(model, x, y, epochs, batch, lr, seed, freeze_epoch):
 
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
-    steps = epochs * ((len(x) + batch - 1) // batch)
-    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     # The observers first see some training batches without a weight update: every scale
     # then exists before the first step, and before any freeze.
@@ -263,14 +267,17 @@ def train(model, x, y, epochs, batch, lr, seed, freeze_epoch):
     def freeze(epoch):
         if epoch >= freeze_epoch:
             model.apply(tq.disable_observer)
-    return fit_epochs(model, optimizer, schedule, xt, yt, epochs, batch, generator, freeze)
+    return fit_epochs(model, optimizer, xt, yt, epochs, batch, generator, freeze)
 
 
-def fit_epochs(model, optimizer, schedule, xt, yt, epochs, batch, generator, before_epoch=None):
-    """``epochs`` passes of shuffled mini-batches of the tensors ``xt``, ``yt`` (cross-entropy,
-    the scheduler stepped each batch), ``before_epoch(epoch)`` first; the mean loss of each."""
+def fit_epochs(model, optimizer, xt, yt, epochs, batch, generator, before_epoch=None):
+    """``epochs`` passes of mini-batches of the tensors ``xt``, ``yt`` shuffled by ``generator``
+    (cross-entropy; the learning rate decayed on a cosine, stepped each batch),
+    ``before_epoch(epoch)`` first; the mean loss of each."""
     import torch
 
+    steps = epochs * ((len(xt) + batch - 1) // batch)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
     loss_fn = torch.nn.CrossEntropyLoss()
     losses = []
     for epoch in range(1, epochs + 1):

@@ -35,7 +35,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from qat_lenet5 import BadInput, _fetch, _read_idx, fit_epochs  # noqa: E402
+from qat_lenet5 import BadInput, fit_epochs, mnist_train_pixels  # noqa: E402
 
 from fpganet import datasets  # noqa: E402
 from fpganet.compiler import compile_model  # noqa: E402
@@ -47,14 +47,6 @@ ROWS = HERE / "results" / "qat.json"
 #: name -> (weight bits, activation bits).
 PRECISIONS = {"w4a4": (4, 4), "w2a2": (2, 2), "w1a1": (1, 1)}
 COMMAND = "python benchmarks/qat_qonnx_lenet5.py"
-
-
-def mnist_pixels_train(directory):
-    """The 60,000 MNIST training images as pixels in 0..1, ``[N, 1, 28, 28]``, and labels."""
-    directory = Path(directory).expanduser()
-    images = _read_idx(_fetch("train-images-idx3-ubyte", directory))
-    labels = _read_idx(_fetch("train-labels-idx1-ubyte", directory))
-    return (images.astype(np.float32) / 255)[:, None], labels.astype(np.int64)
 
 
 def lenet5(weight_bits, act_bits):
@@ -143,10 +135,8 @@ def train(model, x, y, epochs, batch, lr, seed):
 
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    steps = epochs * ((len(x) + batch - 1) // batch)
-    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
-    return fit_epochs(model, optimizer, schedule, torch.from_numpy(x), torch.from_numpy(y),
-                      epochs, batch, generator)
+    return fit_epochs(model, optimizer, torch.from_numpy(x), torch.from_numpy(y), epochs, batch,
+                      generator)
 
 
 def export(model, path):
@@ -224,7 +214,8 @@ def main(argv=None):
         return 2
     torch.set_num_threads(args.threads)
     try:
-        x_train, y_train = mnist_pixels_train(args.data_dir)
+        pixels, y_train = mnist_train_pixels(args.data_dir)
+        x_train = (pixels.astype(np.float32) / 255)[:, None]     # 0..1, [N, 1, 28, 28]
         if args.train_limit:
             x_train, y_train = x_train[:args.train_limit], y_train[:args.train_limit]
         x_test, y_test = datasets.mnist("all", unit=True)

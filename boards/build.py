@@ -548,6 +548,12 @@ def config_from_args(board, args):
                         **changes)
 
 
+def build_name(board, variant=None):
+    """The folder name of ``board``'s build (``fpganet synth``'s default, under
+    ``build/synth``): the board's name, or ``BOARD-VARIANT`` for a variant's."""
+    return f"{board}-{variant}" if variant else board
+
+
 def add_variant_argument(parser):
     """``--variant NAME``: start from a board's named configuration (:attr:`Board.variants`)."""
     names = sorted({name for board in BOARDS.values() for name in board.variants})
@@ -590,7 +596,7 @@ def board_and_config(args):
 def run(args):
     """Run a parsed synth command line; return the exit status (errors propagate)."""
     board, config = board_and_config(args)
-    output = Path(args.output or Path("build") / "synth" / board.name)
+    output = Path(args.output or Path("build") / "synth" / build_name(board.name, args.variant))
     if args.core and args.core not in board.cores:
         raise FpganetError(f"the {board.name} has no core {args.core!r}: use one of "
                            f"{', '.join(board.cores)}")

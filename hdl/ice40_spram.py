@@ -199,9 +199,8 @@ class SPRAMActivationBuffer(ActivationBuffer):
             _spram(m, f"bank{b}", address=address[1:][:low], data=self.wr_data[b].replicate(2),
                    mask=Mux(self.wr_addr[b][0], 0b1100, 0b0011), write=write,
                    select=write | read, dataout=dataout)
-            high, fresh = Signal(name=f"bank{b}_high"), Signal(name=f"bank{b}_fresh")
+            high = Signal(name=f"bank{b}_high")
             update(m, high, self.rd_addr[b][0], enable=read)
-            m.d.sync += fresh.eq(read)
             byte = Mux(high, dataout[8:], dataout[:8])
-            m.d.comb += self.rd_data[b].eq(held_read(m, byte, fresh=fresh, name=f"bank{b}"))
+            m.d.comb += self.rd_data[b].eq(held_read(m, byte, read=read, name=f"bank{b}"))
         return m

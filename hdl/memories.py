@@ -205,11 +205,13 @@ class ActivationBuffer(wiring.Component):
         return m
 
 
-def held_read(m, dataout, *, fresh, name):
+def held_read(m, dataout, *, read, name):
     """The byte a single-port RAM read last: ``dataout`` (the RAM's output register) in the
-    cycle after a read (``fresh``), else a copy taken then. The RAM's output is undefined
-    after a write (an SPRAM's is), and a read's bytes must outlast the writes the engine
-    holds for (``config.single_port_activations``)."""
+    cycle after a ``read``, else a copy taken then. The RAM's output is undefined after a
+    write (an SPRAM's is), and a read's bytes must outlast the writes the engine holds for
+    (``config.single_port_activations``)."""
+    fresh = Signal(name=f"{name}_fresh")
+    m.d.sync += fresh.eq(read)
     held = Signal(len(dataout), name=f"{name}_held")
     update(m, held, dataout, enable=fresh)
     return Mux(fresh, dataout, held)
@@ -233,15 +235,14 @@ class SinglePortActivationBuffer(ActivationBuffer):
         for b in range(config.act_banks):
             rd, wr = self._bank(m, b)
             write, read = self.wr_en[b], self.rd_en & ~self.wr_en[b]
-            dataout, fresh = Signal(8, name=f"bank{b}_out"), Signal(name=f"bank{b}_fresh")
+            dataout = Signal(8, name=f"bank{b}_out")
             with m.If(write):
                 m.d.sync += dataout.eq(~self.wr_data[b])
             with m.Elif(read):
                 m.d.sync += dataout.eq(rd.data)
-            m.d.sync += fresh.eq(read)
             m.d.comb += [
                 rd.addr.eq(self.rd_addr[b]),
-                self.rd_data[b].eq(held_read(m, dataout, fresh=fresh, name=f"bank{b}")),
+                self.rd_data[b].eq(held_read(m, dataout, read=read, name=f"bank{b}")),
                 wr.addr.eq(self.wr_addr[b]), wr.data.eq(self.wr_data[b]), wr.en.eq(write),
             ]
         return m

@@ -28,6 +28,7 @@ from .codegen import build_images
 from .compiler import _calibration_x, compile_model
 from .config import AcceleratorConfig
 from .errors import FpganetError, FpganetWarning
+from .quantize.rounding import DEFAULT_WEIGHT_BITS
 
 __all__ = ["Fit", "fit", "configure", "run"]
 
@@ -57,7 +58,8 @@ def _configurations(board):
     yield from board.variants.items()
 
 
-def fit_one(board, name, config, model=None, calib=None, weight_bits=8, layer_weight_bits=None):
+def fit_one(board, name, config, model=None, calib=None, weight_bits=DEFAULT_WEIGHT_BITS,
+            layer_weight_bits=None):
     """The :class:`Fit` of ``model`` (default: the embedded LeNet-5) on ``board`` built for
     ``config`` (named ``name``), a float model's weights at ``weight_bits`` (and
     ``layer_weight_bits``, as ``fpganet compile`` takes them)."""
@@ -85,8 +87,8 @@ def fit_one(board, name, config, model=None, calib=None, weight_bits=8, layer_we
                watts=float(result.power.total().value))
 
 
-def fit(model=None, calib=None, *, ray=False, address=None, timeout=None, weight_bits=8,
-        layer_weight_bits=None):
+def fit(model=None, calib=None, *, ray=False, address=None, timeout=None,
+        weight_bits=DEFAULT_WEIGHT_BITS, layer_weight_bits=None):
     """A :class:`Fit` for every board and configuration (:func:`fit_one`), a float model's
     weights at ``weight_bits`` (and ``layer_weight_bits``). A model or
     calibration file that does not import or quantize at all raises

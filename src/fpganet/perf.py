@@ -224,10 +224,14 @@ def _row_costs(regs, config, live_row, n_chunks):
     """``[GROUPS, TILES, rows]``: the writer's cycles for each result row of a ``CONV`` tile,
     ``live_row`` (``[TILES]``) for a row of an output channel ``< M``, else one cycle per
     lane group."""
-    rows, groups = config.rows, regs[Reg.GROUPS]
-    live = np.clip(regs[Reg.M] - np.arange(groups) * rows, 0, rows)                     # [G]
+    rows, live = config.rows, _live_rows(regs, config)                                  # [G]
     return np.where(np.arange(rows)[None, None, :] < live[:, None, None],
                     live_row[None, :, None], n_chunks)
+
+
+def _live_rows(regs, config):
+    """``[GROUPS]``: each engine group's result rows of an output channel ``< M``."""
+    return np.clip(regs[Reg.M] - np.arange(regs[Reg.GROUPS]) * config.rows, 0, config.rows)
 
 
 def engine_cycles(regs, config, pool=False):
@@ -279,9 +283,8 @@ def engine_writes(regs, config, pool=False):
     if empty_walk(regs):
         return 0
     valid, _, _ = _tile_lanes(regs)
-    rows = 1 if pool else np.clip(regs[Reg.M] - np.arange(regs[Reg.GROUPS]) * config.rows,
-                                  0, config.rows).sum()
-    return int(rows * (regs[Reg.GROUPS] if pool else 1) * valid.sum())
+    rows = regs[Reg.GROUPS] if pool else _live_rows(regs, config).sum()
+    return int(rows * valid.sum())
 
 
 def _walker_ready(E, cycles, stalls):

@@ -37,6 +37,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..errors import FpganetError
+from ..hdl.ice40_spram import activation_sprams
 from .activity import Activity, default_activity, given_activity
 from .figures import (ACTIVITY, ECP5_FLIP_FLOP, ECP5_PLACEHOLDER, ECP5_STATIC, FF_PER_LUT,
                       ICE40_MEASUREMENTS, ICE40_MEMORY_ESTIMATES, MARLANN, ice40_coefficients)
@@ -422,8 +423,7 @@ def accelerator_power(workload, cycles, clock, performance, family, *, resources
     if family == "ice40":
         weight_blocks = math.ceil(8 * config.weight_word_bytes / 16)
         weight_sprams = weight_blocks if resources.get("spram") else 0
-        # Single-port activation banks are SPRAMs on the UP5K, one a bank.
-        act_sprams = config.act_banks if config.single_port_activations else 0
+        act_sprams = activation_sprams(config)
         spram_active = weight_sprams + act_sprams
         ebr_active = config.act_banks - act_sprams + (0 if weight_sprams else weight_blocks)
     else:

@@ -106,17 +106,7 @@ def layer_weight_bits(graph, bits=DEFAULT_WEIGHT_BITS, overrides=None):
     linear = [layer.name for layer in graph.layers if isinstance(layer, (Conv, Dense))]
     resolved = {}
     for key, value in dict(overrides or {}).items():
-        name, what = key, f"'{key}'"
-        if re.fullmatch(r"[0-9]+", str(key)):
-            if int(key) >= len(graph.layers) and key not in layers:
-                raise FpganetError(f"--layer-weight-bits: layer {key} is past the model's "
-                                   f"{len(graph.layers)} layers (0..{len(graph.layers) - 1})")
-            numbered = graph.layers[int(key)].name if int(key) < len(graph.layers) else key
-            if key in layers and numbered != key:
-                raise FpganetError(f"--layer-weight-bits: '{key}' names layer {key} "
-                                   f"('{numbered}') and a layer of that name; give the name of "
-                                   f"the one meant")
-            name, what = numbered, f"layer {key} ('{numbered}')"
+        name, what = _named_layer(graph, layers, key)
         if name not in linear:
             kind = (f"is a {type(layers[name]).__name__}, which has no weights" if name in layers
                     else "is no layer of the model")
@@ -126,6 +116,25 @@ def layer_weight_bits(graph, bits=DEFAULT_WEIGHT_BITS, overrides=None):
             raise FpganetError(f"--layer-weight-bits names layer '{name}' twice")
         resolved[name] = _check_bits(value, f"the weight bits of layer '{key}'")
     return {name: int(resolved.get(name, bits)) for name in linear}
+
+
+def _named_layer(graph, layers, key):
+    """``(name, how the message names it)`` of an override's ``key``: a layer's name, or digits
+    numbering a layer as ``fpganet compile`` prints them (refused where they do both, for two
+    layers, or number none)."""
+    if not re.fullmatch(r"[0-9]+", str(key)):
+        return key, f"'{key}'"
+    index = int(key)
+    numbered = graph.layers[index].name if index < len(graph.layers) else None
+    if key in layers:
+        if numbered not in (None, key):
+            raise FpganetError(f"--layer-weight-bits: '{key}' names layer {key} ('{numbered}') "
+                               f"and a layer of that name; give the name of the one meant")
+        return key, f"'{key}'"
+    if numbered is None:
+        raise FpganetError(f"--layer-weight-bits: layer {key} is past the model's "
+                           f"{len(graph.layers)} layers (0..{len(graph.layers) - 1})")
+    return numbered, f"layer {key} ('{numbered}')"
 
 
 def check_float_only(kind, bits=DEFAULT_WEIGHT_BITS, overrides=None, rounding=None):
