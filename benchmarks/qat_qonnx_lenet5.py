@@ -40,6 +40,7 @@ from qat_lenet5 import BadInput, fit_epochs, mnist_train_pixels  # noqa: E402
 from fpganet import datasets  # noqa: E402
 from fpganet.compiler import compile_model  # noqa: E402
 from fpganet.errors import FpganetError  # noqa: E402
+from fpganet.files import write_text_atomic  # noqa: E402
 from fpganet.golden import run_golden  # noqa: E402
 from fpganet.results import check_rows, make_row, write_rows  # noqa: E402
 
@@ -200,6 +201,13 @@ def main(argv=None):
                         help="test images qonnx's executor runs (it takes about 20 ms each)")
     parser.add_argument("--rows", default=str(ROWS), help="results file (its other rows kept)")
     args = parser.parse_args(argv)
+    for name in ("epochs", "batch_size", "threads", "agree_images"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.train_limit is not None and args.train_limit < 1:
+        parser.error("--train-limit must be at least 1")
+    if not args.lr > 0:
+        parser.error("--lr must be a positive number")
     names = args.precisions.split(",")
     if unknown := [name for name in names if name not in PRECISIONS]:
         parser.error(f"--precisions: unknown {unknown[0]!r} (known: {', '.join(PRECISIONS)})")
@@ -238,7 +246,7 @@ def main(argv=None):
                               100 * result["qonnx_agreement"], "model",
                               f"{command}; qonnx's execute_onnx on the first "
                               f"{result['agreement_images']}")]
-        (out / "results.json").write_text(json.dumps(results, indent=2))
+        write_text_atomic(out / "results.json", json.dumps(results, indent=2))
         rows_path = Path(args.rows)
         new_keys = {row.key for row in rows}
         kept = [row for row in (check_rows(json.loads(rows_path.read_text()), str(rows_path))
