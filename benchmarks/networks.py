@@ -8,7 +8,8 @@ routed clock from ``DIR/BOARD/report.json``, or for a board's variant
 ``DIR/BOARD-VARIANT/report.json``). With ``--rtl-images N`` the cases marked for it also run
 their first N test images on the RTL and record the share whose outputs equal the golden
 model's and whose cycles equal the cycle model's. The int8 TFLite models are also compared with
-LiteRT's reference kernels, and FINN's QONNX TFC networks with qonnx's executor. GPU rows
+LiteRT's reference kernels, and FINN's QONNX networks (TFC, and CNV from BNN-PYNQ's trained
+parameters, ``benchmarks/cnv_bnn_pynq.py``) with qonnx's executor. GPU rows
 (batch 1 and large batch) come from the estimator's
 published figures and roofline, for LeNet-5.
 
@@ -35,12 +36,14 @@ import numpy as np
 
 from fpganet.backends import run_network
 from fpganet.boards.build import build_name
+from fpganet.codegen.images import read_images
 from fpganet.compiler import load_compiled
 from fpganet.datasets import mlperf_tiny, mlperf_tiny_dir, mnist, write_inputs
 from fpganet.errors import FpganetError
 from fpganet.results import check_rows, make_row, write_rows
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
 RESULTS = ROOT / "benchmarks" / "results"
 SHARED = "../shared/models/mlperf-tiny"
 QONNX = "../shared/models/qonnx"
@@ -74,6 +77,10 @@ CASES = [
      "mnist-pixels"),
     ("tfc-w2a2", "ulx3s", "batch 1", [f"{QONNX}/TFC_2W2A.onnx", "--board", "ulx3s"],
      "mnist-pixels"),
+    # FINN's CNV-W1A1 as BNN-PYNQ trained it (benchmarks/cnv_bnn_pynq.py), its +-1 weights
+    # eight to a byte on the ULX3S's binary-weights variant.
+    ("cnv-w1a1", "ulx3s", "binary-weights",
+     ["{cnv}", "--board", "ulx3s", "--variant", "binary-weights"], "cifar-unit", {"rtl": True}),
     ("resnet8-int8-tflite", "ulx3s", "tflite requantization",
      [f"{SHARED}/resnet8_int8.tflite", "--board", "ulx3s", "--requant-mode", "tflite"], "resnet8"),
     ("vww-int8-tflite", "ulx3s", "tflite requantization",
@@ -114,6 +121,9 @@ def _test_set(name, work, layout="nchw"):
     if name == "mnist-pixels":      # FINN's TFC networks: raw pixels, all 10,000 test images
         x, y = mnist("all", unit=True)
         return x, y, None
+    if name == "cifar-unit":        # FINN's CNV: the CIFAR-10 test images' pixels over 255
+        x, y = mlperf_tiny("resnet8", "test", layout=layout)
+        return (x / 255).astype(np.float32), y, None
     x, y = mlperf_tiny(name, "test", layout=layout)
     calib = Path(work) / f"{name}_calib.npz"
     if not calib.exists():
@@ -126,10 +136,18 @@ def measure_case(network, board, configuration, compile_args, test_set, work, sy
     """The rows of one case; with ``rtl_images``, its first that many test images on the RTL."""
     x, y, calib = _test_set(test_set, work, "nhwc" if network.endswith("-tflite") else "nchw")
     out = Path(work) / f"{network}-{board}-{configuration.replace(' ', '-')}"
-    args = [arg.replace("{calib}", str(calib)) for arg in compile_args]
-    shown = [arg.replace("{calib}", f"CALIB_{test_set.upper()}.npz") for arg in compile_args]
+    cnv = Path(work) / "cnv_w1a1.onnx"
+    if "{cnv}" in compile_args and not cnv.exists():
+        import onnx
+        from cnv_bnn_pynq import cnv_qonnx, load_parameters
+        onnx.save(cnv_qonnx(load_parameters()), cnv)
+    args = [arg.replace("{calib}", str(calib)).replace("{cnv}", str(cnv)) for arg in compile_args]
+    shown = [arg.replace("{calib}", f"CALIB_{test_set.upper()}.npz")
+             .replace("{cnv}", "cnv_w1a1.onnx") for arg in compile_args]
     _fpganet("compile", *args, "-o", str(out), cwd=ROOT)
     compile_command = shlex.join([FPGANET, "compile", *shown, "-o", "OUT"])
+    if "{cnv}" in compile_args:
+        compile_command = f"python benchmarks/cnv_bnn_pynq.py qonnx -o cnv_w1a1.onnx; {compile_command}"
     rows = []
 
     def add(metric, value, basis, command, **extra):
@@ -140,14 +158,15 @@ def measure_case(network, board, configuration, compile_args, test_set, work, sy
     golden = run_network(net, x, backend="golden")
     inputs = {"mnist": "the MNIST eval split (9,500 images)",
               "mnist-pixels": "the 10,000 MNIST test images"}.get(
-        test_set, f"the {len(x)} MLPerf Tiny test images")
+        test_set, f"the {len(x)} MLPerf Tiny test images{' over 255' * (test_set == 'cifar-unit')}")
     add("top1", 100 * golden.accuracy(y), "model",
         f"{compile_command}; fpganet run OUT --backend golden  # on {inputs}")
     add("macs_per_image", net.macs, "model", compile_command)
+    add("weight_bytes", read_images(out).weights.size, "model", compile_command)
     if network.endswith("-tflite"):
         rows += _litert_rows(network, board, configuration, compile_command, net, x, golden,
                              args[0])
-    if network.startswith("tfc-"):
+    if network.startswith(("tfc-", "cnv-")):
         rows += _qonnx_rows(network, board, configuration, compile_command, net, x, golden,
                             args[0])
     if rtl_images:
@@ -240,6 +259,14 @@ def mlperf_published_rows():
                                  "python benchmarks/networks.py --networks resnet8",
                                  source=MLPERF_SOURCE))
     return rows
+
+
+def bnn_pynq_published_rows():
+    """BNN-PYNQ's own top-1 of CNV-W1A1 on its overlay, beside the network it publishes."""
+    return [make_row("cnv-w1a1", "pynq-z2", "BNN-PYNQ overlay, 10,000 test images", "top1",
+                     79.22, "published", "python benchmarks/networks.py --networks cnv-w1a1",
+                     source="Xilinx/BNN-PYNQ, notebooks/CNV-QNN_Cifar10_Testset.ipynb (commit "
+                            "d39c1c7), the output of its accuracy cell")]
 
 
 #: The metrics of :func:`_rtl_rows`, kept from the last run that measured them.
@@ -335,6 +362,8 @@ def _measure(wanted, boards, args):
             rows += case
             if network == "resnet8" and board == "icebreaker":
                 rows += mlperf_published_rows()
+            if network == "cnv-w1a1":
+                rows += bnn_pynq_published_rows()
     return rows
 
 

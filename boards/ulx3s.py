@@ -22,7 +22,7 @@ from .common import Board, BoardTop, linked_accelerator
 from .pll import ecp5_pll
 from .standin import ArrayStandIn, pair_stand_in_core
 
-__all__ = ["ULX3STop", "BOARD", "DEFAULT_CONFIG", "BAUD", "accelerator_core", "ecp5_array",
+__all__ = ["ULX3STop", "BOARD", "DEFAULT_CONFIG", "BINARY_WEIGHTS_CONFIG", "BAUD", "accelerator_core", "ecp5_array",
            "stand_in_core", "stand_in_pairs_core"]
 
 #: UART rate of the host link: the ULX3S's FT231X runs up to 3 Mbaud.
@@ -60,6 +60,13 @@ DEFAULT_CONFIG = AcceleratorConfig(rows=8, cols=8, requant_lanes=2, weight_buffe
                                    bias_buffer_words=4096, pipeline_registers=True, requant_latency=5,
                                    diagonal_weights=True, result_queue_rows=8, pair_products=True,
                                    clock_hz=100e6)
+
+
+#: The configuration for binary networks of CIFAR-10 size, as FINN's CNV-W1A1 (its weights
+#: 195,328 bytes, all but the first layer's eight a byte; its activations 122,746): the default
+#: with ``binary_weights``, 128 KiB of activation buffer and 192 KiB of weights.
+BINARY_WEIGHTS_CONFIG = DEFAULT_CONFIG.replace(binary_weights=True, act_buffer_bytes=128 * 1024,
+                                               weight_buffer_bytes=192 * 1024)
 
 
 def ecp5_array(config):
@@ -134,6 +141,7 @@ BOARD = Board(
     platform=ULX3S_85F_Platform,
     top=ULX3STop,
     default_config=DEFAULT_CONFIG,
+    variants={"binary-weights": BINARY_WEIGHTS_CONFIG},
     default_core=accelerator_core,
     cores={"accelerator": accelerator_core, "stand-in": stand_in_core,
            "stand-in-pairs": stand_in_pairs_core},

@@ -167,6 +167,8 @@ class Accelerator(wiring.Component):
             m.d.sync += window.diagonal.eq(ctrl.engine_diagonal)
         if config.packed_weights:
             m.d.sync += window.packed.eq(ctrl.engine_packed)
+        if config.binary_weights:
+            m.d.sync += window.binary.eq(ctrl.engine_binary)
         if config.fused_max_pool:
             # The writer reads it from the first result row on, a tile of beats after the start.
             m.d.sync += writer.pooled.eq(ctrl.engine_pooled)

@@ -72,6 +72,8 @@ class Controller(wiring.Component):
         With ``config.fused_max_pool`` only: a ``CONV pool`` (held).
     engine_packed : Out(1)
         With ``config.packed_weights`` only: a ``CONV packed`` (held).
+    engine_binary : Out(1)
+        With ``config.binary_weights`` only: a ``CONV binary`` (held).
     engine_active : Out(1)
         A ``CONV`` or ``POOL`` is executing (the engine owns the activation buffer).
     engine_done : In(1)
@@ -102,6 +104,7 @@ class Controller(wiring.Component):
             **({"engine_diagonal": Out(1)} if config.diagonal_weights else {}),
             **({"engine_pooled": Out(1)} if config.fused_max_pool else {}),
             **({"engine_packed": Out(1)} if config.packed_weights else {}),
+            **({"engine_binary": Out(1)} if config.binary_weights else {}),
             "engine_active": Out(1),
             "engine_done": In(1),
             "region_start": Out(1),
@@ -204,6 +207,8 @@ class Controller(wiring.Component):
             m.d.comb += self.engine_pooled.eq((opcode == Opcode.CONV) & instruction.operand.conv.pool)
         if self.config.packed_weights:
             m.d.comb += self.engine_packed.eq((opcode == Opcode.CONV) & instruction.operand.conv.packed)
+        if self.config.binary_weights:
+            m.d.comb += self.engine_binary.eq((opcode == Opcode.CONV) & instruction.operand.conv.binary)
         m.d.comb += [
             self.engine_pool.eq(opcode == Opcode.POOL),
             self.region_mode.eq(Mux(opcode == Opcode.FILL, RegionMode.FILL,

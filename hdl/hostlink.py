@@ -180,7 +180,8 @@ class HostLinkCore(wiring.Component):
             addr_width=addr_width, input_depth=input_depth, output_depth=output_depth,
             max_write_bytes=max_write_bytes, clock_hz=round(clock_hz), baud=round(baud),
             timeout_cycles=timeout_cycles, banking=DeviceInfo.banking_of(config), design=design,
-            links=links | (DeviceInfo.QUEUED_START if queued_start else 0))
+            links=links | (DeviceInfo.QUEUED_START if queued_start else 0),
+            features=DeviceInfo.features_of(config))
         super().__init__({
             "rx": In(stream.Signature(8)),
             "tx": Out(stream.Signature(8)),

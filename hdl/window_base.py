@@ -15,7 +15,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from fpganet.config import AcceleratorConfig
-from fpganet.isa import PACKED_WEIGHT_BITS
+from fpganet.isa import BINARY_WEIGHT_BEATS, PACKED_WEIGHT_BITS
 
 from .memories import one_hot_select
 from .registers import count_down, next_value, register_layout, registered_wrap, update
@@ -122,6 +122,11 @@ class WindowGenerator(wiring.Component):
         start where it would without packing, and each weight byte is its low nibble in the
         block's even beats, its high nibble in the odd ones, sign-extended. No cycle changes:
         the nibble's multiplexer is behind the weight buffer, in front of the offer.
+    binary : In(1)
+        With ``config.binary_weights`` only: the walk is a ``CONV binary`` (held from the cycle
+        after ``start``): the weight address steps every eighth beat, going back to the block's
+        start where it would without packing, and each weight byte is its bit ``k % 8`` in the
+        block's beat ``k``, 1 as +1 and 0 as -1. No cycle changes.
     busy : Out(1)
         High from ``start`` until the last beat has been taken.
     """
@@ -143,6 +148,7 @@ class WindowGenerator(wiring.Component):
             "w_data": In(8 * config.weight_word_bytes),
             **({"diagonal": In(1)} if config.diagonal_weights else {}),
             **({"packed": In(1)} if config.packed_weights else {}),
+            **({"binary": In(1)} if config.binary_weights else {}),
             "busy": Out(1),
         })
 
@@ -377,7 +383,15 @@ class WindowGenerator(wiring.Component):
             with m.Elif(load & kx_wrap & ky_wrap):
                 m.d.sync += channel.eq(Mux(kc_wrap, 1, following) if registered else following)
         following, nibble = waddr + 1, None
-        if config.packed_weights:
+        if config.binary_weights:
+            # Binary: beat k of a block reads bit k % 8 of word k // 8 (and packed, as below).
+            nibble = Signal(self._slot_width, name="s0_nibble")
+            stay = self.binary & (nibble != BINARY_WEIGHT_BEATS - 1)
+            if config.packed_weights:
+                stay |= self.packed & ~nibble[0]
+            following = Mux(stay, waddr, following)
+            update(m, nibble, Mux(~rewind & stay, nibble + 1, 0), enable=load, reset=start)
+        elif config.packed_weights:
             # Packed: the even beat of a block reads the word's low nibbles and the odd beat,
             # the high ones, of the same word.
             nibble = Signal(name="s0_nibble")
@@ -442,7 +456,7 @@ class WindowGenerator(wiring.Component):
         s1_waddr = Signal(ww)
         s1_last = Signal()
         s1_channel = Signal(config.rows, name="s1_channel") if config.diagonal_weights else None
-        s1_nibble = Signal(name="s1_nibble") if config.packed_weights else None
+        s1_nibble = Signal(self._slot_width, name="s1_nibble") if self._slot_width else None
 
         # The reads of a beat: each lane's, and with pair products each lane's odd channel's
         # after them (lanes cols + j).
@@ -482,7 +496,7 @@ class WindowGenerator(wiring.Component):
         update(m, gather.last, beat.last, enable=load)
         if config.diagonal_weights:
             update(m, gather.channel, beat.channel, enable=load)
-        if config.packed_weights:
+        if self._slot_width:
             update(m, gather.nibble, beat.nibble, enable=load)
 
     def _load_reads(self, m, gather, *, stall, s1_full, load, first, tile, beat):
@@ -510,23 +524,23 @@ class WindowGenerator(wiring.Component):
         cols = config.cols
         reads = cols * config.products_per_pe
         done, last, channel, nibble = gather.done, gather.last, gather.channel, gather.nibble
-        diagonal, packed = config.diagonal_weights, config.packed_weights
+        diagonal, slot = config.diagonal_weights, self._slot_width
         taken = self._taken(gather)
         if config.act_read_latency == 2:
             hit_r = [Signal(len(took), name=f"hit_r{j}") for j, took in enumerate(taken)]
             o_last_r = Signal()
             o_channel_r = Signal(config.rows, name="o_channel_r") if diagonal else None
-            o_nibble_r = Signal(name="o_nibble_r") if packed else None
+            o_nibble_r = Signal(slot, name="o_nibble_r") if slot else None
             self._output_stage(m, stall, o_read, done, [o_last_r.eq(last)],
                                [o_channel_r.eq(channel)] if diagonal else [],
-                               [o_nibble_r.eq(nibble)] if packed else [],
+                               [o_nibble_r.eq(nibble)] if slot else [],
                                [register.eq(took) for register, took in zip(hit_r, taken)])
             taken = hit_r
             done, last, channel, nibble = o_read, o_last_r, o_channel_r, o_nibble_r
 
         o_last = Signal()
         o_channel = Signal(config.rows, name="o_channel") if diagonal else None
-        o_nibble = Signal(name="o_nibble") if packed else None
+        o_nibble = Signal(slot, name="o_nibble") if slot else None
         hit_d = [Signal(len(took), name=f"hit_d{j}") for j, took in enumerate(taken)]  # read j hit bank b
         b_hold = [Signal(8, name=f"b_hold{j}") for j in range(reads)]
 
@@ -534,7 +548,7 @@ class WindowGenerator(wiring.Component):
         self._arrived_bytes(m, hit_d, b_hold, b_cur)
         self._output_stage(m, stall, o_valid, done, [o_last.eq(last)],
                            [o_channel.eq(channel)] if diagonal else [],
-                           [o_nibble.eq(nibble)] if packed else [],
+                           [o_nibble.eq(nibble)] if slot else [],
                            [b_hold[j].eq(b_cur[j]) for j in range(reads)],
                            [register.eq(took) for register, took in zip(hit_d, taken)])
         if config.pair_products:
@@ -543,7 +557,7 @@ class WindowGenerator(wiring.Component):
         halves = config.products_per_pe
         row_bytes = [[self.w_data[8 * (halves * i + h):8 * (halves * i + h) + 8] for h in range(halves)]
                      for i in range(config.rows)]
-        if packed:
+        if slot:
             row_bytes = [[self._unpacked(byte, o_nibble) for byte in row] for row in row_bytes]
         if diagonal:
             # Row i's byte h is the weight of channel c + h: kept where that is channel i.
@@ -553,12 +567,28 @@ class WindowGenerator(wiring.Component):
         a_cur = [row[0] if halves == 1 else Cat(*row) for row in row_bytes]
         self._offer(m, stall, o_valid, o_last, b_cur, a_cur)
 
-    def _unpacked(self, byte, high):
-        """A weight byte as the array takes it: in a ``CONV packed`` its ``high`` or low nibble,
-        sign-extended (isa.PACKED_WEIGHT_BITS), else the byte."""
-        bits = PACKED_WEIGHT_BITS
-        nibble = Mux(high, byte[bits:2 * bits], byte[:bits])
-        return Mux(self.packed, Cat(nibble, nibble[bits - 1].replicate(8 - bits)), byte)
+    @property
+    def _slot_width(self):
+        """Bits of a beat's place in its weight word: 3 with ``config.binary_weights`` (eight
+        beats), 1 with ``config.packed_weights`` alone, else none."""
+        config = self.config
+        if config.binary_weights:
+            return (BINARY_WEIGHT_BEATS - 1).bit_length()
+        return 1 if config.packed_weights else 0
+
+    def _unpacked(self, byte, slot):
+        """A weight byte as the array takes it: in a ``CONV packed`` its high nibble where
+        ``slot`` is odd, else its low one, sign-extended (isa.PACKED_WEIGHT_BITS); in a ``CONV
+        binary`` its bit ``slot`` as -1 or +1 (isa.BINARY_WEIGHT_BEATS); else the byte."""
+        weight = byte
+        if self.config.packed_weights:
+            bits = PACKED_WEIGHT_BITS
+            high = slot if len(slot) == 1 else slot[0]
+            nibble = Mux(high, byte[bits:2 * bits], byte[:bits])
+            weight = Mux(self.packed, Cat(nibble, nibble[bits - 1].replicate(8 - bits)), weight)
+        if self.config.binary_weights:
+            weight = Mux(self.binary, Mux(byte.bit_select(slot, 1), C(1, 8), C(0xFF, 8)), weight)
+        return weight
 
     def _taken(self, gather):
         """What each read took from the banks in a gather cycle, carried to the cycle its

@@ -42,7 +42,9 @@ __all__ = ["CONFIGS", "random_fitting_network", "check_network", "main"]
 #: random layers have weights in -3..3): the broadcast 8x2, the 4x4 with sixteen banks, both
 #: pipelined ones and the pooled pairs. Two have single-port activation banks
 #: (``single_port_activations``, the engine held for each write): the iCEBreaker ResNet-8's
-#: 4x2 shape, packed, and the 4x4 pairs with a result queue.
+#: 4x2 shape, packed, and the 4x4 pairs with a result queue. Three also store layers of +-1
+#: weights eight to a byte (``binary_weights``, ``CONV binary``): the broadcast 8x2, the
+#: pipelined 4x4 pairs and the single-port 4x2.
 CONFIGS = {
     "2x8": AcceleratorConfig(),
     "3x5-requant5": AcceleratorConfig(rows=3, cols=5, requant_lanes=5, requant_latency=5,
@@ -50,7 +52,7 @@ CONFIGS = {
     "1x1": AcceleratorConfig(rows=1, cols=1, weight_buffer_bytes=8192, act_buffer_bytes=8192),
     "8x2-broadcast": AcceleratorConfig(rows=8, cols=2, acc_width=24, broadcast_operands=True,
                                        requant_latency=5, weight_buffer_bytes=8 * 8192,
-                                       packed_weights=True),
+                                       packed_weights=True, binary_weights=True),
     "4x4-banks16": AcceleratorConfig(rows=4, cols=4, requant_lanes=2, act_bank_factor=4,
                                      weight_buffer_bytes=4 * 8192, diagonal_weights=True,
                                      result_queue_rows=8, packed_weights=True),
@@ -73,7 +75,7 @@ CONFIGS = {
     "4x4-pairs-pipelined": AcceleratorConfig(rows=4, cols=4, requant_lanes=2, pipeline_registers=True,
                                              weight_buffer_bytes=8 * 8192, diagonal_weights=True,
                                              result_queue_rows=3, pair_products=True,
-                                             packed_weights=True),
+                                             packed_weights=True, binary_weights=True),
     "4x2-pairs-pooled": AcceleratorConfig(rows=4, cols=2, acc_width=24, broadcast_operands=True,
                                           weight_buffer_bytes=8 * 8192, act_bank_factor=2,
                                           pair_products=True, fused_max_pool=True,
@@ -81,7 +83,8 @@ CONFIGS = {
     "4x2-pooled": AcceleratorConfig(rows=4, cols=2, fused_max_pool=True, weight_buffer_bytes=8192),
     "4x2-single-port": AcceleratorConfig(rows=4, cols=2, acc_width=24, broadcast_operands=True,
                                          requant_latency=5, weight_buffer_bytes=8 * 8192,
-                                         packed_weights=True, single_port_activations=True),
+                                         packed_weights=True, binary_weights=True,
+                                         single_port_activations=True),
     "4x4-pairs-single-port": AcceleratorConfig(rows=4, cols=4, act_bank_factor=2,
                                                weight_buffer_bytes=8 * 8192, diagonal_weights=True,
                                                result_queue_rows=8, pair_products=True,

@@ -323,7 +323,7 @@ def test_synth_takes_board_and_configuration_from_a_compiled_folder(compiled_for
     (["U", "--variant", "8-mac"], "'{U}' names its configuration: give it or configuration flags "
                                   "(variant), not both"),
     (["--board", "ulx3s", "--variant", "8-mac"], "the ulx3s has no configuration variant "
-                                                 "'8-mac': it has none"),
+                                                 "'8-mac': its variants are binary-weights"),
     (["P"], "'{P}' names no board (compiled without --board): give --board"),
     ([], "give --board, or a compiled folder OUT that names its board"),
 ])

@@ -65,6 +65,9 @@ def test_json_round_trip():
     ({"packed_weights": "no"}, "^packed_weights must be true or false, not 'no'$"),
     ({"packed_weights": True, "operand_width": 12},
      "^packed_weights puts two 4-bit weights in a byte: operand_width must be 8, not 12$"),
+    ({"binary_weights": 1}, "^binary_weights must be true or false, not 1$"),
+    ({"binary_weights": True, "operand_width": 12},
+     "^binary_weights puts 8 one-bit weights in a byte: operand_width must be 8, not 12$"),
     ({"fused_max_pool": True, "requant_lanes": 2},
      "^fused_max_pool needs requant_lanes 1, bank_access 'arbitrated' and at least 2 columns; the "
      "2x8 configuration has requant_lanes 2$"),

@@ -186,6 +186,22 @@ def test_ping_names_the_banking():
     assert info.mismatches(CONFIG) == [("single_port_activations", True, False)]
 
 
+def test_ping_names_binary_weights_in_a_byte_of_its_own():
+    """``binary_weights`` is ``features`` bit 0, a byte after ``links`` that a board without any
+    feature does not send (its reply as before); a network compiled without it is refused."""
+    plain = HostLink(CONFIG, 12e6, 3e6).info
+    assert plain.features == 0
+    assert len(plain.pack()) == DeviceInfo.size() - 6      # no design, links or features
+    binary = CONFIG.replace(binary_weights=True)
+    info = HostLink(binary, 12e6, 3e6).info
+    assert len(info.pack()) == DeviceInfo.size()
+    info = DeviceInfo.unpack(info.pack())
+    assert (info.features, info.binary_weights, info.design) == (1, True, 0)
+    assert info.mismatches(binary) == []
+    assert info.mismatches(CONFIG) == [("binary_weights", True, False)]
+    assert DeviceInfo.unpack(plain.pack()).binary_weights is False
+
+
 @pytest.mark.parametrize("pipelined", [False, True])
 @pytest.mark.parametrize("tx_stalls", [0.0, 0.7])
 def test_job_through_all_commands(tx_stalls, pipelined):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fpganet.backends import run_network
-from fpganet.codegen.fuzz import random_pooled_network
+from fpganet.codegen.fuzz import random_pooled_network, signed_weights
 from fpganet.codegen.plan import plan_network
 from fpganet.compiler import compile_model
 from fpganet.datasets import mnist
@@ -61,19 +61,25 @@ def test_fused_max_pool_networks_on_rtl_match_golden(name):
     writer's running maximum, the parameters of rows 0..rows-1 in every group; with pair
     products over one input channel the kernel's columns are the walk's channels."""
     config = CONFIGS[name]
+    plans = _check_fitting(config, np.random.default_rng(2029), NETWORKS_PER_CONFIG,
+                           lambda rng: random_pooled_network(rng, config))
+    assert sum(any(step.pooled for step in steps) for steps in plans) >= NETWORKS_PER_CONFIG // 2
+
+
+def _check_fitting(config, rng, networks, draw):
+    """Check ``networks`` networks drawn by ``draw(rng)`` on ``config``'s RTL, skipping those
+    that do not fit it; returns each checked network's steps."""
     build = build_harness(config, sim="verilator")
-    rng = np.random.default_rng(2029)
-    pooled, checked = 0, 0
-    while checked < NETWORKS_PER_CONFIG:
-        net = random_pooled_network(rng, config)
+    plans = []
+    while len(plans) < networks:
+        net = draw(rng)
         try:
             steps = plan_network(net, config).steps
         except FpganetError:
             continue                    # does not fit
-        pooled += any(step.pooled for step in steps)
         check_network(build, net, rng.integers(-128, 128, (2, *net.input_chw)).astype(np.int8))
-        checked += 1
-    assert pooled >= NETWORKS_PER_CONFIG // 2
+        plans.append(steps)
+    return plans
 
 
 def _narrowed(net):
@@ -94,24 +100,35 @@ def test_packed_weight_networks_on_rtl_match_golden(name, shape):
     registers, pair products and pooled writes."""
     config = CONFIGS[name]
     assert config.packed_weights
-    build = build_harness(config, sim="verilator")
-    rng = np.random.default_rng(2030)
-    kinds, checked = set(), 0
-    while checked < NETWORKS_PER_CONFIG // 2:
-        net = (random_pooled_network(rng, config) if shape == "pooled"
-               else random_fitting_network(rng, config, graph=shape == "graph"))
-        try:
-            steps = plan_network(_narrowed(net), config).steps
-        except FpganetError:
-            continue                    # does not fit
-        kinds |= {(step.kind, step.diagonal, step.pooled) for step in steps if step.packed}
-        check_network(build, net, rng.integers(-128, 128, (2, *net.input_chw)).astype(np.int8))
-        checked += 1
+
+    def draw(rng):
+        return _narrowed(random_pooled_network(rng, config) if shape == "pooled"
+                         else random_fitting_network(rng, config, graph=shape == "graph"))
+
+    plans = _check_fitting(config, np.random.default_rng(2030), NETWORKS_PER_CONFIG // 2, draw)
+    kinds = {(step.kind, step.diagonal, step.pooled) for steps in plans for step in steps
+             if step.packed}
     assert kinds
     if config.diagonal_weights:
         assert ("grouped", True, False) in kinds
     if shape == "pooled":
         assert any(pooled for _, _, pooled in kinds)
+
+
+@pytest.mark.parametrize("name,shape", [("8x2-broadcast", "chain"), ("4x4-pairs-pipelined", "graph"),
+                                        ("4x2-single-port", "chain")])
+def test_binary_weight_networks_on_rtl_match_golden(name, shape):
+    """Every conv and dense layer's weights -1 or +1, stored eight a byte (CONV binary): the
+    window's bit select and its weight address stepping every eighth beat, back at each
+    tile's start; with broadcast operands, scheduled banks, the pipeline registers, pair
+    products (a walk of an odd number of channels stays a byte a weight) and the engine held
+    for single-port writes."""
+    config = CONFIGS[name]
+    assert config.binary_weights
+    plans = _check_fitting(config, np.random.default_rng(2031), NETWORKS_PER_CONFIG // 2,
+                           lambda rng: signed_weights(random_fitting_network(
+                               rng, config, graph=shape == "graph"), rng))
+    assert sum(step.binary for steps in plans for step in steps) >= NETWORKS_PER_CONFIG // 2
 
 
 def test_random_networks_on_rtl_match_golden_in_the_tflite_mode():

@@ -146,8 +146,12 @@ def _configure_compile(parser):
         "iCEBreaker: there fpganet, with a warning), else fpganet"))
 
 
-def _storage(widths, config):
-    """How weight codes of ``widths`` are stored on ``config``: a byte each, or packed."""
+def _storage(widths, config, net=None):
+    """How weight codes of ``widths`` are stored on ``config``: a byte each, or packed (the
+    layers of +-1 weights of ``net`` eight to a byte with ``binary_weights``)."""
+    if net is not None and any(config.stores_binary(layer.weight) for layer in net.conv_layers):
+        return "those of -1 and +1 stored eight to a byte where the walk allows, the others " + \
+            _storage(widths, config).replace("each stored", "stored")
     if not config.stores_packed(min(widths)):
         return "each stored in a byte"
     if config.stores_packed(max(widths)):
@@ -236,7 +240,7 @@ def _run_compile(args):
         fitted = (f"{inexact} channel(s) fitted inexactly (see the warning)" if inexact else
                   "every channel fitted exactly")
         # An engine stores its own fold (its memory images print below).
-        storage = f"the {engine[0]} engine's fold" if engine else _storage(widths, config)
+        storage = f"the {engine[0]} engine's fold" if engine else _storage(widths, config, net)
         print(f"  weight codes of {'/'.join(map(str, widths))} bits, {storage}; {fitted}")
     elif net.calibration["method"] not in ("qdq", "tflite"):
         print(f"  calibration: {net.calibration['method']} on {net.calibration['samples']} "

@@ -13,9 +13,11 @@ import json
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from amaranth.utils import ceil_log2
 
-from .isa import COUNT_WIDTH, PACKED_WEIGHT_BITS, PARAM_LAYOUTS, REQUANT_MODES
+from .isa import BINARY_WEIGHT_BEATS, COUNT_WIDTH, PACKED_WEIGHT_BITS, PARAM_LAYOUTS, REQUANT_MODES
 
 __all__ = ["AcceleratorConfig", "BANK_ACCESS", "ConfigError", "DEFAULT_CONFIG", "REQUANT_LATENCIES",
            "MULT_BITS", "TIMING_SETS", "WEIGHT_BLOCK_WORDS", "fit_requant_latency"]
@@ -212,6 +214,14 @@ class AcceleratorConfig:
         selects and sign-extends the beat's nibble (a multiplexer per weight byte, behind the
         weight buffer). Needs ``operand_width`` 8. Same cycles, same numerics; an int8 layer
         is stored as before.
+    binary_weights : bool
+        ``CONV``'s binary mode (docs/reference/architecture.md, "Instruction set"): a layer whose
+        weights are all -1 or +1 stores eight beats' weights in one weight word, a bit of each
+        byte a beat (1 for +1), so that it takes an eighth of the weight buffer and of the host
+        link's weight load. The window generator selects the beat's bit and makes it -1 or +1
+        (a multiplexer per weight byte, behind the weight buffer). Not for a layer whose
+        weight words hold a zero the array reads: with :attr:`pair_products`, one of an odd
+        number of input channels. Needs ``operand_width`` 8. Same cycles, same numerics.
     single_port_activations : bool
         Each activation bank is a single-port RAM (the iCE40UP5K's SPRAM,
         ``fpganet.hdl.ice40_spram.SPRAMActivationBuffer``), which reads or writes in a cycle,
@@ -251,6 +261,7 @@ class AcceleratorConfig:
     pair_products: bool = False
     fused_max_pool: bool = False
     packed_weights: bool = False
+    binary_weights: bool = False
     single_port_activations: bool = False
     clock_hz: float = 40e6
 
@@ -290,11 +301,14 @@ class AcceleratorConfig:
         if self.cols % self.requant_lanes:
             raise ConfigError(f"requant_lanes {self.requant_lanes} does not divide cols {self.cols}")
         for name in ("broadcast_operands", "pipeline_registers", "diagonal_weights", "pair_products",
-                     "fused_max_pool", "packed_weights", "single_port_activations"):
+                     "fused_max_pool", "packed_weights", "binary_weights", "single_port_activations"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, not {getattr(self, name)!r}")
         if self.packed_weights and self.operand_width != 8:
             raise ConfigError(f"packed_weights puts two {PACKED_WEIGHT_BITS}-bit weights in a "
+                              f"byte: operand_width must be 8, not {self.operand_width}")
+        if self.binary_weights and self.operand_width != 8:
+            raise ConfigError(f"binary_weights puts {BINARY_WEIGHT_BEATS} one-bit weights in a "
                               f"byte: operand_width must be 8, not {self.operand_width}")
         self._resolve_timing()
         if self.fused_max_pool:
@@ -611,6 +625,12 @@ class AcceleratorConfig:
     def name(self):
         """Short label for file names and reports, for example ``2x8``."""
         return f"{self.rows}x{self.cols}"
+
+    def stores_binary(self, weight):
+        """A layer of ``weight`` (every one -1 or +1) can be stored eight to a byte here
+        (``CONV binary``); the compiler keeps a byte a weight where pair products would read a
+        zero weight (an odd number of channels in the walk)."""
+        return self.binary_weights and bool(np.all(np.abs(np.asarray(weight, np.int16)) == 1))
 
     def stores_packed(self, weight_bits):
         """A layer of ``weight_bits``-bit weights is stored two to a byte here (``CONV packed``)."""

@@ -21,6 +21,8 @@ An instruction is one 64-bit word (:data:`INSTRUCTION_LAYOUT`)::
             [2] packed: the weights are 4-bit, two beats to a weight word: beat k of a walk's
             weight block (a tile; in the diagonal mode a channel) reads nibble k % 2 of each byte
             of word k // 2, sign-extended (AcceleratorConfig.packed_weights)
+            [3] binary: the weights are +-1, eight beats to a weight word: beat k reads bit k % 8
+            of each byte of word k // 8, 1 for +1 and 0 for -1 (AcceleratorConfig.binary_weights)
     others  no fields: they read the engine registers
 
 Registers take 32-bit values and keep them until set again; the hardware keeps
@@ -37,7 +39,7 @@ from amaranth.hdl import Shape, signed, unsigned
 from amaranth.lib import data
 
 __all__ = ["Opcode", "Reg", "Instruction", "encode", "decode", "INSTRUCTION_BITS", "INSTRUCTION_LAYOUT",
-           "SET_LAYOUT", "LOOP_LAYOUT", "CONV_LAYOUT", "PACKED_WEIGHT_BITS", "pack_nibbles", "unpack_nibbles", "EMPTY_WALK_COUNTS", "empty_walk", "ENGINE_COUNTS", "REGION_COUNTS", "region_name", "COUNT_WIDTH", "LOOP_COUNT_WIDTH",
+           "SET_LAYOUT", "LOOP_LAYOUT", "CONV_LAYOUT", "PACKED_WEIGHT_BITS", "pack_nibbles", "unpack_nibbles", "BINARY_WEIGHT_BEATS", "pack_signs", "unpack_signs", "EMPTY_WALK_COUNTS", "empty_walk", "ENGINE_COUNTS", "REGION_COUNTS", "region_name", "COUNT_WIDTH", "LOOP_COUNT_WIDTH",
            "count_width", "register_overflow", "HostSpace", "STAMP_BYTES", "host_word_bytes",
            "host_memory_words", "PARAM_BITS", "PARAM_LAYOUTS", "REQUANT_MODES", "TFLITE_MULT_TOP",
            "param_ranges", "pack_param", "unpack_param", "QUANT_LAYOUT", "quant_bits", "pack_quant",
@@ -63,10 +65,14 @@ CONV_LAYOUT = data.FlexibleLayout(OPERAND_BITS, {
     "diagonal": data.Field(unsigned(1), 0),
     "pool": data.Field(unsigned(1), 1),
     "packed": data.Field(unsigned(1), 2),
+    "binary": data.Field(unsigned(1), 3),
 })
 
 #: Bits of one weight of a ``CONV packed``: two to a byte, the even beat's in the low nibble.
 PACKED_WEIGHT_BITS = 4
+#: Beats of one weight word of a ``CONV binary``: a bit of each byte a beat, the first beat's
+#: in bit 0.
+BINARY_WEIGHT_BEATS = 8
 
 #: One instruction word: the operand fields as the opcode reads them, the opcode on top.
 INSTRUCTION_LAYOUT = data.StructLayout({
@@ -115,8 +121,10 @@ _LOOP_TARGET = _Bits(INSTRUCTION_LAYOUT, "operand", "loop", "target")
 _CONV_DIAGONAL = _Bits(INSTRUCTION_LAYOUT, "operand", "conv", "diagonal")
 _CONV_POOL = _Bits(INSTRUCTION_LAYOUT, "operand", "conv", "pool")
 _CONV_PACKED = _Bits(INSTRUCTION_LAYOUT, "operand", "conv", "packed")
+_CONV_BINARY = _Bits(INSTRUCTION_LAYOUT, "operand", "conv", "binary")
 #: ``CONV``'s modes, in the order the printout names them.
-_CONV_MODES = (("diagonal", _CONV_DIAGONAL), ("pool", _CONV_POOL), ("packed", _CONV_PACKED))
+_CONV_MODES = (("diagonal", _CONV_DIAGONAL), ("pool", _CONV_POOL), ("packed", _CONV_PACKED),
+               ("binary", _CONV_BINARY))
 
 
 class Opcode(enum.IntEnum):
@@ -245,6 +253,7 @@ class Instruction:
     diagonal: bool = False     # CONV only
     pool: bool = False         # CONV only
     packed: bool = False       # CONV only
+    binary: bool = False       # CONV only
 
     def __str__(self):
         if self.opcode is Opcode.SET:
@@ -438,3 +447,25 @@ def unpack_nibbles(words):
     both = np.stack([raw & ((1 << bits) - 1), raw >> bits], axis=1).reshape(-1, raw.shape[1])
     # The nibble in the top of a byte, then an arithmetic shift back down: its sign extended.
     return (both << (8 - bits)).view(np.int8) >> (8 - bits)
+
+
+def pack_signs(words):
+    """int8 ``[words, bytes]`` of one binary weight block (its beats in order, every weight
+    -1 or +1) as ``CONV binary`` reads it: ``[ceil(words / 8), bytes]``, word ``w // 8`` holding
+    beat ``w``'s weights in bit ``w % 8`` of each byte, 1 for +1 (a short block's last bits 0)."""
+    words = np.asarray(words, dtype=np.int8)
+    if words.size and not np.all(np.abs(words.astype(np.int16)) == 1):
+        others = sorted({int(w) for w in words.flat} - {-1, 1})
+        raise ValueError(f"binary weights must be -1 or +1, not {others[:3]}")
+    beats = BINARY_WEIGHT_BEATS
+    bits = np.zeros(((len(words) + beats - 1) // beats * beats, words.shape[1]), dtype=np.uint8)
+    bits[:len(words)] = words > 0
+    bits = bits.reshape(-1, beats, words.shape[1]) << np.arange(beats, dtype=np.uint8)[:, None]
+    return np.bitwise_or.reduce(bits, axis=1).view(np.int8)
+
+
+def unpack_signs(words):
+    """The inverse of :func:`pack_signs`: int8 ``[8 * len(words), bytes]`` of -1 and +1."""
+    raw = np.asarray(words, dtype=np.int8).view(np.uint8)
+    bits = (raw[:, None, :] >> np.arange(BINARY_WEIGHT_BEATS, dtype=np.uint8)[:, None]) & 1
+    return (2 * bits.reshape(-1, raw.shape[1]).astype(np.int8) - 1).astype(np.int8)

@@ -13,7 +13,8 @@ import numpy as np
 
 from fpganet.config import AcceleratorConfig
 from fpganet.isa import (STAMP_BYTES, Opcode, Reg, decode, quant_bits, register_overflow,
-                         unpack_nibbles, unpack_param, unpack_quant)
+                         unpack_nibbles, unpack_param, unpack_quant, unpack_signs,
+                         BINARY_WEIGHT_BEATS)
 from fpganet.quantize.fixed_point import rescale_mode
 
 __all__ = ["Machine", "IsaError", "engine_lanes", "engine_read_addresses", "region_addresses"]
@@ -148,7 +149,13 @@ class Machine:
                 if instruction.packed and not self.config.packed_weights:
                     raise IsaError(f"CONV packed at {pc - 1}: the {self.config.name} configuration "
                                    f"has no packed weights (packed_weights)")
-                self._conv(instruction.diagonal, pc - 1, instruction.pool, instruction.packed)
+                if instruction.binary and not self.config.binary_weights:
+                    raise IsaError(f"CONV binary at {pc - 1}: the {self.config.name} configuration "
+                                   f"has no binary weights (binary_weights)")
+                if instruction.binary and instruction.packed:
+                    raise IsaError(f"CONV at {pc - 1}: packed and binary at once")
+                fields = BINARY_WEIGHT_BEATS if instruction.binary else 2 if instruction.packed else 1
+                self._conv(instruction.diagonal, pc - 1, instruction.pool, fields)
             elif op is Opcode.POOL:
                 self._pool()
             elif op is Opcode.FILL:
@@ -190,7 +197,7 @@ class Machine:
         if np.any(last_read > first_write):
             raise IsaError(f"{what} reads activation bytes after a tile before has written them")
 
-    def _conv(self, diagonal=False, pc=0, pool=False, packed=False):
+    def _conv(self, diagonal=False, pc=0, pool=False, fields=1):
         regs, rows, pair = self.regs, self.config.rows, self.config.products_per_pe
         zp_out, lo, hi, single = self._quant()
         k_total = regs[Reg.K_C] * regs[Reg.K_H] * regs[Reg.K_W]
@@ -206,11 +213,9 @@ class Machine:
         else:
             offsets, keep = channel // pair * positions + position, True
         if pair == 2 and regs[Reg.K_C] % 2:
-            self._check_unread_channel(diagonal, positions, pc, packed)
-        # Packed: word offset // 2, its bytes' nibble offset % 2.
-        nibble = offsets % 2 if packed else None
-        if packed:
-            offsets = offsets // 2
+            self._check_unread_channel(diagonal, positions, pc, fields)
+        # Packed (binary): word offset // 2 (// 8), its bytes' nibble offset % 2 (bit % 8).
+        offsets, slot = np.divmod(offsets, fields)
         act_bytes = len(self.act)
         tiles = regs[Reg.TILES]
         reads, read_tiles, writes, write_tiles, values = [], [], [], [], []
@@ -219,7 +224,7 @@ class Machine:
             addresses, valid = engine_read_addresses(regs, group, act_bytes)
             b = self.act[addresses].astype(np.int64)                                  # [T, K, L]
             words = (regs[Reg.W_BASE] + group * regs[Reg.W_GSTEP] + offsets) % len(self.weights)
-            a = self._weight_bytes(words, nibble).reshape(k_total, rows, pair)[beats, :, half]
+            a = self._weight_bytes(words, slot, fields).reshape(k_total, rows, pair)[beats, :, half]
             a = np.where(keep, a, 0).astype(np.int64)
             acc = np.einsum("ki,tkj->tij", a, b)                                      # [T, rows, L]
             # The pooled writes: every group has the parameters of rows 0..rows-1.
@@ -252,16 +257,18 @@ class Machine:
                               np.concatenate(writes), np.concatenate(write_tiles), "CONV")
             self.act[np.concatenate(writes)] = np.concatenate(values)
 
-    def _weight_bytes(self, words, nibble=None):
-        """The weight bytes of ``words`` (``[beats, weight_word_bytes]``); packed, each byte's
-        nibble ``nibble[beat]``, sign-extended."""
+    def _weight_bytes(self, words, slot, fields=1):
+        """The weight bytes of ``words`` (``[beats, weight_word_bytes]``), the word of each beat
+        holding ``fields`` beats' weights: packed (2), each byte's nibble ``slot[beat]``,
+        sign-extended; binary (8), its bit ``slot[beat]`` as -1 or +1."""
         raw = self.weights[words]
-        if nibble is None:
+        if fields == 1:
             return raw
-        both = unpack_nibbles(raw).reshape(len(words), 2, -1)
-        return both[np.arange(len(words)), nibble]
+        unpack = unpack_signs if fields == BINARY_WEIGHT_BEATS else unpack_nibbles
+        every = unpack(raw).reshape(len(words), fields, -1)
+        return every[np.arange(len(words)), slot]
 
-    def _check_unread_channel(self, diagonal, positions, pc, packed=False):
+    def _check_unread_channel(self, diagonal, positions, pc, fields=1):
         """With pair products and an odd ``K_C``, the last pair's odd channel is past ``K_C``: its
         lanes do not read (with scheduled bank access they read the byte ``IN_CSTRIDE`` past
         channel ``K_C - 1``), and the array multiplies that stale or unrelated byte by the weight
@@ -270,11 +277,10 @@ class Machine:
         k_c = regs[Reg.K_C]
         first = 0 if diagonal else k_c // 2 * positions
         offsets = first + np.arange(positions)
-        nibble = offsets % 2 if packed else None
+        offsets, slot = np.divmod(offsets, fields)
         for group in range(regs[Reg.GROUPS]):
-            words = (regs[Reg.W_BASE] + group * regs[Reg.W_GSTEP]
-                     + (offsets // 2 if packed else offsets)) % len(self.weights)
-            high = self._weight_bytes(words, nibble).reshape(positions, rows, 2)[:, :, 1]
+            words = (regs[Reg.W_BASE] + group * regs[Reg.W_GSTEP] + offsets) % len(self.weights)
+            high = self._weight_bytes(words, slot, fields).reshape(positions, rows, 2)[:, :, 1]
             # In the diagonal mode only row K_C keeps its high byte in that beat.
             high = high[:, k_c:k_c + 1] if diagonal else high
             if high.any():

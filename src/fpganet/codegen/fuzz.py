@@ -71,6 +71,26 @@ def _weight_bits(spread):
     return 8 if spread > 7 else max(2, spread.bit_length() + 1)
 
 
+def signed_weights(net, rng, share=1.0):
+    """``net`` (in the ``fpganet`` requantization mode) with about ``share`` of its conv and
+    dense layers' weights replaced by their signs (-1 or +1; a zero weight either), declared
+    2-bit, their shifts drawn again for the smaller sums (so that a wrong weight shows in the
+    output codes): ``CONV binary`` on a configuration with ``binary_weights``, where the
+    layer's walk allows it."""
+    layers = []
+    for layer in net.layers:
+        if isinstance(layer, QConv) and layer.groups == 1 and rng.random() < share:
+            signs = np.where(layer.weight > 0, 1, np.where(layer.weight < 0, -1,
+                                                         rng.choice([-1, 1], layer.weight.shape)))
+            shift = _shift_for(rng, np.sqrt(layer.weight[0].size) * 74.0, len(layer.weight))
+            layer = dataclasses.replace(layer, weight=signs.astype(np.int8), weight_bits=2,
+                                        shift=shift)
+        layers.append(layer)
+    net.layers = layers
+    net.validate()
+    return net
+
+
 def _shift_for(rng, typical, size=None):
     """A shift (``size`` of them: an int32 array) that brings ``|acc| ~ typical`` to about
     +-60 codes, give or take."""
@@ -376,23 +396,28 @@ class FuzzCase:
                 f"{len(self.q_in)} images: {layers}")
 
 
-def random_case(seed, index, arrays=ARRAYS, graph=False):
+def random_case(seed, index, arrays=ARRAYS, graph=False, binary=True):
     """Case ``index`` of the stream ``seed``: network, configuration, inputs; ``graph``: a DAG
     (:func:`random_graph_network`) instead of a chain (:func:`random_network`). Every third
     round of the arrays (``index // len(arrays) % 3 == 2``) is in the ``tflite`` requantization
     mode, and every third from the second (``== 1``) has ``packed_weights`` (its layers of
-    weights in ``-3..3``, a quarter of them, are ``CONV packed``)."""
+    weights in ``-3..3``, a quarter of them, are ``CONV packed``) and ``binary_weights`` (a
+    quarter of its conv and dense layers get weights of -1 and +1: ``CONV binary``, from a
+    generator of their own, so that the other draws of the case are as before; not with
+    ``binary`` false)."""
     rng = np.random.default_rng([seed, index])
     array = arrays[index % len(arrays)]
     config = AcceleratorConfig.parse_array(array, requant_lanes=1)
     if index // len(arrays) % 3 == 2:
         config = config.replace(requant_mode="tflite")
     elif index // len(arrays) % 3 == 1:
-        config = config.replace(packed_weights=True)
+        config = config.replace(packed_weights=True, binary_weights=binary)
     if rng.random() < 0.3 and config.cols > 1:
         lanes = [d for d in range(1, config.cols + 1) if config.cols % d == 0]
         config = config.replace(requant_lanes=int(rng.choice(lanes)))
     net = (random_graph_network if graph else random_network)(rng, config)
+    if config.binary_weights:
+        net = signed_weights(net, np.random.default_rng([seed, index, 1]), share=0.25)
     tight = bool(rng.random() < 0.35)
     need = smallest_act_bytes(net, config)
     if tight:

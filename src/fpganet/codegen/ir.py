@@ -13,7 +13,7 @@ import numpy as np
 
 from ..config import AcceleratorConfig
 from ..errors import FpganetError
-from ..isa import Reg
+from ..isa import BINARY_WEIGHT_BEATS, Reg
 from ..qnet import QAvgPool
 
 __all__ = ["FeatureMap", "Step", "Plan", "format_plan", "write_extra_cycles", "capacity_error",
@@ -180,8 +180,10 @@ class Step:
     pool_layer: object = None
     pair_columns: bool = False          # pooled, one input channel, pair products
     # A layer of 4-bit weights or fewer on a configuration with packed_weights: a CONV packed,
-    # two beats to a weight word (:meth:`group_words`).
+    # two beats to a weight word (:meth:`group_words`); of +-1 weights with binary_weights, a
+    # CONV binary, eight.
     packed: bool = False
+    binary: bool = False
 
     @property
     def pooled(self):
@@ -259,9 +261,13 @@ class Step:
 
     def group_words(self, config):
         """Weight words of one group of output channels (``W_GSTEP`` unless shared): a block's
-        beats, half as many words (rounded up) when :attr:`packed`."""
-        beats = self.block_beats(config)
-        return -(-beats // 2) if self.packed else beats
+        beats, as many words (rounded up) as :attr:`beats_per_word` divides them into."""
+        return -(-self.block_beats(config) // self.beats_per_word)
+
+    @property
+    def beats_per_word(self):
+        """Beats one weight word holds: a ``CONV packed``'s two, a ``CONV binary``'s eight."""
+        return BINARY_WEIGHT_BEATS if self.binary else 2 if self.packed else 1
 
     def weight_words(self, config):
         if not self.is_conv:
@@ -472,7 +478,8 @@ def _map_line(m, ref):
 
 def _step_line(step, config, placed, ref):
     """One step: its instruction, what it reads and writes, its walk and where its weights go."""
-    flags = [name for name in ("batched", "diagonal", "rows_as_channels", "pair_columns", "packed")
+    flags = [name for name in ("batched", "diagonal", "rows_as_channels", "pair_columns", "packed",
+                                "binary")
              if getattr(step, name)]
     if step.pooled:
         flags.append(f"pool '{step.pool_layer.name}'")

@@ -26,7 +26,7 @@ group of B images::
 import numpy as np
 
 from ..errors import FpganetError
-from ..isa import Instruction, Opcode, Reg, pack_nibbles, pack_param, pack_quant
+from ..isa import Instruction, Opcode, Reg, pack_nibbles, pack_param, pack_quant, pack_signs
 from ..qnet import QAvgPool, QConv
 from .ir import COUNT_LIMIT
 
@@ -69,9 +69,9 @@ class Emitter:
         for reg, value in values.items():
             self.set(reg, value, what)
 
-    def op(self, opcode, target=0, diagonal=False, pool=False, packed=False):
+    def op(self, opcode, target=0, diagonal=False, pool=False, packed=False, binary=False):
         self.instructions.append(Instruction(opcode, target=target, diagonal=diagonal, pool=pool,
-                                             packed=packed))
+                                             packed=packed, binary=binary))
 
 
 def _largest_divisor(n, limit):
@@ -199,7 +199,7 @@ def _engine(emit, step, config, image=0):
                      Reg.OUT_GSTEP: dst.cstride})
         opcode = Opcode.POOL
     emit.sets(regs, what)
-    emit.op(opcode, diagonal=step.diagonal, packed=step.packed)
+    emit.op(opcode, diagonal=step.diagonal, packed=step.packed, binary=step.binary)
     if step.kind == "add" and dst.padded and (dst.in_place_of is not None or any(
             m.fill != m.zero_point for m in (dst, *step.sources))):
         # The walk wrote the left and right borders with the weighted sum of the inputs' borders:
@@ -390,11 +390,16 @@ def _pair_words(step, words):
 
 
 def _packed_words(step, words, config):
-    """``words`` (a step's, one a beat) for ``CONV packed``: each block of
-    :meth:`~fpganet.codegen.ir.Step.block_beats` beats in half as many words
-    (:func:`fpganet.isa.pack_nibbles`)."""
+    """``words`` (a step's, one a beat) for ``CONV packed`` or ``CONV binary``: each block of
+    :meth:`~fpganet.codegen.ir.Step.block_beats` beats in :attr:`~fpganet.codegen.ir.Step.
+    beats_per_word` times fewer words (:func:`fpganet.isa.pack_nibbles`,
+    :func:`fpganet.isa.pack_signs`). A binary step's zero bytes (rows past the layer's
+    channels, which no write reads) are stored as -1."""
     beats = step.block_beats(config)
-    return np.concatenate([pack_nibbles(words[first:first + beats])
+    if step.binary:
+        words = np.where(words == 0, -1, words)
+    pack = pack_signs if step.binary else pack_nibbles
+    return np.concatenate([pack(words[first:first + beats])
                            for first in range(0, len(words), beats)])
 
 
@@ -410,7 +415,7 @@ def weight_image(plan):
             step_words = _step_weights(step, config.rows)
             if config.pair_products:
                 step_words = _pair_words(step, step_words)
-            if step.packed:
+            if step.packed or step.binary:
                 step_words = _packed_words(step, step_words, config)
             image[step.w_base:step.w_base + words] = step_words
     return image

@@ -28,7 +28,7 @@ from ..codegen import build_images
 from ..codegen.plan import channel_tile
 from ..config import AcceleratorConfig
 from ..errors import FpganetError
-from ..isa import PACKED_WEIGHT_BITS
+from ..isa import BINARY_WEIGHT_BEATS, PACKED_WEIGHT_BITS
 from .quantity import Quantity
 
 __all__ = ["LayerWork", "Workload", "simulated_cycles", "cycles_per_image", "CYCLE_MODELS"]
@@ -118,6 +118,8 @@ class Workload:
         if any(config.stores_packed(layer.weight_bits) for layer in convs):
             work.weight_text = (f"weights (those of {PACKED_WEIGHT_BITS} bits or fewer two to a "
                                 f"byte)")
+        if any(_binary(layer, config) for layer in convs):
+            work.weight_text = "weights (those of -1 and +1 eight to a byte)"
         return work
 
     # Totals ----------------------------------------------------------------------------------
@@ -203,7 +205,15 @@ def _stored_weight_bytes(layer, config):
     configuration packs the layer (``CONV packed``: ``packed_weights`` and weights of
     :data:`fpganet.isa.PACKED_WEIGHT_BITS` bits or fewer)."""
     size = int(layer.weight.size)
+    if _binary(layer, config):
+        return -(-size // BINARY_WEIGHT_BEATS)
     return -(-size // 2) if config.stores_packed(layer.weight_bits) else size
+
+
+def _binary(layer, config):
+    """A conv of +-1 weights stored eight to a byte (``CONV binary``; not counted: the layers
+    the compiler keeps at a byte a weight because pair products would read a zero there)."""
+    return layer.groups == 1 and config.stores_binary(layer.weight)
 
 
 def _layer_work(layer, config):

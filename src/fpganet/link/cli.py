@@ -90,8 +90,10 @@ def run_command(args):
         if args.board_command == "ping":
             info = link.ping()
             for name, value in info.__dict__.items():
-                if name in ("options", "banking"):      # decoded: the fields they pack
-                    for option in (info.OPTION_FIELDS if name == "options" else info.BANKING_FIELDS):
+                packed = {"options": info.OPTION_FIELDS, "banking": info.BANKING_FIELDS,
+                          "features": info.FEATURE_FIELDS}
+                if name in packed:      # decoded: the fields they pack
+                    for option in packed[name]:
                         print(f"{option:20s} {getattr(info, option)}")
                     continue
                 print(f"{name:20s} {value:,}" if isinstance(value, int) else f"{name:20s} {value}")

@@ -194,6 +194,7 @@ class DeviceInfo(_Packed):
                                     # fused_max_pool, pair_products in bits 4, 5, 6, 7
     design: int = _f("I")           # sent by a fixed-function design only (see below)
     links: int = _f("B")            # LINK_* bits: the links the bitstream carries; QUEUED_START
+    features: int = _f("B")         # FEATURE_* bits: configuration flags ``banking`` had no room for
 
     #: ``design`` of the int8 accelerator, which runs any network compiled for its
     #: configuration. Any other value identifies one network's fixed-function design, its
@@ -208,26 +209,42 @@ class DeviceInfo(_Packed):
     LINK_NAMES = {"uart": LINK_UART, "spi": LINK_SPI}
     #: ``links`` bit 7: START takes its wait byte (a START queued behind the running one).
     QUEUED_START = 1 << 7
+    #: ``features`` bit 0: ``binary_weights`` (``CONV``'s binary mode). A board that sends no
+    #: ``features`` has none of them.
+    FEATURE_BINARY = 1
+    #: The configuration fields ``features`` packs, in PING's printout.
+    FEATURE_FIELDS = ("binary_weights",)
 
     @classmethod
     def unpack(cls, payload):
-        """A reply with every field, or without ``links`` (a UART-only board), or without
-        ``design`` and ``links`` (the int8 accelerator's on a UART-only board)."""
+        """A reply with every field, or without ``features`` (a board with none), or also
+        without ``links`` (a UART-only board), or also without ``design`` (the int8
+        accelerator's on a UART-only board)."""
         missing = cls.size() - len(payload)
-        if missing == 5:
-            payload = bytes(payload) + bytes(4) + bytes([cls.LINK_UART])
-        elif missing == 1:
-            payload = bytes(payload) + bytes([cls.LINK_UART])
-        return super().unpack(payload)
+        tail = {6: bytes(4) + bytes([cls.LINK_UART, 0]), 2: bytes([cls.LINK_UART, 0]),
+                1: bytes(1)}
+        return super().unpack(bytes(payload) + tail.get(missing, b""))
 
     def pack(self):
-        """The reply's bytes: the fields a UART-only board sent before ``links`` existed, as
-        it sent them (without ``design`` where it is the int8 accelerator's); every field
-        otherwise."""
+        """The reply's bytes: every field where ``features`` has any; otherwise the fields a
+        board sent before ``features`` existed, and a UART-only board's as it sent them before
+        ``links`` (without ``design`` where it is the int8 accelerator's)."""
         data = super().pack()
+        if self.features:
+            return data
+        data = data[:-1]
         if self.links != self.LINK_UART:
             return data
         return data[:-5] if self.design == self.INT8_ACCELERATOR else data[:-1]
+
+    @classmethod
+    def features_of(cls, config):
+        """The ``features`` byte of an :class:`~fpganet.config.AcceleratorConfig`."""
+        return cls.FEATURE_BINARY * bool(config.binary_weights)
+
+    @property
+    def binary_weights(self):
+        return bool(self.features & self.FEATURE_BINARY)
 
     @property
     def queued_start(self):
@@ -247,7 +264,7 @@ class DeviceInfo(_Packed):
                      "pipeline_registers", "requant_mode", "weight_buffer_bytes",
                      "act_buffer_bytes", "bias_buffer_words", "program_words", "act_bank_factor",
                      "diagonal_weights", "pair_products", "fused_max_pool", "packed_weights",
-                     "single_port_activations")
+                     "single_port_activations", "binary_weights")
     #: The configuration fields ``options`` packs (below), in PING's printout.
     OPTION_FIELDS = ("broadcast_operands", "requant_mult_bits", "pipeline_registers",
                      "requant_mode", "diagonal_weights")

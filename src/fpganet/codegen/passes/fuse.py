@@ -15,10 +15,10 @@ def _fuses(conv, pool_step, net, config, readers):
     through a reshape), unpadded, with a 2x2 window and stride 2, the conv has stride 1 and
     an even output, and the fused walk takes fewer beats than the conv and the ``POOL`` (its
     kernel is a column wider: on LeNet-5's first layer 8,820 against 14,112; not on its
-    second)."""
+    second). A ``CONV binary`` is not fused: the wider kernel's weights hold zeros."""
     pool = pool_step.layer
     if not (config.fused_max_pool and config.rows >= 2 and conv.kind == "conv"
-            and not conv.pooled and pool_step.src is conv.dst
+            and not conv.pooled and not conv.binary and pool_step.src is conv.dst
             and net.layer_inputs(pool_step.layer_index)[0] == conv.layer_index
             and readers[conv.layer_index] == 1):
         return False

@@ -171,12 +171,24 @@ class _Lowering:
             src.storage.read_channels = max(src.storage.read_channels,
                                             (groups - 1) * tile[1] + tile[0])
         config = self.config
-        self.append(kind, index, layer, src, self.output(index, layer), kernel, stride, out_hw,
-                    folded_reshapes=list(pending), read_pads=read_pads, channel_tile=tile,
-                    diagonal=tile is not None and config.diagonal_weights and _one_channel_each(layer),
-                    rows_as_channels=config.pair_products and kind in ("conv", "dense")
-                    and src.shape[0] == 1 and kernel[0] > 1,
-                    packed=isinstance(layer, QConv) and config.stores_packed(layer.weight_bits))
+        step = self.append(kind, index, layer, src, self.output(index, layer), kernel, stride,
+                           out_hw, folded_reshapes=list(pending), read_pads=read_pads,
+                           channel_tile=tile, diagonal=tile is not None and config.diagonal_weights
+                           and _one_channel_each(layer),
+                           rows_as_channels=config.pair_products and kind in ("conv", "dense")
+                           and src.shape[0] == 1 and kernel[0] > 1)
+        step.binary = _stores_binary(step, config)
+        step.packed = not step.binary and isinstance(layer, QConv) \
+            and config.stores_packed(layer.weight_bits)
+
+
+def _stores_binary(step, config):
+    """A conv or dense step whose weights are all -1 or +1 is a ``CONV binary`` where the
+    configuration has it, unless with pair products the array would read a zero weight byte
+    (the odd half of the last channel pair, with an odd number of channels in the walk)."""
+    if step.kind not in ("conv", "dense") or config.pair_products and step.walk[0] % 2:
+        return False
+    return config.stores_binary(step.layer.weight_matrix)
 
 
 #: The lowering of each layer type (anything else is refused).
