@@ -42,7 +42,7 @@ class _Beat(NamedTuple):
     channel: Value     # diagonal_weights: bit i set when c == i
     odd: Value         # pair_products, arbitrated: c + 1 < K_C, its lanes read
     koff_odd: Value    # pair_products, scheduled: the odd channel's offset, koff + IN_CSTRIDE
-    nibble: Value = None   # packed_weights: its weights are the high nibbles of the word
+    nibble: Value = None   # packed_weights, binary_weights: its place in the weight word
 
 
 class _Gather(NamedTuple):
@@ -69,7 +69,7 @@ class _Gather(NamedTuple):
     final_cycle: Value = None # ...which is its last (a flip-flop, loaded from the next state)
     phase: Value = None       # ...with pair_products: the second pass (the lanes' second channels)
     rows: tuple = ()          # ...lane j's word address in the lower and in the upper half of the banks
-    nibble: Value = None      # packed_weights: the beat's weights are the word's high nibbles
+    nibble: Value = None      # packed_weights, binary_weights: the beat's place in its word
 
 
 class WindowGenerator(wiring.Component):

@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 
 from fpganet.codegen import build_images
-from fpganet.codegen.fuzz import random_graph_network, random_network
+from fpganet.codegen.fuzz import random_graph_network, random_network, signed_weights
 from fpganet.codegen.fuzz_qonnx import random_qonnx_network
 from fpganet.config import AcceleratorConfig
 from fpganet.errors import FpganetError, FpganetWarning
@@ -43,8 +43,9 @@ __all__ = ["CONFIGS", "random_fitting_network", "check_network", "main"]
 #: pipelined ones and the pooled pairs. Two have single-port activation banks
 #: (``single_port_activations``, the engine held for each write): the iCEBreaker ResNet-8's
 #: 4x2 shape, packed, and the 4x4 pairs with a result queue. Three also store layers of +-1
-#: weights eight to a byte (``binary_weights``, ``CONV binary``): the broadcast 8x2, the
-#: pipelined 4x4 pairs and the single-port 4x2.
+#: weights eight to a byte (``binary_weights``, ``CONV binary``; :func:`fuzz_rtl` signs a
+#: quarter of their random layers' weights): the broadcast 8x2, the pipelined 4x4 pairs and
+#: the single-port 4x2.
 CONFIGS = {
     "2x8": AcceleratorConfig(),
     "3x5-requant5": AcceleratorConfig(rows=3, cols=5, requant_lanes=5, requant_latency=5,
@@ -148,6 +149,8 @@ def fuzz_rtl(networks, seed=1, sim="verilator", out=None):
         for index in range(networks):
             rng = np.random.default_rng([seed, index, sum(map(ord, name))])
             net = random_fitting_network(rng, config, graph=index % 2 == 1)
+            if config.binary_weights:       # a quarter of the layers CONV binary
+                net = signed_weights(net, np.random.default_rng([seed, index, 1]), share=0.25)
             q_in = rng.integers(-128, 128, (int(rng.integers(1, 4)), *net.input_chw)).astype(np.int8)
             try:
                 cycles += check_network(build, net, q_in).cycles

@@ -273,17 +273,17 @@ async def driver_runs_jobs(dut):
     def host():
         link = BoardLink(tb.port, timeout=30)
         t0 = tb.port.now_ps
-        link.ping()
+        info = link.ping()
         t1 = tb.port.now_ps
         link.write_memory(HostSpace.WEIGHTS, 0, weights)
         t2 = tb.port.now_ps
         run = run_images(link, memories, inputs, output_bytes=10, config=tb.config,
                          progress=lambda *_: marks.append(tb.port.now_ps))
-        return link, run, t0, t1, t2
+        return link, run, t0, t1, t2, info
 
     assert images >= 2, "timings need two images"
     wall = time.monotonic()
-    link, run, t0, t1, t2 = await bridge(host)()
+    link, run, t0, t1, t2, info = await bridge(host)()
     wall = time.monotonic() - wall
     assert run.outputs == expected
     assert all(c > 0 for c in run.cycles)
@@ -303,7 +303,7 @@ async def driver_runs_jobs(dut):
         "clock_hz": tb.clock_hz, "baud": tb.baud,
         "ping_round_trip_us": float(ping_ps) / 1e6,
         "ping_line_bytes": len(encode_frame(Command.PING)) + protocol.FRAME_OVERHEAD
-        + DeviceInfo.size(),
+        + len(info.pack()),
         "image_us": [float(p) / 1e6 for p in image_ps],
         "load_payload_bytes": load_bytes,
         "write_payload_bytes": 2 * len(weights),

@@ -149,7 +149,8 @@ def _configure_compile(parser):
 def _storage(widths, config, net=None):
     """How weight codes of ``widths`` are stored on ``config``: a byte each, or packed (the
     layers of +-1 weights of ``net`` eight to a byte with ``binary_weights``)."""
-    if net is not None and any(config.stores_binary(layer.weight) for layer in net.conv_layers):
+    if net is not None and any(layer.groups == 1 and config.stores_binary(layer.weight)
+                               for layer in net.conv_layers):
         return "those of -1 and +1 stored eight to a byte where the walk allows, the others " + \
             _storage(widths, config).replace("each stored", "stored")
     if not config.stores_packed(min(widths)):

@@ -220,8 +220,10 @@ class AcceleratorConfig:
         byte a beat (1 for +1), so that it takes an eighth of the weight buffer and of the host
         link's weight load. The window generator selects the beat's bit and makes it -1 or +1
         (a multiplexer per weight byte, behind the weight buffer). Not for a layer whose
-        weight words hold a zero the array reads: with :attr:`pair_products`, one of an odd
-        number of input channels. Needs ``operand_width`` 8. Same cycles, same numerics.
+        weight words hold a zero the array reads: with :attr:`pair_products`, a walk of an odd
+        number of channels (its last pair's odd half); and such a layer's conv is not fused
+        with its max-pool (the pooled walk's extra kernel column is zeros). Needs
+        ``operand_width`` 8. Same cycles, same numerics.
     single_port_activations : bool
         Each activation bank is a single-port RAM (the iCE40UP5K's SPRAM,
         ``fpganet.hdl.ice40_spram.SPRAMActivationBuffer``), which reads or writes in a cycle,
@@ -628,8 +630,8 @@ class AcceleratorConfig:
 
     def stores_binary(self, weight):
         """A layer of ``weight`` (every one -1 or +1) can be stored eight to a byte here
-        (``CONV binary``); the compiler keeps a byte a weight where pair products would read a
-        zero weight (an odd number of channels in the walk)."""
+        (``CONV binary``); the compiler stores it as without ``binary_weights`` where pair
+        products would read a zero weight (an odd number of channels in the walk)."""
         return self.binary_weights and bool(np.all(np.abs(np.asarray(weight, np.int16)) == 1))
 
     def stores_packed(self, weight_bits):

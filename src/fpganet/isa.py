@@ -22,7 +22,8 @@ An instruction is one 64-bit word (:data:`INSTRUCTION_LAYOUT`)::
             weight block (a tile; in the diagonal mode a channel) reads nibble k % 2 of each byte
             of word k // 2, sign-extended (AcceleratorConfig.packed_weights)
             [3] binary: the weights are +-1, eight beats to a weight word: beat k reads bit k % 8
-            of each byte of word k // 8, 1 for +1 and 0 for -1 (AcceleratorConfig.binary_weights)
+            of each byte of word k // 8, 1 for +1 and 0 for -1 (AcceleratorConfig.binary_weights);
+            not with packed
     others  no fields: they read the engine registers
 
 Registers take 32-bit values and keep them until set again; the hardware keeps

@@ -539,7 +539,8 @@ def _describe(plan, code, images):
                 "read_conflict_cycles": measured.get("extra_cycles"),
                 "conflict_free": measured.get("extra_cycles") == 0,
                 "pitch_candidates": {str(p): cost for p, cost in step.src.pitch_costs.items()}
-                or None, **({"packed": True} if step.packed else {})})
+                or None, **({"packed": True} if step.packed else {}),
+                **({"binary": True} if step.binary else {})})
         layers.append(entry)
     program = images.program
     batch = {} if images.batch == 1 else {  # only batched manifests say so
@@ -630,13 +631,20 @@ def read_images(directory):
     return images
 
 
+#: Configuration fields added after compiled folders recorded :func:`config_digest`, left out of
+#: it at their defaults, so that those folders still load.
+DIGEST_LATER_FIELDS = {"binary_weights": False}
+
+
 def config_digest(config):
-    """SHA-256 of every parameter of ``config``: the images record it, so that a manifest
-    whose configuration was edited, in a field the images' shapes do not show
-    (``requant_mode``, ``pipeline_registers``, ...), and signed again is refused. It guards
-    against mistakes, not tampering: whoever re-signs the folder can recompute it."""
-    text = json.dumps(dataclasses.asdict(config), sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()
+    """SHA-256 of every parameter of ``config`` (but :data:`DIGEST_LATER_FIELDS` at their
+    defaults): the images record it, so that a manifest whose configuration was edited, in a
+    field the images' shapes do not show (``requant_mode``, ``pipeline_registers``, ...), and
+    signed again is refused. It guards against mistakes, not tampering: whoever re-signs the
+    folder can recompute it."""
+    fields = {name: value for name, value in dataclasses.asdict(config).items()
+              if DIGEST_LATER_FIELDS.get(name, object()) != value}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
 
 
 def _images_mismatch(arrays, section, config):

@@ -115,11 +115,11 @@ class Workload:
                    input_bytes=int(np.prod(net.input_chw)),
                    output_bytes=int(np.prod(net.output_shape)),
                    param_bytes=8 * sum(layer.out_shape[0] for layer in convs))
-        if any(config.stores_packed(layer.weight_bits) for layer in convs):
-            work.weight_text = (f"weights (those of {PACKED_WEIGHT_BITS} bits or fewer two to a "
-                                f"byte)")
-        if any(_binary(layer, config) for layer in convs):
-            work.weight_text = "weights (those of -1 and +1 eight to a byte)"
+        stored = ([f"those of {PACKED_WEIGHT_BITS} bits or fewer two to a byte"]
+                  if any(config.stores_packed(layer.weight_bits) for layer in convs) else []) + \
+            (["those of -1 and +1 eight"] if any(_binary(layer, config) for layer in convs) else [])
+        if stored:
+            work.weight_text = f"weights ({', '.join(stored)})"
         return work
 
     # Totals ----------------------------------------------------------------------------------
@@ -211,9 +211,16 @@ def _stored_weight_bytes(layer, config):
 
 
 def _binary(layer, config):
-    """A conv of +-1 weights stored eight to a byte (``CONV binary``; not counted: the layers
-    the compiler keeps at a byte a weight because pair products would read a zero there)."""
-    return layer.groups == 1 and config.stores_binary(layer.weight)
+    """A conv of +-1 weights stored eight to a byte (``CONV binary``), as the compiler decides
+    (``codegen.passes.lower._stores_binary``): not where pair products would read a zero weight
+    byte, an odd number of channels in the walk (its kernel rows where one input channel
+    walks them as channels). A dense layer read in place walks a factored shape: not modelled."""
+    if layer.groups != 1 or not config.stores_binary(layer.weight):
+        return False
+    channels = layer.in_shape[0]
+    if channels == 1 and layer.kernel[0] > 1:
+        channels = layer.kernel[0]
+    return not (config.pair_products and channels % 2)
 
 
 def _layer_work(layer, config):

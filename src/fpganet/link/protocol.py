@@ -199,8 +199,9 @@ class DeviceInfo(_Packed):
     #: ``design`` of the int8 accelerator, which runs any network compiled for its
     #: configuration. Any other value identifies one network's fixed-function design, its
     #: weights in the bitstream (the binary engine: :attr:`fpganet.codegen.binary.FoldedNetwork.design_id`).
-    #: The int8 accelerator does not send the field (its reply is as it always was, a board
-    #: built before the field answers alike); a reply without it reads as this value.
+    #: The int8 accelerator does not send the field on the UART alone and without ``features``
+    #: (its reply is as it always was, a board built before the field answers alike); a reply
+    #: without it reads as this value.
     INT8_ACCELERATOR = 0
     #: ``links`` bits. A board that sends no ``links`` carries the UART alone (every board
     #: built before the SPI link).
