@@ -39,6 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
+from fpganet.errors import FpganetError
+from fpganet.files import atomic_file
+
 ROOT = Path(__file__).resolve().parent.parent
 PARAMETERS = ROOT / "tests" / "outside" / "cnv_w1a1_bnn_pynq.npz"
 
@@ -82,13 +85,17 @@ def unfold(folder):
 
 
 def save_parameters(layers, path=PARAMETERS):
+    """The npz :func:`load_parameters` reads, written aside and renamed into place."""
     arrays = {}
     for index, (weights, thresholds) in enumerate(layers):
         arrays[f"w{index}"] = np.packbits(weights > 0, axis=1)
         arrays[f"k{index}"] = np.array(weights.shape[1])
         if thresholds is not None:
+            if np.any(np.abs(thresholds) >= 1 << 31):
+                raise ValueError(f"layer {index}: a threshold beyond 32 bits")
             arrays[f"t{index}"] = thresholds.astype(np.int32)
-    np.savez_compressed(path, **arrays)
+    with atomic_file(path) as stream:
+        np.savez_compressed(stream, **arrays)
 
 
 def load_parameters(path=PARAMETERS):
@@ -198,11 +205,15 @@ def main(argv=None):
     qonnx_cmd = sub.add_parser("qonnx", help="the npz -> a QONNX model")
     qonnx_cmd.add_argument("-o", type=Path, required=True)
     args = parser.parse_args(argv)
-    if args.command == "unfold":
-        save_parameters(unfold(args.folder), args.o)
-    else:
-        import onnx
-        onnx.save(cnv_qonnx(load_parameters()), args.o)
+    try:
+        if args.command == "unfold":
+            save_parameters(unfold(args.folder), args.o)
+        else:
+            with atomic_file(args.o) as stream:
+                stream.write(cnv_qonnx(load_parameters()).SerializeToString())
+    except (FpganetError, OSError, ValueError) as error:
+        print(f"cnv_bnn_pynq.py: error: {error}", file=sys.stderr)
+        return 2
     return 0
 
 
