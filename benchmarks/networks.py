@@ -11,7 +11,7 @@ model's and whose cycles equal the cycle model's. The int8 TFLite models are als
 LiteRT's reference kernels, and FINN's QONNX networks (TFC, and CNV from BNN-PYNQ's trained
 parameters, ``benchmarks/cnv_bnn_pynq.py``) with qonnx's executor. GPU rows
 (batch 1 and large batch) come from the estimator's
-published figures and roofline, for LeNet-5.
+published figures and roofline, for LeNet-5 and CNV-W1A1.
 
 Usage::
 
@@ -188,8 +188,9 @@ def measure_case(network, board, configuration, compile_args, test_set, work, sy
     if board != "none":
         for metric, value in _fpga_figures(estimate):
             add(metric, value, "estimated", estimate_command)
-    if network == "lenet5" and board == "icebreaker" and configuration == "batch 1":
-        rows += _gpu_rows(out)
+    if network == "lenet5" and board == "icebreaker" and configuration == "batch 1" \
+            or network == "cnv-w1a1":
+        rows += _gpu_rows(out, network)
     return rows
 
 
@@ -207,14 +208,14 @@ def _fpga_figures(estimate):
             ("uj_per_inference_chip", 1e6 * compute["joules_per_image"]["value"])]
 
 
-def _gpu_rows(out):
-    """LeNet-5 on the GPUs of :data:`GPUS`: the estimator's batch-1 and large-batch rows."""
+def _gpu_rows(out, network="lenet5"):
+    """``network`` on the GPUs of :data:`GPUS`: the estimator's batch-1 and large-batch rows."""
     args = ["estimate", str(out), "--json", "--no-measure"]
     for gpu in GPUS:
         args += ["--gpu", gpu]
     estimate = json.loads(_fpganet(*args, cwd=ROOT))
     command = shlex.join([FPGANET, "estimate", "OUT", *args[4:]])
-    return gpu_result_rows("lenet5", estimate["gpus"], command)
+    return gpu_result_rows(network, estimate["gpus"], command)
 
 
 def gpu_result_rows(network, gpus, command):
