@@ -196,6 +196,12 @@ def cnv_qonnx(layers):
     return onnx.shape_inference.infer_shapes(model)
 
 
+def write_model(path, parameters=PARAMETERS):
+    """:func:`cnv_qonnx` of the npz at ``parameters``, written to ``path`` aside and renamed."""
+    with atomic_file(path) as stream:
+        stream.write(cnv_qonnx(load_parameters(parameters)).SerializeToString())
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -209,8 +215,7 @@ def main(argv=None):
         if args.command == "unfold":
             save_parameters(unfold(args.folder), args.o)
         else:
-            with atomic_file(args.o) as stream:
-                stream.write(cnv_qonnx(load_parameters()).SerializeToString())
+            write_model(args.o)
     except (FpganetError, OSError, ValueError) as error:
         print(f"cnv_bnn_pynq.py: error: {error}", file=sys.stderr)
         return 2

@@ -138,9 +138,8 @@ def measure_case(network, board, configuration, compile_args, test_set, work, sy
     out = Path(work) / f"{network}-{board}-{configuration.replace(' ', '-')}"
     cnv = Path(work) / "cnv_w1a1.onnx"
     if "{cnv}" in compile_args and not cnv.exists():
-        import onnx
-        from cnv_bnn_pynq import cnv_qonnx, load_parameters
-        onnx.save(cnv_qonnx(load_parameters()), cnv)
+        from cnv_bnn_pynq import write_model
+        write_model(cnv)
     args = [arg.replace("{calib}", str(calib)).replace("{cnv}", str(cnv)) for arg in compile_args]
     shown = [arg.replace("{calib}", f"CALIB_{test_set.upper()}.npz")
              .replace("{cnv}", "cnv_w1a1.onnx") for arg in compile_args]

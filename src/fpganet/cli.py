@@ -34,6 +34,7 @@ from .boards.build import run as run_synth
 from .codegen.binary_images import DEFAULT_FOLD, is_binary_compiled, read_binary_images
 from .codegen.fuzz import ARRAYS
 from .codegen.images import NoProgramError, read_images
+from .codegen.plan import stores_binary_layer
 from .command_line import EXIT_CHECK_FAILED, PROG, Parser, run_command_line
 from .compiler import DEFAULT_MIN_AGREEMENT, ENGINES, compile_model, load_compiled, read_inputs
 from .config import AcceleratorConfig, ConfigError
@@ -149,8 +150,7 @@ def _configure_compile(parser):
 def _storage(widths, config, net=None):
     """How weight codes of ``widths`` are stored on ``config``: a byte each, or packed (the
     layers of +-1 weights of ``net`` eight to a byte with ``binary_weights``)."""
-    if net is not None and any(layer.groups == 1 and config.stores_binary(layer.weight)
-                               for layer in net.conv_layers):
+    if net is not None and any(stores_binary_layer(layer, config) for layer in net.conv_layers):
         return "those of -1 and +1 stored eight to a byte where the walk allows, the others " + \
             _storage(widths, config).replace("each stored", "stored")
     if not config.stores_packed(min(widths)):

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fpganet.config import AcceleratorConfig
-from fpganet.isa import (STAMP_BYTES, Opcode, Reg, decode, quant_bits, register_overflow,
-                         unpack_nibbles, unpack_param, unpack_quant, unpack_signs,
-                         BINARY_WEIGHT_BEATS)
+from fpganet.isa import (BINARY_WEIGHT_BEATS, STAMP_BYTES, Opcode, Reg, decode, quant_bits,
+                         register_overflow, unpack_nibbles, unpack_param, unpack_quant,
+                         unpack_signs)
 from fpganet.quantize.fixed_point import rescale_mode
 
 __all__ = ["Machine", "IsaError", "engine_lanes", "engine_read_addresses", "region_addresses"]

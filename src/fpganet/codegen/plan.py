@@ -33,10 +33,11 @@ names its users import.
 from .ir import (COUNT_LIMIT, POOL_PAD_VALUE, FeatureMap, Plan, Step, capacity_error, channel_tile,
                  format_plan, write_extra_cycles)
 from .passes import ATTEMPTS, PLAN_PASSES, run_passes
+from .passes.lower import stores_binary_layer
 
 __all__ = ["FeatureMap", "Step", "Plan", "plan_network", "smallest_act_bytes", "ATTEMPTS",
            "write_extra_cycles", "capacity_error", "POOL_PAD_VALUE", "COUNT_LIMIT",
-           "channel_tile", "format_plan", "PLAN_PASSES"]
+           "channel_tile", "format_plan", "PLAN_PASSES", "stores_binary_layer"]
 
 
 def smallest_act_bytes(net, config=None, batch=1):

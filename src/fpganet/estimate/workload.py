@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import perf
 from ..codegen import build_images
-from ..codegen.plan import channel_tile
+from ..codegen.plan import channel_tile, stores_binary_layer
 from ..config import AcceleratorConfig
 from ..errors import FpganetError
 from ..isa import BINARY_WEIGHT_BEATS, PACKED_WEIGHT_BITS
@@ -115,9 +115,10 @@ class Workload:
                    input_bytes=int(np.prod(net.input_chw)),
                    output_bytes=int(np.prod(net.output_shape)),
                    param_bytes=8 * sum(layer.out_shape[0] for layer in convs))
-        stored = ([f"those of {PACKED_WEIGHT_BITS} bits or fewer two to a byte"]
-                  if any(config.stores_packed(layer.weight_bits) for layer in convs) else []) + \
-            (["those of -1 and +1 eight"] if any(_binary(layer, config) for layer in convs) else [])
+        packed = any(config.stores_packed(layer.weight_bits) for layer in convs)
+        binary = any(stores_binary_layer(layer, config) for layer in convs)
+        stored = ([f"those of {PACKED_WEIGHT_BITS} bits or fewer two to a byte"] * packed
+                  + ["those of -1 and +1 eight"] * binary)
         if stored:
             work.weight_text = f"weights ({', '.join(stored)})"
         return work
@@ -205,22 +206,9 @@ def _stored_weight_bytes(layer, config):
     configuration packs the layer (``CONV packed``: ``packed_weights`` and weights of
     :data:`fpganet.isa.PACKED_WEIGHT_BITS` bits or fewer)."""
     size = int(layer.weight.size)
-    if _binary(layer, config):
+    if stores_binary_layer(layer, config):
         return -(-size // BINARY_WEIGHT_BEATS)
     return -(-size // 2) if config.stores_packed(layer.weight_bits) else size
-
-
-def _binary(layer, config):
-    """A conv of +-1 weights stored eight to a byte (``CONV binary``), as the compiler decides
-    (``codegen.passes.lower._stores_binary``): not where pair products would read a zero weight
-    byte, an odd number of channels in the walk (its kernel rows where one input channel
-    walks them as channels). A dense layer read in place walks a factored shape: not modelled."""
-    if layer.groups != 1 or not config.stores_binary(layer.weight):
-        return False
-    channels = layer.in_shape[0]
-    if channels == 1 and layer.kernel[0] > 1:
-        channels = layer.kernel[0]
-    return not (config.pair_products and channels % 2)
 
 
 def _layer_work(layer, config):

@@ -191,6 +191,20 @@ def _stores_binary(step, config):
     return config.stores_binary(step.layer.weight_matrix)
 
 
+def stores_binary_layer(layer, config):
+    """:func:`_stores_binary` from the layer alone, before planning (the estimator's stored
+    bytes, the compile printout): a conv's walk runs over its input channels, or over its
+    kernel rows where one input channel has them walk as channels with pair products. A
+    dense layer that reads a map in place walks a factored shape the plan chooses: not
+    modelled."""
+    if not isinstance(layer, QConv) or layer.groups != 1 or not config.stores_binary(layer.weight):
+        return False
+    channels = layer.in_shape[0]
+    if channels == 1 and layer.kernel[0] > 1:
+        channels = layer.kernel[0]
+    return not (config.pair_products and channels % 2)
+
+
 #: The lowering of each layer type (anything else is refused).
 HANDLERS = {QReshape: _Lowering.reshape, QAdd: _Lowering.add, QConv: _Lowering.engine_layer,
             QMaxPool: _Lowering.engine_layer, QAvgPool: _Lowering.engine_layer}
