@@ -211,6 +211,11 @@ def main(argv=None):
     qonnx_cmd = sub.add_parser("qonnx", help="the npz -> a QONNX model")
     qonnx_cmd.add_argument("-o", type=Path, required=True)
     args = parser.parse_args(argv)
+    # Only the npz this script keeps in tests/outside is ever replaced: not a file of the user's.
+    if args.o.exists() and args.o.resolve() != PARAMETERS.resolve():
+        print(f"cnv_bnn_pynq.py: error: '{args.o}' exists; refusing to overwrite it: choose "
+              f"another name", file=sys.stderr)
+        return 2
     try:
         if args.command == "unfold":
             save_parameters(unfold(args.folder), args.o)
