@@ -21,6 +21,7 @@ from tree import snapshot
 
 from fpganet import datasets, dse
 from fpganet.cli import main
+from fpganet.datasets import qonnx_model
 from fpganet.dse import load_space, pareto
 from fpganet.errors import FpganetError
 
@@ -28,6 +29,12 @@ pytest.importorskip("ray", reason="fpganet dse needs the optional extra 'dse' (m
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "dse_lenet5.toml"
+try:
+    TFC_W1A1 = qonnx_model("tfc-w1a1")
+except FpganetError:        # no ../shared beside the checkout
+    TFC_W1A1 = None
+needs_tfc = pytest.mark.skipif(TFC_W1A1 is None, reason="../shared/models/qonnx not found")
+BOARD = dse.BOARDS["icebreaker"]
 ENV = dict(os.environ, RAY_DISABLE_IMPORT_WARNING="1", RAY_USAGE_STATS_ENABLED="0",
            PYTHONUNBUFFERED="1")
 ENV.pop("RAY_ADDRESS", None)            # always a local instance of our own
@@ -38,9 +45,9 @@ def dse_command(space, out, cache, *extra):
             str(space), "-o", str(out), "--cache", str(cache), "--cpus", "2", *extra]
 
 
-def run_dse(space, out, cache, *extra):
+def run_dse(space, out, cache, *extra, timeout=180):
     result = subprocess.run(dse_command(space, out, cache, *extra), env=ENV, capture_output=True,
-                            text=True, timeout=180)
+                            text=True, timeout=timeout)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = list(csv.DictReader(open(out / "results.csv")))
     meta = json.loads((out / "results.json").read_text())
@@ -124,6 +131,11 @@ def test_killed_run_resumes_from_the_cache_and_a_point_that_does_not_fit(tmp_pat
     ('[spaces]\narray = ["2x8"]\n', "spaces"),
     ('[space]\narray = ["2x8"\n', "not valid TOML"),
     ('', "[space]"),
+    ('[space]\nengine = ["int8", "gpu"]\n', "engine"),
+    ('[space]\nweight_bits = [8, 9]\n', "weight_bits"),
+    ('[space]\nlayer_weight_bits = [3]\n', "layer_weight_bits"),
+    ('[space]\nlayer_weight_bits = ["conv1"]\n', "layer_weight_bits"),
+    ('[space]\npe = [4]\nsimd = [16]\n', "engine"),
 ])
 def test_bad_space_file_is_one_line_and_writes_nothing(tmp_path, capsys, text, named):
     space = tmp_path / "space.toml"
@@ -141,6 +153,9 @@ def test_space_points_and_pareto_front():
     space = load_space(EXAMPLE)
     assert len(space.points()) == 6
     assert space.points()[0] == {"array": "1x8", "act_buffer_bytes": 8192}
+    engine = load_space(ROOT / "examples" / "dse_tfc_w1a1.toml")
+    assert engine.size == 9 and engine.points()[-1] == {"engine": "binary", "pe": 16, "simd": 64}
+    assert dse.point_compile(engine.points()[0])["weight_bits"] == 8
     # Lower x and higher y are better: (1, 5) and (3, 9) are on the front, (2, 4) is not.
     assert pareto([(1, 5), (2, 4), (3, 9)], "low", "high") == [0, 2]
 
@@ -297,6 +312,73 @@ def test_shared_inputs_are_refused_before_ray(no_ray, capsys, tmp_path):
         assert words in err, (args, err)
 
 
+@needs_tfc
+def test_precisions_and_evaluation_inputs_are_refused_before_ray(no_ray, capsys, tmp_path):
+    """Each weight precision of the space is compiled up front: a layer the model lacks, or a
+    width for a pre-quantized model, is one line naming the space's values."""
+    err = refused(capsys, tmp_path, space_text='[space]\nlayer_weight_bits = ["", "conv9=4"]\n')
+    assert 'layer_weight_bits = "conv9=4"' in err and "conv9" in err
+    err = refused(capsys, tmp_path, TFC_W1A1,
+                  space_text="[space]\nweight_bits = [8, 4]\n")
+    assert "weight_bits = 4" in err and "pre-quantized" in err
+    x, _ = datasets.mnist("eval", limit=4)
+    np.savez(tmp_path / "unlabelled.npz", x=x)
+    err = refused(capsys, tmp_path, "--eval", tmp_path / "unlabelled.npz")
+    assert "unlabelled.npz" in err and "no labels 'y'" in err
+    err = refused(capsys, tmp_path, "--eval", tmp_path / "missing.npz")
+    assert "missing.npz" in err
+
+
+@needs_tfc
+def test_the_binary_engine_fold_and_the_weight_precision_with_accuracy(tmp_path):
+    """Points on the binary engine (FINN's TFC_1W1A) and at narrower weights (the embedded
+    LeNet-5): accuracy from the golden model, cycles from each unit's own model."""
+    from fpganet.backends import run_network
+    from fpganet.codegen.binary_images import build_binary_images
+    from fpganet.compiler import compile_model
+    from fpganet.config import DEFAULT_CONFIG
+    from fpganet.hdl.binary_device import BinaryDevice
+
+    tfc = TFC_W1A1
+    x, y = datasets.mnist("eval", limit=200, unit=True)
+    np.savez(tmp_path / "eval.npz", x=x, y=y)
+    space = tmp_path / "engine.toml"
+    space.write_text('[space]\nengine = ["binary"]\npe = [4, 8]\nsimd = [16, 12]\n')
+    result, rows, meta = run_dse(space, tmp_path / "engine", tmp_path / "cache", tfc,
+                                 "--eval", tmp_path / "eval.npz")
+    net = compile_model(tfc, config=DEFAULT_CONFIG, engine=("binary", 4, 16))
+    top1 = run_network(net, x).accuracy(y)
+    for row in rows:
+        pe, simd = int(row["pe"]), int(row["simd"])
+        if simd == 12:          # not a multiple of 8: the engine cannot run it
+            assert row["status"] == "refused" and "simd" in row["reason"] and "12" in row["reason"], row
+            assert row["cycles_per_image"] == "" and int(row["macs_per_cycle"]) == pe * simd
+            continue
+        assert row["status"] == "ok" and row["config"] == f"binary engine {pe}x{simd}"
+        assert int(row["macs_per_cycle"]) == pe * simd
+        assert float(row["top1"]) == top1
+        folded = build_binary_images(net, pe, simd).folded
+        assert int(row["cycles_per_image"]) == BinaryDevice(folded, net.config).stamp_cycles()
+        # No power without a routed build.
+        assert row["watts"] == "" and float(row["compute_images_per_s"]) > 0
+    assert meta["evaluation"]["images"] == 200 and "top-1" in result.stdout
+
+    space = tmp_path / "precision.toml"
+    space.write_text('[space]\nweight_bits = [8, 4]\npacked_weights = [true]\n')
+    _, rows, meta = run_dse(space, tmp_path / "precision", tmp_path / "cache",
+                            "--eval-limit", "300")
+    assert meta["evaluation"] == {"data": "embedded MNIST evaluation split", "images": 300}
+    x, y = datasets.mnist("eval", limit=300)
+    by_bits = {int(row["weight_bits"]): row for row in rows}
+    for bits, row in by_bits.items():
+        net = compile_model(config=dse.point_config(BOARD, {"packed_weights": True}),
+                            weight_bits=bits)
+        assert row["status"] == "ok" and float(row["top1"]) == run_network(net, x).accuracy(y)
+    # Two 4-bit weights a byte: half the bytes, the same cycles.
+    assert int(by_bits[4]["weight_bytes"]) * 2 == int(by_bits[8]["weight_bytes"])
+    assert by_bits[4]["cycles_per_image"] == by_bits[8]["cycles_per_image"]
+
+
 def test_a_pre_quantized_model_needs_no_calibration(capsys, tmp_path, monkeypatch):
     """As ``fpganet compile`` takes a QDQ model without --calib, so does ``dse``: its checks
     pass, and the run reaches Ray (stopped there: the rest is the embedded model's path)."""
@@ -334,3 +416,19 @@ def test_sigterm_ends_a_run_with_143_and_one_line(when, tmp_path):
     _, err = process.communicate(timeout=60)
     assert process.returncode == 143 and err == "fpganet: terminated\n", err
     assert not (tmp_path / "out").exists()
+
+
+@needs_tfc
+@pytest.mark.skipif(os.environ.get("FPGANET_DSE_SYNTH") != "1",
+                    reason="a board build (about a minute): FPGANET_DSE_SYNTH=1")
+def test_an_engine_point_built_gets_its_routed_clock_and_power(tmp_path):
+    """``--synth`` of a binary engine point builds the engine with the network in its
+    bitstream, as ``fpganet synth OUT`` does, and estimates its power from that build."""
+    space = tmp_path / "engine.toml"
+    space.write_text('[space]\nengine = ["binary"]\npe = [4]\nsimd = [16]\n')
+    _, rows, _ = run_dse(space, tmp_path / "out", tmp_path / "cache", TFC_W1A1, "--synth",
+                         timeout=600)
+    (row,) = rows
+    assert row["status"] == "ok" and row["seeds_built"] == "1/1", row
+    assert float(row["fmax_mhz"]) > 0 and int(row["LC_used"]) > 0
+    assert float(row["watts"]) > 0 and float(row["images_per_s_per_w"]) > 0

@@ -45,18 +45,21 @@ from tqdm import tqdm
 
 from . import __version__, boards, datasets, hdl
 from .argtypes import positive_float, positive_int
+from .boards.binary import binary_core
 from .boards.build import (BOARDS, BuildError, DoesNotFit, Refused, board_config, build,
                            toolchain_versions)
 from .codegen import build_images
-from .compiler import compile_model, read_npz
+from .codegen.binary_images import DEFAULT_FOLD, build_binary_images
+from .compiler import ENGINES, compile_model, read_inputs, read_npz
 from .config import AcceleratorConfig, ConfigError
 from .errors import FpganetError
 from .files import (atomic_file, check_output_directory, check_writable_folder, existing_file,
                     file_sha256, staged_directory)
 from .isa import REQUANT_MODES
+from .quantize.rounding import DEFAULT_WEIGHT_BITS, WEIGHT_BITS, parse_layer_weight_bits
 
-__all__ = ["Space", "load_space", "point_config", "point_key", "run_dse", "configure", "run",
-           "INSTALL_HINT", "DEFAULT_CACHE"]
+__all__ = ["Space", "load_space", "point_config", "point_compile", "point_key", "run_dse",
+           "configure", "run", "INSTALL_HINT", "DEFAULT_CACHE", "COMPILE_KEYS"]
 
 INSTALL_HINT = ("fpganet dse runs on Ray, which is not installed: pip install 'fpganet[dse]' "
                 "(or ray==2.60.0)")
@@ -72,9 +75,18 @@ ADDRESS_TIMEOUT_S = 30.0
 #: ECP5-85F under 2 GiB (measured peaks on the project's builds, with headroom).
 SYNTH_MEMORY = {"icebreaker": 1 << 30, "ulx3s": 2 << 30}
 #: Constraints a space may state, each on the configuration of a point.
-CONSTRAINTS = {"max_macs": lambda config, limit: config.macs_per_cycle <= limit,
-               "min_macs": lambda config, limit: config.macs_per_cycle >= limit}
+CONSTRAINTS = {"max_macs": lambda macs, limit: macs <= limit,
+               "min_macs": lambda macs, limit: macs >= limit}
 _FIELDS = {field.name: field for field in dataclasses.fields(AcceleratorConfig)}
+#: ``[space]`` keys that are not configuration fields but how a point compiles the network:
+#: the unit that runs it (``fpganet compile --engine``), the binary or low-bit engine's fold
+#: (``--pe``, ``--simd``), and a float model's weight widths (``--weight-bits``,
+#: ``--layer-weight-bits``); each with the value a space without it has.
+COMPILE_KEYS = {"engine": "int8", "pe": None, "simd": None, "weight_bits": DEFAULT_WEIGHT_BITS,
+                "layer_weight_bits": ""}
+#: Images of the embedded MNIST evaluation split the embedded LeNet-5's accuracy is measured on
+#: when no ``--eval`` is given (``--eval-limit`` changes it).
+EMBEDDED_EVAL_IMAGES = 1000
 
 
 # The space -------------------------------------------------------------------------------------
@@ -110,12 +122,31 @@ def _check_value(path, key, value):
         except ConfigError as error:
             raise FpganetError(f"{where}: {error}") from None
         return value
+    if key == "engine":
+        if value not in ENGINES:
+            raise FpganetError(f"{where}: {value!r} is not one of {', '.join(ENGINES)}")
+        return value
+    if key == "weight_bits":
+        if isinstance(value, bool) or not isinstance(value, int) or value not in WEIGHT_BITS:
+            raise FpganetError(f"{where}: {value!r} is not an integer from {WEIGHT_BITS.start} "
+                               f"to {WEIGHT_BITS.stop - 1}")
+        return value
+    if key == "layer_weight_bits":
+        if not isinstance(value, str):
+            raise FpganetError(f"{where}: {value!r} is not a string NAME=BITS,... (\"\" for "
+                               f"none)")
+        try:
+            if value:
+                parse_layer_weight_bits(value)
+        except FpganetError as error:
+            raise FpganetError(f"{where}: {error}") from None
+        return value
     if key == "clock_mhz" or (key in _FIELDS and _FIELDS[key].type in (float, "float")):
         if (not isinstance(value, (int, float)) or isinstance(value, bool)
                 or not math.isfinite(value) or value <= 0):
             raise FpganetError(f"{where}: {value!r} is not a positive finite number")
         return float(value)
-    if _FIELDS[key].type in (bool, "bool"):
+    if key in _FIELDS and _FIELDS[key].type in (bool, "bool"):
         if not isinstance(value, bool):
             raise FpganetError(f"{where}: {value!r} is not true or false")
         return value
@@ -159,7 +190,7 @@ def load_space(path):
     if not isinstance(table, dict) or not table:
         raise FpganetError(f"'{path}' has no [space] table of parameter lists "
                            f"(e.g. array = [\"2x8\", \"4x4\"])")
-    known = {"array", "clock_mhz", *_FIELDS}
+    known = {"array", "clock_mhz", *_FIELDS, *COMPILE_KEYS}
     parameters = {}
     for key, values in table.items():
         if key not in known:
@@ -175,6 +206,10 @@ def load_space(path):
         raise FpganetError(f"'{path}': [space] gives array and rows/cols; give one or the other")
     if "clock_mhz" in parameters and "clock_hz" in parameters:
         raise FpganetError(f"'{path}': [space] gives clock_mhz and clock_hz; give one")
+    if ("pe" in parameters or "simd" in parameters) and not set(
+            parameters.get("engine", ["int8"])) - {"int8"}:
+        raise FpganetError(f"'{path}': [space] pe and simd fold the binary or low-bit engine: "
+                           f"give engine = [\"binary\"] (or \"lowbit\") too")
     constraints = data.get("constraints", {})
     if not isinstance(constraints, dict):
         raise FpganetError(f"'{path}': [constraints] must be a table")
@@ -188,12 +223,36 @@ def load_space(path):
     return Space(path, parameters, dict(constraints))
 
 
+def point_compile(point):
+    """How a point compiles the network: :data:`COMPILE_KEYS` with the point's values.
+
+    Raises :class:`~fpganet.config.ConfigError` for a fold given to the int8 array.
+    """
+    options = {key: point.get(key, default) for key, default in COMPILE_KEYS.items()}
+    if options["engine"] == "int8":
+        if options["pe"] is not None or options["simd"] is not None:
+            raise ConfigError("pe and simd fold the binary or low-bit engine, not the int8 array")
+    else:
+        options["pe"] = options["pe"] or DEFAULT_FOLD[0]
+        options["simd"] = options["simd"] or DEFAULT_FOLD[1]
+    return options
+
+
+def _compile(model, calib, config, options):
+    """The network of a point (:func:`point_compile`'s ``options``), quantized in memory."""
+    engine = (None if options["engine"] == "int8"
+              else (options["engine"], options["pe"], options["simd"]))
+    return compile_model(model, calib, None, config=config, weight_bits=options["weight_bits"],
+                         layer_weight_bits=options["layer_weight_bits"] or None, engine=engine)
+
+
 def point_config(board, point):
-    """The board's configuration with a point's values (:func:`fpganet.boards.build.board_config`).
+    """The board's configuration with a point's values (:func:`fpganet.boards.build.board_config`);
+    :data:`COMPILE_KEYS` are :func:`point_compile`'s.
 
     Raises :class:`~fpganet.config.ConfigError` for a combination that cannot be built.
     """
-    changes = dict(point)
+    changes = {key: value for key, value in point.items() if key not in COMPILE_KEYS}
     if "clock_mhz" in changes:
         changes["clock_hz"] = changes.pop("clock_mhz") * 1e6
     try:
@@ -272,7 +331,8 @@ class Cache:
 
 # The work of one task (runs in a Ray worker) ---------------------------------------------------
 
-def evaluate_point(board, config_dict, model_bytes, calib, report=None):
+def evaluate_point(board, config_dict, model_bytes, calib, report=None, options=None,
+                   evaluation=None):
     """Compile, time and estimate one configuration; returns a plain dict (a task's result).
 
     Parameters
@@ -287,43 +347,99 @@ def evaluate_point(board, config_dict, model_bytes, calib, report=None):
         Calibration inputs (None: the embedded MNIST split).
     report : dict, optional
         A board build's report.json: routed Fmax and resources for the estimate.
+    options : dict, optional
+        :func:`point_compile`'s (default: the int8 array, 8-bit weights).
+    evaluation : tuple, optional
+        ``(x, y)``: inputs in the model's layout and their labels; the result's ``top1`` is the
+        golden model's accuracy on them (the engines compute the golden model's numbers).
     """
     # Imported here, not at the top: the estimator's tables are slow to import (`fpganet --help`).
+    from .backends import run_network
     from .estimate.comparison import estimate
 
     config = AcceleratorConfig.from_dict(config_dict)
+    options = options or point_compile({})
     with tempfile.TemporaryDirectory(prefix="fpganet-dse-") as scratch:
         model = model_in(scratch, model_bytes)
         start = time.monotonic()
-        net = compile_model(model, calib, None, config=config)
         try:
-            build_images(net, n_images=1, config=config)
+            net = _compile(model, calib, config, options)
         except FpganetError as error:
-            return {"status": "does not fit", "reason": " ".join(str(error).split())}
+            return {"status": "refused", "reason": " ".join(str(error).split())}
+        top1 = (None if evaluation is None
+                else run_network(net, evaluation[0]).accuracy(evaluation[1]))
         report_path = None
         if report is not None:
             report_path = Path(scratch) / "report.json"
             report_path.write_text(json.dumps(report))
+        if options["engine"] != "int8":
+            return _evaluate_engine(net, board, options, report_path, top1, start)
+        try:
+            build_images(net, n_images=1, config=config)
+        except FpganetError as error:
+            return {"status": "does not fit", "reason": " ".join(str(error).split()),
+                    "top1": top1}
         result = estimate(net, board=board, board_report=report_path, measure=False,
                           synth=False, asic_nodes=(), gpus=(), activity=None)
-    row, extra = result.fpga_row, (result.fpga_extra_rows or [result.fpga_row])[0]
+    return _figures(result.cycles, result.clock, result.fpga_row,
+                    (result.fpga_extra_rows or [result.fpga_row])[0], top1, start,
+                    watts_source=result.fpga_row["watts"].source, workload=result.workload,
+                    macs_per_cycle=config.macs_per_cycle, design=config.name)
+
+
+def _evaluate_engine(net, board, options, report_path, top1, start):
+    """:func:`evaluate_point` on the binary or low-bit engine: the device's timing model, and
+    power only from a routed build (the engine's logic has no model before one)."""
+    from .estimate.binary import binary_estimate, binary_performance
+    from .estimate.throughput import clock_quantity
+
+    try:
+        images = build_binary_images(net, options["pe"], options["simd"], options["engine"])
+    except FpganetError as error:
+        return {"status": "refused", "reason": " ".join(str(error).split()), "top1": top1}
+    design = dict(macs_per_cycle=options["pe"] * options["simd"],
+                  design=images.folded.description)
+    clock = clock_quantity(net.config)
+    workload, cycles, performance = binary_performance(net, images, clock)
+    if report_path is not None:
+        result = binary_estimate(net, images, board=board, board_report=report_path,
+                                 measure=False, gpus=(), activity="default")
+        return _figures(result.cycles, result.clock, result.fpga_row,
+                        (result.fpga_extra_rows or [result.fpga_row])[0], top1, start,
+                        watts_source=result.fpga_row["watts"].source, workload=workload,
+                        **design)
+    row = {"images_per_s": performance["images_per_s"], "latency_s": performance["latency_s"],
+           "bottleneck": performance["bottleneck"]}
+    compute = {"images_per_s": performance["compute_images_per_s"],
+               "latency_s": performance["compute_s"]}
+    return _figures(cycles, clock, row, compute, top1, start,
+                    watts_source="not estimated: the engine's power needs its routed build "
+                                 "(--synth)", workload=workload, **design)
+
+
+def _figures(cycles, clock, row, compute, top1, start, *, watts_source, workload,
+             macs_per_cycle, design):
+    """A point's result from the estimator's quantities (a missing one is None)."""
     value = lambda q: None if q is None or q.value is None else q.value  # noqa: E731
     return {
         "status": "ok", "reason": "",
-        "cycles_per_image": value(result.cycles),
-        "cycles_source": result.cycles.source,
-        "clock_mhz": result.clock.value / 1e6,
-        "clock_source": result.clock.source,
+        "design": design, "macs_per_cycle": macs_per_cycle,
+        "top1": top1,
+        "weight_bytes": workload.weight_bytes,
+        "cycles_per_image": value(cycles),
+        "cycles_source": cycles.source,
+        "clock_mhz": clock.value / 1e6,
+        "clock_source": clock.source,
         "images_per_s": value(row["images_per_s"]),
         "latency_s": value(row["latency_s"]),
-        "watts": value(row["watts"]),
-        "images_per_s_per_w": value(row["images_per_s_per_w"]),
+        "watts": value(row.get("watts")),
+        "images_per_s_per_w": value(row.get("images_per_s_per_w")),
         "bottleneck": value(row["bottleneck"]),
-        "compute_images_per_s": value(extra["images_per_s"]),
-        "compute_latency_s": value(extra["latency_s"]),
-        "compute_watts": value(extra["watts"]),
-        "compute_images_per_s_per_w": value(extra["images_per_s_per_w"]),
-        "watts_source": row["watts"].source,
+        "compute_images_per_s": value(compute["images_per_s"]),
+        "compute_latency_s": value(compute["latency_s"]),
+        "compute_watts": value(compute.get("watts")),
+        "compute_images_per_s_per_w": value(compute.get("images_per_s_per_w")),
+        "watts_source": watts_source,
         "seconds": round(time.monotonic() - start, 2),
     }
 
@@ -338,13 +454,24 @@ def model_in(folder, model_bytes, suffix=".onnx"):
     return model
 
 
-def synth_point(board, config_dict, seed):
-    """Build one configuration for ``board`` with one nextpnr seed; returns a plain dict."""
+def synth_point(board, config_dict, seed, options=None, model_bytes=None, calib=None):
+    """Build one configuration for ``board`` with one nextpnr seed; returns a plain dict.
+
+    ``options``: :func:`point_compile`'s, of a point on the binary or low-bit engine, whose
+    network (``model_bytes`` and ``calib`` as :func:`evaluate_point` takes them) is compiled
+    here again, since its weights and thresholds are in the bitstream (``fpganet synth OUT``).
+    """
     config = AcceleratorConfig.from_dict(config_dict)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="fpganet-dse-synth-") as scratch:
+        core = None
+        if options is not None and options["engine"] != "int8":
+            net = _compile(model_in(scratch, model_bytes), calib, config, options)
+            folded = build_binary_images(net, options["pe"], options["simd"],
+                                         options["engine"]).folded
+            core, config = binary_core(folded), net.config
         try:
-            report = build(board, config, Path(scratch) / "build", seed=seed)
+            report = build(board, config, Path(scratch) / "build", seed=seed, core=core)
         except (DoesNotFit, Refused) as error:
             return {"status": "does not fit", "reason": " ".join(str(error).split()).split(" (see ")[0],
                     "seed": seed}
@@ -537,7 +664,8 @@ def _first_line(error):
 # The command -----------------------------------------------------------------------------------
 
 def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=None,
-            timeout=None, cache_dir=None, cpus=None, max_points=MAX_POINTS, announce=None):
+            timeout=None, cache_dir=None, cpus=None, max_points=MAX_POINTS, announce=None,
+            evaluation=None, eval_limit=None):
     """Explore ``space`` for ``model`` on ``board`` with Ray; write ``out``; return the rows.
 
     Parameters
@@ -565,11 +693,19 @@ def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=No
         Called with no argument once every input is checked and Ray is up, before any task:
         the command prints its banner there, so that a refusal is its only line. The
         warnings of the up-front compile (a small calibration set, say) follow it.
+    evaluation : str, optional
+        ``.npz`` of inputs ``x`` in the model's layout and labels ``y``: each point's ``top1``
+        is the golden model's accuracy on them. None: the first
+        :data:`EMBEDDED_EVAL_IMAGES` of the embedded MNIST evaluation split for the embedded
+        LeNet-5, no accuracy for another model.
+    eval_limit : int, optional
+        Only the first ``eval_limit`` evaluation inputs.
 
     Every input the points share (the space's size, the output folder, the cache folder,
-    the model and its calibration, the address) is checked before Ray starts, and refused
-    in one line with nothing written: the model is compiled once here for the board's
-    configuration, as ``fpganet compile`` would (a pre-quantized one needs no calibration).
+    the model and its calibration, the evaluation inputs, the address) is checked before Ray
+    starts, and refused in one line with nothing written: the model is compiled here for the
+    board's configuration once per weight precision of the space, as ``fpganet compile``
+    would (a pre-quantized one needs no calibration, and takes no other precision).
 
     Returns
     -------
@@ -584,7 +720,7 @@ def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=No
                            f"{max_points:,} a run takes (--max-points raises the bound; at "
                            f"about a second a point, on each core)")
     # Refused before Ray starts, not after minutes of work (written aside again at the end).
-    inputs = (model, calib, space.path, cache_dir)
+    inputs = (model, calib, space.path, cache_dir, evaluation)
     check_output_directory(out, inputs)
     check_writable_folder(Path(out).absolute().parent, "output directory's folder")
     check_writable_folder(cache_dir, "cache folder")
@@ -597,8 +733,20 @@ def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=No
     with warnings.catch_warnings(record=True) as noted:
         warnings.simplefilter("always")
         # The network as the points will compile it: a file that is no model, calibration of
-        # the wrong shape, a model that needs calibration, are refused here, once.
-        net = compile_model(model, calib, None, config=BOARDS[board].default_config)
+        # the wrong shape, a model that needs calibration, a layer named that it lacks, are
+        # refused here, once per precision.
+        net = None
+        for options in _precisions(space):
+            try:
+                compiled = _compile(model, calib, BOARDS[board].default_config, options)
+            except FpganetError as error:
+                if options == point_compile({}):
+                    raise
+                raise FpganetError(f"'{space.path}': [space] weight_bits = "
+                                   f"{options['weight_bits']}, layer_weight_bits = "
+                                   f"\"{options['layer_weight_bits']}\": {error}") from None
+            net = net or compiled
+    eval_data, eval_sha, eval_text = _evaluation(net, model, evaluation, eval_limit)
     calib_x = None
     if calib is not None:
         calib_x = np.asarray(read_npz(calib, "calibration file")["x"])
@@ -614,17 +762,20 @@ def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=No
     for point in space.points():
         entry = {"point": point, "config": None, "status": None, "reason": ""}
         try:
+            options = point_compile(point)
             config = point_config(BOARDS[board], point)
         except ConfigError as error:
             entry.update(status="invalid configuration", reason=" ".join(str(error).split()))
         else:
-            entry["config"] = config
+            entry.update(config=config, options=options)
+            macs = (config.macs_per_cycle if options["engine"] == "int8"
+                    else options["pe"] * options["simd"])
             failed = [name for name, check in CONSTRAINTS.items()
-                      if name in space.constraints and not check(config, space.constraints[name])]
+                      if name in space.constraints and not check(macs, space.constraints[name])]
             if failed:
                 entry.update(status="excluded",
                              reason=f"[constraints] {failed[0]} = {space.constraints[failed[0]]}: "
-                                    f"{config.macs_per_cycle} MACs/cycle")
+                                    f"{macs} MACs/cycle")
         points.append(entry)
     versions = tool_versions()
     cache = Cache(cache_dir)
@@ -661,6 +812,7 @@ def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=No
         window = int(resources.get("CPU", 1))
         model_ref = ray.put(model_bytes)
         calib_ref = ray.put(calib_x)
+        eval_ref = ray.put(eval_data)
         evaluate = ray.remote(num_cpus=1, max_retries=0)(evaluate_point)
         build = ray.remote(num_cpus=1, memory=SYNTH_MEMORY.get(board, 2 << 30),
                            max_retries=0)(synth_point)
@@ -673,9 +825,11 @@ def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=No
             # Phase 1: every point compiled and estimated (seconds each).
             for entry in live:
                 key = point_key("estimate", model=model_sha, calib=calib_sha, board=board,
-                                config=entry["config"].to_dict(), tools=versions["estimate"])
-                submit = (lambda config=entry["config"]:
-                          evaluate.remote(board, config.to_dict(), model_ref, calib_ref))
+                                config=entry["config"].to_dict(), tools=versions["estimate"],
+                                options=entry["options"], evaluation=eval_sha)
+                submit = (lambda config=entry["config"], options=entry["options"]:
+                          evaluate.remote(board, config.to_dict(), model_ref, calib_ref, None,
+                                          options, eval_ref))
                 cached_or(key, submit, lambda result, entry=entry: entry.update(estimate=result))
             scheduler.run()
             if synth:
@@ -685,11 +839,18 @@ def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=No
                     if entry["estimate"].get("status") != "ok":
                         progress.update(seeds + 1)
                         continue
+                    engine = entry["options"]["engine"] != "int8"
+                    # An engine's bitstream holds the network: its build depends on it too.
+                    network = (dict(model=model_sha, calib=calib_sha, options=entry["options"])
+                               if engine else {})
                     for seed in range(1, seeds + 1):
                         key = point_key("synth", board=board, config=entry["config"].to_dict(),
-                                        seed=seed, tools=versions["synth"])
-                        submit = (lambda config=entry["config"], seed=seed:
-                                  build.remote(board, config.to_dict(), seed))
+                                        seed=seed, tools=versions["synth"], **network)
+                        submit = (lambda config=entry["config"], seed=seed,
+                                  options=entry["options"] if engine else None:
+                                  build.remote(board, config.to_dict(), seed, options,
+                                               model_ref if options else None,
+                                               calib_ref if options else None))
                         cached_or(key, submit, lambda result, entry=entry, seed=seed:
                                   entry["builds"].append(dict(result, seed=seed)))
                 scheduler.run()
@@ -703,10 +864,12 @@ def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=No
                     entry["best"] = best
                     key = point_key("estimate", model=model_sha, calib=calib_sha, board=board,
                                     config=entry["config"].to_dict(), tools=versions["estimate"],
+                                    options=entry["options"], evaluation=eval_sha,
                                     report=best["report"])
-                    submit = (lambda config=entry["config"], report=best["report"]:
+                    submit = (lambda config=entry["config"], report=best["report"],
+                              options=entry["options"]:
                               evaluate.remote(board, config.to_dict(), model_ref, calib_ref,
-                                              report))
+                                              report, options, eval_ref))
                     cached_or(key, submit, lambda result, entry=entry:
                               entry.update(estimate=result))
                 scheduler.run()
@@ -726,6 +889,7 @@ def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=No
             "ray": where, "board": board,
             "model": {"path": model or "embedded LeNet-5", "sha256": model_sha},
             "calibration": calib_sha if calib is None else {"path": calib, "sha256": calib_sha},
+            "evaluation": eval_text,
             "space": {"path": space.path, "parameters": space.parameters,
                       "constraints": space.constraints},
             "synth": {"enabled": synth, "seeds": seeds if synth else 0},
@@ -739,19 +903,60 @@ def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=No
                                                 "as if the host link kept up",
                         "watts": "estimated: fpganet.estimate power model, default switching "
                                  "activity; chip power",
-                        "fmax_mhz": "routed: nextpnr, best of the seeds"},
+                        "fmax_mhz": "routed: nextpnr, best of the seeds",
+                        "top1": "measured: the golden model's arg-max against the labels of "
+                                "the evaluation inputs (the engines compute its numbers, by "
+                                "test)"},
             "rows": rows}
     _write(out, rows, meta, synth, inputs)
     return rows, meta
+
+
+def _precisions(space):
+    """:func:`point_compile`'s options of each weight precision of ``space`` (the int8 array's
+    engine), in the file's order; the default's first."""
+    found = [point_compile({})]
+    for bits in space.parameters.get("weight_bits", [DEFAULT_WEIGHT_BITS]):
+        for layers in space.parameters.get("layer_weight_bits", [""]):
+            options = point_compile({"weight_bits": bits, "layer_weight_bits": layers})
+            if options not in found:
+                found.append(options)
+    return found
+
+
+def _evaluation(net, model, path, limit):
+    """``(x, y)``, their digest and a description: the inputs each point's accuracy is
+    measured on (:func:`run_dse`'s ``evaluation``), or Nones."""
+    if path is not None:
+        x, y = read_inputs(path, net.input_shape, "evaluation file", net.input_name,
+                           net.input_layout)
+        if y is None:
+            raise FpganetError(f"evaluation file '{path}' has no labels 'y' (integers [N]) to "
+                               f"measure the accuracy against")
+        text = {"path": path, "sha256": file_sha256(path)}
+    elif model is None:
+        x, y = datasets.mnist("eval", limit=limit or EMBEDDED_EVAL_IMAGES)
+        text = {"data": "embedded MNIST evaluation split"}
+    else:
+        return None, None, "none (no --eval)"
+    x, y = x[:limit], y[:limit]
+    digest = hashlib.sha256(np.ascontiguousarray(x).tobytes() + y.tobytes()).hexdigest()
+    return (x, y), digest, {**text, "images": int(len(y))}
 
 
 def _row(entry, synth, seeds):
     """One flat row of results.csv for a point."""
     row = dict(entry["point"])
     config = entry["config"]
-    row["macs_per_cycle"] = config.macs_per_cycle if config else None
-    row["config"] = config.name if config else None
     result = entry.get("estimate") or {}
+    options = entry.get("options") or {}
+    engine = options.get("engine", "int8") != "int8"
+    row["macs_per_cycle"] = (options["pe"] * options["simd"] if engine
+                             else config.macs_per_cycle if config else None)
+    # An engine's fold is named once the network is folded (not where it is refused).
+    row["config"] = result.get("design") if engine else (config.name if config else None)
+    row["top1"] = result.get("top1")
+    row["weight_bytes"] = result.get("weight_bytes")
     row["status"] = entry["status"] or result.get("status")
     row["reason"] = entry["reason"] or result.get("reason", "")
     for key in ("cycles_per_image", "clock_mhz", "images_per_s", "latency_s", "watts",
@@ -876,8 +1081,16 @@ def configure(parser):
                         help="every point starts from this board's configuration")
     parser.add_argument("--space", required=True, metavar="SPACE.toml",
                         help="[space] table of parameter lists (array, act_buffer_bytes, "
-                             "requant_lanes, clock_mhz, any configuration field); optional "
-                             "[constraints] max_macs, min_macs")
+                             "requant_lanes, clock_mhz, any configuration field; engine, pe, "
+                             "simd, weight_bits, layer_weight_bits); optional [constraints] "
+                             "max_macs, min_macs")
+    parser.add_argument("--eval", metavar="EVAL.npz",
+                        help="inputs 'x' and labels 'y': each point's top-1 accuracy from the "
+                             "golden model (default: the embedded LeNet-5's first "
+                             f"{EMBEDDED_EVAL_IMAGES:,} MNIST evaluation images; none for "
+                             "another model)")
+    parser.add_argument("--eval-limit", type=positive_int, metavar="N",
+                        help="only the first N evaluation inputs")
     parser.add_argument("-o", "--output", required=True, metavar="DIR",
                         help="results.csv, results.json, Pareto plots; written atomically")
     parser.add_argument("--synth", action="store_true",
@@ -916,23 +1129,29 @@ def run(args):
     rows, meta = run_dse(model=args.model, calib=args.calib, board=args.board, space=space,
                          out=args.output, synth=args.synth, seeds=args.seeds,
                          address=args.address, timeout=args.timeout, cache_dir=args.cache,
-                         cpus=args.cpus, max_points=args.max_points, announce=announce)
+                         cpus=args.cpus, max_points=args.max_points, announce=announce,
+                         evaluation=args.eval, eval_limit=args.eval_limit)
     cache = meta["cache"]
     print(f"dse: {cache['served']} result(s) served from the cache ({cache['folder']}), "
           f"{cache['computed']} computed on Ray {meta['ray_version']} "
           f"({meta['ray']['cluster_resources'].get('CPU', 0):g} CPUs)")
     width = max([len("point")] + [len(_point_label(row, space)) for row in rows])
-    print(f"  {'point':{width}s} {'status':14s} {'cycles/image':>12s} {'images/s':>9s} "
-          f"{'compute':>9s} {'mW':>6s} {'images/s/W':>10s}")
+    top1 = meta["evaluation"] != "none (no --eval)"
+    print(f"  {'point':{width}s} {'status':14s} {'top-1' if top1 else '':>7s} "
+          f"{'cycles/image':>12s} {'images/s':>9s} {'compute':>9s} {'mW':>6s} {'images/s/W':>10s}")
     for row in rows:
+        accuracy = (f"{100 * row['top1']:6.2f}%" if row.get("top1") is not None
+                    else f"{'':7s}")
+        watts = ("     -          -" if row["watts"] is None else
+                 f"{1e3 * row['watts']:>6.2f} {row['images_per_s_per_w']:>10,.0f}")
         figures = (f"{row['cycles_per_image']:>12,} {row['images_per_s']:>9,.0f} "
-                   f"{row['compute_images_per_s']:>9,.0f} {1e3 * row['watts']:>6.2f} "
-                   f"{row['images_per_s_per_w']:>10,.0f}"
+                   f"{row['compute_images_per_s']:>9,.0f} {watts}"
                    if row["status"] == "ok" else row["reason"][:90])
-        print(f"  {_point_label(row, space):{width}s} {row['status']:14s} {figures}")
-    print("  (cycles/image: simulated by fpganet.perf; images/s: estimated end to end over the "
-          "board's host link, compute: cycles/image at the clock; mW and images/s/W: estimated "
-          "chip power, default switching activity, end to end)")
+        print(f"  {_point_label(row, space):{width}s} {row['status']:14s} {accuracy} {figures}")
+    print("  (top-1: measured on the golden model; cycles/image: simulated by fpganet.perf, or "
+          "the engine's timing model; images/s: estimated end to end over the board's host link, "
+          "compute: cycles/image at the clock; mW and images/s/W: estimated chip power, default "
+          "switching activity, end to end; an engine's only from its routed build, --synth)")
     print(f"dse: wrote {args.output}/results.csv, results.json, pareto_throughput.png, "
           f"pareto_efficiency.png")
     return 0

@@ -35,7 +35,7 @@ from .throughput import (BOARDS, HostLink, clock_quantity, device_family, fpga_p
                          load_board_report)
 from .workload import Workload
 
-__all__ = ["binary_estimate", "BinaryWorkload"]
+__all__ = ["binary_estimate", "binary_performance", "BinaryWorkload"]
 
 #: Bits of one block RAM read port the engine's words are spread over, per family (iCE40
 #: SB_RAM40_4K at 256 x 16; ECP5 DP16KD at 1024 x 18).
@@ -117,16 +117,10 @@ def binary_estimate(net, images, *, board, board_report, clock_hz=None, link=Non
     notes = []
     if report.board.lower() != board:
         notes.append(f"the board report is for '{report.board}', not '{board}'")
-    workload = BinaryWorkload.of(net, images)
     clock = clock_quantity(config, report, clock_hz)
-    stamp = BinaryDevice(folded, config).stamp_cycles()
-    cycles = Quantity(stamp, "cycles", "estimated",
-                      "the binary device's timing model (BinaryDevice.stamp_cycles, equal to its "
-                      "RTL's stamp by test): the input bytes, the layers, the counts out",
-                      extra={"io_cycles": images.input_bytes + images.output_bytes})
-    layer_cycles = [BinaryNetworkEngine.layer_cycles(layer, folded) for layer in folded.layers]
     link = link or HostLink()
-    performance = fpga_performance(workload, cycles, clock, link)
+    workload, cycles, performance = binary_performance(net, images, clock, link)
+    layer_cycles = [BinaryNetworkEngine.layer_cycles(layer, folded) for layer in folded.layers]
     resources = canonical_resources(report.used())
     activity = resolve_engine_activity(activity, net, images, cache_dir=cache_dir,
                                        progress=progress)
@@ -144,6 +138,20 @@ def binary_estimate(net, images, *, board, board_report, clock_hz=None, link=Non
                     measured=measured_rows(net, measure, measure_options),
                     network=network_summary(workload, net), notes=notes, activity=power.activity,
                     design=design)
+
+
+def binary_performance(net, images, clock, link=None):
+    """What the engine of ``images`` does at ``clock`` (a :class:`Quantity` in Hz), without a
+    routed build: ``(workload, cycles, performance)``, the cycles from the device's timing model,
+    images/s over ``link`` as :func:`~fpganet.estimate.throughput.fpga_performance` gives them.
+    Power needs the routed build (:func:`binary_estimate`)."""
+    workload = BinaryWorkload.of(net, images)
+    stamp = BinaryDevice(images.folded, net.config).stamp_cycles()
+    cycles = Quantity(stamp, "cycles", "estimated",
+                      "the binary device's timing model (BinaryDevice.stamp_cycles, equal to its "
+                      "RTL's stamp by test): the input bytes, the layers, the counts out",
+                      extra={"io_cycles": images.input_bytes + images.output_bytes})
+    return workload, cycles, fpga_performance(workload, cycles, clock, link or HostLink())
 
 
 def _power(board_info, folded, resources, clock, duty, where, activity):
