@@ -108,3 +108,24 @@ def test_without_the_cycle_model_the_rows_are_the_tiled_estimate(lenet):
     assert table.cycles_source.startswith("estimated")
     assert len(table.rows) == len(net.layers)
     assert table.total["cycles"] == sum(layer.tiled_cycles for layer in result.workload.layers)
+
+
+def test_the_table_takes_its_weight_bytes_from_the_plan_the_cycles_were_timed_on(lenet,
+                                                                                 monkeypatch):
+    """The back end plans the network once per estimate: the table's weight bytes come with
+    the simulated cycles; only an estimate whose cycles were given plans again for them."""
+    from fpganet.estimate import layer_table
+
+    planned = []
+    original = layer_table.plan_network
+    monkeypatch.setattr(layer_table, "plan_network",
+                        lambda *args, **kwargs: planned.append(1) or original(*args, **kwargs))
+    net = lenet[0]
+    table = estimate(net, measure=False, synth=False).layer_table
+    assert planned == []
+    given = estimate(net, measure=False, synth=False, cycles=12345).layer_table
+    assert planned == [1]
+    layers = [row["weight_bytes"] for row in table.rows if row["layer"] != OUTSIDE_ENGINE]
+    assert layers == [row["weight_bytes"] for row in given.rows]
+    assert sum(row["weight_bytes"] for row in table.rows) == len(
+        build_images(net, 1, net.config).weights) * net.config.weight_word_bytes

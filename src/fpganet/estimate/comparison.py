@@ -375,7 +375,8 @@ def estimate(net, *, board="icebreaker", board_report=None, clock_hz=None, link=
                     network=network_summary(workload, net),
                     notes=notes + [n for n in power.notes if "exceed" in n], activity=activity,
                     layer_table=layer_table(workload, cycles_q.value, per_layer, per_layer_source,
-                                            stored_weight_bytes(net, config, program_batch)))
+                                            cycles_q.extra.get("_layer_weight_bytes")
+                                            or stored_weight_bytes(net, config, program_batch)))
 
 
 def fpga_rows_of(name, board, cycles, performance, link, power_at):

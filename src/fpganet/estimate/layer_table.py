@@ -16,7 +16,7 @@ from ..codegen.plan import plan_network
 from ..errors import FpganetError
 from ..qnet import short_name
 
-__all__ = ["LayerTable", "layer_table", "stored_weight_bytes", "COLUMNS"]
+__all__ = ["LayerTable", "layer_table", "stored_weight_bytes", "plan_weight_bytes", "COLUMNS"]
 
 #: Each row's keys, in the order the table shows them.
 COLUMNS = ("index", "layer", "op", "macs", "cycles", "utilization", "weight_bytes",
@@ -34,7 +34,12 @@ def stored_weight_bytes(net, config, batch=1):
         plan = plan_network(net, config, batch=batch)
     except FpganetError:
         return None
-    per_layer = [0] * len(net.layers)
+    return plan_weight_bytes(plan, config, len(net.layers))
+
+
+def plan_weight_bytes(plan, config, layers):
+    """:func:`stored_weight_bytes` of a plan made already (of a network of ``layers``)."""
+    per_layer = [0] * layers
     for step in plan.steps:
         per_layer[step.layer_index] += step.weight_words(config) * config.weight_word_bytes
     return per_layer

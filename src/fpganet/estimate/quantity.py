@@ -47,6 +47,9 @@ class Quantity:
     unverified : bool
         The figure, or one it rests on, is marked "unverified" in the reference
         material (docs/guide/estimator.md lists them).
+    extra : dict
+        Further figures of the same measurement, reported beside it (:meth:`to_dict`); a key
+        that starts with ``_`` is for the code that made it and stays out of reports.
     """
 
     value: object
@@ -78,7 +81,8 @@ class Quantity:
         if self.unverified:
             data["unverified"] = True
         for key, value in self.extra.items():
-            data[key] = _plain(value)
+            if not key.startswith("_"):         # "_key": for the code that made it, not reports
+                data[key] = _plain(value)
         return data
 
     def scaled(self, factor, unit=None, basis=None):

@@ -29,6 +29,7 @@ from ..codegen.plan import channel_tile, stores_binary_layer
 from ..config import AcceleratorConfig
 from ..errors import FpganetError
 from ..isa import BINARY_WEIGHT_BEATS, PACKED_WEIGHT_BITS
+from .layer_table import plan_weight_bytes
 from .quantity import Quantity
 
 __all__ = ["LayerWork", "Workload", "simulated_cycles", "cycles_per_image", "CYCLE_MODELS"]
@@ -319,7 +320,8 @@ def _program_cycles(net, config, perf, batch):
              f"them outside the engine (SET, INPUT, OUTPUT, STAMP, LOOP), of which INPUT and "
              f"OUTPUT at one byte per cycle {io:,}")
     return {"total": total, "per_layer": per_layer, "io_cycles": io, "basis": basis,
-            "by_opcode": per_image_ops}
+            "by_opcode": per_image_ops,
+            "weight_bytes": plan_weight_bytes(plan, config, len(net.layers))}
 
 
 def cycles_per_image(workload, net=None, *, cycles=None, layer_cycles=None, model="ideal",
@@ -365,8 +367,10 @@ def cycles_per_image(workload, net=None, *, cycles=None, layer_cycles=None, mode
     elif net is not None:
         found = simulated_cycles(net, workload.config, batch)
         if found is not None:
+            # The plan's stored weight bytes ride along, for the layer table (planned once).
             total = Quantity(found["total"], "cycles", "simulated", found["basis"],
-                             extra={"io_cycles": found["io_cycles"]})
+                             extra={"io_cycles": found["io_cycles"],
+                                    "_layer_weight_bytes": found["weight_bytes"]})
             if found["per_layer"] is None:
                 return total, tiled_layers, "estimated (tiled, not simulated)"
             return total, found["per_layer"], "simulated (engine instructions per layer)"
