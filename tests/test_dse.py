@@ -70,7 +70,8 @@ def test_example_space_then_served_from_the_cache(tmp_path):
     assert cycles["4x2"] < cycles["2x4"] < cycles["1x8"]
     assert meta["engine"] == "ray" and meta["ray_version"]
     assert meta["ray"]["cluster_resources"]["CPU"] == 2
-    assert meta["cache"] == {"folder": str(cache), "served": 0, "computed": 6}
+    assert meta["cache"] == {"folder": str(cache), "served": 0, "computed": 6,
+                             "shared": 0}
     for name in ("pareto_throughput.png", "pareto_efficiency.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "SHA256SUMS" in os.listdir(out)
@@ -80,7 +81,8 @@ def test_example_space_then_served_from_the_cache(tmp_path):
 
     # Again, into the same (fpganet-written) folder: nothing is computed.
     result, again, meta = run_dse(EXAMPLE, out, cache)
-    assert meta["cache"] == {"folder": str(cache), "served": 6, "computed": 0}
+    assert meta["cache"] == {"folder": str(cache), "served": 6, "computed": 0,
+                             "shared": 0}
     assert "6 result(s) served from the cache" in result.stdout
     assert again == rows
 
@@ -327,6 +329,8 @@ def test_precisions_and_evaluation_inputs_are_refused_before_ray(no_ray, capsys,
     assert "unlabelled.npz" in err and "no labels 'y'" in err
     err = refused(capsys, tmp_path, "--eval", tmp_path / "missing.npz")
     assert "missing.npz" in err
+    err = refused(capsys, tmp_path, TFC_W1A1, "--eval-limit", "5")
+    assert "--eval-limit" in err and "--eval EVAL.npz" in err
 
 
 @needs_tfc
@@ -343,16 +347,24 @@ def test_the_binary_engine_fold_and_the_weight_precision_with_accuracy(tmp_path)
     x, y = datasets.mnist("eval", limit=200, unit=True)
     np.savez(tmp_path / "eval.npz", x=x, y=y)
     space = tmp_path / "engine.toml"
-    space.write_text('[space]\nengine = ["binary"]\npe = [4, 8]\nsimd = [16, 12]\n')
+    space.write_text('[space]\nengine = ["int8", "binary"]\npe = [4, 8]\nsimd = [16, 12]\n')
     result, rows, meta = run_dse(space, tmp_path / "engine", tmp_path / "cache", tfc,
                                  "--eval", tmp_path / "eval.npz")
     net = compile_model(tfc, config=DEFAULT_CONFIG, engine=("binary", 4, 16))
     top1 = run_network(net, x).accuracy(y)
+    # The int8 array runs once, whatever the fold: its twins are excluded.
+    int8 = [row for row in rows if row["engine"] == "int8"]
+    assert [row["status"] for row in int8] == ["ok", "excluded", "excluded", "excluded"]
+    assert "pe and simd fold the engines only" in int8[1]["reason"]
+    assert int8[0]["cycles_source"] == "simulated" and int8[0]["top1"] != ""
     for row in rows:
+        if row["engine"] == "int8":
+            continue
         pe, simd = int(row["pe"]), int(row["simd"])
         if simd == 12:          # not a multiple of 8: the engine cannot run it
             assert row["status"] == "refused" and "simd" in row["reason"] and "12" in row["reason"], row
             assert row["cycles_per_image"] == "" and int(row["macs_per_cycle"]) == pe * simd
+            assert row["top1"] == ""
             continue
         assert row["status"] == "ok" and row["config"] == f"binary engine {pe}x{simd}"
         assert int(row["macs_per_cycle"]) == pe * simd

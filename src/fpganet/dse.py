@@ -396,7 +396,7 @@ def _evaluate_engine(net, board, options, report_path, top1, start):
     try:
         images = build_binary_images(net, options["pe"], options["simd"], options["engine"])
     except FpganetError as error:
-        return {"status": "refused", "reason": " ".join(str(error).split()), "top1": top1}
+        return {"status": "refused", "reason": " ".join(str(error).split())}
     design = dict(macs_per_cycle=options["pe"] * options["simd"],
                   design=images.folded.description)
     clock = clock_quantity(net.config)
@@ -753,20 +753,30 @@ def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=No
     model_bytes = None if model is None else Path(model).read_bytes()
     model_sha = hashlib.sha256(model_bytes if model_bytes is not None
                                else Path(datasets.LENET5_ONNX).read_bytes()).hexdigest()
-    if net.calibration.get("method") in ("qdq", "tflite"):
+    if net.calibration.get("method") in ("qdq", "qonnx", "tflite"):
         calib, calib_x, calib_sha = None, None, "none: the model's own quantization"
     else:
         calib_sha = "embedded MNIST calibration split" if calib is None else file_sha256(calib)
 
     points = []
+    seen = set()
     for point in space.points():
         entry = {"point": point, "config": None, "status": None, "reason": ""}
         try:
-            options = point_compile(point)
+            options = point_compile(_without_fold(point))
             config = point_config(BOARDS[board], point)
         except ConfigError as error:
             entry.update(status="invalid configuration", reason=" ".join(str(error).split()))
         else:
+            # An int8 point of a space that sweeps the engines' fold too runs once, at the fold's
+            # first values; its twins are excluded.
+            twin = json.dumps([config.to_dict(), options], sort_keys=True)
+            if twin in seen:
+                entry.update(status="excluded", reason="the int8 array's point above: pe and "
+                                                       "simd fold the engines only")
+                points.append(entry)
+                continue
+            seen.add(twin)
             entry.update(config=config, options=options)
             macs = (config.macs_per_cycle if options["engine"] == "int8"
                     else options["pe"] * options["simd"])
@@ -779,24 +789,34 @@ def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=No
         points.append(entry)
     versions = tool_versions()
     cache = Cache(cache_dir)
-    counts = {"served": 0, "computed": 0}
+    counts = {"served": 0, "computed": 0, "shared": 0}
+
+    pending = {}
 
     def cached_or(key, submit, store):
-        """Serve ``key`` from the cache, or schedule ``submit`` and store what it returns."""
+        """Serve ``key`` from the cache, or schedule ``submit`` and store what it returns; a
+        key already scheduled in this run (two precisions of one int8 build) is computed once."""
         found = cache.get(key)
         if found is not None:
             counts["served"] += 1
             progress.update(1)
             store(found)
             return
+        if key in pending:
+            counts["shared"] += 1
+            progress.update(1)
+            pending[key].append(store)
+            return
+        pending[key] = [store]
 
         def done(result):
             counts["computed"] += 1
             # Deterministic outcomes are kept; a timeout, a lost worker or a crash is tried again
             # by the next run.
-            if result.get("status") in ("ok", "does not fit"):
+            if result.get("status") in ("ok", "does not fit", "refused"):
                 cache.put(key, result)
-            store(result)
+            for each in pending.pop(key):
+                each(result)
         scheduler.add(submit, done)
 
     ray = _ray()
@@ -840,8 +860,10 @@ def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=No
                         progress.update(seeds + 1)
                         continue
                     engine = entry["options"]["engine"] != "int8"
-                    # An engine's bitstream holds the network: its build depends on it too.
-                    network = (dict(model=model_sha, calib=calib_sha, options=entry["options"])
+                    # An engine's bitstream holds the network: its build depends on it, and on
+                    # the compiler that made its weights and thresholds, too.
+                    network = (dict(model=model_sha, calib=calib_sha, options=entry["options"],
+                                    compiler=versions["estimate"]["sources"])
                                if engine else {})
                     for seed in range(1, seeds + 1):
                         key = point_key("synth", board=board, config=entry["config"].to_dict(),
@@ -864,14 +886,14 @@ def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=No
                     entry["best"] = best
                     key = point_key("estimate", model=model_sha, calib=calib_sha, board=board,
                                     config=entry["config"].to_dict(), tools=versions["estimate"],
-                                    options=entry["options"], evaluation=eval_sha,
-                                    report=best["report"])
+                                    options=entry["options"], report=best["report"])
                     submit = (lambda config=entry["config"], report=best["report"],
                               options=entry["options"]:
                               evaluate.remote(board, config.to_dict(), model_ref, calib_ref,
-                                              report, options, eval_ref))
-                    cached_or(key, submit, lambda result, entry=entry:
-                              entry.update(estimate=result))
+                                              report, options))
+                    # The accuracy is the network's, measured once in phase 1.
+                    cached_or(key, submit, lambda result, entry=entry: entry.update(
+                        estimate=dict(result, top1=entry["estimate"].get("top1"))))
                 scheduler.run()
             where = {"address": address or "local",
                      "cluster_resources": {k: v for k, v in resources.items()
@@ -896,7 +918,13 @@ def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=No
             "cache": {"folder": str(cache_dir), **counts},
             "tools": versions,
             "sources": {"cycles_per_image": "simulated: fpganet.perf on the compiled program "
-                                            "(equal to the RTL cycle counter by test)",
+                                            "(equal to the RTL cycle counter by test); on an "
+                                            "engine, its timing model (BinaryDevice.stamp_cycles, "
+                                            "equal to its RTL's stamp by test); each row's "
+                                            "cycles_source, clock_source and watts_source say "
+                                            "which",
+                        "weight_bytes": "compiled: the weights as stored (packed, or an "
+                                        "engine's fields), fpganet.estimate's workload",
                         "images_per_s": "estimated: fpganet.estimate, end to end over the "
                                         "board's host link (UART)",
                         "compute_images_per_s": "estimated: cycles per image at the clock, "
@@ -910,6 +938,14 @@ def run_dse(*, model, calib, board, space, out, synth=False, seeds=1, address=No
             "rows": rows}
     _write(out, rows, meta, synth, inputs)
     return rows, meta
+
+
+def _without_fold(point):
+    """``point`` without ``pe`` and ``simd`` where it is the int8 array's (a space sweeping
+    both the array and an engine's fold)."""
+    if point.get("engine", "int8") != "int8":
+        return point
+    return {key: value for key, value in point.items() if key not in ("pe", "simd")}
 
 
 def _precisions(space):
@@ -938,6 +974,9 @@ def _evaluation(net, model, path, limit):
         x, y = datasets.mnist("eval", limit=limit or EMBEDDED_EVAL_IMAGES)
         text = {"data": "embedded MNIST evaluation split"}
     else:
+        if limit is not None:
+            raise FpganetError("--eval-limit limits the inputs of --eval EVAL.npz; give one (a "
+                               "model other than the embedded LeNet-5 has no default)")
         return None, None, "none (no --eval)"
     x, y = x[:limit], y[:limit]
     digest = hashlib.sha256(np.ascontiguousarray(x).tobytes() + y.tobytes()).hexdigest()
@@ -961,7 +1000,8 @@ def _row(entry, synth, seeds):
     row["reason"] = entry["reason"] or result.get("reason", "")
     for key in ("cycles_per_image", "clock_mhz", "images_per_s", "latency_s", "watts",
                 "images_per_s_per_w", "bottleneck", "compute_images_per_s", "compute_latency_s",
-                "compute_watts", "compute_images_per_s_per_w"):
+                "compute_watts", "compute_images_per_s_per_w", "cycles_source", "clock_source",
+                "watts_source"):
         row[key] = result.get(key)
     if synth:
         builds = entry.get("builds", [])
@@ -1057,7 +1097,7 @@ def _write(out, rows, meta, synth, inputs):
         if synth and cost:
             x_key, xlabel = cost, f"{cost.split('_')[0]} used (routed, best seed)"
         else:
-            x_key, xlabel = "macs_per_cycle", "MACs/cycle (array rows x cols)"
+            x_key, xlabel = "macs_per_cycle", "MACs/cycle (array rows x cols, or engine pe x simd)"
         _plot(staging / "pareto_throughput.png", rows, x_key, "compute_images_per_s", "low",
               "high", xlabel, "images/s (estimated, compute-bound)",
               f"{meta['board']}: images/s (simulated cycles x clock) against cost")
@@ -1132,8 +1172,9 @@ def run(args):
                          cpus=args.cpus, max_points=args.max_points, announce=announce,
                          evaluation=args.eval, eval_limit=args.eval_limit)
     cache = meta["cache"]
+    shared = f", {cache['shared']} shared with a twin" if cache["shared"] else ""
     print(f"dse: {cache['served']} result(s) served from the cache ({cache['folder']}), "
-          f"{cache['computed']} computed on Ray {meta['ray_version']} "
+          f"{cache['computed']} computed{shared} on Ray {meta['ray_version']} "
           f"({meta['ray']['cluster_resources'].get('CPU', 0):g} CPUs)")
     width = max([len("point")] + [len(_point_label(row, space)) for row in rows])
     top1 = meta["evaluation"] != "none (no --eval)"
