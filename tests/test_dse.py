@@ -444,3 +444,19 @@ def test_an_engine_point_built_gets_its_routed_clock_and_power(tmp_path):
     assert row["status"] == "ok" and row["seeds_built"] == "1/1", row
     assert float(row["fmax_mhz"]) > 0 and int(row["LC_used"]) > 0
     assert float(row["watts"]) > 0 and float(row["images_per_s_per_w"]) > 0
+
+
+@pytest.mark.skipif(os.environ.get("FPGANET_DSE_SYNTH") != "1",
+                    reason="a board build (about two minutes): FPGANET_DSE_SYNTH=1")
+def test_two_precisions_of_one_configuration_share_its_build(tmp_path):
+    """The int8 array's bitstream does not hold the weights: two weight precisions of one
+    configuration are one build, made once in the run."""
+    space = tmp_path / "precision.toml"
+    space.write_text("[space]\nweight_bits = [8, 4]\n")
+    _, rows, meta = run_dse(space, tmp_path / "out", tmp_path / "cache", "--synth",
+                            timeout=900)
+    assert [row["status"] for row in rows] == ["ok", "ok"]
+    assert rows[0]["fmax_mhz"] == rows[1]["fmax_mhz"] != ""
+    # Two estimates and one build computed; the second point's build shared with the first.
+    assert meta["cache"]["shared"] == 1
+    assert meta["cache"]["computed"] == 2 + 1 + 2       # estimates, the build, re-estimates

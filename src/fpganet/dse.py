@@ -1,13 +1,17 @@
 """Design-space exploration on Ray: every point of a parameter space, compiled, timed, estimated.
 
-``fpganet dse [MODEL] --board B --space SPACE.toml -o DIR [--synth --seeds N]`` reads a
-``[space]`` table of lists of configuration parameters (their product is the space) and
-optional ``[constraints]``, and runs one Ray task per point: the board's configuration
-with the point's values, the network compiled in memory for it (a network that does not
-fit a buffer is recorded as ``does not fit`` with the compiler's reason), cycles per image
-from the performance model (:func:`fpganet.estimate.workload.simulated_cycles`, equal to
-the RTL by test) and images/s and watts from :func:`fpganet.estimate.comparison.estimate`
-(no GPU measurement, no ASIC synthesis, the stated default switching activity). With
+``fpganet dse [MODEL] --board B --space SPACE.toml -o DIR [--eval EVAL.npz] [--synth --seeds
+N]`` reads a ``[space]`` table of lists of configuration parameters and of how the network
+is compiled (:data:`COMPILE_KEYS`: the int8 array or an engine in logic cells, the engine's
+fold, the weight precision per layer; their product is the space) and optional
+``[constraints]``, and runs one Ray task per point: the board's configuration with the
+point's values, the network compiled in memory for it (a network that does not fit a buffer
+is recorded as ``does not fit`` with the compiler's reason), its top-1 accuracy from the
+golden model on the evaluation inputs, cycles per image from the performance model
+(:func:`fpganet.estimate.workload.simulated_cycles`, equal to the RTL by test; an engine's
+from its timing model) and images/s and watts from
+:func:`fpganet.estimate.comparison.estimate` (no GPU measurement, no ASIC synthesis, the
+stated default switching activity; an engine's watts only from its routed build). With
 ``--synth`` each point that fits is also built for the board once per seed (one Ray task
 each, ``num_cpus=1``), and its estimate uses the best seed's routed Fmax and resources.
 
@@ -1178,7 +1182,8 @@ def run(args):
           f"({meta['ray']['cluster_resources'].get('CPU', 0):g} CPUs)")
     width = max([len("point")] + [len(_point_label(row, space)) for row in rows])
     top1 = meta["evaluation"] != "none (no --eval)"
-    print(f"  {'point':{width}s} {'status':14s} {'top-1' if top1 else '':>7s} "
+    status = max(len(row["status"]) for row in rows)
+    print(f"  {'point':{width}s} {'status':{status}s} {'top-1' if top1 else '':>7s} "
           f"{'cycles/image':>12s} {'images/s':>9s} {'compute':>9s} {'mW':>6s} {'images/s/W':>10s}")
     for row in rows:
         accuracy = (f"{100 * row['top1']:6.2f}%" if row.get("top1") is not None
@@ -1188,7 +1193,8 @@ def run(args):
         figures = (f"{row['cycles_per_image']:>12,} {row['images_per_s']:>9,.0f} "
                    f"{row['compute_images_per_s']:>9,.0f} {watts}"
                    if row["status"] == "ok" else row["reason"][:90])
-        print(f"  {_point_label(row, space):{width}s} {row['status']:14s} {accuracy} {figures}")
+        print(f"  {_point_label(row, space):{width}s} {row['status']:{status}s} {accuracy} "
+              f"{figures}")
     print("  (top-1: measured on the golden model; cycles/image: simulated by fpganet.perf, or "
           "the engine's timing model; images/s: estimated end to end over the board's host link, "
           "compute: cycles/image at the clock; mW and images/s/W: estimated chip power, default "
