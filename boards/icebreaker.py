@@ -131,7 +131,12 @@ REQUANT_MODES = ("fpganet",)
 
 def refuse(config, core):
     """A weight buffer the SPRAMs cannot hold; the whole accelerator in the ``tflite``
-    requantization mode, which does not fit the UP5K."""
+    requantization mode, which does not fit the UP5K; ternary pairs, which its SB_MAC16 pair
+    PEs do not make."""
+    if config.ternary_pairs:
+        return ("its pair PEs make their products in SB_MAC16's two 8x8 multipliers, and a "
+                "ternary pair's 18x12-bit product does not fit its 16x16 one (ternary_pairs is "
+                "the ECP5's)")
     if core is accelerator_core and (problem := spram_mapping_problem(config)):
         return problem
     if core is accelerator_core and config.requant_mode not in REQUANT_MODES:

@@ -15,7 +15,8 @@ from amaranth.lib import io
 from amaranth_boards.ulx3s import ULX3S_85F_Platform
 
 from fpganet.config import AcceleratorConfig
-from fpganet.hdl.ecp5_dsp import ECP5PairProcessingElement, ECP5ProcessingElement
+from fpganet.hdl.ecp5_dsp import (ECP5PairProcessingElement, ECP5ProcessingElement,
+                                  ECP5TernaryPairProcessingElement)
 from fpganet.hdl.systolic import SystolicArray
 
 from .common import Board, BoardTop, linked_accelerator
@@ -75,9 +76,11 @@ def ecp5_array(config):
 
 
 def accelerator_core(config):
-    """The accelerator behind the UART host link, one MULT18X18D per PE."""
-    return linked_accelerator(config, BAUD, pe=ECP5PairProcessingElement if config.pair_products
-                              else ECP5ProcessingElement)
+    """The accelerator behind the UART host link, one MULT18X18D per product (per pair with
+    ``ternary_pairs``)."""
+    return linked_accelerator(config, BAUD, pe=ECP5TernaryPairProcessingElement
+                              if config.ternary_pairs else ECP5PairProcessingElement
+                              if config.pair_products else ECP5ProcessingElement)
 
 
 def stand_in_core(config):

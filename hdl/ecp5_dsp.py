@@ -22,9 +22,10 @@ used here, written from Lattice TN1267 (ECP5 sysDSP usage guide).
 from amaranth import *
 
 from fpganet.config import ConfigError
-from fpganet.hdl.systolic import PairProducts, ProcessingElement
+from fpganet.hdl.systolic import PairProducts, ProcessingElement, TernaryPairs
 
-__all__ = ["ECP5ProcessingElement", "ECP5PairProcessingElement", "mult18x18d_parameters"]
+__all__ = ["ECP5ProcessingElement", "ECP5PairProcessingElement", "ECP5TernaryPairProcessingElement",
+           "mult18x18d_parameters"]
 
 
 def mult18x18d_parameters():
@@ -62,16 +63,17 @@ class ECP5ProcessingElement(ProcessingElement):
             return super()._product(m)
         return self._dsp_product(m, self.a_in, self.b_in, "mult")
 
-    def _dsp_product(self, m, a, b, name):
-        """``a * b`` (signed, at most 18 bits each) from a MULT18X18D named ``name`` with its
-        output register on: the product one cycle after the operands."""
-        config = self.config
-        product = Signal(signed(config.product_width))
-        a18 = Signal(signed(18))
+    def _dsp_product(self, m, a, b, name, width=None, signed_a=True):
+        """``a * b`` (at most 18 bits each; ``b`` signed, ``a`` too unless ``signed_a`` is
+        false) from a MULT18X18D named ``name`` with its output register on: the product, of
+        ``width`` bits (default ``config.product_width``), one cycle after the operands."""
+        width = width or self.config.product_width
+        product = Signal(signed(width))
+        a18 = Signal(signed(18) if signed_a else unsigned(18))
         b18 = Signal(signed(18))
         p36 = Signal(36)
         m.d.comb += [a18.eq(a), b18.eq(b),
-                     product.eq(p36[:config.product_width])]
+                     product.eq(p36[:width])]
         ports = {}
         for k in range(18):
             ports[f"i_A{k}"] = a18[k]
@@ -82,7 +84,7 @@ class ECP5ProcessingElement(ProcessingElement):
         m.submodules[name] = Instance(
             "MULT18X18D",
             **{f"p_{key}": value for key, value in mult18x18d_parameters().items()},
-            i_SIGNEDA=Const(1), i_SIGNEDB=Const(1),
+            i_SIGNEDA=Const(int(signed_a)), i_SIGNEDB=Const(1),
             i_SOURCEA=Const(0), i_SOURCEB=Const(0),
             i_CLK0=ClockSignal(), i_CLK1=Const(0), i_CLK2=Const(0), i_CLK3=Const(0),
             i_CE0=Const(1), i_CE1=Const(0), i_CE2=Const(0), i_CE3=Const(0),
@@ -115,3 +117,24 @@ class ECP5PairProcessingElement(PairProducts, ECP5ProcessingElement):
         if self.model:
             return super()._pair_products(m, pairs)
         return [self._dsp_product(m, a, b, f"mult{k}") for k, (a, b) in enumerate(pairs)]
+
+
+class ECP5TernaryPairProcessingElement(TernaryPairs, ECP5ProcessingElement):
+    """A pair PE whose two products come from one MULT18X18D (:class:`~fpganet.hdl.systolic.
+    TernaryPairs`: every weight -1, 0 or +1), its output register the product register: half
+    the multipliers of :class:`ECP5PairProcessingElement`, same latency (3) and numerics.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+        With ``pair_products`` and ``ternary_pairs``.
+    model : bool
+        The registered product described in Amaranth instead of MULT18X18D (for
+        ``amaranth.sim``).
+    """
+
+    def _ternary_product(self, m, unsigned_a, signed_b):
+        if self.model:
+            return super()._ternary_product(m, unsigned_a, signed_b)
+        return self._dsp_product(m, unsigned_a, signed_b, "mult",
+                                 width=len(unsigned_a) + len(signed_b), signed_a=False)

@@ -28,8 +28,12 @@ from amaranth.lib.wiring import In, Out
 
 from fpganet.config import AcceleratorConfig, ConfigError
 
-__all__ = ["ProcessingElement", "PairProducts", "PairProcessingElement", "SystolicArray",
-           "operand_layout", "result_layout"]
+__all__ = ["ProcessingElement", "PairProducts", "PairProcessingElement", "TernaryPairs",
+           "TernaryPairProcessingElement", "SystolicArray", "operand_layout", "result_layout",
+           "TERNARY_SPACING"]
+
+#: Bits between the two activations in :class:`TernaryPairs`' one multiplier operand.
+TERNARY_SPACING = 10
 
 
 def operand_layout(config):
@@ -106,6 +110,10 @@ class ProcessingElement(wiring.Component):
             raise ConfigError(f"{type(self).__name__} makes {2 if isinstance(self, PairProducts) else 1} "
                               f"product(s) a beat; the configuration has pair_products="
                               f"{config.pair_products}")
+        if config.ternary_pairs != isinstance(self, TernaryPairs):
+            raise ConfigError(f"{type(self).__name__} makes "
+                              f"{'its pair with one multiplier' if isinstance(self, TernaryPairs) else 'a multiplier a product'}"
+                              f"; the configuration has ternary_pairs={config.ternary_pairs}")
         self.config = config
         self.separate_result_adder = bool(separate_result_adder)
         operand = signed(config.pe_operand_width)
@@ -228,6 +236,55 @@ class PairProcessingElement(PairProducts, ProcessingElement):
     """A pair PE (:class:`PairProducts`) whose two products are Amaranth's ``*``, registered."""
 
 
+class TernaryPairs(PairProducts):
+    """Mixin for a pair PE (:class:`PairProducts`) that makes its two products with one
+    multiplier, for configurations with ``ternary_pairs``: every weight is -1, 0 or +1.
+
+    The PE's ``a`` operands are weights ``w``, its ``b`` operands activations ``x``. With
+    ``u = x + 128`` (the activation's sign bit flipped: 0..255 unsigned) the multiplier's
+    operands are ``U = u0 + u1 * 2**10`` (18 bits unsigned, wiring only) and
+    ``W = w0 * 2**10 + w1``, and ::
+
+        U * W = u0*w1 + (u0*w0 + u1*w1) * 2**10 + u1*w0 * 2**20
+
+    ``|u0*w1| <= 255 < 2**9``, so ``(U*W + 2**9) >> 10`` has ``u0*w0 + u1*w1`` (at most 510 in
+    magnitude) in its low 10 bits, two's complement; ``w0*x0 + w1*x1`` is that less
+    ``128 * (w0 + w1)``. A weight outside -1..1 gives a wrong sum (the compiler refuses such a
+    network). Same ports, latency 3 (the product, then the extraction and correction in the
+    pair sum's stage, then the accumulator) and numerics as :class:`PairProducts` for those
+    weights; one multiplier of 18 x 12 bits instead of two 8 x 8.
+    """
+
+    def _product(self, m):
+        config = self.config
+        if config.operand_width != 8:
+            raise ConfigError(f"ternary pairs pack two 8-bit activations in one operand, not "
+                              f"{config.operand_width}-bit ones")
+        # The array's a operand is the weights (one per row), b the activations (per column).
+        weights, acts = self.a_in, self.b_in
+        unsigned_acts = Cat(acts[:7], ~acts[7], C(0, TERNARY_SPACING - 8), acts[8:15], ~acts[15])
+        w0, w1 = weights[:8].as_signed(), weights[8:16].as_signed()
+        packed_weights = Signal(signed(TERNARY_SPACING + 2), name="packed_weights")
+        m.d.comb += packed_weights.eq((w0 << TERNARY_SPACING) + w1)
+        product = self._ternary_product(m, unsigned_acts, packed_weights)
+        weight_sum = Signal(signed(3), name="weight_sum")      # w0 + w1, beside the product
+        m.d.sync += weight_sum.eq(w0 + w1)
+        middle = ((product + (1 << (TERNARY_SPACING - 1))) >> TERNARY_SPACING)[:TERNARY_SPACING]
+        pair_sum = Signal(signed(config.pe_sum_width))
+        m.d.sync += pair_sum.eq(middle.as_signed() - (weight_sum << 7))
+        return pair_sum
+
+    def _ternary_product(self, m, unsigned_a, signed_b):
+        """``unsigned_a * signed_b``, registered once (Amaranth's ``*``)."""
+        product = Signal(signed(len(unsigned_a) + len(signed_b)), name="product")
+        m.d.sync += product.eq(unsigned_a * signed_b)
+        return product
+
+
+class TernaryPairProcessingElement(TernaryPairs, ProcessingElement):
+    """A ternary pair PE (:class:`TernaryPairs`) whose one product is Amaranth's ``*``."""
+
+
 class SystolicArray(wiring.Component):
     """A ``rows x cols`` output-stationary array of :class:`ProcessingElement`.
 
@@ -273,7 +330,8 @@ class SystolicArray(wiring.Component):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         if pe is None:
-            pe = PairProcessingElement if config.pair_products else ProcessingElement
+            pe = (TernaryPairProcessingElement if config.ternary_pairs else
+                  PairProcessingElement if config.pair_products else ProcessingElement)
         if not callable(pe):
             raise TypeError(f"pe must be a callable returning a processing element, not {pe!r}")
         self.config = config

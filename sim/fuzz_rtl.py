@@ -12,7 +12,8 @@ import warnings
 import numpy as np
 
 from fpganet.codegen import build_images
-from fpganet.codegen.fuzz import random_graph_network, random_network, signed_weights
+from fpganet.codegen.fuzz import (random_graph_network, random_network, signed_weights,
+                                  ternary_weights)
 from fpganet.codegen.fuzz_qonnx import random_qonnx_network
 from fpganet.config import AcceleratorConfig
 from fpganet.errors import FpganetError, FpganetWarning
@@ -45,7 +46,9 @@ __all__ = ["CONFIGS", "random_fitting_network", "check_network", "main"]
 #: 4x2 shape, packed, and the 4x4 pairs with a result queue. Three also store layers of +-1
 #: weights eight to a byte (``binary_weights``, ``CONV binary``; :func:`fuzz_rtl` signs a
 #: quarter of their random layers' weights): the broadcast 8x2, the pipelined 4x4 pairs and
-#: the single-port 4x2.
+#: the single-port 4x2. One makes each pair PE's two products with one multiplier
+#: (``ternary_pairs``: every weight of its networks -1, 0 or +1, half the layers +-1 and stored
+#: eight to a byte).
 CONFIGS = {
     "2x8": AcceleratorConfig(),
     "3x5-requant5": AcceleratorConfig(rows=3, cols=5, requant_lanes=5, requant_latency=5,
@@ -86,6 +89,10 @@ CONFIGS = {
                                          requant_latency=5, weight_buffer_bytes=8 * 8192,
                                          packed_weights=True, binary_weights=True,
                                          single_port_activations=True),
+    "4x2-pairs-ternary": AcceleratorConfig(rows=4, cols=2, acc_width=24, broadcast_operands=True,
+                                           requant_latency=5, weight_buffer_bytes=8 * 8192,
+                                           pair_products=True, ternary_pairs=True,
+                                           binary_weights=True),
     "4x4-pairs-single-port": AcceleratorConfig(rows=4, cols=4, act_bank_factor=2,
                                                weight_buffer_bytes=8 * 8192, diagonal_weights=True,
                                                result_queue_rows=8, pair_products=True,
@@ -103,10 +110,14 @@ def random_fitting_network(rng, config, graph=False):
     pools; :func:`fpganet.codegen.fuzz.random_graph_network`).
 
     Whether it fits, every buffer, is the compiler's call: networks it refuses are drawn again.
+    On a configuration with ``ternary_pairs`` every weight is -1, 0 or +1
+    (:func:`~fpganet.codegen.fuzz.ternary_weights`).
     """
     while True:
         try:
             net = (random_graph_network if graph else random_network)(rng, config)
+            if config.ternary_pairs:
+                net = ternary_weights(net, rng)
             build_images(net, 1, config)
         except FpganetError:
             continue
@@ -157,8 +168,10 @@ def fuzz_rtl(networks, seed=1, sim="verilator", out=None):
             except AssertionError as error:
                 failures += 1
                 print(f"FAIL rtl {name} seed={seed} index={index}: {error}", file=out, flush=True)
-        # QONNX layers compile in the fpganet requantization mode only.
-        qonnx = _qonnx_networks(networks) if config.requant_mode == "fpganet" else 0
+        # QONNX layers compile in the fpganet requantization mode only (their weights are not
+        # ternary).
+        qonnx = (_qonnx_networks(networks) if config.requant_mode == "fpganet"
+                 and not config.ternary_pairs else 0)
         for index in range(qonnx):
             rng = np.random.default_rng([seed, index, sum(map(ord, name)), 0x9077])
             with warnings.catch_warnings():

@@ -360,3 +360,24 @@ def test_packed_layers_take_half_the_weight_words_and_compute_the_same(config):
         np.testing.assert_array_equal(run_isa(net, q_in, images=plain)[0], expected)
         checked += 1
     assert checked >= 12
+
+
+def test_ternary_pairs_compute_ternary_weights_and_refuse_others():
+    """With ternary_pairs the array multiplies weights of -1, 0 and +1 only: a ternary network
+    runs as on the pair array; the compiler refuses an int8 one in one line, and a weight
+    outside -1..1 in the memory image is a program error, not a result."""
+    from fpganet.codegen.fuzz import ternary_weights
+
+    pairs = AcceleratorConfig(rows=4, cols=2, pair_products=True, weight_buffer_bytes=1 << 16)
+    ternary = pairs.replace(ternary_pairs=True)
+    rng = np.random.default_rng(5)
+    net = random_network(rng, pairs)
+    with pytest.raises(FpganetError, match="ternary pairs multiply -1, 0 and \\+1 only"):
+        build_images(net, 1, ternary)
+    net = ternary_weights(net, rng)
+    q_in = rng.integers(-128, 128, (2, *net.input_chw)).astype(np.int8)
+    images = build_images(net, 2, ternary)
+    np.testing.assert_array_equal(run_isa(net, q_in, images=images)[0], run_golden(net, q_in))
+    images.weights[:] = 2          # every weight 2: not what the array multiplies
+    with pytest.raises(IsaError, match="weight 2 outside -1..1"):
+        run_isa(net, q_in, images=images)

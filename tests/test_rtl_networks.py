@@ -131,6 +131,18 @@ def test_binary_weight_networks_on_rtl_match_golden(name, shape):
     assert sum(step.binary for steps in plans for step in steps) >= NETWORKS_PER_CONFIG // 2
 
 
+def test_ternary_pair_networks_on_rtl_match_golden():
+    """Each pair PE's two products from one multiplier (ternary_pairs), every weight -1, 0 or
+    +1 (codegen.fuzz.ternary_weights): chains and graphs (adds of weights 1, depthwise and
+    grouped convs), half the layers +-1 and stored eight a byte."""
+    config = CONFIGS["4x2-pairs-ternary"]
+    plans = _check_fitting(config, np.random.default_rng(2033), NETWORKS_PER_CONFIG // 2,
+                           lambda rng: random_fitting_network(rng, config,
+                                                             graph=rng.random() < 0.5))
+    steps = [step for steps in plans for step in steps]
+    assert any(step.binary for step in steps) and not all(step.binary for step in steps)
+
+
 def test_random_networks_on_rtl_match_golden_in_the_tflite_mode():
     """The tflite requantization mode (TFLite's 31-bit multiplier, double and single rounding,
     TFLite's average pools: codegen.fuzz draws them) on chains and DAGs."""

@@ -9,9 +9,10 @@ from amaranth.sim import Simulator
 from faults import MiswiredPE
 
 from fpganet.config import AcceleratorConfig, ConfigError
-from fpganet.hdl.ecp5_dsp import ECP5PairProcessingElement
+from fpganet.hdl.ecp5_dsp import ECP5PairProcessingElement, ECP5TernaryPairProcessingElement
 from fpganet.hdl.ice40_dsp import Ice40PairProcessingElement
-from fpganet.hdl.systolic import PairProcessingElement, ProcessingElement, SystolicArray
+from fpganet.hdl.systolic import (PairProcessingElement, ProcessingElement, SystolicArray,
+                                  TernaryPairProcessingElement)
 from fpganet.sim.matmul import assemble, plan_tiles, reference_matmul
 
 
@@ -309,3 +310,48 @@ def test_pe_and_configuration_agree_on_pair_products(pe):
         pe(AcceleratorConfig())
     with pytest.raises(ConfigError, match="makes 1 product.*pair_products=True"):
         ProcessingElement(AcceleratorConfig(pair_products=True))
+
+
+TERNARY_PES = [TernaryPairProcessingElement,
+               functools.partial(ECP5TernaryPairProcessingElement, model=True)]
+
+
+@pytest.mark.parametrize("pe", TERNARY_PES)
+def test_ternary_pair_pe_matches_numpy(pe):
+    """A pair's two products from one multiplier (weights -1, 0, +1): every activation corner
+    (-128, 127, -1, 0) against every weight pair, K odd, gaps and back-pressure."""
+    config = AcceleratorConfig(rows=3, cols=4, pair_products=True, ternary_pairs=True)
+    rng = np.random.default_rng(14)
+    corners = np.array([-128, -127, -1, 0, 1, 126, 127])
+    A = rng.integers(-1, 2, size=(5, 49))                   # weights, one array row each
+    B = rng.integers(-128, 128, size=(49, 9))               # activations, one column each
+    B[:, 0] = np.repeat(corners, 7)
+    B[:, 1] = np.tile(corners, 7)
+    A[0] = np.resize([-1, -1, 1, 1, 0, -1, 1, 0, 0], 49)
+    tiles = pair_tiles(A, B, 3, 4)
+    dut = SystolicArray(config, pe=pe)
+    harness = ArrayHarness(dut, tiles, rng=rng, valid_gaps=0.2, ready_stalls=0.3).run()
+    np.testing.assert_array_equal(assemble(tiles, harness.tile_sums(), (5, 9)),
+                                  reference_matmul(A, B))
+    assert dut.latency == config.replace(ternary_pairs=False).array_latency
+
+
+def test_a_weight_outside_the_ternary_range_is_a_wrong_sum():
+    """What the compiler's refusal protects: a weight of 2 does not give 2x."""
+    config = AcceleratorConfig(rows=1, cols=1, pair_products=True, ternary_pairs=True)
+    A, B = np.array([[2, 0]]), np.array([[100], [0]])
+    tiles = pair_tiles(A, B, 1, 1)
+    harness = ArrayHarness(SystolicArray(config), tiles).run()
+    assert assemble(tiles, harness.tile_sums(), (1, 1))[0, 0] != 200
+
+
+def test_ternary_pairs_need_pair_products_and_the_pes_agree():
+    with pytest.raises(ConfigError, match="ternary_pairs .* needs pair_products"):
+        AcceleratorConfig(ternary_pairs=True)
+    config = AcceleratorConfig(pair_products=True, ternary_pairs=True)
+    with pytest.raises(ConfigError, match="ternary_pairs=True"):
+        PairProcessingElement(config)
+    with pytest.raises(ConfigError, match="ternary_pairs=True"):
+        Ice40PairProcessingElement(config)
+    with pytest.raises(ConfigError, match="ternary_pairs=False"):
+        TernaryPairProcessingElement(config.replace(ternary_pairs=False))

@@ -198,6 +198,15 @@ class AcceleratorConfig:
         window's one bank schedule a tile); a weight word holds two bytes per row
         (:attr:`weight_word_bytes`); the PE takes a cycle more (:attr:`pe_latency`). ``POOL``
         is unchanged (its ``K_C`` is 1). The numerics are the same.
+    ternary_pairs : bool
+        With :attr:`pair_products`, each PE makes its two products with one multiplier
+        (``fpganet.hdl.systolic.TernaryPairs``): the two activations, offset to 0..255, side
+        by side 10 bits apart in one operand, the two weights in the other, the pair's sum in
+        the middle bits of the product, less a correction of ``128 x (b0 + b1)``. Exact only
+        for weights of -1, 0 and +1, so every layer's weights must be (binary and ternary
+        networks; an add's scale weights are not): the compiler refuses any other. Half the
+        multipliers of the pair PEs (an 18 x 12-bit product, one ECP5 MULT18X18D a PE), same
+        cycles, same numerics. Needs ``operand_width`` 8.
     fused_max_pool : bool
         ``CONV``'s pooled writes (docs/reference/architecture.md, "Instruction set"): the result writer
         keeps a running maximum of the requantized bytes of each pair of result rows over the
@@ -261,6 +270,7 @@ class AcceleratorConfig:
     result_queue_rows: int = 0
     diagonal_weights: bool = False
     pair_products: bool = False
+    ternary_pairs: bool = False
     fused_max_pool: bool = False
     packed_weights: bool = False
     binary_weights: bool = False
@@ -303,12 +313,16 @@ class AcceleratorConfig:
         if self.cols % self.requant_lanes:
             raise ConfigError(f"requant_lanes {self.requant_lanes} does not divide cols {self.cols}")
         for name in ("broadcast_operands", "pipeline_registers", "diagonal_weights", "pair_products",
-                     "fused_max_pool", "packed_weights", "binary_weights", "single_port_activations"):
+                     "ternary_pairs", "fused_max_pool", "packed_weights", "binary_weights",
+                     "single_port_activations"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, not {getattr(self, name)!r}")
         if self.packed_weights and self.operand_width != 8:
             raise ConfigError(f"packed_weights puts two {PACKED_WEIGHT_BITS}-bit weights in a "
                               f"byte: operand_width must be 8, not {self.operand_width}")
+        if self.ternary_pairs and (not self.pair_products or self.operand_width != 8):
+            raise ConfigError(f"ternary_pairs makes a pair PE's two 8-bit products with one "
+                              f"multiplier: it needs pair_products and operand_width 8")
         if self.binary_weights and self.operand_width != 8:
             raise ConfigError(f"binary_weights puts {BINARY_WEIGHT_BEATS} one-bit weights in a "
                               f"byte: operand_width must be 8, not {self.operand_width}")
@@ -633,6 +647,12 @@ class AcceleratorConfig:
         (``CONV binary``); the compiler stores it as without ``binary_weights`` where pair
         products would read a zero weight (an odd number of channels in the walk)."""
         return self.binary_weights and bool(np.all(np.abs(np.asarray(weight, np.int16)) == 1))
+
+    def runs_weights(self, weight):
+        """Whether the array computes with ``weight`` (an int array) exactly: any int8 weight,
+        but with :attr:`ternary_pairs` only -1, 0 and +1."""
+        weight = np.asarray(weight, np.int16)
+        return not self.ternary_pairs or bool(np.all(np.abs(weight) <= 1))
 
     def stores_packed(self, weight_bits):
         """A layer of ``weight_bits``-bit weights is stored two to a byte here (``CONV packed``)."""

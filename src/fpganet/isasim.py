@@ -226,6 +226,10 @@ class Machine:
             words = (regs[Reg.W_BASE] + group * regs[Reg.W_GSTEP] + offsets) % len(self.weights)
             a = self._weight_bytes(words, slot, fields).reshape(k_total, rows, pair)[beats, :, half]
             a = np.where(keep, a, 0).astype(np.int64)
+            if self.config.ternary_pairs and np.any(np.abs(a) > 1):
+                raise IsaError(f"CONV at {pc}: weight {int(a[np.abs(a) > 1][0])} outside -1..1, "
+                               f"which this configuration's ternary pairs cannot multiply "
+                               f"(ternary_pairs)")
             acc = np.einsum("ki,tkj->tij", a, b)                                      # [T, rows, L]
             # The pooled writes: every group has the parameters of rows 0..rows-1.
             channels = (0 if pool else group * rows) + np.arange(rows)

@@ -91,6 +91,32 @@ def signed_weights(net, rng, share=1.0):
     return net
 
 
+def ternary_weights(net, rng, zeros=0.3):
+    """``net`` (in the ``fpganet`` requantization mode) with every conv and dense layer's weights
+    -1, 0 or +1, as a configuration with ``ternary_pairs`` needs: half the layers their signs
+    (a zero weight either sign: ``CONV binary`` where the configuration stores them so), the
+    others ternary with about ``zeros`` of them 0; every add's weights 1. Shifts drawn again
+    for the smaller sums, as :func:`signed_weights` does."""
+    layers = []
+    for layer in net.layers:
+        if isinstance(layer, QConv):
+            signs = np.sign(layer.weight)
+            if rng.random() < 0.5:
+                signs = np.where(signs == 0, rng.choice([-1, 1], signs.shape), signs)
+            else:
+                signs = np.where(rng.random(signs.shape) < zeros, 0, signs)
+            shift = _shift_for(rng, np.sqrt(layer.weight[0].size) * 74.0, len(layer.weight))
+            layer = dataclasses.replace(layer, weight=signs.astype(np.int8), weight_bits=2,
+                                        shift=shift)
+        elif isinstance(layer, QAdd):
+            layer = dataclasses.replace(layer, w_a=1, w_b=1,
+                                        shift=_shift_for(rng, 74.0 * np.sqrt(2)))
+        layers.append(layer)
+    net.layers = layers
+    net.validate()
+    return net
+
+
 def _shift_for(rng, typical, size=None):
     """A shift (``size`` of them: an int32 array) that brings ``|acc| ~ typical`` to about
     +-60 codes, give or take."""

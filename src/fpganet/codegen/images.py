@@ -633,7 +633,7 @@ def read_images(directory):
 
 #: Configuration fields added after compiled folders recorded :func:`config_digest`, left out of
 #: it at their defaults, so that those folders still load.
-DIGEST_LATER_FIELDS = {"binary_weights": False}
+DIGEST_LATER_FIELDS = {"binary_weights": False, "ternary_pairs": False}
 
 
 def config_digest(config):
