@@ -202,6 +202,18 @@ def test_ping_names_binary_weights_in_a_byte_of_its_own():
     assert DeviceInfo.unpack(plain.pack()).binary_weights is False
 
 
+def test_ping_names_ternary_pairs_so_that_an_int8_network_is_refused_there():
+    """``ternary_pairs`` is ``features`` bit 1: a board built with it multiplies only -1, 0 and
+    +1, so a network compiled for the plain pair array (whatever its weights) is refused."""
+    pairs = CONFIG.replace(pair_products=True)
+    ternary = pairs.replace(ternary_pairs=True, binary_weights=True)
+    info = DeviceInfo.unpack(HostLink(ternary, 12e6, 3e6).info.pack())
+    assert (info.features, info.ternary_pairs, info.binary_weights) == (3, True, True)
+    assert info.mismatches(ternary) == []
+    assert info.mismatches(ternary.replace(ternary_pairs=False)) == [("ternary_pairs", True, False)]
+    assert DeviceInfo.unpack(HostLink(pairs, 12e6, 3e6).info.pack()).ternary_pairs is False
+
+
 @pytest.mark.parametrize("pipelined", [False, True])
 @pytest.mark.parametrize("tx_stalls", [0.0, 0.7])
 def test_job_through_all_commands(tx_stalls, pipelined):

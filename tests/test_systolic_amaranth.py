@@ -333,7 +333,12 @@ def test_ternary_pair_pe_matches_numpy(pe):
     harness = ArrayHarness(dut, tiles, rng=rng, valid_gaps=0.2, ready_stalls=0.3).run()
     np.testing.assert_array_equal(assemble(tiles, harness.tile_sums(), (5, 9)),
                                   reference_matmul(A, B))
-    assert dut.latency == config.replace(ternary_pairs=False).array_latency
+    # The pair PEs' latency, measured: first rows the documented cycles after each last beat.
+    dut = SystolicArray(config, pe=pe)
+    harness = ArrayHarness(dut, pair_tiles(A[:3, :2], B[:2, :4], 3, 4) * 4).run()
+    first_rows = [cycle for cycle, row, _, _ in harness.rows_out if row == 0]
+    assert [f - l for f, l in zip(first_rows, harness.last_accepted)] == [
+        config.replace(ternary_pairs=False).array_latency] * 4
 
 
 def test_a_weight_outside_the_ternary_range_is_a_wrong_sum():

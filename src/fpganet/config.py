@@ -202,7 +202,7 @@ class AcceleratorConfig:
         With :attr:`pair_products`, each PE makes its two products with one multiplier
         (``fpganet.hdl.systolic.TernaryPairs``): the two activations, offset to 0..255, side
         by side 10 bits apart in one operand, the two weights in the other, the pair's sum in
-        the middle bits of the product, less a correction of ``128 x (b0 + b1)``. Exact only
+        the middle bits of the product, less a correction of ``128 x (w0 + w1)``. Exact only
         for weights of -1, 0 and +1, so every layer's weights must be (binary and ternary
         networks; an add's scale weights are not): the compiler refuses any other. Half the
         multipliers of the pair PEs (an 18 x 12-bit product, one ECP5 MULT18X18D a PE), same

@@ -210,11 +210,13 @@ class DeviceInfo(_Packed):
     LINK_NAMES = {"uart": LINK_UART, "spi": LINK_SPI}
     #: ``links`` bit 7: START takes its wait byte (a START queued behind the running one).
     QUEUED_START = 1 << 7
-    #: ``features`` bit 0: ``binary_weights`` (``CONV``'s binary mode). A board that sends no
-    #: ``features`` has none of them.
+    #: ``features`` bit 0: ``binary_weights`` (``CONV``'s binary mode); bit 1: ``ternary_pairs``
+    #: (one multiplier a pair PE: a network of other weights gives wrong sums there). A board
+    #: that sends no ``features`` has none of them.
     FEATURE_BINARY = 1
+    FEATURE_TERNARY = 2
     #: The configuration fields ``features`` packs, in PING's printout.
-    FEATURE_FIELDS = ("binary_weights",)
+    FEATURE_FIELDS = ("binary_weights", "ternary_pairs")
 
     @classmethod
     def unpack(cls, payload):
@@ -241,11 +243,16 @@ class DeviceInfo(_Packed):
     @classmethod
     def features_of(cls, config):
         """The ``features`` byte of an :class:`~fpganet.config.AcceleratorConfig`."""
-        return cls.FEATURE_BINARY * bool(config.binary_weights)
+        return (cls.FEATURE_BINARY * bool(config.binary_weights)
+                | cls.FEATURE_TERNARY * bool(config.ternary_pairs))
 
     @property
     def binary_weights(self):
         return bool(self.features & self.FEATURE_BINARY)
+
+    @property
+    def ternary_pairs(self):
+        return bool(self.features & self.FEATURE_TERNARY)
 
     @property
     def queued_start(self):
@@ -265,7 +272,7 @@ class DeviceInfo(_Packed):
                      "pipeline_registers", "requant_mode", "weight_buffer_bytes",
                      "act_buffer_bytes", "bias_buffer_words", "program_words", "act_bank_factor",
                      "diagonal_weights", "pair_products", "fused_max_pool", "packed_weights",
-                     "single_port_activations", "binary_weights")
+                     "single_port_activations", "binary_weights", "ternary_pairs")
     #: The configuration fields ``options`` packs (below), in PING's printout.
     OPTION_FIELDS = ("broadcast_operands", "requant_mult_bits", "pipeline_registers",
                      "requant_mode", "diagonal_weights")
