@@ -8,6 +8,7 @@ amaranth.sim tests, the cocotb testbench and the benchmark, so all three check
 the same thing.
 """
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,7 +16,7 @@ from amaranth.hdl import Shape
 
 from fpganet.hdl.systolic import operand_layout, result_layout
 
-__all__ = ["Tile", "plan_tiles", "reference_matmul", "assemble", "PayloadCodec"]
+__all__ = ["Tile", "plan_tiles", "pair_tiles", "reference_matmul", "assemble", "PayloadCodec"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,18 @@ def wrap(values, bits):
     return ((values + half) & ((1 << bits) - 1)) - half
 
 
+def pair_tiles(A, B, rows, cols, k_tile=None):
+    """:func:`plan_tiles` for an array of pair PEs: the operands of K steps 2t and 2t + 1 as
+    one 16-bit pair operand (an odd K's last pair with a zero high half)."""
+    def pack(values):
+        if len(values) % 2:
+            values = np.concatenate([values, np.zeros((1, values.shape[1]), dtype=np.int64)])
+        return (values[0::2] & 0xFF) | (values[1::2] << 8)     # the high step's sign carries over
+
+    return [dataclasses.replace(tile, a=pack(tile.a), b=pack(tile.b))
+            for tile in plan_tiles(A, B, rows, cols, k_tile)]
+
+
 def reference_matmul(A, B, acc_width=32):
     """The exact product, wrapped to the accumulator width as the hardware's."""
     return wrap(np.asarray(A, dtype=np.int64) @ np.asarray(B, dtype=np.int64), acc_width)
@@ -108,7 +121,7 @@ class PayloadCodec:
         self.config = config
         operands = operand_layout(config)
         results = result_layout(config)
-        width = config.operand_width
+        width = config.pe_operand_width          # a pair of operands with pair_products
         self._operand_mask = (1 << width) - 1
         self._a_offsets = [operands["a"].offset + i * width for i in range(config.rows)]
         self._b_offsets = [operands["b"].offset + j * width for j in range(config.cols)]

@@ -26,7 +26,7 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from fpganet.config import AcceleratorConfig
 from fpganet.hdl.systolic import SystolicArray
-from fpganet.sim.matmul import PayloadCodec, assemble, plan_tiles, reference_matmul
+from fpganet.sim.matmul import PayloadCodec, assemble, pair_tiles, plan_tiles, reference_matmul
 
 
 def parameters():
@@ -100,7 +100,12 @@ class SystolicArrayTB:
         return [received[t * rows:(t + 1) * rows] for t in range(len(tiles))]
 
     async def check_product(self, A, B, k_tile=None):
-        tiles = plan_tiles(A, B, self.config.rows, self.config.cols, k_tile)
+        # Pair PEs take two steps of K a beat, each operand a pair (k_tile stays even there).
+        if self.config.pair_products:
+            tiles = pair_tiles(A, B, self.config.rows, self.config.cols,
+                               k_tile and 2 * -(-k_tile // 2))
+        else:
+            tiles = plan_tiles(A, B, self.config.rows, self.config.cols, k_tile)
         sums = await self.stream(tiles)
         got = assemble(tiles, sums, (A.shape[0], B.shape[1]), self.config.acc_width)
         want = reference_matmul(A, B, self.config.acc_width)
@@ -130,10 +135,17 @@ async def random_products(dut):
     max_dim = params.get("max_dim", 20)
     for _ in range(params.get("products", 6)):
         M, K, N = (int(rng.integers(1, max_dim + 1)) for _ in range(3))
-        A = rng.integers(config.operand_min, config.operand_max + 1, size=(M, K))
+        A = weights(rng, config, (M, K))
         B = rng.integers(config.operand_min, config.operand_max + 1, size=(K, N))
         k_tile = int(rng.integers(1, K + 1)) if rng.random() < 0.5 else None
         await tb.check_product(A, B, k_tile)
+
+
+def weights(rng, config, shape):
+    """Random ``a`` operands (the weights): any, or -1, 0 and +1 with ``ternary_pairs``."""
+    if config.ternary_pairs:
+        return rng.integers(-1, 2, size=shape)
+    return rng.integers(config.operand_min, config.operand_max + 1, size=shape)
 
 
 @cocotb.test()
@@ -143,10 +155,11 @@ async def extreme_operands(dut):
     config = tb.config
     lo, hi = config.operand_min, config.operand_max
     M, K, N = config.rows + 1, 3 * config.cols + 5, config.cols + 1
-    for value_a, value_b in [(lo, lo), (hi, hi), (lo, hi), (hi, lo)]:
+    a_lo, a_hi = (-1, 1) if config.ternary_pairs else (lo, hi)
+    for value_a, value_b in [(a_lo, lo), (a_hi, hi), (a_lo, hi), (a_hi, lo)]:
         await tb.check_product(np.full((M, K), value_a), np.full((K, N), value_b))
     # A checkerboard of extremes so that neighbours differ in every bit.
-    A = np.where(np.indices((M, K)).sum(axis=0) % 2, lo, hi)
+    A = np.where(np.indices((M, K)).sum(axis=0) % 2, a_lo, a_hi)
     B = np.where(np.indices((K, N)).sum(axis=0) % 3, hi, lo)
     await tb.check_product(A, B)
 
@@ -157,9 +170,9 @@ async def latency_and_tile_rate(dut):
     tb, _ = await make_tb(dut, valid_gaps=0.0, ready_stalls=0.0)
     config = tb.config
     array = SystolicArray(config)
-    A = tb.rng.integers(-128, 128, size=(config.rows, 1))
+    A = weights(tb.rng, config, (config.rows, 1))
     B = tb.rng.integers(-128, 128, size=(1, config.cols))
-    tiles = plan_tiles(A, B, config.rows, config.cols) * 5
+    tiles = (pair_tiles if config.pair_products else plan_tiles)(A, B, config.rows, config.cols) * 5
     sums = await tb.stream(tiles)
     want = reference_matmul(A, B).tolist()
     assert all(tile == want for tile in sums)

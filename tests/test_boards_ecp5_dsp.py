@@ -10,6 +10,7 @@ the MULT18X18D parameters is from Lattice's documentation (TN1267).
 
 import functools
 import json
+import os
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ import pytest
 from fpganet.boards.netlist import build_netlist_sim, netlist_simulator, synthesize_netlist
 from fpganet.boards.report import parse_yosys_cells
 from fpganet.config import AcceleratorConfig
-from fpganet.hdl.ecp5_dsp import ECP5ProcessingElement
+from fpganet.hdl.ecp5_dsp import ECP5ProcessingElement, ECP5TernaryPairProcessingElement
 from fpganet.hdl.systolic import SystolicArray
 from fpganet.sim.matmul import assemble, plan_tiles, reference_matmul
 
@@ -47,6 +48,24 @@ def test_synthesized_ecp5_array_matches_numpy(tmp_path):
     assert netlist.read_text().count('.REG_OUTPUT_CLK("CLK0")') == 12
     build = build_netlist_sim(netlist, "systolic_array", family="ecp5")
     env = {"FPGANET_TB": json.dumps({"config": config.to_dict(), "seed": 7, "products": 4,
+                                     "max_dim": 14, "valid_gaps": 0.3, "ready_stalls": 0.3})}
+    result = build.run("fpganet.sim.tb_systolic", None, env)
+    assert result.ok, f"failed: {result.failed} (see {result.results_xml.parent})"
+    assert sorted(result.passed) == ALL_TESTCASES
+
+
+@pytest.mark.skipif(netlist_simulator() is None, reason="Icarus Verilog (iverilog) is not installed")
+@pytest.mark.skipif(os.environ.get("FPGANET_NETLIST_SIM") not in ("1", "full"),
+                    reason="a synthesized netlist (about 30 s): FPGANET_NETLIST_SIM=1")
+def test_synthesized_ecp5_ternary_pair_array_matches_numpy(tmp_path):
+    """The ternary pair PE's one MULT18X18D (activations unsigned on A, SIGNEDA 0) through
+    synth_ecp5 and the behavioural model: two products a PE a cycle, weights -1, 0, +1."""
+    config = AcceleratorConfig(rows=3, cols=4, pair_products=True, ternary_pairs=True)
+    netlist, log = synthesize_netlist(SystolicArray(config, pe=ECP5TernaryPairProcessingElement),
+                                      "systolic_array", tmp_path, family="ecp5")
+    assert parse_yosys_cells(log).get("MULT18X18D") == 12            # one a PE, not two
+    build = build_netlist_sim(netlist, "systolic_array", family="ecp5")
+    env = {"FPGANET_TB": json.dumps({"config": config.to_dict(), "seed": 8, "products": 4,
                                      "max_dim": 14, "valid_gaps": 0.3, "ready_stalls": 0.3})}
     result = build.run("fpganet.sim.tb_systolic", None, env)
     assert result.ok, f"failed: {result.failed} (see {result.results_xml.parent})"

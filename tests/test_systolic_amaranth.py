@@ -1,6 +1,5 @@
 """amaranth.sim tests of the processing element and the systolic array against numpy."""
 
-import dataclasses
 import functools
 
 import numpy as np
@@ -13,7 +12,7 @@ from fpganet.hdl.ecp5_dsp import ECP5PairProcessingElement, ECP5TernaryPairProce
 from fpganet.hdl.ice40_dsp import Ice40PairProcessingElement
 from fpganet.hdl.systolic import (PairProcessingElement, ProcessingElement, SystolicArray,
                                   TernaryPairProcessingElement)
-from fpganet.sim.matmul import assemble, plan_tiles, reference_matmul
+from fpganet.sim.matmul import assemble, pair_tiles, plan_tiles, reference_matmul
 
 
 def run_testbenches(dut, *testbenches):
@@ -252,18 +251,6 @@ def test_miswired_array_is_caught():
     tiles = plan_tiles(A, B, 3, 4)
     harness = ArrayHarness(SystolicArray(config, pe=MiswiredPE), tiles).run()
     assert not np.array_equal(assemble(tiles, harness.tile_sums(), (5, 6)), reference_matmul(A, B))
-
-
-def pair_tiles(A, B, rows, cols):
-    """:func:`plan_tiles` for an array of pair PEs: the operands of K steps 2t and 2t + 1 as
-    one 16-bit pair operand (an odd K's last pair with a zero high half)."""
-    def pack(values):
-        if len(values) % 2:
-            values = np.concatenate([values, np.zeros((1, values.shape[1]), dtype=np.int64)])
-        return (values[0::2] & 0xFF) | (values[1::2] << 8)     # the high step's sign carries over
-
-    return [dataclasses.replace(tile, a=pack(tile.a), b=pack(tile.b))
-            for tile in plan_tiles(A, B, rows, cols)]
 
 
 PAIR_PES = [ECP5PairProcessingElement, Ice40PairProcessingElement]
