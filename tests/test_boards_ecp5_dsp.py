@@ -39,19 +39,26 @@ def test_ecp5_pe_model_matches_numpy():
                                   reference_matmul(A, B))
 
 
-@pytest.mark.skipif(netlist_simulator() is None, reason="Icarus Verilog (iverilog) is not installed")
-def test_synthesized_ecp5_array_matches_numpy(tmp_path):
-    config = AcceleratorConfig(rows=3, cols=4)
-    netlist, log = synthesize_netlist(SystolicArray(config, pe=ECP5ProcessingElement),
-                                      "systolic_array", tmp_path, family="ecp5")
-    assert parse_yosys_cells(log).get("MULT18X18D") == 12
-    assert netlist.read_text().count('.REG_OUTPUT_CLK("CLK0")') == 12
+def _synthesized_array_run(config, pe, tmp_path, seed):
+    """The array of ``pe`` through synth_ecp5, its netlist run by the array testbench on
+    Icarus (every test case passed, asserted); returns the netlist and Yosys's log."""
+    netlist, log = synthesize_netlist(SystolicArray(config, pe=pe), "systolic_array", tmp_path,
+                                      family="ecp5")
     build = build_netlist_sim(netlist, "systolic_array", family="ecp5")
-    env = {"FPGANET_TB": json.dumps({"config": config.to_dict(), "seed": 7, "products": 4,
+    env = {"FPGANET_TB": json.dumps({"config": config.to_dict(), "seed": seed, "products": 4,
                                      "max_dim": 14, "valid_gaps": 0.3, "ready_stalls": 0.3})}
     result = build.run("fpganet.sim.tb_systolic", None, env)
     assert result.ok, f"failed: {result.failed} (see {result.results_xml.parent})"
     assert sorted(result.passed) == ALL_TESTCASES
+    return netlist, log
+
+
+@pytest.mark.skipif(netlist_simulator() is None, reason="Icarus Verilog (iverilog) is not installed")
+def test_synthesized_ecp5_array_matches_numpy(tmp_path):
+    netlist, log = _synthesized_array_run(AcceleratorConfig(rows=3, cols=4), ECP5ProcessingElement,
+                                          tmp_path, seed=7)
+    assert parse_yosys_cells(log).get("MULT18X18D") == 12
+    assert netlist.read_text().count('.REG_OUTPUT_CLK("CLK0")') == 12
 
 
 @pytest.mark.skipif(netlist_simulator() is None, reason="Icarus Verilog (iverilog) is not installed")
@@ -61,12 +68,5 @@ def test_synthesized_ecp5_ternary_pair_array_matches_numpy(tmp_path):
     """The ternary pair PE's one MULT18X18D (activations unsigned on A, SIGNEDA 0) through
     synth_ecp5 and the behavioural model: two products a PE a cycle, weights -1, 0, +1."""
     config = AcceleratorConfig(rows=3, cols=4, pair_products=True, ternary_pairs=True)
-    netlist, log = synthesize_netlist(SystolicArray(config, pe=ECP5TernaryPairProcessingElement),
-                                      "systolic_array", tmp_path, family="ecp5")
+    _, log = _synthesized_array_run(config, ECP5TernaryPairProcessingElement, tmp_path, seed=8)
     assert parse_yosys_cells(log).get("MULT18X18D") == 12            # one a PE, not two
-    build = build_netlist_sim(netlist, "systolic_array", family="ecp5")
-    env = {"FPGANET_TB": json.dumps({"config": config.to_dict(), "seed": 8, "products": 4,
-                                     "max_dim": 14, "valid_gaps": 0.3, "ready_stalls": 0.3})}
-    result = build.run("fpganet.sim.tb_systolic", None, env)
-    assert result.ok, f"failed: {result.failed} (see {result.results_xml.parent})"
-    assert sorted(result.passed) == ALL_TESTCASES
