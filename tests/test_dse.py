@@ -58,7 +58,7 @@ def test_example_space_then_served_from_the_cache(tmp_path):
     out, cache = tmp_path / "out", tmp_path / "cache"
     result, rows, meta = run_dse(EXAMPLE, out, cache)
     assert [(row["array"], row["act_buffer_bytes"]) for row in rows] == [
-        (array, size) for array in ("1x8", "2x4", "4x2") for size in ("8192", "16384")]
+        (array, size) for array in ("1x8", "2x4", "4x2") for size in ("6144", "8192")]
     assert all(row["status"] == "ok" for row in rows)
     for row in rows:
         assert int(row["cycles_per_image"]) > 0
@@ -90,8 +90,8 @@ def test_example_space_then_served_from_the_cache(tmp_path):
 def test_killed_run_resumes_from_the_cache_and_a_point_that_does_not_fit(tmp_path):
     space = tmp_path / "space.toml"
     # 2,048 bytes of activations cannot hold LeNet-5's 5,880-byte feature maps on any of them.
-    space.write_text('[space]\narray = ["2x8", "4x4", "8x2"]\n'
-                     'act_buffer_bytes = [2048, 8192, 16384, 32768]\n')
+    space.write_text('[space]\narray = ["1x8", "2x4", "4x2"]\n'
+                     'act_buffer_bytes = [2048, 6144, 7168, 8192]\n')
     out, cache = tmp_path / "out", tmp_path / "cache"
     # A few evaluation images: the accuracy is not what this test is about.
     process = subprocess.Popen(dse_command(space, out, cache, "--eval-limit", "50"), env=ENV,
@@ -156,7 +156,7 @@ def test_bad_space_file_is_one_line_and_writes_nothing(tmp_path, capsys, text, n
 def test_space_points_and_pareto_front():
     space = load_space(EXAMPLE)
     assert len(space.points()) == 6
-    assert space.points()[0] == {"array": "1x8", "act_buffer_bytes": 8192}
+    assert space.points()[0] == {"array": "1x8", "act_buffer_bytes": 6144}
     engine = load_space(ROOT / "examples" / "dse_tfc_w1a1.toml")
     assert engine.size == 9 and engine.points()[-1] == {"engine": "binary", "pe": 16, "simd": 64}
     assert dse.point_compile(engine.points()[0])["weight_bits"] == 8
@@ -192,7 +192,7 @@ def _descendants(pid):
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
 def test_a_worker_killed_mid_task_is_recorded_and_the_run_goes_on(tmp_path):
     space = tmp_path / "space.toml"
-    space.write_text('[space]\narray = ["2x8", "4x4"]\nact_buffer_bytes = [8192, 16384]\n')
+    space.write_text('[space]\narray = ["2x4", "4x2"]\nact_buffer_bytes = [6144, 8192]\n')
     out, cache = tmp_path / "out", tmp_path / "cache"
     process = subprocess.Popen(dse_command(space, out, cache), env=ENV, stdout=subprocess.PIPE,
                                stderr=subprocess.DEVNULL, text=True)
@@ -460,3 +460,16 @@ def test_two_precisions_of_one_configuration_share_its_build(tmp_path):
     # Two estimates and one build computed; the second point's build shared with the first.
     assert meta["cache"]["shared"] == 1
     assert meta["cache"]["computed"] == 2 + 1 + 2       # estimates, the build, re-estimates
+
+
+@needs_tfc
+def test_a_point_the_board_cannot_hold_does_not_fit_before_any_build():
+    """As ``compile --board`` and ``synth`` refuse it: the array's DSPs, an engine's blocks."""
+    array = dse.evaluate_point("icebreaker", dse.point_config(BOARD, {"rows": 4, "cols": 4})
+                               .to_dict(), None, None)
+    assert array["status"] == "does not fit" and "DSP" in array["reason"], array
+    fold = dse.evaluate_point("icebreaker", BOARD.default_config.to_dict(),
+                              TFC_W1A1.read_bytes(), None,
+                              options=dse.point_compile({"engine": "binary", "pe": 8,
+                                                         "simd": 32}))
+    assert fold["status"] == "does not fit" and "31 EBR" in fold["reason"], fold

@@ -5,8 +5,9 @@ N]`` reads a ``[space]`` table of lists of configuration parameters and of how t
 is compiled (:data:`COMPILE_KEYS`: the int8 array or an engine in logic cells, the engine's
 fold, the weight precision per layer; their product is the space) and optional
 ``[constraints]``, and runs one Ray task per point: the board's configuration with the
-point's values, the network compiled in memory for it (a network that does not fit a buffer
-is recorded as ``does not fit`` with the compiler's reason), its top-1 accuracy from the
+point's values, the network compiled in memory for it (a network that does not fit a buffer,
+or a configuration the board cannot hold, is recorded as ``does not fit`` with the reason),
+its top-1 accuracy from the
 golden model on the evaluation inputs, cycles per image from the performance model
 (:func:`fpganet.estimate.workload.simulated_cycles`, equal to the RTL by test; an engine's
 from its timing model) and images/s and watts from
@@ -45,13 +46,14 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from amaranth.hdl import UnusedElaboratable
 from tqdm import tqdm
 
 from . import __version__, boards, datasets, hdl
 from .argtypes import positive_float, positive_int
 from .boards.binary import binary_core
 from .boards.build import (BOARDS, BuildError, DoesNotFit, Refused, board_config, build,
-                           toolchain_versions)
+                           check_buildable, toolchain_versions)
 from .codegen import build_images
 from .codegen.binary_images import DEFAULT_FOLD, build_binary_images
 from .compiler import ENGINES, compile_model, read_inputs, read_npz
@@ -379,6 +381,8 @@ def evaluate_point(board, config_dict, model_bytes, calib, report=None, options=
         if options["engine"] != "int8":
             return _evaluate_engine(net, board, options, report_path, top1, start)
         try:
+            # What the board's build would refuse (its blocks, DSPs), then the network's fit.
+            _check_board(board, config)
             build_images(net, n_images=1, config=config)
         except FpganetError as error:
             return {"status": "does not fit", "reason": " ".join(str(error).split()),
@@ -401,6 +405,10 @@ def _evaluate_engine(net, board, options, report_path, top1, start):
         images = build_binary_images(net, options["pe"], options["simd"], options["engine"])
     except FpganetError as error:
         return {"status": "refused", "reason": " ".join(str(error).split())}
+    try:
+        _check_board(board, net.config, binary_core(images.folded))
+    except FpganetError as error:
+        return {"status": "does not fit", "reason": " ".join(str(error).split()), "top1": top1}
     design = dict(macs_per_cycle=options["pe"] * options["simd"],
                   design=images.folded.description)
     clock = clock_quantity(net.config)
@@ -419,6 +427,15 @@ def _evaluate_engine(net, board, options, report_path, top1, start):
     return _figures(cycles, clock, row, compute, top1, start,
                     watts_source="not estimated: the engine's power needs its routed build "
                                  "(--synth)", workload=workload, **design)
+
+
+def _check_board(board, config, core=None):
+    """Refuse (:class:`~fpganet.boards.build.Refused`) what the board's build would refuse
+    before its tools run: block RAM, SPRAM and DSPs counted on the design, as ``fpganet compile
+    --board`` and ``synth`` do."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedElaboratable)     # a design refused mid-build
+        check_buildable(BOARDS[board], config, core)
 
 
 def _figures(cycles, clock, row, compute, top1, start, *, watts_source, workload,
