@@ -111,9 +111,10 @@ class ProcessingElement(wiring.Component):
                               f"product(s) a beat; the configuration has pair_products="
                               f"{config.pair_products}")
         if config.ternary_pairs != isinstance(self, TernaryPairs):
-            raise ConfigError(f"{type(self).__name__} makes "
-                              f"{'its pair with one multiplier' if isinstance(self, TernaryPairs) else 'a multiplier a product'}"
-                              f"; the configuration has ternary_pairs={config.ternary_pairs}")
+            makes = ("its pair with one multiplier" if isinstance(self, TernaryPairs)
+                     else "a multiplier a product")
+            raise ConfigError(f"{type(self).__name__} makes {makes}; the configuration has "
+                              f"ternary_pairs={config.ternary_pairs}")
         self.config = config
         self.separate_result_adder = bool(separate_result_adder)
         operand = signed(config.pe_operand_width)
