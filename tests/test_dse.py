@@ -56,7 +56,7 @@ def run_dse(space, out, cache, *extra, timeout=180):
 
 def test_example_space_then_served_from_the_cache(tmp_path):
     out, cache = tmp_path / "out", tmp_path / "cache"
-    result, rows, meta = run_dse(EXAMPLE, out, cache)
+    result, rows, meta = run_dse(EXAMPLE, out, cache, "--eval-limit", "100")
     assert [(row["array"], row["act_buffer_bytes"]) for row in rows] == [
         (array, size) for array in ("1x8", "2x4", "4x2") for size in ("6144", "8192")]
     assert all(row["status"] == "ok" for row in rows)
@@ -80,7 +80,7 @@ def test_example_space_then_served_from_the_cache(tmp_path):
     assert "Token authentication" not in result.stderr and "Ray" not in result.stderr
 
     # Again, into the same (fpganet-written) folder: nothing is computed.
-    result, again, meta = run_dse(EXAMPLE, out, cache)
+    result, again, meta = run_dse(EXAMPLE, out, cache, "--eval-limit", "100")
     assert meta["cache"] == {"folder": str(cache), "served": 6, "computed": 0,
                              "shared": 0}
     assert "6 result(s) served from the cache" in result.stdout

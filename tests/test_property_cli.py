@@ -7,7 +7,7 @@ in exit status 2 with one ``fpganet: error:`` line and the sandbox exactly as it
 nothing created, changed or removed, no traceback, no hang (a time limit per case).
 
 ``make test`` runs a few hundred cases, the same ones each time (FPGANET_PROPERTY_EXAMPLES,
-default 50 command lines; FPGANET_PROPERTY_MODEL_EXAMPLES, default 600 models);
+default 30 command lines; FPGANET_PROPERTY_MODEL_EXAMPLES, default 600 models);
 ``make fuzz`` runs many more, new ones each run (FPGANET_PROPERTY_RANDOM=1).
 """
 
@@ -33,7 +33,7 @@ from fpganet.errors import FpganetError
 from fpganet.files import verify_directory
 from fpganet.model import import_model
 
-EXAMPLES = int(os.environ.get("FPGANET_PROPERTY_EXAMPLES", "50"))
+EXAMPLES = int(os.environ.get("FPGANET_PROPERTY_EXAMPLES", "30"))
 MODEL_EXAMPLES = int(os.environ.get("FPGANET_PROPERTY_MODEL_EXAMPLES", "600"))
 #: make fuzz sets this: new random cases each run instead of the same derandomized ones.
 DERANDOMIZE = not os.environ.get("FPGANET_PROPERTY_RANDOM")
