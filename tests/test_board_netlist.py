@@ -234,7 +234,7 @@ def test_icebreaker_routed_top_answers_over_the_uart_pins(tmp_path):
     assert report["resources"]["PLL"]["used"] == 1, report["resources"]
 
 
-@pytest.mark.slow
+@opt_in
 def test_ulx3s_top_netlist_answers_over_the_uart_pins(tmp_path):
     """The same with the ULX3S top-level (EHXPLLL, power-on reset, TRELLIS_IO pins)."""
     cells, top = small_netlist_answers(ULX3S, tmp_path)

@@ -81,6 +81,9 @@ def test_make_sim_runs_lenet_on_the_rtl(capsys):
     assert "cycle model equals the RTL's counter on every image" in out and "DIFFERS" not in out
 
 
+@pytest.mark.skipif(os.environ.get("FPGANET_MLPERF_RTL") != "1",
+                    reason="the ULX3S configuration's Verilog build (about 70 s): "
+                           "FPGANET_MLPERF_RTL=1 (make bench's networks run it on 200 images)")
 def test_make_sim_runs_resnet8_on_the_ulx3s_rtl(capsys):
     """`make sim NET=resnet8` on two images of the shared MLPerf Tiny material: residual adds,
     strided convs, the average pool, on the ULX3S configuration's Verilog, equal to golden."""
