@@ -100,12 +100,7 @@ class SystolicArrayTB:
         return [received[t * rows:(t + 1) * rows] for t in range(len(tiles))]
 
     async def check_product(self, A, B, k_tile=None):
-        # Pair PEs take two steps of K a beat, each operand a pair (k_tile stays even there).
-        if self.config.pair_products:
-            tiles = pair_tiles(A, B, self.config.rows, self.config.cols,
-                               k_tile and 2 * -(-k_tile // 2))
-        else:
-            tiles = plan_tiles(A, B, self.config.rows, self.config.cols, k_tile)
+        tiles = array_tiles(self.config, A, B, k_tile)
         sums = await self.stream(tiles)
         got = assemble(tiles, sums, (A.shape[0], B.shape[1]), self.config.acc_width)
         want = reference_matmul(A, B, self.config.acc_width)
@@ -141,6 +136,14 @@ async def random_products(dut):
         await tb.check_product(A, B, k_tile)
 
 
+def array_tiles(config, A, B, k_tile=None):
+    """The tiles of ``A @ B`` for ``config``'s array: with pair PEs two steps of K a beat, each
+    operand a pair (``k_tile`` rounded up to even there)."""
+    if config.pair_products:
+        return pair_tiles(A, B, config.rows, config.cols, k_tile and 2 * -(-k_tile // 2))
+    return plan_tiles(A, B, config.rows, config.cols, k_tile)
+
+
 def weights(rng, config, shape):
     """Random ``a`` operands (the weights): any, or -1, 0 and +1 with ``ternary_pairs``."""
     if config.ternary_pairs:
@@ -172,7 +175,7 @@ async def latency_and_tile_rate(dut):
     array = SystolicArray(config)
     A = weights(tb.rng, config, (config.rows, 1))
     B = tb.rng.integers(-128, 128, size=(1, config.cols))
-    tiles = (pair_tiles if config.pair_products else plan_tiles)(A, B, config.rows, config.cols) * 5
+    tiles = array_tiles(config, A, B) * 5
     sums = await tb.stream(tiles)
     want = reference_matmul(A, B).tolist()
     assert all(tile == want for tile in sums)

@@ -226,7 +226,7 @@ class Machine:
             words = (regs[Reg.W_BASE] + group * regs[Reg.W_GSTEP] + offsets) % len(self.weights)
             a = self._weight_bytes(words, slot, fields).reshape(k_total, rows, pair)[beats, :, half]
             a = np.where(keep, a, 0).astype(np.int64)
-            if self.config.ternary_pairs and np.any(np.abs(a) > 1):
+            if not self.config.runs_weights(a):
                 raise IsaError(f"CONV at {pc}: weight {int(a[np.abs(a) > 1][0])} outside -1..1, "
                                f"which this configuration's ternary pairs cannot multiply "
                                f"(ternary_pairs)")

@@ -82,13 +82,18 @@ def signed_weights(net, rng, share=1.0):
         if isinstance(layer, QConv) and layer.groups == 1 and rng.random() < share:
             signs = np.where(layer.weight > 0, 1, np.where(layer.weight < 0, -1,
                                                          rng.choice([-1, 1], layer.weight.shape)))
-            shift = _shift_for(rng, np.sqrt(layer.weight[0].size) * 74.0, len(layer.weight))
-            layer = dataclasses.replace(layer, weight=signs.astype(np.int8), weight_bits=2,
-                                        shift=shift)
+            layer = _with_weights(layer, signs, rng)
         layers.append(layer)
     net.layers = layers
     net.validate()
     return net
+
+
+def _with_weights(layer, weights, rng):
+    """``layer`` with ``weights`` of -1..1, declared 2-bit, its shifts drawn again for the
+    smaller sums (so that a wrong weight shows in the output codes)."""
+    shift = _shift_for(rng, np.sqrt(layer.weight[0].size) * 74.0, len(layer.weight))
+    return dataclasses.replace(layer, weight=weights.astype(np.int8), weight_bits=2, shift=shift)
 
 
 def ternary_weights(net, rng, zeros=0.3):
@@ -105,9 +110,7 @@ def ternary_weights(net, rng, zeros=0.3):
                 signs = np.where(signs == 0, rng.choice([-1, 1], signs.shape), signs)
             else:
                 signs = np.where(rng.random(signs.shape) < zeros, 0, signs)
-            shift = _shift_for(rng, np.sqrt(layer.weight[0].size) * 74.0, len(layer.weight))
-            layer = dataclasses.replace(layer, weight=signs.astype(np.int8), weight_bits=2,
-                                        shift=shift)
+            layer = _with_weights(layer, signs, rng)
         elif isinstance(layer, QAdd):
             layer = dataclasses.replace(layer, w_a=1, w_b=1,
                                         shift=_shift_for(rng, 74.0 * np.sqrt(2)))
