@@ -57,7 +57,7 @@ class BinaryDevice(wiring.Component):
         self.folded, self.config, self.weights = folded, config, weights
         #: PING's ``design`` (:attr:`~fpganet.codegen.binary.FoldedNetwork.design_id`).
         self.design_id = folded.design_id
-        self.input_bytes = -(-folded.layers[0].k * folded.input_bits // 8)
+        self.input_bytes = folded.input_bytes
         self.output_bytes = folded.output_groups * folded.pe * COUNT_BYTES
         super().__init__(device_signature(config, addr_width))
 

@@ -1,13 +1,17 @@
-"""A binary or low-bit network on one matrix-vector unit: FINN's MLPs in logic cells.
+"""A binary or low-bit network on one matrix-vector unit: FINN's MLPs and CNNs in logic cells.
 
-:class:`BinaryNetworkEngine` runs a chain of binary or low-bit dense layers
-(:func:`fpganet.codegen.binary.fold_network`) on one matrix-vector unit, layer after layer,
-as FINN's folded MVAUs do, but with one unit shared by the layers: the XNOR-popcount
+:class:`BinaryNetworkEngine` runs a chain of binary or low-bit dense layers and convolutions,
+each with the max pool after it (:func:`fpganet.codegen.binary.fold_network`), on one
+matrix-vector unit, layer after layer, as FINN's folded MVAUs do, but with one unit shared by
+the layers: the XNOR-popcount
 :class:`~fpganet.hdl.binary_mvu.BinaryMatrixVectorUnit` for binary layers, the
 :class:`~fpganet.hdl.lowbit_mvu.LowBitMatrixVectorUnit` for 2-4-bit ones. Weights and
 thresholds are in memories initialized from the folded network (in the bitstream, as FINN's
 are); activations are small digits (bits, for the binary unit) in two buffers of ``simd``
-digits a word, each layer reading one and writing the other.
+digits a word, a map pixel by pixel, each layer reading one and writing the other. A
+convolution's windows are read from the stored map in place (:class:`~fpganet.hdl.window_walk.WindowWalk`), one word
+a beat, as FINN's sliding-window generator feeds its MVAU, but without a line buffer: the
+word is read again for each window and group that needs it.
 """
 
 from amaranth import *
@@ -18,12 +22,13 @@ from amaranth.lib.wiring import In, Out
 
 from .binary_mvu import BinaryMatrixVectorUnit
 from .lowbit_mvu import LowBitMatrixVectorUnit
+from .window_walk import WindowWalk, walk_layout, walk_params
 
 __all__ = ["BinaryNetworkEngine"]
 
 
 class BinaryNetworkEngine(wiring.Component):
-    """A chain of binary or low-bit dense layers, one input vector at a time.
+    """A chain of binary or low-bit dense layers and convolutions, one input at a time.
 
     Parameters
     ----------
@@ -39,17 +44,19 @@ class BinaryNetworkEngine(wiring.Component):
     Members
     -------
     input : In(stream.Signature(simd * input_bits))
-        Each vector as ``folded.input_words`` words, element ``i`` of word ``t`` (``input_bits``
-        from bit ``i * input_bits``) being input ``t * simd + i``
+        Each input as ``folded.input_words`` words: a vector, element ``i`` of word ``t``
+        (``input_bits`` from bit ``i * input_bits``) being input ``t * simd + i``, or a map
+        pixel by pixel, each pixel's channels so
         (:func:`~fpganet.codegen.binary.pack_input_words`; padding 0).
     output : Out(stream.Signature(ArrayLayout(count_width, pe)))
         The last layer's totals (unsigned counts, or two's complement sums where
         ``folded.signed_totals``), ``folded.output_groups`` results a vector, channels ``g * pe``
         to ``g * pe + pe - 1`` in result ``g`` (a padded channel's total is to be dropped).
 
-    Timing: a vector's words are taken one a cycle; then each layer takes ``groups * beats``
-    cycles (one beat a cycle), the fetch (:attr:`fetch_cycles`) and the unit's latency before
-    the next layer reads what it wrote (:meth:`cycles_per_vector`). The next vector is taken after the last
+    Timing: an input's words are taken one a cycle; then each layer takes ``results * beats``
+    cycles (one beat a cycle: a window's beats for each output pixel, group and pool window),
+    the fetch (:attr:`fetch_cycles`) and the unit's latency before the next layer reads what
+    it wrote (:meth:`cycles_per_vector`). The next input is taken after the last
     result of the one before leaves the unit. A result is on ``output`` :attr:`output_latency`
     cycles after it leaves the unit (a FIFO of three). Back-pressure: ``output.ready`` low fills
     that FIFO, then stalls the unit and the issue, from a flip-flop (the FIFO's level a cycle
@@ -82,9 +89,9 @@ class BinaryNetworkEngine(wiring.Component):
     @classmethod
     def layer_cycles(cls, layer, folded):
         """Cycles from a layer's first beat to the next layer's (a
-        :class:`~fpganet.codegen.binary.FoldedLayer` of ``folded``): its beats, the fetch,
-        the unit's latency."""
-        return layer.groups * layer.beats + cls.fetch_cycles + cls.unit_class(folded).latency
+        :class:`~fpganet.codegen.binary.FoldedLayer` of ``folded``): its beats (a window's for
+        each result), the fetch, the unit's latency."""
+        return layer.results * layer.beats + cls.fetch_cycles + cls.unit_class(folded).latency
 
     @staticmethod
     def unit_class(folded):
@@ -109,16 +116,6 @@ class BinaryNetworkEngine(wiring.Component):
         layers = folded.layers
         layer_count = len(layers)
 
-        def table(values):
-            return Array(Const(v, range(max(values) + 1)) for v in values)
-
-        # Each layer's last beat and last group, and the next layer's: the limits below are
-        # registers loaded as a layer starts, so that no compare waits on a table of `layer`
-        # (at 16 x 64 on the ECP5 that lookup was the critical path).
-        last_beats = [folded_layer.beats - 1 for folded_layer in layers]
-        last_groups = [folded_layer.groups - 1 for folded_layer in layers]
-        next_last_beat = table(last_beats[1:] + [0])
-        next_last_group = table(last_groups[1:] + [0])
         if self.weight_buffer is None:
             m.submodules.weights = weights = Memory(
                 shape=weight_word, depth=len(folded.weight_words), init=folded.weight_words)
@@ -143,12 +140,19 @@ class BinaryNetworkEngine(wiring.Component):
         last_layer = Signal()
         m.d.comb += last_layer.eq(layer == layer_count - 1)
 
-        # Issue: a beat's addresses (stage A), its memory words (stage B), registered at the
-        # unit (stage C).
-        beat = Signal(range(folded.buffer_words))
-        group = Signal(range(max(folded_layer.groups for folded_layer in layers)))
-        weight_addr = Signal(range(len(folded.weight_words)))
-        threshold_addr = Signal(range(len(folded.threshold_words)))
+        # Each layer's walk parameters, and the next layer's: loaded into the walk's registers
+        # as a layer starts, so that no compare waits on a table of `layer` (at 16 x 64 on the
+        # ECP5 such a lookup was the critical path).
+        layout = walk_layout(folded)
+        params = [layout.const(walk_params(folded_layer)) for folded_layer in layers]
+        next_params = Array(Const.cast(value) for value in params[1:] + params[:1])
+        m.submodules.walk = walk = WindowWalk(layout, folded.buffer_words,
+                                              len(folded.weight_words),
+                                              len(folded.threshold_words))
+        p = walk.params
+
+        # Issue: a beat's addresses (stage A, the walk's registers), its memory words (stage
+        # B), registered at the unit (stage C).
         issuing, issued = Signal(), Signal()
         b_valid, b_last, b_parity = Signal(), Signal(), Signal()
         operands = Signal.like(unit.beats.payload)
@@ -156,41 +160,40 @@ class BinaryNetworkEngine(wiring.Component):
         advance = Signal()
         m.d.comb += [
             advance.eq(~c_valid | unit.beats.ready),
-            weight_read.addr.eq(weight_addr), weight_read.en.eq(advance),
-            threshold_read.addr.eq(threshold_addr), threshold_read.en.eq(advance),
-            *(port.addr.eq(beat) for port in buffer_reads),
+            weight_read.addr.eq(walk.weight_addr), weight_read.en.eq(advance),
+            threshold_read.addr.eq(walk.threshold_addr), threshold_read.en.eq(advance),
+            *(port.addr.eq(walk.act_addr) for port in buffer_reads),
             *(port.en.eq(advance) for port in buffer_reads),
             unit.beats.valid.eq(c_valid),
             unit.beats.payload.eq(operands),
+            walk.step.eq(advance & issuing),
         ]
-        beat_limit = Signal(range(max(last_beats) + 1))
-        group_limit = Signal(range(max(last_groups) + 1))
-        closing = Signal()
-        m.d.comb += closing.eq(beat == beat_limit)
         with m.If(advance):
             m.d.sync += [
-                b_valid.eq(issuing), b_last.eq(closing), b_parity.eq(parity),
+                b_valid.eq(issuing), b_last.eq(walk.closing), b_parity.eq(parity),
                 c_valid.eq(b_valid),
                 operands.x.eq(Mux(b_parity, buffer_reads[1].data, buffer_reads[0].data)),
                 operands.w.eq(weight_read.data),
                 operands.thresholds.eq(threshold_read.data),
                 operands.last.eq(b_last),
             ]
-            with m.If(issuing):
-                m.d.sync += [beat.eq(beat + 1), weight_addr.eq(weight_addr + 1)]
-                with m.If(closing):
-                    m.d.sync += [beat.eq(0), group.eq(group + 1),
-                                 threshold_addr.eq(threshold_addr + 1)]
-                    with m.If(group == group_limit):
-                        m.d.sync += issued.eq(1)
+            with m.If(issuing & walk.final):
+                m.d.sync += issued.eq(1)
 
-        # Results: the last layer's totals out; the others' digits into the other buffer, a
-        # group's pe digits at a time into one word.
-        taken_groups = Signal.like(group)
+        # Results: the last layer's totals out; the others' digits into the other buffer, the
+        # greatest of a pool's windows for each group, a group's pe digits at a time into one
+        # word, each output pixel's channels from a new word.
+        result_sub = Signal.like(p.subs_last)
+        result_group = Signal.like(p.group_last)
+        result_pixel = Signal.like(p.pixels_last)
         slot = Signal(range(simd // pe))
         word, merged = Signal(activation_word), Signal(activation_word)
         y = unit.results.payload.y
-        digits = Cat(Cat(y[j], C(0, digit_bits))[:digit_bits] for j in range(pe))
+        digits = [Cat(y[j], C(0, digit_bits))[:digit_bits] for j in range(pe)]
+        pooled = Signal(pe * digit_bits)     # the greatest digits of the pool's windows so far
+        greatest = Cat(Mux((result_sub != 0) & (before > digit), before, digit)
+                       for j, digit in enumerate(digits)
+                       for before in [pooled.word_select(j, digit_bits)])
         word_addr = Signal(range(folded.buffer_words))
         take = Signal()
         # The last layer's counts leave through a FIFO of three. The unit moves while a flip-flop
@@ -209,41 +212,45 @@ class BinaryNetworkEngine(wiring.Component):
             unit.results.ready.eq(room),
             take.eq(unit.results.valid & unit.results.ready),
             merged.eq(word),
-            merged.word_select(slot, pe * digit_bits).eq(digits),
+            merged.word_select(slot, pe * digit_bits).eq(greatest),
         ]
-        layer_done = Signal()
-        m.d.comb += layer_done.eq(take & (taken_groups == group_limit))
+        group_done, pixel_done, layer_done = Signal(), Signal(), Signal()
+        m.d.comb += [group_done.eq(take & (result_sub == p.subs_last)),
+                     pixel_done.eq(group_done & (result_group == p.group_last)),
+                     layer_done.eq(pixel_done & (result_pixel == p.pixels_last))]
         with m.If(take):
-            m.d.sync += [taken_groups.eq(taken_groups + 1), slot.eq(slot + 1), word.eq(merged)]
-            with m.If(~last_layer & ((slot == simd // pe - 1) | layer_done)):
+            m.d.sync += [result_sub.eq(result_sub + 1), pooled.eq(greatest)]
+        with m.If(group_done):
+            m.d.sync += [result_sub.eq(0), result_group.eq(result_group + 1),
+                         slot.eq(slot + 1), word.eq(merged)]
+            with m.If(~last_layer & ((slot == simd // pe - 1) | pixel_done)):
                 m.d.sync += [slot.eq(0), word.eq(0), word_addr.eq(word_addr + 1)]
                 for index, port in enumerate(buffer_writes):
                     # Layer l writes the buffer that layer l + 1 reads.
                     m.d.comb += port.en.eq(parity != index)
+        with m.If(pixel_done):
+            m.d.sync += [result_group.eq(0), result_pixel.eq(result_pixel + 1)]
         load_addr = Signal(range(folded.input_words))
 
         with m.FSM():
             with m.State("LOAD"):
-                m.d.comb += self.input.ready.eq(1)
+                m.d.comb += [self.input.ready.eq(1), walk.load.eq(params[0])]
                 with m.If(self.input.valid):
                     m.d.sync += load_addr.eq(load_addr + 1)
                     with m.If(load_addr == folded.input_words - 1):
-                        m.d.sync += [load_addr.eq(0), layer.eq(0), parity.eq(0),
-                                     weight_addr.eq(0), threshold_addr.eq(0),
-                                     beat_limit.eq(last_beats[0]),
-                                     group_limit.eq(last_groups[0])]
+                        m.d.sync += [load_addr.eq(0), layer.eq(0), parity.eq(0)]
+                        m.d.comb += walk.start.eq(1)
                         m.next = "RUN"
             with m.State("RUN"):
-                m.d.comb += issuing.eq(~issued)
+                m.d.comb += [issuing.eq(~issued), walk.load.eq(next_params[layer])]
                 with m.If(layer_done):
-                    m.d.sync += [beat.eq(0), group.eq(0), issued.eq(0), taken_groups.eq(0),
-                                 slot.eq(0), word.eq(0), word_addr.eq(0)]
+                    m.d.sync += [issued.eq(0), result_sub.eq(0), result_group.eq(0),
+                                 result_pixel.eq(0), slot.eq(0), word.eq(0), word_addr.eq(0)]
                     with m.If(last_layer):
                         m.next = "LOAD"
                     with m.Else():
-                        m.d.sync += [layer.eq(layer + 1), parity.eq(~parity),
-                                     beat_limit.eq(next_last_beat[layer]),
-                                     group_limit.eq(next_last_group[layer])]
+                        m.d.comb += walk.start.eq(1)
+                        m.d.sync += [layer.eq(layer + 1), parity.eq(~parity)]
         # Buffer 0's write port takes the input words while loading, results otherwise.
         loading = Signal()
         m.d.comb += loading.eq(self.input.ready & self.input.valid)

@@ -11,7 +11,8 @@ from test_binary_layers import needs_tfc, tfc_w1a1
 from test_system_uart import BAUD, CLOCK_HZ, TIMEOUT_CYCLES, build_system, failure_report
 
 from fpganet.codegen.binary import codes_of_counts, fold_network, run_binary
-from fpganet.codegen.fuzz_engine import expected_totals, random_binary_network
+from fpganet.codegen.binary_images import build_binary_images, run_folded
+from fpganet.codegen.fuzz_engine import expected_totals, random_binary_network, random_map_network
 from fpganet.config import AcceleratorConfig
 from fpganet.golden import run_golden
 from fpganet.hdl.binary_device import COUNT_BYTES, STAMP_BYTES, BinaryDevice
@@ -28,12 +29,13 @@ def unpack_counts(device, data):
 
 
 def run_device(device, vectors, rng=None, stall=0.0):
-    """Each vector through one START in amaranth.sim: its output bytes (stamp included)."""
+    """Each vector (its bits, or its input bytes) through one START in amaranth.sim: its
+    output bytes (stamp included)."""
     outputs = []
 
     async def testbench(ctx):
         for vector in vectors:
-            data = list(pack_bytes(vector))
+            data = list(vector if isinstance(vector, bytes) else pack_bytes(vector))
             ctx.set(device.start, 1)
             await ctx.tick()
             ctx.set(device.start, 0)
@@ -80,6 +82,28 @@ def test_device_counts_and_stamp(widths, pe, simd, stall):
                               run_binary(layers[-1], bits))
         if not stall:
             assert int.from_bytes(data[-STAMP_BYTES:], "little") == device.stamp_cycles()
+
+
+@pytest.mark.parametrize("unit, seed", [("binary", 3), ("lowbit", 4)])
+def test_a_small_cnn_through_the_device_equals_the_golden_model(unit, seed):
+    """A random CNN (convolutions, a max pool, dense layers) compiled for an engine: its input
+    map sent as the engine stores it (``pack_inputs``), the counts give the golden model's
+    codes, as the engine's words unpacked do (``run_folded``), and the stamp equals the
+    device's model."""
+    rng = np.random.default_rng(seed)
+    plan = [("conv", 12, 3), ("pool", 2), ("conv", 9, 2), ("flatten",), ("dense", 5)]
+    input_bits = 1 if unit == "binary" else 2
+    net = random_map_network(rng, unit, (5, 8, 8), plan, input_bits)
+    images = build_binary_images(net, 4, 16, unit)
+    assert images.folded.layers[0].is_map and images.layout["layers"][0]["pool"] == 2
+    device = BinaryDevice(images.folded, AcceleratorConfig())
+    q = (rng.integers(0, 1 << input_bits, (2, 5, 8, 8)) + net.input_lo).astype(np.int8)
+    outputs = run_device(device, [images.pack_inputs(q[i:i + 1]) for i in range(2)])
+    codes = images.decode([data[:device.output_bytes] for data in outputs])
+    golden = run_golden(net, q).reshape(codes.shape)
+    assert np.array_equal(codes, golden) and np.array_equal(run_folded(images, q), golden)
+    assert {int.from_bytes(data[-STAMP_BYTES:], "little") for data in outputs} == \
+        {device.stamp_cycles()}
 
 
 def test_device_parameters_are_checked():

@@ -1,15 +1,19 @@
-"""amaranth.sim tests of the network engine: random binary and low-bit MLPs and FINN's
+"""amaranth.sim tests of the network engine: random binary and low-bit MLPs and CNNs and FINN's
 TFC_1W1A, its outputs equal to the lowered layers' (so the golden model's) and its cycles to
-its model."""
+its model; the lowered CNNs against the golden model; what no engine walks, refused."""
+
+import copy
 
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
 from test_binary_layers import needs_tfc, tfc_w1a1
 
-from fpganet.codegen.binary import codes_of_counts, fold_network, pack_input_words, run_binary
-from fpganet.codegen.fuzz_engine import random_binary_network, random_lowbit_network
-from fpganet.codegen.lowbit import run_lowbit
+from fpganet.codegen.binary import (codes_of_counts, fold_network, lower_binary_network,
+                                    pack_input_words, run_binary, run_binary_network)
+from fpganet.codegen.fuzz_engine import (random_cnn_plan, engine_case, random_binary_network,
+                                         random_lowbit_network, random_map_network)
+from fpganet.codegen.lowbit import lower_lowbit_network, run_lowbit, run_lowbit_network
 from fpganet.errors import FpganetError
 from fpganet.golden import run_golden
 from fpganet.hdl.binary_engine import BinaryNetworkEngine
@@ -116,3 +120,57 @@ def test_tfc_w1a1_runs_on_the_engine_bit_exact():
     logits = codes_of_counts(layers[-1], counts[:, :layers[-1].m])
     assert np.array_equal(logits, run_golden(net, q).reshape(3, -1))
     assert list(gaps) == [dut.cycles_per_vector()] * 2
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_cnns_lowered_equal_the_golden_model(seed):
+    """Random chains of convolutions (kernels 1 to 3), max pools fused into them, a flatten
+    and dense layers, binary and low-bit: the lowered layers on their maps give the golden
+    model's codes."""
+    rng = np.random.default_rng(seed)
+    unit = ("binary", "lowbit")[seed % 2]
+    input_bits = 1 if unit == "binary" else int(rng.integers(1, 5))
+    plan, shape = random_cnn_plan(rng, 8)
+    net = random_map_network(rng, unit, shape, plan, input_bits)
+    layers = (lower_binary_network if unit == "binary" else lower_lowbit_network)(net)
+    assert len(layers) == sum(step[0] in ("conv", "dense") for step in plan)
+    q = (rng.integers(0, 1 << input_bits, (6, *shape)) + net.input_lo).astype(np.int8)
+    run = run_binary_network if unit == "binary" else run_lowbit_network
+    assert np.array_equal(run(layers, q), run_golden(net, q).reshape(6, -1))
+
+
+@pytest.mark.parametrize("index", [1, 3, 5, 11, 13])
+def test_random_cnns_on_the_engine_equal_their_layers_and_the_cycle_model(index):
+    """Cases of the engine fuzz that are CNNs (odd indices): the map walked in place, the
+    pool's greatest, the dense layer over the last map; totals and cycles an input."""
+    case = engine_case(2, index)
+    assert case.folded.layers[0].is_map
+    counts, gaps, dut = run_engine(case.folded, case.inputs)
+    assert np.array_equal(counts, case.totals), case.describe()
+    assert list(gaps) == [dut.cycles_per_vector()] * (len(case.inputs) - 1)
+
+
+def test_what_no_engine_walks_is_refused_in_one_line():
+    rng = np.random.default_rng(5)
+    net = random_map_network(rng, "binary", (3, 6, 6), [("conv", 4, 3), ("pool", 2),
+                                                        ("flatten",), ("dense", 2)])
+    strided = copy.deepcopy(net)
+    strided.layers[0].stride = (2, 2)
+    with pytest.raises(FpganetError, match=r"^layer 'conv0': the engines run convolutions of one "
+                                           r"group, stride 1 and no padding, not stride \(2, 2\)$"):
+        lower_binary_network(strided)
+    pooled_twice = copy.deepcopy(net)
+    pooled_twice.layers.insert(2, copy.deepcopy(net.layers[1]))
+    with pytest.raises(FpganetError, match=r"^layer 'pool1': an engine max-pools only the "
+                                           r"thresholded output of the dense layer or "
+                                           r"convolution before it$"):
+        lower_binary_network(pooled_twice)
+    overlapping = copy.deepcopy(net)
+    overlapping.layers[1].stride = (1, 1)
+    with pytest.raises(FpganetError, match=r"^layer 'pool1': an engine max-pools square windows "
+                                           r"as far apart as they are wide"):
+        lower_binary_network(overlapping)
+    layers = lower_binary_network(net)
+    with pytest.raises(FpganetError, match=r"^layer 'conv0': the last layer's output must be one "
+                                           r"pixel, unpooled"):
+        fold_network(layers[:1], 4, 8)

@@ -25,29 +25,45 @@ input bit 0 against weight bit 1, whose XNOR is 0: padding adds nothing to a cou
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, replace
 
 import numpy as np
 
 from ..errors import FpganetError
-from ..ops import xnor_popcount
+from ..ops import im2col, maxpool, xnor_popcount
 from ..qnet import QConv
 from ..quantize.fixed_point import requantize_mode
 
 __all__ = ["LoweredDense", "BinaryLayer", "lower_binary", "lower_chain", "lower_binary_network",
-           "run_binary", "run_binary_network", "input_bits", "codes_of_counts", "FoldedLayer",
+           "check_engine_layer", "chain_input", "run_lowered", "run_binary", "run_binary_network", "input_bits", "codes_of_counts", "FoldedLayer",
            "FoldedNetwork", "fold_network", "UNITS", "ENGINE_NAMES",
            "unpack_fields", "pack_input_words", "layer_beats"]
 
 
 @dataclass(frozen=True)
 class LoweredDense:
-    """A dense layer of the integer network in a form an engine in logic cells computes: a
-    channel's total over its inputs, then thresholds on the total (a few output levels) or the
-    source's requantization of ``total + offset`` (a wider output). Each form says how its
-    weights, inputs and thresholds are stored in the engine's words (:func:`fold_network`)."""
+    """A dense or convolution layer of the integer network in a form an engine in logic cells
+    computes: a channel's total over its inputs (a window of the input map, for a
+    convolution), then thresholds on the total (a few output levels) or the source's
+    requantization of ``total + offset`` (a wider output), then, where the network max-pools
+    the layer's output, that pool. Each form says how its weights, inputs and thresholds are
+    stored in the engine's words (:func:`fold_network`).
+
+    Attributes
+    ----------
+    pool : int
+        The window and stride of a max pool fused after the layer (1: none). A pool of
+        thresholded outputs is the greatest of its elements (an OR, of bits).
+    map_in : tuple of int or None
+        ``(C, H, W)`` of a dense layer that reads a flattened map: the engine computes it as a
+        convolution whose kernel is the whole map (its weights are ordered ``(c, y, x)``, as the
+        flattening of an NCHW map is). None: the source's own ``in_shape``.
+    """
 
     source: QConv
+    _: KW_ONLY
+    pool: int = 1
+    map_in: tuple = None
 
     @property
     def name(self):
@@ -63,6 +79,24 @@ class LoweredDense:
     @property
     def m(self):
         return self.source.weight_matrix.shape[0]
+
+    @property
+    def in_map(self):
+        """``(C, H, W)``: the map the layer reads (``(K, 1, 1)`` for a dense layer)."""
+        return tuple(self.map_in or self.source.in_shape)
+
+    @property
+    def kernel(self):
+        """``(kh, kw)``: its window over :attr:`in_map` (stride 1, no padding)."""
+        return tuple(self.in_map[1:]) if self.map_in else tuple(self.source.kernel)
+
+    @property
+    def out_map(self):
+        """``(M, Ho, Wo)``: the map it writes, after its pool (a floor: a pool's partial windows
+        are dropped, as ONNX's MaxPool does)."""
+        _, h, w = self.in_map
+        kh, kw = self.kernel
+        return self.m, (h - kh + 1) // self.pool, (w - kw + 1) // self.pool
 
     def weight_fields(self):
         """int64 [M, K]: each weight's field in the engine's words (``field_bits`` bits; its
@@ -98,6 +132,19 @@ class LoweredDense:
         totals = self.totals(inputs)
         return self.outputs(totals) if self.threshold_rows() is not None else \
             self.codes(totals, mode)
+
+    def run_map(self, elements, mode="fpganet"):
+        """The layer's output maps [N, M, Ho, Wo] for input element maps [N, C, H, W] (any
+        shape of ``N * C * H * W`` elements, flattened NCHW): :meth:`run` on every window,
+        then the pool."""
+        n = len(elements)
+        cols, (ho, wo) = im2col(np.asarray(elements).reshape(n, *self.in_map), self.kernel,
+                                (1, 1), (0, 0, 0, 0), 0)
+        out = self.run(cols.reshape(n * ho * wo, self.k), mode)
+        maps = out.reshape(n, ho, wo, self.m).transpose(0, 3, 1, 2)
+        if self.pool > 1:
+            maps = maxpool(maps, (self.pool,) * 2, (self.pool,) * 2, (0, 0, 0, 0), 0)
+        return maps
 
 
 @dataclass(frozen=True)
@@ -149,12 +196,14 @@ class BinaryLayer(LoweredDense):
 
 
 def lower_binary(layer, in_lo, mode="fpganet"):
-    """The binary form of dense ``layer`` whose input codes are ``in_lo`` or ``in_lo + 1``.
+    """The binary form of dense or convolution ``layer`` whose input codes are ``in_lo`` or
+    ``in_lo + 1``.
 
     Parameters
     ----------
     layer : fpganet.qnet.QConv
-        A dense layer (1x1 output) with weights in {-1, +1}.
+        A dense layer, or a convolution of stride 1 without padding (:func:`check_engine_layer`),
+        with weights in {-1, +1}.
     in_lo : int
     mode : str
         The network's requantization mode.
@@ -169,8 +218,7 @@ def lower_binary(layer, in_lo, mode="fpganet"):
     FpganetError
         Naming the layer and what is not binary.
     """
-    if not isinstance(layer, QConv) or layer.kind != "dense":
-        raise FpganetError(f"layer '{layer.name}': only a dense layer has a binary form")
+    check_engine_layer(layer, "binary")
     weight = layer.weight_matrix.astype(np.int64)
     if not np.all(np.abs(weight) == 1):
         others = sorted(set(np.unique(weight).tolist()) - {-1, 1})
@@ -194,6 +242,21 @@ def lower_binary(layer, in_lo, mode="fpganet"):
     return BinaryLayer(layer, bits, int(in_lo), offset, thresholds.astype(np.int64))
 
 
+def check_engine_layer(layer, form):
+    """Refuse, in one line, a layer no engine's window computes: the engines run dense layers
+    and convolutions of one group, stride 1 and no padding (the window walks the stored map)."""
+    if not isinstance(layer, QConv):
+        raise FpganetError(f"layer '{layer.name}': only a dense layer or a convolution has a "
+                           f"{form} form")
+    if layer.kind == "dense":
+        return
+    for what, value, plain in (("groups", layer.groups, 1), ("stride", tuple(layer.stride), (1, 1)),
+                               ("pads", tuple(layer.pads), (0, 0, 0, 0))):
+        if value != plain:
+            raise FpganetError(f"layer '{layer.name}': the engines run convolutions of one group, "
+                               f"stride 1 and no padding, not {what} {value}")
+
+
 def _requantized(layer, acc, mode):
     """The layer's output codes for accumulators ``acc`` [M, P] (bias included), through the
     golden model's own requantization."""
@@ -201,10 +264,11 @@ def _requantized(layer, acc, mode):
                            mode, layer.single_rounding)[0].astype(np.int64)
 
 
-def lower_binary_network(net):
-    """Every dense layer of a chain of reshapes and dense layers (an MLP such as FINN's TFC)
-    in binary form, each reading the previous one's bits; the network's input must be one
-    bit (``input_hi == input_lo + 1``) and every layer but the last one bit out.
+def lower_binary_network(net, start=0):
+    """Every dense and convolution layer of a chain (reshapes, dense layers, convolutions and
+    the max pools after them: FINN's TFC and CNV), from layer ``start`` on, in binary form,
+    each reading the previous one's bits; the input (the network's, or layer ``start - 1``'s
+    output) must be one bit and every layer but the last one bit out.
 
     Returns
     -------
@@ -215,28 +279,68 @@ def lower_binary_network(net):
     FpganetError
         Naming the first layer that is not binary, and why.
     """
-    if net.input_hi != net.input_lo + 1:
-        raise FpganetError(f"the network's input codes {net.input_lo}..{net.input_hi} are not "
-                           f"one bit")
+    lo, hi, _ = chain_input(net, start)
+    if hi != lo + 1:
+        where = "the network's input" if start == 0 else f"layer '{net.layers[start - 1].name}''s output"
+        raise FpganetError(f"{where} codes {lo}..{hi} are not one bit")
     return lower_chain(net, lambda layer, in_lo, _, mode: lower_binary(layer, in_lo, mode),
-                       "is not one bit")
+                       "is not one bit", start)
 
 
-def lower_chain(net, lower, not_narrow):
-    """``lower(layer, in_lo, in_hi, mode)`` of every dense layer of a chain of reshapes and
-    dense layers, each given the code range of the one before's output (the network's input
-    for the first); every layer but the last must have thresholds, else the next is refused,
-    its input ``not_narrow``."""
-    layers, in_lo, in_hi = [], net.input_lo, net.input_hi
-    for layer in net.layers:
+def chain_input(net, start=0):
+    """``(lo, hi, (C, H, W))``: the codes and map an engine's chain from layer ``start`` of
+    ``net`` reads: the network's input, or layer ``start - 1``'s output."""
+    if start == 0:
+        return net.input_lo, net.input_hi, tuple(net.input_chw)
+    before = net.layers[start - 1]
+    if not isinstance(before, QConv):
+        raise FpganetError(f"layer '{net.layers[start].name}': an engine's chain starts after a "
+                           f"dense layer or a convolution, not after '{before.name}'")
+    return before.lo, before.hi, tuple(before.out_shape)
+
+
+def lower_chain(net, lower, not_narrow, start=0):
+    """``lower(layer, in_lo, in_hi, mode)`` of every dense and convolution layer of a chain
+    from layer ``start`` on, each given the code range of the one before's output; a max pool
+    is fused into the layer before it, a reshape of a lowered layer's map is the next dense
+    layer's ``map_in``. Every
+    layer but the last must have thresholds, else the next is refused, its input
+    ``not_narrow``."""
+    if not net.is_chain:
+        raise FpganetError("an engine runs a chain of layers; this network branches")
+    layers = []
+    in_lo, in_hi, _ = chain_input(net, start)
+    for layer in net.layers[start:]:
         if layer.type == "reshape":
+            continue
+        if layer.type == "maxpool":
+            layers[-1:] = [_fused_pool(layers[-1] if layers else None, layer)]
             continue
         if layers and layers[-1].thresholds is None:
             raise FpganetError(f"layer '{layer.name}': its input, '{layers[-1].name}''s output, "
                                f"{not_narrow}")
-        layers.append(lower(layer, in_lo, in_hi, net.config.requant_mode))
+        lowered = lower(layer, in_lo, in_hi, net.config.requant_mode)
+        if layer.kind == "dense" and layers and layers[-1].out_map[1:] != (1, 1):
+            # The map the layer before wrote, pixel by pixel; the host gives a first dense
+            # layer its input as one vector.
+            lowered = replace(lowered, map_in=layers[-1].out_map)
+        layers.append(lowered)
         in_lo, in_hi = layer.lo, layer.hi
     return layers
+
+
+def _fused_pool(before, pool):
+    """``before`` (a lowered layer) with max pool ``pool`` after it, or a one-line refusal."""
+    p = pool.kernel[0]
+    if before is None or before.pool != 1 or before.thresholds is None:
+        raise FpganetError(f"layer '{pool.name}': an engine max-pools only the thresholded "
+                           f"output of the dense layer or convolution before it")
+    if (tuple(pool.kernel) != (p, p) or tuple(pool.stride) != (p, p)
+            or any(pool.pads)):
+        raise FpganetError(f"layer '{pool.name}': an engine max-pools square windows as far "
+                           f"apart as they are wide, unpadded, not kernel {list(pool.kernel)} "
+                           f"stride {list(pool.stride)} pads {list(pool.pads)}")
+    return replace(before, pool=p)
 
 
 def input_bits(layers, q_in):
@@ -248,11 +352,18 @@ def input_bits(layers, q_in):
 def run_binary_network(layers, q_in, mode="fpganet"):
     """The binary layers' int8 output codes [N, M] for int8 inputs ``q_in`` [N, ...] (codes
     ``in_lo`` or ``in_lo + 1`` of the first layer), as the golden model gives them."""
-    bits = input_bits(layers, q_in)
-    for layer in layers:
-        bits = run_binary(layer, bits, mode)
+    bits = run_lowered(layers, input_bits(layers, q_in), mode)
     last = layers[-1]
     return bits if last.thresholds is None else (bits + last.out_lo).astype(np.int8)
+
+
+def run_lowered(layers, elements, mode="fpganet", count=None):
+    """The output [N, ...] flattened of the first ``count`` (default all) lowered layers, each
+    on its input map (:meth:`LoweredDense.run_map`), for first-layer input elements [N, ...]:
+    the next layer's elements, or the int8 codes of a layer without thresholds."""
+    for layer in layers[:count]:
+        elements = layer.run_map(elements, mode)
+    return elements.reshape(len(elements), -1)
 
 
 def run_binary(layer, bits, mode="fpganet"):
@@ -270,9 +381,18 @@ def codes_of_counts(layer, counts, mode="fpganet"):
 
 @dataclass(frozen=True)
 class FoldedLayer:
-    """Where one layer sits in a :class:`FoldedNetwork`: ``beats`` of ``simd`` input elements
-    for each of ``groups`` groups of ``pe`` channels, its weight words from ``weight_base``
-    (group-major), its threshold words from ``threshold_base`` (one a group)."""
+    """Where one layer sits in a :class:`FoldedNetwork`, and how the engine walks it.
+
+    The layer reads an ``in_h x in_w`` map stored pixel by pixel (row-major), each pixel's
+    channels in :attr:`pixel_words` words of ``simd`` elements (padded with 0); a dense layer's
+    map is one pixel. For each output pixel of its (pooled) ``out_h x out_w`` map, then each
+    of its ``groups`` groups of ``pe`` channels, then each of the ``pool * pool`` windows the
+    pool takes the greatest of, the engine issues ``beats`` beats: the window's
+    ``kernel_h`` rows of ``kernel_w * pixel_words`` consecutive words. Its weight words are
+    from ``weight_base`` (``beats`` a group, group-major, in that window order), its threshold
+    words from ``threshold_base`` (one a group). Its results are written as its output map
+    is stored for the next layer.
+    """
 
     k: int
     m: int
@@ -280,6 +400,42 @@ class FoldedLayer:
     groups: int
     weight_base: int
     threshold_base: int
+    in_h: int = 1
+    in_w: int = 1
+    kernel_h: int = 1
+    kernel_w: int = 1
+    pool: int = 1
+    out_h: int = 1
+    out_w: int = 1
+
+    @property
+    def pixel_words(self):
+        """Words of one input pixel's channels."""
+        return self.beats // (self.kernel_h * self.kernel_w)
+
+    @property
+    def input_words(self):
+        """Words of the whole input map."""
+        return self.in_h * self.in_w * self.pixel_words
+
+    @property
+    def results(self):
+        """The unit's results for one input: a window's count per group, pool window and
+        output pixel."""
+        return self.out_h * self.out_w * self.groups * self.pool * self.pool
+
+    @property
+    def is_map(self):
+        """Whether the layer walks a map (more than one pixel in, or out, or a kernel), not
+        one vector."""
+        return list(vars(self).values())[6:] != [1] * 7
+
+    @property
+    def identity(self):
+        """What the layer's design id hashes: a vector layer's six fields (as before maps),
+        a map's geometry too."""
+        fields = list(vars(self).values())
+        return fields if self.is_map else fields[:6]
 
 
 #: The engines' units: ``binary``, XNOR-popcount MACs of one-bit weights and inputs
@@ -333,18 +489,27 @@ class FoldedNetwork:
 
     @property
     def input_words(self):
-        """Words of one input vector."""
-        return self.layers[0].beats
+        """Words of one input (a vector, or a map pixel by pixel)."""
+        return self.layers[0].input_words
+
+    @property
+    def input_bytes(self):
+        """Bytes of one input on a byte stream: a vector's elements packed (``input_bits``
+        each, the last word partial), or a map's words whole (its pixels' padding included)."""
+        first = self.layers[0]
+        if not first.is_map:
+            return -(-first.k * self.input_bits // 8)
+        return -(-first.input_words * self.simd * self.input_bits // 8)
 
     @property
     def output_groups(self):
-        """Results (``pe`` totals each) of one input vector."""
-        return self.layers[-1].groups
+        """Results (``pe`` totals each) of one input."""
+        return self.layers[-1].results
 
     @property
     def buffer_words(self):
-        """Words an activation buffer holds: the widest layer input."""
-        return max(layer.beats for layer in self.layers)
+        """Words an activation buffer holds: the largest layer input."""
+        return max(layer.input_words for layer in self.layers)
 
     @property
     def signed_totals(self):
@@ -370,7 +535,7 @@ class FoldedNetwork:
         refuses a board that holds another network's weights."""
         widths = [] if self.unit == "binary" else [self.weight_bits, self.input_bits, self.levels]
         blob = json.dumps([self.pe, self.simd, self.count_width, *widths,
-                           [list(vars(layer).values()) for layer in self.layers],
+                           [layer.identity for layer in self.layers],
                            [f"{word:x}" for word in self.weight_words],
                            [f"{word:x}" for word in self.threshold_words]])
         return int.from_bytes(hashlib.sha256(blob.encode()).digest()[:4], "little") or 1
@@ -394,6 +559,10 @@ def fold_network(layers, pe, simd):
     if any(layer.threshold_rows() is None for layer in layers[:-1]):
         raise FpganetError("every layer but the last must have "
                            + ("one-bit outputs" if binary else "thresholds"))
+    if layers[-1].out_map[1:] != (1, 1) or layers[-1].pool != 1:
+        raise FpganetError(f"layer '{layers[-1].name}': the last layer's output must be one "
+                           f"pixel, unpooled (its totals leave the engine), not "
+                           f"{list(layers[-1].out_map)}")
     if binary:
         widths = dict(unit="binary", weight_bits=1, input_bits=1, levels=1)
         count_width = (max(simd, *(layer.k for layer in layers)) + 1).bit_length()
@@ -414,18 +583,25 @@ def fold_network(layers, pe, simd):
     field_mask = (1 << field_bits) - 1
     weight_words, threshold_words, folded = [], [], []
     for layer in layers:
-        beats, groups = -(-layer.k // simd), -(-layer.m // pe)
+        channels, h, w = layer.in_map
+        kh, kw = layer.kernel
+        pixel_words, groups = -(-channels // simd), -(-layer.m // pe)
+        beats = kh * kw * pixel_words
+        _, out_h, out_w = layer.out_map
         folded.append(FoldedLayer(layer.k, layer.m, beats, groups, len(weight_words),
-                                  len(threshold_words)))
-        w = np.full((groups * pe, beats * simd), layer.weight_pad, np.int64)
-        w[:layer.m, :layer.k] = layer.weight_fields() & field_mask
+                                  len(threshold_words), h, w, kh, kw, layer.pool, out_h, out_w))
+        # The weights in the window's order: (row, column, channel), channels padded per pixel.
+        w = np.full((groups * pe, kh, kw, pixel_words * simd), layer.weight_pad, np.int64)
+        w[:layer.m, :, :, :channels] = (layer.weight_fields() & field_mask).reshape(
+            layer.m, channels, kh, kw).transpose(0, 2, 3, 1)
+        w = w.reshape(groups * pe, beats * simd)
         thresholds = np.full((groups * pe, levels), never, np.int64)
         rows = layer.threshold_rows()
         if rows is not None:
             thresholds[:layer.m, :rows.shape[1]] = rows
         for g in range(groups):
-            channels = thresholds[g * pe:(g + 1) * pe].reshape(-1)
-            threshold_words.append(_pack_fields(channels & ((1 << count_width) - 1), count_width))
+            group = thresholds[g * pe:(g + 1) * pe].reshape(-1)
+            threshold_words.append(_pack_fields(group & ((1 << count_width) - 1), count_width))
             for t in range(beats):
                 block = w[g * pe:(g + 1) * pe, t * simd:(t + 1) * simd]
                 weight_words.append(_pack_fields(block.reshape(-1), field_bits))
@@ -452,19 +628,24 @@ def unpack_fields(word, width, count, signed=False):
 
 
 def pack_input_words(folded, elements, index=0):
-    """One input vector of layer ``index`` as words of ``simd`` elements, element ``i`` of
-    word ``t`` (``input_bits`` from bit ``i * input_bits``) being element ``t * simd + i``
+    """One input of layer ``index`` as the engine stores it: its map (``elements``, any shape
+    of ``C * H * W`` elements in NCHW order; a dense layer's vector) pixel by pixel, each
+    pixel's channels in words of ``simd`` elements, element ``i`` of a word (``input_bits``
+    from bit ``i * input_bits``) being channel ``t * simd + i`` of its pixel's word ``t``
     (padded with 0)."""
-    simd, words = folded.simd, folded.layers[index].beats
-    padded = np.zeros(words * simd, np.uint8)
-    padded[:len(elements)] = elements
-    return [_pack_fields(padded[t * simd:(t + 1) * simd], folded.input_bits)
-            for t in range(words)]
+    layer, simd = folded.layers[index], folded.simd
+    pixels = layer.in_h * layer.in_w
+    channels = layer.k // (layer.kernel_h * layer.kernel_w)
+    padded = np.zeros((pixels, layer.pixel_words * simd), np.uint8)
+    padded[:, :channels] = np.asarray(elements).reshape(channels, pixels).T
+    padded = padded.reshape(-1, simd)
+    return [_pack_fields(word, folded.input_bits) for word in padded]
 
 
 def layer_beats(folded, index, bits):
-    """The unit's beats for layer ``index`` on one input vector's bits, as the engine issues
-    them: ``(x, w, last, thresholds)``, each word the unit's payload field."""
+    """The unit's beats for dense layer ``index`` (one pixel in) on one input vector's bits,
+    as the engine issues them: ``(x, w, last, thresholds)``, each word the unit's payload
+    field."""
     layer = folded.layers[index]
     x = pack_input_words(folded, bits, index)
     for g in range(layer.groups):

@@ -29,13 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from ..errors import FpganetError
 from ..files import verify_directory
 from ..isa import HostSpace
 from ..hdl.binary_device import COUNT_BYTES, STAMP_BYTES, BinaryDevice
 from ..ops import xnor_popcount
-from .binary import ENGINE_NAMES, UNITS, fold_network, input_bits, lower_binary_network, unpack_fields
+from .binary import (ENGINE_NAMES, UNITS, fold_network, input_bits, lower_binary_network,
+                     pack_input_words, unpack_fields)
 from .lowbit import lower_lowbit_network
 
 __all__ = ["BinaryImages", "build_binary_images", "read_binary_images", "run_folded",
@@ -92,8 +94,8 @@ class BinaryImages:
 
     @property
     def input_bytes(self):
-        """Bytes of one vector on the input stream."""
-        return -(-self.layers[0].k * self.folded.input_bits // 8)
+        """Bytes of one vector or map on the input stream."""
+        return self.folded.input_bytes
 
     @property
     def output_bytes(self):
@@ -119,6 +121,9 @@ class BinaryImages:
             "layers": [{"name": layer.name, "k": layer.k, "m": layer.m, "beats": at.beats,
                         "groups": at.groups, "weight_base": at.weight_base,
                         "threshold_base": at.threshold_base,
+                        **({} if not at.is_map else
+                           {"in": [at.in_h, at.in_w], "kernel": [at.kernel_h, at.kernel_w],
+                            "pool": at.pool, "out": [at.out_h, at.out_w]}),
                         "output": ("count" if binary else "sum") if layer.thresholds is None
                         else ("bit" if binary else "digit")}
                        for layer, at in zip(self.layers, folded.layers)],
@@ -142,7 +147,13 @@ class BinaryImages:
         """The input stream of int8 inputs ``q_in`` [N, ...] (codes from the first layer's
         ``in_lo``), one vector after another."""
         elements = input_bits(self.layers, np.asarray(q_in))
-        width = self.folded.input_bits
+        folded = self.folded
+        if folded.layers[0].is_map:
+            # A map: its words as the engine stores them, pixel by pixel, each little-endian.
+            word_bytes = folded.simd * folded.input_bits // 8
+            return b"".join(word.to_bytes(word_bytes, "little") for vector in elements
+                            for word in pack_input_words(folded, vector))
+        width = folded.input_bits
         bits = (elements[:, :, None] >> np.arange(width, dtype=np.uint8)) & 1
         return np.packbits(bits.reshape(len(bits), -1), axis=1, bitorder="little").tobytes()
 
@@ -260,21 +271,36 @@ def run_folded(images, q_in):
     """The engine's arithmetic on its memory words: int8 inputs [N, ...] to the network's
     output codes [N, *output_shape] (the ``isa`` backend of a binary or low-bit compile). The
     words are unpacked here, as the engine reads them, not taken from the layers they were
-    folded from: a total is the XNOR popcount of the bits (binary) or the dot product of the
-    digits and the signed weight fields (low-bit); the next layer's element is how many of
-    its channel's thresholds the total reaches."""
+    folded from, and each layer reads its input map as the engine stores it (pixel by pixel,
+    channels padded to whole words): a total is the XNOR popcount of a window's bits
+    (binary) or the dot product of its digits and the signed weight fields (low-bit); the
+    next layer's element is how many of its channel's thresholds the total reaches, the
+    greatest over a pool's windows."""
     folded = images.folded
+    first = folded.layers[0]
     elements = input_bits(images.layers, np.asarray(q_in))
+    n = len(elements)
+    channels = first.k // (first.kernel_h * first.kernel_w)
+    stored = elements.reshape(n, channels, first.in_h, first.in_w).transpose(0, 2, 3, 1)
     for index, at in enumerate(folded.layers):
         weights, thresholds = _unpacked(folded, at)
-        padded = np.zeros((len(elements), at.beats * folded.simd), np.uint8)
-        padded[:, :elements.shape[1]] = elements
+        padded = np.zeros((n, at.in_h, at.in_w, at.pixel_words * folded.simd), np.uint8)
+        padded[..., :stored.shape[3]] = stored
+        windows = sliding_window_view(padded, (at.kernel_h, at.kernel_w), axis=(1, 2))
+        out_h, out_w = windows.shape[1:3]
+        # [N, Ho, Wo, C, kh, kw] to the weights' order (row, column, channel).
+        cols = windows.transpose(0, 1, 2, 4, 5, 3).reshape(n * out_h * out_w, -1)
         if folded.unit == "binary":
-            totals = xnor_popcount(padded, weights.astype(np.uint8)).astype(np.int64)
+            totals = xnor_popcount(cols, weights.astype(np.uint8)).astype(np.int64)
         else:
-            totals = padded.astype(np.int64) @ weights.T
+            totals = cols.astype(np.int64) @ weights.T
         if index < len(folded.layers) - 1:
-            elements = (totals[:, :, None] >= thresholds[None]).sum(axis=2).astype(np.uint8)
+            out = (totals[:, :, None] >= thresholds[None]).sum(axis=2).astype(np.uint8)
+            stored = out.reshape(n, out_h, out_w, -1)
+            if at.pool > 1:
+                p = at.pool
+                stored = stored[:, :at.out_h * p, :at.out_w * p].reshape(
+                    n, at.out_h, p, at.out_w, p, -1).max(axis=(2, 4))
     return images.codes(totals[:, :images.layers[-1].m])
 
 

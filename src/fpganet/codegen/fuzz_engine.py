@@ -12,12 +12,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..qnet import QConv
-from .binary import fold_network, lower_binary, run_binary
-from .lowbit import lower_lowbit, run_lowbit
+from ..qnet import QConv, QMaxPool, QNetwork, QReshape
+from .binary import fold_network, lower_binary, lower_binary_network, run_lowered
+from .lowbit import lower_lowbit, lower_lowbit_network
 
 __all__ = ["random_binary_dense", "random_lowbit_dense", "random_binary_network",
-           "random_lowbit_network", "EngineCase", "engine_case", "expected_totals", "FOLDS"]
+           "random_lowbit_network", "random_map_network", "random_cnn_plan", "EngineCase",
+           "engine_case", "expected_totals", "FOLDS"]
 
 #: ``(unit, pe, simd)`` a case may take: the folds the benchmarks build on the boards
 #: (benchmarks/binary_tfc.py), and small and degenerate ones.
@@ -26,10 +27,17 @@ FOLDS = (("binary", 4, 16), ("binary", 8, 16), ("binary", 8, 32), ("binary", 16,
          ("lowbit", 16, 64), ("lowbit", 1, 8), ("lowbit", 4, 12), ("lowbit", 3, 6))
 
 
-def _dense(rng, weight, zp_in, lo, hi, bias_range, shifts, mult_sign=1):
+def _dense(rng, weight, zp_in, lo, hi, bias_range, shifts, mult_sign=1, in_shape=None,
+           name="fc"):
+    """A dense layer of ``weight`` [M, K, 1, 1], or with ``in_shape`` a convolution of
+    ``weight`` [M, C, kh, kw] (stride 1, no padding)."""
     m, k = weight.shape[:2]
     bias = rng.integers(-bias_range, bias_range + 1, m) - zp_in * weight.reshape(m, -1).sum(axis=1)
-    return QConv(name="fc", kind="dense", in_shape=(k, 1, 1), out_shape=(m, 1, 1), kernel=(1, 1),
+    in_shape = in_shape or (k, 1, 1)
+    kernel = weight.shape[2:]
+    out_shape = (m, in_shape[1] - kernel[0] + 1, in_shape[2] - kernel[1] + 1)
+    return QConv(name=name, kind="dense" if in_shape[1:] == (1, 1) else "conv",
+                 in_shape=tuple(in_shape), out_shape=out_shape, kernel=tuple(kernel),
                  stride=(1, 1), pads=(0, 0, 0, 0), groups=1, weight=weight,
                  bias=bias.astype(np.int32), mult=mult_sign * rng.integers(1 << 14, 1 << 15, m),
                  shift=rng.integers(*shifts, m), zp_in=zp_in, zp_out=int(rng.integers(-3, 3)),
@@ -80,6 +88,72 @@ def random_lowbit_network(rng, widths, input_bits):
     return layers
 
 
+def random_map_network(rng, unit, in_shape, plan, input_bits=1):
+    """A chain of random integer layers on maps, as a :class:`~fpganet.qnet.QNetwork`, with
+    weights and activations an engine's ``unit`` takes (+-1 and one bit; or 2-4-bit weights,
+    outputs of 1 to 4 bits, inputs ``input_bits`` wide), and the last layer int8 out.
+
+    ``plan`` lists the layers: ``("conv", m, k)`` a ``k x k`` convolution to ``m`` channels,
+    ``("pool", p)`` a max pool, ``("flatten",)``, ``("dense", m)``."""
+    binary = unit == "binary"
+    in_lo = 0 if binary else int(rng.integers(-3, 1))
+    lo, hi, shape, layers = in_lo, in_lo + (1 << input_bits) - 1, tuple(in_shape), []
+    outputs = sum(step[0] in ("conv", "dense") for step in plan)
+    for step in plan:
+        if step[0] == "pool":
+            p = step[1]
+            out = (shape[0], shape[1] // p, shape[2] // p)
+            layers.append(QMaxPool(name=f"pool{len(layers)}", in_shape=shape, out_shape=out,
+                                   kernel=(p, p), stride=(p, p), pads=(0, 0, 0, 0), zp=lo, s=1.0))
+            shape = out
+            continue
+        if step[0] == "flatten":
+            out = (int(np.prod(shape)), 1, 1)
+            layers.append(QReshape(name=f"flatten{len(layers)}", in_shape=shape, out_shape=out,
+                                   zp=lo, s=1.0))
+            shape = out
+            continue
+        outputs -= 1
+        m = step[1]
+        kernel = (step[2],) * 2 if step[0] == "conv" else (1, 1)
+        if binary:
+            weight = rng.choice([-1, 1], (m, shape[0], *kernel)).astype(np.int8)
+        else:
+            top = (1 << (int(rng.integers(2, 5)) - 1)) - 1
+            weight = rng.integers(-top - 1, top + 1, (m, shape[0], *kernel)).astype(np.int8)
+        k = int(np.prod(weight.shape[1:]))
+        out_lo = -128 if outputs == 0 else (0 if binary else int(rng.integers(-2, 1)))
+        out_hi = 127 if outputs == 0 else out_lo + (1 if binary else int(rng.integers(1, 16)))
+        layer = _dense(rng, weight, int(rng.integers(-2, 2)), out_lo, out_hi,
+                       k if binary else 4 * k, (14, 20) if binary else (12, 18),
+                       in_shape=shape, name=f"{step[0]}{len(layers)}")
+        layers.append(layer)
+        lo, hi, shape = out_lo, out_hi, layer.out_shape
+    return QNetwork(layers, "x", tuple(in_shape), 1.0, 0, "y", (shape[0],), 1.0, 0,
+                    input_lo=in_lo, input_hi=in_lo + (1 << input_bits) - 1)
+
+
+def random_cnn_plan(rng, simd):
+    """A small CNN's plan for :func:`random_map_network`: one or two convolutions, the first
+    pooled or not, then one or two dense layers; and its input map."""
+    channels = int(rng.integers(1, 2 * simd + 3))
+    size = int(rng.integers(4, 9))
+    plan, h = [], size
+    for index in range(int(rng.integers(1, 3))):
+        k = int(rng.integers(1, min(3, h) + 1))
+        plan.append(("conv", int(rng.integers(1, 2 * simd + 3)), k))
+        h -= k - 1
+        if index == 0 and h >= 2 and rng.random() < 0.6:
+            p = int(rng.integers(2, min(3, h) + 1))
+            plan.append(("pool", p))
+            h //= p
+    plan.append(("flatten",))
+    if rng.random() < 0.5:
+        plan.append(("dense", int(rng.integers(1, 2 * simd + 3))))
+    plan.append(("dense", int(rng.integers(1, 20))))
+    return plan, (channels, size, size)
+
+
 @dataclass
 class EngineCase:
     """One random network folded for the engine, its input vectors and their expected
@@ -93,37 +167,47 @@ class EngineCase:
     totals: np.ndarray
 
     def describe(self):
-        widths = [self.folded.layers[0].k, *(layer.m for layer in self.folded.layers)]
+        first = self.folded.layers[0]
+        widths = [f"{first.k // (first.kernel_h * first.kernel_w)}x{first.in_h}x{first.in_w}"
+                  if first.in_h * first.in_w > 1 else str(first.k)]
+        widths += [f"{layer.m}({layer.kernel_h}x{layer.kernel_w}"
+                   f"{f' pool {layer.pool}' if layer.pool > 1 else ''})"
+                   if layer.in_h * layer.in_w > 1 else str(layer.m)
+                   for layer in self.folded.layers]
         return (f"seed {self.seed} case {self.index}: {self.folded.description}, layers "
-                f"{' -> '.join(map(str, widths))}")
+                f"{' -> '.join(widths)}")
 
 
 def engine_case(seed, index, vectors=3):
-    """Case ``index`` of ``seed``: a fold of :data:`FOLDS`, a random network of two to four
-    layers whose widths pad the fold differently, ``vectors`` random inputs."""
+    """Case ``index`` of ``seed``: a fold of :data:`FOLDS`; every other case a random chain of
+    two to four dense layers whose widths pad the fold differently, the others a small CNN
+    (:func:`random_map_network`: convolutions, a pool, dense layers); ``vectors`` random
+    inputs."""
     rng = np.random.default_rng([seed, index, 0xE9])
     unit, pe, simd = FOLDS[int(rng.integers(len(FOLDS)))]
-    widths = [int(rng.integers(1, 3 * simd + 8)) for _ in range(int(rng.integers(2, 5)))]
-    widths.append(int(rng.integers(1, 3 * pe + 4)))
-    if unit == "binary":
-        layers, input_bits = random_binary_network(rng, widths), 1
+    # The device takes whole bytes a word: simd * input_bits a multiple of 8.
+    input_bits = 1 if unit == "binary" else int(rng.choice(
+        [bits for bits in range(1, 5) if simd * bits % 8 == 0]))
+    if index % 2:
+        plan, shape = random_cnn_plan(rng, simd)
+        net = random_map_network(rng, unit, shape, plan, input_bits)
+        layers = (lower_binary_network if unit == "binary" else lower_lowbit_network)(net)
     else:
-        # The device takes whole bytes a word: simd * input_bits a multiple of 8.
-        choices = [bits for bits in range(1, 5) if simd * bits % 8 == 0]
-        input_bits = int(rng.choice(choices))
-        layers = random_lowbit_network(rng, widths, input_bits)
+        widths = [int(rng.integers(1, 3 * simd + 8)) for _ in range(int(rng.integers(2, 5)))]
+        widths.append(int(rng.integers(1, 3 * pe + 4)))
+        shape = (widths[0],)
+        layers = (random_binary_network(rng, widths) if unit == "binary"
+                  else random_lowbit_network(rng, widths, input_bits))
     folded = fold_network(layers, pe, simd)
-    inputs = rng.integers(0, 1 << input_bits, (vectors, widths[0])).astype(np.uint8)
+    inputs = rng.integers(0, 1 << input_bits, (vectors, *shape)).astype(np.uint8)
     return EngineCase(seed, index, layers, folded, inputs, expected_totals(folded, layers, inputs))
 
 
 def expected_totals(folded, layers, inputs):
-    """What the engine outputs for input elements [N, K]: the last layer's totals [N, groups
-    * pe], a padded channel's (its weights the padding's) included."""
-    run = run_binary if folded.unit == "binary" else run_lowbit
-    elements = inputs
-    for layer in layers[:-1]:
-        elements = run(layer, elements)
+    """What the engine outputs for input elements [N, ...] (vectors or maps): the last layer's
+    totals [N, groups * pe], a padded channel's (its weights the padding's) included; the last
+    layer's window is its whole input, flattened as its weights are."""
+    elements = run_lowered(layers, inputs, count=len(layers) - 1)
     last = layers[-1]
     fields = np.full((folded.output_groups * folded.pe, last.k), last.weight_pad, np.int64)
     fields[:last.m] = last.weight_fields()

@@ -28,9 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import FpganetError
-from ..qnet import QConv
 from ..quantize.fixed_point import requantize_mode
-from .binary import LoweredDense, lower_chain
+from .binary import LoweredDense, check_engine_layer, lower_chain, run_lowered
 
 __all__ = ["LowBitLayer", "lower_lowbit", "lower_lowbit_network", "run_lowbit",
            "run_lowbit_network", "input_digits", "MAX_BITS"]
@@ -102,12 +101,13 @@ def _signed_bits(values):
 
 
 def lower_lowbit(layer, in_lo, in_hi, mode="fpganet"):
-    """The low-bit form of dense ``layer`` whose input codes lie in ``in_lo..in_hi``.
+    """The low-bit form of dense or convolution ``layer`` whose input codes lie in
+    ``in_lo..in_hi``.
 
     Parameters
     ----------
     layer : fpganet.qnet.QConv
-        A dense layer (1x1 output).
+        A dense layer, or a convolution of stride 1 without padding.
     in_lo, in_hi : int
     mode : str
         The network's requantization mode.
@@ -122,8 +122,7 @@ def lower_lowbit(layer, in_lo, in_hi, mode="fpganet"):
     FpganetError
         Naming the layer and what is not low-bit.
     """
-    if not isinstance(layer, QConv) or layer.kind != "dense":
-        raise FpganetError(f"layer '{layer.name}': only a dense layer has a low-bit form")
+    check_engine_layer(layer, "low-bit")
     input_bits = max(1, (in_hi - in_lo).bit_length())
     if input_bits > MAX_BITS:
         raise FpganetError(f"layer '{layer.name}': its input codes {in_lo}..{in_hi} need "
@@ -193,9 +192,7 @@ def run_lowbit(layer, digits, mode="fpganet"):
 def run_lowbit_network(layers, q_in, mode="fpganet"):
     """The low-bit layers' int8 output codes [N, M] for int8 inputs ``q_in`` [N, ...], as the
     golden model gives them."""
-    digits = input_digits(layers, q_in)
-    for layer in layers:
-        digits = run_lowbit(layer, digits, mode)
+    digits = run_lowered(layers, input_digits(layers, q_in), mode)
     last = layers[-1]
     return digits if last.thresholds is None else (digits.astype(np.int64)
                                                    + last.source.lo).astype(np.int8)
