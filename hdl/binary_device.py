@@ -99,7 +99,7 @@ class BinaryDevice(wiring.Component):
                         # group 0's closing beat is issued ``beats - 1`` cycles in, fetched,
                         # then through the unit
                         + last.beats - 1 + BinaryNetworkEngine.fetch_cycles
-                        + BinaryNetworkEngine.unit_class(self.folded).latency
+                        + BinaryNetworkEngine.unit_latency(self.folded)
                         + BinaryNetworkEngine.output_latency)
         last_result = first_result + (last.groups - 1) * max(last.beats, result_bytes + 1)
         return last_result + result_bytes

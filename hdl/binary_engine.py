@@ -91,18 +91,26 @@ class BinaryNetworkEngine(wiring.Component):
         """Cycles from a layer's first beat to the next layer's (a
         :class:`~fpganet.codegen.binary.FoldedLayer` of ``folded``): its beats (a window's for
         each result), the fetch, the unit's latency."""
-        return layer.results * layer.beats + cls.fetch_cycles + cls.unit_class(folded).latency
+        return layer.results * layer.beats + cls.fetch_cycles + cls.unit_latency(folded)
 
-    @staticmethod
-    def unit_class(folded):
-        """The matrix-vector unit class of ``folded``'s ``unit``."""
-        return BinaryMatrixVectorUnit if folded.unit == "binary" else LowBitMatrixVectorUnit
+    #: A binary unit of at least this many MACs a cycle registers its popcounts of
+    #: :attr:`partial_bits` input bits before summing them: at 64 x 64 on the ECP5 the beat's
+    #: inputs' route to every PE and a 64-bit popcount were the critical path (70.5 MHz).
+    partial_macs = 2048
+    partial_bits = 16
+
+    @classmethod
+    def unit_latency(cls, folded):
+        """Cycles from a dot product's closing beat to its result in ``folded``'s unit."""
+        return cls.make_unit(folded).latency
 
     @classmethod
     def make_unit(cls, folded):
         """The matrix-vector unit of ``folded``'s ``unit``."""
         if folded.unit == "binary":
-            return BinaryMatrixVectorUnit(folded.pe, folded.simd, folded.count_width)
+            wide = folded.pe * folded.simd >= cls.partial_macs
+            return BinaryMatrixVectorUnit(folded.pe, folded.simd, folded.count_width,
+                                          cls.partial_bits if wide else None)
         return LowBitMatrixVectorUnit(folded.pe, folded.simd, folded.weight_bits,
                                       folded.input_bits, folded.count_width, folded.levels)
 

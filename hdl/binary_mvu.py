@@ -62,6 +62,11 @@ class BinaryMatrixVectorUnit(wiring.Component):
     count_width : int
         Bits of each channel's count: the dot products can span up to
         ``2**count_width - 1`` input bits. At least ``simd``'s width.
+    partial_bits : int, optional
+        Register the popcounts of each ``partial_bits`` input bits of a beat before summing
+        them (one more cycle of latency): the beat's inputs reach every PE, and in a wide unit
+        that broadcast and a whole beat's popcount make too long a path for one cycle.
+        Default: the beat's popcount in one stage.
 
     Members
     -------
@@ -72,7 +77,7 @@ class BinaryMatrixVectorUnit(wiring.Component):
         One result per closing beat.
 
     Latency: a result is valid :attr:`latency` cycles after its closing beat's transfer
-    when ``results.ready`` is held high.
+    when ``results.ready`` is held high (one more with ``partial_bits``).
     Throughput: one beat per cycle, back to back across dot products.
     Back-pressure: the whole pipeline moves while ``results.ready`` is high and holds while it
     is low, empty output or not: ``beats.ready`` is ``results.ready``, a wire, so that a
@@ -86,14 +91,19 @@ class BinaryMatrixVectorUnit(wiring.Component):
     #: The result field that carries the channels' totals.
     totals_field = "counts"
 
-    def __init__(self, pe, simd, count_width):
-        for name, value in (("pe", pe), ("simd", simd), ("count_width", count_width)):
+    def __init__(self, pe, simd, count_width, partial_bits=None):
+        for name, value in (("pe", pe), ("simd", simd), ("count_width", count_width),
+                            *((("partial_bits", partial_bits),) if partial_bits is not None
+                              else ())):
             if not isinstance(value, int) or value < 1:
                 raise TypeError(f"{name} must be a positive integer, not {value!r}")
         if count_width < simd.bit_length():
             raise ValueError(f"count_width must be at least {simd.bit_length()} to hold one "
                              f"beat's popcount of {simd} bits, not {count_width}")
         self.pe, self.simd, self.count_width = pe, simd, count_width
+        self.partial_bits = partial_bits
+        if partial_bits is not None:
+            self.latency = DOT_PRODUCT_LATENCY + 1
         super().__init__({
             "beats": In(stream.Signature(beat_layout(pe, simd, count_width))),
             "results": Out(stream.Signature(result_layout(pe, count_width))),
@@ -102,8 +112,12 @@ class BinaryMatrixVectorUnit(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         beat = self.beats.payload
+        agree = lambda j: ~(beat.x ^ beat.w[j])     # noqa: E731
+        step = self.partial_bits
+        partials = None if step is None else (
+            lambda j: [popcount(agree(j)[i:i + step]) for i in range(0, self.simd, step)])
         dot_product_pipeline(
             m, self.beats, self.results, self.totals_field, unsigned(self.count_width),
-            lambda j: popcount(~(beat.x ^ beat.w[j])),
-            lambda count, threshold: count >= threshold, beat_shape=range(self.simd + 1))
+            lambda j: popcount(agree(j)), lambda count, threshold: count >= threshold,
+            beat_shape=range(self.simd + 1), beat_partials=partials)
         return m

@@ -155,7 +155,7 @@ class LowBitMatrixVectorUnit(wiring.Component):
 
 
 def dot_product_pipeline(m, beats, results, totals_field, total_shape, beat_sum, output, *,
-                         beat_shape=None, beat_terms=None, chunk=None):
+                         beat_shape=None, beat_terms=None, chunk=None, beat_partials=None):
     """The three registered stages a matrix-vector unit shares: each channel's sum of a beat
     (``beat_sum(j)``, registered as ``beat_shape``, default ``total_shape``), the running
     totals over a dot product's beats, and each channel's output from its total and its
@@ -165,7 +165,9 @@ def dot_product_pipeline(m, beats, results, totals_field, total_shape, beat_sum,
 
     With ``beat_terms(x, w)`` (a channel's terms of the beat from the inputs ``x`` and its
     weights ``w``) and ``chunk`` instead of ``beat_sum``, two stages come first: the terms,
-    registered, then the sums of each ``chunk`` of them; the beat's sum is then theirs."""
+    registered, then the sums of each ``chunk`` of them; the beat's sum is then theirs. With
+    ``beat_partials(j)`` instead (a channel's partial sums of the beat, from the beat itself),
+    one stage comes first: those partial sums, registered; the beat's sum is theirs."""
     pe = len(results.payload.y)
     advance = Signal()
     # Not `~results.valid | results.ready`: the enables of every stage hang on this net, and
@@ -174,23 +176,24 @@ def dot_product_pipeline(m, beats, results, totals_field, total_shape, beat_sum,
     beat = beats.payload
     # What stage 1 takes: the beat itself, or its registered partial sums.
     valid, last, thresholds = beats.valid, beats.valid & beat.last, beat.thresholds
-    if beat_terms is not None:
-        def stage(name, values, valid, last, thresholds):
-            """``values`` (a list per channel) registered as ``name{j}_{k}``, with the
-            beat's flags and, from its last beat, its thresholds."""
-            registers = [[Signal(value.shape(), name=f"{name}{j}_{k}")
-                          for k, value in enumerate(channel)] for j, channel in enumerate(values)]
-            stage_valid, stage_last = Signal(), Signal()
-            stage_thresholds = Signal.like(beat.thresholds)
-            with m.If(advance):
-                m.d.sync += [register.eq(value) for channel, channel_values in
-                             zip(registers, values) for register, value in
-                             zip(channel, channel_values)]
-                m.d.sync += [stage_valid.eq(valid), stage_last.eq(last)]
-                with m.If(last):
-                    m.d.sync += stage_thresholds.eq(thresholds)
-            return registers, stage_valid, stage_last, stage_thresholds
 
+    def stage(name, values, valid, last, thresholds):
+        """``values`` (a list per channel) registered as ``name{j}_{k}``, with the
+        beat's flags and, from its last beat, its thresholds."""
+        registers = [[Signal(value.shape(), name=f"{name}{j}_{k}")
+                      for k, value in enumerate(channel)] for j, channel in enumerate(values)]
+        stage_valid, stage_last = Signal(), Signal()
+        stage_thresholds = Signal.like(beat.thresholds)
+        with m.If(advance):
+            m.d.sync += [register.eq(value) for channel, channel_values in
+                         zip(registers, values) for register, value in
+                         zip(channel, channel_values)]
+            m.d.sync += [stage_valid.eq(valid), stage_last.eq(last)]
+            with m.If(last):
+                m.d.sync += stage_thresholds.eq(thresholds)
+        return registers, stage_valid, stage_last, stage_thresholds
+
+    if beat_terms is not None:
         # The products, registered: the beat's inputs reach every channel, and on the ECP5
         # that broadcast was most of the critical path, so it ends at a register after one
         # table. (A copy of the inputs for each channel would be merged back into one
@@ -201,6 +204,12 @@ def dot_product_pipeline(m, beats, results, totals_field, total_shape, beat_sum,
         partials, valid, last, thresholds = stage(
             "partial", [[adder_tree(terms[i:i + chunk]) for i in range(0, len(terms), chunk)]
                         for terms in products], valid, last, thresholds)
+
+        def beat_sum(j):
+            return adder_tree(partials[j])
+    elif beat_partials is not None:
+        partials, valid, last, thresholds = stage(
+            "partial", [beat_partials(j) for j in range(pe)], valid, last, thresholds)
 
         def beat_sum(j):
             return adder_tree(partials[j])

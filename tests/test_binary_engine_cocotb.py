@@ -37,8 +37,10 @@ def test_tfc_w1a1_engine_verilog_equals_the_binary_layers(sim, ready_stalls):
 
 
 def test_a_random_network_of_the_engine_fuzz():
-    """A case of ``fpganet fuzz --engines`` (``make fuzz`` runs more): W4A2 on a 4x12 fold,
-    words of 24 bits, two's complement totals, under back-pressure."""
-    case = engine_case(1, 2)
-    assert case.folded.unit == "lowbit" and case.folded.input_bits == 2
+    """A case of ``fpganet fuzz --engines`` (``make fuzz`` runs more): a small CNN at W3A3 on
+    a 2x8 fold (a 3x3 convolution max-pooled, then a dense layer over its map), words of 24
+    bits, two's complement totals, under back-pressure."""
+    case = engine_case(1, 19)
+    assert case.folded.unit == "lowbit" and case.folded.input_bits == 3
+    assert case.folded.layers[0].pool == 2
     check_case(case, ready_stalls=0.4)

@@ -90,12 +90,15 @@ def _run(dut, groups, rng, valid_rate, ready_rate):
                         valid_rate, ready_rate, put, take)
 
 
-@pytest.mark.parametrize("pe, simd", [(1, 1), (4, 8), (3, 13), (8, 32)])
-def test_unit_equals_xnor_popcount_at_full_rate_with_its_latency(pe, simd):
+@pytest.mark.parametrize("pe, simd, partial_bits", [
+    (1, 1, None), (4, 8, None), (3, 13, None), (8, 32, None), (3, 40, 16), (2, 13, 4)])
+def test_unit_equals_xnor_popcount_at_full_rate_with_its_latency(pe, simd, partial_bits):
     """Beats back to back and results always taken: each result comes :attr:`latency`
-    cycles after its closing beat, its counts and compares equal to numpy's."""
+    cycles after its closing beat (one more with registered partial popcounts, the last
+    chunk short of ``partial_bits``), its counts and compares equal to numpy's."""
     rng = np.random.default_rng(pe * 100 + simd)
-    dut = BinaryMatrixVectorUnit(pe, simd, count_width=10)
+    dut = BinaryMatrixVectorUnit(pe, simd, count_width=10, partial_bits=partial_bits)
+    assert dut.latency == BinaryMatrixVectorUnit.latency + (partial_bits is not None)
     groups = _groups(rng, pe, simd)
     closing, results = _run(dut, groups, rng, valid_rate=1.0, ready_rate=1.0)
     assert [cycle for cycle, _, _ in results] == [c + dut.latency for c in closing]
@@ -109,7 +112,7 @@ def test_unit_equals_xnor_popcount_under_bubbles_and_back_pressure(seed):
     equal to numpy's."""
     rng = np.random.default_rng(seed)
     pe, simd = int(rng.integers(1, 6)), int(rng.integers(1, 24))
-    dut = BinaryMatrixVectorUnit(pe, simd, count_width=9)
+    dut = BinaryMatrixVectorUnit(pe, simd, count_width=9, partial_bits=(None, 8)[seed % 2])
     groups = _groups(rng, pe, simd, count=20)
     _, results = _run(dut, groups, rng, valid_rate=0.7, ready_rate=0.5)
     for (_, counts, y), (_, _, expected, thresholds) in zip(results, groups, strict=True):
@@ -119,6 +122,7 @@ def test_unit_equals_xnor_popcount_under_bubbles_and_back_pressure(seed):
 @pytest.mark.parametrize("args, error, message", [
     ((0, 8, 10), TypeError, "pe must be a positive integer, not 0"),
     ((2, 8.0, 10), TypeError, "simd must be a positive integer, not 8.0"),
+    ((2, 8, 10, 0), TypeError, "partial_bits must be a positive integer, not 0"),
     ((2, 64, 6), ValueError, "count_width must be at least 7 to hold one beat's popcount of 64 "
                              "bits, not 6"),
 ])

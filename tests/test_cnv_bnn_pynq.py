@@ -5,6 +5,7 @@ each (``CONV binary``), every activation level equal to qonnx's. Its RTL runs, o
 images, are ``benchmarks/networks.py``'s (``--networks cnv-w1a1 --rtl-images 200``)."""
 
 import importlib.util
+import os
 from pathlib import Path
 
 import numpy as np
@@ -12,11 +13,15 @@ import onnx
 import pytest
 
 from fpganet.boards.ulx3s import BINARY_WEIGHTS_CONFIG
+from fpganet.codegen.binary import (codes_of_counts, fold_network, lower_binary_network,
+                                    run_binary_network)
+from fpganet.codegen.fuzz_engine import expected_totals
 from fpganet.codegen.plan import plan_network
 from fpganet.codegen.run import run_isa
 from fpganet.compiler import compile_model
 from fpganet.datasets import mlperf_tiny, mlperf_tiny_dir
 from fpganet.golden import run_golden
+from fpganet.hdl.binary_engine import BinaryNetworkEngine
 from fpganet.model.onnx_import import load_onnx
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,3 +104,29 @@ def test_on_the_ulx3s_binary_weights_variant(model, pixels):
     assert comparison.failures() == []
     assert [largest for *_, largest, _ in comparison.layers] == [0] * 9
     assert comparison.agreement == 1.0
+
+
+def test_its_binary_layers_on_the_binary_engine(model, pixels):
+    """Layers 2-9 lowered for the binary engine from the first layer's output bits: their
+    convolutions, fused pools and dense layers give the golden model's logits, and the
+    engine's words unpacked (a 64x64 fold) give them too. With FPGANET_MLPERF_RTL=1 the
+    engine's Verilog runs them (``benchmarks/cnv_engine.py`` runs more images)."""
+    net = compile_model(model, None, config=BINARY_WEIGHTS_CONFIG)
+    layers = lower_binary_network(net, start=1)
+    assert [(layer.name, layer.pool) for layer in layers if layer.pool > 1] == \
+        [("conv1", 2), ("conv3", 2)]
+    q_in = net.quantize_input(_unit(pixels))
+    logits, outputs = run_golden(net, q_in, layer_outputs=True)
+    bits = (outputs[0] - layers[0].in_lo).astype(np.uint8)
+    logits = logits.reshape(len(q_in), -1)
+    assert np.array_equal(run_binary_network(layers, outputs[0]), logits)
+    folded = fold_network(layers, 64, 64)
+    totals = expected_totals(folded, layers, bits)
+    assert np.array_equal(codes_of_counts(layers[-1], totals[:, :10]), logits)
+    if not os.environ.get("FPGANET_MLPERF_RTL"):
+        return
+    spec = importlib.util.spec_from_file_location("cnv_engine", ROOT / "benchmarks" / "cnv_engine.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    ok, cycles = bench.engine_rtl(folded, layers, bits[:2], logits[:2])
+    assert ok and cycles == BinaryNetworkEngine(folded).cycles_per_vector()

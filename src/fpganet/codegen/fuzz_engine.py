@@ -21,10 +21,12 @@ __all__ = ["random_binary_dense", "random_lowbit_dense", "random_binary_network"
            "engine_case", "expected_totals", "FOLDS"]
 
 #: ``(unit, pe, simd)`` a case may take: the folds the benchmarks build on the boards
-#: (benchmarks/binary_tfc.py), and small and degenerate ones.
+#: (benchmarks/binary_tfc.py), small and degenerate ones, and one wide enough for the binary
+#: unit's registered partial popcounts (``BinaryNetworkEngine.partial_macs``).
 FOLDS = (("binary", 4, 16), ("binary", 8, 16), ("binary", 8, 32), ("binary", 16, 64),
          ("binary", 1, 8), ("binary", 2, 24), ("lowbit", 2, 8), ("lowbit", 8, 32),
-         ("lowbit", 16, 64), ("lowbit", 1, 8), ("lowbit", 4, 12), ("lowbit", 3, 6))
+         ("lowbit", 16, 64), ("lowbit", 1, 8), ("lowbit", 4, 12), ("lowbit", 3, 6),
+         ("binary", 32, 64))
 
 
 def _dense(rng, weight, zp_in, lo, hi, bias_range, shifts, mult_sign=1, in_shape=None,
