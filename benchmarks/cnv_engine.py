@@ -52,7 +52,8 @@ BOARD = "ulx3s"
 RUN_IMAGES = 4
 #: The ULX3S's target clock (boards/ulx3s.py).
 TARGET_MHZ = 100.0
-_spec = importlib.util.spec_from_file_location("cnv_bnn_pynq", ROOT / "benchmarks" / "cnv_bnn_pynq.py")
+_spec = importlib.util.spec_from_file_location("cnv_bnn_pynq",
+                                               ROOT / "benchmarks" / "cnv_bnn_pynq.py")
 cnv = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cnv)
 
@@ -132,7 +133,8 @@ def main(argv=None):
         rows.append(make_row(NETWORK, BOARD, configuration, metric, value, basis, command))
 
     first = simulated_cycles(net, BINARY_WEIGHTS_CONFIG)["per_layer"][0]
-    array = f"layer 1 on the int8 array {BINARY_WEIGHTS_CONFIG.rows}x{BINARY_WEIGHTS_CONFIG.cols} (binary-weights)"
+    config = BINARY_WEIGHTS_CONFIG
+    array = f"layer 1 on the int8 array {config.rows}x{config.cols} (binary-weights)"
     row(array, "cycles_per_image", first, "model")
     for pe, simd in args.folds:
         folded = fold_network(layers, pe, simd)
@@ -157,7 +159,8 @@ def main(argv=None):
                     row(configuration, metric, used, "routed")
         row(configuration, "clock_mhz", mhz, basis)
         row(configuration, "images_per_s_compute", mhz * 1e6 / cycles, basis)
-        both = f"layer 1 on the int8 array, then layers 2-9 on the binary engine {pe}x{simd} (not built as one)"
+        both = (f"layer 1 on the int8 array, then layers 2-9 on the binary engine {pe}x{simd} "
+                f"(not built as one)")
         row(both, "cycles_per_image", first + cycles, "model")
         row(both, "clock_mhz", TARGET_MHZ, "model")
         row(both, "images_per_s_compute", TARGET_MHZ * 1e6 / (first + cycles), "model")

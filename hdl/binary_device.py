@@ -2,9 +2,10 @@
 (:func:`~fpganet.hdl.hostport.device_signature`), so that the host link and its driver
 (:func:`fpganet.link.runner.run_images`) run it as they run the int8 accelerator.
 
-Each START runs one input vector: its elements arrive packed in bytes (``input_bits`` each,
+Each START runs one input: a vector's elements arrive packed in bytes (``input_bits`` each,
 element ``i`` from bit ``i * input_bits`` of the vector, byte ``b`` holding bits ``8 * b`` to
-``8 * b + 7``), the last layer's totals leave as two bytes each, little-endian (two's
+``8 * b + 7``), a map's as the engine's words, whole, pixel by pixel (each word's bytes
+least significant first; :func:`~fpganet.codegen.binary.pack_input_words`); the last layer's totals leave as two bytes each, little-endian (two's
 complement for the low-bit unit's sums), ``pe`` a result and ``output_groups`` results, then
 the 4-byte cycle stamp (cycles since START), as the accelerator's ``OUTPUT`` and ``STAMP``
 send them. The weights and thresholds are in the bitstream, so host writes are taken and

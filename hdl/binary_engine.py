@@ -9,9 +9,10 @@ the layers: the XNOR-popcount
 thresholds are in memories initialized from the folded network (in the bitstream, as FINN's
 are); activations are small digits (bits, for the binary unit) in two buffers of ``simd``
 digits a word, a map pixel by pixel, each layer reading one and writing the other. A
-convolution's windows are read from the stored map in place (:class:`~fpganet.hdl.window_walk.WindowWalk`), one word
-a beat, as FINN's sliding-window generator feeds its MVAU, but without a line buffer: the
-word is read again for each window and group that needs it.
+convolution's windows are read from the stored map in place
+(:class:`~fpganet.hdl.window_walk.WindowWalk`), one word a beat, as FINN's sliding-window
+generator feeds its MVAU, but without a line buffer: a word is read again for each window
+and group that needs it.
 """
 
 from amaranth import *
@@ -100,17 +101,24 @@ class BinaryNetworkEngine(wiring.Component):
     partial_bits = 16
 
     @classmethod
+    def unit_partial_bits(cls, folded):
+        """The binary unit's ``partial_bits`` for ``folded``: None below :attr:`partial_macs`."""
+        wide = folded.unit == "binary" and folded.pe * folded.simd >= cls.partial_macs
+        return cls.partial_bits if wide else None
+
+    @classmethod
     def unit_latency(cls, folded):
         """Cycles from a dot product's closing beat to its result in ``folded``'s unit."""
-        return cls.make_unit(folded).latency
+        if folded.unit == "binary":
+            return BinaryMatrixVectorUnit.latency_of(cls.unit_partial_bits(folded))
+        return LowBitMatrixVectorUnit.latency
 
     @classmethod
     def make_unit(cls, folded):
         """The matrix-vector unit of ``folded``'s ``unit``."""
         if folded.unit == "binary":
-            wide = folded.pe * folded.simd >= cls.partial_macs
             return BinaryMatrixVectorUnit(folded.pe, folded.simd, folded.count_width,
-                                          cls.partial_bits if wide else None)
+                                          cls.unit_partial_bits(folded))
         return LowBitMatrixVectorUnit(folded.pe, folded.simd, folded.weight_bits,
                                       folded.input_bits, folded.count_width, folded.levels)
 

@@ -85,9 +85,16 @@ class BinaryMatrixVectorUnit(wiring.Component):
     ``results.valid`` never depends on ``results.ready``. Gaps in ``beats.valid`` are bubbles.
     """
 
-    #: Cycles from the closing beat to its result: the popcounts, the sums, the compares,
-    #: each registered.
-    latency = DOT_PRODUCT_LATENCY
+    @staticmethod
+    def latency_of(partial_bits=None):
+        """Cycles from the closing beat to its result: the popcounts (partial ones, then their
+        sums, with ``partial_bits``), the running sums, the compares, each registered."""
+        return DOT_PRODUCT_LATENCY + (partial_bits is not None)
+
+    @property
+    def latency(self):
+        """:meth:`latency_of` this unit's ``partial_bits``."""
+        return self.latency_of(self.partial_bits)
     #: The result field that carries the channels' totals.
     totals_field = "counts"
 
@@ -102,8 +109,6 @@ class BinaryMatrixVectorUnit(wiring.Component):
                              f"beat's popcount of {simd} bits, not {count_width}")
         self.pe, self.simd, self.count_width = pe, simd, count_width
         self.partial_bits = partial_bits
-        if partial_bits is not None:
-            self.latency = DOT_PRODUCT_LATENCY + 1
         super().__init__({
             "beats": In(stream.Signature(beat_layout(pe, simd, count_width))),
             "results": Out(stream.Signature(result_layout(pe, count_width))),

@@ -67,6 +67,8 @@ class WindowWalk(Elaboratable):
         The current beat is the layer's last.
 
     Latency: the addresses are registers; each changes the cycle after a ``step``.
+    Throughput: one beat a ``step``, back to back across windows, groups and pixels.
+    Back-pressure: the walk holds while ``step`` is low.
     """
 
     def __init__(self, layout, act_depth, weight_depth, threshold_depth):

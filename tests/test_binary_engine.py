@@ -3,6 +3,7 @@ TFC_1W1A, its outputs equal to the lowered layers' (so the golden model's) and i
 its model; the lowered CNNs against the golden model; what no engine walks, refused."""
 
 import copy
+import dataclasses
 
 import numpy as np
 import pytest
@@ -172,5 +173,17 @@ def test_what_no_engine_walks_is_refused_in_one_line():
         lower_binary_network(overlapping)
     layers = lower_binary_network(net)
     with pytest.raises(FpganetError, match=r"^layer 'conv0': the last layer's output must be one "
-                                           r"pixel, unpooled"):
+                                           r"pixel, unpooled \(its totals leave the engine\), "
+                                           r"not \[4, 2, 2\] pooled 2 x 2$"):
         fold_network(layers[:1], 4, 8)
+    # A reshape of a stored map other than a flatten would read it in another order.
+    plain = random_map_network(rng, "binary", (3, 6, 6), [("conv", 4, 3), ("flatten",),
+                                                          ("dense", 2)])
+    conv, flatten, dense = plain.layers
+    flatten.out_shape = (16, 2, 2)
+    plain.layers[2] = dataclasses.replace(dense, kind="conv", in_shape=(16, 2, 2), kernel=(2, 2),
+                                          weight=dense.weight.reshape(2, 16, 2, 2))
+    with pytest.raises(FpganetError, match=r"^layer 'flatten1': an engine reshapes a map it "
+                                           r"stored only by flattening it, \[4, 4, 4\] to "
+                                           r"\[64, 1, 1\], not to \[16, 2, 2\]$"):
+        lower_binary_network(plain)

@@ -98,7 +98,7 @@ def test_unit_equals_xnor_popcount_at_full_rate_with_its_latency(pe, simd, parti
     chunk short of ``partial_bits``), its counts and compares equal to numpy's."""
     rng = np.random.default_rng(pe * 100 + simd)
     dut = BinaryMatrixVectorUnit(pe, simd, count_width=10, partial_bits=partial_bits)
-    assert dut.latency == BinaryMatrixVectorUnit.latency + (partial_bits is not None)
+    assert dut.latency == BinaryMatrixVectorUnit.latency_of() + (partial_bits is not None)
     groups = _groups(rng, pe, simd)
     closing, results = _run(dut, groups, rng, valid_rate=1.0, ready_rate=1.0)
     assert [cycle for cycle, _, _ in results] == [c + dut.latency for c in closing]

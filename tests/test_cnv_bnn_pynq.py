@@ -108,9 +108,9 @@ def test_on_the_ulx3s_binary_weights_variant(model, pixels):
 
 def test_its_binary_layers_on_the_binary_engine(model, pixels):
     """Layers 2-9 lowered for the binary engine from the first layer's output bits: their
-    convolutions, fused pools and dense layers give the golden model's logits, and the
-    engine's words unpacked (a 64x64 fold) give them too. With FPGANET_MLPERF_RTL=1 the
-    engine's Verilog runs them (``benchmarks/cnv_engine.py`` runs more images)."""
+    convolutions, fused pools and dense layers give the golden model's logits, and so do the
+    totals the engine must give at a 64x64 fold (padding included). With FPGANET_MLPERF_RTL=1
+    the engine's Verilog runs them (``benchmarks/cnv_engine.py`` runs more images)."""
     net = compile_model(model, None, config=BINARY_WEIGHTS_CONFIG)
     layers = lower_binary_network(net, start=1)
     assert [(layer.name, layer.pool) for layer in layers if layer.pool > 1] == \

@@ -118,10 +118,10 @@ def _configure_compile(parser):
                              "network that does not fit the configuration is then accepted)")
     parser.add_argument("--engine", choices=ENGINES, default="int8",
                         help="int8: the systolic array's program (default); binary: a network of "
-                             "binary dense layers (weights +-1, one-bit activations, as FINN's "
-                             "TFC_1W1A) as the XNOR-popcount engine's memory images; lowbit: "
-                             "one of 2-4-bit dense layers (as FINN's TFC_2W2A) as the low-bit "
-                             "engine's, its products in logic cells")
+                             "binary dense layers and convolutions (weights +-1, one-bit "
+                             "activations, as FINN's TFC_1W1A) as the XNOR-popcount engine's "
+                             "memory images; lowbit: one of 2-4-bit layers (as FINN's "
+                             "TFC_2W2A) as the low-bit engine's, its products in logic cells")
     parser.add_argument("--pe", type=positive_int, metavar="P",
                         help=f"binary or lowbit engine: output channels a cycle (default "
                              f"{DEFAULT_FOLD[0]})")

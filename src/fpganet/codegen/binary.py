@@ -1,5 +1,6 @@
-"""Binary layers: a dense layer of the integer network in the form the XNOR-popcount unit
-(:class:`fpganet.hdl.binary_mvu.BinaryMatrixVectorUnit`) computes.
+"""Binary layers: a dense layer or convolution of the integer network in the form the
+XNOR-popcount unit (:class:`fpganet.hdl.binary_mvu.BinaryMatrixVectorUnit`) computes, and the
+chain of such layers folded for the network engine.
 
 A dense layer is binary when its weights are all -1 or +1 and its input codes take two
 adjacent values ``lo``, ``lo + 1`` (a bipolar or binary activation, as QONNX's BipolarQuant
@@ -18,9 +19,13 @@ evaluating the layer's own requantization (the golden model's) on every count ``
 refuses a channel whose codes are not one step, so the binary form is exact by
 construction; :func:`run_binary` is its arithmetic.
 
+A convolution is the same on each window of its input map, and a max pool of one-bit outputs
+their OR (:meth:`LoweredDense.run_map`; docs/reference/numerics.md section 14).
+
 The unit folds a layer as FINN's MVAU does: ``pe`` channels at a time, ``simd`` input bits a
-beat (:func:`fold_network`, :func:`layer_beats`). A layer whose ``K`` is not a multiple of ``simd`` is padded with
-input bit 0 against weight bit 1, whose XNOR is 0: padding adds nothing to a count.
+beat (:func:`fold_network`, :func:`layer_beats`). A layer whose ``K`` (or a map pixel's
+channels) is not a multiple of ``simd`` is padded with input bit 0 against weight bit 1, whose
+XNOR is 0: padding adds nothing to a count.
 """
 
 import hashlib
@@ -35,9 +40,9 @@ from ..qnet import QConv
 from ..quantize.fixed_point import requantize_mode
 
 __all__ = ["LoweredDense", "BinaryLayer", "lower_binary", "lower_chain", "lower_binary_network",
-           "check_engine_layer", "chain_input", "run_lowered", "run_binary", "run_binary_network", "input_bits", "codes_of_counts", "FoldedLayer",
-           "FoldedNetwork", "fold_network", "UNITS", "ENGINE_NAMES",
-           "unpack_fields", "pack_input_words", "layer_beats"]
+           "check_engine_layer", "chain_input", "run_lowered", "run_binary", "run_binary_network",
+           "input_bits", "codes_of_counts", "FoldedLayer", "FoldedNetwork", "fold_network",
+           "UNITS", "ENGINE_NAMES", "unpack_fields", "pack_input_words", "layer_beats"]
 
 
 @dataclass(frozen=True)
@@ -281,7 +286,8 @@ def lower_binary_network(net, start=0):
     """
     lo, hi, _ = chain_input(net, start)
     if hi != lo + 1:
-        where = "the network's input" if start == 0 else f"layer '{net.layers[start - 1].name}''s output"
+        where = ("the network's input" if start == 0
+                 else f"layer '{net.layers[start - 1].name}''s output")
         raise FpganetError(f"{where} codes {lo}..{hi} are not one bit")
     return lower_chain(net, lambda layer, in_lo, _, mode: lower_binary(layer, in_lo, mode),
                        "is not one bit", start)
@@ -302,30 +308,48 @@ def chain_input(net, start=0):
 def lower_chain(net, lower, not_narrow, start=0):
     """``lower(layer, in_lo, in_hi, mode)`` of every dense and convolution layer of a chain
     from layer ``start`` on, each given the code range of the one before's output; a max pool
-    is fused into the layer before it, a reshape of a lowered layer's map is the next dense
-    layer's ``map_in``. Every
-    layer but the last must have thresholds, else the next is refused, its input
-    ``not_narrow``."""
+    is fused into the layer before it, and a dense layer after a flatten of a lowered layer's
+    map reads that map (``map_in``). Every layer but the last must have thresholds, else the
+    next is refused, its input ``not_narrow``; so is a layer that reads any other shape than
+    the map the one before stored (a reshape other than a flatten).
+
+    The first layer's input comes from the host, which lays it out as the layer reads it."""
     if not net.is_chain:
         raise FpganetError("an engine runs a chain of layers; this network branches")
     layers = []
-    in_lo, in_hi, _ = chain_input(net, start)
+    in_lo, in_hi, stored = chain_input(net, start)
     for layer in net.layers[start:]:
         if layer.type == "reshape":
+            if layers and tuple(layer.out_shape) != (int(np.prod(stored)), 1, 1):
+                raise FpganetError(f"layer '{layer.name}': an engine reshapes a map it stored "
+                                   f"only by flattening it, {list(stored)} to "
+                                   f"{[int(np.prod(stored)), 1, 1]}, not to "
+                                   f"{list(layer.out_shape)}")
+            stored = tuple(layer.out_shape) if not layers else stored
             continue
         if layer.type == "maxpool":
-            layers[-1:] = [_fused_pool(layers[-1] if layers else None, layer)]
+            fused = _fused_pool(layers[-1] if layers else None, layer)
+            if tuple(layer.in_shape) != tuple(stored):
+                raise FpganetError(f"layer '{layer.name}': an engine max-pools the map the layer "
+                                   f"before stored, {list(stored)}, not {list(layer.in_shape)}")
+            layers[-1:] = [fused]
+            stored = layers[-1].out_map
             continue
         if layers and layers[-1].thresholds is None:
             raise FpganetError(f"layer '{layer.name}': its input, '{layers[-1].name}''s output, "
                                f"{not_narrow}")
         lowered = lower(layer, in_lo, in_hi, net.config.requant_mode)
-        if layer.kind == "dense" and layers and layers[-1].out_map[1:] != (1, 1):
-            # The map the layer before wrote, pixel by pixel; the host gives a first dense
-            # layer its input as one vector.
-            lowered = replace(lowered, map_in=layers[-1].out_map)
+        if layers:
+            vector = lowered.in_map[1:] == (1, 1) and lowered.kernel == (1, 1)
+            if vector and stored[1:] != (1, 1) and int(np.prod(stored)) == lowered.k:
+                # The map the layer before stored, pixel by pixel, read whole: the flatten's
+                # NCHW order is the weights' (c, y, x).
+                lowered = replace(lowered, map_in=stored)
+            elif lowered.in_map != tuple(stored):
+                raise FpganetError(f"layer '{layer.name}': an engine reads the map the layer "
+                                   f"before stored, {list(stored)}, not {list(lowered.in_map)}")
         layers.append(lowered)
-        in_lo, in_hi = layer.lo, layer.hi
+        in_lo, in_hi, stored = layer.lo, layer.hi, lowered.out_map
     return layers
 
 
@@ -424,18 +448,21 @@ class FoldedLayer:
         output pixel."""
         return self.out_h * self.out_w * self.groups * self.pool * self.pool
 
+    #: The fields of a layer's walk over a map, each 1 for a vector layer.
+    MAP_FIELDS = ("in_h", "in_w", "kernel_h", "kernel_w", "pool", "out_h", "out_w")
+
     @property
     def is_map(self):
         """Whether the layer walks a map (more than one pixel in, or out, or a kernel), not
         one vector."""
-        return list(vars(self).values())[6:] != [1] * 7
+        return any(getattr(self, name) != 1 for name in self.MAP_FIELDS)
 
     @property
-    def identity(self):
-        """What the layer's design id hashes: a vector layer's six fields (as before maps),
-        a map's geometry too."""
-        fields = list(vars(self).values())
-        return fields if self.is_map else fields[:6]
+    def id_fields(self):
+        """What the layer's design id hashes: a vector layer's fields but its map's (so that
+        the ids of networks of vector layers are what they were before maps), a map's all."""
+        return [value for name, value in vars(self).items()
+                if self.is_map or name not in self.MAP_FIELDS]
 
 
 #: The engines' units: ``binary``, XNOR-popcount MACs of one-bit weights and inputs
@@ -535,7 +562,7 @@ class FoldedNetwork:
         refuses a board that holds another network's weights."""
         widths = [] if self.unit == "binary" else [self.weight_bits, self.input_bits, self.levels]
         blob = json.dumps([self.pe, self.simd, self.count_width, *widths,
-                           [layer.identity for layer in self.layers],
+                           [layer.id_fields for layer in self.layers],
                            [f"{word:x}" for word in self.weight_words],
                            [f"{word:x}" for word in self.threshold_words]])
         return int.from_bytes(hashlib.sha256(blob.encode()).digest()[:4], "little") or 1
@@ -559,10 +586,16 @@ def fold_network(layers, pe, simd):
     if any(layer.threshold_rows() is None for layer in layers[:-1]):
         raise FpganetError("every layer but the last must have "
                            + ("one-bit outputs" if binary else "thresholds"))
-    if layers[-1].out_map[1:] != (1, 1) or layers[-1].pool != 1:
-        raise FpganetError(f"layer '{layers[-1].name}': the last layer's output must be one "
-                           f"pixel, unpooled (its totals leave the engine), not "
-                           f"{list(layers[-1].out_map)}")
+    last = layers[-1]
+    if last.out_map[1:] != (1, 1) or last.pool != 1:
+        pooled = f" pooled {last.pool} x {last.pool}" if last.pool != 1 else ""
+        raise FpganetError(f"layer '{last.name}': the last layer's output must be one pixel, "
+                           f"unpooled (its totals leave the engine), not "
+                           f"{list(last.out_map)}{pooled}")
+    for before, after in zip(layers, layers[1:]):
+        if before.out_map != after.in_map:
+            raise FpganetError(f"layer '{after.name}' reads {list(after.in_map)}; "
+                               f"'{before.name}' stores {list(before.out_map)}")
     if binary:
         widths = dict(unit="binary", weight_bits=1, input_bits=1, levels=1)
         count_width = (max(simd, *(layer.k for layer in layers)) + 1).bit_length()
@@ -589,7 +622,8 @@ def fold_network(layers, pe, simd):
         beats = kh * kw * pixel_words
         _, out_h, out_w = layer.out_map
         folded.append(FoldedLayer(layer.k, layer.m, beats, groups, len(weight_words),
-                                  len(threshold_words), h, w, kh, kw, layer.pool, out_h, out_w))
+                                  len(threshold_words), in_h=h, in_w=w, kernel_h=kh,
+                                  kernel_w=kw, pool=layer.pool, out_h=out_h, out_w=out_w))
         # The weights in the window's order: (row, column, channel), channels padded per pixel.
         w = np.full((groups * pe, kh, kw, pixel_words * simd), layer.weight_pad, np.int64)
         w[:layer.m, :, :, :channels] = (layer.weight_fields() & field_mask).reshape(

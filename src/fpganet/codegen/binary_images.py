@@ -17,9 +17,9 @@ The manifest's ``UNIT_engine`` section (:attr:`BinaryImages.layout`) says how th
 folded. A reader rebuilds the images from ``network.npz`` and refuses files that differ
 (:func:`read_binary_images`): the images are the network's, at the fold the manifest names.
 
-Streams, one START a vector: the first layer's input elements packed in bytes
+Streams, one START an input: the first layer's input elements packed in bytes
 (``input_bits`` each, element ``i`` from bit ``i * input_bits``, least significant bit
-first); out, the last layer's totals at two bytes each, little-endian (two's complement for
+first), or a map's words whole, pixel by pixel (``BinaryImages.pack_inputs``); out, the last layer's totals at two bytes each, little-endian (two's complement for
 the low-bit unit's sums), ``pe`` a group, then the 4-byte cycle stamp.
 """
 
@@ -183,8 +183,8 @@ class BinaryImages:
 
 
 def build_binary_images(net, pe, simd, unit="binary", host_weights=False):
-    """``net`` (:class:`~fpganet.qnet.QNetwork`, a chain of binary dense layers, or of low-bit
-    ones for ``unit="lowbit"``) folded ``pe`` x ``simd`` for the engine; with
+    """``net`` (:class:`~fpganet.qnet.QNetwork`, a chain of binary dense layers and
+    convolutions, or of low-bit ones for ``unit="lowbit"``) folded ``pe`` x ``simd`` for the engine; with
     ``host_weights``, its weights loaded by the host into the weight buffer of ``net``'s
     configuration (whose words they must fill exactly).
 

@@ -2,8 +2,8 @@
 (:mod:`fpganet.codegen.binary`), and what the engine must output for them: the data of the
 engine's RTL fuzz (:mod:`fpganet.sim.fuzz_engine`) and of its tests.
 
-A case is regenerated from its seed and index alone. Its layers are lowered from random
-integer dense layers (:class:`~fpganet.qnet.QConv`) by the same functions as a compiled
+A case is regenerated from its seed and index alone (the cases of a seed changed when CNNs
+joined them, at 5ba5f41). Its layers are lowered from random integer dense layers and CNNs (:class:`~fpganet.qnet.QConv`) by the same functions as a compiled
 network's, whose equality with the golden model is tested on their own; the engine's
 expected totals are those layers' arithmetic.
 """

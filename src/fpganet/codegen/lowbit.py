@@ -163,8 +163,9 @@ def _requantized(layer, channel, acc, mode):
 
 
 def lower_lowbit_network(net):
-    """Every dense layer of a chain of reshapes and dense layers in low-bit form, each reading
-    the previous one's output digits; every layer but the last must have thresholds.
+    """Every dense and convolution layer of a chain (reshapes, dense layers, convolutions and
+    the max pools after them) in low-bit form, each reading the previous one's output digits;
+    every layer but the last must have thresholds.
 
     Returns
     -------
