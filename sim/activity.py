@@ -449,7 +449,8 @@ def default_inputs(net, n_images=2, seed=0):
 
     The embedded LeNet-5 gets MNIST evaluation images (the data it is for), and so do the
     shared QONNX MLPs (FINN's TFC, whose graph takes the pixels over 255); another network
-    uniform random int8 (no data set is known for it).
+    uniform random input codes, ``input_lo..input_hi`` (int8, or a low-bit input's levels: no
+    data set is known for it).
     """
     source = net.source or {}
     finn_mlp = source.get("file") in QONNX_MODELS.values()
@@ -458,8 +459,10 @@ def default_inputs(net, n_images=2, seed=0):
         return (net.quantize_input(x.reshape(len(x), *net.input_shape)),
                 f"MNIST test images {CALIB_COUNT}..{CALIB_COUNT + n_images - 1}, quantized")
     rng = np.random.default_rng(seed)
-    q = rng.integers(-128, 128, (n_images, *net.input_chw)).astype(np.int8)
-    return q, f"uniform random int8 (seed {seed})"
+    q = rng.integers(net.input_lo, net.input_hi + 1, (n_images, *net.input_chw)).astype(np.int8)
+    if (net.input_lo, net.input_hi) == (-128, 127):
+        return q, f"uniform random int8 (seed {seed})"
+    return q, f"uniform random codes {net.input_lo}..{net.input_hi} (seed {seed})"
 
 
 def measure_activity(net, q_in=None, *, data=None, config=None, n_images=2, build_root=None,

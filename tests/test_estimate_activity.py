@@ -4,15 +4,18 @@ The simulation tests use the single-PE configuration: its toggle-counting build 
 quickest (under a minute on two cores the first time, then kept under build/sim/).
 """
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from fpganet.codegen import build_images
+from fpganet.codegen.fuzz_engine import random_map_network
 from fpganet.estimate import estimate
 from fpganet.estimate.activity import Activity, resolve_activity
 from fpganet.perf import program_cycles
-from fpganet.sim.activity import (ActivityMeasurement, measure_activity, parse_coverage,
-                                  verilog_registers)
+from fpganet.sim.activity import (ActivityMeasurement, default_inputs, measure_activity,
+                                  parse_coverage, verilog_registers)
 from fpganet.sim.fuzz_rtl import CONFIGS, random_fitting_network
 
 CONFIG = CONFIGS["1x1"]
@@ -144,3 +147,18 @@ def test_activity_choices():
         resolve_activity("sometimes")
     with pytest.raises(ValueError):
         resolve_activity(1.5)
+
+
+def test_default_inputs_take_a_low_bit_inputs_own_codes():
+    """A network with no data set of its own is measured on random input codes in its input's
+    range: int8 for the int8 array, 0 and 1 for a binary CNN (whose engine packs one bit an
+    element, so an int8 code would spill into its neighbours)."""
+    rng = np.random.default_rng(3)
+    net = random_map_network(rng, "binary", (4, 6, 6), [("conv", 8, 3), ("flatten",),
+                                                        ("dense", 3)])
+    q, description = default_inputs(net, 2)
+    assert q.shape == (2, 4, 6, 6) and set(np.unique(q)) == {0, 1}
+    assert description == "uniform random codes 0..1 (seed 0)"
+    wide = dataclasses.replace(net, input_lo=-128, input_hi=127)
+    q, description = default_inputs(wide, 2)
+    assert q.min() < -100 and q.max() > 100 and description == "uniform random int8 (seed 0)"

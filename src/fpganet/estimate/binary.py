@@ -8,8 +8,8 @@ What differs from the int8 array's estimate (:func:`fpganet.estimate.comparison.
 - **Cycles** are the device's timing model (:meth:`~fpganet.hdl.binary_device.BinaryDevice.stamp_cycles`,
   which its RTL equals by test): a vector's input bytes, the layers, its counts out; one
   vector a START.
-- **The link** carries the input packed at its width (``ceil(K * input_bits / 8)`` bytes)
-  and the totals at two bytes each; the weights are in the bitstream and never cross it.
+- **The link** carries the input packed at its width (``ceil(K * input_bits / 8)`` bytes; a
+  map as the engine's words, whole) and the totals at two bytes each; the weights are in the bitstream and never cross it.
 - **Resources** are those of the routed build (``--report`` of ``fpganet synth OUT``): the
   engine's logic has no model here, so an estimate without one is refused.
 - **Power** is the same chip model (:func:`fpganet.estimate.power.fpga_power`) with no
