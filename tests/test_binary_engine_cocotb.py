@@ -37,10 +37,12 @@ def test_tfc_w1a1_engine_verilog_equals_the_binary_layers(sim, ready_stalls):
 
 
 def test_a_random_network_of_the_engine_fuzz():
-    """A case of ``fpganet fuzz --engines`` (``make fuzz`` runs more): a small CNN at W3A3 on
-    a 2x8 fold (a 3x3 convolution max-pooled, then a dense layer over its map), words of 24
-    bits, two's complement totals, under back-pressure."""
-    case = engine_case(1, 19)
+    """A case of ``fpganet fuzz --engines`` (``make fuzz`` runs more): a small CNN on the
+    low-bit unit at a 4x12 fold (a 2x3 convolution over a 5x7 map, max-pooled 3x3 with its
+    edges dropped, then a dense layer), digits of 3 bits, two's complement totals, under
+    back-pressure."""
+    case = engine_case(1, 55)
+    first = case.folded.layers[0]
     assert case.folded.unit == "lowbit" and case.folded.input_bits == 3
-    assert case.folded.layers[0].pool == 2
+    assert (first.in_h, first.in_w, first.kernel_h, first.kernel_w, first.pool) == (5, 7, 2, 3, 3)
     check_case(case, ready_stalls=0.4)

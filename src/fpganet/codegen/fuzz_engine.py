@@ -95,8 +95,9 @@ def random_map_network(rng, unit, in_shape, plan, input_bits=1):
     weights and activations an engine's ``unit`` takes (+-1 and one bit; or 2-4-bit weights,
     outputs of 1 to 4 bits, inputs ``input_bits`` wide), and the last layer int8 out.
 
-    ``plan`` lists the layers: ``("conv", m, k)`` a ``k x k`` convolution to ``m`` channels,
-    ``("pool", p)`` a max pool, ``("flatten",)``, ``("dense", m)``."""
+    ``plan`` lists the layers: ``("conv", m, k)`` a ``k x k`` (or, ``k`` a pair, ``kh x kw``)
+    convolution to ``m`` channels, ``("pool", p)`` a max pool, ``("flatten",)``,
+    ``("dense", m)``."""
     binary = unit == "binary"
     in_lo = 0 if binary else int(rng.integers(-3, 1))
     lo, hi, shape, layers = in_lo, in_lo + (1 << input_bits) - 1, tuple(in_shape), []
@@ -117,7 +118,7 @@ def random_map_network(rng, unit, in_shape, plan, input_bits=1):
             continue
         outputs -= 1
         m = step[1]
-        kernel = (step[2],) * 2 if step[0] == "conv" else (1, 1)
+        kernel = tuple(np.broadcast_to(step[2], 2)) if step[0] == "conv" else (1, 1)
         if binary:
             weight = rng.choice([-1, 1], (m, shape[0], *kernel)).astype(np.int8)
         else:
@@ -136,24 +137,29 @@ def random_map_network(rng, unit, in_shape, plan, input_bits=1):
 
 
 def random_cnn_plan(rng, simd):
-    """A small CNN's plan for :func:`random_map_network`: one or two convolutions, the first
-    pooled or not, then one or two dense layers; and its input map."""
+    """A small CNN's plan for :func:`random_map_network`, and its input map (not always
+    square): one or two convolutions (kernels not always square), each pooled or not, then
+    a flatten and one or two dense layers, or a last convolution whose kernel is the whole
+    map."""
     channels = int(rng.integers(1, 2 * simd + 3))
-    size = int(rng.integers(4, 9))
-    plan, h = [], size
-    for index in range(int(rng.integers(1, 3))):
-        k = int(rng.integers(1, min(3, h) + 1))
-        plan.append(("conv", int(rng.integers(1, 2 * simd + 3)), k))
-        h -= k - 1
-        if index == 0 and h >= 2 and rng.random() < 0.6:
-            p = int(rng.integers(2, min(3, h) + 1))
+    h, w = (int(size) for size in rng.integers(4, 9, 2))
+    plan, shape = [], (channels, h, w)
+    for _ in range(int(rng.integers(1, 3))):
+        kh, kw = int(rng.integers(1, min(3, h) + 1)), int(rng.integers(1, min(3, w) + 1))
+        plan.append(("conv", int(rng.integers(1, 2 * simd + 3)), (kh, kw)))
+        h, w = h - kh + 1, w - kw + 1
+        if min(h, w) >= 2 and rng.random() < 0.5:
+            p = int(rng.integers(2, min(3, h, w) + 1))
             plan.append(("pool", p))
-            h //= p
+            h, w = h // p, w // p
+    if rng.random() < 0.25:
+        plan.append(("conv", int(rng.integers(1, 20)), (h, w)))
+        return plan, shape
     plan.append(("flatten",))
     if rng.random() < 0.5:
         plan.append(("dense", int(rng.integers(1, 2 * simd + 3))))
     plan.append(("dense", int(rng.integers(1, 20))))
-    return plan, (channels, size, size)
+    return plan, shape
 
 
 @dataclass
