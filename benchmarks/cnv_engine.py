@@ -38,8 +38,7 @@ from fpganet.argtypes import positive_int
 from fpganet.boards.binary import binary_core
 from fpganet.boards.build import BOARDS, build
 from fpganet.boards.ulx3s import BINARY_WEIGHTS_CONFIG
-from fpganet.codegen.binary import (codes_of_counts, fold_network, lower_binary_network,
-                                    pack_input_words)
+from fpganet.codegen.binary import codes_of_counts, fold_network, lower_binary_network
 from fpganet.codegen.fuzz_engine import expected_totals
 from fpganet.compiler import compile_model
 from fpganet.datasets import mlperf_tiny
@@ -47,14 +46,11 @@ from fpganet.estimate.workload import simulated_cycles
 from fpganet.golden import run_golden
 from fpganet.hdl.binary_engine import BinaryNetworkEngine
 from fpganet.results import ResultsError, check_rows, make_row, write_rows
-from fpganet.sim import runner
-from fpganet.sim.fuzz_engine import output_words
+from fpganet.sim.fuzz_engine import run_engine_verilog
 
 ROOT = Path(__file__).resolve().parents[1]
 NETWORK = "cnv-w1a1"
 BOARD = "ulx3s"
-#: Images a testbench run takes.
-RUN_IMAGES = 4
 #: The ULX3S's target clock (boards/ulx3s.py).
 TARGET_MHZ = 100.0
 _spec = importlib.util.spec_from_file_location("cnv_bnn_pynq",
@@ -79,7 +75,12 @@ def _report(text):
     fold, _, path = text.partition("=")
     if not path:
         raise argparse.ArgumentTypeError(f"'{text}' is not PExSIMD=REPORT.json")
-    return _fold(fold), Path(path)
+    try:
+        report = json.loads(Path(path).read_text())
+        report["fmax_mhz"], report["clock"]["target_mhz"], report["resources"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise argparse.ArgumentTypeError(f"'{path}' is not a build's report.json") from None
+    return _fold(fold), report
 
 
 def network(scratch):
@@ -105,24 +106,11 @@ def build_engine(folded, directory, seed=1):
 def engine_rtl(folded, layers, bits, logits):
     """The engine's Verilog on the first layer's output bits [N, 64, 30, 30]: whether every
     image's logits equal ``logits`` and the cycles between images the model's (the
-    testbench asserts both)."""
-    engine = BinaryNetworkEngine(folded)
+    testbench asserts both), and those cycles."""
     totals = expected_totals(folded, layers, bits)
     assert np.array_equal(codes_of_counts(layers[-1], totals[:, :layers[-1].m]), logits)
-    build = runner.build(engine, f"cnv_engine_{folded.pe}x{folded.simd}", sim="verilator")
-    ok = True
-    # A few images a run: the testbench's parameters travel in one environment variable
-    # (at most 128 KiB).
-    for first in range(0, len(bits), RUN_IMAGES):
-        chunk = slice(first, first + RUN_IMAGES)
-        params = {"words": [pack_input_words(folded, vector) for vector in bits[chunk]],
-                  "expected": output_words(folded, totals[chunk]),
-                  "cycles_per_vector": engine.cycles_per_vector(), "ready_stalls": 0.0,
-                  "seed": 0}
-        result = build.run("fpganet.sim.tb_binary_engine", None,
-                           {"FPGANET_TB": json.dumps(params)})
-        ok &= result.ok
-    return ok, engine.cycles_per_vector()
+    failed = run_engine_verilog(folded, bits, totals, f"cnv_engine_{folded.pe}x{folded.simd}")
+    return not failed, BinaryNetworkEngine(folded).cycles_per_vector()
 
 
 def main(argv=None):
@@ -137,6 +125,13 @@ def main(argv=None):
     args = parser.parse_args(argv)
     command = "benchmarks/cnv_engine.py " + " ".join(argv if argv is not None else sys.argv[1:])
     reports = dict(args.report)
+    # The rows already there are kept; a file that holds anything else is not overwritten.
+    path, kept = Path(args.output), []
+    if path.exists():
+        try:
+            kept = check_rows(json.loads(path.read_text()), str(path))
+        except (OSError, ValueError, ResultsError):
+            parser.error(f"'{path}' exists and is not a results file; not overwriting it")
     with tempfile.TemporaryDirectory(prefix="cnv-engine-") as scratch:
         net, layers = network(scratch)
     x, _ = mlperf_tiny("resnet8", "test", layout="nchw")
@@ -169,10 +164,9 @@ def main(argv=None):
         # the build misses its target.
         target, mhz, basis = TARGET_MHZ, TARGET_MHZ, "model"
         if args.synth:
-            reports[(pe, simd)] = build_engine(folded, args.synth)
-        report_path = reports.get((pe, simd))
-        if report_path is not None:
-            report = json.loads(report_path.read_text())
+            reports[(pe, simd)] = json.loads(build_engine(folded, args.synth).read_text())
+        report = reports.get((pe, simd))
+        if report is not None:
             target, basis = report["clock"]["target_mhz"], "routed"
             mhz = min(target, report["fmax_mhz"])
             row(configuration, "fmax_mhz", report["fmax_mhz"], "routed")
@@ -189,13 +183,6 @@ def main(argv=None):
         row(both, "cycles_per_image", first + cycles, "model")
         row(both, "clock_mhz", TARGET_MHZ, "model")
         row(both, "images_per_s_compute", TARGET_MHZ * 1e6 / (first + cycles), "model")
-    path = Path(args.output)
-    kept = []
-    if path.exists():
-        try:
-            kept = check_rows(json.loads(path.read_text()), str(path))
-        except (ResultsError, ValueError):
-            kept = []
     keys = {r.key for r in rows}
     write_rows(path, [r for r in kept if r.key not in keys] + rows)
     print(f"wrote {path}")

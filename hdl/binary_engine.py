@@ -207,9 +207,8 @@ class BinaryNetworkEngine(wiring.Component):
         y = unit.results.payload.y
         digits = [Cat(y[j], C(0, digit_bits))[:digit_bits] for j in range(pe)]
         pooled = Signal(pe * digit_bits)     # the greatest digits of the pool's windows so far
-        greatest = Cat(Mux((result_sub != 0) & (before > digit), before, digit)
-                       for j, digit in enumerate(digits)
-                       for before in [pooled.word_select(j, digit_bits)])
+        before = [pooled.word_select(j, digit_bits) for j in range(pe)]
+        greatest = Cat(Mux((result_sub != 0) & (b > d), b, d) for b, d in zip(before, digits))
         word_addr = Signal(range(folded.buffer_words))
         take = Signal()
         # The last layer's counts leave through a FIFO of three. The unit moves while a flip-flop

@@ -17,7 +17,7 @@ from fpganet.codegen.fuzz_engine import engine_case
 from fpganet.hdl.binary_engine import BinaryNetworkEngine
 from fpganet.sim import runner
 
-__all__ = ["check_case", "fuzz_engine", "output_words"]
+__all__ = ["check_case", "fuzz_engine", "output_words", "run_engine_verilog", "RUN_INPUTS"]
 
 
 def output_words(folded, totals):
@@ -28,17 +28,38 @@ def output_words(folded, totals):
              for group in vector.reshape(-1, folded.pe)] for vector in totals]
 
 
+#: Inputs a testbench run takes at most: its parameters travel in one environment variable
+#: (128 KiB at most), and a map of CNV's layer 2 is 900 words.
+RUN_INPUTS = 4
+
+
+def run_engine_verilog(folded, inputs, totals, name, sim="verilator", ready_stalls=0.0, seed=0):
+    """The engine of ``folded`` on its Verilog, ``inputs`` [N, ...] (vectors or maps) in runs
+    of :data:`RUN_INPUTS`, each run's testbench asserting the last layer's ``totals`` [N, ...]
+    and, at full rate, the cycles between inputs; the failing runs' results (empty: all
+    passed)."""
+    engine = BinaryNetworkEngine(folded)
+    build = runner.build(engine, name, sim=sim)
+    failed = []
+    for first in range(0, len(inputs), RUN_INPUTS):
+        chunk = slice(first, first + RUN_INPUTS)
+        params = {"words": [pack_input_words(folded, vector) for vector in inputs[chunk]],
+                  "expected": output_words(folded, totals[chunk]),
+                  "cycles_per_vector": engine.cycles_per_vector(),
+                  "ready_stalls": ready_stalls, "seed": seed}
+        result = build.run("fpganet.sim.tb_binary_engine", None,
+                           {"FPGANET_TB": json.dumps(params)})
+        if not result.ok:
+            failed.append(result)
+    return failed
+
+
 def check_case(case, sim="verilator", ready_stalls=0.0):
     """Run ``case`` on the engine's Verilog; raise AssertionError naming what differs."""
-    folded = case.folded
-    engine = BinaryNetworkEngine(folded)
-    params = {"words": [pack_input_words(folded, vector) for vector in case.inputs],
-              "expected": output_words(folded, case.totals),
-              "cycles_per_vector": engine.cycles_per_vector(), "ready_stalls": ready_stalls,
-              "seed": case.index}
-    build = runner.build(engine, f"engine_{folded.unit}", sim=sim)
-    result = build.run("fpganet.sim.tb_binary_engine", None, {"FPGANET_TB": json.dumps(params)})
-    assert result.ok, f"{case.describe()}: {result.failed} (see {result.results_xml.parent})"
+    failed = run_engine_verilog(case.folded, case.inputs, case.totals,
+                                f"engine_{case.folded.unit}", sim, ready_stalls, case.index)
+    assert not failed, (f"{case.describe()}: {failed[0].failed} "
+                        f"(see {failed[0].results_xml.parent})")
 
 
 def fuzz_engine(cases, seed=1, sim="verilator", out=None):

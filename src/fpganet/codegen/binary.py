@@ -316,8 +316,8 @@ def lower_chain(net, lower, not_narrow, start=0):
     The first layer's input comes from the host, which lays it out as the layer reads it."""
     if not net.is_chain:
         raise FpganetError("an engine runs a chain of layers; this network branches")
-    layers = []
-    in_lo, in_hi, stored = chain_input(net, start)
+    layers, stored = [], None            # `stored`: the map the last lowered layer wrote
+    in_lo, in_hi, _ = chain_input(net, start)
     for layer in net.layers[start:]:
         if layer.type == "reshape":
             if layers and tuple(layer.out_shape) != (int(np.prod(stored)), 1, 1):
@@ -325,11 +325,10 @@ def lower_chain(net, lower, not_narrow, start=0):
                                    f"only by flattening it, {list(stored)} to "
                                    f"{[int(np.prod(stored)), 1, 1]}, not to "
                                    f"{list(layer.out_shape)}")
-            stored = tuple(layer.out_shape) if not layers else stored
             continue
         if layer.type == "maxpool":
             fused = _fused_pool(layers[-1] if layers else None, layer)
-            if tuple(layer.in_shape) != tuple(stored):
+            if tuple(layer.in_shape) != stored:
                 raise FpganetError(f"layer '{layer.name}': an engine max-pools the map the layer "
                                    f"before stored, {list(stored)}, not {list(layer.in_shape)}")
             layers[-1:] = [fused]
@@ -345,7 +344,7 @@ def lower_chain(net, lower, not_narrow, start=0):
                 # The map the layer before stored, pixel by pixel, read whole: the flatten's
                 # NCHW order is the weights' (c, y, x).
                 lowered = replace(lowered, map_in=stored)
-            elif lowered.in_map != tuple(stored):
+            elif lowered.in_map != stored:
                 raise FpganetError(f"layer '{layer.name}': an engine reads the map the layer "
                                    f"before stored, {list(stored)}, not {list(lowered.in_map)}")
         layers.append(lowered)
